@@ -37,7 +37,8 @@ class SpecIndex:
         if self.catch_all_index < 0:
             raise SpecError(f"spec v{spec.version!r} has no catch-all partition")
         # owner per (zoom, code): >= 0 partition index, < 0 split-group -(g+1)
-        by_zoom: dict[int, dict[int, int]] = {}
+        plain_qks: list[str] = []
+        plain_owner: list[int] = []
         groups: dict[str, list[tuple[int, int, int]]] = {}
         for i, p in enumerate(spec.partitions):
             for q in p.quadkeys:
@@ -47,26 +48,28 @@ class SpecIndex:
                     raise SpecError(f"partition {p.id!r} quadkey {q!r} is deeper than zoom {LOOKUP_ZOOM}")
                 if p.hash_range is not None:
                     groups.setdefault(q, []).append((p.hash_range[0], p.hash_range[1], i))
-                    continue
-                x, y, z = quadkeys_to_arrays([q])
-                by_zoom.setdefault(int(z[0]), {})[int(tile_codes(x, y, int(z[0]))[0])] = i
+                else:
+                    plain_qks.append(q)
+                    plain_owner.append(i)
         self._group_lo: list[IntArray] = []
         self._group_part: list[IntArray] = []
         for g, (q, members) in enumerate(sorted(groups.items())):
             members.sort()
             self._group_lo.append(np.array([m[0] for m in members], dtype=np.int64))
             self._group_part.append(np.array([m[2] for m in members], dtype=np.int64))
-            x, y, z = quadkeys_to_arrays([q])
-            by_zoom.setdefault(int(z[0]), {})[int(tile_codes(x, y, int(z[0]))[0])] = -(g + 1)
-        self.zooms: list[int] = sorted(by_zoom, reverse=True)
+            plain_qks.append(q)
+            plain_owner.append(-(g + 1))
+        x, y, z = quadkeys_to_arrays(plain_qks)
+        owner = np.array(plain_owner, dtype=np.int64)
         self._codes: dict[int, IntArray] = {}
         self._owner: dict[int, IntArray] = {}
-        for z, m in by_zoom.items():
-            codes = np.fromiter(m.keys(), dtype=np.int64, count=len(m))
-            owners = np.fromiter(m.values(), dtype=np.int64, count=len(m))
-            order = np.argsort(codes)
-            self._codes[z] = codes[order]
-            self._owner[z] = owners[order]
+        for zoom in np.unique(z):
+            sel = z == zoom
+            codes = tile_codes(x[sel], y[sel], int(zoom))
+            order = np.argsort(codes, kind="stable")
+            self._codes[int(zoom)] = codes[order]
+            self._owner[int(zoom)] = owner[sel][order]
+        self.zooms: list[int] = sorted(self._codes, reverse=True)
 
     # ------------------------------------------------------------------
     def locate_xy(self, x: npt.ArrayLike, y: npt.ArrayLike, zoom: int,

@@ -1,0 +1,670 @@
+"""Build a partition spec from load per quadkey.
+
+Two strategies:
+
+``compact`` (default)
+    1. **Hot cells** (load > ``max_load``) are split first: into their finer
+       cells when the counts carry refinement rows (recursively), else across
+       several workers by entity hash (full shares of exactly ``max_load`` plus
+       one remainder share that packs with other work).
+    2. The other cells are grouped into **8-connected components**. A component
+       within ``max_load`` is one region as it is (sparse data: each isolated
+       cluster stays whole and compact).
+    3. A component above ``max_load`` is **carved** by recursive staircase
+       bisection: along its longer axis, cells are ordered (primary axis, then
+       secondary) and cut where one side holds exactly ``m`` full workers of load
+       (``m = ceil(L / max_load) // 2``); the cut line is straight except for one
+       step, so pieces are square-ish. Each side's connected components are
+       carved again until every region fits.
+    4. Regions are **packed onto workers** by best-fit decreasing, so cold
+       regions share workers and the worker count approaches
+       ``ceil(total / max_load)``.
+    5. With a ``previous`` spec, the build first tries a **sticky repair** (keep
+       every partition and worker that still fits, re-carve only overloaded
+       partitions, attach new load to neighbours with room, move whole partitions
+       off overloaded workers) and keeps it unless it needs more workers than
+       the fresh build and the lower bound + 1; otherwise the fresh build is
+       used with ids matched to the previous spec by shared load.
+
+``seed``
+    The seed algorithm (shared/seeds/000), implemented faithfully as the
+    baseline: seed from the hottest unassigned quadkey, grow by 8-neighbour
+    adjacency ranking candidates by shared edges then load, cap at ``max_load``,
+    one worker per partition, hot quadkeys unsplittable.
+
+Notes
+-----
+Every spec covers the whole world: a catch-all partition lists the root quadkey
+``""`` and owns every place no region lists (a new hotspot with no history has a
+home). The catch-all is hosted by the least-loaded worker.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+
+from partitioner.counts import Counts, counts_from_pairs
+from partitioner.errors import BuildError
+from partitioner.graph import components, group_indices
+from partitioner.index import SpecIndex
+from partitioner.spec import HASH_BUCKETS, Partition, Spec, Worker, check, shard_hash_key, validate
+from partitioner.tiles import IntArray, arrays_to_quadkeys, neighbors, quadkey, quadkey_to_tile, quadkeys_to_arrays
+
+STRATEGIES = ("compact", "seed")
+CATCH_ALL_ID_HINT = "catch-all"
+
+
+@dataclass(frozen=True)
+class Region:
+    """A piece of work: grid cells (or one hash share of a hot cell) with its load."""
+
+    quadkeys: tuple[str, ...]
+    load: float
+    hash_range: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    """What a build did, beside the spec itself."""
+
+    spec: Spec
+    strategy: str
+    lower_bound: int
+    hot_cells: int
+    hash_split_cells: int
+    mode: str  # "fresh", "fresh+matched" or "repair"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    problems: tuple[str, ...] = field(default_factory=tuple)
+
+
+def lower_bound(total: float, max_load: float) -> int:
+    """Return the physical lower bound on workers: ``ceil(total / max_load)`` (at least 1)."""
+    return max(1, math.ceil(total / max_load - 1e-9))
+
+
+def build_spec(counts: Counts, max_load: float, *, previous: Spec | None = None, strategy: str = "compact",
+               version: int | None = None, created_at: str | None = None, stream_name: str | None = None) -> Spec:
+    """Build a validated spec; see :func:`build_with_report`."""
+    return build_with_report(counts, max_load, previous=previous, strategy=strategy, version=version,
+                             created_at=created_at, stream_name=stream_name).spec
+
+
+def build_with_report(counts: Counts, max_load: float, *, previous: Spec | None = None,
+                      strategy: str = "compact", version: int | None = None, created_at: str | None = None,
+                      stream_name: str | None = None) -> BuildReport:
+    """Build a spec from ``counts`` under ``max_load`` and say how.
+
+    Parameters
+    ----------
+    counts : Counts
+        Load per quadkey (a rolled-up quadtree is fine, see :mod:`partitioner.counts`).
+    max_load : float
+        Cap on each worker's load (> 0).
+    previous : Spec, optional
+        The live spec: ids are kept sticky to it (compact strategy).
+    strategy : {"compact", "seed"}
+    version : int, optional
+        Defaults to ``previous.version + 1`` or 1.
+
+    Returns
+    -------
+    BuildReport
+        ``spec`` is validated with :func:`partitioner.spec.check` for ``compact``;
+        the ``seed`` baseline may break caps (that is its weakness) and lists the
+        broken rules in ``problems`` instead of raising.
+
+    Raises
+    ------
+    BuildError
+        On a bad ``max_load``, an unknown strategy or empty counts.
+    """
+    if isinstance(max_load, bool) or not isinstance(max_load, (int, float)) or not (
+            math.isfinite(max_load) and max_load > 0):
+        raise BuildError(f"max_load must be a positive finite number, got {max_load!r}")
+    if strategy not in STRATEGIES:
+        raise BuildError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if len(counts) == 0:
+        raise BuildError(f"{counts.source}: no load to partition")
+    cap = float(max_load)
+    if version is None:
+        version = previous.version + 1 if previous is not None else 1
+    prev_version = previous.version if previous is not None and previous.version < version else None
+    stamp = created_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    grid = counts.grid()
+    total = float(grid.weight.sum())
+    lb = lower_bound(total, cap)
+    source = {"counts": counts.source, "grid_zoom": grid.zoom, "total_load": total, "lower_bound": lb}
+
+    if strategy == "seed":
+        regions = seed_regions(counts, cap)
+        workers_of = list(range(len(regions)))
+        spec = _assemble(regions, workers_of, cap, version=version, previous_version=prev_version, created_at=stamp,
+                         strategy="seed", stream_name=stream_name, source=source)
+        hot = int(np.count_nonzero(grid.weight > cap))
+        return BuildReport(spec, "seed", lb, hot, 0, "fresh", problems=tuple(validate(spec)))
+
+    hot_regions, hot_count, hashed = _split_hot_cells(counts, grid, cap)
+    cold = (grid.weight <= cap) & (grid.weight > 0)
+    regions, workers_of = _fresh_regions(grid.x[cold], grid.y[cold], grid.weight[cold], grid.zoom, cap, hot_regions,
+                                         total, lb)
+    notes: list[str] = []
+    mode = "fresh"
+    if previous is not None:
+        repaired = _repair(previous, counts, cap)
+        fresh_workers = max(workers_of) + 1 if workers_of else 0
+        if repaired is not None:
+            r_regions, r_workers, r_ids, r_wids, r_notes = repaired
+            n_rep = len(set(r_workers))
+            if n_rep <= max(fresh_workers, lb + 1) + 1:
+                spec = _assemble(r_regions, r_workers, cap, version=version, previous_version=prev_version,
+                                 created_at=stamp, strategy="compact", stream_name=stream_name, source=source,
+                                 ids=r_ids, worker_ids=r_wids)
+                return BuildReport(check(spec), "compact", lb, hot_count, hashed, "repair", tuple(r_notes))
+            notes.append(f"repair needed {n_rep} workers vs {fresh_workers} fresh (lower bound {lb}): rebuilt")
+        ids, wids = _match_ids(previous, regions, workers_of, grid.zoom)
+        spec = _assemble(regions, workers_of, cap, version=version, previous_version=prev_version, created_at=stamp,
+                         strategy="compact", stream_name=stream_name, source=source, ids=ids, worker_ids=wids)
+        mode = "fresh+matched"
+    else:
+        spec = _assemble(regions, workers_of, cap, version=version, previous_version=prev_version, created_at=stamp,
+                         strategy="compact", stream_name=stream_name, source=source)
+    return BuildReport(check(spec), "compact", lb, hot_count, hashed, mode, tuple(notes))
+
+
+def _fresh_regions(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, hot_regions: list[Region],
+                   total: float, lb: int) -> tuple[list[Region], list[int]]:
+    """Carve and pack from scratch, leaving every worker headroom when the lower bound + 1 allows it.
+
+    Pieces are carved at a slightly lower cap (half the average slack that
+    ``lower_bound + 1`` workers leave), packed at the real cap and then levelled,
+    so that routine load noise does not push a worker over the cap right after a
+    deploy. If the margin costs a worker, the build without margin is used.
+    """
+    slack = ((lb + 1) * cap - total) / (lb + 1)
+    margin = min(0.05 * cap, max(0.0, 0.5 * slack))
+    best: tuple[list[Region], list[int]] | None = None
+    for carve_cap in ((cap - margin, cap) if margin > 0 else (cap,)):
+        regions = hot_regions + carve_cells(x, y, w, zoom, carve_cap)
+        workers_of = level_workers([r.load for r in regions], pack_best_fit([r.load for r in regions], cap), cap)
+        if best is None or max(workers_of, default=0) < max(best[1], default=0):
+            best = (regions, workers_of)
+        if max(workers_of, default=0) + 1 <= lb + 1:
+            break
+    assert best is not None
+    return best
+
+
+def level_workers(loads: Sequence[float], assign: list[int], cap: float) -> list[int]:
+    """Move items from the fullest worker to the emptiest while that lowers the fuller one.
+
+    Notes
+    -----
+    Greedy and bounded (at most one pass over the items per worker): it evens out
+    loads so each worker keeps about the same headroom below ``cap``.
+    """
+    n = max(assign, default=-1) + 1
+    if n < 2:
+        return assign
+    out = list(assign)
+    wl = [0.0] * n
+    items: list[list[int]] = [[] for _ in range(n)]
+    for i, b in enumerate(out):
+        wl[b] += loads[i]
+        items[b].append(i)
+    for b in range(n):
+        items[b].sort(key=lambda i: loads[i])
+    for _ in range(len(loads)):
+        hi = max(range(n), key=wl.__getitem__)
+        lo = min(range(n), key=wl.__getitem__)
+        gap = wl[hi] - wl[lo]
+        # the largest item that still narrows the gap
+        cand = [i for i in items[hi] if 0 < loads[i] < gap]
+        if not cand:
+            break
+        i = cand[-1]
+        if wl[lo] + loads[i] > cap:
+            break
+        items[hi].remove(i)
+        bisect.insort(items[lo], i, key=lambda j: loads[j])
+        wl[hi] -= loads[i]
+        wl[lo] += loads[i]
+        out[i] = lo
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Hot cells
+# ---------------------------------------------------------------------------
+
+
+def _split_hot_cells(counts: Counts, grid_cells: object, cap: float) -> tuple[list[Region], int, int]:
+    from partitioner.counts import Grid
+
+    assert isinstance(grid_cells, Grid)
+    hot = np.nonzero(grid_cells.weight > cap)[0]
+    if len(hot) == 0:
+        return [], 0, 0
+    refinement = counts.refinement()
+    qks = arrays_to_quadkeys(grid_cells.x[hot], grid_cells.y[hot], grid_cells.zoom)
+    regions: list[Region] = []
+    hashed = 0
+    for q, load in zip(qks, grid_cells.weight[hot], strict=True):
+        pieces = _split_one(q, float(load), refinement, cap)
+        hashed += sum(1 for p in pieces if p.hash_range is not None and p.hash_range[0] == 0)
+        regions += pieces
+    return regions, len(hot), hashed
+
+
+def _split_one(qk: str, load: float, refinement: dict[str, float], cap: float) -> list[Region]:
+    """Split one hot cell: by its finer rows when present, else by entity hash."""
+    children = {q: w for q, w in refinement.items() if q.startswith(qk) and len(q) > len(qk)}
+    if children:
+        sub = counts_from_pairs(sorted(children.items()), source=f"refinement of {qk!r}")
+        grid = sub.grid()
+        scale = load / float(grid.weight.sum()) if grid.weight.sum() > 0 else 0.0
+        if scale > 0:
+            weights = grid.weight * scale
+            hot = weights > cap
+            out: list[Region] = []
+            if hot.any():
+                deeper = {q: w * scale for q, w in sub.refinement().items()}
+                hot_qks = arrays_to_quadkeys(grid.x[hot], grid.y[hot], grid.zoom)
+                for hq, hl in zip(hot_qks, weights[hot], strict=True):
+                    out += _split_one(hq, float(hl), deeper, cap)
+            cold = ~hot & (weights > 0)
+            out += carve_cells(grid.x[cold], grid.y[cold], weights[cold], grid.zoom, cap)
+            # the parts of the hot cell with no finer rows still belong to it: list it so it has an owner
+            if out:
+                biggest = max(range(len(out)), key=lambda i: out[i].load if out[i].hash_range is None else -1.0)
+                if out[biggest].hash_range is None:
+                    r = out[biggest]
+                    out[biggest] = Region((qk, *r.quadkeys), r.load)
+                else:
+                    out.append(Region((qk,), 0.0))
+            return out
+    return hash_split(qk, load, cap)
+
+
+def hash_split(qk: str, load: float, cap: float) -> list[Region]:
+    """Split a cell across workers by entity hash: full shares of ``cap`` and one remainder share.
+
+    Notes
+    -----
+    Shares are whole entity buckets (``HASH_BUCKETS`` = 65536), so a share's load
+    is ``load * width / HASH_BUCKETS``; full shares are rounded down to stay
+    within ``cap``, and the remainder is checked too (one more share if needed).
+    """
+    full_width = int(math.floor(HASH_BUCKETS * cap / load))
+    if full_width < 1:
+        raise BuildError(f"cell {qk!r} with load {load!r} would need more than {HASH_BUCKETS} entity-hash shares "
+                         f"of max_load {cap!r}")
+    k = int(load // cap)
+    while True:
+        rest = HASH_BUCKETS - k * full_width
+        if rest <= 0 or load * rest / HASH_BUCKETS <= cap:
+            break
+        k += 1
+    widths = [full_width] * k + ([rest] if rest > 0 else [])
+    if rest < 0:
+        widths[-1] += rest
+    out: list[Region] = []
+    lo = 0
+    for w in widths:
+        out.append(Region((qk,), load * w / HASH_BUCKETS, (lo, lo + w)))
+        lo += w
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Carving components into compact regions
+# ---------------------------------------------------------------------------
+
+
+def carve_cells(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float) -> list[Region]:
+    """Group cells into 8-connected regions of at most ``cap`` load (compact strategy, steps 2-3)."""
+    if len(x) == 0:
+        return []
+    qks = np.array(arrays_to_quadkeys(x, y, zoom), dtype=object)
+    count, labels = components(x, y, zoom)
+    out: list[Region] = []
+    loads = np.bincount(labels, weights=w, minlength=count)
+    small = loads <= cap
+    # components within the cap stay whole: one region each
+    for idx, comp_ok in zip(group_indices(labels, count), small, strict=True):
+        if comp_ok:
+            out.append(Region(tuple(sorted(qks[idx])), float(w[idx].sum())))
+        else:
+            out += [Region(tuple(sorted(qks[piece])), float(w[piece].sum()))
+                    for piece in _carve(idx, x, y, w, zoom, cap)]
+    return out
+
+
+def _carve(idx: IntArray, x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float) -> list[IntArray]:
+    """Recursively cut one connected set of cells into connected pieces within ``cap``."""
+    stack = [idx]
+    done: list[IntArray] = []
+    while stack:
+        cur = stack.pop()
+        load = float(w[cur].sum())
+        if load <= cap * (1 + 1e-12):
+            done.append(cur)
+            continue
+        k = math.ceil(load / cap - 1e-12)
+        target = (k // 2) * cap
+        u, v = _axes(x[cur], y[cur], zoom)
+        order = np.lexsort((v, u))
+        csum = np.cumsum(w[cur][order])
+        cut = int(np.searchsorted(csum, target * (1 + 1e-12), side="right"))
+        cut = min(max(cut, 1), len(cur) - 1)
+        for side in (cur[order[:cut]], cur[order[cut:]]):
+            n, labels = components(x[side], y[side], zoom)
+            stack += [side[g] for g in group_indices(labels, n)] if n > 1 else [side]
+    return done
+
+
+def _axes(x: IntArray, y: IntArray, zoom: int) -> tuple[IntArray, IntArray]:
+    """Return (primary, secondary) coordinates: the longer extent first, x unwrapped at the antimeridian."""
+    n = 1 << zoom
+    ux = np.unique(x)
+    if len(ux) > 1:
+        gaps = np.diff(np.append(ux, ux[0] + n))
+        g = int(np.argmax(gaps))
+        start = int(ux[(g + 1) % len(ux)])
+        xu = (x - start) % n
+    else:
+        xu = x - x.min()
+    ext_x = int(xu.max() - xu.min())
+    ext_y = int(y.max() - y.min())
+    return (xu, y) if ext_x >= ext_y else (y, xu)
+
+
+# ---------------------------------------------------------------------------
+# Packing regions onto workers
+# ---------------------------------------------------------------------------
+
+
+def pack_best_fit(loads: Sequence[float], cap: float) -> list[int]:
+    """Best-fit decreasing bin packing: return the worker index of each item.
+
+    Notes
+    -----
+    Items must each be <= ``cap``. Residual capacities are kept in a sorted list so
+    each placement costs ``O(log bins)`` to find plus ``O(bins)`` to update.
+    """
+    order = sorted(range(len(loads)), key=lambda i: -loads[i])
+    residuals: list[float] = []  # sorted ascending
+    bins_at: list[int] = []  # bin id per residual slot, same order
+    assign = [0] * len(loads)
+    n_bins = 0
+    eps = cap * 1e-9
+    for i in order:
+        need = loads[i]
+        pos = bisect.bisect_left(residuals, need - eps)
+        if pos < len(residuals):
+            b = bins_at.pop(pos)
+            r = residuals.pop(pos) - need
+        else:
+            b = n_bins
+            n_bins += 1
+            r = cap - need
+        assign[i] = b
+        ins = bisect.bisect_left(residuals, r)
+        residuals.insert(ins, r)
+        bins_at.insert(ins, b)
+    return _renumber(assign)
+
+
+def _renumber(assign: list[int]) -> list[int]:
+    seen: dict[int, int] = {}
+    return [seen.setdefault(a, len(seen)) for a in assign]
+
+
+# ---------------------------------------------------------------------------
+# Sticky repair of a previous spec
+# ---------------------------------------------------------------------------
+
+
+def _repair(previous: Spec, counts: Counts, cap: float) -> tuple[list[Region], list[int], list[str], list[str],
+                                                                 list[str]] | None:
+    """Keep the previous spec where it still fits; move only what must move.
+
+    Returns regions, worker index per region, partition ids, worker ids (per worker
+    index) and notes; or None when the previous spec cannot be repaired (it splits
+    hot cells that changed, or its grid is finer than the counts).
+    """
+    grid = counts.grid()
+    index = SpecIndex(previous)
+    owner = index.locate_xy(grid.x, grid.y, grid.zoom)
+    parts = previous.partitions
+    if any(p.hash_range is not None for p in parts) or any(grid.weight > cap):
+        return None
+    if any(len(q) > grid.zoom for p in parts for q in p.quadkeys):
+        return None
+    catch = index.catch_all_index
+    notes: list[str] = []
+    qks = np.array(arrays_to_quadkeys(grid.x, grid.y, grid.zoom), dtype=object)
+    loads = np.bincount(owner, weights=grid.weight, minlength=len(parts))
+    regions: list[Region] = []
+    ids: list[str] = []
+    owner_worker: list[str] = []
+    # 1. previous regions: keep listed quadkeys (contiguity holds even where load vanished); re-carve overloaded ones
+    for i, p in enumerate(parts):
+        if i == catch:
+            continue
+        cells = np.nonzero(owner == i)[0]
+        if loads[i] <= cap:
+            regions.append(Region(tuple(p.quadkeys), float(loads[i])))
+            ids.append(p.id)
+            owner_worker.append(p.worker)
+            continue
+        pieces = _carve(cells, grid.x, grid.y, grid.weight, grid.zoom, cap)
+        pieces.sort(key=lambda c: -float(grid.weight[c].sum()))
+        notes.append(f"partition {p.id!r} at {loads[i] / cap:.0%} of max_load re-carved into {len(pieces)} pieces")
+        for k, piece in enumerate(pieces):
+            regions.append(Region(tuple(sorted(qks[piece])), float(grid.weight[piece].sum())))
+            ids.append(p.id if k == 0 else "")
+            owner_worker.append(p.worker if k == 0 else "")
+    # 2. new load in the catch-all: attach cells to a neighbouring region with room, else new regions
+    new_cells = np.nonzero((owner == catch) & (grid.weight > 0))[0]
+    if len(new_cells):
+        fresh = carve_cells(grid.x[new_cells], grid.y[new_cells], grid.weight[new_cells], grid.zoom, cap)
+        notes.append(f"{float(grid.weight[new_cells].sum()):.6g} load outside the previous regions -> "
+                     f"{len(fresh)} new regions")
+        for r in fresh:
+            regions.append(r)
+            ids.append("")
+            owner_worker.append("")
+    # 3. workers: keep assignments that fit, move whole regions off overloaded workers, pack the rest
+    worker_load: dict[str, float] = {}
+    assign: list[str] = [""] * len(regions)
+    order = sorted(range(len(regions)), key=lambda i: -regions[i].load)
+    for i in order:
+        w = owner_worker[i]
+        if w and worker_load.get(w, 0.0) + regions[i].load <= cap * (1 + 1e-12):
+            assign[i] = w
+            worker_load[w] = worker_load.get(w, 0.0) + regions[i].load
+    moved = [i for i in order if not assign[i]]
+    prev_wids = [w.id for w in previous.workers]
+    for i in moved:
+        fits = [(cap - worker_load.get(w, 0.0), w) for w in prev_wids + list(worker_load)
+                if worker_load.get(w, 0.0) + regions[i].load <= cap * (1 + 1e-12) and w in worker_load]
+        if fits:
+            w = min(fits)[1]
+        else:
+            w = _new_worker_id(prev_wids, worker_load)
+        assign[i] = w
+        worker_load[w] = worker_load.get(w, 0.0) + regions[i].load
+    wids = sorted(set(assign))
+    windex = {w: k for k, w in enumerate(wids)}
+    used = {p.id for p in previous.partitions}
+    next_id = _next_number([p.id for p in previous.partitions])
+    for k, pid in enumerate(ids):
+        if not pid:
+            while f"p{next_id:04d}" in used:
+                next_id += 1
+            ids[k] = f"p{next_id:04d}"
+            used.add(ids[k])
+    return regions, [windex[a] for a in assign], ids, wids, notes
+
+
+def _new_worker_id(existing: list[str], in_use: dict[str, float]) -> str:
+    n = _next_number(existing + list(in_use))
+    return f"w{n:04d}"
+
+
+def _next_number(ids: Sequence[str]) -> int:
+    nums = [int(i[1:]) for i in ids if len(i) > 1 and i[1:].isdigit()]
+    return max(nums, default=0) + 1
+
+
+def _match_ids(previous: Spec, regions: list[Region], workers_of: list[int], zoom: int
+               ) -> tuple[list[str], list[str]]:
+    """Give fresh regions and workers the previous ids they share the most load with."""
+    index = SpecIndex(previous)
+    prev_parts = previous.partitions
+    members = [(r_i, q, r.load / len(r.quadkeys)) for r_i, r in enumerate(regions) for q in r.quadkeys if q]
+    overlap: dict[tuple[int, int], float] = {}
+    woverlap: dict[tuple[int, str], float] = {}
+    if members:
+        region_of = np.array([m[0] for m in members], dtype=np.int64)
+        share = np.array([m[2] for m in members], dtype=np.float64)
+        x, y, z = quadkeys_to_arrays([m[1] for m in members])
+        owners = np.empty(len(members), dtype=np.int64)
+        for zz in np.unique(z):
+            sel = z == zz
+            owners[sel] = index.locate_xy(x[sel], y[sel], int(zz))
+        keep = owners != index.catch_all_index
+        pair = region_of[keep] * len(prev_parts) + owners[keep]
+        uniq, inv = np.unique(pair, return_inverse=True)
+        sums = np.bincount(inv, weights=share[keep])
+        prev_worker = [p.worker for p in prev_parts]
+        for code, load in zip(uniq.tolist(), sums.tolist(), strict=True):
+            r_i, o = divmod(code, len(prev_parts))
+            overlap[(r_i, o)] = load
+            key = (workers_of[r_i], prev_worker[o])
+            woverlap[key] = woverlap.get(key, 0.0) + load
+    ids = [""] * len(regions)
+    taken: set[int] = set()
+    for (r_i, o), _ in sorted(overlap.items(), key=lambda kv: -kv[1]):
+        if not ids[r_i] and o not in taken:
+            ids[r_i] = prev_parts[o].id
+            taken.add(o)
+    n_workers = max(workers_of) + 1 if workers_of else 0
+    wids = [""] * n_workers
+    wtaken: set[str] = set()
+    for (wi, wid), _ in sorted(woverlap.items(), key=lambda kv: -kv[1]):
+        if not wids[wi] and wid not in wtaken:
+            wids[wi] = wid
+            wtaken.add(wid)
+    used = {p.id for p in prev_parts} | set(ids)
+    nxt = _next_number(list(used))
+    for k in range(len(ids)):
+        if not ids[k]:
+            ids[k] = f"p{nxt:04d}"
+            nxt += 1
+    wused = {w.id for w in previous.workers} | set(wids)
+    wn = _next_number(list(wused))
+    for k in range(n_workers):
+        if not wids[k]:
+            wids[k] = f"w{wn:04d}"
+            wn += 1
+    return ids, wids
+
+
+# ---------------------------------------------------------------------------
+# Assembling the spec
+# ---------------------------------------------------------------------------
+
+
+def _assemble(regions: list[Region], workers_of: list[int], cap: float, *, version: int,
+              previous_version: int | None, created_at: str, strategy: str, stream_name: str | None,
+              source: dict[str, object], ids: list[str] | None = None, worker_ids: list[str] | None = None) -> Spec:
+    n_workers = max(workers_of) + 1 if workers_of else 1
+    wids = worker_ids or [f"w{k + 1:04d}" for k in range(n_workers)]
+    wload = [0.0] * n_workers
+    for r, w in zip(regions, workers_of, strict=True):
+        wload[w] += r.load
+    # the catch-all rides on the least-loaded worker
+    host = min(range(n_workers), key=lambda k: wload[k])
+    order = sorted(range(len(regions)), key=lambda i: (workers_of[i], -regions[i].load))
+    pids = ids or [""] * len(regions)
+    parts: list[Partition] = []
+    counter = _next_number([p for p in pids if p])
+    for n, i in enumerate(order):
+        pid = pids[i] or f"p{(n + 1) if not ids else counter:04d}"
+        if ids and not pids[i]:
+            counter += 1
+        parts.append(Partition(id=pid, worker=wids[workers_of[i]], quadkeys=regions[i].quadkeys,
+                               load=regions[i].load, hash_range=regions[i].hash_range))
+    used = {p.id for p in parts}
+    catch_id = next(f"p{k:04d}" for k in range(_next_number(list(used)), 10**9) if f"p{k:04d}" not in used) \
+        if parts else "p0001"
+    parts.append(Partition(id=catch_id, worker=wids[host], quadkeys=("",), load=0.0))
+    workers = tuple(Worker(id=wids[k], load=wload[k], hash_key=shard_hash_key(k, n_workers))
+                    for k in range(n_workers))
+    return Spec(version=version, max_load=cap, partitions=tuple(parts), workers=workers,
+                previous_version=previous_version, created_at=created_at, strategy=strategy,
+                stream_name=stream_name, source=source)
+
+
+# ---------------------------------------------------------------------------
+# The seed algorithm (baseline)
+# ---------------------------------------------------------------------------
+
+
+def seed_regions(counts: Counts, cap: float) -> list[Region]:
+    """The seed strategy: greedy growth from the hottest quadkeys (plain Python, as published).
+
+    Notes
+    -----
+    Works on the grid cells (single zoom). Candidates are the unassigned loaded
+    8-neighbours of the growing component, ranked by how many of their own
+    neighbours are already in the component, then by load; the best candidate that
+    still fits is added; growth stops when none fits. A quadkey hotter than the
+    cap becomes a partition of its own, over the cap.
+    """
+    grid = counts.grid()
+    qks = arrays_to_quadkeys(grid.x, grid.y, grid.zoom)
+    qk_counts = {q: float(w) for q, w in zip(qks, grid.weight, strict=True) if w > 0}
+    nbr_cache: dict[str, set[str]] = {}
+
+    def nbrs(q: str) -> set[str]:
+        s = nbr_cache.get(q)
+        if s is None:
+            s = {quadkey(t) for t in neighbors(quadkey_to_tile(q))} & qk_counts.keys()
+            nbr_cache[q] = s
+        return s
+
+    assigned: set[str] = set()
+    regions: list[Region] = []
+    for seed_qk, seed_load in sorted(qk_counts.items(), key=lambda kv: -kv[1]):
+        if seed_qk in assigned:
+            continue
+        component = {seed_qk}
+        assigned.add(seed_qk)
+        load = seed_load
+        frontier: dict[str, int] = {}
+        for n in nbrs(seed_qk) - assigned:
+            frontier[n] = frontier.get(n, 0) + 1
+        while frontier:
+            ranked = sorted(frontier, key=lambda c: (-frontier[c], -qk_counts[c]))
+            pick = next((c for c in ranked if load + qk_counts[c] <= cap), None)
+            if pick is None:
+                break
+            component.add(pick)
+            assigned.add(pick)
+            load += qk_counts[pick]
+            del frontier[pick]
+            for n in nbrs(pick):
+                if n not in assigned:
+                    frontier[n] = frontier.get(n, 0) + 1
+            for c in [c for c in frontier if c in assigned]:
+                del frontier[c]
+        regions.append(Region(tuple(sorted(component)), load))
+    return regions

@@ -1,0 +1,345 @@
+"""Command line: ``python -m partitioner <command> ...`` (no AWS access needed).
+
+Commands
+--------
+``build COUNTS.csv --max-load N -o spec.json [--previous old.json] [--strategy compact|seed] [--version N]``
+    Build a spec from load per quadkey; print the partition table and summary.
+``evaluate COUNTS.csv spec.json [--json metrics.json]``
+    Measure a spec under a load (an old spec under new load shows the mismatch).
+``diff old.json new.json [--counts COUNTS.csv]``
+    Partition ids added / removed / changed; with counts, the load that keeps its
+    partition and worker and the load that moves.
+``geojson spec.json [-o out.geojson] [--counts COUNTS.csv]``
+    The spec as a GeoJSON FeatureCollection (stdout without ``-o``).
+``plot spec.json [COUNTS.csv] -o map.png [--mismatch bars.png]``
+    Partition map with utilisation bars (PNG); with counts, a heat underlay.
+``policy current.json candidate.json COUNTS.csv [--policy JSON] [--last-published ISO] [--now ISO]``
+    Would the rebalance policy publish the candidate? Prints the reasons.
+``demo [--out DIR] [--max-load N]``
+    The partitioner on the bundled sample (``partitioner/data/sample_counts.csv``):
+    prints the table and writes ``spec.json``, ``spec.geojson`` and ``map.png``.
+
+Errors from the library (:class:`partitioner.errors.PartitionerError`: bad quadkey,
+negative or NaN weight, mixed zooms with ``--single-zoom``, empty file, invalid spec)
+print one line ``error: <message naming the value, file and line>`` on stderr and
+exit with status 2, like argparse's own usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from partitioner.counts import Counts, read_counts_csv
+from partitioner.errors import PartitionerError
+from partitioner.metrics import evaluate, render_stability, render_table, spec_diff, stability, summary_line
+from partitioner.spec import Spec, load_spec
+
+SAMPLE_COUNTS = Path(__file__).resolve().parent / "data" / "sample_counts.csv"
+DEMO_MAX_LOAD = 2500.0  # the seed's cap; the sample holds ~29.5k events (lower bound 12)
+EXIT_ERROR = 2
+
+
+class CliError(PartitionerError):
+    """A command-line value the library does not check itself (bad timestamp, unwritable output)."""
+
+
+def _counts(path: str, single_zoom: bool) -> Counts:
+    return read_counts_csv(path, allow_mixed_zoom=not single_zoom)
+
+
+def _write(path: str | Path, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write {str(path)!r}: {exc.strerror}") from exc
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive finite number")
+    return v
+
+
+def _when(text: str | None, what: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise CliError(f"{what} {text!r} is not an ISO-8601 timestamp") from None
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+# ---------------------------------------------------------------------------
+# commands
+# ---------------------------------------------------------------------------
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from partitioner.build import build_with_report
+
+    counts = _counts(args.counts, args.single_zoom)
+    previous = load_spec(args.previous) if args.previous else None
+    report = build_with_report(counts, args.max_load, previous=previous, strategy=args.strategy,
+                               version=args.version, stream_name=args.stream_name)
+    spec = report.spec
+    try:
+        spec.save(args.output)
+    except OSError as exc:
+        raise CliError(f"cannot write {args.output!r}: {exc.strerror}") from exc
+    metrics = evaluate(spec, counts)
+    print(render_table(metrics, limit=args.limit))
+    print(f"Build: strategy {report.strategy}, mode {report.mode}, hot cells {report.hot_cells} "
+          f"({report.hash_split_cells} split by entity hash)")
+    for note in report.notes:
+        print(f"note: {note}")
+    for problem in report.problems:
+        print(f"problem: {problem}")
+    if previous is not None:
+        print(render_stability(stability(previous, spec, counts)))
+    if args.json:
+        _write(args.json, json.dumps(metrics.to_dict(), indent=1) + "\n")
+    print(f"wrote {args.output}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    counts = _counts(args.counts, args.single_zoom)
+    spec = load_spec(args.spec)
+    metrics = evaluate(spec, counts)
+    print(render_table(metrics, limit=args.limit))
+    if args.json == "-":
+        print(json.dumps(metrics.to_dict(), indent=1))
+    elif args.json:
+        _write(args.json, json.dumps(metrics.to_dict(), indent=1) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    old, new = load_spec(args.old), load_spec(args.new)
+    d = spec_diff(old, new)
+    if args.counts:
+        print(render_stability(stability(old, new, _counts(args.counts, args.single_zoom)), d))
+    else:
+        print(render_stability(stability(old, new, _spec_load_counts(old)), d))
+        print("(moved load estimated from the old spec's recorded loads; pass --counts COUNTS.csv for the "
+              "current load)")
+    return 0
+
+
+def _spec_load_counts(spec: Spec) -> Counts:
+    """Counts that put each partition's recorded load on its listed cells (evenly), for diff without counts."""
+    import numpy as np
+
+    acc: dict[str, float] = {}
+    for p in spec.partitions:
+        cells = [q for q in p.quadkeys if q]
+        for q in cells:
+            acc[q] = acc.get(q, 0.0) + p.load / len(cells)
+    if not acc:
+        return Counts(("0",), np.zeros(1), f"spec v{spec.version} loads")
+    zoom = max(len(q) for q in acc)
+    # spread coarse cells' load over one representative descendant so every row shares one zoom
+    rows: dict[str, float] = {}
+    for q, w in acc.items():
+        key = q + "0" * (zoom - len(q))
+        rows[key] = rows.get(key, 0.0) + w
+    return Counts(tuple(rows), np.array(list(rows.values()), dtype=np.float64), f"spec v{spec.version} loads")
+
+
+def cmd_geojson(args: argparse.Namespace) -> int:
+    from partitioner.geojson import spec_to_geojson
+
+    spec = load_spec(args.spec)
+    counts = _counts(args.counts, args.single_zoom) if args.counts else None
+    text = json.dumps(spec_to_geojson(spec, counts), separators=(",", ":"))
+    if args.output:
+        _write(args.output, text + "\n")
+        print(f"wrote {args.output} ({len(spec.partitions)} features)")
+    else:
+        print(text)
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from partitioner.plot import plot_mismatch, plot_spec
+
+    spec = load_spec(args.spec)
+    counts = _counts(args.counts, args.single_zoom) if args.counts else None
+    _check_png(args.output)
+    plot_spec(spec, args.output, counts)
+    print(f"wrote {args.output}")
+    if args.mismatch:
+        if counts is None:
+            raise CliError("--mismatch needs COUNTS.csv (the new load to put on the spec)")
+        _check_png(args.mismatch)
+        plot_mismatch(spec, counts, args.mismatch)
+        print(f"wrote {args.mismatch}")
+    return 0
+
+
+def _check_png(path: str) -> None:
+    if not path.lower().endswith(".png"):
+        raise CliError(f"output {path!r} must end in .png")
+    parent = Path(path).resolve().parent
+    if not parent.is_dir():
+        raise CliError(f"cannot write {path!r}: directory {str(parent)!r} does not exist")
+
+
+def cmd_policy(args: argparse.Namespace) -> int:
+    from partitioner.policy import RebalancePolicy
+
+    policy = RebalancePolicy.from_json(args.policy, where="--policy")
+    current, candidate = load_spec(args.current), load_spec(args.candidate)
+    counts = _counts(args.counts, args.single_zoom)
+    now = _when(args.now, "--now") or datetime.now(UTC)
+    decision = policy.decide(current, candidate, counts, now, _when(args.last_published, "--last-published"))
+    print(decision.render())
+    if decision.current_metrics is not None:
+        print("current:   " + summary_line(decision.current_metrics).replace("\n", "\n           "))
+    print("candidate: " + summary_line(decision.candidate_metrics).replace("\n", "\n           "))
+    if args.json:
+        _write(args.json, json.dumps(decision.to_dict(), indent=1) + "\n")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from partitioner.build import build_spec, build_with_report
+    from partitioner.geojson import write_geojson
+    from partitioner.plot import plot_spec
+
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"cannot create output directory {str(out)!r}: {exc.strerror}") from exc
+    counts = read_counts_csv(SAMPLE_COUNTS)
+    print(f"sample: {len(counts)} quadkeys at zoom {counts.grid_zoom}, total load {counts.total:.0f}, "
+          f"max_load {args.max_load:g} ({SAMPLE_COUNTS})\n")
+    report = build_with_report(counts, args.max_load, created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    spec = report.spec
+    metrics = evaluate(spec, counts)
+    print(render_table(metrics, limit=args.limit))
+    seed = evaluate(build_spec(counts, args.max_load, strategy="seed"), counts)
+    print(f"\nSeed strategy on the same load: {seed.worker_count} workers (lower bound {seed.lower_bound}), "
+          f"max utilisation {100 * seed.max_utilisation:.1f}%, median P^2/(4piA) {seed.median_compactness:.2f}, "
+          f"boundary-load share {100 * seed.boundary_load_share:.1f}%")
+    spec_path, gj_path, png_path = out / "spec.json", out / "spec.geojson", out / "map.png"
+    try:
+        spec.save(spec_path)
+    except OSError as exc:
+        raise CliError(f"cannot write {str(spec_path)!r}: {exc.strerror}") from exc
+    write_geojson(spec, gj_path, counts)
+    plot_spec(spec, png_path, counts, title=f"sample (London, zoom {counts.grid_zoom}): {metrics.region_count} "
+                                            f"regions on {metrics.worker_count} workers")
+    print(f"\nwrote {spec_path}, {gj_path}, {png_path}")
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# parser
+# ---------------------------------------------------------------------------
+
+
+def _single_zoom(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--single-zoom", action="store_true",
+                   help="reject counts with rows at more than one zoom (default: a rolled-up quadtree is fine)")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m partitioner",
+                                 description="Geo Rebalancer partitioner: build, measure and compare partition "
+                                             "specs from load per quadkey (CSV header 'quadkey,weight').")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    b = sub.add_parser("build", help="build a spec from COUNTS.csv", description="Build a spec from load per "
+                       "quadkey and print the partition table and summary.")
+    b.add_argument("counts", metavar="COUNTS.csv")
+    b.add_argument("--max-load", type=_positive, required=True, help="cap on each worker's load")
+    b.add_argument("-o", "--output", required=True, metavar="SPEC.json", help="where to write the spec")
+    b.add_argument("--previous", metavar="OLD.json", help="the live spec: keep ids sticky to it")
+    b.add_argument("--strategy", choices=("compact", "seed"), default="compact",
+                   help="compact (default) or seed (the published seed algorithm, the baseline)")
+    b.add_argument("--version", type=int, help="spec version (default previous + 1, or 1)")
+    b.add_argument("--stream-name", help="geo stream name to record in the spec")
+    b.add_argument("--json", metavar="METRICS.json", help="also write the metrics as JSON")
+    b.add_argument("--limit", type=int, default=40, help="max partition/worker lines in the table (default 40)")
+    _single_zoom(b)
+    b.set_defaults(func=cmd_build)
+
+    e = sub.add_parser("evaluate", help="measure a spec under a load",
+                       description="Attribute COUNTS.csv to SPEC.json and print the table (planned -> actual "
+                                   "when the load differs from the spec's) and metrics.")
+    e.add_argument("counts", metavar="COUNTS.csv")
+    e.add_argument("spec", metavar="SPEC.json")
+    e.add_argument("--json", metavar="METRICS.json", help="write the metrics as JSON ('-' for stdout)")
+    e.add_argument("--limit", type=int, default=40, help="max partition/worker lines in the table (default 40)")
+    _single_zoom(e)
+    e.set_defaults(func=cmd_evaluate)
+
+    d = sub.add_parser("diff", help="compare two specs", description="Partition ids added/removed/changed and "
+                       "the load that keeps its partition and worker.")
+    d.add_argument("old", metavar="OLD.json")
+    d.add_argument("new", metavar="NEW.json")
+    d.add_argument("--counts", metavar="COUNTS.csv", help="measure moved load under this load")
+    _single_zoom(d)
+    d.set_defaults(func=cmd_diff)
+
+    g = sub.add_parser("geojson", help="spec -> GeoJSON", description="Write the spec as a GeoJSON "
+                       "FeatureCollection (one MultiPolygon per partition; the catch-all has null geometry).")
+    g.add_argument("spec", metavar="SPEC.json")
+    g.add_argument("-o", "--output", metavar="OUT.geojson", help="output file (default stdout)")
+    g.add_argument("--counts", metavar="COUNTS.csv", help="report load/utilisation under this load")
+    _single_zoom(g)
+    g.set_defaults(func=cmd_geojson)
+
+    p = sub.add_parser("plot", help="draw a spec to PNG", description="Partition map (web mercator, cells "
+                       "coloured by worker) with per-worker utilisation bars.")
+    p.add_argument("spec", metavar="SPEC.json")
+    p.add_argument("counts", nargs="?", metavar="COUNTS.csv", help="heat underlay and utilisation under this load")
+    p.add_argument("-o", "--output", required=True, metavar="MAP.png")
+    p.add_argument("--mismatch", metavar="BARS.png", help="also draw planned vs actual load per worker")
+    _single_zoom(p)
+    p.set_defaults(func=cmd_plot)
+
+    q = sub.add_parser("policy", help="would the policy redeploy?", description="Decide whether CANDIDATE "
+                       "should replace CURRENT under the load COUNTS.csv, and why.")
+    q.add_argument("current", metavar="CURRENT.json")
+    q.add_argument("candidate", metavar="CANDIDATE.json")
+    q.add_argument("counts", metavar="COUNTS.csv")
+    q.add_argument("--policy", metavar="JSON", help='thresholds as JSON, e.g. \'{"high_watermark": 0.85}\'')
+    q.add_argument("--last-published", metavar="ISO", help="when the current spec was published")
+    q.add_argument("--now", metavar="ISO", help="decision time (default: now, UTC)")
+    q.add_argument("--json", metavar="DECISION.json", help="also write the decision as JSON")
+    _single_zoom(q)
+    q.set_defaults(func=cmd_policy)
+
+    m = sub.add_parser("demo", help="run on the bundled sample", description="Build a spec from the bundled "
+                       "sample (London, zoom 15) and write spec.json, spec.geojson and map.png.")
+    m.add_argument("--out", default="demo-out", metavar="DIR", help="output directory (default ./demo-out)")
+    m.add_argument("--max-load", type=_positive, default=DEMO_MAX_LOAD,
+                   help=f"cap on each worker's load (default {DEMO_MAX_LOAD:g})")
+    m.add_argument("--limit", type=int, default=40, help="max partition/worker lines in the table (default 40)")
+    m.set_defaults(func=cmd_demo)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the exit status (0 ok, 2 on a usage or data error)."""
+    args = make_parser().parse_args(argv)
+    try:
+        status: int = args.func(args)
+    except PartitionerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    return status

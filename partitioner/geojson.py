@@ -1,0 +1,122 @@
+"""A spec as a GeoJSON FeatureCollection (RFC 7946), one feature per partition.
+
+Each partition becomes a ``MultiPolygon`` of the squares it actually owns: its listed
+quadkeys minus the finer cells other partitions list inside them (a coarse cell with a
+hole is replaced by the children that stay, recursively), so features never overlap
+except for the shares of a hash-split cell, which all cover that one cell. Squares are
+not merged: the geometry is a union of quadkey squares (exact, valid, a little verbose).
+
+Properties: ``id``, ``worker``, ``load`` (the spec's, or the load attributed from a
+``Counts`` if one is given), ``utilisation`` (load / max_load), ``split_share`` (1.0
+unless hash-split), ``hash_range`` (or null), ``catch_all`` (bool), ``quadkeys``
+(number listed), ``squares`` (number drawn).
+
+The collection carries ``version``, ``max_load`` and ``strategy`` as foreign members.
+
+Notes
+-----
+* **Catch-all.** It owns "everything else", which has no useful polygon: its feature has
+  ``"geometry": null`` (allowed by RFC 7946) and ``catch_all: true``.
+* **Antimeridian.** A quadkey square never crosses it (tile columns end at +/-180), so
+  a region spanning it is simply squares on both sides; no ring is split.
+* **Poles.** Squares stop at +/-85.0511 (web mercator); exterior rings are counter-
+  clockwise as RFC 7946 asks.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from partitioner.counts import Counts
+from partitioner.index import SpecIndex
+from partitioner.metrics import leaf_loads
+from partitioner.spec import Spec
+from partitioner.tiles import bounds, quadkey_to_tile
+
+
+def owned_squares(spec: Spec) -> dict[str, list[str]]:
+    """Return, per partition id, the quadkeys of the squares it owns (holes carved out).
+
+    The catch-all gets an empty list. A hash-split share owns its whole cell.
+    """
+    listed = sorted({q for p in spec.partitions for q in p.quadkeys if q})
+
+    def has_listed_descendant(q: str) -> bool:
+        i = bisect.bisect_right(listed, q)
+        return i < len(listed) and listed[i].startswith(q)
+
+    listed_set = set(listed)
+    out: dict[str, list[str]] = {}
+    for p in spec.partitions:
+        squares: list[str] = []
+        if not p.is_catch_all:
+            for q in p.quadkeys:
+                _carve(q, listed_set, has_listed_descendant, squares)
+        out[p.id] = squares
+    return out
+
+
+def _carve(q: str, listed: set[str], has_desc: Callable[[str], bool], out: list[str]) -> None:
+    stack = [q]
+    while stack:
+        c = stack.pop()
+        if not has_desc(c):
+            out.append(c)
+            continue
+        for d in "3210":
+            child = c + d
+            if child not in listed:
+                stack.append(child)
+
+
+def _ring(q: str, precision: int) -> list[list[float]]:
+    b = bounds(quadkey_to_tile(q))
+    w, s, e, n = (round(v, precision) for v in b)
+    return [[w, s], [e, s], [e, n], [w, n], [w, s]]
+
+
+def spec_to_geojson(spec: Spec, counts: Counts | None = None, *, precision: int = 7) -> dict[str, Any]:
+    """Return the spec as a GeoJSON FeatureCollection dict (see the module docstring).
+
+    Parameters
+    ----------
+    spec : Spec
+    counts : Counts, optional
+        If given, ``load`` and ``utilisation`` are the load attributed from it (current load);
+        else the loads the spec recorded.
+    precision : int
+        Decimal places of coordinates (7 ~ 1 cm).
+    """
+    loads = [p.load for p in spec.partitions]
+    if counts is not None:
+        qks, w = leaf_loads(counts)
+        loads = [float(v) for v in SpecIndex(spec).attribute(qks, w)]
+    squares = owned_squares(spec)
+    features: list[dict[str, Any]] = []
+    for p, load in zip(spec.partitions, loads, strict=True):
+        sq = squares[p.id]
+        geometry = None if p.is_catch_all else {"type": "MultiPolygon",
+                                                "coordinates": [[_ring(q, precision)] for q in sq]}
+        features.append({
+            "type": "Feature",
+            "id": p.id,
+            "geometry": geometry,
+            "properties": {
+                "id": p.id, "worker": p.worker, "load": load, "utilisation": load / spec.max_load,
+                "split_share": p.share, "hash_range": list(p.hash_range) if p.hash_range else None,
+                "catch_all": p.is_catch_all, "quadkeys": len(p.quadkeys), "squares": len(sq),
+            },
+        })
+    return {"type": "FeatureCollection", "version": spec.version, "max_load": spec.max_load,
+            "strategy": spec.strategy, "features": features}
+
+
+def write_geojson(spec: Spec, path: str | Path, counts: Counts | None = None) -> Path:
+    """Write :func:`spec_to_geojson` to ``path`` (compact JSON) and return the path."""
+    p = Path(path)
+    p.write_text(json.dumps(spec_to_geojson(spec, counts), separators=(",", ":")) + "\n", encoding="utf-8")
+    return p

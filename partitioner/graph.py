@@ -1,0 +1,65 @@
+"""8-neighbour adjacency and connected components of grid cells (vectorised).
+
+Notes
+-----
+Cells are tiles at one zoom given as ``x``/``y`` arrays. Adjacency wraps across
+the antimeridian (column ``n - 1`` touches column 0) and never across the poles.
+At zoom 0 and 1 wrapping would make a tile its own neighbour; those self-edges
+are dropped.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from partitioner.tiles import IntArray
+
+# the four "forward" offsets; with their mirror images they make the 8-neighbourhood
+_FORWARD = ((1, 0), (0, 1), (1, 1), (1, -1))
+
+
+def neighbour_pairs(x: IntArray, y: IntArray, zoom: int) -> tuple[IntArray, IntArray]:
+    """Return index pairs ``(i, j)`` of 8-adjacent cells among the given ones (each pair once)."""
+    n = 1 << zoom
+    codes = (x << zoom) | y
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    src: list[IntArray] = []
+    dst: list[IntArray] = []
+    for dx, dy in _FORWARD:
+        nx = (x + dx) % n
+        ny = y + dy
+        ok = (ny >= 0) & (ny < n)
+        ncodes = (nx << zoom) | np.where(ok, ny, 0)
+        pos = np.minimum(np.searchsorted(sorted_codes, ncodes), len(sorted_codes) - 1)
+        hit = ok & (sorted_codes[pos] == ncodes)
+        i = np.nonzero(hit)[0]
+        j = order[pos[hit]]
+        keep = i != j
+        src.append(i[keep])
+        dst.append(j[keep])
+    if not src:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty.copy()
+    return np.concatenate(src).astype(np.int64), np.concatenate(dst).astype(np.int64)
+
+
+def components(x: IntArray, y: IntArray, zoom: int) -> tuple[int, IntArray]:
+    """Return ``(count, labels)``: 8-connected components of the given cells."""
+    m = len(x)
+    if m == 0:
+        return 0, np.zeros(0, dtype=np.int64)
+    i, j = neighbour_pairs(x, y, zoom)
+    graph = coo_matrix((np.ones(len(i), dtype=np.int8), (i, j)), shape=(m, m))
+    count, labels = connected_components(graph, directed=False)
+    return int(count), labels.astype(np.int64)
+
+
+def group_indices(labels: npt.NDArray[np.int64], count: int) -> list[IntArray]:
+    """Return, for each label ``0..count-1``, the indices carrying it."""
+    order = np.argsort(labels, kind="stable")
+    bounds = np.searchsorted(labels[order], np.arange(count + 1))
+    return [order[bounds[k]:bounds[k + 1]] for k in range(count)]

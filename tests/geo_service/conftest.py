@@ -1,0 +1,64 @@
+"""Fixtures for the worker tests: a moto server on 127.0.0.1 and per-test AWS resources.
+
+The server handles **one request at a time** (werkzeug ``threaded=False``). Real DynamoDB
+applies a conditional write atomically per item; moto's in-process backend does not lock,
+so with a threaded server (or ``mock_aws`` and client threads) two concurrent conditional
+updates can both pass their condition. Serialising requests gives the emulator the
+atomicity the lease protocol relies on; the clients are still real concurrent threads
+and processes talking HTTP.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from geo_testkit import Resources
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import make_server
+
+from geo_service.aws import Clients, make_clients
+
+REGION = "us-east-1"
+logging.getLogger("werkzeug").setLevel(logging.WARNING)
+for _k, _v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+               "AWS_DEFAULT_REGION": REGION}.items():
+    os.environ.setdefault(_k, _v)
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """A single-threaded moto server on a free local port; yields its URL."""
+    app = DomainDispatcherApplication(create_backend_app)
+    server = make_server("127.0.0.1", 0, app, threaded=False, request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, name="moto", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+
+
+@pytest.fixture()
+def clients(moto_endpoint: str) -> Clients:
+    return make_clients(moto_endpoint, REGION)
+
+
+@pytest.fixture()
+def resources(clients: Clients) -> Resources:
+    """Create the control and leases tables and the buckets under a fresh prefix."""
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    res = Resources(prefix=prefix, control_table=f"{prefix}-control", leases_table=f"{prefix}-leases",
+                    specs_bucket=f"{prefix}-specs", costs_bucket=f"{prefix}-costs", output_bucket=f"{prefix}-output")
+    for table, key in ((res.control_table, "pk"), (res.leases_table, "lease_key")):
+        clients.dynamodb.create_table(TableName=table, KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+                                      AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+                                      BillingMode="PAY_PER_REQUEST")
+    for bucket in (res.specs_bucket, res.costs_bucket, res.output_bucket):
+        clients.s3.create_bucket(Bucket=bucket)
+    return res

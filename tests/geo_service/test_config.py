@@ -1,0 +1,57 @@
+"""WorkerConfig from environment variables: defaults, parsing, errors naming the variable and value."""
+
+from __future__ import annotations
+
+import pytest
+
+from geo_service import config as c
+from geo_service.config import ConfigError, WorkerConfig
+
+BASE = {c.SPEC_VERSION: "7", c.CONTROL_TABLE: "ctl", c.LEASES_TABLE: "leases", c.SPECS_BUCKET: "specs",
+        c.COSTS_BUCKET: "costs", c.OUTPUT_BUCKET: "out"}
+
+
+def test_defaults_follow_the_contract() -> None:
+    # GIVEN only the required variables
+    # WHEN the config is read
+    cfg = WorkerConfig.from_env(BASE)
+    # THEN the documented defaults apply
+    assert (cfg.spec_version, cfg.worker_id, cfg.prefix, cfg.endpoint_url) == (7, None, "georebal", None)
+    assert (cfg.lease_s, cfg.heartbeat_s, cfg.drain_quiet_s, cfg.cost_report_interval_s) == (30.0, 10.0, 10.0, 300.0)
+    assert (cfg.health_port, cfg.grid_zoom, cfg.buffer_ring) == (0, 12, 1)
+    assert cfg.transform == "geo_service.transform:ReverseGeocoder" and cfg.quarantine_bucket == "out"
+
+
+def test_every_variable_is_read() -> None:
+    # GIVEN every optional variable set
+    env = {**BASE, c.WORKER_ID: "w0003", c.GEO_PREFIX: "dev", c.AWS_ENDPOINT_URL: "http://127.0.0.1:5000",
+           c.LEASE_S: "6", c.DRAIN_QUIET_S: "1.5", c.COST_REPORT_INTERVAL_S: "2", c.HEALTH_PORT: "8080",
+           c.GEO_TRANSFORM: "mymod:Mine", c.GRID_ZOOM: "10", c.POLL_INTERVAL_S: "0.2", c.ACTIVE_POLL_S: "0.5",
+           c.BUFFER_RING: "2", c.QUARANTINE_BUCKET: "q"}
+    # WHEN the config is read
+    cfg = WorkerConfig.from_env(env)
+    # THEN each lands in its field
+    assert (cfg.worker_id, cfg.prefix, cfg.endpoint_url, cfg.lease_s, cfg.drain_quiet_s) == (
+        "w0003", "dev", "http://127.0.0.1:5000", 6.0, 1.5)
+    assert (cfg.cost_report_interval_s, cfg.health_port, cfg.transform, cfg.grid_zoom) == (2.0, 8080, "mymod:Mine", 10)
+    assert (cfg.poll_interval_s, cfg.active_poll_s, cfg.buffer_ring, cfg.quarantine_bucket) == (0.2, 0.5, 2, "q")
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({c.SPEC_VERSION: None}, "SPEC_VERSION is required"),
+    ({c.SPEC_VERSION: "seven"}, "SPEC_VERSION='seven' is not a valid int"),
+    ({c.SPEC_VERSION: "0"}, "SPEC_VERSION must be an integer >= 1, got 0"),
+    ({c.LEASES_TABLE: None}, "LEASES_TABLE is required"),
+    ({c.WORKER_ID: "worker-1"}, "WORKER_ID must look like 'w0001', got 'worker-1'"),
+    ({c.LEASE_S: "-3"}, "lease_s must be a positive number of seconds, got -3.0"),
+    ({c.LEASE_S: "nan"}, "lease_s must be a positive number of seconds, got nan"),
+    ({c.HEALTH_PORT: "70000"}, "HEALTH_PORT must be in"),
+    ({c.GEO_TRANSFORM: "justamodule"}, "GEO_TRANSFORM must be 'module:Class', got 'justamodule'"),
+    ({c.COST_REPORT_INTERVAL_S: "soon"}, "COST_REPORT_INTERVAL_S='soon' is not a valid float"),
+])
+def test_bad_values_name_the_variable_and_value(changes: dict[str, str | None], message: str) -> None:
+    # GIVEN an environment with one bad or missing value
+    env = {k: v for k, v in {**BASE, **changes}.items() if v is not None}
+    # WHEN / THEN reading it fails naming the variable and the value
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("?", r"\?")):
+        WorkerConfig.from_env(env)

@@ -1,0 +1,132 @@
+"""``python -m geo_service`` as a real process: env config, JSON logs, /health, SIGTERM, exit after drain."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from geo_testkit import Resources, free_port, make_spec, publish_spec, set_active
+
+from geo_service import config as c
+from geo_service.aws import Clients
+from geo_service.lease import LeaseManager
+from partitioner.tiles import quadkey, tile
+
+REPO = Path(__file__).resolve().parents[2]
+PARIS_Z6 = quadkey(tile(2.3522, 48.8566, 6))
+
+
+def _env(endpoint: str, res: Resources, version: int, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.update({c.SPEC_VERSION: str(version), c.CONTROL_TABLE: res.control_table, c.LEASES_TABLE: res.leases_table,
+                c.SPECS_BUCKET: res.specs_bucket, c.COSTS_BUCKET: res.costs_bucket, c.OUTPUT_BUCKET: res.output_bucket,
+                c.GEO_PREFIX: res.prefix, c.AWS_ENDPOINT_URL: endpoint, c.LEASE_S: "3", c.DRAIN_QUIET_S: "0.5",
+                c.POLL_INTERVAL_S: "0.05", c.ACTIVE_POLL_S: "0.1", c.COST_REPORT_INTERVAL_S: "1",
+                "PYTHONPATH": str(REPO), **extra})
+    return env
+
+
+def _start(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "geo_service"], cwd=REPO, env=env, stdout=log.open("wb"),
+                            stderr=subprocess.STDOUT)
+
+
+def _health(port: int) -> dict[str, Any] | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+            return dict(json.loads(resp.read()))
+    except OSError:
+        return None
+
+
+def _wait(predicate: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = predicate()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def _logs(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_process_serves_health_and_releases_on_sigterm(moto_endpoint: str, clients: Clients,
+                                                       resources: Resources, tmp_path: Path) -> None:
+    # GIVEN spec v2 (w0001 owns a Paris tile) and a worker process pinned to w0001 with a health port
+    spec = make_spec(2, [[PARIS_Z6], [""]], stream_name=f"{resources.prefix}-geo-v2")
+    publish_spec(clients, resources, spec)
+    port = free_port()
+    log = tmp_path / "worker.log"
+    proc = _start(_env(moto_endpoint, resources, 2, **{c.WORKER_ID: "w0001", c.HEALTH_PORT: str(port)}), log)
+    try:
+        # WHEN it warms up
+        health = _wait(lambda: (h := _health(port)) and h["state"] == "ready" and h, 60, "/health ready")
+        lease = LeaseManager(clients.dynamodb, resources.leases_table, 2, "reader", 3).read("w0001")
+        # THEN /health and the lease say ready, and only the region's places are loaded
+        assert health["worker_id"] == "w0001" and health["ready"] is True and health["partition_ids"] == ["p0001"]
+        assert 0 < health["places_loaded"] < 40_000  # the world has ~147k
+        assert lease is not None and lease.ready and lease.owner == health["owner"]
+        # WHEN it gets SIGTERM
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # THEN it exits 0 after releasing the lease, and its stdout is JSON lines
+    after = LeaseManager(clients.dynamodb, resources.leases_table, 2, "reader", 3).read("w0001")
+    assert code == 0 and after is not None and after.released and after.owner is None and not after.drained
+    events = [r["event"] for r in _logs(log)]
+    assert {"spec_loaded", "lease_claimed", "worker_ready", "signal", "lease_released", "exit"} <= set(events)
+
+
+def test_process_drains_after_the_flip_and_exits_zero(moto_endpoint: str, clients: Clients,
+                                                      resources: Resources, tmp_path: Path) -> None:
+    # GIVEN spec v5 active, a worker process for any free slot of v5 without a health port, and one event
+    spec = make_spec(5, [[PARIS_Z6], [""]], stream_name=f"{resources.prefix}-geo-v5")
+    publish_spec(clients, resources, spec)
+    set_active(clients, resources, 5)
+    log = tmp_path / "worker.log"
+    proc = _start(_env(moto_endpoint, resources, 5, **{c.WORKER_ID: "w0001"}), log)
+    try:
+        reader = LeaseManager(clients.dynamodb, resources.leases_table, 5, "reader", 3)
+        _wait(lambda: (st := reader.read("w0001")) is not None and st.ready, 60, "lease ready")
+        ev = {"event_id": "only", "entity_id": "c1", "ts": 0, "lat": 48.8566, "lon": 2.3522}
+        clients.kinesis.put_record(StreamName=spec.stream_name, Data=json.dumps(ev).encode(), PartitionKey="c1",
+                                   ExplicitHashKey=spec.worker("w0001").hash_key)
+        _wait(lambda: clients.s3.list_objects_v2(Bucket=resources.output_bucket).get("KeyCount", 0) > 0, 30,
+              "enriched output")
+        # WHEN the active pointer moves to v6
+        set_active(clients, resources, 6)
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # THEN the process exits 0 on its own with its lease drained and released
+    st = reader.read("w0001")
+    assert code == 0 and st is not None and st.drained and st.released and st.owner is None
+    assert [r for r in _logs(log) if r["event"] == "exit"][0]["state"] == "drained"
+
+
+@pytest.mark.parametrize(("drop", "message"), [(c.SPEC_VERSION, "SPEC_VERSION is required")])
+def test_process_config_error_exits_2_naming_the_variable(moto_endpoint: str, resources: Resources, tmp_path: Path,
+                                                          drop: str, message: str) -> None:
+    # GIVEN an environment missing a required variable
+    env = _env(moto_endpoint, resources, 1)
+    del env[drop]
+    log = tmp_path / "worker.log"
+    # WHEN the process starts
+    code = _start(env, log).wait(timeout=30)
+    # THEN it exits 2 with a JSON log line naming the variable
+    lines = _logs(log)
+    assert code == 2 and lines[-1]["event"] == "config_error" and message in lines[-1]["error"]

@@ -1,0 +1,59 @@
+"""Event decoding, quarantine reasons and the enriched record."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from geo_service.records import BadRecord, Event, decode_event, enriched_key, enriched_record, quarantine_key
+
+GOOD = {"event_id": "e1", "entity_id": "car-1", "ts": 1763700000000, "lat": 48.85, "lon": 2.35, "extra": [1]}
+
+
+def test_valid_event_keeps_every_field() -> None:
+    # GIVEN a valid event with an extra field
+    # WHEN decoded
+    ev = decode_event(json.dumps(GOOD).encode(), "s/shard/1")
+    # THEN it is an Event with the coordinates and all original fields
+    assert isinstance(ev, Event) and (ev.event_id, ev.entity_id, ev.lat, ev.lon) == ("e1", "car-1", 48.85, 2.35)
+    assert ev.fields == GOOD
+
+
+@pytest.mark.parametrize(("raw", "reason"), [
+    (b"{oops", "unparsable_json"),
+    (b"[1, 2]", "not_an_object: got list"),
+    (json.dumps({**GOOD, "lat": None}).encode(), "bad_type: 'lat' must be a number, got None"),
+    (json.dumps({k: v for k, v in GOOD.items() if k != "entity_id"}).encode(), "missing_field: 'entity_id'"),
+    (json.dumps({**GOOD, "event_id": 5}).encode(), "bad_type: 'event_id' must be a non-empty string, got 5"),
+    (json.dumps({**GOOD, "lon": True}).encode(), "bad_type: 'lon' must be a number, got True"),
+    (b'{"event_id": "e", "entity_id": "c", "lat": NaN, "lon": 1}', "nan: 'lat' is nan"),
+    (json.dumps({**GOOD, "lat": 88.0}).encode(), "lat_out_of_range: lat 88.0"),
+    (json.dumps({**GOOD, "lon": -181}).encode(), "lon_out_of_range: lon -181.0"),
+])
+def test_bad_records_get_a_reason_naming_the_value(raw: bytes, reason: str) -> None:
+    # GIVEN a malformed record
+    # WHEN decoded
+    got = decode_event(raw, "stream/shardId-1/42")
+    # THEN it becomes a BadRecord with the contract reason, the raw text and the source
+    assert isinstance(got, BadRecord) and got.reason.startswith(reason)
+    body = got.to_dict()
+    assert body["raw"] == raw.decode() and body["source"] == "stream/shardId-1/42" and body["quarantined_at"]
+
+
+def test_enriched_record_routing_ids_win_over_transform_and_event_fields() -> None:
+    # GIVEN an event and transform fields that try to overwrite a routing id
+    ev = decode_event(json.dumps({**GOOD, "worker_id": "spoof"}).encode(), "s")
+    assert isinstance(ev, Event)
+    # WHEN the enriched record is built
+    row = enriched_record(ev, {"place": "Paris", "partition_id": "spoof"}, spec_version=3, partition_id="p0002",
+                          worker_id="w0001", stray=False)
+    # THEN the routing ids are the worker's, the rest passes through
+    assert row["partition_id"] == "p0002" and row["worker_id"] == "w0001" and row["spec_version"] == 3
+    assert row["place"] == "Paris" and row["extra"] == [1] and row["event_id"] == "e1" and row["stray"] is False
+
+
+def test_output_keys_follow_the_contract() -> None:
+    # GIVEN / WHEN keys are built / THEN they follow CONTRACTS
+    assert enriched_key(4, "w0002", 1763700000123) == "enriched/v4/w0002/1763700000123.jsonl"
+    assert quarantine_key(4, "w0002", 1763700000123) == "quarantine/geo/v4/w0002/1763700000123.jsonl"

@@ -1,0 +1,239 @@
+"""DeployController state machine over moto (Kinesis, DynamoDB, S3, ECS); workers are represented by their leases."""
+
+from __future__ import annotations
+
+import pytest
+
+from lambdas.common.aws import EcsFleet, EcsService, spec_key
+from lambdas.common.records import read_active
+from lambdas.deploy.controller import (
+    DONE,
+    DRAINING,
+    ROLLED_BACK,
+    WAITING_GREEN,
+    DeployController,
+    DeployError,
+)
+from partitioner.errors import SpecError
+from partitioner.spec import Spec
+from tests.lambdas.conftest import Aws, make_spec
+
+T0 = 1_800_000_000.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def controller(aws: Aws, clock: Clock, **kw: float) -> DeployController:
+    fleet = EcsFleet(EcsService(aws.clients.ecs, aws.cfg.ecs_cluster, aws.cfg.ecs_service))
+    return DeployController(aws.control, aws.leases, aws.specs, aws.streams, fleet, prefix="georebal",
+                            green_timeout_s=kw.get("green", 600.0), drain_timeout_s=kw.get("drain", 600.0),
+                            clock=clock)
+
+
+def publish(aws: Aws, spec: Spec) -> None:
+    aws.specs.put_new(spec)
+    assert aws.control.put_forward("desired", {"version": spec.version, "spec_key": spec_key(spec.version),
+                                               "published_at": "x"})
+
+
+def leases(aws: Aws, spec: Spec, clock: Clock, **kw: object) -> None:
+    for w in spec.workers:
+        aws.put_lease(spec.version, w.id, now=clock.now, **kw)  # type: ignore[arg-type]
+
+
+def service(aws: Aws) -> tuple[int, dict[str, str]]:
+    svc = aws.clients.ecs.describe_services(cluster=aws.cfg.ecs_cluster, services=[aws.cfg.ecs_service])["services"][0]
+    td = aws.clients.ecs.describe_task_definition(taskDefinition=svc["taskDefinition"])["taskDefinition"]
+    env = {e["name"]: e["value"] for e in td["containerDefinitions"][0]["environment"]}
+    return int(svc["desiredCount"]), env
+
+
+def deploy_v1(aws: Aws, clock: Clock, ctl: DeployController) -> Spec:
+    v1 = make_spec(1)
+    publish(aws, v1)
+    ctl.request(1)
+    ctl.step()
+    leases(aws, v1, clock)
+    assert ctl.step().status == DONE
+    return v1
+
+
+def test_first_deploy_creates_stream_starts_fleet_and_flips_when_ready(aws: Aws) -> None:
+    # GIVEN spec v1 published and nothing active
+    clock = Clock()
+    ctl = controller(aws, clock)
+    v1 = make_spec(1)
+    publish(aws, v1)
+    # WHEN the deployment is requested and stepped
+    ctl.request(1)
+    st = ctl.step()
+    # THEN the geo stream exists with one shard per worker, ECS runs one task per worker carrying SPEC_VERSION
+    assert st.status == WAITING_GREEN and st.version == 1
+    shards = aws.clients.kinesis.list_shards(StreamName="georebal-geo-v1")["Shards"]
+    assert len(shards) == len(v1.workers)
+    desired, env = service(aws)
+    assert desired == len(v1.workers) and env["SPEC_VERSION"] == "1" and env["GEO_PREFIX"] == "georebal"
+    assert read_active(aws.control) is None
+    # WHEN every worker leases and warms up
+    leases(aws, v1, clock)
+    st = ctl.step()
+    # THEN active flips to v1 and, with no blue, the deployment is done
+    assert st.status == DONE
+    active = read_active(aws.control)
+    assert active is not None and (active.version, active.stream_name) == (1, "georebal-geo-v1")
+
+
+@pytest.mark.parametrize("broken", ["missing", "expired", "not_ready", "no_owner"])
+def test_no_flip_until_every_partition_is_leased_and_warm(aws: Aws, broken: str) -> None:
+    # GIVEN v1 deploying and all but one worker leased and ready
+    clock = Clock()
+    ctl = controller(aws, clock)
+    v1 = make_spec(1)
+    publish(aws, v1)
+    ctl.request(1)
+    ctl.step()
+    *good, last = v1.workers
+    for w in good:
+        aws.put_lease(1, w.id, now=clock.now)
+    if broken == "expired":
+        aws.put_lease(1, last.id, now=clock.now, expires_in=-1)
+    elif broken == "not_ready":
+        aws.put_lease(1, last.id, now=clock.now, ready=False)
+    elif broken == "no_owner":
+        aws.put_lease(1, last.id, now=clock.now, owner=None)
+    # WHEN stepped
+    st = ctl.step()
+    # THEN it keeps waiting and nothing is active
+    assert st.status == WAITING_GREEN and not ctl.green_ready(1)
+    assert read_active(aws.control) is None
+
+
+def test_blue_green_flip_then_drain_then_retire(aws: Aws) -> None:
+    # GIVEN v1 active and v2 published
+    clock = Clock()
+    ctl = controller(aws, clock)
+    v1 = deploy_v1(aws, clock, ctl)
+    v2 = make_spec(2, loads=(900, 900, 900, 900), previous=v1)
+    publish(aws, v2)
+    ctl.request(2)
+    assert ctl.step().status == WAITING_GREEN
+    assert read_active(aws.control).version == 1  # type: ignore[union-attr]
+    # WHEN green is ready
+    leases(aws, v2, clock)
+    st = ctl.step()
+    # THEN active is v2 and blue v1 is draining (its stream still there)
+    assert (st.status, st.old_version) == (DRAINING, 1)
+    assert read_active(aws.control).version == 2  # type: ignore[union-attr]
+    assert "georebal-geo-v1" in aws.stream_names()
+    # WHEN every blue lease reports drained
+    leases(aws, v1, clock, drained=True, owner=None)
+    st = ctl.step()
+    # THEN blue is retired: its stream deleted, v2's kept
+    assert st.status == DONE and "drained" in st.reason
+    assert aws.stream_names() == ["georebal-geo-v2"]
+
+
+def test_green_timeout_rolls_back_and_blue_keeps_serving(aws: Aws) -> None:
+    # GIVEN v1 active and v2 deploying whose workers never get ready
+    clock = Clock()
+    ctl = controller(aws, clock, green=300.0)
+    v1 = deploy_v1(aws, clock, ctl)
+    publish(aws, make_spec(2, loads=(900, 900, 900, 900), previous=v1))
+    ctl.request(2)
+    ctl.step()
+    clock.now += 299
+    assert ctl.step().status == WAITING_GREEN
+    # WHEN the green timeout passes
+    clock.now += 2
+    st = ctl.step()
+    # THEN v2 is rolled back: its stream is gone, v1 stays active, and v2 is not retried
+    assert st.status == ROLLED_BACK and "not ready within 300s" in st.reason and st.failed_version == 2
+    assert read_active(aws.control).version == 1  # type: ignore[union-attr]
+    assert aws.stream_names() == ["georebal-geo-v1"]
+    assert ctl.step().status == ROLLED_BACK
+    # WHEN a newer spec v3 is published
+    publish(aws, make_spec(3, loads=(500, 500), previous=v1))
+    ctl.request(3)
+    # THEN it deploys
+    assert ctl.step().version == 3
+
+
+def test_newer_spec_supersedes_a_queued_one(aws: Aws) -> None:
+    # GIVEN v1 active and v2 in flight
+    clock = Clock()
+    ctl = controller(aws, clock)
+    v1 = deploy_v1(aws, clock, ctl)
+    v2 = make_spec(2, loads=(900, 900, 900, 900), previous=v1)
+    publish(aws, v2)
+    ctl.request(2)
+    ctl.step()
+    # WHEN v3 and then v4 are published while v2 is still deploying
+    for n in (3, 4):
+        publish(aws, make_spec(n, loads=(300 * n, 200), previous=v2))
+        ctl.request(n)
+    st = ctl.state()
+    # THEN v2 continues, and v4 replaced v3 in the queue
+    assert (st.version, st.status, st.queued_version) == (2, WAITING_GREEN, 4)
+    # WHEN v2 finishes
+    leases(aws, v2, clock)
+    ctl.step()
+    leases(aws, v1, clock, drained=True, owner=None)
+    st = ctl.step()
+    # THEN v4 is deployed next; v3 never gets a stream
+    assert (st.version, st.status) == (4, WAITING_GREEN)
+    assert "georebal-geo-v3" not in aws.stream_names()
+
+
+def test_drain_timeout_finishes_but_keeps_the_old_stream(aws: Aws) -> None:
+    # GIVEN v2 flipped and blue v1 never drains
+    clock = Clock()
+    ctl = controller(aws, clock, drain=60.0)
+    v1 = deploy_v1(aws, clock, ctl)
+    v2 = make_spec(2, loads=(900, 900, 900, 900), previous=v1)
+    publish(aws, v2)
+    ctl.request(2)
+    ctl.step()
+    leases(aws, v2, clock)
+    assert ctl.step().status == DRAINING
+    # WHEN the drain timeout passes
+    clock.now += 61
+    st = ctl.step()
+    # THEN the deployment is done, the reason says so, and v1's stream is kept for its remaining records
+    assert st.status == DONE and "did not drain" in st.reason and "georebal-geo-v1" in st.reason
+    assert "georebal-geo-v1" in aws.stream_names()
+
+
+def test_concurrent_steppers_apply_a_transition_once(aws: Aws) -> None:
+    # GIVEN two controllers over the same control table and a stale view of the state
+    clock = Clock()
+    a, b = controller(aws, clock), controller(aws, clock)
+    publish(aws, make_spec(1))
+    a.request(1)
+    stale = a.state()
+    # WHEN b advances first, then a tries to save from the stale state
+    b.step()
+    saved = a._save(stale, stale)
+    # THEN a's write is refused (optimistic lock on rev)
+    assert saved is False and a.state().status == WAITING_GREEN
+
+
+def test_unknown_version_is_refused_naming_the_object(aws: Aws) -> None:
+    # GIVEN no spec v7 / WHEN requested / THEN the error names the missing object
+    ctl = controller(aws, Clock())
+    with pytest.raises(SpecError, match="specs/v00000007.json"):
+        ctl.request(7)
+
+
+def test_rollback_after_flip_is_refused(aws: Aws) -> None:
+    # GIVEN v1 active / WHEN asked to roll back v1 / THEN refused: blue/green cannot un-flip
+    clock = Clock()
+    ctl = controller(aws, clock)
+    deploy_v1(aws, clock, ctl)
+    with pytest.raises(DeployError, match="already moved to v1"):
+        ctl.rollback(1)

@@ -1,0 +1,168 @@
+"""Deployer and ECS lifecycle-hook Lambdas with recorded events (moto)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from lambdas.common.aws import EcsFleet, EcsService, spec_key
+from lambdas.common.records import read_active
+from lambdas.deploy import deployer, hooks, runtime
+from lambdas.deploy.controller import DONE, DRAINING, ROLLED_BACK, WAITING_GREEN, DeployController
+from partitioner.spec import Spec
+from tests.lambdas.conftest import CTX, Aws, load_event, make_spec
+
+
+@pytest.fixture(autouse=True)
+def fresh_runtime() -> None:
+    runtime.config.cache_clear()
+    runtime.controller.cache_clear()
+
+
+def publish(aws: Aws, spec: Spec) -> None:
+    aws.specs.put_new(spec)
+    aws.control.put_forward("desired", {"version": spec.version, "spec_key": spec_key(spec.version),
+                                        "published_at": "x"})
+
+
+def spec_event(version: int) -> dict[str, Any]:
+    event = copy.deepcopy(load_event("s3_spec_created.json"))
+    event["Records"][0]["s3"]["object"]["key"] = spec_key(version)
+    return event
+
+
+def hook_event(name: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    event = copy.deepcopy(load_event(name))
+    if details is not None:
+        event["hookDetails"] = details
+    return event
+
+
+def ready(aws: Aws, spec: Spec, **kw: Any) -> None:
+    for w in spec.workers:
+        aws.put_lease(spec.version, w.id, **kw)
+
+
+def test_deployer_starts_the_version_from_the_recorded_s3_event(aws: Aws) -> None:
+    # GIVEN spec v1 published (object + desired pointer)
+    v1 = make_spec(1)
+    publish(aws, v1)
+    # WHEN the recorded S3 ObjectCreated event for specs/v00000001.json reaches the deployer
+    out = deployer.handler(load_event("s3_spec_created.json"), CTX)
+    # THEN the geo stream exists and the ECS service runs one task per worker with SPEC_VERSION=1
+    assert (out["version"], out["status"]) == (1, WAITING_GREEN)
+    assert aws.stream_names() == ["georebal-geo-v1"]
+    svc = aws.clients.ecs.describe_services(cluster="georebal", services=["georebal-geo-workers"])["services"][0]
+    assert svc["desiredCount"] == len(v1.workers)
+    td = aws.clients.ecs.describe_task_definition(taskDefinition=svc["taskDefinition"])["taskDefinition"]
+    assert {"name": "SPEC_VERSION", "value": "1"} in td["containerDefinitions"][0]["environment"]
+
+
+def test_deployer_ignores_a_spec_object_that_was_never_made_desired(aws: Aws,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a spec object v1 whose desired pointer never moved (publish lost a race or crashed)
+    aws.specs.put_new(make_spec(1))
+    monkeypatch.setattr(deployer, "DESIRED_WAIT_S", 0.2)
+    # WHEN its S3 event arrives
+    out = deployer.handler(spec_event(1), CTX)
+    # THEN nothing is deployed
+    assert out["status"] == "idle" and aws.stream_names() == []
+
+
+def test_deployer_direct_invoke_and_bad_version(aws: Aws) -> None:
+    # GIVEN spec v1 published
+    publish(aws, make_spec(1))
+    # WHEN invoked directly with {"version": 1} / THEN it deploys
+    assert deployer.handler({"version": 1}, CTX)["status"] == WAITING_GREEN
+    # WHEN invoked with a bad version / THEN the error names the value
+    with pytest.raises(deployer.DeployEventError, match="'one'"):
+        deployer.handler({"version": "one"}, CTX)
+
+
+def test_hooks_hold_green_flip_then_hold_drain(aws: Aws) -> None:
+    # GIVEN v1 active, v2 published and started by the deployer
+    v1 = make_spec(1)
+    publish(aws, v1)
+    deployer.handler({"version": 1}, CTX)
+    ready(aws, v1)
+    assert deployer.handler({"action": "step"}, CTX)["status"] == DONE
+    v2 = make_spec(2, loads=(900, 900, 900, 900), previous=v1)
+    publish(aws, v2)
+    deployer.handler(spec_event(2), CTX)
+    # WHEN ECS calls the POST_SCALE_UP hook before green is ready
+    first = hooks.handler(hook_event("ecs_hook_post_scale_up.json"), CTX)
+    # THEN it holds the shift and tracks v2
+    assert first == {"hookStatus": "IN_PROGRESS", "callBackDelay": 15, "hookDetails": {"version": 2}}
+    assert read_active(aws.control).version == 1  # type: ignore[union-attr]
+    # WHEN green leases every partition and ECS calls again with the returned hookDetails
+    ready(aws, v2)
+    second = hooks.handler(hook_event("ecs_hook_post_scale_up.json", first["hookDetails"]), CTX)
+    # THEN the active pointer flips to v2 and the hook succeeds
+    assert second["hookStatus"] == "SUCCEEDED"
+    assert read_active(aws.control).version == 2  # type: ignore[union-attr]
+    # WHEN the drain hook runs while blue still has records
+    drain = hooks.handler(hook_event("ecs_hook_post_production_traffic_shift.json"), CTX)
+    # THEN it holds
+    assert drain["hookStatus"] == "IN_PROGRESS" and runtime.controller().state().status == DRAINING
+    # WHEN blue has drained
+    ready(aws, v1, drained=True, owner=None)
+    done = hooks.handler(hook_event("ecs_hook_post_production_traffic_shift.json", drain["hookDetails"]), CTX)
+    # THEN the hook succeeds and blue's stream is gone
+    assert done["hookStatus"] == "SUCCEEDED" and aws.stream_names() == ["georebal-geo-v2"]
+
+
+def test_hook_fails_on_green_timeout_so_ecs_rolls_back(aws: Aws) -> None:
+    # GIVEN v1 active, v2 deploying, a controller on a controllable clock with a 60 s green timeout
+    now = [1_800_000_000.0]
+    fleet = EcsFleet(EcsService(aws.clients.ecs, "georebal", "georebal-geo-workers"))
+    ctl = DeployController(aws.control, aws.leases, aws.specs, aws.streams, fleet, green_timeout_s=60,
+                           clock=lambda: now[0])
+    v1 = make_spec(1)
+    publish(aws, v1)
+    ctl.request(1)
+    ctl.step()
+    ready(aws, v1, now=now[0])
+    ctl.step()
+    publish(aws, make_spec(2, loads=(900, 900, 900, 900), previous=v1))
+    ctl.request(2)
+    ctl.step()
+    event = hooks.HookEvent.parse(hook_event("ecs_hook_post_scale_up.json"))
+    first = hooks.run_hook(ctl, event, 15)
+    assert first["hookStatus"] == "IN_PROGRESS"
+    # WHEN the timeout passes and ECS calls again
+    now[0] += 61
+    again = hooks.run_hook(ctl, hooks.HookEvent.parse(hook_event("ecs_hook_post_scale_up.json",
+                                                                 first["hookDetails"])), 15)
+    # THEN the hook returns FAILED (ECS rolls back), the controller rolled back, v1 stays active
+    assert again["hookStatus"] == "FAILED"
+    assert ctl.state().status == ROLLED_BACK
+    assert read_active(aws.control).version == 1  # type: ignore[union-attr]
+
+
+def test_hook_passes_stages_it_does_not_hold_and_rejects_malformed_events(aws: Aws) -> None:
+    # GIVEN a PRE_SCALE_UP invocation / WHEN handled / THEN nothing is held
+    event = hook_event("ecs_hook_post_scale_up.json")
+    event["lifecycleStage"] = "PRE_SCALE_UP"
+    assert hooks.handler(event, CTX)["hookStatus"] == "SUCCEEDED"
+    # GIVEN a payload without a stage / WHEN handled / THEN the error names the field
+    with pytest.raises(hooks.HookEventError, match="lifecycleStage"):
+        hooks.handler({"executionDetails": {}}, CTX)
+
+
+@pytest.mark.parametrize(("hold", "status", "tracked", "expected"), [
+    ("green", WAITING_GREEN, 2, "IN_PROGRESS"),
+    ("green", DRAINING, 2, "SUCCEEDED"),
+    ("green", ROLLED_BACK, 2, "FAILED"),
+    ("green", ROLLED_BACK, None, "SUCCEEDED"),
+    ("drain", DRAINING, 2, "IN_PROGRESS"),
+    ("drain", DONE, 2, "SUCCEEDED"),
+    (None, WAITING_GREEN, 2, "SUCCEEDED"),
+])
+def test_decide_maps_controller_state_to_hook_status(hold: str | None, status: str, tracked: int | None,
+                                                     expected: str) -> None:
+    # GIVEN a controller state for v2 / WHEN mapped / THEN the hookStatus follows the hold's rule
+    from lambdas.deploy.controller import DeployState
+
+    assert hooks.decide(hold, DeployState(version=2, status=status), tracked) == expected

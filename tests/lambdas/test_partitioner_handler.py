@@ -1,0 +1,284 @@
+"""Partitioner Lambda: snapshot manifest -> verified rows -> spec -> policy -> publish (moto, real writer)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from typing import Any
+
+import pytest
+
+from lambdas.common.aws import ObjectStore, spec_key
+from lambdas.common.config import ConfigError, LambdaConfig
+from lambdas.common.records import read_desired
+from lambdas.partitioner import handler as partitioner_handler
+from lambdas.partitioner.logic import PartitionerDeps, apply_cost_rates, load_policy, process_snapshot
+from partitioner.counts import counts_from_pairs
+from partitioner.spec import Partition, Spec, Worker
+from tests.lambdas.conftest import CTX, Aws, load_event, snapshot_rows, t, write_test_snapshot
+
+CELLS = {(0, 0): 400, (1, 0): 300, (8, 8): 700, (9, 8): 200, (20, 3): 50}
+
+
+def deps(aws: Aws, **kw: Any) -> PartitionerDeps:
+    d = PartitionerDeps.from_config(aws.cfg, aws.clients)
+    return PartitionerDeps(**{**d.__dict__, **kw})
+
+
+def s3_event(key: str, bucket: str = "georebal-snapshots") -> dict[str, Any]:
+    event = copy.deepcopy(load_event("s3_snapshot_manifest_created.json"))
+    event["Records"][0]["s3"]["object"]["key"] = key
+    event["Records"][0]["s3"]["bucket"]["name"] = bucket
+    return event
+
+
+def rewrite_manifest(aws: Aws, key: str, **changes: Any) -> None:
+    body = json.loads(aws.clients.s3.get_object(Bucket=aws.cfg.snapshots_bucket, Key=key)["Body"].read())
+    body.update(changes)
+    aws.clients.s3.put_object(Bucket=aws.cfg.snapshots_bucket, Key=key, Body=json.dumps(body).encode())
+
+
+def test_handler_publishes_first_spec_from_recorded_event(aws: Aws) -> None:
+    # GIVEN a snapshot written by the aggregation job's writer and the recorded S3 event for its manifest
+    key = write_test_snapshot(aws, snapshot_rows(CELLS), t(5))
+    partitioner_handler.deps.cache_clear()
+    # WHEN the handler runs
+    out = partitioner_handler.handler(s3_event(key), CTX)
+    # THEN spec v1 is written immutably and the desired pointer moved to it
+    assert out["results"] == [{"manifest": key, "status": "published", "reason": out["results"][0]["reason"],
+                               "version": 1}]
+    assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1)]
+    desired = read_desired(aws.control)
+    assert desired is not None and desired.version == 1 and desired.spec_key == spec_key(1)
+    spec = aws.specs.get(spec_key(1))
+    assert spec.stream_name == "georebal-geo-v1"
+    assert spec.total_load == pytest.approx(sum(CELLS.values()))
+    assert all(w.load <= 1000 for w in spec.workers)
+
+
+def test_recorded_event_with_url_encoded_key_is_decoded(aws: Aws) -> None:
+    # GIVEN the recorded event as S3 sends it (key URL-encoded: '=' as %3D)
+    key = write_test_snapshot(aws, snapshot_rows(CELLS), t(5))
+    event = s3_event(key.replace("=", "%3D"))
+    partitioner_handler.deps.cache_clear()
+    # WHEN the handler runs
+    out = partitioner_handler.handler(event, CTX)
+    # THEN the decoded key was processed
+    assert [r["manifest"] for r in out["results"]] == [key]
+
+
+def test_duplicate_event_is_a_noop(aws: Aws) -> None:
+    # GIVEN a snapshot already processed
+    key = write_test_snapshot(aws, snapshot_rows(CELLS), t(5))
+    d = deps(aws)
+    assert process_snapshot(d, key).status == "published"
+    # WHEN the same S3 event is delivered again
+    again = process_snapshot(d, key)
+    # THEN nothing new is published
+    assert again.status == "duplicate"
+    assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1)]
+    assert read_desired(aws.control).version == 1  # type: ignore[union-attr]
+
+
+def test_stale_snapshot_is_rejected(aws: Aws) -> None:
+    # GIVEN a processed snapshot for the window ending at t+10
+    new_key = write_test_snapshot(aws, snapshot_rows(CELLS), t(10))
+    d = deps(aws)
+    assert process_snapshot(d, new_key).status == "published"
+    # WHEN an older window's snapshot arrives late
+    old_key = write_test_snapshot(aws, snapshot_rows({(0, 0): 5000}), t(5))
+    out = process_snapshot(d, old_key)
+    # THEN it is rejected as stale and nothing is published
+    assert (out.status, out.code) == ("rejected", "stale_snapshot")
+    assert "window_end" in out.reason
+    assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1)]
+
+
+@pytest.mark.parametrize(("change", "code", "needle"), [
+    ({"format": "geo-rebalancer.snapshot/0"}, "malformed_manifest", "'geo-rebalancer.snapshot/0'"),
+    ({"window_end": "yesterday"}, "malformed_manifest", "'yesterday'"),
+    ({"rows": -1}, "malformed_manifest", "-1"),
+    ({"checksum": "0" * 64}, "checksum_mismatch", "0000"),
+    ({"rows": 999}, "row_count_mismatch", "999"),
+    ({"files": "all of them"}, "malformed_manifest", "'all of them'"),
+])
+def test_malformed_manifest_is_rejected_with_the_bad_value(aws: Aws, change: dict[str, Any], code: str,
+                                                            needle: str) -> None:
+    # GIVEN a snapshot whose manifest has one bad field
+    key = write_test_snapshot(aws, snapshot_rows(CELLS), t(5))
+    rewrite_manifest(aws, key, **change)
+    # WHEN it is processed
+    out = process_snapshot(deps(aws), key)
+    # THEN it is rejected with a reason naming the bad value; nothing published
+    assert (out.status, out.code) == ("rejected", code)
+    assert needle in out.reason
+    assert aws.keys(aws.cfg.specs_bucket) == []
+    assert read_desired(aws.control) is None
+
+
+def test_manifest_that_is_not_json_is_rejected(aws: Aws) -> None:
+    # GIVEN a manifest object that is not JSON
+    key = "snapshots/window_end=2026-11-21T10-05-00Z/_manifest.json"
+    aws.clients.s3.put_object(Bucket=aws.cfg.snapshots_bucket, Key=key, Body=b"{not json")
+    # WHEN processed
+    out = process_snapshot(deps(aws), key)
+    # THEN rejected as malformed, naming the object
+    assert out.code == "malformed_manifest" and key in out.reason
+
+
+def test_tampered_data_file_fails_sha256(aws: Aws) -> None:
+    # GIVEN a data file changed after the manifest was written
+    key = write_test_snapshot(aws, snapshot_rows(CELLS), t(5))
+    manifest = json.loads(aws.clients.s3.get_object(Bucket=aws.cfg.snapshots_bucket, Key=key)["Body"].read())
+    victim = manifest["files"][0]["key"]
+    aws.clients.s3.put_object(Bucket=aws.cfg.snapshots_bucket, Key=victim, Body=b"quadkey,events,cost\n0,1,\n")
+    # WHEN processed
+    out = process_snapshot(deps(aws), key)
+    # THEN the checksum mismatch names the file; the live spec stays
+    assert out.code == "checksum_mismatch" and victim in out.reason
+    assert aws.keys(aws.cfg.specs_bucket) == []
+
+
+def test_missing_data_file_is_rejected(aws: Aws) -> None:
+    # GIVEN a manifest listing a file that is gone
+    key = write_test_snapshot(aws, snapshot_rows(CELLS), t(5))
+    manifest = json.loads(aws.clients.s3.get_object(Bucket=aws.cfg.snapshots_bucket, Key=key)["Body"].read())
+    aws.clients.s3.delete_object(Bucket=aws.cfg.snapshots_bucket, Key=manifest["files"][-1]["key"])
+    # WHEN processed
+    out = process_snapshot(deps(aws), key)
+    # THEN rejected as missing_file naming it
+    assert out.code == "missing_file" and manifest["files"][-1]["key"] in out.reason
+
+
+def test_empty_snapshot_is_rejected_and_live_spec_stays(aws: Aws) -> None:
+    # GIVEN a live spec v1 and then an empty snapshot (no rows)
+    d = deps(aws)
+    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(5))).status == "published"
+    empty_key = write_test_snapshot(aws, [], t(10))
+    # WHEN processed
+    out = process_snapshot(d, empty_key)
+    # THEN rejected as empty; v1 stays desired
+    assert (out.status, out.code) == ("rejected", "empty_snapshot")
+    assert read_desired(aws.control).version == 1  # type: ignore[union-attr]
+    assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1)]
+
+
+def test_bad_row_is_rejected_naming_the_line(aws: Aws) -> None:
+    # GIVEN a data file with a bad quadkey but a manifest that matches its bytes
+    body = b"quadkey,events,cost\n0123,5,\n01x3,7,\n"
+    sha = hashlib.sha256(body).hexdigest()
+    data_key = "snapshots/window_end=2026-11-21T10-05-00Z/data/part-0.csv"
+    aws.clients.s3.put_object(Bucket=aws.cfg.snapshots_bucket, Key=data_key, Body=body)
+    manifest = {"format": "geo-rebalancer.snapshot/1", "window_start": "2026-11-21T10:00:00Z",
+                "window_end": "2026-11-21T10:05:00Z", "grid_zoom": 4, "zoom": 4, "refine_events": 500, "rows": 2,
+                "total_events": 12, "has_cost": False, "batch_id": 1,
+                "files": [{"key": data_key, "rows": 2, "sha256": sha}],
+                "checksum": hashlib.sha256(sha.encode()).hexdigest()}
+    key = "snapshots/window_end=2026-11-21T10-05-00Z/_manifest.json"
+    aws.clients.s3.put_object(Bucket=aws.cfg.snapshots_bucket, Key=key, Body=json.dumps(manifest).encode())
+    # WHEN processed
+    out = process_snapshot(deps(aws), key)
+    # THEN rejected as bad_rows, naming the value and line
+    assert out.code == "bad_rows" and "'01x3'" in out.reason and "line 3" in out.reason
+
+
+def test_spec_failing_validation_is_not_published(aws: Aws) -> None:
+    # GIVEN a builder that returns a spec breaking the rules (a worker over max_load, no catch-all)
+    def broken_build(counts: Any, max_load: float, **kw: Any) -> Spec:
+        return Spec(version=kw["version"], max_load=max_load, partitions=(Partition("p0001", "w0001", ("0",), 5e6),),
+                    workers=(Worker("w0001", 5e6, "1"),), stream_name=kw["stream_name"])
+
+    key = write_test_snapshot(aws, snapshot_rows(CELLS), t(5))
+    # WHEN processed with it
+    out = process_snapshot(deps(aws, build=broken_build), key)
+    # THEN rejected as invalid_spec with the broken rules listed; nothing published
+    assert out.code == "invalid_spec"
+    assert "exceeds max_load" in out.reason and "catch-all" in out.reason
+    assert aws.keys(aws.cfg.specs_bucket) == [] and read_desired(aws.control) is None
+
+
+def test_policy_holds_a_candidate_that_changes_nothing(aws: Aws) -> None:
+    # GIVEN v1 published and then a snapshot with the same load in a later window
+    d = deps(aws)
+    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(5))).status == "published"
+    # WHEN the next window arrives
+    out = process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(10)))
+    # THEN the policy keeps v1 (held) and records its decision
+    assert out.status == "held" and out.decision_reasons
+    assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1)]
+    policy = aws.control.get("policy")
+    assert policy is not None and policy["last_decision"]["redeploy"] is False
+
+
+def test_overload_publishes_v2_sticky_to_v1(aws: Aws) -> None:
+    # GIVEN v1 and then load that overloads one of its workers
+    d = deps(aws, policy=load_policy('{"cooldown_s": 0}'))
+    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(5))).status == "published"
+    hot = {**CELLS, (8, 8): 1900, (8, 9): 900}
+    # WHEN processed
+    out = process_snapshot(d, write_test_snapshot(aws, snapshot_rows(hot), t(10)))
+    # THEN v2 is published after v1, names v1 as previous, and has its own stream
+    assert (out.status, out.version) == ("published", 2), out.reason
+    v2 = aws.specs.get(spec_key(2))
+    assert v2.previous_version == 1 and v2.stream_name == "georebal-geo-v2"
+    assert read_desired(aws.control).version == 2  # type: ignore[union-attr]
+
+
+def test_existing_spec_object_is_never_overwritten(aws: Aws) -> None:
+    # GIVEN an orphan spec object v1 (a publish that crashed before moving the pointer)
+    orphan = b'{"orphan": true}'
+    aws.clients.s3.put_object(Bucket=aws.cfg.specs_bucket, Key=spec_key(1), Body=orphan)
+    # WHEN a snapshot is processed
+    out = process_snapshot(deps(aws), write_test_snapshot(aws, snapshot_rows(CELLS), t(5)))
+    # THEN the orphan is untouched and the spec took the next version
+    assert (out.status, out.version) == ("published", 2)
+    assert aws.clients.s3.get_object(Bucket=aws.cfg.specs_bucket, Key=spec_key(1))["Body"].read() == orphan
+    assert aws.specs.get(spec_key(2)).version == 2
+
+
+def test_cost_reports_weight_the_load_when_snapshot_has_no_cost(aws: Aws) -> None:
+    # GIVEN an active v1 whose workers reported cost rates (one cell 3x as expensive per event)
+    d = deps(aws)
+    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(5))).status == "published"
+    aws.control.put("active", {"version": 1, "spec_key": spec_key(1), "stream_name": "georebal-geo-v1",
+                               "flipped_at": "x"})
+    rows = snapshot_rows(CELLS)
+    report = {"version": 1, "worker": "w0001", "partition_ids": ["p0001"], "interval_s": 300, "calibration": 1.0,
+              "quadkey_zoom": 18, "rates": {rows[2][0]: 3.0, rows[0][0]: 1.0}, "events": {}}
+    aws.clients.s3.put_object(Bucket=aws.cfg.costs_bucket, Key="costs/v1/w0001/100.json", Body=b'{"rates": {}}')
+    aws.clients.s3.put_object(Bucket=aws.cfg.costs_bucket, Key="costs/v1/w0001/200.json",
+                              Body=json.dumps(report).encode())
+    # WHEN the cost rates are merged into the next snapshot's counts
+    rates = d.costs.latest(1)  # type: ignore[union-attr]
+    counts = counts_from_pairs([(q, float(e)) for q, e, _ in rows], "x")
+    weighted = apply_cost_rates(counts, dict(rates.rates), 12)
+    # THEN the latest report wins; the expensive cell weighs 3x; unknown cells get the events-weighted mean rate
+    assert rates.reports == ("costs/v1/w0001/200.json",)
+    w = dict(zip(weighted.quadkeys, weighted.weights, strict=True))
+    mean = (700 * 3.0 + 400 * 1.0) / 1100
+    assert w[rows[2][0]] == pytest.approx(2100) and w[rows[0][0]] == pytest.approx(400)
+    assert w[rows[1][0]] == pytest.approx(300 * mean)
+
+
+def test_missing_env_var_is_named(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN no MAX_LOAD
+    monkeypatch.delenv("MAX_LOAD")
+    # WHEN the dependencies are built
+    # THEN the error names the variable
+    with pytest.raises(ConfigError, match="MAX_LOAD"):
+        PartitionerDeps.from_config(LambdaConfig.from_env(), aws.clients)
+
+
+def test_bad_policy_json_is_named() -> None:
+    # GIVEN a POLICY_JSON with an unknown key / WHEN loaded / THEN the error names the variable and key
+    with pytest.raises(ConfigError, match="POLICY_JSON.*'hgh_watermark'"):
+        load_policy('{"hgh_watermark": 0.9}')
+
+
+def test_other_objects_in_the_event_are_ignored(aws: Aws) -> None:
+    # GIVEN an S3 event for a data file, not a manifest
+    partitioner_handler.deps.cache_clear()
+    # WHEN handled / THEN nothing happens
+    assert partitioner_handler.handler(s3_event("snapshots/window_end=x/data/part-0.csv"), CTX) == {"results": []}
+    assert ObjectStore(aws.clients.s3, aws.cfg.specs_bucket).list_keys("specs/") == []

@@ -1,0 +1,124 @@
+"""Unit tests of the local loop's own pieces (no Spark, no moto): dataset, config, output checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from local.config import QUICK, RunConfig, parse_args
+from local.dataset import EventFactory, Places, Scenario, bad_events, diurnal, load_places, place_rates
+from local.output import OutRecord, delivery, utilisation
+
+REASONS = {"unparsable_json", "not_an_object", "missing_field", "bad_type", "nan", "lat_out_of_range",
+           "lon_out_of_range", "bad_timestamp"}
+
+
+def _two_places() -> Places:
+    return Places(names=("East", "West"), lat=np.array([10.0, 10.0]), lon=np.array([120.0, -60.0]),
+                  population=np.array([1e6, 1e6]), source="test")
+
+
+def test_day_night_moves_load_from_east_to_west() -> None:
+    # GIVEN two equal places 180 degrees apart, at 04:00 UTC (noon in the east, midnight in the west)
+    places = _two_places()
+    scenario = Scenario(start_utc_hour=4.0, span_s=12 * 3600, hotspot_place=0, hotspot_at=2.0)
+    # WHEN the simulated clock moves 12 hours
+    start, end = place_rates(places, scenario, 0.0), place_rates(places, scenario, 1.0)
+    # THEN the load moves from the east to the west
+    assert start[0] > 0.9 and end[1] > 0.9
+
+
+def test_hotspot_ramps_instead_of_spiking() -> None:
+    # GIVEN a scenario whose hotspot starts at 50 % and ramps over 20 % of the replay
+    places = _two_places()
+    scenario = Scenario(start_utc_hour=4.0, span_s=60.0, hotspot_place=1, hotspot_at=0.5, hotspot_ramp=0.2)
+    # WHEN the hotspot's share is read before, during and after the ramp
+    shares = [place_rates(places, scenario, f)[1] for f in (0.4, 0.6, 0.8)]
+    # THEN it is flat before, partway during, and highest after
+    assert shares[0] < shares[1] < shares[2]
+    assert scenario.hotspot_level(0.6) == pytest.approx(0.5)
+
+
+def test_diurnal_is_bounded_and_low_at_night() -> None:
+    # GIVEN every quarter hour of a day WHEN the diurnal curve is evaluated THEN it stays in [0.08, 1]
+    values = diurnal(np.arange(0, 24, 0.25))
+    assert values.min() == pytest.approx(0.08) and values.max() == pytest.approx(1.0)
+    assert diurnal(np.array([3.0]))[0] < diurnal(np.array([13.0]))[0]
+
+
+def test_events_are_valid_and_unique() -> None:
+    # GIVEN a factory over the built-in world places
+    places = load_places("world", limit=50)
+    factory = EventFactory(places, Scenario(4.0, 3600.0, hotspot_place=10), seed=3)
+    # WHEN 500 events are drawn in two calls
+    events = factory.events(250, 0.1, 1_700_000_000_000) + factory.events(250, 0.9, 1_700_000_001_000)
+    # THEN every event has the contract fields, valid coordinates and a unique id
+    assert len({e["event_id"] for e in events}) == 500
+    for e in events:
+        assert {"event_id", "entity_id", "ts", "lat", "lon"} <= e.keys()
+        assert -85.05112878 <= float(e["lat"]) <= 85.05112878 and -180 <= float(e["lon"]) <= 180
+
+
+def test_bad_events_cover_every_reason_code() -> None:
+    # GIVEN the injected bad records WHEN their reasons are collected THEN every contract code is there
+    bads = bad_events(seed=1, now_ms=0)
+    assert {b.reason for b in bads} == REASONS
+    # AND the NaN one really carries a NaN literal, and the missing-field one lacks lat
+    assert "NaN" in next(b.raw for b in bads if b.reason == "nan")
+    assert "lat" not in json.loads(next(b.raw for b in bads if b.reason == "missing_field"))
+
+
+def test_csv_dataset_errors_name_the_line(tmp_path: Path) -> None:
+    # GIVEN a places CSV with a latitude out of range on line 3
+    path = tmp_path / "places.csv"
+    path.write_text("name,lat,lon,population\nA,10,20,1000\nB,95,20,1000\n")
+    # WHEN it is loaded THEN the error names the file, the line and the value
+    with pytest.raises(ValueError, match=r"places.csv:3: lat 95.0"):
+        load_places(str(path))
+
+
+def test_unknown_dataset_is_rejected_by_name() -> None:
+    with pytest.raises(ValueError, match="'mars'"):
+        load_places("mars")
+
+
+def test_quick_defaults_and_explicit_flags_win() -> None:
+    # GIVEN --quick with an explicit --duration WHEN parsed THEN quick settings apply except the explicit one
+    cfg = parse_args(["--quick", "--duration", "30", "--out", "x"])
+    assert cfg.quick and cfg.duration_s == 30.0 and cfg.window_s == QUICK["window_s"] and cfg.out == Path("x")
+    # AND the default cap is a quarter of one window's events
+    assert RunConfig(rate=100, window_s=15).cap == 375.0
+
+
+def test_bad_flag_values_exit_with_usage_error() -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--speed", "0"])
+    assert exc.value.code == 2
+
+
+def _rec(eid: str, worker: str = "w0001", version: int = 1, ts_ms: int = 0) -> OutRecord:
+    return OutRecord(eid, version, worker, "p0001", ts_ms)
+
+
+def test_delivery_counts_lost_duplicates_and_unexpected() -> None:
+    # GIVEN three events sent; out: e1 twice (blue and green), e2 once, and an id nobody sent
+    records = [_rec("e1"), _rec("e1", version=2), _rec("e2"), _rec("zz")]
+    # WHEN compared
+    d = delivery(["e1", "e2", "e3"], records)
+    # THEN e3 is lost, zz unexpected, and the e1 duplicate is removed by dedupe
+    assert (d.lost, d.unexpected, d.duplicates, d.out_unique) == (1, 1, 1, 3)
+    assert d.lost_sample == ("e3",) and not d.ok
+
+
+def test_utilisation_measures_longest_over_cap_run() -> None:
+    # GIVEN worker w1 with 3, 3, 1, 3 events in four 10 s windows and a cap of 2 per window
+    ts = [0, 1, 2, 10_000, 10_001, 10_002, 20_000, 30_000, 30_001, 30_002]
+    records = [_rec(f"e{i}", ts_ms=t) for i, t in enumerate(ts)]
+    # WHEN utilisation is computed
+    series = utilisation(records, window_s=10.0, cap=2.0)
+    # THEN the counts per window are right and the longest over-cap run is two windows (20 s)
+    assert series.counts["v1/w0001"] == [3, 3, 1, 3]
+    assert series.over_cap_spans() == {"v1/w0001": 20.0}

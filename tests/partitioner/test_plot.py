@@ -1,0 +1,52 @@
+"""Tests for partitioner.plot: PNGs of the expected pixel size, with and without counts."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from spec_factory import make_counts, make_spec, qk
+
+from partitioner.plot import merc_y, plot_mismatch, plot_spec
+
+Z = 12
+A = [qk(x, y, Z) for x in range(2040, 2046) for y in range(1360, 1366)]
+B = [qk(x, y, Z) for x in range(2046, 2050) for y in range(1360, 1366)]
+SPEC = make_spec([("p0001", "w0001", A, 72.0), ("p0002", "w0002", B, 48.0)], 80.0)
+COUNTS = make_counts({**dict.fromkeys(A, 2.0), **dict.fromkeys(B, 2.0)})
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_plot_spec_writes_a_png_of_size_times_dpi(tmp_path):
+    out = plot_spec(SPEC, tmp_path / "map.png", size=(8.0, 4.0), dpi=50)
+    assert png_size(out) == (400, 200)
+    assert out.stat().st_size > 5_000
+
+
+def test_plot_spec_with_counts_underlay(tmp_path):
+    out = plot_spec(SPEC, tmp_path / "map.png", COUNTS, title="test")
+    assert png_size(out) == (1400, 700)
+
+
+def test_plot_spec_world_scale_and_catch_all_only(tmp_path):
+    # GIVEN cells far apart (sub-pixel at world scale) and a spec with only the catch-all
+    far = make_spec([("p0001", "w0001", [qk(1, 1, Z)], 1.0), ("p0002", "w0002", [qk(4000, 3000, Z)], 1.0)], 5.0)
+    assert png_size(plot_spec(far, tmp_path / "far.png", size=(6.0, 3.0), dpi=40)) == (240, 120)
+    bare = make_spec([], 5.0, catch_all_worker="w0001")
+    assert png_size(plot_spec(bare, tmp_path / "bare.png", size=(6.0, 3.0), dpi=40)) == (240, 120)
+
+
+def test_plot_mismatch_bars(tmp_path):
+    new = make_counts({**dict.fromkeys(A, 5.0), **dict.fromkeys(B, 1.0)})
+    out = plot_mismatch(SPEC, new, tmp_path / "mismatch.png", size=(6.0, 3.0), dpi=50)
+    assert png_size(out) == (300, 150)
+
+
+def test_merc_y_is_zero_at_the_equator_and_symmetric():
+    y = merc_y([0.0, 45.0, -45.0, 90.0])
+    assert y[0] == 0.0 and y[1] == -y[2] and 179.9 < y[3] <= 180.0
