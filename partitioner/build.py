@@ -278,7 +278,7 @@ def _split_one(qk: str, load: float, refinement: dict[str, float], cap: float) -
                 for hq, hl in zip(hot_qks, weights[hot], strict=True):
                     out += _split_one(hq, float(hl), deeper, cap)
             cold = ~hot & (weights > 0)
-            out += carve_cells(grid.x[cold], grid.y[cold], weights[cold], grid.zoom, cap)
+            out += carve_cells(grid.x[cold], grid.y[cold], weights[cold], grid.zoom, cap, bridge_levels=0)
             # the parts of the hot cell with no finer rows still belong to it: list it so it has an owner
             if out:
                 biggest = max(range(len(out)), key=lambda i: out[i].load if out[i].hash_range is None else -1.0)
@@ -300,7 +300,7 @@ def hash_split(qk: str, load: float, cap: float) -> list[Region]:
     is ``load * width / HASH_BUCKETS``; full shares are rounded down to stay
     within ``cap``, and the remainder is checked too (one more share if needed).
     """
-    full_width = int(math.floor(HASH_BUCKETS * cap / load))
+    full_width = math.floor(HASH_BUCKETS * cap / load)
     if full_width < 1:
         raise BuildError(f"cell {qk!r} with load {load!r} would need more than {HASH_BUCKETS} entity-hash shares "
                          f"of max_load {cap!r}")
@@ -326,23 +326,80 @@ def hash_split(qk: str, load: float, cap: float) -> list[Region]:
 # ---------------------------------------------------------------------------
 
 
-def carve_cells(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float) -> list[Region]:
-    """Group cells into 8-connected regions of at most ``cap`` load (compact strategy, steps 2-3)."""
+BRIDGE_LEVELS = 3  # cells within the same or adjacent 8x8 block of grid cells may share a region
+
+
+def carve_cells(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, *,
+                bridge_levels: int = BRIDGE_LEVELS) -> list[Region]:
+    """Group cells into 8-connected regions of at most ``cap`` load (compact strategy, steps 2-3).
+
+    Notes
+    -----
+    Nearby clusters are bridged first: grid cells are lifted ``bridge_levels`` zooms
+    up, and a cluster of 8-connected coarse cells whose load fits is one region that
+    lists those coarse cells (the empty tiles between its clusters included, so it
+    is contiguous). Clusters that do not fit fall back to 8-connected components of
+    the grid cells, carved when above ``cap``. Vectorised: Python work is per region,
+    not per cell.
+    """
     if len(x) == 0:
         return []
-    qks = np.array(arrays_to_quadkeys(x, y, zoom), dtype=object)
-    count, labels = components(x, y, zoom)
-    out: list[Region] = []
-    loads = np.bincount(labels, weights=w, minlength=count)
-    small = loads <= cap
-    # components within the cap stay whole: one region each
-    for idx, comp_ok in zip(group_indices(labels, count), small, strict=True):
-        if comp_ok:
-            out.append(Region(tuple(sorted(qks[idx])), float(w[idx].sum())))
-        else:
-            out += [Region(tuple(sorted(qks[piece])), float(w[piece].sum()))
-                    for piece in _carve(idx, x, y, w, zoom, cap)]
-    return out
+    labels, coarse, n = _region_labels(x, y, w, zoom, cap, bridge_levels)
+    key_shift = np.where(coarse[labels], bridge_levels, 0)
+    lx, ly, lz = x >> key_shift, y >> key_shift, zoom - key_shift
+    order = np.lexsort((ly, lx, lz, labels))
+    lab_s, lx_s, ly_s, lz_s = labels[order], lx[order], ly[order], lz[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = (lab_s[1:] != lab_s[:-1]) | (lx_s[1:] != lx_s[:-1]) | (ly_s[1:] != ly_s[:-1]) | (
+        lz_s[1:] != lz_s[:-1])
+    qks = np.array(arrays_to_quadkeys(lx_s[first], ly_s[first], lz_s[first]), dtype=object)
+    bounds = np.searchsorted(lab_s[first], np.arange(n + 1))
+    loads = np.bincount(labels, weights=w, minlength=n)
+    return [Region(tuple(qks[bounds[r]:bounds[r + 1]]), float(loads[r])) for r in range(n)]
+
+
+def _region_labels(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, bridge_levels: int
+                   ) -> tuple[IntArray, np.ndarray, int]:
+    """Return a region label per cell, whether each region lists coarse (bridged) cells, and the count."""
+    labels = np.full(len(x), -1, dtype=np.int64)
+    coarse: list[np.ndarray] = []
+    n_labels = 0
+    rest = np.arange(len(x))
+    if bridge_levels > 0 and zoom - bridge_levels >= 2:
+        cz = zoom - bridge_levels
+        codes = ((x >> bridge_levels) << cz) | (y >> bridge_levels)
+        uniq, inv = np.unique(codes, return_inverse=True)
+        n_clusters, cluster_of_coarse = components(uniq >> cz, uniq & ((1 << cz) - 1), cz)
+        cluster = cluster_of_coarse[inv]
+        fits = np.bincount(cluster, weights=w, minlength=n_clusters) <= cap
+        remap = np.full(n_clusters, -1, dtype=np.int64)
+        ok = np.nonzero(fits)[0]
+        remap[ok] = np.arange(len(ok))
+        in_fit = fits[cluster]
+        labels[in_fit] = remap[cluster[in_fit]]
+        n_labels = len(ok)
+        coarse.append(np.ones(len(ok), dtype=bool))
+        rest = np.nonzero(~in_fit)[0]
+    if len(rest):
+        n, lab = components(x[rest], y[rest], zoom)
+        comp_load = np.bincount(lab, weights=w[rest], minlength=n)
+        small = comp_load <= cap
+        remap = np.full(n, -1, dtype=np.int64)
+        sm = np.nonzero(small)[0]
+        remap[sm] = n_labels + np.arange(len(sm))
+        sel = small[lab]
+        labels[rest[sel]] = remap[lab[sel]]
+        n_labels += len(sm)
+        coarse.append(np.zeros(len(sm), dtype=bool))
+        big = rest[~sel]
+        if len(big):
+            groups = group_indices(lab[~sel], n)
+            for comp in np.nonzero(~small)[0]:
+                for piece in _carve(big[groups[comp]], x, y, w, zoom, cap):
+                    labels[piece] = n_labels
+                    n_labels += 1
+                    coarse.append(np.zeros(1, dtype=bool))
+    return labels, np.concatenate(coarse) if coarse else np.zeros(0, dtype=bool), n_labels
 
 
 def _carve(idx: IntArray, x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float) -> list[IntArray]:
@@ -473,7 +530,8 @@ def _repair(previous: Spec, counts: Counts, cap: float) -> tuple[list[Region], l
     # 2. new load in the catch-all: attach cells to a neighbouring region with room, else new regions
     new_cells = np.nonzero((owner == catch) & (grid.weight > 0))[0]
     if len(new_cells):
-        fresh = carve_cells(grid.x[new_cells], grid.y[new_cells], grid.weight[new_cells], grid.zoom, cap)
+        fresh = carve_cells(grid.x[new_cells], grid.y[new_cells], grid.weight[new_cells], grid.zoom, cap,
+                            bridge_levels=0)
         notes.append(f"{float(grid.weight[new_cells].sum()):.6g} load outside the previous regions -> "
                      f"{len(fresh)} new regions")
         for r in fresh:
@@ -494,10 +552,7 @@ def _repair(previous: Spec, counts: Counts, cap: float) -> tuple[list[Region], l
     for i in moved:
         fits = [(cap - worker_load.get(w, 0.0), w) for w in prev_wids + list(worker_load)
                 if worker_load.get(w, 0.0) + regions[i].load <= cap * (1 + 1e-12) and w in worker_load]
-        if fits:
-            w = min(fits)[1]
-        else:
-            w = _new_worker_id(prev_wids, worker_load)
+        w = min(fits)[1] if fits else _new_worker_id(prev_wids, worker_load)
         assign[i] = w
         worker_load[w] = worker_load.get(w, 0.0) + regions[i].load
     wids = sorted(set(assign))

@@ -114,9 +114,12 @@ class Counts:
     def refinement(self) -> dict[str, float]:
         """Return the refinement rows (deeper rows under a present ancestor) as quadkey -> weight."""
         keys = set(self.quadkeys)
+        gz = self.grid_zoom
         out: dict[str, float] = {}
+        if len({len(q) for q in keys}) == 1:
+            return out
         for q, w in zip(self.quadkeys, self.weights, strict=True):
-            if any(q[:k] in keys for k in range(self.grid_zoom, len(q))):
+            if any(q[:k] in keys for k in range(gz, len(q))):
                 out[q] = float(w)
         return out
 

@@ -25,52 +25,17 @@ Notes
 
 from __future__ import annotations
 
-import bisect
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from partitioner.counts import Counts
 from partitioner.index import SpecIndex
-from partitioner.metrics import leaf_loads
+from partitioner.metrics import leaf_loads, owned_squares
 from partitioner.spec import Spec
 from partitioner.tiles import bounds, quadkey_to_tile
 
-
-def owned_squares(spec: Spec) -> dict[str, list[str]]:
-    """Return, per partition id, the quadkeys of the squares it owns (holes carved out).
-
-    The catch-all gets an empty list. A hash-split share owns its whole cell.
-    """
-    listed = sorted({q for p in spec.partitions for q in p.quadkeys if q})
-
-    def has_listed_descendant(q: str) -> bool:
-        i = bisect.bisect_right(listed, q)
-        return i < len(listed) and listed[i].startswith(q)
-
-    listed_set = set(listed)
-    out: dict[str, list[str]] = {}
-    for p in spec.partitions:
-        squares: list[str] = []
-        if not p.is_catch_all:
-            for q in p.quadkeys:
-                _carve(q, listed_set, has_listed_descendant, squares)
-        out[p.id] = squares
-    return out
-
-
-def _carve(q: str, listed: set[str], has_desc: Callable[[str], bool], out: list[str]) -> None:
-    stack = [q]
-    while stack:
-        c = stack.pop()
-        if not has_desc(c):
-            out.append(c)
-            continue
-        for d in "3210":
-            child = c + d
-            if child not in listed:
-                stack.append(child)
+__all__ = ["owned_squares", "spec_to_geojson", "write_geojson"]
 
 
 def _ring(q: str, precision: int) -> list[list[float]]:

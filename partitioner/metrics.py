@@ -17,8 +17,9 @@ lower bound
 contiguity
     every region (a partition that is neither the catch-all nor a hash-split share)
     is 8-connected over its cells at the *geometry zoom* (normally the counts' grid
-    zoom): listed cells are expanded to that zoom, cells carved out by a finer
-    listing elsewhere are removed, deeper listed cells are coarsened to it.
+    zoom): its listed cells minus the finer cells other partitions list inside them
+    (:func:`owned_squares`), deeper listed cells coarsened to that zoom. Empty cells a
+    region lists to bridge gaps count as part of it.
 compactness
     ``P^2 / (4 pi A)`` per region in tile units: ``A`` = cells of the region, ``P`` =
     cell edges on its boundary. A square of k x k cells scores ``4 / pi`` ~ 1.27, a
@@ -32,7 +33,8 @@ Notes
 * **Antimeridian.** Adjacency wraps in x (column ``2^z - 1`` touches column 0), never
   in y: a region spanning the antimeridian is contiguous, one touching the pole
   rows has boundary edges there.
-* **Zoom limits.** If expanding coarse listed cells to the grid zoom would exceed
+* **Zoom limits.** Shapes are measured on the quadtree squares a region owns, without
+  expanding them (cost ~ the squares' perimeters). If their rings would exceed
   :data:`GEOMETRY_BUDGET` cells, geometry is measured at the deepest coarser zoom that
   fits (``SpecMetrics.geometry_zoom`` says which).
 * **Rolled-up counts.** With refinement rows (a quadtree), load is attributed at the
@@ -45,6 +47,7 @@ Notes
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -63,10 +66,7 @@ from partitioner.spec import HASH_BUCKETS, Spec
 from partitioner.tiles import IntArray, arrays_to_quadkeys, quadkeys_to_arrays
 
 FloatArray = npt.NDArray[np.float64]
-GEOMETRY_BUDGET = 20_000_000  # max cells the geometry of all regions may expand to
-_KEY_LIMIT = 1 << 62
-_FORWARD8 = ((1, 0), (0, 1), (1, 1), (1, -1))
-_EDGES4 = ((1, 0), (-1, 0), (0, 1), (0, -1))
+GEOMETRY_BUDGET = 50_000_000  # max ring cells looked up to measure the regions' shapes
 
 
 @dataclass(frozen=True)
@@ -259,18 +259,6 @@ def _locate(index: SpecIndex, x: IntArray, y: IntArray, z: IntArray) -> IntArray
 # ---------------------------------------------------------------------------
 
 
-def _geometry_zoom(spec: Spec, grid_zoom: int, regions: Sequence[int]) -> int:
-    """The deepest zoom <= grid_zoom at which the regions' expanded cells fit the budget and key space."""
-    depths = [len(q) for i in regions for q in spec.partitions[i].quadkeys]
-    zoom = grid_zoom
-    while zoom > 0:
-        cells = sum(4 ** (zoom - d) for d in depths if d < zoom) + sum(1 for d in depths if d >= zoom)
-        if cells <= GEOMETRY_BUDGET and (len(spec.partitions) + 1) * (4 ** zoom) < _KEY_LIMIT:
-            break
-        zoom -= 1
-    return zoom
-
-
 def region_cells(spec: Spec, index: SpecIndex, regions: Sequence[int], zoom: int
                  ) -> tuple[IntArray, IntArray, IntArray]:
     """Return ``(label, x, y)``: the cells at ``zoom`` of each region (label = partition index).
@@ -319,54 +307,149 @@ def region_cells(spec: Spec, index: SpecIndex, regions: Sequence[int], zoom: int
     return lab[first], cx[first], cy[first]
 
 
-def _keyed_neighbours(lab: IntArray, x: IntArray, y: IntArray, zoom: int,
-                      offsets: Sequence[tuple[int, int]]) -> list[tuple[IntArray, IntArray]]:
-    """For each offset, index pairs (i, j) where cell j is cell i moved by the offset, same label."""
-    n = 1 << zoom
-    key = (lab << (2 * zoom)) | (x << zoom) | y
-    order = np.argsort(key, kind="stable")
-    skey = key[order]
-    out: list[tuple[IntArray, IntArray]] = []
-    for dx, dy in offsets:
-        nx = (x + dx) % n
-        ny = y + dy
-        ok = (ny >= 0) & (ny < n)
-        nkey = (lab << (2 * zoom)) | (nx << zoom) | np.where(ok, ny, 0)
-        pos = np.minimum(np.searchsorted(skey, nkey), max(len(skey) - 1, 0))
-        hit = ok & (skey[pos] == nkey) if len(skey) else ok & False
-        i = np.nonzero(hit)[0]
-        j = order[pos[hit]]
-        keep = i != j
-        out.append((i[keep], j[keep]))
+def owned_squares(spec: Spec) -> dict[str, list[str]]:
+    """Return, per partition id, the quadkeys of the squares it owns (holes carved out).
+
+    A listed cell with finer cells listed by others inside it is replaced by its children
+    that stay, recursively, so the squares of all partitions never overlap (except the
+    shares of a hash-split cell, which each own their whole cell). The catch-all gets [].
+    """
+    listed = sorted({q for p in spec.partitions for q in p.quadkeys if q})
+    listed_set = set(listed)
+
+    def has_listed_descendant(q: str) -> bool:
+        i = bisect.bisect_right(listed, q)
+        return i < len(listed) and listed[i].startswith(q)
+
+    out: dict[str, list[str]] = {}
+    for p in spec.partitions:
+        squares: list[str] = []
+        if not p.is_catch_all:
+            for q in p.quadkeys:
+                stack = [q]
+                while stack:
+                    c = stack.pop()
+                    if not has_listed_descendant(c):
+                        squares.append(c)
+                        continue
+                    stack.extend(c + d for d in "3210" if c + d not in listed_set)
+        out[p.id] = squares
     return out
 
 
-def region_shapes(lab: IntArray, x: IntArray, y: IntArray, zoom: int, n_labels: int
-                  ) -> tuple[IntArray, IntArray, FloatArray]:
-    """Return per label: cell count ``A``, 8-connected component count, and ``P^2 / (4 pi A)``.
+class _Squares:
+    """The regions' owned squares at or above a zoom, with a lookup of the square containing a cell."""
 
-    Labels without cells get ``A = 0``, 0 components and NaN compactness.
+    def __init__(self, spec: Spec, regions: Sequence[int], zoom: int) -> None:
+        squares = owned_squares(spec)
+        labels: list[int] = []
+        qks: list[str] = []
+        for i in regions:
+            sq = squares[spec.partitions[i].id]
+            labels += [i] * len(sq)
+            qks += sq
+        x, y, z = quadkeys_to_arrays(qks)
+        lab = np.array(labels, dtype=np.int64)
+        deep = z > zoom
+        x = np.where(deep, x >> np.maximum(z - zoom, 0), x)
+        y = np.where(deep, y >> np.maximum(z - zoom, 0), y)
+        z = np.minimum(z, zoom)
+        if len(lab):
+            rows = np.unique(np.stack([lab, z, x, y], axis=1), axis=0)
+            lab, z, x, y = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
+        self.zoom = zoom
+        self.lab, self.x, self.y, self.z = lab, x, y, z
+        self.side = np.left_shift(1, zoom - z).astype(np.int64)
+        self._levels: list[tuple[int, IntArray, IntArray]] = []
+        for zl in sorted({int(v) for v in z}, reverse=True):
+            idx = np.nonzero(z == zl)[0]
+            codes = (x[idx] << zl) | y[idx]
+            order = np.argsort(codes, kind="stable")
+            self._levels.append((zl, codes[order], idx[order]))
+
+    def find(self, gx: IntArray, gy: IntArray) -> IntArray:
+        """Index of the square containing each cell (at ``zoom``), -1 where none does."""
+        out = np.full(gx.shape, -1, dtype=np.int64)
+        for zl, codes, idx in self._levels:
+            shift = self.zoom - zl
+            c = ((gx >> shift) << zl) | (gy >> shift)
+            pos = np.minimum(np.searchsorted(codes, c), len(codes) - 1)
+            hit = (out < 0) & (codes[pos] == c)
+            out[hit] = idx[pos[hit]]
+        return out
+
+
+def ring_cells(side: IntArray) -> int:
+    """Number of cells in the one-cell rings around squares of the given sides."""
+    return int(np.sum(4 * side + 4))
+
+
+def _ring_offsets(side: int) -> tuple[IntArray, IntArray, npt.NDArray[np.bool_]]:
+    r = np.arange(side, dtype=np.int64)
+    dx = np.concatenate([r, r, np.full(side, -1), np.full(side, side), [-1, side, -1, side]]).astype(np.int64)
+    dy = np.concatenate([np.full(side, -1), np.full(side, side), r, r, [-1, -1, side, side]]).astype(np.int64)
+    is_side = np.arange(4 * side + 4) < 4 * side
+    return dx, dy, is_side
+
+
+def square_shapes(spec: Spec, regions: Sequence[int], zoom: int) -> tuple[FloatArray, IntArray, FloatArray]:
+    """Return per partition index: cells ``A`` at ``zoom``, 8-connected components, ``P^2 / (4 pi A)``.
+
+    Works on the owned squares (quadtree cells, holes carved) without expanding them: ``A``
+    is the sum of the squares' areas in cells; the boundary and the adjacency come from the
+    one-cell ring around each square, whose cells are looked up among all squares. A ring
+    cell on a side that belongs to another region, to nothing or beyond a pole adds one
+    edge to ``P``; a ring cell (corners included) in a square of the same region joins the
+    two squares. Partitions that are not in ``regions`` get 0 cells, 0 components, NaN.
     """
-    m = len(lab)
-    area = np.bincount(lab, minlength=n_labels).astype(np.int64)
-    comps = np.zeros(n_labels, dtype=np.int64)
-    compact = np.full(n_labels, np.nan)
+    n_labels = len(spec.partitions)
+    sq = _Squares(spec, regions, zoom)
+    m = len(sq.lab)
+    area: FloatArray = np.bincount(sq.lab, weights=(sq.side * sq.side).astype(np.float64),
+                                   minlength=n_labels).astype(np.float64)
+    comps: IntArray = np.zeros(n_labels, dtype=np.int64)
+    compact: FloatArray = np.full(n_labels, np.nan)
     if m == 0:
         return area, comps, compact
-    pairs8 = _keyed_neighbours(lab, x, y, zoom, _FORWARD8)
-    i8 = np.concatenate([p[0] for p in pairs8])
-    j8 = np.concatenate([p[1] for p in pairs8])
-    graph = coo_matrix((np.ones(len(i8), dtype=np.int8), (i8, j8)), shape=(m, m))
+    n = 1 << zoom
+    perim = np.zeros(m, dtype=np.float64)
+    src: list[IntArray] = []
+    dst: list[IntArray] = []
+    for side in np.unique(sq.side):
+        members = np.nonzero(sq.side == side)[0]
+        dx, dy, is_side = _ring_offsets(int(side))
+        for chunk in np.array_split(members, max(1, len(members) * len(dx) // 4_000_000 + 1)):
+            x0 = sq.x[chunk] << (zoom - sq.z[chunk])
+            y0 = sq.y[chunk] << (zoom - sq.z[chunk])
+            gx = (x0[:, None] + dx[None, :]) % n
+            gy = y0[:, None] + dy[None, :]
+            ok = (gy >= 0) & (gy < n)
+            other = np.full(gx.shape, -1, dtype=np.int64)
+            other[ok] = sq.find(gx[ok], gy[ok])
+            own = np.broadcast_to(chunk[:, None], gx.shape)
+            same = (other >= 0) & (sq.lab[np.maximum(other, 0)] == sq.lab[own])
+            perim[chunk] += np.count_nonzero(~same & is_side[None, :], axis=1)
+            link = same & (other != own)
+            src.append(own[link])
+            dst.append(other[link])
+    i, j = np.concatenate(src), np.concatenate(dst)
+    graph = coo_matrix((np.ones(len(i), dtype=np.int8), (i, j)), shape=(m, m))
     _, comp_of = connected_components(graph, directed=False)
-    pair_keys = np.unique((lab << 32) | comp_of.astype(np.int64))
-    comps = np.bincount(pair_keys >> 32, minlength=n_labels).astype(np.int64)
-    same = np.zeros(m, dtype=np.int64)
-    for i, _ in _keyed_neighbours(lab, x, y, zoom, _EDGES4):
-        np.add.at(same, i, 1)
-    perimeter = np.bincount(lab, weights=(4 - same).astype(np.float64), minlength=n_labels)
+    pairs = np.unique((sq.lab << 32) | comp_of.astype(np.int64))
+    comps = np.bincount(pairs >> 32, minlength=n_labels).astype(np.int64)
+    perimeter = np.bincount(sq.lab, weights=perim, minlength=n_labels)
     has = area > 0
     compact[has] = perimeter[has] ** 2 / (4.0 * math.pi * area[has])
     return area, comps, compact
+
+
+def geometry_zoom(spec: Spec, grid_zoom: int, regions: Sequence[int]) -> int:
+    """The deepest zoom <= grid_zoom whose square rings fit :data:`GEOMETRY_BUDGET` cells."""
+    depths = np.array([len(q) for i in regions for q in spec.partitions[i].quadkeys], dtype=np.int64)
+    zoom = grid_zoom
+    while zoom > 1 and ring_cells(np.left_shift(1, np.maximum(zoom - depths, 0))) > GEOMETRY_BUDGET:
+        zoom -= 1
+    return zoom
 
 
 def boundary_load_share(spec: Spec, index: SpecIndex, counts: Counts) -> float:
@@ -420,15 +503,16 @@ def evaluate(spec: Spec, counts: Counts) -> SpecMetrics:
     total = float(weights.sum())
     grid_zoom = counts.grid_zoom
     regions = [i for i, p in enumerate(spec.partitions) if not p.is_catch_all and p.hash_range is None]
-    gzoom = _geometry_zoom(spec, grid_zoom, regions)
-    lab, cx, cy = region_cells(spec, index, regions, gzoom)
-    area, comps, compact = region_shapes(lab, cx, cy, gzoom, len(spec.partitions))
+    gzoom = geometry_zoom(spec, grid_zoom, regions)
+    area, comps, compact = square_shapes(spec, regions, gzoom)
     cap = spec.max_load
+    is_region = np.zeros(len(spec.partitions), dtype=bool)
+    is_region[regions] = True
     parts = tuple(
         PartitionMetrics(id=p.id, worker=p.worker, planned_load=p.load, load=float(loads[i]),
                          utilisation=float(loads[i]) / cap, share=p.share, is_catch_all=p.is_catch_all,
                          cells=int(area[i]), components=int(comps[i]),
-                         compactness=None if i not in set(regions) or area[i] == 0 else float(compact[i]))
+                         compactness=float(compact[i]) if is_region[i] and area[i] > 0 else None)
         for i, p in enumerate(spec.partitions)
     )
     by_worker: dict[str, list[PartitionMetrics]] = defaultdict(list)

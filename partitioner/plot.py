@@ -162,7 +162,7 @@ def plot_spec(spec: Spec, path: str | Path, counts: Counts | None = None, *, tit
     fig = plt.figure(figsize=size, dpi=dpi)
     try:
         ax = fig.add_axes((0.05, 0.08, 0.55, 0.84))
-        bx = fig.add_axes((0.67, 0.08, 0.31, 0.84))
+        bx = fig.add_axes((0.67, 0.14, 0.31, 0.78))
         squares = owned_squares(spec)
         qks: list[str] = []
         fc: list[tuple[float, float, float, float]] = []
@@ -193,6 +193,11 @@ def plot_spec(spec: Spec, path: str | Path, counts: Counts | None = None, *, tit
                 ax.add_collection(LineCollection(list(segs), colors="0.1", linewidths=0.6, zorder=3))
             else:  # cells smaller than a pixel: dots coloured by worker, no outlines
                 ax.scatter((w + e) / 2, (s + n) / 2, s=1.5, c=fc, marker="s", linewidths=0, zorder=2)
+            split = sorted({p.quadkeys[0] for p in spec.partitions if p.hash_range is not None})
+            if split:  # hot cells shared by entity hash: hatched, outlined in red
+                hx, hy, hz = quadkeys_to_arrays(split)
+                ax.add_collection(PolyCollection(list(_rects(*_tile_edges(hx, hy, hz))), facecolors="none",
+                                                 edgecolors="crimson", hatch="////", linewidths=1.0, zorder=4))
         ax.set_xlim(x0, x1)
         ax.set_ylim(y0, y1)
         ax.set_aspect("equal", adjustable="box")

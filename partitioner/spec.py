@@ -291,28 +291,35 @@ def check(spec: Spec) -> Spec:
 
 
 def _overlaps(spec: Spec) -> list[str]:
-    listers: dict[str, list[Partition]] = defaultdict(list)
-    for p in spec.partitions:
-        if p.hash_range is not None:
-            if len(p.quadkeys) != 1 or p.is_catch_all:
-                problems = [f"split partition {p.id!r} must list exactly one non-root quadkey, got {p.quadkeys!r}"]
-                return problems
-            lo, hi = p.hash_range
-            if not 0 <= lo < hi <= HASH_BUCKETS:
-                return [f"partition {p.id!r} hash_range {list(p.hash_range)!r} not within [0, {HASH_BUCKETS}]"]
-        for q in p.quadkeys:
-            listers[q].append(p)
     problems: list[str] = []
-    for q, ps in listers.items():
-        if len(ps) == 1 and ps[0].hash_range is None:
+    plain: list[str] = []
+    split: dict[str, list[Partition]] = defaultdict(list)
+    for p in spec.partitions:
+        if p.hash_range is None:
+            plain.extend(p.quadkeys)
             continue
+        if len(p.quadkeys) != 1 or p.is_catch_all:
+            problems.append(f"split partition {p.id!r} must list exactly one non-root quadkey, got {p.quadkeys!r}")
+            continue
+        lo, hi = p.hash_range
+        if not 0 <= lo < hi <= HASH_BUCKETS:
+            problems.append(f"partition {p.id!r} hash_range {list(p.hash_range)!r} not within [0, {HASH_BUCKETS}]")
+            continue
+        split[p.quadkeys[0]].append(p)
+    plain_set = set(plain)
+    if len(plain_set) != len(plain):
+        owners: dict[str, list[str]] = defaultdict(list)
+        for p in spec.partitions:
+            if p.hash_range is None:
+                for q in p.quadkeys:
+                    owners[q].append(p.id)
+        problems += [f"quadkey {q!r} is listed more than once, by {ids!r}" for q, ids in owners.items() if len(ids) > 1]
+    for q, ps in split.items():
         ids = [p.id for p in ps]
-        if any(p.hash_range is None for p in ps):
-            problems.append(f"quadkey {q!r} is listed by several partitions {ids!r} without hash ranges")
-            continue
-        ranges = sorted(p.hash_range for p in ps if p.hash_range is not None)
+        if q in plain_set:
+            problems.append(f"split cell {q!r} ({ids!r}) is also listed by a partition without a hash range")
         edge = 0
-        for lo, hi in ranges:
+        for lo, hi in sorted(p.hash_range for p in ps if p.hash_range is not None):
             if lo != edge:
                 problems.append(f"hash ranges of split cell {q!r} ({ids!r}) leave a gap or overlap at {edge!r}")
                 break

@@ -91,7 +91,7 @@ def _unit_to_index(u: float, n: int) -> int:
         return 0
     if u >= 1:
         return n - 1
-    return min(n - 1, int(math.floor((u + EPSILON) * n)))
+    return min(n - 1, math.floor((u + EPSILON) * n))
 
 
 def tile(lon: float, lat: float, zoom: int) -> Tile:

@@ -2,6 +2,7 @@
 # Set up everything Geo Rebalancer needs on a fresh machine, once; later calls are no-ops.
 #   .venv          - Python venv with requirements-dev.txt (Spark 4.0 line, moto, CDK, linters)
 #   node_modules   - the CDK CLI (aws-cdk@^2.1148, pinned in package.json)
+#   .cache/lambda-wheels - wheel cache for the Lambda layer (requirements-lambda.txt; synth installs it offline)
 #   java           - Spark needs a JRE 17; installed with apt-get when missing (root only)
 # Re-runs the install whenever a requirements file or package.json changes.
 set -euo pipefail
@@ -63,12 +64,24 @@ ensure_cdk_cli() {
   echo "$want" > node_modules/.stamp
 }
 
+ensure_lambda_wheels() {  # wheel cache for the Lambda layer (Python 3.14, arm64); synth installs from it offline
+  local dir=$ROOT/.cache/lambda-wheels want; want=$(stamp_of requirements-lambda.txt)
+  if [[ -f $dir/.stamp && $(cat "$dir/.stamp") == "$want" ]]; then return 0; fi
+  local py=$ROOT/.venv/bin/python; [[ -x $py ]] || py=$PY
+  log "downloading the Lambda layer wheels (requirements-lambda.txt) into $dir"
+  rm -rf "$dir"; mkdir -p "$dir"
+  "$py" -m pip download -q --only-binary=:all: --platform manylinux_2_28_aarch64 --platform manylinux2014_aarch64 --implementation cp \
+    --python-version 3.14 -d "$dir" -r requirements-lambda.txt
+  echo "$want" > "$dir/.stamp"
+}
+
 what=${1:-all}
 case $what in
   python) ensure_java; ensure_venv "$ROOT/.venv" requirements-dev.txt ;;
   spark35) ensure_java; ensure_venv "$ROOT/.venv-spark35" requirements-spark35.txt ;;
   checkov) ensure_venv "$ROOT/.venv-checkov" requirements-checkov.txt ;;
   cdk) ensure_cdk_cli ;;
-  all) ensure_java; ensure_venv "$ROOT/.venv" requirements-dev.txt; ensure_cdk_cli ;;
-  *) log "usage: scripts/bootstrap.sh [all|python|spark35|checkov|cdk]"; exit 2 ;;
+  lambda-wheels) ensure_lambda_wheels ;;
+  all) ensure_java; ensure_venv "$ROOT/.venv" requirements-dev.txt; ensure_cdk_cli; ensure_lambda_wheels ;;
+  *) log "usage: scripts/bootstrap.sh [all|python|spark35|checkov|cdk|lambda-wheels]"; exit 2 ;;
 esac

@@ -12,16 +12,21 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from geo_testkit import Resources
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
 
 from geo_service.aws import Clients, make_clients
+
+# The test modules import their helpers as ``geo_testkit`` whatever pytest's import mode.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from geo_testkit import Resources
 
 REGION = "us-east-1"
 logging.getLogger("werkzeug").setLevel(logging.WARNING)

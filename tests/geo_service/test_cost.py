@@ -80,9 +80,10 @@ def test_normalisation_makes_a_k_times_heavier_workload_cost_about_k_units() -> 
         tracker.measure("light", reference_workload)
         tracker.measure("heavy", lambda: [reference_workload() for _ in range(3)])
     rates = tracker.take().rates
-    # THEN the rates are about 1 and 3 units (loose bounds: shared CI machine)
-    assert 0.5 < rates["light"] < 2.0
-    assert 2.0 < rates["heavy"] / rates["light"] < 4.5
+    # THEN the rates are about 1 and 3 units (wide bounds: CPU time still varies on a loaded shared machine;
+    # the exact arithmetic is checked with injected timers above)
+    assert 0.33 < rates["light"] < 3.0
+    assert 1.5 < rates["heavy"] / rates["light"] < 6.0
 
 
 def test_thread_time_ignores_waiting() -> None:
@@ -96,7 +97,7 @@ def test_thread_time_ignores_waiting() -> None:
 
 def test_bad_values_are_rejected_with_the_value() -> None:
     # GIVEN / WHEN / THEN non-positive calibration, interval, repeats and negative costs are refused
-    with pytest.raises(CostError, match="0.0"):
+    with pytest.raises(CostError, match=r"got 0\.0"):
         Calibration(0.0)
     with pytest.raises(CostError, match="-5"):
         CostTracker(Calibration(0.001), grid_zoom=12, interval_s=-5)

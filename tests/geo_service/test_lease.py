@@ -150,3 +150,17 @@ def test_valid_follows_the_injected_clock(clients: Clients, resources: Resources
         states.append(a.valid())
     # THEN the lease is valid until its expiry
     assert states == [True, True, False]
+
+
+def test_owner_can_reclaim_its_own_slot_after_a_local_expiry(clients: Clients, resources: Resources) -> None:
+    # GIVEN A holding w0001, which gave up locally (e.g. a stalled heartbeat) without releasing
+    clock = FakeClock()
+    a = _manager(clients, resources, "A", clock)
+    a.claim("w0001")
+    a.checkpoint("shardId-000000000000", "7")
+    a.forget()
+    # WHEN A claims again before the item expires, while B tries too
+    again = a.claim("w0001")
+    other = _manager(clients, resources, "B", clock).claim("w0001")
+    # THEN A gets it back with its checkpoint and B is refused
+    assert again is not None and again.checkpoint == {"shardId-000000000000": "7"} and other is None

@@ -115,7 +115,7 @@ def test_process_drains_after_the_flip_and_exits_zero(moto_endpoint: str, client
     # THEN the process exits 0 on its own with its lease drained and released
     st = reader.read("w0001")
     assert code == 0 and st is not None and st.drained and st.released and st.owner is None
-    assert [r for r in _logs(log) if r["event"] == "exit"][0]["state"] == "drained"
+    assert next(r for r in _logs(log) if r["event"] == "exit")["state"] == "drained"
 
 
 @pytest.mark.parametrize(("drop", "message"), [(c.SPEC_VERSION, "SPEC_VERSION is required")])

@@ -170,7 +170,7 @@ def test_transform_is_selected_by_module_and_class_name() -> None:
     # GIVEN the default and a custom transform named as module:Class
     # WHEN they are loaded
     default = load_transform("geo_service.transform:ReverseGeocoder")
-    custom = load_transform("test_transform:UpperCaseTransform")
+    custom = load_transform(f"{__name__}:UpperCaseTransform")
     custom.load_region(["0"], 1)
     # THEN both satisfy the protocol and the custom one runs
     assert isinstance(default, GeoTransform) and isinstance(custom, GeoTransform)
@@ -181,7 +181,7 @@ def test_transform_is_selected_by_module_and_class_name() -> None:
     ("no_colon", "must be 'module:Class'"),
     ("geo_service.nope:X", "cannot import module 'geo_service.nope'"),
     ("geo_service.transform:Missing", "has no class 'Missing'"),
-    ("test_transform:NotATransform", "lacks load_region"),
+    (f"{__name__}:NotATransform", "lacks load_region"),
 ])
 def test_bad_transform_names_are_rejected(spec: str, message: str) -> None:
     # GIVEN a bad GEO_TRANSFORM value

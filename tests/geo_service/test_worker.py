@@ -215,3 +215,37 @@ def test_run_until_reports_a_finished_worker(clients: Clients, resources: Resour
         w.wait_ready(timeout=30)
     # THEN the error carries the final status
     assert isinstance(info.value.status, WorkerStatus) and info.value.status.exit_code == 1
+
+
+def test_spare_worker_takes_a_released_slot(clients: Clients, resources: Resources) -> None:
+    # GIVEN a two-slot version and three workers claiming any free slot
+    spec = make_spec(8, [[FRANCE_Z5], [""]], stream_name=f"{resources.prefix}-geo-v8")
+    publish_spec(clients, resources, spec)
+    workers = [_worker(clients, resources, 8) for _ in range(3)]
+    for w in workers:
+        w.start()
+    deadline = time.monotonic() + 60
+    while sum(w.status().ready for w in workers) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # a few claim retries of the spare
+    ready = [w for w in workers if w.status().ready]
+    spare = next(w for w in workers if not w.status().ready)
+    # WHEN two hold the slots, the third keeps claiming; then one holder stops
+    assert sorted(w.status().worker_id or "" for w in ready) == ["w0001", "w0002"]
+    assert spare.status().state == "claiming" and spare.status().worker_id is None
+    freed = ready[0].status().worker_id
+    ready[0].stop()
+    # THEN the spare takes exactly the freed slot
+    assert spare.wait_ready(timeout=30).worker_id == freed
+    for w in (ready[1], spare):
+        w.stop()
+
+
+def test_pinned_slot_missing_from_the_spec_fails_naming_it(clients: Clients, resources: Resources) -> None:
+    # GIVEN a spec without worker w0009, and a worker pinned to it
+    spec = make_spec(9, [[""]], stream_name=f"{resources.prefix}-geo-v9")
+    publish_spec(clients, resources, spec, create_stream=False)
+    w = _worker(clients, resources, 9, worker_id="w0009")
+    # WHEN it runs / THEN it fails naming the slot and the version
+    assert w.run() == 1
+    assert "no worker 'w0009'" in (w.status().last_error or "")

@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 from moto import mock_aws
+from moto.core.models import MockAWS
 
 from glue_jobs.snapshot import S3Storage, SnapshotMeta, SnapshotRow, write_snapshot
-from lambdas.common.aws import Clients, ControlTable, GeoStreams, LeaseTable, SpecStore
+from lambdas.common.aws import Clients, ControlTable, GeoStreams, LeaseTable, SpecStore, make_clients
 from lambdas.common.config import LambdaConfig
 from partitioner.build import build_spec
 from partitioner.counts import counts_from_pairs
@@ -110,32 +110,42 @@ class Aws:
         self.clients.dynamodb.put_item(TableName=self.cfg.leases_table, Item=item)
 
 
+@pytest.fixture(scope="module")
+def moto_module() -> Iterator[tuple[MockAWS, Clients]]:
+    """One in-process moto per test module (clients are costly to build); each test resets its data."""
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in ENV.items():
+            mp.setenv(k, v)
+        mp.delenv("AWS_ENDPOINT_URL", raising=False)
+        with mock_aws() as mock:
+            yield mock, make_clients(LambdaConfig.from_env())
+
+
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
+def aws(moto_module: tuple[MockAWS, Clients], monkeypatch: pytest.MonkeyPatch) -> Aws:
     """GIVEN a fresh moto account with the project's buckets, tables and ECS service (env vars set)."""
+    mock, c = moto_module
     for k, v in ENV.items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        cfg = LambdaConfig.from_env()
-        c = Clients(s3=boto3.client("s3", region_name=REGION), dynamodb=boto3.client("dynamodb", region_name=REGION),
-                    kinesis=boto3.client("kinesis", region_name=REGION), ecs=boto3.client("ecs", region_name=REGION))
-        for b in (cfg.snapshots_bucket, cfg.specs_bucket, cfg.costs_bucket, cfg.quarantine_bucket, cfg.output_bucket):
-            c.s3.create_bucket(Bucket=b)
-        for table, key in ((cfg.control_table, "pk"), (cfg.leases_table, "lease_key")):
-            c.dynamodb.create_table(TableName=table, KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-                                    AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-                                    BillingMode="PAY_PER_REQUEST")
-        c.ecs.create_cluster(clusterName=cfg.ecs_cluster)
-        c.ecs.register_task_definition(family="georebal-geo-worker", networkMode="awsvpc",
-                                       requiresCompatibilities=["FARGATE"], cpu="512", memory="1024",
-                                       containerDefinitions=[{"name": "worker", "image": "geo-worker:latest",
-                                                              "essential": True,
-                                                              "environment": [{"name": "GEO_PREFIX",
-                                                                               "value": "georebal"}]}])
-        c.ecs.create_service(cluster=cfg.ecs_cluster, serviceName=cfg.ecs_service,
-                             taskDefinition="georebal-geo-worker", desiredCount=0)
-        yield Aws(c, cfg)
+    mock.reset()
+    cfg = LambdaConfig.from_env()
+    for b in (cfg.snapshots_bucket, cfg.specs_bucket, cfg.costs_bucket, cfg.quarantine_bucket, cfg.output_bucket):
+        c.s3.create_bucket(Bucket=b)
+    for table, key in ((cfg.control_table, "pk"), (cfg.leases_table, "lease_key")):
+        c.dynamodb.create_table(TableName=table, KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+                                AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+                                BillingMode="PAY_PER_REQUEST")
+    c.ecs.create_cluster(clusterName=cfg.ecs_cluster)
+    c.ecs.register_task_definition(family="georebal-geo-worker", networkMode="awsvpc",
+                                   requiresCompatibilities=["FARGATE"], cpu="512", memory="1024",
+                                   containerDefinitions=[{"name": "worker", "image": "geo-worker:latest",
+                                                          "essential": True,
+                                                          "environment": [{"name": "GEO_PREFIX",
+                                                                           "value": "georebal"}]}])
+    c.ecs.create_service(cluster=cfg.ecs_cluster, serviceName=cfg.ecs_service,
+                         taskDefinition="georebal-geo-worker", desiredCount=0)
+    return Aws(c, cfg)
 
 
 def grid_counts(cells: dict[tuple[int, int], float], zoom: int = 12, base: tuple[int, int] = (2000, 1300)) -> Any:

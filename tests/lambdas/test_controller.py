@@ -226,7 +226,7 @@ def test_concurrent_steppers_apply_a_transition_once(aws: Aws) -> None:
 def test_unknown_version_is_refused_naming_the_object(aws: Aws) -> None:
     # GIVEN no spec v7 / WHEN requested / THEN the error names the missing object
     ctl = controller(aws, Clock())
-    with pytest.raises(SpecError, match="specs/v00000007.json"):
+    with pytest.raises(SpecError, match=r"specs/v00000007\.json"):
         ctl.request(7)
 
 

@@ -166,3 +166,29 @@ def test_decide_maps_controller_state_to_hook_status(hold: str | None, status: s
     from lambdas.deploy.controller import DeployState
 
     assert hooks.decide(hold, DeployState(version=2, status=status), tracked) == expected
+
+
+def test_hook_retries_step_errors_until_the_green_timeout(aws: Aws) -> None:
+    # GIVEN v2 waiting for green whose spec object then becomes unreadable (every step raises)
+    now = [1_800_000_000.0]
+
+    def make_ctl() -> DeployController:
+        fleet = EcsFleet(EcsService(aws.clients.ecs, "georebal", "georebal-geo-workers"))
+        return DeployController(aws.control, aws.leases, type(aws.specs)(aws.clients.s3, aws.cfg.specs_bucket),
+                                aws.streams, fleet, green_timeout_s=60, clock=lambda: now[0])
+
+    publish(aws, make_spec(2))
+    ctl = make_ctl()
+    ctl.request(2)
+    assert ctl.step().status == WAITING_GREEN
+    aws.clients.s3.delete_object(Bucket=aws.cfg.specs_bucket, Key=spec_key(2))
+    ctl = make_ctl()
+    event = hooks.HookEvent.parse(hook_event("ecs_hook_post_scale_up.json"))
+    # WHEN the hook runs before the timeout / THEN it asks ECS to call again instead of failing
+    assert hooks.run_hook(ctl, event, 15)["hookStatus"] == "IN_PROGRESS"
+    # WHEN it runs after the green timeout / THEN it fails so ECS rolls back, and v2 is marked rolled back
+    now[0] += 61
+    assert hooks.run_hook(ctl, event, 15)["hookStatus"] == "FAILED"
+    st = ctl.state()
+    assert (st.status, st.failed_version) == (ROLLED_BACK, 2) and "specs/v00000002.json" in st.reason
+    assert "georebal-geo-v2" not in aws.stream_names()

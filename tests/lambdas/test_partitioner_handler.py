@@ -272,7 +272,7 @@ def test_missing_env_var_is_named(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_bad_policy_json_is_named() -> None:
     # GIVEN a POLICY_JSON with an unknown key / WHEN loaded / THEN the error names the variable and key
-    with pytest.raises(ConfigError, match="POLICY_JSON.*'hgh_watermark'"):
+    with pytest.raises(ConfigError, match=r"POLICY_JSON.*'hgh_watermark'"):
         load_policy('{"hgh_watermark": 0.9}')
 
 
@@ -282,3 +282,24 @@ def test_other_objects_in_the_event_are_ignored(aws: Aws) -> None:
     # WHEN handled / THEN nothing happens
     assert partitioner_handler.handler(s3_event("snapshots/window_end=x/data/part-0.csv"), CTX) == {"results": []}
     assert ObjectStore(aws.clients.s3, aws.cfg.specs_bucket).list_keys("specs/") == []
+
+
+def test_measured_cost_drives_the_next_spec(aws: Aws) -> None:
+    # GIVEN v1 active, and its workers report one cell costing 3x per event (a snapshot without cost column)
+    d = deps(aws, policy=load_policy('{"cooldown_s": 0}'))
+    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(5))).status == "published"
+    aws.control.put("active", {"version": 1, "spec_key": spec_key(1), "stream_name": "georebal-geo-v1",
+                               "flipped_at": "x"})
+    rows = snapshot_rows(CELLS)
+    hot_cell = rows[2][0]
+    report = {"version": 1, "worker": "w0001", "rates": {hot_cell: 3.0, rows[0][0]: 1.0}}
+    aws.clients.s3.put_object(Bucket=aws.cfg.costs_bucket, Key="costs/v1/w0001/300.json",
+                              Body=json.dumps(report).encode())
+    # WHEN the next window (same event counts) is processed
+    out = process_snapshot(d, write_test_snapshot(aws, rows, t(10)))
+    # THEN the cost-weighted load (the hot cell now 2100 > max_load 1000) makes the policy publish v2
+    assert (out.status, out.version) == ("published", 2), out.reason
+    v2 = aws.specs.get(spec_key(2))
+    mean = (700 * 3.0 + 400 * 1.0) / 1100
+    assert v2.total_load == pytest.approx(2100 + 400 + (300 + 200 + 50) * mean)
+    assert all(w.load <= 1000 * (1 + 1e-6) for w in v2.workers)

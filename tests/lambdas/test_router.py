@@ -190,3 +190,39 @@ def test_large_batches_are_chunked_and_all_routed(aws: Aws, n: int) -> None:
     assert (res.routed, res.failed_ids) == (n, ())
     ids = [r["event_id"] for _, r, _ in stream_records(aws, "georebal-geo-v1")]
     assert sorted(ids) == sorted(f"e{i}" for i in range(n))
+
+
+class PartlyThrottledKinesis:
+    """Kinesis answering PutRecords with a per-record throttle on every third record.
+
+    moto never fails single records of a PutRecords call, so this one path uses a stand-in client
+    that returns the documented response shape (``Records[i].ErrorCode``).
+    """
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def put_records(self, StreamName: str, Records: list[dict[str, Any]]) -> dict[str, Any]:
+        self.calls.append(len(Records))
+        out = [{"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": "Rate exceeded"}
+               if (sum(self.calls[:-1]) + i) % 3 == 0 else {"SequenceNumber": "1", "ShardId": "shardId-0"}
+               for i in range(len(Records))]
+        return {"FailedRecordCount": sum("ErrorCode" in r for r in out), "Records": out}
+
+
+def test_per_record_put_failures_are_reported_exactly(aws: Aws) -> None:
+    # GIVEN 700 valid events (two PutRecords calls) and a stream that throttles every third record
+    spec = make_spec(1)
+    activate(aws, spec)
+    b = bounds(Tile(2000, 1300, 12))
+    recs = [InputRecord(f"seq-{i}", json.dumps({"event_id": f"e{i}", "entity_id": "x", "ts": 5,
+                                                "lat": (b.south + b.north) / 2, "lon": b.west + 0.01}).encode(), "t")
+            for i in range(700)]
+    kinesis = PartlyThrottledKinesis()
+    # WHEN routed
+    res = route_batch(recs, RoutingTable(spec, "georebal-geo-v1"), GeoStreams(kinesis),
+                      QuarantineSink(aws.clients.s3, aws.cfg.quarantine_bucket, "r"))
+    # THEN exactly the throttled records are reported, in order, and the rest counted as routed
+    assert kinesis.calls == [500, 200]
+    assert res.failed_ids == tuple(f"seq-{i}" for i in range(700) if i % 3 == 0)
+    assert res.routed == 700 - len(res.failed_ids)

@@ -24,22 +24,23 @@ def _two_places() -> Places:
 def test_day_night_moves_load_from_east_to_west() -> None:
     # GIVEN two equal places 180 degrees apart, at 04:00 UTC (noon in the east, midnight in the west)
     places = _two_places()
-    scenario = Scenario(start_utc_hour=4.0, span_s=12 * 3600, hotspot_place=0, hotspot_at=2.0)
-    # WHEN the simulated clock moves 12 hours
-    start, end = place_rates(places, scenario, 0.0), place_rates(places, scenario, 1.0)
-    # THEN the load moves from the east to the west
+    scenario = Scenario(start_utc_hour=4.0, shift_s=12 * 3600, hotspot_place=0, hotspot_boost=0.0)
+    # WHEN the replay passes the day/night shift phase (12 simulated hours)
+    start, end = place_rates(places, scenario, 0.0), place_rates(places, scenario, 0.5)
+    # THEN the load moves from the east to the west, and holds still in the steady phases
     assert start[0] > 0.9 and end[1] > 0.9
+    assert scenario.phase(0.05) == "steady" and scenario.sim_time(0.0) == scenario.sim_time(0.1)
 
 
 def test_hotspot_ramps_instead_of_spiking() -> None:
-    # GIVEN a scenario whose hotspot starts at 50 % and ramps over 20 % of the replay
+    # GIVEN a scenario whose hotspot ramps during the "new hotspot" phase (60 % to 75 % of the replay)
     places = _two_places()
-    scenario = Scenario(start_utc_hour=4.0, span_s=60.0, hotspot_place=1, hotspot_at=0.5, hotspot_ramp=0.2)
+    scenario = Scenario(start_utc_hour=4.0, shift_s=0.0, hotspot_place=1)
     # WHEN the hotspot's share is read before, during and after the ramp
-    shares = [place_rates(places, scenario, f)[1] for f in (0.4, 0.6, 0.8)]
+    shares = [place_rates(places, scenario, f)[1] for f in (0.55, 0.675, 0.8)]
     # THEN it is flat before, partway during, and highest after
     assert shares[0] < shares[1] < shares[2]
-    assert scenario.hotspot_level(0.6) == pytest.approx(0.5)
+    assert scenario.hotspot_level(0.675) == pytest.approx(0.5)
 
 
 def test_diurnal_is_bounded_and_low_at_night() -> None:

@@ -77,6 +77,6 @@ def test_quick_run_writes_report_files(quick_run: tuple[subprocess.CompletedProc
 
 
 def test_quick_run_takes_about_two_minutes(quick_run: tuple[subprocess.CompletedProcess[str], Path, float]) -> None:
-    # GIVEN the quick run THEN it finished within the test suite's budget (about 2 minutes, slack for load)
+    # GIVEN the quick run THEN it finished within the suite's budget (about 2 minutes idle; slack for a busy machine)
     _, _, wall = quick_run
-    assert wall < 240, f"quick run took {wall:.0f}s"
+    assert wall < 300, f"quick run took {wall:.0f}s"

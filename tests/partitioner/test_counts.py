@@ -49,7 +49,7 @@ def test_mixed_zooms_are_refused_where_not_allowed() -> None:
 
 
 def test_unreadable_file_names_the_path(tmp_path: Path) -> None:
-    with pytest.raises(CountsError, match="nope.csv"):
+    with pytest.raises(CountsError, match=r"nope\.csv"):
         read_counts_csv(tmp_path / "nope.csv")
 
 

@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""CDK app of Geo Rebalancer: ``cdk synth`` / ``cdk deploy --all`` (see docs/DEPLOY.md).
+
+Settings come from cdk.json context (override with ``-c key=value``) and are validated once by
+:func:`infra.config.config_from_node`. cdk-nag's AwsSolutions checks run as a CDK validation plugin.
+"""
+
+from __future__ import annotations
+
+import os
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+from infra.config import config_from_node
+from infra.stack import GeoRebalancerStack
+
+
+def build_app(app: cdk.App) -> GeoRebalancerStack:
+    """Add the stack (and the cdk-nag plugin) to ``app``; returns the stack."""
+    config = config_from_node(app.node)
+    env = None
+    if config.vpc_id:  # a VPC lookup needs a concrete account and region
+        account, region = os.environ.get("CDK_DEFAULT_ACCOUNT"), os.environ.get("CDK_DEFAULT_REGION")
+        if not account or not region:
+            raise SystemExit(f"context 'vpc_id' ({config.vpc_id!r}) needs AWS credentials and a region at synth (VPC lookup)")
+        env = cdk.Environment(account=account, region=region)
+    stack = GeoRebalancerStack(app, f"{config.prefix}-geo-rebalancer", config=config, env=env)
+    cdk.Tags.of(stack).add("project", "geo-rebalancer")
+    cdk.Tags.of(stack).add("geo-rebalancer:prefix", config.prefix)
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True, write_suppressions_to_cloud_formation=True))
+    return stack
+
+
+if __name__ == "__main__":
+    main_app = cdk.App()
+    build_app(main_app)
+    main_app.synth()

@@ -1,0 +1,90 @@
+"""The small AWS adapter the worker talks through (S3, Kinesis, DynamoDB).
+
+:func:`make_clients` builds boto3 clients (pointed at moto when ``endpoint_url`` is set);
+the functions here are the only places that know request and response shapes outside
+:mod:`geo_service.lease` and :mod:`geo_service.consumer`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from partitioner.errors import SpecError
+from partitioner.spec import Spec, spec_from_json
+
+DEFAULT_REGION = "us-east-1"
+
+
+class AwsError(RuntimeError):
+    """An AWS call failed in a way the worker cannot recover from; the message names the resource."""
+
+
+@dataclass(frozen=True)
+class Clients:
+    """The three boto3 clients one worker uses (boto3 clients are thread-safe)."""
+
+    s3: Any
+    kinesis: Any
+    dynamodb: Any
+
+
+def make_clients(endpoint_url: str | None = None, region: str | None = None) -> Clients:
+    """Return boto3 clients; ``endpoint_url`` (moto) applies to all three."""
+    cfg = Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5, read_timeout=20)
+    kw: dict[str, Any] = {"region_name": region or DEFAULT_REGION, "config": cfg}
+    if endpoint_url:
+        kw["endpoint_url"] = endpoint_url
+    return Clients(s3=boto3.client("s3", **kw), kinesis=boto3.client("kinesis", **kw),
+                   dynamodb=boto3.client("dynamodb", **kw))
+
+
+def spec_key(version: int) -> str:
+    """Return the S3 key of an immutable spec: ``specs/v<version:08d>.json``."""
+    return f"specs/v{version:08d}.json"
+
+
+def load_spec_from_s3(s3: Any, bucket: str, version: int) -> Spec:
+    """Read and parse spec ``version`` from ``bucket``; errors name the object."""
+    key = spec_key(version)
+    where = f"s3://{bucket}/{key}"
+    try:
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except ClientError as exc:
+        raise AwsError(f"cannot read spec {where}: {exc.response['Error'].get('Code')!r}") from exc
+    spec = spec_from_json(body, where=where)
+    if spec.version != version:
+        raise SpecError(f"{where}: holds version {spec.version!r}, expected {version!r}")
+    return spec
+
+
+def read_active_version(dynamodb: Any, table: str) -> int | None:
+    """Return the control table's ``pk="active"`` version, or None when there is none yet."""
+    item = dynamodb.get_item(TableName=table, Key={"pk": {"S": "active"}}, ConsistentRead=True).get("Item")
+    if not item or "version" not in item:
+        return None
+    raw = item["version"].get("N", item["version"].get("S"))
+    try:
+        return int(raw)
+    except (TypeError, ValueError) as exc:
+        raise AwsError(f"control table {table!r} item pk='active' has a bad version {item['version']!r}") from exc
+
+
+def put_json(s3: Any, bucket: str, key: str, value: Mapping[str, Any]) -> None:
+    """Write one JSON object to S3."""
+    s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(value, sort_keys=True).encode("utf-8"),
+                  ContentType="application/json")
+
+
+def put_jsonl(s3: Any, bucket: str, key: str, rows: Iterable[Mapping[str, Any]]) -> int:
+    """Write rows as JSON lines to S3; return the number of rows written."""
+    lines = [json.dumps(r, separators=(",", ":"), default=str) for r in rows]
+    s3.put_object(Bucket=bucket, Key=key, Body=("\n".join(lines) + "\n").encode("utf-8"),
+                  ContentType="application/x-ndjson")
+    return len(lines)

@@ -1,0 +1,182 @@
+"""Worker configuration: the environment variable names (one place) and a typed, validated config.
+
+The names match ``docs/CONTRACTS.md`` ("Environment variables" and "Worker lifecycle,
+readiness and drain"); the shared ones are also in ``lambdas/common/config.py``.
+:func:`WorkerConfig.from_env` reads them once at start-up; a bad value raises
+:class:`ConfigError` naming the variable and the value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+SPEC_VERSION = "SPEC_VERSION"
+WORKER_ID = "WORKER_ID"
+GEO_PREFIX = "GEO_PREFIX"
+CONTROL_TABLE = "CONTROL_TABLE"
+LEASES_TABLE = "LEASES_TABLE"
+SPECS_BUCKET = "SPECS_BUCKET"
+COSTS_BUCKET = "COSTS_BUCKET"
+OUTPUT_BUCKET = "OUTPUT_BUCKET"
+QUARANTINE_BUCKET = "QUARANTINE_BUCKET"
+AWS_ENDPOINT_URL = "AWS_ENDPOINT_URL"
+AWS_REGION = "AWS_REGION"
+LEASE_S = "LEASE_S"
+DRAIN_QUIET_S = "DRAIN_QUIET_S"
+COST_REPORT_INTERVAL_S = "COST_REPORT_INTERVAL_S"
+HEALTH_PORT = "HEALTH_PORT"
+GEO_TRANSFORM = "GEO_TRANSFORM"
+GRID_ZOOM = "GRID_ZOOM"
+POLL_INTERVAL_S = "POLL_INTERVAL_S"
+ACTIVE_POLL_S = "ACTIVE_POLL_S"
+BUFFER_RING = "BUFFER_RING"
+
+DEFAULT_TRANSFORM = "geo_service.transform:ReverseGeocoder"
+_WORKER_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")  # a spec worker id; "#" would break the lease key
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing or invalid; the message names the variable and value."""
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Everything one geo worker needs, read once at start-up.
+
+    Attributes
+    ----------
+    spec_version : int
+        The spec version this worker serves (``SPEC_VERSION``, required, >= 1).
+    control_table, leases_table, specs_bucket, costs_bucket, output_bucket : str
+        AWS resource names (required).
+    quarantine_bucket : str
+        Where undecodable records go (``QUARANTINE_BUCKET``; defaults to ``output_bucket``).
+    worker_id : str or None
+        Pin the worker slot (``WORKER_ID``, e.g. ``w0001``); None claims any free slot.
+    prefix : str
+        Resource name prefix (``GEO_PREFIX``, default ``georebal``).
+    endpoint_url : str or None
+        ``AWS_ENDPOINT_URL`` (moto locally; unset in AWS).
+    lease_s : float
+        Lease duration (``LEASE_S``, default 30); heartbeats every ``lease_s / 3``.
+    drain_quiet_s : float
+        Quiet period before a retired version's worker counts as drained (``DRAIN_QUIET_S``, default 10).
+    cost_report_interval_s : float
+        Cost report period (``COST_REPORT_INTERVAL_S``, default 300).
+    health_port : int
+        ``HEALTH_PORT``; 0 disables the health endpoint (default 0).
+    transform : str
+        ``GEO_TRANSFORM`` as ``module:Class`` (default the offline reverse geocoder).
+    grid_zoom : int
+        Zoom of the quadkeys costs are reported at (``GRID_ZOOM``, default 12).
+    poll_interval_s : float
+        Pause after an empty GetRecords (``POLL_INTERVAL_S``, default 1.0; Kinesis allows 5 reads/s per shard).
+    active_poll_s : float
+        How often the active-spec pointer is read (``ACTIVE_POLL_S``, default 2).
+    buffer_ring : int
+        Tiles of buffer loaded around the region (``BUFFER_RING``, default 1).
+    """
+
+    spec_version: int
+    control_table: str
+    leases_table: str
+    specs_bucket: str
+    costs_bucket: str
+    output_bucket: str
+    quarantine_bucket: str = ""
+    worker_id: str | None = None
+    prefix: str = "georebal"
+    endpoint_url: str | None = None
+    region: str | None = None
+    lease_s: float = 30.0
+    drain_quiet_s: float = 10.0
+    cost_report_interval_s: float = 300.0
+    health_port: int = 0
+    transform: str = DEFAULT_TRANSFORM
+    grid_zoom: int = 12
+    poll_interval_s: float = 1.0
+    active_poll_s: float = 2.0
+    buffer_ring: int = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.spec_version, bool) or not isinstance(self.spec_version, int) or self.spec_version < 1:
+            raise ConfigError(f"{SPEC_VERSION} must be an integer >= 1, got {self.spec_version!r}")
+        for name, value in (("control_table", self.control_table), ("leases_table", self.leases_table),
+                            ("specs_bucket", self.specs_bucket), ("costs_bucket", self.costs_bucket),
+                            ("output_bucket", self.output_bucket)):
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"WorkerConfig.{name} must be a non-empty string, got {value!r}")
+        if self.worker_id is not None and not _WORKER_ID_RE.match(self.worker_id):
+            raise ConfigError(f"{WORKER_ID} must be a spec worker id like 'w0001' (letters, digits, '_.-'), "
+                              f"got {self.worker_id!r}")
+        for name, seconds in (("lease_s", self.lease_s), ("drain_quiet_s", self.drain_quiet_s),
+                              ("cost_report_interval_s", self.cost_report_interval_s),
+                              ("poll_interval_s", self.poll_interval_s), ("active_poll_s", self.active_poll_s)):
+            if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
+                raise ConfigError(f"WorkerConfig.{name} must be a positive number of seconds, got {seconds!r}")
+        if not 0 <= self.health_port <= 65535:
+            raise ConfigError(f"{HEALTH_PORT} must be in [0, 65535], got {self.health_port!r}")
+        if not 0 <= self.grid_zoom <= 24:
+            raise ConfigError(f"{GRID_ZOOM} must be in [0, 24], got {self.grid_zoom!r}")
+        if not 0 <= self.buffer_ring <= 8:
+            raise ConfigError(f"{BUFFER_RING} must be in [0, 8], got {self.buffer_ring!r}")
+        if ":" not in self.transform:
+            raise ConfigError(f"{GEO_TRANSFORM} must be 'module:Class', got {self.transform!r}")
+        if not self.quarantine_bucket:
+            object.__setattr__(self, "quarantine_bucket", self.output_bucket)
+
+    @property
+    def heartbeat_s(self) -> float:
+        """Heartbeat period: a third of the lease."""
+        return self.lease_s / 3.0
+
+    def replace(self, **changes: object) -> WorkerConfig:
+        """Return a copy with some fields changed."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerConfig:
+        """Read the configuration from environment variables (``os.environ`` by default)."""
+        env = os.environ if environ is None else environ
+        return cls(
+            spec_version=_get(env, SPEC_VERSION, int),
+            control_table=_get(env, CONTROL_TABLE, str),
+            leases_table=_get(env, LEASES_TABLE, str),
+            specs_bucket=_get(env, SPECS_BUCKET, str),
+            costs_bucket=_get(env, COSTS_BUCKET, str),
+            output_bucket=_get(env, OUTPUT_BUCKET, str),
+            quarantine_bucket=env.get(QUARANTINE_BUCKET, ""),
+            worker_id=env.get(WORKER_ID) or None,
+            prefix=env.get(GEO_PREFIX) or "georebal",
+            endpoint_url=env.get(AWS_ENDPOINT_URL) or None,
+            region=env.get(AWS_REGION) or env.get("AWS_DEFAULT_REGION") or None,
+            lease_s=_get(env, LEASE_S, float, 30.0),
+            drain_quiet_s=_get(env, DRAIN_QUIET_S, float, 10.0),
+            cost_report_interval_s=_get(env, COST_REPORT_INTERVAL_S, float, 300.0),
+            health_port=_get(env, HEALTH_PORT, int, 0),
+            transform=env.get(GEO_TRANSFORM) or DEFAULT_TRANSFORM,
+            grid_zoom=_get(env, GRID_ZOOM, int, 12),
+            poll_interval_s=_get(env, POLL_INTERVAL_S, float, 1.0),
+            active_poll_s=_get(env, ACTIVE_POLL_S, float, 2.0),
+            buffer_ring=_get(env, BUFFER_RING, int, 1),
+        )
+
+
+def _get(env: Mapping[str, str], name: str, parse: Callable[[str], T], default: T | None = None) -> T:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        if default is None:
+            raise ConfigError(f"environment variable {name} is required but not set")
+        return default
+    try:
+        return parse(raw.strip())
+    except ValueError as exc:
+        raise ConfigError(f"environment variable {name}={raw!r} is not a valid {parse.__name__}") from exc

@@ -1,0 +1,274 @@
+"""Worker-slot leases in DynamoDB: claim, heartbeat, ready, checkpoint, drain, release, takeover.
+
+One item per worker slot of a spec version, key ``lease_key = v<version>#<worker_id>``
+(``docs/CONTRACTS.md``, "AWS names and records"). Every write is conditional:
+
+* **claim** succeeds only if the item does not exist, or has no ``owner`` (released), or
+  its ``expires_at`` is in the past (the owner died: takeover), or this owner already holds
+  it (re-claim after a local expiry), and it is not ``drained``.
+  A claim resets ``ready`` and keeps the ``checkpoint`` map, so a successor resumes
+  where the previous owner stopped.
+* **heartbeat**, **mark_ready**, **checkpoint**, **mark_drained** and **release** succeed
+  only while ``owner`` is still this process; otherwise :class:`LeaseLost` is raised
+  and the caller must stop working on the slot.
+
+The clock is injectable (``clock() -> epoch seconds``) so tests can expire leases
+without sleeping.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+Clock = Callable[[], float]
+
+
+class LeaseError(RuntimeError):
+    """Base class of lease failures."""
+
+
+class LeaseLost(LeaseError):
+    """This process no longer owns the lease it was working on (expired and taken over, or removed)."""
+
+
+def lease_key(version: int, worker_id: str) -> str:
+    """Return the lease item key ``v<version>#<worker_id>``."""
+    return f"v{version}#{worker_id}"
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease this process holds (a snapshot; the item in DynamoDB is the truth)."""
+
+    version: int
+    worker_id: str
+    owner: str
+    expires_at: float
+    checkpoint: Mapping[str, str] = field(default_factory=dict)
+    claims: int = 1
+
+    @property
+    def key(self) -> str:
+        return lease_key(self.version, self.worker_id)
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    """A lease item as read back (for status checks, tests and the retired-version check)."""
+
+    worker_id: str
+    owner: str | None
+    expires_at: float
+    ready: bool
+    released: bool
+    drained: bool
+    checkpoint: Mapping[str, str]
+
+
+def _n(value: float) -> dict[str, str]:
+    return {"N": str(Decimal(repr(round(value, 3))))}
+
+
+def _is_conditional_failure(exc: ClientError) -> bool:
+    return bool(exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
+
+
+def _checkpoint_of(item: Mapping[str, Any]) -> dict[str, str]:
+    cp = item.get("checkpoint", {}).get("M", {})
+    return {k: v["S"] for k, v in cp.items() if "S" in v}
+
+
+def parse_lease_item(item: Mapping[str, Any]) -> LeaseState:
+    """Decode a raw DynamoDB lease item."""
+    key = item["lease_key"]["S"]
+    return LeaseState(
+        worker_id=key.split("#", 1)[1] if "#" in key else key,
+        owner=item["owner"]["S"] if "owner" in item else None,
+        expires_at=float(item.get("expires_at", {}).get("N", "0")),
+        ready=bool(item.get("ready", {}).get("BOOL", False)),
+        released=bool(item.get("released", {}).get("BOOL", False)),
+        drained=bool(item.get("drained", {}).get("BOOL", False)),
+        checkpoint=_checkpoint_of(item),
+    )
+
+
+class LeaseManager:
+    """Holds at most one worker-slot lease of one spec version for one owner (this process).
+
+    Parameters
+    ----------
+    dynamodb : botocore DynamoDB client
+    table : str
+        The leases table name.
+    version : int
+        The spec version whose slots this manager claims.
+    owner : str
+        A unique id of this process (host, pid and a random suffix).
+    lease_s : float
+        Lease duration; a heartbeat extends ``expires_at`` to ``now + lease_s``.
+    clock : callable, optional
+        Epoch seconds (``time.time`` by default).
+    """
+
+    def __init__(self, dynamodb: Any, table: str, version: int, owner: str, lease_s: float,
+                 clock: Clock = time.time) -> None:
+        if lease_s <= 0:
+            raise LeaseError(f"lease_s must be positive, got {lease_s!r}")
+        self._ddb = dynamodb
+        self.table = table
+        self.version = version
+        self.owner = owner
+        self.lease_s = lease_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._lease: Lease | None = None
+
+    # -- queries ---------------------------------------------------------------
+    @property
+    def lease(self) -> Lease | None:
+        """The lease held now (None when none is held)."""
+        with self._lock:
+            return self._lease
+
+    def valid(self) -> bool:
+        """True while a lease is held and its last known ``expires_at`` is in the future."""
+        lease = self.lease
+        return lease is not None and self.clock() < lease.expires_at
+
+    def read(self, worker_id: str) -> LeaseState | None:
+        """Read one slot's lease item (strongly consistent), None if it was never claimed."""
+        item = self._ddb.get_item(TableName=self.table, Key={"lease_key": {"S": lease_key(self.version, worker_id)}},
+                                  ConsistentRead=True).get("Item")
+        return parse_lease_item(item) if item else None
+
+    # -- claiming --------------------------------------------------------------
+    def claim(self, worker_id: str) -> Lease | None:
+        """Try to claim slot ``worker_id``; return the lease, or None when someone else holds it.
+
+        Raises
+        ------
+        LeaseError
+            If this manager already holds a lease (one process owns at most one slot).
+        """
+        with self._lock:
+            if self._lease is not None:
+                raise LeaseError(f"owner {self.owner!r} already holds lease {self._lease.key!r}; "
+                                 f"release it before claiming {lease_key(self.version, worker_id)!r}")
+        now = self.clock()
+        expires = now + self.lease_s
+        try:
+            resp = self._ddb.update_item(
+                TableName=self.table,
+                Key={"lease_key": {"S": lease_key(self.version, worker_id)}},
+                UpdateExpression=("SET #o = :me, expires_at = :exp, heartbeat_at = :now, claimed_at = :now, "
+                                  "ready = :f, released = :f, #v = :ver, worker_id = :wid, "
+                                  "checkpoint = if_not_exists(checkpoint, :empty) ADD claims :one"),
+                ConditionExpression=("attribute_not_exists(lease_key) OR "
+                                     "((attribute_not_exists(#o) OR expires_at < :now OR #o = :me) AND "
+                                     "(attribute_not_exists(drained) OR drained = :f))"),
+                ExpressionAttributeNames={"#o": "owner", "#v": "version"},
+                ExpressionAttributeValues={":me": {"S": self.owner}, ":exp": _n(expires), ":now": _n(now),
+                                           ":f": {"BOOL": False}, ":ver": {"N": str(self.version)},
+                                           ":wid": {"S": worker_id}, ":empty": {"M": {}}, ":one": {"N": "1"}},
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                return None
+            raise
+        item = resp["Attributes"]
+        lease = Lease(version=self.version, worker_id=worker_id, owner=self.owner, expires_at=expires,
+                      checkpoint=_checkpoint_of(item), claims=int(item.get("claims", {}).get("N", "1")))
+        with self._lock:
+            self._lease = lease
+        return lease
+
+    def claim_any(self, worker_ids: Iterable[str]) -> Lease | None:
+        """Claim the first free slot among ``worker_ids`` (spec order); None if all are held or drained."""
+        for wid in worker_ids:
+            lease = self.claim(wid)
+            if lease is not None:
+                return lease
+        return None
+
+    # -- while holding ------------------------------------------------------------
+    def heartbeat(self) -> Lease:
+        """Extend the lease to ``now + lease_s``; raise LeaseLost if another owner took it."""
+        now = self.clock()
+        expires = now + self.lease_s
+        self._owned_update("SET expires_at = :exp, heartbeat_at = :now", {":exp": _n(expires), ":now": _n(now)})
+        with self._lock:
+            if self._lease is None:
+                raise LeaseLost("lease released while heartbeating")
+            self._lease = _replace(self._lease, expires_at=expires)
+            return self._lease
+
+    def mark_ready(self) -> None:
+        """Set ``ready=true``: the worker has loaded its region and calibrated."""
+        self._owned_update("SET ready = :t, ready_at = :now", {":t": {"BOOL": True}, ":now": _n(self.clock())})
+
+    def checkpoint(self, shard_id: str, sequence_number: str) -> None:
+        """Record the last processed sequence number of ``shard_id`` (output already written)."""
+        self._owned_update("SET checkpoint.#s = :seq", {":seq": {"S": sequence_number}}, names={"#s": shard_id})
+        with self._lock:
+            if self._lease is not None:
+                cp = dict(self._lease.checkpoint)
+                cp[shard_id] = sequence_number
+                self._lease = _replace(self._lease, checkpoint=cp)
+
+    def mark_drained(self) -> None:
+        """Set ``drained=true``: the worker read its retired stream to the end."""
+        self._owned_update("SET drained = :t, drained_at = :now", {":t": {"BOOL": True}, ":now": _n(self.clock())})
+
+    def release(self) -> bool:
+        """Give the lease up gracefully (``released=true``, ``owner`` removed, ``ready=false``).
+
+        Returns False (and forgets the lease) when it had already been lost; never raises LeaseLost.
+        """
+        if self.lease is None:
+            return False
+        now = self.clock()
+        try:
+            self._owned_update("REMOVE #o SET released = :t, ready = :f, released_at = :now, expires_at = :now",
+                               {":t": {"BOOL": True}, ":f": {"BOOL": False}, ":now": _n(now)})
+            return True
+        except LeaseLost:
+            return False
+        finally:
+            self.forget()
+
+    def forget(self) -> None:
+        """Drop the local lease without touching DynamoDB (after LeaseLost, or to simulate a crash)."""
+        with self._lock:
+            self._lease = None
+
+    def _owned_update(self, expression: str, values: Mapping[str, Any], names: Mapping[str, str] | None = None) -> None:
+        lease = self.lease
+        if lease is None:
+            raise LeaseLost(f"owner {self.owner!r} holds no lease of version {self.version!r}")
+        try:
+            self._ddb.update_item(
+                TableName=self.table,
+                Key={"lease_key": {"S": lease.key}},
+                UpdateExpression=expression,
+                ConditionExpression="#o = :me",
+                ExpressionAttributeNames={"#o": "owner", **(names or {})},
+                ExpressionAttributeValues={":me": {"S": self.owner}, **values},
+            )
+        except ClientError as exc:
+            if _is_conditional_failure(exc):
+                self.forget()
+                raise LeaseLost(f"lease {lease.key!r} is no longer owned by {self.owner!r}") from exc
+            raise
+
+
+def _replace(lease: Lease, **changes: Any) -> Lease:
+    return dataclasses.replace(lease, **changes)

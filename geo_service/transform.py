@@ -1,0 +1,254 @@
+"""The pluggable geo transform and the default: an offline reverse geocoder.
+
+A transform implements :class:`GeoTransform`: ``load_region(quadkeys, buffer_ring)`` once
+at warm-up with the worker's region, then ``apply(event)`` per event, returning the
+fields it adds to the enriched record. :func:`load_transform` builds one from
+``GEO_TRANSFORM`` (``module:Class``, constructed without arguments).
+
+:class:`ReverseGeocoder` (the default) returns the nearest populated place (name,
+country, population, great-circle distance in km) from ``geo_service/data/places.csv.gz``
+(geonames places with >= 1000 people, built by ``geo_service/data/build_places.py``).
+It keeps **only** the places inside the region's tiles plus ``buffer_ring`` rings of
+same-zoom neighbour tiles around each (the catch-all quadkey ``""`` is the whole world),
+so its memory scales with the region. Each CSV row starts with the place's zoom-24
+quadkey, so a row outside the region is rejected by a string-prefix test before parsing.
+Lookups use a KD-tree over unit vectors (chord distance is monotonic in great-circle
+distance, so the nearest by chord is the nearest on the sphere).
+
+Notes
+-----
+A point near the outer edge of the buffer may have its true nearest place outside the
+loaded area; the answer is then the nearest *loaded* place. Events of the worker's own
+region are at least one buffer tile away from that edge.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import gzip
+import importlib
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+from scipy.spatial import cKDTree
+
+from partitioner.tiles import Tile, parse_quadkey, quadkey, quadkey_to_tile
+
+PLACES_PATH = Path(__file__).with_name("data") / "places.csv.gz"
+EARTH_RADIUS_KM = 6371.0088
+PLACES_HEADER = "quadkey,lat,lon,name,country,population"
+
+
+class TransformError(ValueError):
+    """A transform cannot be loaded or configured; the message names the bad value."""
+
+
+@runtime_checkable
+class GeoTransform(Protocol):
+    """What the worker needs from a geo transform.
+
+    ``load_region`` is called once before the worker marks itself ready; ``apply`` is
+    called for every event (a dict with at least ``event_id``, ``entity_id``, ``lat``,
+    ``lon``, already validated) and returns the fields to add to the enriched record.
+    """
+
+    def load_region(self, quadkeys: Sequence[str], buffer_ring: int) -> None: ...
+
+    def apply(self, event: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+def load_transform(spec: str) -> GeoTransform:
+    """Build the transform named ``module:Class`` (the ``GEO_TRANSFORM`` value)."""
+    module_name, sep, class_name = spec.partition(":")
+    if not sep or not module_name or not class_name:
+        raise TransformError(f"GEO_TRANSFORM must be 'module:Class', got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise TransformError(f"GEO_TRANSFORM {spec!r}: cannot import module {module_name!r} ({exc})") from exc
+    cls = getattr(module, class_name, None)
+    if cls is None or not callable(cls):
+        raise TransformError(f"GEO_TRANSFORM {spec!r}: module {module_name!r} has no class {class_name!r}")
+    obj = cls()
+    if not isinstance(obj, GeoTransform):
+        raise TransformError(f"GEO_TRANSFORM {spec!r}: {class_name!r} lacks load_region(quadkeys, buffer_ring) "
+                             f"and apply(event)")
+    return obj
+
+
+# ---------------------------------------------------------------------------
+# Region -> quadkey prefixes
+# ---------------------------------------------------------------------------
+
+
+def ring_tiles(t: Tile, ring: int) -> list[Tile]:
+    """Return ``t`` and every tile within ``ring`` tiles of it at the same zoom (x wraps, y does not)."""
+    n = 1 << t.z
+    out: set[Tile] = set()
+    for dy in range(-ring, ring + 1):
+        y = t.y + dy
+        if not 0 <= y < n:
+            continue
+        for dx in range(-ring, ring + 1):
+            out.add(Tile((t.x + dx) % n, y, t.z))
+    return sorted(out)
+
+
+def region_prefixes(quadkeys: Iterable[str], buffer_ring: int) -> tuple[str, ...]:
+    """Return the minimal set of quadkey prefixes covering the region plus its buffer ring.
+
+    ``""`` (the catch-all) covers the world. A prefix covered by a shorter one is dropped.
+    """
+    if buffer_ring < 0:
+        raise TransformError(f"buffer_ring must be >= 0, got {buffer_ring!r}")
+    prefixes: set[str] = set()
+    for i, q in enumerate(quadkeys):
+        qk = parse_quadkey(q, f"region quadkey #{i}")
+        if qk == "":
+            return ("",)
+        prefixes.update(quadkey(t) for t in ring_tiles(quadkey_to_tile(qk), buffer_ring))
+    kept: list[str] = []
+    for p in sorted(prefixes, key=lambda s: (len(s), s)):
+        if not any(p.startswith(k) for k in kept):
+            kept.append(p)
+    return tuple(sorted(kept))
+
+
+# ---------------------------------------------------------------------------
+# Places
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Places:
+    """Places loaded for one region (parallel arrays)."""
+
+    lat: npt.NDArray[np.float64]
+    lon: npt.NDArray[np.float64]
+    name: tuple[str, ...]
+    country: tuple[str, ...]
+    population: npt.NDArray[np.int64]
+    quadkey: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+
+def load_places(prefixes: Sequence[str], path: Path = PLACES_PATH) -> Places:
+    """Read the places whose quadkey starts with one of ``prefixes`` from the gzip CSV at ``path``.
+
+    Results are cached per (prefixes, path) in the process (a few entries), so several
+    in-process workers of one region share one immutable copy.
+
+    Raises
+    ------
+    TransformError
+        If the file is missing, has the wrong header, or a kept row is malformed (names the line).
+    """
+    return _load_places(tuple(prefixes), Path(path))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_places(want: tuple[str, ...], path: Path) -> Places:
+    lat: list[float] = []
+    lon: list[float] = []
+    names: list[str] = []
+    countries: list[str] = []
+    pops: list[int] = []
+    qks: list[str] = []
+    try:
+        with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
+            header = f.readline().strip()
+            if header != PLACES_HEADER:
+                raise TransformError(f"{str(path)!r}: header must be {PLACES_HEADER!r}, got {header!r}")
+            numbered = ((n, line) for n, line in enumerate(f, start=2) if line.startswith(want))
+            for n, line in numbered:
+                row = next(csv.reader([line]))
+                try:
+                    qk, la, lo, name, cc, pop = row
+                    lat.append(float(la))
+                    lon.append(float(lo))
+                    pops.append(int(pop))
+                except ValueError as exc:
+                    raise TransformError(f"{str(path)!r} line {n}: bad place row {line.rstrip()!r}") from exc
+                names.append(name)
+                countries.append(cc)
+                qks.append(qk)
+    except OSError as exc:
+        raise TransformError(f"cannot read places file {str(path)!r}: {exc}") from exc
+    return Places(lat=_frozen(np.array(lat, dtype=np.float64)), lon=_frozen(np.array(lon, dtype=np.float64)),
+                  name=tuple(names), country=tuple(countries), population=_frozen(np.array(pops, dtype=np.int64)),
+                  quadkey=tuple(qks))
+
+
+def _frozen(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    a.setflags(write=False)
+    return a
+
+
+def unit_vectors(lat: npt.ArrayLike, lon: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Return (n, 3) unit vectors of points given in degrees."""
+    la = np.radians(np.asarray(lat, dtype=np.float64))
+    lo = np.radians(np.asarray(lon, dtype=np.float64))
+    return np.stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)], axis=-1)
+
+
+def chord_to_km(chord: float) -> float:
+    """Great-circle distance in km for a chord length on the unit sphere."""
+    return 2.0 * EARTH_RADIUS_KM * math.asin(min(1.0, chord / 2.0))
+
+
+def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    """Great-circle distance in km (reference formula, used by tests and calibration)."""
+    p1, p2 = math.radians(lat1), math.radians(lat2)
+    dp, dl = p2 - p1, math.radians(lon2 - lon1)
+    a = math.sin(dp / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(dl / 2) ** 2
+    return 2.0 * EARTH_RADIUS_KM * math.asin(min(1.0, math.sqrt(a)))
+
+
+class ReverseGeocoder:
+    """Nearest populated place from offline data, loaded for one region plus a buffer ring.
+
+    Examples
+    --------
+    >>> g = ReverseGeocoder()
+    >>> g.load_region(["120220011"], buffer_ring=1)   # a zoom-9 tile over Paris
+    >>> g.apply({"lat": 48.8566, "lon": 2.3522})["place"]
+    'Paris 04 Hôtel-de-Ville'
+    """
+
+    def __init__(self, path: Path = PLACES_PATH) -> None:
+        self.path = path
+        self.prefixes: tuple[str, ...] = ()
+        self.places: Places | None = None
+        self._tree: cKDTree | None = None
+
+    def load_region(self, quadkeys: Sequence[str], buffer_ring: int) -> None:
+        """Load the places of the region's tiles plus ``buffer_ring`` rings around each."""
+        self.prefixes = region_prefixes(quadkeys, buffer_ring)
+        places = load_places(self.prefixes, self.path)
+        self.places = places
+        self._tree = cKDTree(unit_vectors(places.lat, places.lon)) if len(places) else None
+
+    @property
+    def loaded(self) -> int:
+        """Number of places held in memory."""
+        return 0 if self.places is None else len(self.places)
+
+    def apply(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Return ``place``, ``country``, ``place_population`` and ``distance_km`` (None when nothing is loaded)."""
+        if self.places is None:
+            raise TransformError("ReverseGeocoder.apply called before load_region")
+        if self._tree is None:
+            return {"place": None, "country": None, "place_population": None, "distance_km": None}
+        chord, i = self._tree.query(unit_vectors(float(event["lat"]), float(event["lon"])))
+        i = int(i)
+        return {"place": self.places.name[i], "country": self.places.country[i],
+                "place_population": int(self.places.population[i]),
+                "distance_km": round(chord_to_km(float(chord)), 3)}

@@ -1,0 +1,354 @@
+"""The foreachBatch bodies and the streaming wiring every entry point shares.
+
+Two streaming queries read the same source (CONTRACTS.md "Quarantine" and "Load snapshot"):
+
+* **quarantine**: raw records -> :func:`~glue_jobs.transform.classify_events` -> records with a
+  reason -> :func:`write_quarantine_batch` (JSON lines under ``quarantine/batch=<id>/``);
+* **aggregate**: raw records -> valid events -> quadkey at ``zoom`` -> event-time windows with
+  a watermark (``append`` mode: each window is emitted once, when final) ->
+  :func:`write_snapshot_batch` (cost join, quadtree rollup, data files, manifest last).
+
+Each query has its own checkpoint (``<checkpoint>/aggregate``, ``<checkpoint>/quarantine``).
+The transforms hold no I/O; this module holds the driver-side I/O of one micro-batch.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import math
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, NamedTuple, TextIO
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from glue_jobs import transform as T
+from glue_jobs.snapshot import (
+    QuarantineRecord,
+    SnapshotMeta,
+    SnapshotResult,
+    SnapshotRow,
+    Storage,
+    storage_for,
+    write_quarantine,
+    write_snapshot,
+)
+from partitioner.tiles import parse_quadkey
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """Everything a run needs besides its source.
+
+    Attributes
+    ----------
+    out : str
+        Snapshot root: local directory or ``s3://bucket[/prefix]``.
+    quarantine : str or None
+        Quarantine root (same forms); None = ``out``.
+    window, rollup : WindowSpec, RollupSpec
+        Windowing and quadtree shape.
+    costs : str or None
+        Cost rates: a file (cost report JSON, JSON lines of reports, or CSV ``quadkey,rate``),
+        a directory or an ``s3://`` prefix of cost reports. None = cold start (events only).
+    rows_per_file : int
+        Rows per snapshot data file.
+    """
+
+    out: str
+    quarantine: str | None = None
+    window: T.WindowSpec = field(default_factory=T.WindowSpec)
+    rollup: T.RollupSpec = field(default_factory=T.RollupSpec)
+    costs: str | None = None
+    rows_per_file: int = 500_000
+
+
+class BatchReport(NamedTuple):
+    """What one micro-batch (or one batch run) wrote."""
+
+    batch_id: int
+    snapshots: tuple[SnapshotResult, ...] = ()
+    quarantined: Mapping[str, int] = {}
+    quarantine_uris: tuple[str, ...] = ()
+
+
+# ---------------------------------------------------------------------------
+# Cost rates
+# ---------------------------------------------------------------------------
+
+_EPOCH_FILE = re.compile(r"(\d+)\.json$")
+
+
+def parse_cost_rates(text: str, source: str) -> dict[str, float]:
+    """Rates from one cost file: a report JSON (``{"rates": {...}}``), JSON lines of reports, or CSV ``quadkey,rate``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``source`` (and line) and the bad value, for malformed content.
+    """
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        out: dict[str, float] = {}
+        docs: list[tuple[str, Any]] = []
+        try:
+            docs = [(source, json.loads(text))]
+        except ValueError:
+            for i, line in enumerate(text.splitlines(), start=1):
+                if line.strip():
+                    try:
+                        docs.append((f"{source} line {i}", json.loads(line)))
+                    except ValueError as exc:
+                        raise ValueError(f"{source} line {i}: not JSON ({exc}): {line[:80]!r}") from None
+        for where, doc in docs:
+            rates = doc.get("rates") if isinstance(doc, dict) else None
+            if not isinstance(rates, dict):
+                raise ValueError(f"{where}: a cost report needs a 'rates' object, got {type(rates).__name__}")
+            for qk, rate in rates.items():
+                out[_check_qk(qk, where)] = _check_rate(rate, f"{where} quadkey {qk!r}")
+        return out
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows or [c.strip() for c in rows[0][:2]] != ["quadkey", "rate"]:
+        raise ValueError(f"{source} line 1: expected a cost report JSON or CSV header 'quadkey,rate', "
+                         f"got {rows[0] if rows else ''!r}")
+    out = {}
+    for i, row in enumerate(rows[1:], start=2):
+        if not row:
+            continue
+        if len(row) < 2:
+            raise ValueError(f"{source} line {i}: expected 'quadkey,rate', got {row!r}")
+        try:
+            value = float(row[1])
+        except ValueError:
+            raise ValueError(f"{source} line {i}: rate {row[1]!r} is not a number") from None
+        out[_check_qk(row[0].strip(), f"{source} line {i}")] = _check_rate(value, f"{source} line {i}")
+    return out
+
+
+def _check_qk(qk: object, where: str) -> str:
+    try:
+        return parse_quadkey(qk, where)
+    except Exception as exc:  # InvalidQuadkeyError: keep the message, make it a ValueError
+        raise ValueError(str(exc)) from None
+
+
+def _check_rate(rate: object, where: str) -> float:
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate < 0:
+        raise ValueError(f"{where}: rate must be a finite number >= 0, got {rate!r}")
+    return float(rate)
+
+
+def read_cost_rates(location: str, *, strict: bool = True, log: TextIO = sys.stderr) -> dict[str, float]:
+    """Merge the cost rates at ``location`` (file, directory or ``s3://`` prefix of reports).
+
+    Reports are applied in order of the ``<epoch_s>.json`` in their name (then key), so the
+    newest rate of a quadkey wins. With ``strict`` a malformed file raises ValueError;
+    without it (streaming) the file is skipped with a line on ``log``.
+    """
+    if not location.startswith("s3://"):
+        from pathlib import Path
+
+        path = Path(location)
+        if path.is_file():
+            return parse_cost_rates(path.read_text(), str(path))
+        if not path.is_dir():
+            raise ValueError(f"cost rates location {location!r} is neither a file nor a directory")
+    storage = storage_for(location)
+    keys = [k for k in storage.list("") if k.endswith((".json", ".jsonl", ".csv"))]
+    keys.sort(key=lambda k: (int(m.group(1)) if (m := _EPOCH_FILE.search(k)) else 0, k))
+    merged: dict[str, float] = {}
+    for key in keys:
+        body = storage.get(key) or b""
+        try:
+            merged.update(parse_cost_rates(body.decode(), storage.uri(key)))
+        except (ValueError, UnicodeDecodeError) as exc:
+            if strict:
+                raise
+            print(f"[aggregation] skipping cost file {storage.uri(key)!r}: {exc}", file=log, flush=True)
+    return merged
+
+
+def rates_frame(spark: SparkSession, rates: Mapping[str, float]) -> tuple[DataFrame | None, tuple[int, ...]]:
+    """A ``quadkey, rate`` DataFrame and the distinct quadkey lengths, or (None, ()) when empty."""
+    if not rates:
+        return None, ()
+    df = spark.createDataFrame(sorted(rates.items()), "quadkey string, rate double")
+    return df, tuple(sorted({len(q) for q in rates}))
+
+
+# ---------------------------------------------------------------------------
+# Micro-batch bodies
+# ---------------------------------------------------------------------------
+
+
+def write_snapshot_batch(fine: DataFrame, batch_id: int, storage: Storage, rollup: T.RollupSpec,
+                         rates: DataFrame | None = None, rate_zooms: tuple[int, ...] = (),
+                         rows_per_file: int = 500_000) -> tuple[SnapshotResult, ...]:
+    """Write one snapshot per window present in ``fine`` (windowed fine-cell counts).
+
+    Parameters
+    ----------
+    fine : DataFrame
+        ``window_start, window_end, quadkey, events`` at ``rollup.zoom`` (static).
+    batch_id : int
+        Micro-batch id (0 for a batch run); part of the data keys and the manifest.
+    storage : Storage
+        Snapshot root.
+    rollup : RollupSpec
+    rates, rate_zooms
+        Cost rates (see :func:`rates_frame`); None = cold start.
+
+    Returns
+    -------
+    tuple of SnapshotResult
+        One per window, in window order.
+    """
+    rows = T.rollup_quadtree(T.with_cost(fine, rates, rate_zooms), rollup)
+    ordered = rows.orderBy("window_start", "window_end", "quadkey").select(
+        F.expr("unix_micros(window_start)").alias("start_us"), F.expr("unix_micros(window_end)").alias("end_us"),
+        "quadkey", "events", "cost")
+    results = []
+    for (start, end), group in itertools.groupby(ordered.toLocalIterator(), key=lambda r: (r[0], r[1])):
+        meta = SnapshotMeta(_utc(start), _utc(end), rollup.grid_zoom, rollup.zoom, rollup.refine_events, batch_id)
+        snap_rows = (SnapshotRow(r[2], int(r[3]), None if r[4] is None else float(r[4])) for r in group)
+        results.append(write_snapshot(storage, snap_rows, meta, rows_per_file))
+    return tuple(results)
+
+
+def _utc(micros: int) -> datetime:
+    """UTC datetime of epoch microseconds (independent of the Python process's time zone)."""
+    return datetime.fromtimestamp(micros / 1_000_000, UTC)
+
+
+def write_quarantine_batch(classified: DataFrame, batch_id: int, storage: Storage) -> tuple[dict[str, int], tuple[str, ...]]:
+    """Write the quarantined rows of ``classified`` (see classify_events); return counts per code and URIs."""
+    bad = T.quarantine_records(classified).orderBy("source", "raw")
+    counts: dict[str, int] = {}
+
+    def records() -> Iterable[QuarantineRecord]:
+        for r in bad.toLocalIterator():
+            counts[r["code"]] = counts.get(r["code"], 0) + 1
+            yield QuarantineRecord(r["reason"], r["raw"], r["source"], r["quarantined_at"])
+
+    uris = write_quarantine(storage, records(), batch_id)
+    return counts, tuple(uris)
+
+
+# ---------------------------------------------------------------------------
+# Streaming wiring
+# ---------------------------------------------------------------------------
+
+
+def fine_counts_stream(raw: DataFrame, window: T.WindowSpec, zoom: int) -> DataFrame:
+    """Streaming (or batch) fine-cell counts per window from raw ``value, source`` records."""
+    valid = T.valid_events(T.classify_events(raw))
+    return T.aggregate_cells(valid, window, zoom)
+
+
+ProgressFn = Callable[[str], None]
+
+
+def _print_progress(line: str) -> None:
+    print(line, flush=True)
+
+
+def snapshot_batch_fn(cfg: JobConfig, progress: ProgressFn = _print_progress) -> Callable[[DataFrame, int], None]:
+    """The aggregate query's foreachBatch body: windowed fine counts -> snapshots (manifest last).
+
+    Cost rates are re-read from ``cfg.costs`` at every batch (workers keep reporting).
+    """
+    storage = storage_for(cfg.out)
+
+    def on_fine(fine: DataFrame, batch_id: int) -> None:
+        rates, zooms = _current_rates(fine.sparkSession, cfg)
+        fine.persist()
+        try:
+            results = write_snapshot_batch(fine, batch_id, storage, cfg.rollup, rates, zooms, cfg.rows_per_file)
+        finally:
+            fine.unpersist()
+        for r in results:
+            progress(f"[aggregation] batch={batch_id} snapshot {r.manifest_uri} rows={r.rows} "
+                     f"events={r.total_events} rows_per_zoom={dict(sorted(r.rows_per_zoom.items()))}"
+                     f"{' (unchanged retry, skipped)' if r.skipped else ''}")
+
+    return on_fine
+
+
+def quarantine_batch_fn(cfg: JobConfig, progress: ProgressFn = _print_progress) -> Callable[[DataFrame, int], None]:
+    """The quarantine query's foreachBatch body: raw ``value, source`` records -> quarantine JSON lines."""
+    storage = storage_for(cfg.quarantine or cfg.out)
+
+    def on_raw(raw_batch: DataFrame, batch_id: int) -> None:
+        classified = T.classify_events(raw_batch).persist()
+        try:
+            counts, uris = write_quarantine_batch(classified, batch_id, storage)
+        finally:
+            classified.unpersist()
+        if counts:
+            progress(f"[aggregation] batch={batch_id} quarantined={dict(sorted(counts.items()))} -> {', '.join(uris)}")
+
+    return on_raw
+
+
+def start_streaming(raw: DataFrame, cfg: JobConfig, checkpoint: str, trigger: str | None = "5 seconds",
+                    progress: ProgressFn = _print_progress, query_prefix: str = "georebal") -> tuple[StreamingQuery, ...]:
+    """Start the aggregate and quarantine queries over a streaming ``value, source`` DataFrame.
+
+    Parameters
+    ----------
+    raw : DataFrame
+        Streaming DataFrame with string columns ``value`` (record text) and ``source``.
+    cfg : JobConfig
+    checkpoint : str
+        Checkpoint root (local path or a URI the Spark runtime can write, e.g. ``s3://``).
+    trigger : str or None
+        Processing-time trigger interval; None = ``availableNow`` (process what is there, then stop).
+    progress : callable
+        Receives one human line per written snapshot / quarantine batch.
+
+    Returns
+    -------
+    tuple of StreamingQuery
+        ``(aggregate, quarantine)``; the caller awaits or stops them.
+    """
+    fine = fine_counts_stream(raw, cfg.window, cfg.rollup.zoom)
+    agg = fine.writeStream.queryName(f"{query_prefix}-aggregate").outputMode("append").option(
+        "checkpointLocation", f"{checkpoint.rstrip('/')}/aggregate")
+    quar = raw.writeStream.queryName(f"{query_prefix}-quarantine").option(
+        "checkpointLocation", f"{checkpoint.rstrip('/')}/quarantine")
+    if trigger is None:
+        agg, quar = agg.trigger(availableNow=True), quar.trigger(availableNow=True)
+    else:
+        agg, quar = agg.trigger(processingTime=trigger), quar.trigger(processingTime=trigger)
+    return (agg.foreachBatch(snapshot_batch_fn(cfg, progress)).start(),
+            quar.foreachBatch(quarantine_batch_fn(cfg, progress)).start())
+
+
+def _current_rates(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame | None, tuple[int, ...]]:
+    if not cfg.costs:
+        return None, ()
+    try:
+        rates = read_cost_rates(cfg.costs, strict=False)
+    except ValueError as exc:
+        print(f"[aggregation] cost rates unavailable ({exc}); using events only", file=sys.stderr, flush=True)
+        return None, ()
+    return rates_frame(spark, rates)
+
+
+def progress_line(query: StreamingQuery) -> str | None:
+    """A one-line summary of the query's last progress (input rows, late drops), or None."""
+    p = query.lastProgress
+    if not p:
+        return None
+    dropped = sum(int(op.get("numRowsDroppedByWatermark", 0)) for op in p.get("stateOperators", []))
+    wm = p.get("eventTime", {}).get("watermark", "-")
+    return (f"[aggregation] {p.get('name')} batch={p.get('batchId')} input_rows={p.get('numInputRows')} "
+            f"late_dropped={dropped} watermark={wm}")

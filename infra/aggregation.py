@@ -1,0 +1,309 @@
+"""The aggregation engine (context ``engine``): a Spark Structured Streaming job that reads the ingest stream and
+writes windowed load snapshots (docs/CONTRACTS.md "Load snapshot").
+
+* ``emr`` (default): an EMR Serverless application (release ``emr-spark-8.0.0``, Spark 4.0) in the private
+  subnets, a job role, and a custom resource (AwsCustomResource) that starts the streaming job run
+  (``mode=STREAMING``, entry point ``glue_jobs/emr_entry.py``) on create, starts a new one when the job's code or
+  arguments change, and cancels it on delete.
+* ``glue``: a Glue 5.1 streaming job (``glue_jobs/glue_entry.py``) with a security configuration (KMS for S3,
+  CloudWatch Logs and bookmarks) and a custom resource that starts and stops its run the same way.
+
+Both engines get the same settings (:func:`job_settings`), spelled as each entry point parses them. The checkpoint location contains a hash of the job's
+code and arguments, so a replacement run never shares a checkpoint with the run it replaces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from aws_cdk import ArnFormat, Aws, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_emrserverless as emrs
+from aws_cdk import aws_glue as glue
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kinesis as kinesis
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from infra import assets
+from infra.config import EMR_RELEASE, GeoConfig
+from infra.functions import retention
+
+# The Kinesis connector bundled with EMR Serverless releases (Structured Streaming source "aws-kinesis").
+EMR_KINESIS_CONNECTOR = "/usr/share/aws/kinesis/spark-sql-kinesis/lib/spark-streaming-sql-kinesis-connector.jar"
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobInputs:
+    """What the Spark job reads and writes."""
+
+    stream: kinesis.IStream
+    snapshots: s3.IBucket
+    quarantine: s3.IBucket
+    checkpoints: s3.IBucket
+    costs: s3.IBucket
+
+
+def job_settings(config: GeoConfig, inputs: JobInputs, *, engine: str, code_hash: str) -> dict[str, str]:
+    """What both entry points are told (names as in ``glue_jobs/emr_entry.py``, ``-`` for ``_``)."""
+    run_key = hashlib.sha256(json.dumps([engine, code_hash, config.grid_zoom, config.zoom, config.refine_events,
+                                         config.window_s, config.watermark_s]).encode()).hexdigest()[:12]  # fmt: skip
+    return {
+        "stream-name": inputs.stream.stream_name,
+        "stream-arn": inputs.stream.stream_arn,
+        "region": Aws.REGION,
+        "snapshots": f"s3://{inputs.snapshots.bucket_name}",
+        "checkpoint": f"s3://{inputs.checkpoints.bucket_name}/{engine}/{run_key}/",
+        "quarantine": f"s3://{inputs.quarantine.bucket_name}",
+        "costs": f"s3://{inputs.costs.bucket_name}/costs/",
+        "zoom": str(config.zoom),
+        "grid-zoom": str(config.grid_zoom),
+        "refine-events": str(config.refine_events),
+        "window": f"{config.window_s}s",
+        "watermark": f"{config.watermark_s}s",
+    }
+
+
+def emr_arguments(settings: dict[str, str]) -> list[str]:
+    """``entryPointArguments`` of ``glue_jobs/emr_entry.py`` (argparse flags); a replacement run starts at LATEST."""
+    names = ("stream-name", "region", "snapshots", "checkpoint", "quarantine", "costs", "zoom", "grid-zoom",
+             "refine-events", "window", "watermark")  # fmt: skip
+    return [*(v for name in names for v in (f"--{name}", settings[name])), "--starting-position", "LATEST"]
+
+
+def glue_arguments(settings: dict[str, str]) -> dict[str, str]:
+    """Job arguments of ``glue_jobs/glue_entry.py`` (``--key value`` with underscores)."""
+    names = ("stream-arn", "snapshots", "checkpoint", "quarantine", "costs", "zoom", "grid-zoom", "refine-events",
+             "window", "watermark")  # fmt: skip
+    return {f"--{name.replace('-', '_')}": settings[name] for name in names}
+
+
+def _job_role(scope: Construct, principal: str, description: str) -> iam.Role:
+    return iam.Role(scope, "JobRole", assumed_by=iam.ServicePrincipal(principal), description=description)
+
+
+class EmrServerlessAggregation(Construct):
+    """``application``, ``job_role``, ``log_group``, ``job_run`` (the AwsCustomResource), ``settings``, ``arguments``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: GeoConfig,
+        inputs: JobInputs,
+        subnets: list[ec2.ISubnet],
+        security_group: ec2.ISecurityGroup,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.engine = "emr"
+        self.job_role = _job_role(self, "emr-serverless.amazonaws.com", "EMR Serverless aggregation job")
+        self.entry = assets.script_asset(self, "Entry", assets.EMR_ENTRY)
+        self.code = assets.spark_code_asset(self, "Code")
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=retention(config.log_retention_days), removal_policy=RemovalPolicy.DESTROY
+        )
+        self.application = emrs.CfnApplication(
+            self,
+            "Application",
+            name=f"{config.prefix}-aggregation",
+            release_label=EMR_RELEASE,
+            type="SPARK",
+            architecture="ARM64",
+            auto_start_configuration=emrs.CfnApplication.AutoStartConfigurationProperty(enabled=True),
+            auto_stop_configuration=emrs.CfnApplication.AutoStopConfigurationProperty(
+                enabled=True, idle_timeout_minutes=15
+            ),
+            maximum_capacity=emrs.CfnApplication.MaximumAllowedResourcesProperty(
+                cpu=f"{config.emr_max_vcpu} vCPU", memory=f"{config.emr_max_memory_gb} GB"
+            ),
+            network_configuration=emrs.CfnApplication.NetworkConfigurationProperty(
+                subnet_ids=[subnet.subnet_id for subnet in subnets],
+                security_group_ids=[security_group.security_group_id],
+            ),
+        )
+        self.settings = job_settings(config, inputs, engine="emr", code_hash=self.code.asset_hash + self.entry.asset_hash)
+        self.arguments = emr_arguments(self.settings)
+        submit = (
+            f"--jars {EMR_KINESIS_CONNECTOR} --conf spark.submit.pyFiles={self.code.s3_object_url} "
+            "--conf spark.executor.cores=2 --conf spark.executor.memory=4g --conf spark.driver.cores=1 "
+            "--conf spark.driver.memory=2g --conf spark.sql.shuffle.partitions=8"
+        )
+        application_id = self.application.attr_application_id
+        start = cr.AwsSdkCall(
+            service="emr-serverless",
+            action="startJobRun",
+            parameters={
+                "applicationId": application_id,
+                "executionRoleArn": self.job_role.role_arn,
+                "name": f"{config.prefix}-aggregation",
+                "mode": "STREAMING",
+                "retryPolicy": {"maxFailedAttemptsPerHour": 5},
+                "jobDriver": {
+                    "sparkSubmit": {
+                        "entryPoint": self.entry.s3_object_url,
+                        "entryPointArguments": self.arguments,
+                        "sparkSubmitParameters": submit,
+                    }
+                },
+                "configurationOverrides": {
+                    "monitoringConfiguration": {
+                        "cloudWatchLoggingConfiguration": {"enabled": True, "logGroupName": self.log_group.log_group_name}
+                    }
+                },
+            },
+            physical_resource_id=cr.PhysicalResourceId.from_response("jobRunId"),
+        )
+        job_runs = Stack.of(self).format_arn(
+            service="emr-serverless", resource="/applications", resource_name=f"{application_id}/jobruns/*"
+        )
+        application_arn = Stack.of(self).format_arn(
+            service="emr-serverless", resource="/applications", resource_name=application_id
+        )
+        self.job_run = cr.AwsCustomResource(
+            self,
+            "JobRun",
+            resource_type="Custom::EmrServerlessStreamingJobRun",
+            on_create=start,
+            on_update=start,
+            on_delete=cr.AwsSdkCall(
+                service="emr-serverless",
+                action="cancelJobRun",
+                parameters={"applicationId": application_id, "jobRunId": cr.PhysicalResourceIdReference()},
+                ignore_error_codes_matching="ResourceNotFoundException|ValidationException",
+            ),
+            policy=cr.AwsCustomResourcePolicy.from_statements(
+                [
+                    iam.PolicyStatement(actions=["emr-serverless:StartJobRun"], resources=[application_arn]),
+                    iam.PolicyStatement(
+                        actions=["emr-serverless:CancelJobRun", "emr-serverless:GetJobRun"], resources=[job_runs]
+                    ),
+                    iam.PolicyStatement(
+                        actions=["iam:PassRole"],
+                        resources=[self.job_role.role_arn],
+                        conditions={"StringEquals": {"iam:PassedToService": "emr-serverless.amazonaws.com"}},
+                    ),
+                ]
+            ),
+            install_latest_aws_sdk=False,
+            timeout=Duration.minutes(5),
+        )
+        self.job_run.node.add_dependency(self.job_role)
+        self.log_group.grant_write(self.job_role)
+        # EMR Serverless's CloudWatch logging also describes the group and its streams before writing.
+        self.job_role.add_to_policy(
+            iam.PolicyStatement(actions=["logs:DescribeLogStreams"], resources=[self.log_group.log_group_arn])
+        )
+        self.job_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:DescribeLogGroups"],
+                resources=[
+                    Stack.of(self).format_arn(
+                        service="logs", resource="log-group", resource_name="*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+                    )
+                ],
+            )
+        )
+        self.entry.grant_read(self.job_role)
+        self.code.grant_read(self.job_role)
+
+
+class GlueStreamingAggregation(Construct):
+    """``job`` (Glue 5.1 streaming), ``job_role``, ``security_configuration``, ``job_run``, ``arguments``."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: GeoConfig, inputs: JobInputs) -> None:
+        super().__init__(scope, construct_id)
+        self.engine = "glue"
+        self.job_role = _job_role(self, "glue.amazonaws.com", "Glue streaming aggregation job")
+        self.key = kms.Key(self, "Key", description=f"{config.prefix}: Glue job logs and bookmarks", enable_key_rotation=True)
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
+                resources=["*"],
+                conditions={
+                    "ArnLike": {"kms:EncryptionContext:aws:logs:arn": f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:*"}
+                },
+            )
+        )
+        self.security_configuration = glue.SecurityConfiguration(
+            self,
+            "Security",
+            security_configuration_name=f"{config.prefix}-aggregation",
+            cloud_watch_encryption=glue.CloudWatchEncryption.kms(self.key),
+            job_bookmarks_encryption=glue.JobBookmarksEncryption.client_side_kms(self.key),
+            s3_encryption=glue.S3Encryption.kms(self.key),
+        )
+        self.entry = assets.script_asset(self, "Entry", assets.GLUE_ENTRY)
+        self.code = assets.spark_code_asset(self, "Code")
+        self.settings = job_settings(
+            config, inputs, engine="glue", code_hash=self.code.asset_hash + self.entry.asset_hash
+        )
+        self.arguments = glue_arguments(self.settings)
+        job_name = f"{config.prefix}-aggregation"
+        self.job = glue.PySparkStreamingJob(
+            self,
+            "Job",
+            job_name=job_name,
+            description="Geo Rebalancer aggregation: ingest stream -> windowed load snapshots",
+            role=self.job_role,
+            script=glue.Code.from_bucket(self.entry.bucket, self.entry.s3_object_key),
+            extra_python_files=[glue.Code.from_bucket(self.code.bucket, self.code.s3_object_key)],
+            glue_version=glue.GlueVersion.V5_1,
+            worker_configuration=glue.WorkerConfiguration(
+                worker_type=glue.WorkerType.G_1X, number_of_workers=config.glue_workers
+            ),
+            security_configuration=self.security_configuration,
+            continuous_logging=glue.ContinuousLoggingProps(enabled=True),
+            default_arguments=self.arguments,
+        )
+        job_arn = Stack.of(self).format_arn(service="glue", resource="job", resource_name=job_name)
+        # The checkpoint argument changes with the job's code and settings, so a change starts a new run (and the
+        # old run is stopped when CloudFormation deletes the replaced physical resource).
+        start = cr.AwsSdkCall(
+            service="Glue",
+            action="startJobRun",
+            parameters={"JobName": job_name, "Arguments": {"--checkpoint": self.arguments["--checkpoint"]}},
+            physical_resource_id=cr.PhysicalResourceId.from_response("JobRunId"),
+        )
+        self.job_run = cr.AwsCustomResource(
+            self,
+            "JobRun",
+            resource_type="Custom::GlueStreamingJobRun",
+            on_create=start,
+            on_update=start,
+            on_delete=cr.AwsSdkCall(
+                service="Glue",
+                action="batchStopJobRun",
+                parameters={"JobName": job_name, "JobRunIds": [cr.PhysicalResourceIdReference()]},
+            ),
+            policy=cr.AwsCustomResourcePolicy.from_statements(
+                [iam.PolicyStatement(actions=["glue:StartJobRun", "glue:BatchStopJobRun", "glue:GetJobRun"], resources=[job_arn])]
+            ),
+            install_latest_aws_sdk=False,
+            timeout=Duration.minutes(5),
+        )
+        self.job_run.node.add_dependency(self.job)
+        self.key.grant_encrypt_decrypt(self.job_role)
+        glue_logs = Stack.of(self).format_arn(
+            service="logs", resource="log-group", resource_name="/aws-glue/*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+        )
+        self.job_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:AssociateKmsKey"],
+                resources=[glue_logs],
+            )
+        )
+        self.job_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": "Glue"}},
+            )
+        )
+

@@ -1,0 +1,235 @@
+"""Typed, validated deployment settings, parsed once from the CDK context (cdk.json, ``-c key=value``).
+
+Every setting has a default here; ``cdk.json`` repeats the defaults so operators see them in one place. A bad
+value fails synth with a :class:`ConfigError` that names the context key and shows the bad value with ``!r``.
+Values given on the command line (``-c max_load=5000``) arrive as strings, so numbers and booleans are parsed
+from strings too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+ENGINES = ("emr", "glue")
+EMR_RELEASE = "emr-spark-8.0.0"
+GLUE_VERSION = "5.1"
+# Fargate's valid (cpu, memory MiB) pairs for the sizes a geo worker uses.
+FARGATE_MEMORY = {
+    256: (512, 1024, 2048),
+    512: tuple(range(1024, 4097, 1024)),
+    1024: tuple(range(2048, 8193, 1024)),
+    2048: tuple(range(4096, 16385, 1024)),
+    4096: tuple(range(8192, 30721, 1024)),
+}
+_PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$")
+_VPC_RE = re.compile(r"^vpc-[0-9a-f]{8,17}$")
+_EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+class ConfigError(ValueError):
+    """A context setting is missing its required shape; the message names the key and the bad value."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyConfig:
+    """Rebalance policy (``partitioner.policy.RebalancePolicy``), passed to the partitioner as POLICY_JSON."""
+
+    high_watermark: float
+    low_watermark: float
+    max_waste_ratio: float
+    cooldown_s: int
+    min_change: float
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeoConfig:
+    """All deployment settings. Build it with :func:`load_config`; never mutate it."""
+
+    prefix: str
+    engine: str
+    max_load: float
+    grid_zoom: int
+    zoom: int
+    refine_events: int
+    window_s: int
+    watermark_s: int
+    policy: PolicyConfig
+    vpc_id: str | None
+    nat_gateways: int
+    lease_s: int
+    worker_cpu: int
+    worker_memory_mib: int
+    router_batch_size: int
+    router_batching_window_s: int
+    router_parallelism: int
+    log_retention_days: int
+    alarm_email: str | None
+    spec_age_alarm_s: int
+    utilisation_alarm: float
+    quarantine_alarm_per_5min: int
+    emr_max_vcpu: int
+    emr_max_memory_gb: int
+    glue_workers: int
+    retain_data: bool
+
+    @property
+    def geo_stream_prefix(self) -> str:
+        """Name prefix of the per-version geo streams (docs/CONTRACTS.md: ``<prefix>-geo-v<version>``)."""
+        return f"{self.prefix}-geo-v"
+
+
+DEFAULTS: dict[str, Any] = {
+    "prefix": "georebal",
+    "engine": "emr",
+    "max_load": 10000,
+    "grid_zoom": 12,
+    "zoom": 18,
+    "refine_events": 500,
+    "window_s": 300,
+    "watermark_s": 60,
+    "high_watermark": 0.9,
+    "low_watermark": 0.5,
+    "max_waste_ratio": 1.25,
+    "cooldown_s": 600,
+    "min_change": 0.05,
+    "vpc_id": "",
+    "nat_gateways": 1,
+    "lease_s": 30,
+    "worker_cpu": 512,
+    "worker_memory_mib": 1024,
+    "router_batch_size": 500,
+    "router_batching_window_s": 1,
+    "router_parallelism": 1,
+    "log_retention_days": 30,
+    "alarm_email": "",
+    "spec_age_alarm_s": 86400,
+    "utilisation_alarm": 0.95,
+    "quarantine_alarm_per_5min": 100,
+    "emr_max_vcpu": 16,
+    "emr_max_memory_gb": 64,
+    "glue_workers": 2,
+    "retain_data": True,
+}
+
+
+def _raw(ctx: Mapping[str, Any], key: str) -> Any:
+    value = ctx.get(key)
+    return DEFAULTS[key] if value is None else value
+
+
+def _int(ctx: Mapping[str, Any], key: str, lo: int, hi: int) -> int:
+    value = _raw(ctx, key)
+    try:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError
+        parsed = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"context {key!r} must be an integer, got {value!r}") from None
+    if not lo <= parsed <= hi:
+        raise ConfigError(f"context {key!r} must be in [{lo}, {hi}], got {value!r}")
+    return parsed
+
+
+def _float(ctx: Mapping[str, Any], key: str, lo: float, hi: float, *, lo_open: bool = False) -> float:
+    value = _raw(ctx, key)
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        parsed = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"context {key!r} must be a number, got {value!r}") from None
+    if parsed != parsed or not (lo < parsed if lo_open else lo <= parsed) or parsed > hi:
+        bounds = f"({lo}, {hi}]" if lo_open else f"[{lo}, {hi}]"
+        raise ConfigError(f"context {key!r} must be in {bounds}, got {value!r}")
+    return parsed
+
+
+def _bool(ctx: Mapping[str, Any], key: str) -> bool:
+    value = _raw(ctx, key)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ConfigError(f"context {key!r} must be true or false, got {value!r}")
+
+
+def _text(ctx: Mapping[str, Any], key: str, check: Callable[[str], bool], what: str) -> str:
+    value = _raw(ctx, key)
+    if not isinstance(value, str) or not check(value):
+        raise ConfigError(f"context {key!r} must be {what}, got {value!r}")
+    return value
+
+
+def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
+    """Parse and validate the settings; raises :class:`ConfigError` naming the first bad key."""
+    prefix = _text(ctx, "prefix", lambda v: bool(_PREFIX_RE.match(v)), "3-20 chars of a-z, 0-9, '-' starting with a letter")
+    engine = _text(ctx, "engine", lambda v: v in ENGINES, f"one of {ENGINES}")
+    grid_zoom = _int(ctx, "grid_zoom", 1, 20)
+    zoom = _int(ctx, "zoom", 1, 23)
+    if zoom < grid_zoom:
+        raise ConfigError(f"context 'zoom' must be >= grid_zoom ({grid_zoom}), got {_raw(ctx, 'zoom')!r}")
+    window_s = _int(ctx, "window_s", 10, 86400)
+    watermark_s = _int(ctx, "watermark_s", 1, 86400)
+    if watermark_s > window_s:
+        raise ConfigError(f"context 'watermark_s' must be <= window_s ({window_s}), got {_raw(ctx, 'watermark_s')!r}")
+    high = _float(ctx, "high_watermark", 0.0, 1.0, lo_open=True)
+    low = _float(ctx, "low_watermark", 0.0, 1.0)
+    if low >= high:
+        raise ConfigError(f"context 'low_watermark' must be < high_watermark ({high}), got {_raw(ctx, 'low_watermark')!r}")
+    policy = PolicyConfig(
+        high_watermark=high,
+        low_watermark=low,
+        max_waste_ratio=_float(ctx, "max_waste_ratio", 1.0, 100.0),
+        cooldown_s=_int(ctx, "cooldown_s", 0, 7 * 86400),
+        min_change=_float(ctx, "min_change", 0.0, 1.0),
+    )
+    vpc_id = _text(ctx, "vpc_id", lambda v: v == "" or bool(_VPC_RE.match(v)), "'' (create a VPC) or a VPC id vpc-...")
+    worker_cpu = _int(ctx, "worker_cpu", 256, 4096)
+    if worker_cpu not in FARGATE_MEMORY:
+        raise ConfigError(f"context 'worker_cpu' must be one of {sorted(FARGATE_MEMORY)}, got {_raw(ctx, 'worker_cpu')!r}")
+    worker_memory = _int(ctx, "worker_memory_mib", 512, 30720)
+    if worker_memory not in FARGATE_MEMORY[worker_cpu]:
+        raise ConfigError(
+            f"context 'worker_memory_mib' must be a Fargate memory size for worker_cpu={worker_cpu} "
+            f"{FARGATE_MEMORY[worker_cpu]}, got {_raw(ctx, 'worker_memory_mib')!r}"
+        )
+    email = _text(ctx, "alarm_email", lambda v: v == "" or bool(_EMAIL_RE.match(v)), "'' or an e-mail address")
+    return GeoConfig(
+        prefix=prefix,
+        engine=engine,
+        max_load=_float(ctx, "max_load", 0.0, 1e12, lo_open=True),
+        grid_zoom=grid_zoom,
+        zoom=zoom,
+        refine_events=_int(ctx, "refine_events", 1, 10**9),
+        window_s=window_s,
+        watermark_s=watermark_s,
+        policy=policy,
+        vpc_id=vpc_id or None,
+        nat_gateways=_int(ctx, "nat_gateways", 1, 3),
+        lease_s=_int(ctx, "lease_s", 3, 3600),
+        worker_cpu=worker_cpu,
+        worker_memory_mib=worker_memory,
+        router_batch_size=_int(ctx, "router_batch_size", 1, 10000),
+        router_batching_window_s=_int(ctx, "router_batching_window_s", 0, 300),
+        router_parallelism=_int(ctx, "router_parallelism", 1, 10),
+        log_retention_days=_int(ctx, "log_retention_days", 1, 3653),
+        alarm_email=email or None,
+        spec_age_alarm_s=_int(ctx, "spec_age_alarm_s", 60, 30 * 86400),
+        utilisation_alarm=_float(ctx, "utilisation_alarm", 0.0, 10.0, lo_open=True),
+        quarantine_alarm_per_5min=_int(ctx, "quarantine_alarm_per_5min", 1, 10**9),
+        emr_max_vcpu=_int(ctx, "emr_max_vcpu", 1, 4000),
+        emr_max_memory_gb=_int(ctx, "emr_max_memory_gb", 2, 24000),
+        glue_workers=_int(ctx, "glue_workers", 2, 299),
+        retain_data=_bool(ctx, "retain_data"),
+    )
+
+
+def config_from_node(node: Any) -> GeoConfig:
+    """Read every known key from a construct node's context (cdk.json + ``-c``) and validate."""
+    return load_config({key: node.try_get_context(key) for key in DEFAULTS})

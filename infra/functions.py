@@ -1,0 +1,85 @@
+"""Shared plumbing of the Python Lambda functions: one code asset, one dependency layer, explicit log groups.
+
+Every function: Python 3.14 on arm64, the shared code asset (``lambdas/`` + ``partitioner/``, local bundling),
+the numpy/scipy/powertools layer (installed offline from the wheel cache), X-Ray tracing, its own log group
+with the configured retention, and the common environment of docs/CONTRACTS.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra import assets
+from infra.config import GeoConfig
+
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+ARCHITECTURE = lambda_.Architecture.ARM_64
+
+
+class LambdaKit(Construct):
+    """Holds the shared ``code`` and ``layer``; :meth:`function` builds one configured function."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: GeoConfig) -> None:
+        super().__init__(scope, construct_id)
+        self._config = config
+        self.code = assets.lambda_code()
+        self.layer = lambda_.LayerVersion(
+            self,
+            "Deps",
+            code=assets.layer_code(),
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[ARCHITECTURE],
+            description="numpy, scipy, aws-lambda-powertools (requirements-lambda.txt)",
+        )
+
+    def function(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        entry: assets.EntryPoint,
+        description: str,
+        environment: Mapping[str, str],
+        timeout: Duration,
+        memory_mb: int = 512,
+    ) -> lambda_.Function:
+        log_group = logs.LogGroup(
+            scope,
+            f"{construct_id}Logs",
+            retention=retention(self._config.log_retention_days),
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        return lambda_.Function(
+            scope,
+            construct_id,
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            code=self.code,
+            handler=assets.require(entry).handler,
+            layers=[self.layer],
+            description=description,
+            environment=dict(environment),
+            timeout=timeout,
+            memory_size=memory_mb,
+            tracing=lambda_.Tracing.ACTIVE,
+            log_group=log_group,
+        )
+
+
+_RETENTIONS = (
+    (1, logs.RetentionDays.ONE_DAY), (3, logs.RetentionDays.THREE_DAYS), (5, logs.RetentionDays.FIVE_DAYS),
+    (7, logs.RetentionDays.ONE_WEEK), (14, logs.RetentionDays.TWO_WEEKS), (30, logs.RetentionDays.ONE_MONTH),
+    (60, logs.RetentionDays.TWO_MONTHS), (90, logs.RetentionDays.THREE_MONTHS), (180, logs.RetentionDays.SIX_MONTHS),
+    (365, logs.RetentionDays.ONE_YEAR), (731, logs.RetentionDays.TWO_YEARS), (1827, logs.RetentionDays.FIVE_YEARS),
+    (3653, logs.RetentionDays.TEN_YEARS),
+)  # fmt: skip
+
+
+def retention(days: int) -> logs.RetentionDays:
+    """The smallest CloudWatch Logs retention (a fixed set of values) that keeps at least ``days``."""
+    return next((value for limit, value in _RETENTIONS if limit >= days), _RETENTIONS[-1][1])

@@ -1,0 +1,56 @@
+"""Per-version geo streams ``<prefix>-geo-v<version>`` (docs/CONTRACTS.md): created by the deployer, written by
+the router, read by the workers, deleted after blue retires. They are not CloudFormation resources; this
+construct owns their KMS key (server-side encryption, passed as ``GEO_STREAM_KMS_KEY``) and the scoped
+permissions for each role (every statement is limited to the ``<prefix>-geo-v*`` streams).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import ArnFormat, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from infra.config import GeoConfig
+
+MANAGE_ACTIONS = (
+    "kinesis:CreateStream", "kinesis:DeleteStream", "kinesis:DescribeStream", "kinesis:DescribeStreamSummary",
+    "kinesis:ListShards", "kinesis:AddTagsToStream", "kinesis:StartStreamEncryption",
+)  # fmt: skip
+WRITE_ACTIONS = ("kinesis:PutRecord", "kinesis:PutRecords", "kinesis:DescribeStreamSummary", "kinesis:ListShards")
+READ_ACTIONS = (
+    "kinesis:GetRecords", "kinesis:GetShardIterator", "kinesis:DescribeStream", "kinesis:DescribeStreamSummary",
+    "kinesis:ListShards",
+)  # fmt: skip
+
+
+class GeoStreams(Construct):
+    """``key`` and ``stream_arns`` (the ARN pattern of every geo stream of this deployment)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: GeoConfig) -> None:
+        super().__init__(scope, construct_id)
+        self.key = kms.Key(self, "Key", description=f"{config.prefix}: per-version geo streams", enable_key_rotation=True)
+        self.stream_arns = Stack.of(self).format_arn(
+            service="kinesis",
+            resource="stream",
+            resource_name=f"{config.geo_stream_prefix}*",
+            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+        )
+
+    def _grant(self, grantee: iam.IGrantable, actions: tuple[str, ...]) -> None:
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(actions), resources=[self.stream_arns])
+        )
+
+    def grant_manage(self, grantee: iam.IGrantable) -> None:
+        """Create (encrypted with ``key``), describe and delete geo streams."""
+        self._grant(grantee, MANAGE_ACTIONS)
+        self.key.grant(grantee, "kms:DescribeKey", "kms:GenerateDataKey", "kms:Decrypt")
+
+    def grant_write(self, grantee: iam.IGrantable) -> None:
+        self._grant(grantee, WRITE_ACTIONS)
+        self.key.grant(grantee, "kms:GenerateDataKey")
+
+    def grant_read(self, grantee: iam.IGrantable) -> None:
+        self._grant(grantee, READ_ACTIONS)
+        self.key.grant_decrypt(grantee)

@@ -1,0 +1,151 @@
+"""CloudWatch dashboard and alarms, with an encrypted SNS topic for alarm notifications.
+
+Metrics (docs/CONTRACTS.md "Metrics"):
+
+* worker utilisation: ``GeoRebalancer/WorkerUtilisation`` (dimension ``service=partitioner``), the max over
+  workers of measured load / max_load, from the cost reports (an EMF metric of the partitioner);
+* spec age: ``GeoRebalancer/SpecAgeSeconds`` (dimension ``service=partitioner``), age of the active spec;
+* router iterator age: ``AWS/Lambda IteratorAge`` of the router;
+* quarantine rate: ``AWS/S3 PutRequests`` on the quarantine bucket, request-metrics filter ``QuarantineWrites``;
+* failed deploys: an EventBridge rule on ECS ``SERVICE_DEPLOYMENT_FAILED`` for the worker service
+  (``AWS/Events TriggeredRules``), plus the hooks and deployer Lambda errors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Aws, Duration
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subs
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.config import GeoConfig
+from infra.storage import QUARANTINE_METRICS_FILTER
+
+NAMESPACE = "GeoRebalancer"
+WORKER_UTILISATION = "WorkerUtilisation"
+SPEC_AGE = "SpecAgeSeconds"
+ROUTER_ITERATOR_AGE_MS = 60_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class Watched:
+    """What the dashboard watches."""
+
+    router: lambda_.IFunction
+    partitioner: lambda_.IFunction
+    deployer: lambda_.IFunction
+    hooks: lambda_.IFunction
+    router_failures: sqs.IQueue
+    quarantine: s3.IBucket
+    service_arn: str
+    service_name: str
+    cluster_name: str
+
+
+class Monitoring(Construct):
+    """``topic`` (alarm notifications), ``alarms`` (by name), ``dashboard``, ``deploy_failed_rule``."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: GeoConfig, watched: Watched) -> None:
+        super().__init__(scope, construct_id)
+        self.key = kms.Key(self, "TopicKey", description=f"{config.prefix}: alarm topic", enable_key_rotation=True)
+        for service in ("cloudwatch.amazonaws.com", "events.amazonaws.com"):
+            self.key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                    principals=[iam.ServicePrincipal(service)],
+                    resources=["*"],
+                    conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+                )
+            )
+        self.topic = sns.Topic(
+            self, "Alarms", topic_name=f"{config.prefix}-alarms", master_key=self.key, enforce_ssl=True
+        )
+        if config.alarm_email:
+            self.topic.add_subscription(subs.EmailSubscription(config.alarm_email))
+        dims = {"service": "partitioner"}  # powertools Metrics(namespace="GeoRebalancer", service="partitioner")
+        five = Duration.minutes(5)
+        utilisation = cw.Metric(
+            namespace=NAMESPACE, metric_name=WORKER_UTILISATION, dimensions_map=dims, statistic="Maximum", period=five
+        )
+        spec_age = cw.Metric(namespace=NAMESPACE, metric_name=SPEC_AGE, dimensions_map=dims, statistic="Maximum", period=five)
+        iterator_age = watched.router.metric("IteratorAge", statistic="Maximum", period=Duration.minutes(1))
+        quarantined = cw.Metric(
+            namespace="AWS/S3",
+            metric_name="PutRequests",
+            dimensions_map={"BucketName": watched.quarantine.bucket_name, "FilterId": QUARANTINE_METRICS_FILTER},
+            statistic="Sum",
+            period=five,
+        )
+        self.deploy_failed_rule = events.Rule(
+            self,
+            "DeployFailed",
+            description="ECS blue/green deployment of the geo workers failed or rolled back",
+            event_pattern=events.EventPattern(
+                source=["aws.ecs"],
+                detail_type=["ECS Deployment State Change"],
+                resources=[watched.service_arn],
+                detail={"eventName": ["SERVICE_DEPLOYMENT_FAILED"]},
+            ),
+            targets=[targets.SnsTopic(self.topic)],
+        )
+        failed_deploys = cw.Metric(
+            namespace="AWS/Events",
+            metric_name="TriggeredRules",
+            dimensions_map={"RuleName": self.deploy_failed_rule.rule_name},
+            statistic="Sum",
+            period=five,
+        )
+        failures_visible = watched.router_failures.metric_approximate_number_of_messages_visible(period=five)
+        self.alarms: dict[str, cw.Alarm] = {}
+        self._alarm("WorkerUtilisation", utilisation, config.utilisation_alarm, 3, "a worker's load exceeds its share")
+        self._alarm("SpecAge", spec_age, config.spec_age_alarm_s, 1, "the active spec is older than spec_age_alarm_s")
+        self._alarm("RouterIteratorAge", iterator_age, ROUTER_ITERATOR_AGE_MS, 5, "the router falls behind the ingest stream")
+        self._alarm("QuarantineRate", quarantined, config.quarantine_alarm_per_5min, 1, "many events are quarantined")
+        self._alarm("FailedDeploys", failed_deploys, 0, 1, "an ECS blue/green deploy of the workers failed")
+        self._alarm("RouterFailures", failures_visible, 0, 1, "router batches ended in the failure queue")
+        for name, fn in (("Partitioner", watched.partitioner), ("Deployer", watched.deployer), ("Hooks", watched.hooks)):
+            self._alarm(f"{name}Errors", fn.metric_errors(period=five, statistic="Sum"), 0, 1, f"the {name.lower()} Lambda failed")
+        self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"{config.prefix}-geo-rebalancer")
+        self.dashboard.add_widgets(
+            cw.GraphWidget(title="Worker utilisation (max, from cost reports)", left=[utilisation], width=12),
+            cw.GraphWidget(title="Active spec age (s)", left=[spec_age], width=12),
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(title="Router iterator age (ms)", left=[iterator_age], width=8),
+            cw.GraphWidget(title="Quarantined writes / 5 min", left=[quarantined], width=8),
+            cw.GraphWidget(title="Failed deploys", left=[failed_deploys], width=8),
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Lambda errors",
+                left=[fn.metric_errors(period=five) for fn in (watched.router, watched.partitioner, watched.deployer, watched.hooks)],
+                width=12,
+            ),
+            cw.GraphWidget(title="Router failure queue", left=[failures_visible], width=12),
+        )
+        self.dashboard.add_widgets(cw.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=24))
+
+    def _alarm(self, name: str, metric: cw.IMetric, threshold: float, periods: int, description: str) -> None:
+        alarm = cw.Alarm(
+            self,
+            f"{name}Alarm",
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=periods,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"Geo Rebalancer: {description}",
+        )
+        alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+        self.alarms[name] = alarm

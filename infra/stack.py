@@ -1,0 +1,236 @@
+"""The Geo Rebalancer stack: composes one construct per concern, owns every grant, and exports what an operator
+needs. One stack on purpose: the bucket notifications, the hook target and the grants reference each other,
+and a single stack keeps them free of cross-stack export cycles (``cdk deploy --all`` deploys it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import ArnFormat, Aws, CfnOutput, Stack
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from infra.aggregation import EmrServerlessAggregation, GlueStreamingAggregation, JobInputs
+from infra.config import GeoConfig
+from infra.deploy import DeployerFunction, HooksFunction
+from infra.functions import LambdaKit
+from infra.geo_streams import GeoStreams
+from infra.ingest import IngestStream
+from infra.monitoring import Monitoring, Watched
+from infra.network import Network
+from infra.partitioner_fn import PartitionerFunction
+from infra.router import RouterFunction
+from infra.storage import Storage
+from infra.suppressions import acknowledge_findings
+from infra.tables import ControlTables
+from infra.workers import Workers, cluster_name, service_name
+
+
+class GeoRebalancerStack(Stack):
+    """Everything of one deployment (named by ``config.prefix``)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: GeoConfig, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, description="Geo Rebalancer: dynamically rebalanced geo stream processing", **kwargs)
+        self.config = config
+        self.network = Network(self, "Network", config=config)
+        self.ingest = IngestStream(self, "Ingest", config=config)
+        self.storage = Storage(self, "Storage", config=config)
+        self.tables = ControlTables(self, "Tables", config=config)
+        self.geo_streams = GeoStreams(self, "GeoStreams", config=config)
+        inputs = JobInputs(
+            stream=self.ingest.stream,
+            snapshots=self.storage.snapshots,
+            quarantine=self.storage.quarantine,
+            checkpoints=self.storage.checkpoints,
+            costs=self.storage.costs,
+        )
+        self.aggregation: EmrServerlessAggregation | GlueStreamingAggregation
+        if config.engine == "emr":
+            self.aggregation = EmrServerlessAggregation(
+                self,
+                "Aggregation",
+                config=config,
+                inputs=inputs,
+                subnets=self.network.vpc.select_subnets(subnet_type=self.network.private_subnets.subnet_type).subnets,
+                security_group=self.network.security_group,
+            )
+        else:
+            self.aggregation = GlueStreamingAggregation(self, "Aggregation", config=config, inputs=inputs)
+
+        env = self.environment()
+        kit = LambdaKit(self, "Lambda", config=config)
+        self.partitioner = PartitionerFunction(self, "Partitioner", kit=kit, snapshots=self.storage.snapshots, environment=env)
+        self.router = RouterFunction(self, "Router", config=config, kit=kit, stream=self.ingest.stream, environment=env)
+        self.hooks = HooksFunction(self, "Hooks", kit=kit, environment=env)
+        self.workers = Workers(
+            self,
+            "Workers",
+            config=config,
+            vpc=self.network.vpc,
+            subnets=self.network.private_subnets,
+            security_group=self.network.security_group,
+            hooks=self.hooks.function,
+            environment={k: v for k, v in env.items() if k not in ("POLICY_JSON", "SNAPSHOTS_BUCKET")},
+        )
+        self.deployer = DeployerFunction(self, "Deployer", kit=kit, specs=self.storage.specs, environment=env)
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            config=config,
+            watched=Watched(
+                router=self.router.function,
+                partitioner=self.partitioner.function,
+                deployer=self.deployer.function,
+                hooks=self.hooks.function,
+                router_failures=self.router.failures,
+                quarantine=self.storage.quarantine,
+                service_arn=self.service_arn,
+                service_name=service_name(config),
+                cluster_name=cluster_name(config),
+            ),
+        )
+        self._grant()
+        self._outputs()
+        acknowledge_findings(self)
+
+    # -- names shared with the Lambdas and workers (docs/CONTRACTS.md "Environment variables") --------------
+    def environment(self) -> dict[str, str]:
+        config, storage = self.config, self.storage
+        return {
+            "GEO_PREFIX": config.prefix,
+            "CONTROL_TABLE": self.tables.control.table_name,
+            "LEASES_TABLE": self.tables.leases.table_name,
+            "SNAPSHOTS_BUCKET": storage.snapshots.bucket_name,
+            "SPECS_BUCKET": storage.specs.bucket_name,
+            "COSTS_BUCKET": storage.costs.bucket_name,
+            "QUARANTINE_BUCKET": storage.quarantine.bucket_name,
+            "OUTPUT_BUCKET": storage.output.bucket_name,
+            "MAX_LOAD": repr(config.max_load),
+            "GRID_ZOOM": str(config.grid_zoom),
+            "POLICY_JSON": config.policy.to_json(),
+            "ECS_CLUSTER": cluster_name(config),
+            "ECS_SERVICE": service_name(config),
+            "GEO_STREAM_KMS_KEY": self.geo_streams.key.key_arn,
+        }
+
+    @property
+    def service_arn(self) -> str:
+        return self.format_arn(
+            service="ecs",
+            resource="service",
+            resource_name=f"{cluster_name(self.config)}/{service_name(self.config)}",
+            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+        )
+
+    # -- least-privilege grants: every role gets exactly what its code path uses ----------------------------
+    def _grant(self) -> None:
+        storage, tables, geo = self.storage, self.tables, self.geo_streams
+        job = self.aggregation.job_role
+        self.ingest.stream.grant_read(job)
+        storage.snapshots.grant_read_write(job)
+        storage.checkpoints.grant_read_write(job)
+        storage.quarantine.grant_put(job)
+        storage.costs.grant_read(job)
+
+        partitioner = self.partitioner.function
+        storage.snapshots.grant_read(partitioner)
+        storage.costs.grant_read(partitioner)
+        storage.specs.grant_read_write(partitioner)
+        tables.control.grant_read_write_data(partitioner)
+
+        router = self.router.function
+        tables.control.grant_read_data(router)
+        storage.specs.grant_read(router)
+        storage.quarantine.grant_put(router)
+        geo.grant_write(router)
+
+        deployer = self.deployer.function
+        storage.specs.grant_read(deployer)
+        tables.control.grant_read_write_data(deployer)
+        tables.leases.grant_read_data(deployer)
+        geo.grant_manage(deployer)
+        self._grant_ecs_deploy(deployer)
+
+        hooks = self.hooks.function
+        storage.specs.grant_read(hooks)
+        tables.control.grant_read_write_data(hooks)
+        tables.leases.grant_read_write_data(hooks)
+        geo.grant_manage(hooks)
+        hooks.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["ecs:DescribeServices", "ecs:DescribeServiceDeployments", "ecs:ListServiceDeployments"],
+                resources=[self.service_arn, self._service_deployments_arn()],
+            )
+        )
+        # ECS assumes the hook role to invoke the hooks function (the unqualified function only).
+        self.workers.hook_role.add_to_policy(
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[hooks.function_arn])
+        )
+
+        task = self.workers.task_role
+        tables.leases.grant_read_write_data(task)
+        tables.control.grant_read_data(task)
+        storage.specs.grant_read(task)
+        storage.costs.grant_put(task)
+        storage.output.grant_put(task)
+        storage.quarantine.grant_put(task)
+        geo.grant_read(task)
+
+    def _service_deployments_arn(self) -> str:
+        return self.format_arn(
+            service="ecs",
+            resource="service-deployment",
+            resource_name=f"{cluster_name(self.config)}/{service_name(self.config)}/*",
+            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+        )
+
+    def _grant_ecs_deploy(self, grantee: iam.IGrantable) -> None:
+        principal = grantee.grant_principal
+        # RegisterTaskDefinition/DescribeTaskDefinition do not support resource-level permissions (Resource "*").
+        principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=["ecs:RegisterTaskDefinition", "ecs:DescribeTaskDefinition"], resources=["*"])
+        )
+        principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["ecs:UpdateService", "ecs:DescribeServices", "ecs:DescribeServiceDeployments", "ecs:ListServiceDeployments"],
+                resources=[self.service_arn, self._service_deployments_arn()],
+            )
+        )
+        principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[self.workers.task_role.role_arn, self.workers.execution_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "ecs-tasks.amazonaws.com"}},
+            )
+        )
+
+    def _outputs(self) -> None:
+        storage = self.storage
+        values = {
+            "IngestStreamName": self.ingest.stream.stream_name,
+            "SnapshotsBucket": storage.snapshots.bucket_name,
+            "SpecsBucket": storage.specs.bucket_name,
+            "CheckpointsBucket": storage.checkpoints.bucket_name,
+            "QuarantineBucket": storage.quarantine.bucket_name,
+            "CostsBucket": storage.costs.bucket_name,
+            "OutputBucket": storage.output.bucket_name,
+            "ControlTable": self.tables.control.table_name,
+            "LeasesTable": self.tables.leases.table_name,
+            "ClusterName": self.workers.cluster.cluster_name,
+            "ServiceName": self.workers.service.service_name,
+            "RouterFailureQueue": self.router.failures.queue_url,
+            "AlarmTopic": self.monitoring.topic.topic_arn,
+            "DashboardUrl": (
+                f"https://{Aws.REGION}.console.aws.amazon.com/cloudwatch/home?region={Aws.REGION}"
+                f"#dashboards:name={self.monitoring.dashboard.dashboard_name}"
+            ),
+            "Engine": self.config.engine,
+        }
+        if isinstance(self.aggregation, EmrServerlessAggregation):
+            values["EmrApplicationId"] = self.aggregation.application.attr_application_id
+            values["EmrJobRunId"] = self.aggregation.job_run.get_response_field("jobRunId")
+        else:
+            values["GlueJobName"] = self.aggregation.job.job_name
+        for name, value in values.items():
+            CfnOutput(self, name, value=value)

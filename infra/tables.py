@@ -1,0 +1,41 @@
+"""DynamoDB tables (docs/CONTRACTS.md): ``control`` (key ``pk``) and ``leases`` (key ``lease_key``).
+
+On-demand billing, point-in-time recovery, encryption with a customer-managed KMS key, deletion protection when
+``retain_data`` is on.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from infra.config import GeoConfig
+
+
+class ControlTables(Construct):
+    """``control`` (desired/active/deploy/policy pointers) and ``leases`` (worker slot leases), one KMS ``key``."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: GeoConfig) -> None:
+        super().__init__(scope, construct_id)
+        removal = RemovalPolicy.RETAIN if config.retain_data else RemovalPolicy.DESTROY
+        self.key = kms.Key(
+            self, "Key", description=f"{config.prefix}: control and leases tables", enable_key_rotation=True, removal_policy=removal
+        )
+        self.control = self._table("Control", f"{config.prefix}-control", "pk", config, removal)
+        self.leases = self._table("Leases", f"{config.prefix}-leases", "lease_key", config, removal)
+
+    def _table(self, construct_id: str, name: str, key: str, config: GeoConfig, removal: RemovalPolicy) -> dynamodb.Table:
+        return dynamodb.Table(
+            self,
+            construct_id,
+            table_name=name,
+            partition_key=dynamodb.Attribute(name=key, type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
+            encryption_key=self.key,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(point_in_time_recovery_enabled=True),
+            deletion_protection=config.retain_data,
+            removal_policy=removal,
+        )

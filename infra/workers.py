@@ -1,0 +1,138 @@
+"""Geo workers: ECS cluster, Fargate task definition from the worker image asset, and a headless Fargate service
+with ECS-native blue/green deployments whose lifecycle hooks invoke the hooks Lambda.
+
+The image is built from ``geo_service/Dockerfile`` with the repo root as context (a DockerImageAsset: synth only
+fingerprints it; ``cdk deploy`` builds and pushes it). The service starts at desired count 0: the deployer sets
+the count (one task per spec worker slot) and registers the task-definition revision carrying ``SPEC_VERSION``;
+the service tracks the family's latest revision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra import assets
+from infra.config import GeoConfig
+from infra.functions import retention
+
+# The image needs only partitioner/ and geo_service/ (as geo_service/Dockerfile.dockerignore says): an allowlist
+# keeps the fingerprint and the build context small (.venv*, node_modules, cdk.out never enter it).
+IMAGE_EXCLUDES = ["**", "!partitioner/", "!partitioner/**", "!geo_service/", "!geo_service/**", "**/__pycache__", "**/*.pyc"]
+# Lifecycle stages the hooks Lambda handles (docs/CONTRACTS.md "Worker lifecycle, readiness and drain").
+HOOK_STAGES = (
+    ecs.DeploymentLifecycleStage.POST_SCALE_UP,  # hold green until every slot is leased and warm, then flip
+    ecs.DeploymentLifecycleStage.POST_PRODUCTION_TRAFFIC_SHIFT,  # hold until blue has drained; retire its stream
+)
+CONTAINER_NAME = "worker"
+
+
+def cluster_name(config: GeoConfig) -> str:
+    return f"{config.prefix}-workers"
+
+
+def service_name(config: GeoConfig) -> str:
+    return f"{config.prefix}-geo-workers"
+
+
+class Workers(Construct):
+    """``cluster``, ``task_definition`` (``task_role``, ``execution_role``), ``service``, ``hook_role``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: GeoConfig,
+        vpc: ec2.IVpc,
+        subnets: ec2.SubnetSelection,
+        security_group: ec2.ISecurityGroup,
+        hooks: lambda_.IFunction,
+        environment: Mapping[str, str],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.cluster = ecs.Cluster(
+            self,
+            "Cluster",
+            cluster_name=cluster_name(config),
+            vpc=vpc,
+            container_insights_v2=ecs.ContainerInsights.ENHANCED,
+        )
+        self.task_definition = ecs.FargateTaskDefinition(
+            self,
+            "Task",
+            family=f"{config.prefix}-geo-worker",
+            cpu=config.worker_cpu,
+            memory_limit_mib=config.worker_memory_mib,
+            runtime_platform=ecs.RuntimePlatform(
+                cpu_architecture=ecs.CpuArchitecture.X86_64,
+                operating_system_family=ecs.OperatingSystemFamily.LINUX,
+            ),
+        )
+        self.task_role: iam.IRole = self.task_definition.task_role
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=retention(config.log_retention_days), removal_policy=RemovalPolicy.DESTROY
+        )
+        dockerfile = assets.require(assets.WORKER_DOCKERFILE)
+        assets.require(assets.WORKER_HEALTHCHECK)
+        self.image = ecr_assets.DockerImageAsset(
+            self,
+            "Image",
+            directory=str(assets.REPO_ROOT),
+            file=dockerfile.path,
+            platform=ecr_assets.Platform.LINUX_AMD64,
+            exclude=IMAGE_EXCLUDES,
+        )
+        self.container = self.task_definition.add_container(
+            CONTAINER_NAME,
+            image=ecs.ContainerImage.from_docker_image_asset(self.image),
+            environment={**environment, "LEASE_S": str(config.lease_s)},
+            logging=ecs.LogDriver.aws_logs(stream_prefix="worker", log_group=self.log_group),
+            readonly_root_filesystem=False,
+            essential=True,
+            # ECS ignores the Dockerfile HEALTHCHECK; this is the image's own probe (docs/CONTRACTS.md).
+            health_check=ecs.HealthCheck(
+                command=["CMD", "python", "-m", "geo_service.healthcheck"],
+                interval=Duration.seconds(15),
+                timeout=Duration.seconds(5),
+                start_period=Duration.seconds(60),
+                retries=3,
+            ),
+        )
+        self.execution_role: iam.IRole = self.task_definition.obtain_execution_role()
+        self.hook_role = iam.Role(
+            self,
+            "HookRole",
+            assumed_by=iam.ServicePrincipal("ecs.amazonaws.com"),
+            description="ECS invokes the blue/green lifecycle hook Lambda with this role",
+        )
+        self.service = ecs.FargateService(
+            self,
+            "Service",
+            cluster=self.cluster,
+            service_name=service_name(config),
+            task_definition=self.task_definition,
+            task_definition_revision=ecs.TaskDefinitionRevision.LATEST,
+            desired_count=0,
+            min_healthy_percent=100,
+            max_healthy_percent=200,
+            vpc_subnets=subnets,
+            security_groups=[security_group],
+            assign_public_ip=False,
+            deployment_strategy=ecs.DeploymentStrategy.BLUE_GREEN,
+            bake_time=Duration.minutes(2),
+            circuit_breaker=ecs.DeploymentCircuitBreaker(enable=True, rollback=True),
+            propagate_tags=ecs.PropagatedTagSource.SERVICE,
+            enable_ecs_managed_tags=True,
+        )
+        self.service.add_lifecycle_hook(
+            ecs.DeploymentLifecycleLambdaTarget(hooks, "Hooks", lifecycle_stages=list(HOOK_STAGES), role=self.hook_role)
+        )

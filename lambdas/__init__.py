@@ -1,0 +1,1 @@
+"""Lambda handlers of Geo Rebalancer: partitioner, router, deploy (deployer + ECS lifecycle hooks)."""

@@ -1,0 +1,1 @@
+"""Shared Lambda plumbing: env var names and config, AWS adapters, control-table records, event rules."""

@@ -1,0 +1,529 @@
+"""Small AWS adapters the handlers and the deploy controller talk through.
+
+Each adapter wraps one boto3 client and knows the request/response shapes of one concern, so the
+per-record logic stays typed and testable. :func:`make_clients` builds the clients once per module
+(pointed at moto when ``AWS_ENDPOINT_URL`` is set). Names and keys follow ``docs/CONTRACTS.md``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from lambdas.common.config import LambdaConfig
+from partitioner.errors import SpecError
+from partitioner.spec import Spec, check, spec_from_json
+
+KINESIS_MAX_RECORDS = 500
+KINESIS_MAX_BYTES = 5 * 1024 * 1024
+KINESIS_MAX_RECORD_BYTES = 1024 * 1024
+
+
+class AdapterError(RuntimeError):
+    """An AWS call failed in a way the caller must handle; the message names the resource."""
+
+
+class SpecExists(AdapterError):
+    """A spec object for this version already exists (specs are immutable)."""
+
+
+def now_iso(ts: float | None = None) -> str:
+    """Return an ISO-8601 UTC timestamp with a ``Z`` suffix."""
+    return datetime.fromtimestamp(time.time() if ts is None else ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+@dataclass(frozen=True)
+class Clients:
+    """The boto3 clients a handler uses (made once per module)."""
+
+    s3: Any
+    dynamodb: Any
+    kinesis: Any
+    ecs: Any
+
+
+def make_clients(config: LambdaConfig) -> Clients:
+    """Return boto3 clients for ``config`` (moto when ``endpoint_url`` is set).
+
+    Clients are thread-safe and costly to build, so one set is made per (region, endpoint) and process.
+    """
+    return _clients(config.region, config.endpoint_url)
+
+
+@functools.cache
+def _clients(region: str, endpoint_url: str | None) -> Clients:
+    cfg = Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5, read_timeout=30)
+    kw: dict[str, Any] = {"region_name": region, "config": cfg}
+    if endpoint_url:
+        kw["endpoint_url"] = endpoint_url
+    return Clients(s3=boto3.client("s3", **kw), dynamodb=boto3.client("dynamodb", **kw),
+                   kinesis=boto3.client("kinesis", **kw), ecs=boto3.client("ecs", **kw))
+
+
+# ---------------------------------------------------------------------------
+# DynamoDB: control table
+# ---------------------------------------------------------------------------
+
+
+def _to_ddb(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {"NULL": True}
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"S": repr(value)}  # DynamoDB numbers cannot be NaN or infinite
+    if isinstance(value, (int, float, Decimal)):
+        return {"N": str(value)}
+    if isinstance(value, str):
+        return {"S": value}
+    if isinstance(value, Mapping):
+        return {"M": {str(k): _to_ddb(v) for k, v in value.items()}}
+    if isinstance(value, (list, tuple)):
+        return {"L": [_to_ddb(v) for v in value]}
+    raise AdapterError(f"cannot store {value!r} of type {type(value).__name__} in DynamoDB")
+
+
+def _from_ddb(attr: Mapping[str, Any]) -> Any:
+    (kind, v), = attr.items()
+    if kind == "NULL":
+        return None
+    if kind == "BOOL":
+        return bool(v)
+    if kind == "N":
+        d = Decimal(v)
+        return int(d) if d == d.to_integral_value() and "." not in v and "e" not in v.lower() else float(d)
+    if kind == "S":
+        return v
+    if kind == "M":
+        return {k: _from_ddb(x) for k, x in v.items()}
+    if kind == "L":
+        return [_from_ddb(x) for x in v]
+    if kind == "SS":
+        return list(v)
+    raise AdapterError(f"unsupported DynamoDB attribute type {kind!r}")
+
+
+class ControlTable:
+    """The control table (key ``pk``): desired/active/deploy/policy/snapshot items, conditional writes."""
+
+    def __init__(self, dynamodb: Any, table: str) -> None:
+        self._ddb = dynamodb
+        self.table = table
+
+    def get(self, pk: str) -> dict[str, Any] | None:
+        """Return the item ``pk`` as plain Python values (strongly consistent), or None."""
+        try:
+            resp = self._ddb.get_item(TableName=self.table, Key={"pk": {"S": pk}}, ConsistentRead=True)
+        except ClientError as exc:
+            raise AdapterError(f"control table {self.table!r}: get {pk!r} failed: {exc}") from exc
+        item = resp.get("Item")
+        return None if item is None else {k: _from_ddb(v) for k, v in item.items()}
+
+    def put(self, pk: str, item: Mapping[str, Any], *, condition: str | None = None,
+            values: Mapping[str, Any] | None = None) -> bool:
+        """Put ``item`` at ``pk``; return False when ``condition`` does not hold."""
+        body = {"pk": {"S": pk}, **{k: _to_ddb(v) for k, v in item.items() if k != "pk"}}
+        kw: dict[str, Any] = {"TableName": self.table, "Item": body}
+        if condition:
+            kw["ConditionExpression"] = condition
+            if values:
+                kw["ExpressionAttributeValues"] = {k: _to_ddb(v) for k, v in values.items()}
+        try:
+            self._ddb.put_item(**kw)
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise AdapterError(f"control table {self.table!r}: put {pk!r} failed: {exc}") from exc
+        return True
+
+    def put_forward(self, pk: str, item: Mapping[str, Any]) -> bool:
+        """Put ``item`` (which has an int ``version``) only if ``pk`` is absent or holds a lower version."""
+        return self.put(pk, item, condition="attribute_not_exists(pk) OR version < :v",
+                        values={":v": int(item["version"])})
+
+    def put_if_rev(self, pk: str, item: Mapping[str, Any], expected_rev: int | None) -> bool:
+        """Optimistic lock: put ``item`` (with ``rev = expected_rev + 1``) only if the stored ``rev`` matches."""
+        if expected_rev is None:
+            return self.put(pk, item, condition="attribute_not_exists(pk)")
+        return self.put(pk, item, condition="rev = :r", values={":r": expected_rev})
+
+
+# ---------------------------------------------------------------------------
+# DynamoDB: leases table (read side; the workers write)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeaseView:
+    """One worker-slot lease as the control plane sees it."""
+
+    worker_id: str
+    owner: str | None
+    expires_at: float
+    ready: bool
+    released: bool
+    drained: bool
+
+    def live_and_ready(self, now: float) -> bool:
+        return bool(self.owner) and self.expires_at > now and self.ready
+
+
+class LeaseTable:
+    """Reads leases ``v<version>#<worker_id>`` in batches (strongly consistent)."""
+
+    def __init__(self, dynamodb: Any, table: str) -> None:
+        self._ddb = dynamodb
+        self.table = table
+
+    def states(self, version: int, worker_ids: Sequence[str]) -> dict[str, LeaseView]:
+        """Return the leases that exist among ``worker_ids`` of ``version`` (absent workers are left out)."""
+        out: dict[str, LeaseView] = {}
+        keys = [f"v{version}#{w}" for w in worker_ids]
+        for i in range(0, len(keys), 100):
+            pending: list[dict[str, Any]] = [{"lease_key": {"S": k}} for k in keys[i:i + 100]]
+            for _attempt in range(8):
+                if not pending:
+                    break
+                try:
+                    resp = self._ddb.batch_get_item(
+                        RequestItems={self.table: {"Keys": pending, "ConsistentRead": True}})
+                except ClientError as exc:
+                    raise AdapterError(f"leases table {self.table!r}: batch get failed: {exc}") from exc
+                for raw in resp.get("Responses", {}).get(self.table, []):
+                    item = {k: _from_ddb(v) for k, v in raw.items()}
+                    wid = str(item["lease_key"]).split("#", 1)[1]
+                    out[wid] = LeaseView(worker_id=wid, owner=item.get("owner") or None,
+                                         expires_at=float(item.get("expires_at") or 0.0),
+                                         ready=bool(item.get("ready")), released=bool(item.get("released")),
+                                         drained=bool(item.get("drained")))
+                pending = resp.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+                if pending:
+                    time.sleep(0.05 * (_attempt + 1))
+            if pending:
+                raise AdapterError(f"leases table {self.table!r}: {len(pending)} keys left unprocessed")
+        return out
+
+
+# ---------------------------------------------------------------------------
+# S3: specs, snapshots, cost reports, quarantine
+# ---------------------------------------------------------------------------
+
+
+def spec_key(version: int) -> str:
+    """Return the S3 key of a spec version: ``specs/v<version:08d>.json``."""
+    return f"specs/v{version:08d}.json"
+
+
+class SpecStore:
+    """Immutable spec objects in the specs bucket (parsed specs cached by key: they never change)."""
+
+    def __init__(self, s3: Any, bucket: str) -> None:
+        self._s3 = s3
+        self.bucket = bucket
+        self._cache: dict[str, Spec] = {}
+
+    def put_new(self, spec: Spec) -> str:
+        """Write ``spec`` at its version's key unless one exists (raise SpecExists); return the key."""
+        key = spec_key(spec.version)
+        try:
+            self._s3.put_object(Bucket=self.bucket, Key=key, Body=(spec.to_json() + "\n").encode(),
+                                ContentType="application/json", IfNoneMatch="*")
+        except ClientError as exc:
+            if error_code(exc) in ("PreconditionFailed", "ConditionalRequestConflict"):
+                raise SpecExists(f"spec s3://{self.bucket}/{key} already exists; specs are never overwritten") from exc
+            raise AdapterError(f"cannot write spec s3://{self.bucket}/{key}: {exc}") from exc
+        self._cache[key] = spec
+        return key
+
+    def get(self, key: str) -> Spec:
+        """Read, parse and validate the spec at ``key``; raise SpecError naming the object."""
+        if key in self._cache:
+            return self._cache[key]
+        where = f"s3://{self.bucket}/{key}"
+        try:
+            body = self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except ClientError as exc:
+            raise SpecError(f"cannot read spec {where}: {error_code(exc) or exc}") from exc
+        spec = check(spec_from_json(body, where))
+        if len(self._cache) > 16:
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[key] = spec
+        return spec
+
+    def get_version(self, version: int) -> Spec:
+        spec = self.get(spec_key(version))
+        if spec.version != version:
+            raise SpecError(f"spec object s3://{self.bucket}/{spec_key(version)} holds version {spec.version!r}")
+        return spec
+
+
+class ObjectStore:
+    """Plain reads of one bucket (snapshots)."""
+
+    def __init__(self, s3: Any, bucket: str) -> None:
+        self._s3 = s3
+        self.bucket = bucket
+
+    def read(self, key: str) -> bytes | None:
+        """Return the object's bytes, or None if it does not exist."""
+        try:
+            return bytes(self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())
+        except ClientError as exc:
+            if error_code(exc) in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise AdapterError(f"cannot read s3://{self.bucket}/{key}: {exc}") from exc
+
+    def list_keys(self, prefix: str) -> list[str]:
+        keys: list[str] = []
+        token: str | None = None
+        while True:
+            kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+            if token:
+                kw["ContinuationToken"] = token
+            try:
+                resp = self._s3.list_objects_v2(**kw)
+            except ClientError as exc:
+                raise AdapterError(f"cannot list s3://{self.bucket}/{prefix}: {exc}") from exc
+            keys += [o["Key"] for o in resp.get("Contents", [])]
+            if not resp.get("IsTruncated"):
+                return keys
+            token = resp.get("NextContinuationToken")
+
+
+@dataclass(frozen=True)
+class CostRates:
+    """Merged latest cost reports of one spec version: normalised cost per event per grid quadkey."""
+
+    version: int
+    rates: Mapping[str, float] = field(default_factory=dict)
+    reports: tuple[str, ...] = ()
+
+
+class CostReports:
+    """Worker cost reports ``costs/v<version>/<worker_id>/<epoch_s>.json`` (latest per worker)."""
+
+    def __init__(self, s3: Any, bucket: str) -> None:
+        self._store = ObjectStore(s3, bucket)
+        self.bucket = bucket
+
+    def latest(self, version: int) -> CostRates:
+        """Merge each worker's latest report of ``version``; unreadable reports are skipped with their key named."""
+        latest: dict[str, tuple[int, str]] = {}
+        for key in self._store.list_keys(f"costs/v{version}/"):
+            parts = key.split("/")
+            if len(parts) != 4 or not parts[3].endswith(".json"):
+                continue
+            try:
+                stamp = int(parts[3][:-5])
+            except ValueError:
+                continue
+            if parts[2] not in latest or stamp > latest[parts[2]][0]:
+                latest[parts[2]] = (stamp, key)
+        rates: dict[str, float] = {}
+        used: list[str] = []
+        for _stamp, key in sorted(latest.values()):
+            body = self._store.read(key)
+            try:
+                doc = json.loads(body or b"")
+                report_rates = doc["rates"]
+                if not isinstance(report_rates, dict):
+                    raise TypeError("rates is not an object")
+                clean = {str(q): float(r) for q, r in report_rates.items()
+                         if isinstance(r, (int, float)) and not isinstance(r, bool) and r >= 0 and r == r}
+            except (ValueError, KeyError, TypeError):
+                continue
+            rates.update(clean)
+            used.append(key)
+        return CostRates(version, rates, tuple(used))
+
+
+class QuarantineSink:
+    """Writes quarantine records (JSON lines) under ``quarantine/<source>/`` in the quarantine bucket."""
+
+    def __init__(self, s3: Any, bucket: str, source: str) -> None:
+        self._s3 = s3
+        self.bucket = bucket
+        self.source = source
+
+    def write(self, records: Sequence[Mapping[str, Any]]) -> str:
+        """Write ``records`` as one object; return its key. Raises AdapterError on failure."""
+        day = datetime.now(UTC).strftime("%Y-%m-%d")
+        key = f"quarantine/{self.source}/{day}/{int(time.time() * 1000)}-{uuid.uuid4().hex[:12]}.jsonl"
+        body = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records).encode()
+        try:
+            self._s3.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType="application/x-ndjson")
+        except ClientError as exc:
+            raise AdapterError(f"cannot write quarantine s3://{self.bucket}/{key}: {exc}") from exc
+        return key
+
+
+# ---------------------------------------------------------------------------
+# Kinesis: geo streams
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PutEntry:
+    """One record for a geo stream."""
+
+    data: bytes
+    partition_key: str
+    explicit_hash_key: str
+
+
+class GeoStreams:
+    """The per-version geo streams: create (provisioned), status, delete, put_records."""
+
+    def __init__(self, kinesis: Any) -> None:
+        self._k = kinesis
+
+    def create(self, name: str, shards: int) -> None:
+        """Create ``name`` with ``shards`` shards (provisioned); an existing stream is left as it is."""
+        try:
+            self._k.create_stream(StreamName=name, ShardCount=shards, StreamModeDetails={"StreamMode": "PROVISIONED"})
+        except ClientError as exc:
+            if error_code(exc) != "ResourceInUseException":
+                raise AdapterError(f"cannot create geo stream {name!r} with {shards} shards: {exc}") from exc
+
+    def status(self, name: str) -> str | None:
+        """Return the stream status (``CREATING``, ``ACTIVE``, ...) or None when it does not exist."""
+        try:
+            return str(self._k.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"])
+        except ClientError as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                return None
+            raise AdapterError(f"cannot describe geo stream {name!r}: {exc}") from exc
+
+    def wait_active(self, name: str, timeout_s: float, poll_s: float = 2.0) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.status(name) == "ACTIVE":
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s)
+
+    def delete(self, name: str) -> None:
+        """Delete ``name`` (and its consumers); a missing stream is fine."""
+        try:
+            self._k.delete_stream(StreamName=name, EnforceConsumerDeletion=True)
+        except ClientError as exc:
+            if error_code(exc) != "ResourceNotFoundException":
+                raise AdapterError(f"cannot delete geo stream {name!r}: {exc}") from exc
+
+    def put_records(self, name: str, entries: Sequence[PutEntry]) -> list[int]:
+        """Put ``entries`` in order-preserving chunks; return the indices that failed (never raises per record)."""
+        failed: list[int] = []
+        for chunk in _chunks(entries):
+            batch = [{"Data": entries[i].data, "PartitionKey": entries[i].partition_key,
+                      "ExplicitHashKey": entries[i].explicit_hash_key} for i in chunk]
+            try:
+                resp = self._k.put_records(StreamName=name, Records=batch)
+            except ClientError:
+                failed += chunk
+                continue
+            failed += [i for i, r in zip(chunk, resp["Records"], strict=True) if r.get("ErrorCode")]
+        return failed
+
+
+def _chunks(entries: Sequence[PutEntry]) -> Iterable[list[int]]:
+    chunk: list[int] = []
+    size = 0
+    for i, e in enumerate(entries):
+        n = len(e.data) + len(e.partition_key.encode())
+        if chunk and (len(chunk) >= KINESIS_MAX_RECORDS or size + n > KINESIS_MAX_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(i)
+        size += n
+    if chunk:
+        yield chunk
+
+
+# ---------------------------------------------------------------------------
+# ECS: the headless geo-worker service
+# ---------------------------------------------------------------------------
+
+
+class EcsService:
+    """The geo-worker ECS service: register a revision carrying ``SPEC_VERSION`` and set the desired count."""
+
+    def __init__(self, ecs: Any, cluster: str, service: str) -> None:
+        self._ecs = ecs
+        self.cluster = cluster
+        self.service = service
+
+    def current_task_definition(self) -> str:
+        try:
+            svcs = self._ecs.describe_services(cluster=self.cluster, services=[self.service])["services"]
+        except ClientError as exc:
+            raise AdapterError(f"cannot describe ECS service {self.service!r} in {self.cluster!r}: {exc}") from exc
+        if not svcs:
+            raise AdapterError(f"ECS service {self.service!r} not found in cluster {self.cluster!r}")
+        return str(svcs[0]["taskDefinition"])
+
+    def register_revision(self, version: int) -> str:
+        """Copy the service's task definition with ``SPEC_VERSION=<version>`` on every container; return its ARN."""
+        base = self.current_task_definition()
+        try:
+            td = self._ecs.describe_task_definition(taskDefinition=base)["taskDefinition"]
+        except ClientError as exc:
+            raise AdapterError(f"cannot describe task definition {base!r}: {exc}") from exc
+        containers = []
+        for c in td["containerDefinitions"]:
+            env = [e for e in c.get("environment", []) if e.get("name") != "SPEC_VERSION"]
+            env.append({"name": "SPEC_VERSION", "value": str(version)})
+            containers.append({**c, "environment": env})
+        keep = ("taskRoleArn", "executionRoleArn", "networkMode", "volumes", "placementConstraints",
+                "requiresCompatibilities", "cpu", "memory", "runtimePlatform", "ephemeralStorage", "pidMode",
+                "ipcMode", "proxyConfiguration")
+        kw = {k: td[k] for k in keep if td.get(k) not in (None, [], {})}
+        try:
+            out = self._ecs.register_task_definition(family=td["family"], containerDefinitions=containers, **kw)
+        except ClientError as exc:
+            raise AdapterError(f"cannot register a revision of {td['family']!r} for spec v{version}: {exc}") from exc
+        return str(out["taskDefinition"]["taskDefinitionArn"])
+
+    def deploy(self, task_definition: str, desired: int) -> None:
+        """Point the service at ``task_definition`` with ``desired`` tasks (starts an ECS blue/green deployment)."""
+        try:
+            self._ecs.update_service(cluster=self.cluster, service=self.service, taskDefinition=task_definition,
+                                     desiredCount=desired)
+        except ClientError as exc:
+            raise AdapterError(f"cannot update ECS service {self.service!r} to {task_definition!r}: {exc}") from exc
+
+
+class EcsFleet:
+    """The deploy controller's fleet adapter on ECS (see :class:`lambdas.deploy.controller.Fleet`).
+
+    ``start`` registers the task-definition revision carrying ``SPEC_VERSION`` and sets the desired count
+    to one task per worker, which starts ECS's native blue/green deployment. ``stop`` does nothing on
+    purpose: ECS itself stops the blue revision in its CLEAN_UP stage, and stops green when a hook
+    returns FAILED (rollback).
+    """
+
+    def __init__(self, service: EcsService) -> None:
+        self.service = service
+
+    def start(self, version: int, worker_ids: Sequence[str]) -> None:
+        arn = self.service.register_revision(version)
+        self.service.deploy(arn, len(worker_ids))
+
+    def stop(self, version: int) -> None:
+        return None

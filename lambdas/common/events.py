@@ -1,0 +1,115 @@
+"""Ingest event rules (``docs/CONTRACTS.md``, "Events") and quarantine records.
+
+:func:`parse_event` turns one raw record into a :class:`ValidEvent` or a :class:`Rejection` whose
+``reason`` is ``"<code>: <detail naming the bad value>"`` with one of :data:`REASON_CODES`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+MAX_LAT = 85.05112878
+MAX_PARTITION_KEY = 256  # Kinesis partition keys are 1-256 characters; the router uses entity_id
+REASON_CODES = ("unparsable_json", "not_an_object", "missing_field", "bad_type", "nan", "lat_out_of_range",
+                "lon_out_of_range", "bad_timestamp")
+REQUIRED = ("event_id", "entity_id", "ts", "lat", "lon")
+
+
+@dataclass(frozen=True)
+class ValidEvent:
+    """A valid event: the fields routing needs plus the original bytes (passed through untouched)."""
+
+    event_id: str
+    entity_id: str
+    lat: float
+    lon: float
+    raw: bytes
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """An invalid record: why, and the original text."""
+
+    reason: str
+    raw: bytes
+
+    @property
+    def code(self) -> str:
+        return self.reason.split(":", 1)[0]
+
+
+def parse_event(raw: bytes) -> ValidEvent | Rejection:
+    """Validate one raw event record.
+
+    Parameters
+    ----------
+    raw : bytes
+        The record payload (UTF-8 JSON).
+
+    Returns
+    -------
+    ValidEvent or Rejection
+    """
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return Rejection(f"unparsable_json: {exc}", raw)
+    if not isinstance(doc, dict):
+        return Rejection(f"not_an_object: expected a JSON object, got {type(doc).__name__} {_short(doc)}", raw)
+    missing = [f for f in REQUIRED if f not in doc or doc[f] is None]
+    if missing:
+        return Rejection(f"missing_field: {', '.join(missing)} missing in event {_short(doc.get('event_id'))}", raw)
+    for f in ("event_id", "entity_id"):
+        v = doc[f]
+        if not isinstance(v, str) or not v:
+            return Rejection(f"bad_type: {f} must be a non-empty string, got {_short(v)}", raw)
+    if len(doc["entity_id"]) > MAX_PARTITION_KEY:
+        return Rejection(f"bad_type: entity_id longer than {MAX_PARTITION_KEY} characters: {_short(doc['entity_id'])}",
+                         raw)
+    coords: dict[str, float] = {}
+    for f in ("lat", "lon"):
+        v = doc[f]
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return Rejection(f"bad_type: {f} must be a number, got {_short(v)}", raw)
+        if not math.isfinite(v):
+            return Rejection(f"nan: {f} is not finite: {v!r}", raw)
+        coords[f] = float(v)
+    if not -MAX_LAT <= coords["lat"] <= MAX_LAT:
+        return Rejection(f"lat_out_of_range: lat {doc['lat']!r} not in [-{MAX_LAT}, {MAX_LAT}]", raw)
+    if not -180.0 <= coords["lon"] <= 180.0:
+        return Rejection(f"lon_out_of_range: lon {doc['lon']!r} not in [-180, 180]", raw)
+    bad_ts = _check_ts(doc["ts"])
+    if bad_ts:
+        return Rejection(bad_ts, raw)
+    return ValidEvent(doc["event_id"], doc["entity_id"], coords["lat"], coords["lon"], raw)
+
+
+def _check_ts(ts: Any) -> str | None:
+    if isinstance(ts, bool):
+        return f"bad_timestamp: ts must be epoch milliseconds or ISO-8601, got {ts!r}"
+    if isinstance(ts, (int, float)):
+        if not math.isfinite(ts) or ts < 0:
+            return f"bad_timestamp: ts {ts!r} is not a non-negative finite epoch-milliseconds number"
+        return None
+    if isinstance(ts, str):
+        try:
+            datetime.fromisoformat(ts.strip())
+        except ValueError:
+            return f"bad_timestamp: ts {_short(ts)} is not ISO-8601"
+        return None
+    return f"bad_timestamp: ts must be epoch milliseconds or ISO-8601, got {_short(ts)}"
+
+
+def _short(v: Any, limit: int = 80) -> str:
+    text = repr(v)
+    return text if len(text) <= limit else text[:limit] + "...'"
+
+
+def quarantine_record(rejection: Rejection, source: str, quarantined_at: str) -> dict[str, str]:
+    """Return the contract's quarantine record for ``rejection``."""
+    return {"reason": rejection.reason, "raw": rejection.raw.decode("utf-8", errors="replace"), "source": source,
+            "quarantined_at": quarantined_at}

@@ -1,0 +1,1 @@
+"""Blue/green deploy: the DeployController state machine, the deployer and the ECS lifecycle hook."""

@@ -1,0 +1,327 @@
+"""DeployController: the blue/green deploy state machine, the same in AWS (hooks) and in the local loop.
+
+One deployment at a time, persisted in control ``pk="deploy"`` (optimistic lock on ``rev``)::
+
+    {version, status, started_at, updated_at, reason,          # the contract's fields
+     old_version, queued_version, failed_version, stage_since, rev}
+
+Statuses and transitions (:meth:`DeployController.step` applies as many as are possible now)::
+
+    idle/done/rolled_back --(a newer desired or queued version)--> deploying      start(): geo stream created
+    deploying   --(stream ACTIVE)-------------------------------> waiting_green   fleet.start(version, worker_ids)
+    waiting_green --(green_ready)--> flip() --------------------> flipped         active pointer moved forward
+    waiting_green --(GREEN_TIMEOUT_S)--> rollback() ------------> rolled_back     green stream deleted, blue serves
+    flipped     --(no old version)------------------------------> done
+    flipped     ------------------------------------------------> draining
+    draining    --(blue_drained)--> retire(old) ----------------> done            old stream deleted, blue stopped
+    draining    --(DRAIN_TIMEOUT_S)-----------------------------> done            old stream KEPT (reason says so)
+
+* :meth:`request` records a newly published version as ``queued_version``; a newer one supersedes
+  a queued one, and a deployment in flight is never interrupted. A rolled-back version is not retried
+  (``failed_version``); the next published version is.
+* ``deploying`` and ``waiting_green`` also time out after ``GREEN_TIMEOUT_S`` counted from ``started_at``;
+  if evaluating the next step raises (say the version's spec became unreadable) past that timeout,
+  :meth:`fail` marks the version rolled back without needing its spec; before it, the error propagates.
+* The primitive steps are public so a driver can run them one by one: :meth:`start`,
+  :meth:`green_ready`, :meth:`flip`, :meth:`blue_drained`, :meth:`retire`, :meth:`rollback`.
+
+The fleet is an adapter (:class:`Fleet`): :class:`lambdas.common.aws.EcsFleet` in AWS (registers the
+task-definition revision carrying ``SPEC_VERSION`` and sets the desired count; ECS stops blue itself),
+worker processes in the local loop (``local/fleet.py``'s ``LocalFleet`` has the same two methods).
+
+Local-loop driving::
+
+    ctl = DeployController(control, leases, specs, streams, fleet, prefix="georebal")
+    ctl.request(desired_version)          # after the partitioner published
+    while True:
+        state = ctl.step()                # call every second or so; it never blocks for long
+        if state.status in ("done", "rolled_back") and state.version == desired_version:
+            break
+
+In AWS the deployer Lambda calls ``request`` + ``step(allow_start=True)``; the lifecycle hook calls
+``step(allow_start=False)`` and maps the status to ``hookStatus`` (:mod:`lambdas.deploy.hooks`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Protocol
+
+from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, now_iso, spec_key
+from lambdas.common.records import ACTIVE, DEPLOY, ActivePointer, read_active, read_desired, to_item
+from partitioner.spec import Spec
+
+QUEUED = "queued"
+DEPLOYING = "deploying"
+WAITING_GREEN = "waiting_green"
+FLIPPED = "flipped"
+DRAINING = "draining"
+DONE = "done"
+ROLLED_BACK = "rolled_back"
+IDLE = "idle"
+IN_FLIGHT = (DEPLOYING, WAITING_GREEN, FLIPPED, DRAINING)
+FINISHED = (IDLE, DONE, ROLLED_BACK, QUEUED)
+
+
+class DeployError(RuntimeError):
+    """The controller cannot proceed (e.g. a requested version has no spec); the message says why."""
+
+
+class Fleet(Protocol):
+    """Where workers run: ECS (AWS) or local processes."""
+
+    def start(self, version: int, worker_ids: Sequence[str]) -> Any:
+        """Start one worker per id for spec ``version`` (each claims a lease of that version)."""
+
+    def stop(self, version: int) -> Any:
+        """Stop the workers of ``version``."""
+
+
+@dataclass(frozen=True)
+class DeployState:
+    """The ``pk="deploy"`` item."""
+
+    version: int | None = None
+    status: str = IDLE
+    started_at: float = 0.0
+    updated_at: float = 0.0
+    reason: str = ""
+    old_version: int | None = None
+    queued_version: int | None = None
+    failed_version: int = 0
+    stage_since: float = 0.0
+    rev: int | None = None
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> DeployState:
+        def opt(k: str) -> int | None:
+            v = item.get(k)
+            return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+        return cls(version=opt("version"), status=str(item.get("status", IDLE)),
+                   started_at=float(item.get("started_at") or 0.0), updated_at=float(item.get("updated_at") or 0.0),
+                   reason=str(item.get("reason", "")), old_version=opt("old_version"),
+                   queued_version=opt("queued_version"), failed_version=opt("failed_version") or 0,
+                   stage_since=float(item.get("stage_since") or 0.0), rev=opt("rev"))
+
+    @property
+    def in_flight(self) -> bool:
+        return self.status in IN_FLIGHT
+
+
+class DeployController:
+    """Blue/green deploy of spec versions; see the module docstring.
+
+    Parameters
+    ----------
+    control, leases, specs, streams
+        Adapters (:mod:`lambdas.common.aws`).
+    fleet : Fleet
+    prefix : str
+        Resource prefix (geo stream ``<prefix>-geo-v<n>`` when a spec has no ``stream_name``).
+    green_timeout_s, drain_timeout_s : float
+        Give up waiting for green (-> rollback) / for blue to drain (-> done, old stream kept).
+    stream_wait_s : float
+        How long :meth:`step` with ``allow_start=True`` may block waiting for a new geo stream to become
+        ACTIVE (0 = never; the hooks' ``step(allow_start=False)`` never blocks).
+    clock : callable
+        Epoch seconds (lease ``expires_at`` is epoch seconds).
+    """
+
+    def __init__(self, control: ControlTable, leases: LeaseTable, specs: SpecStore, streams: GeoStreams,
+                 fleet: Fleet, *, prefix: str = "georebal", green_timeout_s: float = 900.0,
+                 drain_timeout_s: float = 900.0, stream_wait_s: float = 0.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.control = control
+        self.leases = leases
+        self.specs = specs
+        self.streams = streams
+        self.fleet = fleet
+        self.prefix = prefix
+        self.green_timeout_s = green_timeout_s
+        self.drain_timeout_s = drain_timeout_s
+        self.stream_wait_s = stream_wait_s
+        self.clock = clock
+
+    # ------------------------------------------------------------------ state
+    def state(self) -> DeployState:
+        item = self.control.get(DEPLOY)
+        return DeployState() if item is None else DeployState.from_item(item)
+
+    def _save(self, old: DeployState, new: DeployState) -> bool:
+        now = self.clock()
+        body = asdict(replace(new, updated_at=now, rev=(old.rev or 0) + 1))
+        return self.control.put_if_rev(DEPLOY, body, old.rev)
+
+    def spec(self, version: int) -> Spec:
+        return self.specs.get(spec_key(version))
+
+    def stream_name(self, spec: Spec) -> str:
+        return spec.stream_name or f"{self.prefix}-geo-v{spec.version}"
+
+    # ------------------------------------------------------------ primitives
+    def start(self, version: int) -> str:
+        """Create the version's geo stream (provisioned, one shard per worker); return its name."""
+        spec = self.spec(version)
+        name = self.stream_name(spec)
+        self.streams.create(name, len(spec.workers))
+        return name
+
+    def start_fleet(self, version: int) -> None:
+        """Start one worker per spec worker for ``version``."""
+        self.fleet.start(version, [w.id for w in self.spec(version).workers])
+
+    def green_ready(self, version: int) -> bool:
+        """True when every worker of ``version`` has a live lease (owner, not expired) marked ready."""
+        spec = self.spec(version)
+        states = self.leases.states(version, [w.id for w in spec.workers])
+        now = self.clock()
+        return all(w.id in states and states[w.id].live_and_ready(now) for w in spec.workers)
+
+    def flip(self, version: int) -> bool:
+        """Move control ``pk="active"`` forward to ``version``; True if active is now at ``version`` or later."""
+        spec = self.spec(version)
+        pointer = ActivePointer(version, spec_key(version), self.stream_name(spec), now_iso(self.clock()))
+        if self.control.put_forward(ACTIVE, to_item(pointer)):
+            return True
+        active = read_active(self.control)
+        return active is not None and active.version >= version
+
+    def blue_drained(self, old_version: int) -> bool:
+        """True when every lease of ``old_version`` says ``drained``."""
+        spec = self.spec(old_version)
+        states = self.leases.states(old_version, [w.id for w in spec.workers])
+        return all(w.id in states and states[w.id].drained for w in spec.workers)
+
+    def retire(self, old_version: int, *, delete_stream: bool = True) -> None:
+        """Stop the old fleet and (unless told not to) delete its geo stream."""
+        self.fleet.stop(old_version)
+        if delete_stream:
+            self.streams.delete(self.stream_name(self.spec(old_version)))
+
+    def rollback(self, version: int) -> None:
+        """Abandon ``version`` before its flip: stop its fleet, delete its stream; blue keeps serving."""
+        active = read_active(self.control)
+        if active is not None and active.version >= version:
+            raise DeployError(f"cannot roll back v{version}: the active pointer already moved to v{active.version}")
+        self.fleet.stop(version)
+        self.streams.delete(self.stream_name(self.spec(version)))
+
+    # ---------------------------------------------------------- orchestration
+    def request(self, version: int) -> DeployState:
+        """Record that ``version`` was published (a newer request supersedes a queued one)."""
+        self.spec(version)  # fails loudly (SpecError naming the object) if there is no such spec
+        for _ in range(10):
+            st = self.state()
+            if version <= max(st.queued_version or 0, st.version or 0 if st.status != IDLE else 0):
+                return st
+            new = replace(st, queued_version=version, reason=f"v{version} queued")
+            if st.status == IDLE:
+                new = replace(new, status=QUEUED)
+            if self._save(st, new):
+                return self.state()
+        raise DeployError(f"could not record request for v{version}: control item 'deploy' kept changing")
+
+    def step(self, *, allow_start: bool = True, max_transitions: int = 8) -> DeployState:
+        """Advance the deployment as far as possible now; return the resulting state."""
+        st = self.state()
+        for _ in range(max_transitions):
+            try:
+                nxt = self._next(st, allow_start)
+            except Exception as exc:
+                if st.status in (DEPLOYING, WAITING_GREEN) and self.clock() - st.started_at > self.green_timeout_s:
+                    return self.fail(st, f"v{st.version} failed and timed out after {self.green_timeout_s:g}s: {exc}")
+                raise
+            if nxt is None:
+                return st
+            if not self._save(st, nxt[0]):
+                st = self.state()  # another stepper moved it; re-evaluate from the stored state
+                continue
+            if nxt[1] is not None:
+                nxt[1]()
+            st = self.state()
+        return st
+
+    def fail(self, st: DeployState, reason: str) -> DeployState:
+        """Mark the in-flight version rolled back without needing its spec; clean up what can be cleaned."""
+        v = st.version if st.version is not None else 0
+        new = replace(st, status=ROLLED_BACK, stage_since=self.clock(), failed_version=max(st.failed_version, v),
+                      reason=reason)
+        if self._save(st, new):
+            for cleanup in (lambda: self.fleet.stop(v), lambda: self.streams.delete(f"{self.prefix}-geo-v{v}")):
+                try:
+                    cleanup()
+                except Exception:  # best effort: the version is already marked failed and never retried
+                    continue
+        return self.state()
+
+    def _next(self, st: DeployState, allow_start: bool) -> tuple[DeployState, Callable[[], object] | None] | None:
+        """Return (next state, side effect to run after saving it) or None when nothing can happen now."""
+        now = self.clock()
+        if st.status in FINISHED:
+            target = self._target(st)
+            if target is None or not allow_start:
+                return None
+            active = read_active(self.control)
+            old = active.version if active else None
+            return (replace(st, version=target, status=DEPLOYING, started_at=now, stage_since=now, old_version=old,
+                            queued_version=None, reason=f"deploying v{target} (blue v{old})"),
+                    lambda: self.start(target))
+        if st.version is None:
+            raise DeployError(f"control item 'deploy' has status {st.status!r} but no version")
+        v = st.version
+        if st.status == DEPLOYING:
+            status = self.streams.status(self.stream_name(self.spec(v)))
+            if status is None:
+                self.start(v)
+            if status != "ACTIVE" and self.stream_wait_s > 0 and allow_start:  # hooks never block
+                self.streams.wait_active(self.stream_name(self.spec(v)), self.stream_wait_s)
+                status = self.streams.status(self.stream_name(self.spec(v)))
+            if status == "ACTIVE":
+                return (replace(st, status=WAITING_GREEN, stage_since=now, reason=f"waiting for v{v} workers"),
+                        lambda: self.start_fleet(v))
+            return self._green_timeout(st, now)
+        if st.status == WAITING_GREEN:
+            if self.green_ready(v):
+                if not self.flip(v):
+                    raise DeployError(f"flip to v{v} refused: the active pointer is ahead of it")
+                return replace(st, status=FLIPPED, stage_since=now, reason=f"active flipped to v{v}"), None
+            return self._green_timeout(st, now)
+        if st.status == FLIPPED:
+            if st.old_version is None or st.old_version >= v:
+                return replace(st, status=DONE, stage_since=now, reason=f"v{v} active (no blue to drain)"), None
+            return replace(st, status=DRAINING, stage_since=now, reason=f"draining blue v{st.old_version}"), None
+        if st.status == DRAINING:
+            old = st.old_version if st.old_version is not None else v
+            if self.blue_drained(old):
+                return (replace(st, status=DONE, stage_since=now, reason=f"v{v} active; blue v{old} drained, retired"),
+                        lambda: self.retire(old))
+            if now - st.stage_since > self.drain_timeout_s:
+                name = self.stream_name(self.spec(old))
+                return (replace(st, status=DONE, stage_since=now,
+                                reason=f"v{v} active; blue v{old} did not drain within {self.drain_timeout_s:g}s: "
+                                       f"its stream {name!r} is kept for its remaining records"),
+                        lambda: self.retire(old, delete_stream=False))
+        return None
+
+    def _green_timeout(self, st: DeployState, now: float) -> tuple[DeployState, Callable[[], object]] | None:
+        if now - st.started_at <= self.green_timeout_s:
+            return None
+        v = st.version if st.version is not None else 0
+        return (replace(st, status=ROLLED_BACK, stage_since=now, failed_version=max(st.failed_version, v),
+                        reason=f"v{v} not ready within {self.green_timeout_s:g}s: rolled back, v{st.old_version} "
+                               f"keeps serving"),
+                lambda: self.rollback(v))
+
+    def _target(self, st: DeployState) -> int | None:
+        desired = read_desired(self.control)
+        active = read_active(self.control)
+        candidates = [v for v in (st.queued_version, desired.version if desired else None) if v is not None]
+        if not candidates:
+            return None
+        target = max(candidates)
+        floor = max(active.version if active else 0, st.failed_version,
+                    st.version if st.status == DONE and st.version else 0)
+        return target if target > floor else None

@@ -1,0 +1,99 @@
+"""Deployer Lambda: start the deployment of a newly published spec.
+
+Entry point ``lambdas/deploy/deployer.py:handler``. Triggers (any of):
+
+* S3 ObjectCreated on ``specs/v<version:08d>.json`` in the specs bucket;
+* a direct (async) invoke ``{"version": <int>}``;
+* ``{"action": "step"}`` or any EventBridge event (``"source"`` present), e.g. a 1-minute schedule or
+  the ECS deployment state-change event: advances the state machine (starts a queued version once
+  the previous deployment finished, times out a stuck one).
+
+A version is only requested once control ``pk="desired"`` has reached it (the partitioner writes the
+spec object before moving the pointer; the deployer waits up to ``DESIRED_WAIT_S`` for it). Then
+:meth:`DeployController.step` creates the geo stream (provisioned, one shard per worker), waits for it
+to be ACTIVE (``STREAM_ACTIVE_WAIT_S``), registers the task-definition revision carrying
+``SPEC_VERSION`` and sets the service's desired count to the number of workers. Env: ``CONTROL_TABLE``,
+``LEASES_TABLE``, ``SPECS_BUCKET``, ``ECS_CLUSTER``, ``ECS_SERVICE``, optional ``GEO_PREFIX``,
+``GREEN_TIMEOUT_S``, ``DRAIN_TIMEOUT_S``, ``STREAM_ACTIVE_WAIT_S``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+from urllib.parse import unquote_plus
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from lambdas.common.records import read_desired
+from lambdas.deploy.controller import DeployController
+from lambdas.deploy.runtime import controller
+
+logger = Logger(service="deployer")
+metrics = Metrics(namespace="GeoRebalancer", service="deployer")
+
+SPEC_KEY_RE = re.compile(r"^specs/v(\d{8,})\.json$")
+DESIRED_WAIT_S = 10.0
+
+
+class DeployEventError(ValueError):
+    """The event names no usable version; the message shows the bad value."""
+
+
+def requested_versions(event: dict[str, Any]) -> list[int]:
+    """Return the spec versions an event asks to deploy (empty for a plain ``step``)."""
+    if "Records" in event:
+        out = []
+        for r in event["Records"]:
+            key = unquote_plus(str(r.get("s3", {}).get("object", {}).get("key", "")))
+            m = SPEC_KEY_RE.match(key)
+            if m:
+                out.append(int(m.group(1)))
+            else:
+                logger.warning("ignored S3 object that is not a spec", extra={"key": key})
+        return out
+    if "version" in event:
+        v = event["version"]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise DeployEventError(f"deployer event 'version' must be a positive integer, got {v!r}")
+        return [v]
+    if event.get("action") == "step" or "source" in event:
+        return []
+    raise DeployEventError(f"deployer event not understood (expected S3 records, 'version' or 'action'): "
+                           f"keys {sorted(event)!r}")
+
+
+def await_desired(ctl: DeployController, version: int, wait_s: float,
+                  sleep: Callable[[float], None] = time.sleep) -> bool:
+    """True once control ``pk="desired"`` is at ``version`` or later (polls up to ``wait_s``)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        desired = read_desired(ctl.control)
+        if desired is not None and desired.version >= version:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        sleep(min(0.5, max(0.01, deadline - time.monotonic())))
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Request the event's versions (if published) and advance the deployment."""
+    ctl = controller()
+    for version in sorted(requested_versions(event)):
+        if await_desired(ctl, version, DESIRED_WAIT_S):
+            st = ctl.request(version)
+            logger.info("spec version requested", extra={"version": version, "queued": st.queued_version})
+        else:
+            metrics.add_metric(name="DeployRequestIgnored", unit=MetricUnit.Count, value=1)
+            logger.warning("spec object exists but control 'desired' never reached it: not deployed",
+                           extra={"version": version})
+    st = ctl.step(allow_start=True)
+    metrics.add_metric(name=f"DeployStatus_{st.status}", unit=MetricUnit.Count, value=1)
+    logger.info("deploy state", extra=asdict(st))
+    return asdict(st)

@@ -1,0 +1,26 @@
+"""Build the DeployController for the Lambda handlers (once per container)."""
+
+from __future__ import annotations
+
+import functools
+
+from lambdas.common.aws import ControlTable, EcsFleet, EcsService, GeoStreams, LeaseTable, SpecStore, make_clients
+from lambdas.common.config import CONTROL_TABLE, ECS_CLUSTER, ECS_SERVICE, LEASES_TABLE, SPECS_BUCKET, LambdaConfig
+from lambdas.deploy.controller import DeployController
+
+
+@functools.cache
+def config() -> LambdaConfig:
+    return LambdaConfig.from_env().require(CONTROL_TABLE, LEASES_TABLE, SPECS_BUCKET, ECS_CLUSTER, ECS_SERVICE)
+
+
+@functools.cache
+def controller() -> DeployController:
+    """The controller over ECS (``controller.cache_clear()`` and ``config.cache_clear()`` rebuild it)."""
+    cfg = config()
+    c = make_clients(cfg)
+    return DeployController(ControlTable(c.dynamodb, cfg.control_table), LeaseTable(c.dynamodb, cfg.leases_table),
+                            SpecStore(c.s3, cfg.specs_bucket), GeoStreams(c.kinesis),
+                            EcsFleet(EcsService(c.ecs, cfg.ecs_cluster, cfg.ecs_service)), prefix=cfg.prefix,
+                            green_timeout_s=cfg.green_timeout_s, drain_timeout_s=cfg.drain_timeout_s,
+                            stream_wait_s=cfg.stream_active_wait_s)

@@ -1,0 +1,1 @@
+"""Partitioner Lambda: snapshot manifest -> candidate spec -> policy -> publish."""

@@ -1,0 +1,75 @@
+"""Partitioner Lambda: S3 ObjectCreated on ``snapshots/**/_manifest.json``.
+
+Entry point ``lambdas/partitioner/handler.py:handler``. Env: ``CONTROL_TABLE``, ``SNAPSHOTS_BUCKET``,
+``SPECS_BUCKET``, ``MAX_LOAD``, optional ``COSTS_BUCKET``, ``POLICY_JSON``, ``GEO_PREFIX``,
+``AWS_ENDPOINT_URL``. Each manifest goes through :func:`lambdas.partitioner.logic.process_snapshot`;
+bad snapshots are rejected with a ``SnapshotRejected`` metric and a logged reason (the live spec
+stays); AWS failures raise so the invocation is retried.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+from urllib.parse import unquote_plus
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from lambdas.common.aws import make_clients
+from lambdas.common.config import LambdaConfig
+from lambdas.partitioner.logic import Outcome, PartitionerDeps, process_snapshot
+
+logger = Logger(service="partitioner")
+metrics = Metrics(namespace="GeoRebalancer", service="partitioner")
+
+MANIFEST_SUFFIX = "/_manifest.json"
+METRIC_BY_STATUS = {"published": "SpecPublished", "held": "SpecHeldByPolicy", "duplicate": "SnapshotDuplicate",
+                    "rejected": "SnapshotRejected", "superseded": "SpecSuperseded"}
+
+
+@functools.cache
+def deps() -> PartitionerDeps:
+    """Build adapters once per container (``deps.cache_clear()`` rebuilds, e.g. in tests)."""
+    cfg = LambdaConfig.from_env()
+    return PartitionerDeps.from_config(cfg, make_clients(cfg))
+
+
+def manifest_keys(event: dict[str, Any]) -> list[tuple[str, str]]:
+    """Return (bucket, key) of every snapshot manifest in an S3 event (other keys are ignored)."""
+    out: list[tuple[str, str]] = []
+    for r in event.get("Records", []):
+        s3 = r.get("s3", {})
+        key = unquote_plus(str(s3.get("object", {}).get("key", "")))
+        bucket = str(s3.get("bucket", {}).get("name", ""))
+        if key.startswith("snapshots/") and key.endswith(MANIFEST_SUFFIX):
+            out.append((bucket, key))
+    return out
+
+
+def record_outcome(outcome: Outcome) -> None:
+    """Emit the outcome's metric and log line."""
+    metrics.add_metric(name=METRIC_BY_STATUS[outcome.status], unit=MetricUnit.Count, value=1)
+    extra = {"manifest": outcome.manifest_key, "status": outcome.status, "reason": outcome.reason,
+             "code": outcome.code, "version": outcome.version, "workers": outcome.workers}
+    if outcome.status == "rejected":
+        logger.error("snapshot rejected; the live spec stays", extra=extra)
+    else:
+        logger.info("snapshot processed", extra=extra)
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Process every snapshot manifest named in the S3 event."""
+    d = deps()
+    results = []
+    for bucket, key in manifest_keys(event):
+        if bucket and bucket != d.snapshots.bucket:
+            logger.warning("manifest from an unexpected bucket ignored", extra={"bucket": bucket, "key": key})
+            continue
+        outcome = process_snapshot(d, key)
+        record_outcome(outcome)
+        results.append({"manifest": key, "status": outcome.status, "reason": outcome.reason,
+                        "version": outcome.version})
+    return {"results": results}

@@ -1,0 +1,1 @@
+"""Router Lambda: ingest events -> active spec partition -> the version's geo stream."""

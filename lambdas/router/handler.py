@@ -1,0 +1,80 @@
+"""Router Lambda: Kinesis event source on the ingest stream, ``ReportBatchItemFailures`` on.
+
+Entry point ``lambdas/router/handler.py:handler``. Env: ``CONTROL_TABLE``, ``SPECS_BUCKET``,
+``QUARANTINE_BUCKET``, optional ``ROUTER_SPEC_TTL_S`` (5) and ``AWS_ENDPOINT_URL`` (local).
+Returns ``{"batchItemFailures": [{"itemIdentifier": <sequenceNumber>}, ...]}``: invalid events are
+quarantined (not failures); records whose put failed are reported, never dropped.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from lambdas.common.aws import ControlTable, GeoStreams, QuarantineSink, SpecStore, make_clients
+from lambdas.common.config import CONTROL_TABLE, QUARANTINE_BUCKET, SPECS_BUCKET, LambdaConfig
+from lambdas.router.routing import ActiveSpecCache, InputRecord, route_batch
+
+logger = Logger(service="router")
+metrics = Metrics(namespace="GeoRebalancer", service="router")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What the handler builds once per container."""
+
+    cache: ActiveSpecCache
+    streams: GeoStreams
+    quarantine: QuarantineSink
+
+
+@functools.cache
+def runtime() -> Runtime:
+    """Build clients and adapters once (call ``runtime.cache_clear()`` to rebuild, e.g. in tests)."""
+    cfg = LambdaConfig.from_env().require(CONTROL_TABLE, SPECS_BUCKET, QUARANTINE_BUCKET)
+    clients = make_clients(cfg)
+    cache = ActiveSpecCache(ControlTable(clients.dynamodb, cfg.control_table), SpecStore(clients.s3, cfg.specs_bucket),
+                            ttl_s=cfg.router_spec_ttl_s)
+    return Runtime(cache, GeoStreams(clients.kinesis), QuarantineSink(clients.s3, cfg.quarantine_bucket, "router"))
+
+
+def parse_kinesis_event(event: dict[str, Any]) -> list[InputRecord]:
+    """Return the records of a Kinesis Lambda event (payload base64-decoded; item id = sequence number)."""
+    records: list[InputRecord] = []
+    for r in event.get("Records", []):
+        k = r.get("kinesis", {})
+        seq = str(k.get("sequenceNumber", ""))
+        source = f"{r.get('eventSourceARN', '?')}/{r.get('eventID', '?').split(':')[0]}/{seq}"
+        try:
+            data = base64.b64decode(k.get("data", ""), validate=True)
+        except (binascii.Error, ValueError):
+            # the payload is not even base64: quarantine it as unparsable rather than failing the batch forever
+            data = str(k.get("data", "")).encode()
+        records.append(InputRecord(seq, data, source))
+    return records
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Route one Kinesis batch; report per-record failures."""
+    records = parse_kinesis_event(event)
+    rt = runtime()
+    table = rt.cache.current()
+    result = route_batch(records, table, rt.streams, rt.quarantine)
+    failed = list(dict.fromkeys(result.failed_ids))
+    metrics.add_metric(name="Routed", unit=MetricUnit.Count, value=result.routed)
+    metrics.add_metric(name="Quarantined", unit=MetricUnit.Count, value=result.quarantined)
+    metrics.add_metric(name="RouteFailures", unit=MetricUnit.Count, value=len(failed))
+    for reason in result.reasons:
+        logger.warning("routing problem", extra={"reason": reason, "spec_version": result.version})
+    logger.info("batch routed", extra={"records": len(records), "routed": result.routed,
+                                       "quarantined": result.quarantined, "failed": len(failed),
+                                       "spec_version": result.version})
+    return {"batchItemFailures": [{"itemIdentifier": i} for i in failed]}

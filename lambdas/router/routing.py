@@ -1,0 +1,142 @@
+"""Per-batch routing logic: validate events, locate partitions in the active spec, put to the geo stream.
+
+The active spec is read from control ``pk="active"`` and cached for at most ``ttl_s`` seconds
+(``ROUTER_SPEC_TTL_S``, default 5), so the router follows a flip within seconds. A record is put
+to the active version's geo stream with ``PartitionKey = entity_id`` and ``ExplicitHashKey`` = the
+hash key of the worker owning the event's partition (a split hot cell resolves by entity bucket).
+Lookups are vectorised: one :meth:`partitioner.index.SpecIndex.locate` call per batch.
+
+Geo stream record (``docs/CONTRACTS.md``): the original event bytes, unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from lambdas.common.aws import AdapterError, ControlTable, GeoStreams, PutEntry, QuarantineSink, SpecStore, now_iso
+from lambdas.common.events import Rejection, ValidEvent, parse_event, quarantine_record
+from lambdas.common.records import read_active
+from partitioner.index import SpecIndex
+from partitioner.spec import Spec
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class InputRecord:
+    """One ingest record: its id for batchItemFailures, payload, and where it came from."""
+
+    item_id: str
+    data: bytes
+    source: str
+
+
+@dataclass(frozen=True)
+class RouteResult:
+    """What happened to a batch: ids to retry, and counts per outcome."""
+
+    failed_ids: tuple[str, ...]
+    routed: int
+    quarantined: int
+    version: int | None
+    reasons: tuple[str, ...] = ()
+
+
+class RoutingTable:
+    """A spec ready for routing: its index and the ExplicitHashKey of each partition's worker."""
+
+    def __init__(self, spec: Spec, stream_name: str) -> None:
+        self.spec = spec
+        self.version = spec.version
+        self.stream_name = stream_name
+        self.index = SpecIndex(spec)
+        worker_key = {w.id: w.hash_key for w in spec.workers}
+        self.hash_keys: npt.NDArray[np.object_] = np.array([worker_key[p.worker] for p in spec.partitions],
+                                                           dtype=object)
+
+    def hash_keys_for(self, lon: npt.ArrayLike, lat: npt.ArrayLike, entity_ids: Sequence[str]) -> list[str]:
+        """Return the ExplicitHashKey of each point's partition (vectorised)."""
+        idx = self.index.locate(lon, lat, entity_ids)
+        return list(self.hash_keys[idx])
+
+
+class ActiveSpecCache:
+    """The active routing table, re-read from control ``pk="active"`` at most every ``ttl_s`` seconds."""
+
+    def __init__(self, control: ControlTable, specs: SpecStore, ttl_s: float = 5.0,
+                 clock: Clock = time.monotonic) -> None:
+        self._control = control
+        self._specs = specs
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._table: RoutingTable | None = None
+        self._checked_at = -float("inf")
+
+    def current(self) -> RoutingTable | None:
+        """Return the active routing table (None while no spec is active)."""
+        now = self._clock()
+        if now - self._checked_at < self.ttl_s and self._table is not None:
+            return self._table
+        active = read_active(self._control)
+        self._checked_at = now
+        if active is None:
+            self._table = None
+        elif self._table is None or self._table.version != active.version:
+            self._table = RoutingTable(self._specs.get(active.spec_key), active.stream_name)
+        return self._table
+
+
+def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, streams: GeoStreams,
+                quarantine: QuarantineSink) -> RouteResult:
+    """Route one batch; every record ends up put, quarantined, or listed in ``failed_ids``.
+
+    Parameters
+    ----------
+    records : sequence of InputRecord
+    table : RoutingTable or None
+        The active spec; None (nothing active yet) fails every valid record so it is retried.
+    streams : GeoStreams
+    quarantine : QuarantineSink
+
+    Returns
+    -------
+    RouteResult
+    """
+    valid: list[tuple[InputRecord, ValidEvent]] = []
+    rejected: list[tuple[InputRecord, Rejection]] = []
+    for rec in records:
+        parsed = parse_event(rec.data)
+        if isinstance(parsed, ValidEvent):
+            valid.append((rec, parsed))
+        else:
+            rejected.append((rec, parsed))
+    failed: list[str] = []
+    reasons: list[str] = []
+    quarantined = 0
+    if rejected:
+        stamp = now_iso()
+        try:
+            quarantine.write([quarantine_record(rj, rec.source, stamp) for rec, rj in rejected])
+            quarantined = len(rejected)
+        except AdapterError as exc:
+            failed += [rec.item_id for rec, _ in rejected]
+            reasons.append(str(exc))
+    if not valid:
+        return RouteResult(tuple(failed), 0, quarantined, table.version if table else None, tuple(reasons))
+    if table is None:
+        reasons.append("no active spec (control pk='active' missing): valid records left for retry")
+        return RouteResult(tuple(failed + [rec.item_id for rec, _ in valid]), 0, quarantined, None, tuple(reasons))
+    lon = np.fromiter((ev.lon for _, ev in valid), dtype=np.float64, count=len(valid))
+    lat = np.fromiter((ev.lat for _, ev in valid), dtype=np.float64, count=len(valid))
+    keys = table.hash_keys_for(lon, lat, [ev.entity_id for _, ev in valid])
+    entries = [PutEntry(ev.raw, ev.entity_id, key) for (_, ev), key in zip(valid, keys, strict=True)]
+    put_failed = streams.put_records(table.stream_name, entries)
+    if put_failed:
+        reasons.append(f"{len(put_failed)} of {len(entries)} puts to {table.stream_name!r} failed")
+    failed += [valid[i][0].item_id for i in put_failed]
+    return RouteResult(tuple(failed), len(entries) - len(put_failed), quarantined, table.version, tuple(reasons))

@@ -1,0 +1,195 @@
+"""The embedded AWS: a moto server on 127.0.0.1 and the resources the loop needs.
+
+:func:`start_moto` starts :class:`moto.server.ThreadedMotoServer` on a free port and
+returns an :class:`EmbeddedAws` that knows the endpoint and the resource names.
+:meth:`EmbeddedAws.environment` is the environment every component gets (the same
+variable names as in AWS, ``lambdas/common/config.py``; ``AWS_ENDPOINT_URL`` points at
+moto, credentials are dummies), and :meth:`EmbeddedAws.create_resources` creates the
+ingest stream, the buckets and the DynamoDB tables with the names of
+``docs/CONTRACTS.md`` under the prefix (default ``georebal-local``).
+
+Notes
+-----
+The server runs in a daemon thread of the calling process, so it dies with it; other
+processes (Spark, workers) reach it over HTTP like any AWS endpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+REGION = "us-east-1"
+DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                     "AWS_SESSION_TOKEN": "testing"}
+
+
+@dataclass(frozen=True)
+class Names:
+    """Resource names derived from one prefix (CONTRACTS: "AWS names and records")."""
+
+    prefix: str
+
+    @property
+    def ingest_stream(self) -> str:
+        return f"{self.prefix}-ingest"
+
+    @property
+    def snapshots_bucket(self) -> str:
+        return f"{self.prefix}-snapshots"
+
+    @property
+    def specs_bucket(self) -> str:
+        return f"{self.prefix}-specs"
+
+    @property
+    def costs_bucket(self) -> str:
+        return f"{self.prefix}-costs"
+
+    @property
+    def quarantine_bucket(self) -> str:
+        return f"{self.prefix}-quarantine"
+
+    @property
+    def output_bucket(self) -> str:
+        return f"{self.prefix}-output"
+
+    @property
+    def control_table(self) -> str:
+        return f"{self.prefix}-control"
+
+    @property
+    def leases_table(self) -> str:
+        return f"{self.prefix}-leases"
+
+    def geo_stream(self, version: int) -> str:
+        """Return the geo stream of one spec version: ``<prefix>-geo-v<version>``."""
+        return f"{self.prefix}-geo-v{version}"
+
+    @property
+    def buckets(self) -> tuple[str, ...]:
+        return (self.snapshots_bucket, self.specs_bucket, self.costs_bucket, self.quarantine_bucket,
+                self.output_bucket)
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class EmbeddedAws:
+    """A running moto server plus the names of the resources created in it."""
+
+    endpoint_url: str
+    names: Names
+    server: Any  # moto.server.ThreadedMotoServer (kept untyped: moto is a local-only dependency)
+
+    def environment(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Return the environment variables every component of the loop gets."""
+        env = {
+            **DUMMY_CREDENTIALS,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION,
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "GEO_PREFIX": self.names.prefix,
+            "CONTROL_TABLE": self.names.control_table,
+            "LEASES_TABLE": self.names.leases_table,
+            "SNAPSHOTS_BUCKET": self.names.snapshots_bucket,
+            "SPECS_BUCKET": self.names.specs_bucket,
+            "COSTS_BUCKET": self.names.costs_bucket,
+            "QUARANTINE_BUCKET": self.names.quarantine_bucket,
+            "OUTPUT_BUCKET": self.names.output_bucket,
+            "INGEST_STREAM": self.names.ingest_stream,
+        }
+        env.update(extra or {})
+        return env
+
+    def client(self, service: str) -> Any:
+        """Return a boto3 client for ``service`` bound to the moto endpoint."""
+        return boto3.client(service, endpoint_url=self.endpoint_url, region_name=REGION,
+                            aws_access_key_id="testing", aws_secret_access_key="testing",
+                            config=Config(retries={"max_attempts": 5, "mode": "standard"},
+                                          max_pool_connections=20))
+
+    def create_resources(self, ingest_shards: int) -> None:
+        """Create the ingest stream, the buckets and the control and leases tables.
+
+        Parameters
+        ----------
+        ingest_shards
+            Shard count of the ingest stream (>= 1).
+        """
+        if ingest_shards < 1:
+            raise ValueError(f"ingest_shards must be >= 1, got {ingest_shards!r}")
+        s3 = self.client("s3")
+        for bucket in self.names.buckets:
+            s3.create_bucket(Bucket=bucket)
+        ddb = self.client("dynamodb")
+        ddb.create_table(TableName=self.names.control_table, BillingMode="PAY_PER_REQUEST",
+                         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
+        ddb.create_table(TableName=self.names.leases_table, BillingMode="PAY_PER_REQUEST",
+                         KeySchema=[{"AttributeName": "lease_key", "KeyType": "HASH"}],
+                         AttributeDefinitions=[{"AttributeName": "lease_key", "AttributeType": "S"}])
+        kinesis = self.client("kinesis")
+        kinesis.create_stream(StreamName=self.names.ingest_stream, ShardCount=ingest_shards)
+        wait_stream_active(kinesis, self.names.ingest_stream)
+
+
+def wait_stream_active(kinesis: Any, stream: str, timeout_s: float = 30.0) -> None:
+    """Block until ``stream`` is ACTIVE; raise ``TimeoutError`` naming it otherwise."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"]
+        if status == "ACTIVE":
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"kinesis stream {stream!r} not ACTIVE after {timeout_s}s")
+
+
+def start_moto(prefix: str) -> EmbeddedAws:
+    """Start a moto server on 127.0.0.1 (free port) and set this process's AWS environment.
+
+    Parameters
+    ----------
+    prefix
+        Resource name prefix, e.g. ``"georebal-local"`` (lowercase letters, digits, ``-``).
+
+    Returns
+    -------
+    EmbeddedAws
+        The running server; call :func:`stop_moto` when done.
+    """
+    if not prefix or not all(c.islower() or c.isdigit() or c == "-" for c in prefix):
+        raise ValueError(f"prefix must be lowercase letters, digits and '-', got {prefix!r}")
+    from moto.server import ThreadedMotoServer
+
+    # werkzeug logs one access line per request, and a traceback for every 500. moto's Kinesis is
+    # not thread-safe: a GetRecords racing a PutRecords on the same shard can fail with "OrderedDict
+    # mutated during iteration" (a 500 the SDK retries, nothing is lost); keep those off the console.
+    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    aws = EmbeddedAws(endpoint_url=f"http://127.0.0.1:{port}", names=Names(prefix), server=server)
+    os.environ.update(aws.environment())
+    return aws
+
+
+def stop_moto(aws: EmbeddedAws) -> None:
+    """Stop the moto server (idempotent enough for a ``finally`` block)."""
+    try:
+        aws.server.stop()
+    except Exception as exc:  # shutting down: report, never mask the real error
+        print(f"[local] moto server stop failed: {exc!r}")

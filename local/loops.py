@@ -1,0 +1,220 @@
+"""The in-process loops that stand in for AWS's event plumbing (not for the handlers).
+
+* :class:`ManifestNotifier` is the S3 -> Lambda notification: it lists the snapshots
+  bucket, and for each new ``_manifest.json`` calls the real partitioner handler with an
+  ``ObjectCreated`` event. A handler exception is recorded and retried twice (Lambda's
+  asynchronous-invocation retries), then given up, as in AWS.
+* :class:`RouterPoller` is the Kinesis event source mapping: GetRecords on every shard of
+  the ingest stream, batches of up to ``batch_size`` records to the real router handler,
+  and on ``batchItemFailures`` re-delivery from the first failed sequence number
+  (``ReportBatchItemFailures`` semantics); a handler exception re-delivers the whole batch.
+  Like an event source mapping with the default ``MaximumRetryAttempts=-1`` it retries
+  until the batch succeeds (with a backoff up to 2 s), unless ``max_retries`` is set. It
+  polls only while ``gate()`` is true (the local run opens it once a spec is active, so the
+  records wait in the stream instead of failing in a loop before the first deployment).
+
+Each loop runs in a thread (:class:`LoopThread`) and keeps counters the progress line
+and the report read.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from local.aws import EmbeddedAws
+from local.events import KinesisRecord, LambdaContext, kinesis_batch, s3_object_created
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+def load_handler(dotted: str) -> Handler:
+    """Import ``package.module:function`` and return the function; explain what is missing if not."""
+    module_name, _, attr = dotted.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise RuntimeError(f"handler {dotted!r} is not importable: {exc}") from exc
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise RuntimeError(f"handler {dotted!r}: module {module_name!r} has no callable {attr!r}")
+    return fn  # type: ignore[no-any-return]
+
+
+class LoopThread(threading.Thread):
+    """A daemon thread calling :meth:`step` every ``interval_s`` until :meth:`stop`.
+
+    An exception in ``step`` is recorded in ``errors`` (with traceback) and the loop
+    goes on; ``fatal`` errors (raised as :class:`FatalLoopError`) end it.
+    """
+
+    def __init__(self, name: str, interval_s: float) -> None:
+        super().__init__(name=name, daemon=True)
+        self.interval_s = interval_s
+        self._stop_event = threading.Event()
+        self.errors: list[str] = []
+        self.fatal: str | None = None
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_event.is_set()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            try:
+                self.step()
+            except FatalLoopError as exc:
+                self.fatal = str(exc)
+                return
+            except Exception:  # a loop must survive a bad step; the report shows every error
+                self.errors.append(traceback.format_exc(limit=6))
+            self._stop_event.wait(self.interval_s)
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+
+class FatalLoopError(RuntimeError):
+    """Raised by a loop step when the loop cannot go on (the run fails)."""
+
+
+@dataclass
+class Invocation:
+    """One partitioner invocation: which manifest, when, and what the handler returned."""
+
+    key: str
+    at: float
+    result: Any = None
+    error: str | None = None
+    attempts: int = 1
+
+
+class ManifestNotifier(LoopThread):
+    """S3 ObjectCreated notifications for snapshot manifests -> the partitioner handler."""
+
+    def __init__(self, aws: EmbeddedAws, handler: Handler, interval_s: float = 1.0, retries: int = 2,
+                 on_invocation: Callable[[Invocation], None] | None = None) -> None:
+        super().__init__("s3-notify", interval_s)
+        self.aws = aws
+        self.handler = handler
+        self.retries = retries
+        self.seen: set[str] = set()
+        self.invocations: list[Invocation] = []
+        self.on_invocation = on_invocation
+        self._s3 = aws.client("s3")
+
+    def step(self) -> None:
+        bucket = self.aws.names.snapshots_bucket
+        for obj in _list_objects(self._s3, bucket, "snapshots/"):
+            key = obj["Key"]
+            if not key.endswith("/_manifest.json") or key in self.seen:
+                continue
+            self.seen.add(key)
+            event = s3_object_created(bucket, key, int(obj["Size"]), str(obj.get("ETag", "")))
+            inv = Invocation(key=key, at=time.time())
+            for attempt in range(1, self.retries + 2):
+                inv.attempts = attempt
+                try:
+                    inv.result = self.handler(event, LambdaContext("georebal-partitioner"))
+                    inv.error = None
+                    break
+                except Exception as exc:  # Lambda records the error and retries async invocations
+                    inv.error = f"{type(exc).__name__}: {exc}"
+            self.invocations.append(inv)
+            if self.on_invocation is not None:
+                self.on_invocation(inv)
+
+
+def _list_objects(s3: Any, bucket: str, prefix: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        out.extend(page.get("Contents", []))
+    return out
+
+
+@dataclass
+class ShardCursor:
+    """Where the poller is in one shard, and records held back for re-delivery."""
+
+    shard_id: str
+    iterator: str | None
+    pending: list[KinesisRecord] = field(default_factory=list)
+    retries: int = 0
+    behind_ms: int = -1
+    retry_at: float = 0.0
+
+
+class RouterPoller(LoopThread):
+    """Kinesis event source mapping for the ingest stream -> the router handler."""
+
+    def __init__(self, aws: EmbeddedAws, handler: Handler, batch_size: int = 500, interval_s: float = 0.5,
+                 max_retries: int | None = None, gate: Callable[[], bool] = lambda: True) -> None:
+        super().__init__("router-esm", interval_s)
+        self.aws = aws
+        self.handler = handler
+        self.gate = gate
+        self.batch_size = batch_size
+        self.max_retries = max_retries
+        self._kinesis = aws.client("kinesis")
+        stream = aws.names.ingest_stream
+        desc = self._kinesis.describe_stream(StreamName=stream)["StreamDescription"]
+        self.stream_arn: str = desc["StreamARN"]
+        self.cursors = [ShardCursor(s["ShardId"], self._kinesis.get_shard_iterator(
+            StreamName=stream, ShardId=s["ShardId"], ShardIteratorType="TRIM_HORIZON")["ShardIterator"])
+            for s in desc["Shards"]]
+        self.records_in = 0
+        self.invocations = 0
+        self.failed_items = 0
+        self.gave_up = 0
+
+    def step(self) -> None:
+        if not self.gate():
+            return
+        for cursor in self.cursors:
+            self._poll(cursor)
+
+    def idle(self) -> bool:
+        """True when nothing is held back for re-delivery and the last reads were empty."""
+        return all(not c.pending and c.behind_ms == 0 for c in self.cursors)
+
+    def _poll(self, cursor: ShardCursor) -> None:
+        if cursor.pending and time.time() < cursor.retry_at:
+            return
+        if not cursor.pending and cursor.iterator is not None:
+            resp = self._kinesis.get_records(ShardIterator=cursor.iterator, Limit=self.batch_size)
+            cursor.iterator = resp.get("NextShardIterator")
+            cursor.behind_ms = int(resp.get("MillisBehindLatest", 0))
+            cursor.pending = [KinesisRecord(cursor.shard_id, r["SequenceNumber"], r["PartitionKey"], r["Data"],
+                                            r["ApproximateArrivalTimestamp"].timestamp()) for r in resp["Records"]]
+            self.records_in += len(cursor.pending)
+        if not cursor.pending:
+            return
+        self.invocations += 1
+        try:
+            result = self.handler(kinesis_batch(self.stream_arn, cursor.pending), LambdaContext("georebal-router"))
+            failures = [f["itemIdentifier"] for f in (result or {}).get("batchItemFailures", [])]
+        except Exception:  # Lambda: a raised error fails (and re-delivers) the whole batch
+            self.errors.append(traceback.format_exc(limit=6))
+            failures = [cursor.pending[0].sequence_number]
+        if not failures:
+            cursor.pending, cursor.retries = [], 0
+            return
+        self.failed_items += len(failures)
+        cursor.retries += 1
+        cursor.retry_at = time.time() + min(2.0, 0.1 * 2 ** min(cursor.retries, 5))
+        if self.max_retries is not None and cursor.retries > self.max_retries:
+            self.gave_up += len(cursor.pending)
+            self.errors.append(f"router: gave up on {len(cursor.pending)} records of {cursor.shard_id} after "
+                               f"{self.max_retries} retries (first failure {failures[0]!r})")
+            cursor.pending, cursor.retries = [], 0
+            return
+        first = min(failures, key=int)
+        cursor.pending = [r for r in cursor.pending if int(r.sequence_number) >= int(first)]

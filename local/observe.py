@@ -1,0 +1,212 @@
+"""Watches the control and leases tables: the timeline the report and the invariants use.
+
+:class:`ControlObserver` polls DynamoDB every ``interval_s`` (default 0.5 s) and records:
+
+* every change of the control records ``desired``, ``active``, ``deploy`` and ``policy``;
+* per spec version, when its leases were first all owned, unexpired and ``ready`` (green
+  ready) and when they were first all ``drained`` (blue drained);
+* **lease safety**: an owner change on one lease while the previous owner's lease was still
+  unexpired and not released is two owners of one partition (a violation);
+* **flip safety**: when ``active`` moves to a version, that version must already be green
+  ready in the same or an earlier observation (a violation otherwise).
+
+It reads the tables the way an operator would, so it checks the real components rather
+than trusting them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from local.aws import EmbeddedAws
+from local.loops import LoopThread
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
+@dataclass
+class VersionTimeline:
+    """What the observer saw of one spec version's fleet (epoch seconds)."""
+
+    version: int
+    slots: int = 0
+    first_lease_at: float | None = None
+    green_ready_at: float | None = None
+    flipped_at: float | None = None
+    flip_observed_at: float | None = None
+    drained_at: float | None = None
+    deploy_started_at: float | None = None
+    statuses: list[tuple[float, str]] = field(default_factory=list)
+
+
+@dataclass
+class LeaseSample:
+    owner: str | None
+    expires_at: float
+    released: bool
+    at: float
+
+
+class ControlObserver(LoopThread):
+    """Polls the control and leases tables; see the module docstring."""
+
+    def __init__(self, aws: EmbeddedAws, interval_s: float = 0.5) -> None:
+        super().__init__("observer", interval_s)
+        ddb = __import__("boto3").resource("dynamodb", endpoint_url=aws.endpoint_url, region_name="us-east-1",
+                                           aws_access_key_id="testing", aws_secret_access_key="testing")
+        self.control = ddb.Table(aws.names.control_table)
+        self.leases = ddb.Table(aws.names.leases_table)
+        self.records: dict[str, dict[str, Any]] = {}
+        self.changes: list[tuple[float, str, dict[str, Any]]] = []
+        self.versions: dict[int, VersionTimeline] = {}
+        self.lease_last: dict[str, LeaseSample] = {}
+        self.owner_changes: list[tuple[float, str, str | None, str | None]] = []
+        self.violations: list[str] = []
+        self.active_version: int | None = None
+        self.flips: list[tuple[int | None, int, float]] = []  # (from, to, observed_at)
+        self.spec_slots: dict[int, int] = {}
+        self.specs: dict[int, Any] = {}  # version -> partitioner.spec.Spec, every spec object published
+        self._s3 = aws.client("s3")
+        self._specs_bucket = aws.names.specs_bucket
+
+    def timeline(self, version: int) -> VersionTimeline:
+        return self.versions.setdefault(version, VersionTimeline(version))
+
+    def step(self) -> None:
+        # Control first, leases second: readiness is set before a flip and stays set, so a flip seen
+        # in this control scan always has its green readiness visible in the lease scan after it.
+        control = {str(i["pk"]): _plain(i) for i in _scan(self.control)}
+        leases = [_plain(i) for i in _scan(self.leases)]
+        now = time.time()
+        for version in self._published_versions():
+            if version not in self.specs:
+                self._load_spec(version)
+        self._observe_leases(leases, now)
+        self._observe_control(control, now)
+
+    def _observe_leases(self, leases: list[dict[str, Any]], now: float) -> None:
+        by_version: dict[int, list[dict[str, Any]]] = {}
+        for item in leases:
+            key = str(item.get("lease_key", ""))
+            version = _version_of(key)
+            if version is None:
+                continue
+            by_version.setdefault(version, []).append(item)
+            owner = item.get("owner") or None
+            sample = LeaseSample(owner, float(item.get("expires_at", 0) or 0), bool(item.get("released", False)), now)
+            last = self.lease_last.get(key)
+            if last is not None and last.owner != sample.owner:
+                self.owner_changes.append((now, key, last.owner, sample.owner))
+                if (last.owner is not None and sample.owner is not None and not last.released
+                        and last.expires_at > now):
+                    self.violations.append(
+                        f"two owners of lease {key!r}: {sample.owner!r} took it at {now:.1f} while "
+                        f"{last.owner!r} held it until {last.expires_at:.1f} (not released)")
+            self.lease_last[key] = sample
+        for version, items in by_version.items():
+            tl = self.timeline(version)
+            if tl.first_lease_at is None and any(i.get("owner") for i in items):
+                tl.first_lease_at = now
+            slots = self.spec_slots.get(version, 0)
+            tl.slots = slots
+            if slots and tl.green_ready_at is None and _all_ready(items, slots, now):
+                tl.green_ready_at = now
+            if slots and tl.drained_at is None and len(items) >= slots and all(i.get("drained") for i in items):
+                tl.drained_at = now
+
+    def _observe_control(self, control: dict[str, dict[str, Any]], now: float) -> None:
+        for pk, item in control.items():
+            if self.records.get(pk) != item:
+                self.records[pk] = item
+                self.changes.append((now, pk, item))
+                if pk == "deploy" and isinstance(item.get("version"), int):
+                    tl = self.timeline(int(item["version"]))
+                    tl.statuses.append((now, str(item.get("status"))))
+                    if tl.deploy_started_at is None:
+                        tl.deploy_started_at = _epoch(item.get("started_at")) or now
+        active = control.get("active")
+        if active is None or not isinstance(active.get("version"), int):
+            return
+        version = int(active["version"])
+        if version == self.active_version:
+            return
+        tl = self.timeline(version)
+        tl.flip_observed_at = now
+        tl.flipped_at = _epoch(active.get("flipped_at")) or now
+        if tl.green_ready_at is None:
+            self.violations.append(f"flip to v{version} observed at {now:.1f} before its green fleet was ready "
+                                   f"(leases of v{version} not all owned, unexpired and ready)")
+        self.flips.append((self.active_version, version, now))
+        self.active_version = version
+
+
+    def _published_versions(self) -> list[int]:
+        """Versions with a spec object ``specs/v<version:08d>.json`` (published, immutable)."""
+        versions = []
+        for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._specs_bucket, Prefix="specs/v"):
+            for obj in page.get("Contents", []):
+                digits = obj["Key"][len("specs/v"):-len(".json")]
+                if obj["Key"].endswith(".json") and digits.isdigit():
+                    versions.append(int(digits))
+        return versions
+
+    def _load_spec(self, version: int) -> None:
+        """Read ``specs/v<version:08d>.json`` (immutable, written before any pointer names it)."""
+        from partitioner.spec import spec_from_json
+
+        key = f"specs/v{version:08d}.json"
+        try:
+            body = self._s3.get_object(Bucket=self._specs_bucket, Key=key)["Body"].read()
+        except self._s3.exceptions.NoSuchKey:
+            return  # listed a moment ago: retried at the next poll
+        spec = spec_from_json(body, where=f"s3://{self._specs_bucket}/{key}")
+        self.specs[version] = spec
+        self.spec_slots[version] = len(spec.workers)
+
+
+def _scan(table: Any) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"ConsistentRead": True}
+    while True:
+        resp = table.scan(**kwargs)
+        items.extend(resp.get("Items", []))
+        if "LastEvaluatedKey" not in resp:
+            return items
+        kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+
+def _version_of(lease_key: str) -> int | None:
+    head = lease_key.split("#", 1)[0]
+    if not head.startswith("v") or not head[1:].isdigit():
+        return None
+    return int(head[1:])
+
+
+def _all_ready(items: list[dict[str, Any]], slots: int, now: float) -> bool:
+    ready = [i for i in items if i.get("owner") and float(i.get("expires_at", 0) or 0) > now and i.get("ready")]
+    return len(ready) >= slots
+
+
+def _epoch(value: Any) -> float | None:
+    """Epoch seconds from a number (s or ms) or an ISO-8601 string; None if absent or unreadable."""
+    import datetime as dt
+
+    if value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value) / (1000.0 if value > 1e11 else 1.0)
+    try:
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

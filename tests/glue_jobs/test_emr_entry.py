@@ -1,0 +1,44 @@
+"""Tests for glue_jobs.emr_entry: connector options, record mapping and argument handling."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from glue_jobs import transform as T
+from glue_jobs.emr_entry import CONNECTOR_FORMAT, build_parser, config_from_args, connector_options, connector_records
+
+pytestmark = pytest.mark.spark
+
+
+def test_connector_options_name_the_bundled_connector_settings() -> None:
+    # GIVEN a stream and region / WHEN options are built / THEN they use the aws-kinesis connector's option names
+    opts = connector_options("ingest", "eu-west-1", None)
+    assert CONNECTOR_FORMAT == "aws-kinesis"
+    assert opts == {"kinesis.streamName": "ingest", "kinesis.region": "eu-west-1",
+                    "kinesis.endpointUrl": "https://kinesis.eu-west-1.amazonaws.com",
+                    "kinesis.consumerType": "GetRecords", "kinesis.startingPosition": "TRIM_HORIZON"}
+    with pytest.raises(ValueError, match="'YESTERDAY'"):
+        connector_options("ingest", "eu-west-1", None, "YESTERDAY")
+
+
+def test_connector_rows_become_value_and_source_records(spark) -> None:
+    # GIVEN rows shaped like the connector's (data binary, streamName, partitionKey, sequenceNumber, ts)
+    df = spark.createDataFrame(
+        [(bytearray(b'{"event_id": "e"}'), "ingest", "u1", "4960", datetime(2026, 1, 1, tzinfo=UTC))],
+        "data binary, streamName string, partitionKey string, sequenceNumber string, "
+        "approximateArrivalTimestamp timestamp")
+    # WHEN mapped
+    row = connector_records(df).first()
+    # THEN the record text and a stream/key/sequence source come out, ready for classify_events
+    assert (row["value"], row["source"]) == ('{"event_id": "e"}', "ingest/pk=u1/4960")
+    assert T.classify_events(connector_records(df)).first()["reason"].startswith("missing_field: entity_id")
+
+
+def test_arguments_build_the_job_config() -> None:
+    # GIVEN entry-point arguments / WHEN parsed / THEN they map onto JobConfig
+    args = build_parser().parse_args(["--stream-name", "s", "--region", "us-east-1", "--snapshots", "s3://b",
+                                      "--checkpoint", "s3://b/ckpt", "--window", "30s", "--zoom", "17"])
+    cfg = config_from_args(args)
+    assert (cfg.out, cfg.window.length, cfg.rollup.zoom) == ("s3://b", "30 seconds", 17)

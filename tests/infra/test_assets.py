@@ -1,0 +1,62 @@
+"""infra.assets: entry points are checked, the Spark zip is deterministic, the layer needs the wheel cache."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from infra import assets
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [assets.PARTITIONER_HANDLER, assets.ROUTER_HANDLER, assets.DEPLOYER_HANDLER, assets.HOOKS_HANDLER,
+     assets.EMR_ENTRY, assets.GLUE_ENTRY, assets.WORKER_DOCKERFILE, assets.WORKER_HEALTHCHECK],
+)  # fmt: skip
+def test_every_wired_entry_point_exists(entry: assets.EntryPoint) -> None:
+    # GIVEN an entry point the stack wires WHEN required THEN it exists (and defines its handler)
+    assert assets.require(entry) is entry
+
+
+def test_missing_entry_point_fails_with_its_path() -> None:
+    # GIVEN an entry point that does not exist WHEN required THEN the error names it
+    with pytest.raises(assets.AssetError, match=r"'lambdas/nope\.py' does not exist"):
+        assets.require(assets.EntryPoint("lambdas/nope.py", "handler"))
+
+
+def test_entry_point_without_its_function_fails() -> None:
+    # GIVEN a real module that has no such function WHEN required THEN the error names the function
+    with pytest.raises(assets.AssetError, match=r"defines no 'no_such_handler'"):
+        assets.require(assets.EntryPoint("lambdas/router/handler.py", "no_such_handler"))
+
+
+def test_spark_zip_is_deterministic_and_holds_both_packages(tmp_path: Path) -> None:
+    # GIVEN two bundlings into different dirs
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    bundler = assets.SparkZipBundling()
+    # WHEN both run
+    assert bundler.try_bundle(str(first)) and bundler.try_bundle(str(second))
+    a, b = (d / assets.SparkZipBundling.ZIP_NAME for d in (first, second))
+    # THEN the archives are byte-identical and hold the importable packages (no tests or caches)
+    assert a.read_bytes() == b.read_bytes()
+    names = zipfile.ZipFile(a).namelist()
+    assert "partitioner/__init__.py" in names and "glue_jobs/emr_entry.py" in names
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
+def test_lambda_code_bundle_copies_handlers_and_library(tmp_path: Path) -> None:
+    # GIVEN the package-copy bundler WHEN run THEN both import roots are in the asset dir
+    assert assets.PackageCopyBundling(("lambdas", "partitioner")).try_bundle(str(tmp_path))
+    assert (tmp_path / "lambdas" / "router" / "handler.py").is_file()
+    assert (tmp_path / "partitioner" / "__init__.py").is_file()
+
+
+def test_layer_without_wheel_cache_says_which_setup_step_to_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # GIVEN no wheel cache WHEN the layer is bundled THEN the error names the bootstrap target
+    monkeypatch.setattr(assets, "WHEEL_CACHE", tmp_path / "missing")
+    with pytest.raises(assets.AssetError, match=r"bootstrap\.sh lambda-wheels"):
+        assets.WheelLayerBundling().try_bundle(str(tmp_path / "out"))

@@ -1,0 +1,50 @@
+"""infra.deploy: the deployer runs on each new spec; the hooks function is the service's lifecycle hook target."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk.assertions import Match
+
+
+def test_deployer_is_triggered_by_new_specs(emr: Any) -> None:
+    # GIVEN the bucket notifications THEN the specs bucket invokes the deployer for objects under specs/
+    emr.template.has_resource_properties(
+        "Custom::S3BucketNotifications",
+        {
+            "NotificationConfiguration": {
+                "LambdaFunctionConfigurations": [
+                    {
+                        "Events": ["s3:ObjectCreated:*"],
+                        "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "specs/"}]}},
+                        "LambdaFunctionArn": {"Fn::GetAtt": [Match.string_like_regexp("^DeployerFunction"), "Arn"]},
+                    }
+                ]
+            }
+        },
+    )
+
+
+def test_deployer_timeout_covers_the_stream_activation_wait(emr: Any) -> None:
+    # GIVEN STREAM_ACTIVE_WAIT_S = 120 (docs/CONTRACTS.md) THEN the deployer has at least 180 s
+    emr.template.has_resource_properties("AWS::Lambda::Function", {"Handler": "lambdas.deploy.deployer.handler", "Timeout": 180})
+
+
+def test_deployer_may_create_and_delete_only_geo_streams(emr: Any) -> None:
+    # GIVEN the deployer's policy
+    (policy,) = [p for k, p in emr.resources("AWS::IAM::Policy").items() if k.startswith("DeployerFunctionServiceRoleDefaultPolicy")]
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    (streams,) = [s for s in statements if "kinesis:CreateStream" in s["Action"]]
+    # THEN create/delete are on <prefix>-geo-v* only, and ECS RegisterTaskDefinition is present
+    assert "kinesis:DeleteStream" in streams["Action"]
+    assert streams["Resource"]["Fn::Join"][1][-1] == ":stream/georebal-geo-v*"
+    assert any("ecs:RegisterTaskDefinition" in s["Action"] for s in statements)
+
+
+def test_hooks_function_can_read_leases_and_flip_control(emr: Any) -> None:
+    # GIVEN the hooks function's policy
+    (policy,) = [p for k, p in emr.resources("AWS::IAM::Policy").items() if k.startswith("HooksFunctionServiceRoleDefaultPolicy")]
+    actions = {a for s in policy["Properties"]["PolicyDocument"]["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    # THEN DynamoDB reads/writes, geo stream deletion and service description are allowed, nothing ECS-mutating
+    assert {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "kinesis:DeleteStream", "ecs:DescribeServices"} <= actions
+    assert "ecs:UpdateService" not in actions and "ecs:RegisterTaskDefinition" not in actions

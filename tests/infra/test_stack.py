@@ -1,0 +1,136 @@
+"""infra.stack: least-privilege grants (no '*' or service-wide actions, scoped resources), outputs, environment."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match
+
+SERVICE_WIDE = re.compile(r"^[a-z0-9-]+:\*$")
+# Actions AWS only allows on Resource "*" (no resource-level permissions); anything else must be scoped.
+STAR_RESOURCE_OK = {
+    "xray:PutTraceSegments", "xray:PutTelemetryRecords", "ecs:RegisterTaskDefinition", "ecs:DescribeTaskDefinition",
+    "cloudwatch:PutMetricData", "ecr:GetAuthorizationToken", "ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
+}  # fmt: skip
+
+
+def _text(value: Any) -> str:
+    """Fn::Join / Ref / GetAtt rendered as text (tokens as <Ref> / <Id.Attr>)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        sep, parts = value["Fn::Join"]
+        return sep.join(_text(p) for p in parts)
+    if isinstance(value, dict) and "Ref" in value:
+        return f"<{value['Ref']}>"
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return f"<{'.'.join(value['Fn::GetAtt'])}>"
+    return json.dumps(value)
+
+
+def _actions(statement: dict) -> list[str]:
+    actions = statement.get("Action", [])
+    return [actions] if isinstance(actions, str) else list(actions)
+
+
+def _resources(statement: dict) -> list[str]:
+    resources = statement.get("Resource", [])
+    return [_text(r) for r in (resources if isinstance(resources, list) else [resources])]
+
+
+@pytest.mark.parametrize("variant", ["emr", "glue"])
+def test_no_policy_grants_all_actions_or_a_whole_service(variant: str, request: pytest.FixtureRequest) -> None:
+    # GIVEN every identity-policy statement of the synthesized stack
+    synth = request.getfixturevalue(variant)
+    statements = synth.policy_statements()
+    assert len(statements) > 20
+    # WHEN the actions are inspected
+    actions = [a for s in statements for a in _actions(s)]
+    # THEN none is "*" or "<service>:*"
+    assert "*" not in actions
+    assert [a for a in actions if SERVICE_WIDE.match(a)] == []
+
+
+@pytest.mark.parametrize("variant", ["emr", "glue"])
+def test_resource_star_only_for_actions_without_resource_level_permissions(variant: str, request: pytest.FixtureRequest) -> None:
+    # GIVEN every statement WHEN it has Resource "*"
+    synth = request.getfixturevalue(variant)
+    loose = [
+        (a, s.get("Condition"))
+        for s in synth.policy_statements()
+        if "*" in _resources(s)
+        for a in _actions(s)
+    ]
+    # THEN its actions cannot be scoped, and PutMetricData is limited to one namespace
+    assert {a for a, _ in loose} <= STAR_RESOURCE_OK
+    for action, condition in loose:
+        if action == "cloudwatch:PutMetricData":
+            assert condition and "cloudwatch:namespace" in condition["StringEquals"]
+
+
+def test_geo_stream_permissions_are_scoped_to_this_deployments_geo_streams(emr: Any) -> None:
+    # GIVEN the statements that manage or use Kinesis streams
+    kinesis = [s for s in emr.policy_statements() if any(a.startswith("kinesis:CreateStream") or a == "kinesis:PutRecords" for a in _actions(s))]
+    assert kinesis, "the deployer and the router need geo stream permissions"
+    # THEN each is limited to <prefix>-geo-v*
+    for statement in kinesis:
+        assert all(r.endswith(":stream/georebal-geo-v*") for r in _resources(statement)), statement
+
+
+def test_deployer_can_pass_only_the_worker_roles_to_ecs_tasks(emr: Any) -> None:
+    # GIVEN the iam:PassRole statements WHEN inspected
+    passes = [s for s in emr.policy_statements() if "iam:PassRole" in _actions(s)]
+    ecs_passes = [s for s in passes if s.get("Condition", {}).get("StringEquals", {}).get("iam:PassedToService") == "ecs-tasks.amazonaws.com"]
+    # THEN exactly one passes to ECS tasks, naming the task and execution roles (no wildcard)
+    assert len(ecs_passes) == 1
+    resources = _resources(ecs_passes[0])
+    assert len(resources) == 2 and all("*" not in r for r in resources)
+    # AND every PassRole in the stack is conditioned on the service it passes to
+    assert all("iam:PassedToService" in s.get("Condition", {}).get("StringEquals", {}) for s in passes)
+
+
+def test_update_service_is_scoped_to_the_worker_service(emr: Any) -> None:
+    # GIVEN the statement allowing ecs:UpdateService
+    (statement,) = [s for s in emr.policy_statements() if "ecs:UpdateService" in _actions(s)]
+    # THEN its resources are the worker service and its deployments only
+    assert sorted(_resources(statement)) == sorted([
+        "arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:service/georebal-workers/georebal-geo-workers",
+        "arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:service-deployment/georebal-workers/georebal-geo-workers/*",
+    ])
+
+
+@pytest.mark.parametrize(
+    "output",
+    ["IngestStreamName", "SnapshotsBucket", "SpecsBucket", "QuarantineBucket", "CostsBucket", "OutputBucket",
+     "CheckpointsBucket", "ControlTable", "LeasesTable", "ClusterName", "ServiceName", "DashboardUrl", "AlarmTopic"],
+)  # fmt: skip
+def test_operator_outputs(emr: Any, output: str) -> None:
+    # GIVEN the stack WHEN its outputs are listed THEN what an operator needs is there
+    emr.template.has_output(output, Match.any_value())
+
+
+def test_engine_specific_outputs(emr: Any, glue: Any) -> None:
+    # GIVEN both variants THEN each exports its own engine's handle
+    emr.template.has_output("EmrApplicationId", Match.any_value())
+    emr.template.has_output("EmrJobRunId", Match.any_value())
+    glue.template.has_output("GlueJobName", Match.any_value())
+    assert "GlueJobName" not in emr.template.to_json()["Outputs"]
+    assert "EmrApplicationId" not in glue.template.to_json()["Outputs"]
+
+
+def test_every_lambda_gets_the_contract_environment(emr: Any) -> None:
+    # GIVEN the four project functions (python runtime)
+    functions = [f for f in emr.resources("AWS::Lambda::Function").values() if f["Properties"]["Handler"].startswith("lambdas.")]
+    assert len(functions) == 4
+    required = {"GEO_PREFIX", "CONTROL_TABLE", "LEASES_TABLE", "SNAPSHOTS_BUCKET", "SPECS_BUCKET", "COSTS_BUCKET",
+                "QUARANTINE_BUCKET", "OUTPUT_BUCKET", "MAX_LOAD", "GRID_ZOOM", "POLICY_JSON", "ECS_CLUSTER", "ECS_SERVICE"}  # fmt: skip
+    # THEN each has every contract variable, with the fixed names of the ECS cluster and service
+    for function in functions:
+        variables = function["Properties"]["Environment"]["Variables"]
+        assert required <= set(variables)
+        assert (variables["ECS_CLUSTER"], variables["ECS_SERVICE"], variables["GRID_ZOOM"]) == ("georebal-workers", "georebal-geo-workers", "12")
+        assert "AWS_ENDPOINT_URL" not in variables

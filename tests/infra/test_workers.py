@@ -1,0 +1,89 @@
+"""infra.workers: ECS cluster, Fargate task from the worker image asset, headless blue/green service + hooks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from aws_cdk.assertions import Match
+
+
+def test_service_is_headless_blue_green_with_lifecycle_hooks(emr: Any) -> None:
+    # GIVEN the worker service THEN it is a Fargate service without load balancer, ECS-native BLUE_GREEN,
+    # with the hooks Lambda on the two stages the deploy protocol holds (green ready, blue drained), invoked with the hook role
+    emr.template.has_resource_properties(
+        "AWS::ECS::Service",
+        {
+            "ServiceName": "georebal-geo-workers",
+            "LaunchType": "FARGATE",
+            "DesiredCount": 0,
+            "LoadBalancers": Match.absent(),
+            "DeploymentConfiguration": Match.object_like(
+                {
+                    "Strategy": "BLUE_GREEN",
+                    "BakeTimeInMinutes": 2,
+                    "DeploymentCircuitBreaker": {"Enable": True, "Rollback": True},
+                    "LifecycleHooks": [
+                        {
+                            "HookTargetArn": {"Fn::GetAtt": [Match.string_like_regexp("^HooksFunction"), "Arn"]},
+                            "RoleArn": {"Fn::GetAtt": [Match.string_like_regexp("^WorkersHookRole"), "Arn"]},
+                            "LifecycleStages": ["POST_SCALE_UP", "POST_PRODUCTION_TRAFFIC_SHIFT"],
+                        }
+                    ],
+                }
+            ),
+            "NetworkConfiguration": {"AwsvpcConfiguration": Match.object_like({"AssignPublicIp": "DISABLED"})},
+        },
+    )
+
+
+def test_hook_role_may_only_invoke_the_hooks_function(emr: Any) -> None:
+    # GIVEN the hook role's policy THEN it allows lambda:InvokeFunction on the hooks function only
+    (policy,) = [p for k, p in emr.resources("AWS::IAM::Policy").items() if k.startswith("WorkersHookRoleDefaultPolicy")]
+    (statement, *rest) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert rest == []
+    assert statement["Action"] == "lambda:InvokeFunction"
+    assert statement["Resource"] == {"Fn::GetAtt": [statement["Resource"]["Fn::GetAtt"][0], "Arn"]}
+    assert statement["Resource"]["Fn::GetAtt"][0].startswith("HooksFunction")
+
+
+def test_task_definition_from_the_worker_image_asset(emr: Any) -> None:
+    # GIVEN the task definition THEN Fargate with the configured size, the image from the CDK asset repository,
+    # the contract environment and awslogs
+    emr.template.has_resource_properties(
+        "AWS::ECS::TaskDefinition",
+        {
+            "Family": "georebal-geo-worker",
+            "Cpu": "512",
+            "Memory": "1024",
+            "RequiresCompatibilities": ["FARGATE"],
+            "ContainerDefinitions": [
+                Match.object_like(
+                    {
+                        "Name": "worker",
+                        "Image": {"Fn::Sub": Match.string_like_regexp(r"\.dkr\.ecr\..*/cdk-hnb659fds-container-assets-")},
+                        "Environment": Match.array_with([{"Name": "GEO_PREFIX", "Value": "georebal"}, {"Name": "LEASE_S", "Value": "30"}]),
+                        "LogConfiguration": Match.object_like({"LogDriver": "awslogs"}),
+                        "HealthCheck": Match.object_like({"Command": ["CMD", "python", "-m", "geo_service.healthcheck"]}),
+                    }
+                )
+            ],
+        },
+    )
+
+
+def test_image_asset_is_built_from_the_repo_root_with_the_worker_dockerfile(emr: Any) -> None:
+    # GIVEN the cloud assembly's asset manifest
+    manifest = json.loads((Path(emr.assembly.directory) / f"{emr.stack.artifact_id}.assets.json").read_text())
+    images = [image["source"] for image in manifest["dockerImages"].values()]
+    # THEN one image, Dockerfile geo_service/Dockerfile, linux/amd64 (synth only fingerprints it: no Docker needed)
+    assert len(images) == 1
+    assert images[0]["dockerFile"] == "geo_service/Dockerfile" and images[0]["platform"] == "linux/amd64"
+
+
+def test_cluster_has_container_insights(emr: Any) -> None:
+    emr.template.has_resource_properties(
+        "AWS::ECS::Cluster",
+        {"ClusterName": "georebal-workers", "ClusterSettings": [{"Name": "containerInsights", "Value": "enhanced"}]},
+    )
