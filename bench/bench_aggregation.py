@@ -8,7 +8,7 @@ All three variants run in one Spark session on the same cached DataFrame of rand
 
 * ``bare``: ``groupBy(<precomputed tile code column>).count()``, the aggregation alone (baseline);
 * ``native``: the job's hot path (``transform.aggregate_cells`` without windows):
-  ``groupBy(tile_code_expr(lon, lat, zoom)).count()`` then the quadkey string per cell;
+  ``groupBy(with_tile_code(...)).count()`` (native tile code) then the quadkey string per cell;
 * ``udf``: ``groupBy(python_udf(mercantile.quadkey(mercantile.tile(lon, lat, zoom)))).count()``.
 
 Points are clustered by default (``--distribution clustered``: 200 Gaussian hot spots, about
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from glue_jobs.transform import quadkey_of_code, tile_code_expr  # noqa: E402
+from glue_jobs.transform import quadkey_of_code, tile_code_expr, with_tile_code  # noqa: E402
 
 
 def make_session(cores: int) -> SparkSession:
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     if udf_df is not df:
         udf_df.count()
     qk_udf = mercantile_udf(args.zoom)
-    native = (df.groupBy(tile_code_expr(F.col("lon"), F.col("lat"), args.zoom).alias("code")).count()
+    native = (with_tile_code(df.select("lon", "lat"), args.zoom, out_col="code").groupBy("code").count()
               .select(quadkey_of_code(F.col("code"), args.zoom).alias("quadkey"), "count"))
     results = {
         "bare": (args.events, timed(sink(df.groupBy("code_pre").count()), args.repeat)),

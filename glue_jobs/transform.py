@@ -337,10 +337,33 @@ def _check_zoom(zoom: object) -> None:
         raise ValueError(f"quadkey: zoom must be an integer in [0, {MAX_ZOOM}], got {zoom!r}")
 
 
+def with_tile_code(df: DataFrame, zoom: int, lon_col: str = "lon", lat_col: str = "lat",
+                   out_col: str = "tile_code") -> DataFrame:
+    """Return ``df`` with ``out_col`` = interleaved tile code (long) at ``zoom`` (see :func:`tile_code_expr`).
+
+    Computed in staged projections (unit coordinates, then tile x/y, then the code): the bit
+    interleave reads x and y many times, and staging makes those reads of a column instead of
+    re-evaluations of the trigonometry (Spark keeps projections apart when merging them would
+    duplicate non-trivial expressions).
+    """
+    _check_zoom(zoom)
+    cols = [c for c in df.columns if c != out_col]
+    lat = F.greatest(F.least(F.col(lat_col), F.lit(MAX_LAT)), F.lit(-MAX_LAT))
+    sinlat = F.sin(F.radians(lat))
+    staged = df.select(
+        *cols,
+        (F.col(lon_col) / F.lit(360.0) + F.lit(0.5)).alias("_ux"),
+        (F.lit(0.5) - F.lit(0.25) * F.log((F.lit(1.0) + sinlat) / (F.lit(1.0) - sinlat)) / F.lit(math.pi)).alias("_uy"),
+    ).select(*cols, tile_index(F.col("_ux"), zoom).alias("_tx"), tile_index(F.col("_uy"), zoom).alias("_ty"))
+    return staged.select(*cols, morton_of_xy(F.col("_tx"), F.col("_ty")).alias(out_col))
+
+
 def with_quadkey(df: DataFrame, zoom: int, lon_col: str = "lon", lat_col: str = "lat",
                  out_col: str = "quadkey") -> DataFrame:
-    """Return ``df`` with ``out_col`` = quadkey of (``lon_col``, ``lat_col``) at ``zoom`` (see :func:`quadkey_expr`)."""
-    return df.withColumn(out_col, quadkey_expr(F.col(lon_col), F.col(lat_col), zoom))
+    """Return ``df`` with ``out_col`` = quadkey of (``lon_col``, ``lat_col``) at ``zoom`` (same as :func:`quadkey_expr`)."""
+    coded = with_tile_code(df, zoom, lon_col, lat_col, "_qk_code")
+    cols = [c for c in coded.columns if c not in ("_qk_code", out_col)]
+    return coded.select(*cols, quadkey_of_code(F.col("_qk_code"), zoom).alias(out_col))
 
 
 # ---------------------------------------------------------------------------
@@ -401,7 +424,7 @@ def aggregate_cells(events: DataFrame, window: WindowSpec, zoom: int, ts_col: st
     DataFrame
         ``window_start, window_end, quadkey, events``.
     """
-    coded = events.withColumn("_cell", tile_code_expr(F.col(lon_col), F.col(lat_col), zoom))
+    coded = with_tile_code(events, zoom, lon_col, lat_col, "_cell")
     counts = aggregate_windows(coded, window, ts_col, "_cell")
     return counts.select("window_start", "window_end", quadkey_of_code(F.col("quadkey"), zoom).alias("quadkey"),
                          "events")

@@ -89,15 +89,16 @@ def lower_bound(total: float, max_load: float) -> int:
 
 
 def build_spec(counts: Counts, max_load: float, *, previous: Spec | None = None, strategy: str = "compact",
-               version: int | None = None, created_at: str | None = None, stream_name: str | None = None) -> Spec:
+               version: int | None = None, created_at: str | None = None, stream_name: str | None = None,
+               fill: float = 1.0) -> Spec:
     """Build a validated spec; see :func:`build_with_report`."""
     return build_with_report(counts, max_load, previous=previous, strategy=strategy, version=version,
-                             created_at=created_at, stream_name=stream_name).spec
+                             created_at=created_at, stream_name=stream_name, fill=fill).spec
 
 
 def build_with_report(counts: Counts, max_load: float, *, previous: Spec | None = None,
                       strategy: str = "compact", version: int | None = None, created_at: str | None = None,
-                      stream_name: str | None = None) -> BuildReport:
+                      stream_name: str | None = None, fill: float = 1.0) -> BuildReport:
     """Build a spec from ``counts`` under ``max_load`` and say how.
 
     Parameters
@@ -111,6 +112,11 @@ def build_with_report(counts: Counts, max_load: float, *, previous: Spec | None 
     strategy : {"compact", "seed"}
     version : int, optional
         Defaults to ``previous.version + 1`` or 1.
+    fill : float
+        Target utilisation in (0, 1] that regions and workers are packed to; the spec's
+        ``max_load`` stays the hard cap. Operations build below 1 (the rebalance
+        policy's ``target_fill``) so that routine growth does not trigger the next
+        redeploy at once; the benchmarks build at 1.
 
     Returns
     -------
@@ -131,7 +137,10 @@ def build_with_report(counts: Counts, max_load: float, *, previous: Spec | None 
         raise BuildError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if len(counts) == 0:
         raise BuildError(f"{counts.source}: no load to partition")
-    cap = float(max_load)
+    if isinstance(fill, bool) or not isinstance(fill, (int, float)) or not 0 < fill <= 1:
+        raise BuildError(f"fill must be a number in (0, 1], got {fill!r}")
+    hard_cap = float(max_load)
+    cap = hard_cap * float(fill)
     if version is None:
         version = previous.version + 1 if previous is not None else 1
     prev_version = previous.version if previous is not None and previous.version < version else None
@@ -139,12 +148,13 @@ def build_with_report(counts: Counts, max_load: float, *, previous: Spec | None 
     grid = counts.grid()
     total = float(grid.weight.sum())
     lb = lower_bound(total, cap)
-    source = {"counts": counts.source, "grid_zoom": grid.zoom, "total_load": total, "lower_bound": lb}
+    source = {"counts": counts.source, "grid_zoom": grid.zoom, "total_load": total,
+              "lower_bound": lower_bound(total, hard_cap), "fill": float(fill)}
 
     if strategy == "seed":
         regions = seed_regions(counts, cap)
         workers_of = list(range(len(regions)))
-        spec = _assemble(regions, workers_of, cap, version=version, previous_version=prev_version, created_at=stamp,
+        spec = _assemble(regions, workers_of, hard_cap, version=version, previous_version=prev_version, created_at=stamp,
                          strategy="seed", stream_name=stream_name, source=source)
         hot = int(np.count_nonzero(grid.weight > cap))
         return BuildReport(spec, "seed", lb, hot, 0, "fresh", problems=tuple(validate(spec)))
@@ -162,17 +172,17 @@ def build_with_report(counts: Counts, max_load: float, *, previous: Spec | None 
             r_regions, r_workers, r_ids, r_wids, r_notes = repaired
             n_rep = len(set(r_workers))
             if n_rep <= max(fresh_workers, lb + 1) + 1:
-                spec = _assemble(r_regions, r_workers, cap, version=version, previous_version=prev_version,
+                spec = _assemble(r_regions, r_workers, hard_cap, version=version, previous_version=prev_version,
                                  created_at=stamp, strategy="compact", stream_name=stream_name, source=source,
                                  ids=r_ids, worker_ids=r_wids)
                 return BuildReport(check(spec), "compact", lb, hot_count, hashed, "repair", tuple(r_notes))
             notes.append(f"repair needed {n_rep} workers vs {fresh_workers} fresh (lower bound {lb}): rebuilt")
         ids, wids = _match_ids(previous, regions, workers_of, grid.zoom)
-        spec = _assemble(regions, workers_of, cap, version=version, previous_version=prev_version, created_at=stamp,
+        spec = _assemble(regions, workers_of, hard_cap, version=version, previous_version=prev_version, created_at=stamp,
                          strategy="compact", stream_name=stream_name, source=source, ids=ids, worker_ids=wids)
         mode = "fresh+matched"
     else:
-        spec = _assemble(regions, workers_of, cap, version=version, previous_version=prev_version, created_at=stamp,
+        spec = _assemble(regions, workers_of, hard_cap, version=version, previous_version=prev_version, created_at=stamp,
                          strategy="compact", stream_name=stream_name, source=source)
     return BuildReport(check(spec), "compact", lb, hot_count, hashed, mode, tuple(notes))
 
@@ -409,7 +419,8 @@ def _carve(idx: IntArray, x: IntArray, y: IntArray, w: np.ndarray, zoom: int, ca
     while stack:
         cur = stack.pop()
         load = float(w[cur].sum())
-        if load <= cap * (1 + 1e-12):
+        if load <= cap * (1 + 1e-12) or len(cur) == 1:
+            # a single cell cannot be cut: callers only pass cells within the real cap
             done.append(cur)
             continue
         k = math.ceil(load / cap - 1e-12)
@@ -487,85 +498,230 @@ def _renumber(assign: list[int]) -> list[int]:
 # ---------------------------------------------------------------------------
 
 
-def _repair(previous: Spec, counts: Counts, cap: float) -> tuple[list[Region], list[int], list[str], list[str],
-                                                                 list[str]] | None:
+RepairResult = tuple[list[Region], list[int], list[str], list[str], list[str]]
+
+
+def _repair(previous: Spec, counts: Counts, cap: float) -> RepairResult | None:
     """Keep the previous spec where it still fits; move only what must move.
 
     Returns regions, worker index per region, partition ids, worker ids (per worker
-    index) and notes; or None when the previous spec cannot be repaired (it splits
-    hot cells that changed, or its grid is finer than the counts).
+    index) and notes; or None when the previous spec cannot be repaired (its
+    regions list cells finer than the counts' grid).
+
+    Notes
+    -----
+    * A region that still fits keeps its id, its listed quadkeys (so contiguity
+      holds where load vanished) and its worker.
+    * A region over the cap is re-carved; its largest piece keeps the id.
+    * A hot cell split by entity hash keeps its shares while each fits, else is
+      re-split with the first shares keeping their ids; a cell newly hotter than
+      the cap is split and taken out of its region.
+    * A worker over the cap sheds the overflow: the smallest of its regions that
+      covers the excess moves if it is small, else a sliver of about the excess is
+      shaved off its largest region. Moved pieces go to the fullest worker they fit
+      (best fit), or to a new worker.
+    * New load outside every region (the catch-all) becomes new regions.
     """
     grid = counts.grid()
-    index = SpecIndex(previous)
-    owner = index.locate_xy(grid.x, grid.y, grid.zoom)
     parts = previous.partitions
-    if any(p.hash_range is not None for p in parts) or any(grid.weight > cap):
+    if any(len(q) > grid.zoom for p in parts if p.hash_range is None for q in p.quadkeys):
         return None
-    if any(len(q) > grid.zoom for p in parts for q in p.quadkeys):
-        return None
+    index = SpecIndex(previous)
+    owner = index.locate_groups_xy(grid.x, grid.y, grid.zoom)
     catch = index.catch_all_index
     notes: list[str] = []
     qks = np.array(arrays_to_quadkeys(grid.x, grid.y, grid.zoom), dtype=object)
-    loads = np.bincount(owner, weights=grid.weight, minlength=len(parts))
-    regions: list[Region] = []
-    ids: list[str] = []
-    owner_worker: list[str] = []
-    # 1. previous regions: keep listed quadkeys (contiguity holds even where load vanished); re-carve overloaded ones
+    plan = _RepairPlan(cap)
+    handled = np.zeros(len(grid.x), dtype=bool)
+    # 1. hot cells: previous splits keep their shares while they fit; new hot cells are split
+    for cell in np.nonzero(owner < 0)[0]:
+        members = [parts[int(i)] for i in index.group_members(int(-owner[cell] - 1))]
+        load = float(grid.weight[cell])
+        if all(load * p.share <= cap for p in members):
+            for p in members:
+                plan.add(Region(p.quadkeys, load * p.share, p.hash_range), p.id, p.worker)
+        else:
+            notes.append(f"hot cell {members[0].quadkeys[0]!r} re-split for load {load:.6g}")
+            for k, r in enumerate(hash_split(members[0].quadkeys[0], load, cap)):
+                plan.add(r, members[k].id if k < len(members) else "", members[k].worker if k < len(members) else "")
+        handled[cell] = True
+    newly_hot = np.nonzero((grid.weight > cap) & ~handled)[0]
+    drop: dict[int, set[str]] = {}
+    for cell in newly_hot:
+        notes.append(f"cell {qks[cell]!r} at {grid.weight[cell] / cap:.0%} of max_load split by entity hash")
+        for r in hash_split(str(qks[cell]), float(grid.weight[cell]), cap):
+            plan.add(r, "", "")
+        drop.setdefault(int(owner[cell]), set()).add(str(qks[cell]))
+        handled[cell] = True
+    plain = ~handled & (owner >= 0)
+    loads = np.bincount(owner[plain], weights=grid.weight[plain], minlength=len(parts))
+    # 2. previous regions
     for i, p in enumerate(parts):
-        if i == catch:
+        if i == catch or p.hash_range is not None:
             continue
-        cells = np.nonzero(owner == i)[0]
+        cells = np.nonzero(plain & (owner == i))[0]
         if loads[i] <= cap:
-            regions.append(Region(tuple(p.quadkeys), float(loads[i])))
-            ids.append(p.id)
-            owner_worker.append(p.worker)
+            listed = tuple(q for q in p.quadkeys if q not in drop.get(i, ()))
+            if listed:
+                plan.add(Region(listed, float(loads[i])), p.id, p.worker, cells)
             continue
-        pieces = _carve(cells, grid.x, grid.y, grid.weight, grid.zoom, cap)
-        pieces.sort(key=lambda c: -float(grid.weight[c].sum()))
+        pieces = _recarve(cells, grid, cap)
         notes.append(f"partition {p.id!r} at {loads[i] / cap:.0%} of max_load re-carved into {len(pieces)} pieces")
         for k, piece in enumerate(pieces):
-            regions.append(Region(tuple(sorted(qks[piece])), float(grid.weight[piece].sum())))
-            ids.append(p.id if k == 0 else "")
-            owner_worker.append(p.worker if k == 0 else "")
-    # 2. new load in the catch-all: attach cells to a neighbouring region with room, else new regions
-    new_cells = np.nonzero((owner == catch) & (grid.weight > 0))[0]
+            plan.add(Region(tuple(sorted(qks[piece])), float(grid.weight[piece].sum())), p.id if k == 0 else "",
+                     p.worker if k == 0 else "", piece)
+    # 3. new load in the catch-all
+    new_cells = np.nonzero(plain & (owner == catch) & (grid.weight > 0))[0]
     if len(new_cells):
         fresh = carve_cells(grid.x[new_cells], grid.y[new_cells], grid.weight[new_cells], grid.zoom, cap,
                             bridge_levels=0)
         notes.append(f"{float(grid.weight[new_cells].sum()):.6g} load outside the previous regions -> "
                      f"{len(fresh)} new regions")
         for r in fresh:
-            regions.append(r)
-            ids.append("")
-            owner_worker.append("")
-    # 3. workers: keep assignments that fit, move whole regions off overloaded workers, pack the rest
-    worker_load: dict[str, float] = {}
-    assign: list[str] = [""] * len(regions)
-    order = sorted(range(len(regions)), key=lambda i: -regions[i].load)
-    for i in order:
-        w = owner_worker[i]
-        if w and worker_load.get(w, 0.0) + regions[i].load <= cap * (1 + 1e-12):
-            assign[i] = w
-            worker_load[w] = worker_load.get(w, 0.0) + regions[i].load
-    moved = [i for i in order if not assign[i]]
-    prev_wids = [w.id for w in previous.workers]
-    for i in moved:
-        fits = [(cap - worker_load.get(w, 0.0), w) for w in prev_wids + list(worker_load)
-                if worker_load.get(w, 0.0) + regions[i].load <= cap * (1 + 1e-12) and w in worker_load]
-        w = min(fits)[1] if fits else _new_worker_id(prev_wids, worker_load)
-        assign[i] = w
-        worker_load[w] = worker_load.get(w, 0.0) + regions[i].load
-    wids = sorted(set(assign))
-    windex = {w: k for k, w in enumerate(wids)}
-    used = {p.id for p in previous.partitions}
-    next_id = _next_number([p.id for p in previous.partitions])
-    for k, pid in enumerate(ids):
-        if not pid:
-            while f"p{next_id:04d}" in used:
-                next_id += 1
-            ids[k] = f"p{next_id:04d}"
-            used.add(ids[k])
-    return regions, [windex[a] for a in assign], ids, wids, notes
+            plan.add(r, "", "")
+    # 4. workers over the cap shed their overflow; everything unplaced is packed best-fit
+    plan.shed_overflow(grid, qks, notes)
+    plan.place_unassigned([w.id for w in previous.workers])
+    return plan.result(previous, notes)
+
+
+def _recarve(cells: IntArray, grid: object, cap: float) -> list[IntArray]:
+    """Cut an overloaded region to the cap, moving as little load as possible; largest piece first."""
+    from partitioner.counts import Grid
+
+    assert isinstance(grid, Grid)
+    shaved = _shave(cells, grid, cap)
+    if shaved is None:
+        pieces = _carve(cells, grid.x, grid.y, grid.weight, grid.zoom, cap)
+    else:
+        keep, rest = shaved
+        pieces = [keep]
+        for r in rest:
+            pieces += _carve(r, grid.x, grid.y, grid.weight, grid.zoom, cap)
+    return sorted(pieces, key=lambda c: -float(grid.weight[c].sum()))
+
+
+class _RepairPlan:
+    """Mutable working state of one repair (internal; the result is immutable regions and ids)."""
+
+    def __init__(self, cap: float) -> None:
+        self.cap = cap
+        self.regions: list[Region] = []
+        self.ids: list[str] = []
+        self.worker: list[str] = []
+        self.cells: list[IntArray | None] = []
+
+    def add(self, region: Region, pid: str, worker: str, cells: IntArray | None = None) -> None:
+        self.regions.append(region)
+        self.ids.append(pid)
+        self.worker.append(worker)
+        self.cells.append(cells)
+
+    def worker_loads(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for r, w in zip(self.regions, self.worker, strict=True):
+            if w:
+                out[w] = out.get(w, 0.0) + r.load
+        return out
+
+    def shed_overflow(self, grid: object, qks: np.ndarray, notes: list[str]) -> None:
+        from partitioner.counts import Grid
+
+        assert isinstance(grid, Grid)
+        tol = self.cap * 1e-12
+        for w, load in sorted(self.worker_loads().items()):
+            excess = load - self.cap
+            if excess <= tol:
+                continue
+            mine = [i for i, ww in enumerate(self.worker) if ww == w]
+            moves = self._moves_covering(mine, excess)
+            move_cost = sum(self.regions[i].load for i in moves)
+            largest = max(mine, key=lambda i: self.regions[i].load)
+            cells = self.cells[largest]
+            shaved = None
+            if move_cost > 1.05 * excess and cells is not None and len(cells) > 1 \
+                    and self.regions[largest].hash_range is None:
+                shaved = _shave(cells, grid, self.regions[largest].load - excess)
+                if shaved is not None and float(grid.weight[np.concatenate(shaved[1])].sum()) >= move_cost:
+                    shaved = None
+            if shaved is None:
+                for i in moves:
+                    self.worker[i] = ""
+                continue
+            keep, rest = shaved
+            self.regions[largest] = Region(tuple(sorted(qks[keep])), float(grid.weight[keep].sum()))
+            self.cells[largest] = keep
+            for piece in rest:
+                self.add(Region(tuple(sorted(qks[piece])), float(grid.weight[piece].sum())), "", "", piece)
+            notes.append(f"worker {w!r} at {load / self.cap:.1%}: shaved {float(grid.weight[np.concatenate(rest)].sum()):.6g}"
+                         f" off partition {self.ids[largest]!r}")
+
+    def _moves_covering(self, mine: list[int], excess: float) -> list[int]:
+        """Pick regions of one worker to move off it, moving as little load as greedily possible."""
+        left = sorted(mine, key=lambda i: self.regions[i].load)
+        picked: list[int] = []
+        while excess > self.cap * 1e-12 and left:
+            pick = next((i for i in left if self.regions[i].load >= excess), left[-1])
+            left.remove(pick)
+            picked.append(pick)
+            excess -= self.regions[pick].load
+        return picked
+
+    def place_unassigned(self, previous_workers: list[str]) -> None:
+        wl = self.worker_loads()
+        for i in sorted((i for i, w in enumerate(self.worker) if not w), key=lambda i: -self.regions[i].load):
+            need = self.regions[i].load
+            fits = [(self.cap - used, w) for w, used in wl.items() if used + need <= self.cap * (1 + 1e-12)]
+            w = min(fits)[1] if fits else _new_worker_id(previous_workers, wl)
+            self.worker[i] = w
+            wl[w] = wl.get(w, 0.0) + need
+
+    def result(self, previous: Spec, notes: list[str]) -> RepairResult:
+        wids = sorted(set(self.worker))
+        windex = {w: k for k, w in enumerate(wids)}
+        used = {p.id for p in previous.partitions} | {i for i in self.ids if i}
+        nxt = _next_number(list(used))
+        ids = list(self.ids)
+        for k, pid in enumerate(ids):
+            if not pid:
+                ids[k] = f"p{nxt:04d}"
+                nxt += 1
+        return self.regions, [windex[w] for w in self.worker], ids, wids, notes
+
+
+def _shave(cells: IntArray, grid: object, keep_load: float) -> tuple[IntArray, list[IntArray]] | None:
+    """Cut a region's cells so the piece kept is at most ``keep_load``; return it and the shaved pieces.
+
+    Returns None when no cut keeps a non-empty piece within ``keep_load``.
+    """
+    from partitioner.counts import Grid
+
+    assert isinstance(grid, Grid)
+    u, v = _axes(grid.x[cells], grid.y[cells], grid.zoom)
+    order = np.lexsort((v, u))
+    w = grid.weight[cells]
+    # shave from the side whose edge cells add up to the excess: try both ends, keep the cheaper
+    best: tuple[float, IntArray, IntArray] | None = None
+    for seq in (order, order[::-1]):
+        csum = np.cumsum(w[seq])
+        cut = min(int(np.searchsorted(csum, keep_load * (1 + 1e-12), side="right")), len(cells) - 1)
+        if cut < 1:
+            continue
+        keep, shaved = cells[seq[:cut]], cells[seq[cut:]]
+        n, labels = components(grid.x[keep], grid.y[keep], grid.zoom)
+        if n > 1:
+            groups = group_indices(labels, n)
+            big = max(groups, key=lambda g: float(grid.weight[keep[g]].sum()))
+            shaved = np.concatenate([shaved, np.setdiff1d(keep, keep[big])])
+            keep = keep[big]
+        moved = float(grid.weight[shaved].sum())
+        if best is None or moved < best[0]:
+            best = (moved, keep, shaved)
+    if best is None:
+        return None
+    _, keep, shaved = best
+    n, labels = components(grid.x[shaved], grid.y[shaved], grid.zoom)
+    return keep, [shaved[g] for g in group_indices(labels, n)]
 
 
 def _new_worker_id(existing: list[str], in_use: dict[str, float]) -> str:

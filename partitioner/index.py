@@ -129,6 +129,14 @@ class SpecIndex:
                 np.add.at(loads, self._group_part[gi], total * shares)
         return loads
 
+    def group_members(self, group: int) -> IntArray:
+        """Return the partition indices sharing split cell ``group`` (ordered by hash range)."""
+        return self._group_part[group]
+
+    def locate_groups_xy(self, x: IntArray, y: IntArray, zoom: int) -> IntArray:
+        """Like :meth:`locate_xy` but a split hot cell gives ``-(group + 1)`` instead of one share."""
+        return self._locate_groups(np.asarray(x, dtype=np.int64), np.asarray(y, dtype=np.int64), zoom)
+
     def _locate_groups(self, x: IntArray, y: IntArray, zoom: int) -> IntArray:
         out = np.full(x.shape, self.catch_all_index, dtype=np.int64)
         unresolved = np.ones(x.shape, dtype=bool)

@@ -58,6 +58,10 @@ class RebalancePolicy:
         Seconds (>= 0) after a publish during which only an overload (> 100 %) redeploys.
     min_change : float
         Share of load in [0, 1] a candidate must move (unless it cuts workers).
+    target_fill : float
+        Utilisation in (0, high_watermark] that the partitioner packs a new spec to
+        (``build_spec(..., fill=target_fill)``), leaving headroom below the high
+        watermark so routine growth does not trigger the next redeploy at once.
 
     Raises
     ------
@@ -70,6 +74,7 @@ class RebalancePolicy:
     max_waste_ratio: float = 1.25
     cooldown_s: float = 600.0
     min_change: float = 0.05
+    target_fill: float = 0.8
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -87,6 +92,9 @@ class RebalancePolicy:
             raise PolicyError(f"policy cooldown_s must be >= 0, got {self.cooldown_s!r}")
         if not 0 <= self.min_change <= 1:
             raise PolicyError(f"policy min_change must be in [0, 1], got {self.min_change!r}")
+        if not 0 < self.target_fill <= self.high_watermark:
+            raise PolicyError(f"policy target_fill must be in (0, high_watermark={self.high_watermark!r}], "
+                              f"got {self.target_fill!r}")
 
     @classmethod
     def from_json(cls, text: str | None, where: str = "POLICY_JSON") -> RebalancePolicy:

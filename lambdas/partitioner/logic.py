@@ -200,7 +200,7 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
     version = (desired.version if desired else 0) + 1
     try:
         candidate = deps.build(counts, deps.max_load, previous=previous, version=version,
-                               stream_name=f"{deps.prefix}-geo-v{version}")
+                               stream_name=f"{deps.prefix}-geo-v{version}", fill=deps.policy.target_fill)
     except PartitionerError as exc:
         raise SnapshotRejected("build_failed", f"{manifest.key}: {exc}") from None
     problems = validate(candidate)

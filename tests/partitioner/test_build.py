@@ -238,8 +238,10 @@ def test_any_small_grid_builds_a_valid_covering_spec(cells: list[tuple[int, int,
     counts = counts_from_pairs(list(zip(qks, [c[2] for c in cells], strict=True)))
     # WHEN building
     report = build_with_report(counts, cap)
-    # THEN the spec validates, load is conserved, workers stay within lower bound + 1, regions are connected
+    # THEN the spec validates, load is conserved, regions are connected, and packing wastes at most
+    #      half a worker each (best-fit decreasing: at most one worker half empty). Lower bound + 1 needs cells
+    #      small against the cap, which the dataset tests and the benchmark check.
     assert validate(report.spec) == []
     assert sum(p.load for p in report.spec.partitions) == pytest.approx(counts.total)
-    assert len(report.spec.workers) <= report.lower_bound + 1 or len(report.spec.workers) <= 2
+    assert len(report.spec.workers) <= 2 * report.lower_bound + 1
     assert _regions_connected(report.spec, 4)

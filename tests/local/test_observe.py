@@ -1,0 +1,62 @@
+"""The invariant checks of the observer: two owners of one lease, a flip before green was ready."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from local.aws import EmbeddedAws, Names
+from local.observe import ControlObserver
+
+
+@pytest.fixture()
+def observer() -> ControlObserver:
+    # No request is made: the observer's clients are only created, and the checks get items directly.
+    obs = ControlObserver(EmbeddedAws("http://127.0.0.1:9", Names("georebal-test"), server=None))
+    obs.spec_slots[2] = 2
+    return obs
+
+
+def _lease(worker: str, owner: str | None, expires_in: float, ready: bool = True, **extra: object) -> dict[str, object]:
+    return {"lease_key": f"v2#{worker}", "owner": owner, "expires_at": time.time() + expires_in, "ready": ready,
+            **extra}
+
+
+def test_takeover_of_a_live_lease_is_two_owners(observer: ControlObserver) -> None:
+    # GIVEN owner A holds v2#w0001 for another 20 s
+    observer._observe_leases([_lease("w0001", "A", 20)], time.time())
+    # WHEN the next poll shows owner B on it, A neither expired nor released
+    observer._observe_leases([_lease("w0001", "B", 30)], time.time())
+    # THEN the observer reports two owners of that lease
+    assert any(v.startswith("two owners of lease 'v2#w0001'") for v in observer.violations)
+
+
+def test_takeover_after_expiry_or_release_is_fine(observer: ControlObserver) -> None:
+    # GIVEN A's lease on w0001 already expired and C released w0002
+    now = time.time()
+    observer._observe_leases([_lease("w0001", "A", -1), _lease("w0002", "C", 20, released=True)], now)
+    # WHEN B and D take them over
+    observer._observe_leases([_lease("w0001", "B", 30), _lease("w0002", "D", 30)], time.time())
+    # THEN no violation, and both owner changes are recorded
+    assert observer.violations == [] and len(observer.owner_changes) == 2
+
+
+def test_flip_before_green_ready_is_reported(observer: ControlObserver) -> None:
+    # GIVEN only one of the two v2 workers is ready
+    observer._observe_leases([_lease("w0001", "A", 20), _lease("w0002", "B", 20, ready=False)], time.time())
+    # WHEN the active pointer moves to v2
+    observer._observe_control({"active": {"pk": "active", "version": 2, "flipped_at": "2026-11-21T10:00:00Z"}},
+                              time.time())
+    # THEN the flip is reported as happening before green was ready
+    assert any(v.startswith("flip to v2") for v in observer.violations)
+
+
+def test_flip_after_green_ready_is_fine(observer: ControlObserver) -> None:
+    # GIVEN both v2 workers hold live, ready leases
+    observer._observe_leases([_lease("w0001", "A", 20), _lease("w0002", "B", 20)], time.time())
+    # WHEN the active pointer moves to v2
+    observer._observe_control({"active": {"pk": "active", "version": 2}}, time.time())
+    # THEN the flip is recorded with no violation
+    assert observer.violations == [] and [f[1] for f in observer.flips] == [2]
+    assert observer.timeline(2).green_ready_at is not None
