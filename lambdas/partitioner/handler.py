@@ -10,6 +10,7 @@ stays); AWS failures raise so the invocation is retried.
 from __future__ import annotations
 
 import functools
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote_plus
 
@@ -18,12 +19,15 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from lambdas.common.aws import make_clients
 from lambdas.common.config import LambdaConfig
+from lambdas.common.records import read_active
 from lambdas.partitioner.logic import Outcome, PartitionerDeps, process_snapshot
 
 logger = Logger(service="partitioner")
 metrics = Metrics(namespace="GeoRebalancer", service="partitioner")
 
 MANIFEST_SUFFIX = "/_manifest.json"
+WORKER_UTILISATION_METRIC = "WorkerUtilisation"  # the dashboard's metric (infra/monitoring.py)
+SPEC_AGE_METRIC = "SpecAgeSeconds"
 METRIC_BY_STATUS = {"published": "SpecPublished", "held": "SpecHeldByPolicy", "duplicate": "SnapshotDuplicate",
                     "rejected": "SnapshotRejected", "superseded": "SpecSuperseded"}
 
@@ -50,12 +54,29 @@ def manifest_keys(event: dict[str, Any]) -> list[tuple[str, str]]:
 def record_outcome(outcome: Outcome) -> None:
     """Emit the outcome's metric and log line."""
     metrics.add_metric(name=METRIC_BY_STATUS[outcome.status], unit=MetricUnit.Count, value=1)
+    if outcome.max_utilisation is not None:
+        metrics.add_metric(name=WORKER_UTILISATION_METRIC, unit=MetricUnit.NoUnit, value=outcome.max_utilisation)
     extra = {"manifest": outcome.manifest_key, "status": outcome.status, "reason": outcome.reason,
              "code": outcome.code, "version": outcome.version, "workers": outcome.workers}
     if outcome.status == "rejected":
         logger.error("snapshot rejected; the live spec stays", extra=extra)
     else:
         logger.info("snapshot processed", extra=extra)
+
+
+def record_spec_age(control: Any, now: datetime) -> float | None:
+    """Emit the age of the active spec (now - flipped_at) in seconds; None while nothing is active."""
+    active = read_active(control)
+    if active is None or not active.flipped_at:
+        return None
+    try:
+        flipped = datetime.fromisoformat(active.flipped_at.replace("Z", "+00:00"))
+    except ValueError:
+        logger.warning("active pointer has an unreadable flipped_at", extra={"flipped_at": active.flipped_at})
+        return None
+    age = max(0.0, (now - flipped).total_seconds())
+    metrics.add_metric(name=SPEC_AGE_METRIC, unit=MetricUnit.Seconds, value=age)
+    return age
 
 
 @metrics.log_metrics
@@ -70,6 +91,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             continue
         outcome = process_snapshot(d, key)
         record_outcome(outcome)
+        record_spec_age(d.control, datetime.now(UTC))
         results.append({"manifest": key, "status": outcome.status, "reason": outcome.reason,
                         "version": outcome.version})
     return {"results": results}

@@ -93,6 +93,7 @@ class Outcome:
     spec_key: str | None = None
     workers: int | None = None
     decision_reasons: tuple[str, ...] = ()
+    max_utilisation: float | None = None  # the live spec's busiest worker under this snapshot's load
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,7 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
         _mark(deps, manifest_key, manifest.checksum, manifest.window_end_iso, "held")
         deps.control.put(POLICY, to_item(PolicyMark(_last_published(deps), decision.to_dict())))
         return Outcome("held", manifest_key, "policy: " + "; ".join(reasons), "held", decision_reasons=reasons,
-                       workers=len(candidate.workers))
+                       workers=len(candidate.workers), max_utilisation=_live_utilisation(decision))
     return _publish(deps, manifest_key, manifest.checksum, manifest.window_end_iso, candidate, decision, now)
 
 
@@ -268,7 +269,12 @@ def _publish(deps: PartitionerDeps, manifest_key: str, checksum: str, window_end
     deps.control.put(POLICY, to_item(PolicyMark(now, {**decision.to_dict(), "published_version": spec.version})))
     _mark(deps, manifest_key, checksum, window_end, f"published v{spec.version}")
     return Outcome("published", manifest_key, "; ".join(reasons), "published", version=spec.version, spec_key=key,
-                   workers=len(spec.workers), decision_reasons=reasons)
+                   workers=len(spec.workers), decision_reasons=reasons, max_utilisation=_live_utilisation(decision))
+
+
+def _live_utilisation(decision: Decision) -> float | None:
+    """Max worker utilisation of the live spec under the snapshot's load (None on cold start)."""
+    return decision.current_metrics.max_utilisation if decision.current_metrics is not None else None
 
 
 def _mark(deps: PartitionerDeps, manifest_key: str, checksum: str, window_end: str, outcome: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -223,6 +224,25 @@ def test_overload_publishes_v2_sticky_to_v1(aws: Aws) -> None:
     v2 = aws.specs.get(spec_key(2))
     assert v2.previous_version == 1 and v2.stream_name == "georebal-geo-v2"
     assert read_desired(aws.control).version == 2  # type: ignore[union-attr]
+    # AND the outcome carries v1's busiest worker under the new load (the WorkerUtilisation metric), above 100%
+    assert out.max_utilisation is not None and out.max_utilisation > 1.0
+
+
+def test_metrics_for_the_dashboard_are_emitted(aws: Aws, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN a live spec v1 flipped active a minute ago, and a second snapshot
+    d = deps(aws, policy=load_policy('{"cooldown_s": 0}'))
+    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(5))).status == "published"
+    aws.control.put("active", {"pk": "active", "version": 1, "spec_key": spec_key(1), "stream_name": "s",
+                               "flipped_at": "2026-01-01T00:00:00Z"})
+    out = process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(10)))
+    # WHEN the handler records the outcome and the spec age (EMF metrics flushed to stdout)
+    partitioner_handler.record_outcome(out)
+    age = partitioner_handler.record_spec_age(aws.control, datetime(2026, 1, 1, 0, 1, tzinfo=UTC))
+    partitioner_handler.metrics.flush_metrics()
+    emitted = capsys.readouterr().out
+    # THEN WorkerUtilisation and SpecAgeSeconds (60 s) are in the namespace the alarms watch
+    assert age == 60.0
+    assert '"WorkerUtilisation"' in emitted and '"SpecAgeSeconds"' in emitted and "GeoRebalancer" in emitted
 
 
 def test_existing_spec_object_is_never_overwritten(aws: Aws) -> None:
