@@ -6,9 +6,9 @@ Run::
 
 All three variants run in one Spark session on the same cached DataFrame of random points:
 
-* ``bare``: ``groupBy(<precomputed tile code column>).count()``, the aggregation alone (baseline);
+* ``bare``: ``groupBy(<precomputed cell key column>).count()``, the aggregation alone (baseline);
 * ``native``: the job's hot path (``transform.aggregate_cells`` without windows):
-  ``groupBy(with_tile_code(...)).count()`` (native tile code) then the quadkey string per cell;
+  ``groupBy(with_cell_key(...)).count()`` (native cell key) then the quadkey string per cell;
 * ``udf``: ``groupBy(python_udf(mercantile.quadkey(mercantile.tile(lon, lat, zoom)))).count()``.
 
 Points are clustered by default (``--distribution clustered``: 200 Gaussian hot spots, about
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from glue_jobs.transform import quadkey_of_code, tile_code_expr, with_tile_code  # noqa: E402
+from glue_jobs.transform import cell_key_expr, quadkey_of_cell, with_cell_key  # noqa: E402
 
 
 def make_session(cores: int) -> SparkSession:
@@ -50,7 +50,7 @@ def make_session(cores: int) -> SparkSession:
 
 
 def points(spark: SparkSession, n: int, zoom: int, cores: int, distribution: str) -> DataFrame:
-    """``n`` random points (lon, lat) plus their precomputed tile code, cached and materialised."""
+    """``n`` random points (lon, lat) plus their precomputed cell key, cached and materialised."""
     ids = spark.range(n, numPartitions=cores * 2)
     if distribution == "uniform":
         df = ids.select((F.rand(1) * 360.0 - 180.0).alias("lon"), (F.rand(2) * 170.0 - 85.0).alias("lat"))
@@ -61,7 +61,7 @@ def points(spark: SparkSession, n: int, zoom: int, cores: int, distribution: str
             .alias("lon"),
             F.least(F.greatest(F.cos(hot * 78.233) * 70.0 + F.randn(2) * 0.002, F.lit(-85.0)), F.lit(85.0))
             .alias("lat"))
-    df = df.withColumn("code_pre", tile_code_expr(F.col("lon"), F.col("lat"), zoom)).cache()
+    df = df.withColumn("code_pre", cell_key_expr(F.col("lon"), F.col("lat"), zoom)).cache()
     df.count()
     return df
 
@@ -107,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     if udf_df is not df:
         udf_df.count()
     qk_udf = mercantile_udf(args.zoom)
-    native = (with_tile_code(df.select("lon", "lat"), args.zoom, out_col="code").groupBy("code").count()
-              .select(quadkey_of_code(F.col("code"), args.zoom).alias("quadkey"), "count"))
+    native = (with_cell_key(df.select("lon", "lat"), args.zoom, out_col="code").groupBy("code").count()
+              .select(quadkey_of_cell(F.col("code"), args.zoom).alias("quadkey"), "count"))
     results = {
         "bare": (args.events, timed(sink(df.groupBy("code_pre").count()), args.repeat)),
         "native": (args.events, timed(sink(native), args.repeat)),

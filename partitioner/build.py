@@ -10,21 +10,26 @@ Two strategies:
     2. The other cells are grouped into **8-connected components**. A component
        within ``max_load`` is one region as it is (sparse data: each isolated
        cluster stays whole and compact).
-    3. A component above ``max_load`` is **carved** by recursive staircase
-       bisection: along its longer axis, cells are ordered (primary axis, then
-       secondary) and cut where one side holds exactly ``m`` full workers of load
-       (``m = ceil(L / max_load) // 2``); the cut line is straight except for one
-       step, so pieces are square-ish. Each side's connected components are
-       carved again until every region fits.
-    4. Regions are **packed onto workers** by best-fit decreasing, so cold
+    3. A component above ``max_load`` is **carved** by recursive bisection: cells
+       are ordered along an axis and cut where one side holds ``j`` full workers
+       of load (``j = ceil(L / max_load) // 2``). The exact cut is a staircase
+       across the longer axis (straight except for one step), so pieces are
+       square-ish; a cut with a load *window* may leave up to that much slack to
+       pass where the fewest loaded neighbours are separated (either axis).
+       Each side's connected components are carved again until every region fits.
+    4. Regions take the empty cells in their notches and holes and list their
+       cells as quadtree squares (:mod:`partitioner.shape`).
+    5. Regions are **packed onto workers** by best-fit decreasing, so cold
        regions share workers and the worker count approaches
-       ``ceil(total / max_load)``.
-    5. With a ``previous`` spec, the build first tries a **sticky repair** (keep
+       ``ceil(total / max_load)``. Windows are tried widest first; the first
+       build within the lower bound + 1 workers is kept.
+    6. With a ``previous`` spec, the build first tries a **sticky repair** (keep
        every partition and worker that still fits, re-carve only overloaded
        partitions, attach new load to neighbours with room, move whole partitions
-       off overloaded workers) and keeps it unless it needs more workers than
-       the fresh build and the lower bound + 1; otherwise the fresh build is
-       used with ids matched to the previous spec by shared load.
+       off overloaded workers, empty the least-loaded workers when load falls)
+       and keeps it unless it needs more workers than the fresh build and the
+       lower bound + 1; otherwise the fresh build is used with ids matched to
+       the previous spec by shared load.
 
 ``seed``
     The seed algorithm (shared/seeds/000), implemented faithfully as the
@@ -43,21 +48,22 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import numpy as np
+import numpy.typing as npt
 
-from partitioner.counts import Counts, counts_from_pairs
+from partitioner.counts import Counts, Grid, counts_from_pairs
 from partitioner.errors import BuildError
-from partitioner.graph import components, group_indices
+from partitioner.graph import components, group_indices, neighbour_pairs
 from partitioner.index import SpecIndex
+from partitioner.shape import coalesce, fill_gaps, is_member, unique_pairs
 from partitioner.spec import HASH_BUCKETS, Partition, Spec, Worker, check, shard_hash_key, validate
 from partitioner.tiles import IntArray, arrays_to_quadkeys, neighbors, quadkey, quadkey_to_tile, quadkeys_to_arrays
 
 STRATEGIES = ("compact", "seed")
-CATCH_ALL_ID_HINT = "catch-all"
 
 
 @dataclass(frozen=True)
@@ -161,12 +167,13 @@ def build_with_report(counts: Counts, max_load: float, *, previous: Spec | None 
 
     hot_regions, hot_count, hashed = _split_hot_cells(counts, grid, cap)
     cold = (grid.weight <= cap) & (grid.weight > 0)
+    hot_codes = (grid.x[grid.weight > cap] << grid.zoom) | grid.y[grid.weight > cap]
     regions, workers_of = _fresh_regions(grid.x[cold], grid.y[cold], grid.weight[cold], grid.zoom, cap, hot_regions,
-                                         total, lb)
+                                         total, lb, hot_codes)
     notes: list[str] = []
     mode = "fresh"
     if previous is not None:
-        repaired = _repair(previous, counts, cap)
+        repaired = _repair(previous, counts, cap, lb + 1)
         fresh_workers = max(workers_of) + 1 if workers_of else 0
         if repaired is not None:
             r_regions, r_workers, r_ids, r_wids, r_notes = repaired
@@ -188,7 +195,7 @@ def build_with_report(counts: Counts, max_load: float, *, previous: Spec | None 
 
 
 def _fresh_regions(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, hot_regions: list[Region],
-                   total: float, lb: int) -> tuple[list[Region], list[int]]:
+                   total: float, lb: int, hot_codes: IntArray) -> tuple[list[Region], list[int]]:
     """Carve and pack from scratch, leaving every worker headroom when the lower bound + 1 allows it.
 
     Pieces are carved at a slightly lower cap (half the average slack that
@@ -198,9 +205,14 @@ def _fresh_regions(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: floa
     """
     slack = ((lb + 1) * cap - total) / (lb + 1)
     margin = min(0.05 * cap, max(0.0, 0.5 * slack))
+    # cut windows, widest first: any slack, 10 % and 5 % of a worker, one spare worker spread over the cuts, exact
+    spare = max(0.0, (lb + 1) * cap - total)
+    windows = sorted({math.inf, 0.1 * cap, 0.05 * cap, spare / max(lb, 1), 0.0}, reverse=True)
+    tries = [(carve_cap, window) for carve_cap in ((cap - margin, cap) if margin > 0 else (cap,))
+             for window in windows]
     best: tuple[list[Region], list[int]] | None = None
-    for carve_cap in ((cap - margin, cap) if margin > 0 else (cap,)):
-        regions = hot_regions + carve_cells(x, y, w, zoom, carve_cap)
+    for carve_cap, window in tries:
+        regions = hot_regions + carve_cells(x, y, w, zoom, carve_cap, fill=True, blocked=hot_codes, window=window)
         workers_of = level_workers([r.load for r in regions], pack_best_fit([r.load for r in regions], cap), cap)
         if best is None or max(workers_of, default=0) < max(best[1], default=0):
             best = (regions, workers_of)
@@ -253,10 +265,7 @@ def level_workers(loads: Sequence[float], assign: list[int], cap: float) -> list
 # ---------------------------------------------------------------------------
 
 
-def _split_hot_cells(counts: Counts, grid_cells: object, cap: float) -> tuple[list[Region], int, int]:
-    from partitioner.counts import Grid
-
-    assert isinstance(grid_cells, Grid)
+def _split_hot_cells(counts: Counts, grid_cells: Grid, cap: float) -> tuple[list[Region], int, int]:
     hot = np.nonzero(grid_cells.weight > cap)[0]
     if len(hot) == 0:
         return [], 0, 0
@@ -340,8 +349,24 @@ BRIDGE_LEVELS = 3  # cells within the same or adjacent 8x8 block of grid cells m
 
 
 def carve_cells(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, *,
-                bridge_levels: int = BRIDGE_LEVELS) -> list[Region]:
+                bridge_levels: int = BRIDGE_LEVELS, fill: bool = False,
+                blocked: IntArray | None = None, window: float = 0.0) -> list[Region]:
     """Group cells into 8-connected regions of at most ``cap`` load (compact strategy, steps 2-3).
+
+    Parameters
+    ----------
+    x, y, w : arrays
+        Loaded cells at ``zoom`` (unique) and their load, each within ``cap``.
+    fill : bool
+        Let regions take the empty cells in their notches and holes
+        (:func:`partitioner.shape.fill_gaps`). Only for a build of the whole grid: the
+        cells passed must be every loaded cell but ``blocked``.
+    blocked : IntArray, optional
+        Codes ``x << zoom | y`` of loaded cells handled elsewhere (hot cells), which
+        filling must leave alone.
+    window : float
+        Load that a cut may leave short of an exact multiple of ``cap`` to pass
+        through thinner columns (0: exact cuts; see :func:`_cut_at`).
 
     Notes
     -----
@@ -349,27 +374,48 @@ def carve_cells(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, 
     up, and a cluster of 8-connected coarse cells whose load fits is one region that
     lists those coarse cells (the empty tiles between its clusters included, so it
     is contiguous). Clusters that do not fit fall back to 8-connected components of
-    the grid cells, carved when above ``cap``. Vectorised: Python work is per region,
-    not per cell.
+    the grid cells, carved when above ``cap``. A region's cells are listed as the
+    fewest quadtree squares (four siblings of one region become their parent).
+    Vectorised: Python work is per region, not per cell.
     """
     if len(x) == 0:
         return []
-    labels, coarse, n = _region_labels(x, y, w, zoom, cap, bridge_levels)
-    key_shift = np.where(coarse[labels], bridge_levels, 0)
-    lx, ly, lz = x >> key_shift, y >> key_shift, zoom - key_shift
-    order = np.lexsort((ly, lx, lz, labels))
-    lab_s, lx_s, ly_s, lz_s = labels[order], lx[order], ly[order], lz[order]
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = (lab_s[1:] != lab_s[:-1]) | (lx_s[1:] != lx_s[:-1]) | (ly_s[1:] != ly_s[:-1]) | (
-        lz_s[1:] != lz_s[:-1])
-    qks = np.array(arrays_to_quadkeys(lx_s[first], ly_s[first], lz_s[first]), dtype=object)
-    bounds = np.searchsorted(lab_s[first], np.arange(n + 1))
+    labels, coarse, n = _region_labels(x, y, w, zoom, cap, bridge_levels, window)
+    is_coarse = coarse[labels]
+    b = bridge_levels
+    c_lab, c_code = unique_pairs(labels[is_coarse], ((x[is_coarse] >> b) << (zoom - b)) | (y[is_coarse] >> b))
+    cx = np.stack([c_lab, c_code >> (zoom - b), c_code & ((1 << (zoom - b)) - 1)], axis=1)
+    fx, fy, fl = x[~is_coarse], y[~is_coarse], labels[~is_coarse]
+    if fill and len(fx):
+        gx, gy, gl = fill_gaps(fx, fy, fl, zoom, blocked=_blocked_cells(cx[:, 1:], zoom - b, b, blocked, zoom))
+        fx, fy, fl = np.concatenate([fx, gx]), np.concatenate([fy, gy]), np.concatenate([fl, gl])
+    sx, sy, sz, sl = coalesce(fx, fy, zoom, fl)
+    lx = np.concatenate([cx[:, 1], sx])
+    ly = np.concatenate([cx[:, 2], sy])
+    lz = np.concatenate([np.full(len(cx), zoom - b, dtype=np.int64), sz])
+    lab = np.concatenate([cx[:, 0], sl])
+    order = np.lexsort((ly, lx, lz, lab))
+    qks = np.array(arrays_to_quadkeys(lx[order], ly[order], lz[order]), dtype=object)
+    bounds = np.searchsorted(lab[order], np.arange(n + 1))
     loads = np.bincount(labels, weights=w, minlength=n)
     return [Region(tuple(qks[bounds[r]:bounds[r + 1]]), float(loads[r])) for r in range(n)]
 
 
-def _region_labels(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, bridge_levels: int
-                   ) -> tuple[IntArray, np.ndarray, int]:
+def _blocked_cells(coarse_xy: IntArray, coarse_zoom: int, levels: int, blocked: IntArray | None, zoom: int
+                   ) -> Callable[[IntArray, IntArray], npt.NDArray[np.bool_]]:
+    """``(x, y) -> mask`` of cells inside a listed coarse cell or among the ``blocked`` codes."""
+    coarse_codes = np.sort((coarse_xy[:, 0] << coarse_zoom) | coarse_xy[:, 1])
+    blocked_codes = np.sort(blocked) if blocked is not None else None
+
+    def is_blocked(bx: IntArray, by: IntArray) -> npt.NDArray[np.bool_]:
+        return is_member(((bx >> levels) << coarse_zoom) | (by >> levels), coarse_codes) | is_member(
+            (bx << zoom) | by, blocked_codes)
+
+    return is_blocked
+
+
+def _region_labels(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, bridge_levels: int,
+                   window: float) -> tuple[IntArray, np.ndarray, int]:
     """Return a region label per cell, whether each region lists coarse (bridged) cells, and the count."""
     labels = np.full(len(x), -1, dtype=np.int64)
     coarse: list[np.ndarray] = []
@@ -405,15 +451,16 @@ def _region_labels(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: floa
         if len(big):
             groups = group_indices(lab[~sel], n)
             for comp in np.nonzero(~small)[0]:
-                for piece in _carve(big[groups[comp]], x, y, w, zoom, cap):
+                for piece in _carve(big[groups[comp]], x, y, w, zoom, cap, window=window):
                     labels[piece] = n_labels
                     n_labels += 1
                     coarse.append(np.zeros(1, dtype=bool))
     return labels, np.concatenate(coarse) if coarse else np.zeros(0, dtype=bool), n_labels
 
 
-def _carve(idx: IntArray, x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float) -> list[IntArray]:
-    """Recursively cut one connected set of cells into connected pieces within ``cap``."""
+def _carve(idx: IntArray, x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, *,
+           window: float = 0.0) -> list[IntArray]:
+    """Recursively cut one connected set of cells into connected pieces within ``cap`` (see :func:`_cut_at`)."""
     stack = [idx]
     done: list[IntArray] = []
     while stack:
@@ -424,16 +471,65 @@ def _carve(idx: IntArray, x: IntArray, y: IntArray, w: np.ndarray, zoom: int, ca
             done.append(cur)
             continue
         k = math.ceil(load / cap - 1e-12)
-        target = (k // 2) * cap
         u, v = _axes(x[cur], y[cur], zoom)
-        order = np.lexsort((v, u))
-        csum = np.cumsum(w[cur][order])
-        cut = int(np.searchsorted(csum, target * (1 + 1e-12), side="right"))
-        cut = min(max(cut, 1), len(cur) - 1)
+        orders = [np.lexsort((v, u))]
+        if window > 0:
+            orders.append(np.lexsort((u, v)))
+            pairs = neighbour_pairs(x[cur], y[cur], zoom)
+        best: tuple[float, int, IntArray] | None = None
+        for order in orders:
+            csum = np.cumsum(w[cur][order])
+            cut, cost = _cut_at(csum, k, cap, window, pairs if window > 0 else None, order, w[cur])
+            if best is None or cost < best[0]:
+                best = (cost, cut, order)
+        assert best is not None
+        _, cut, order = best
         for side in (cur[order[:cut]], cur[order[cut:]]):
             n, labels = components(x[side], y[side], zoom)
             stack += [side[g] for g in group_indices(labels, n)] if n > 1 else [side]
     return done
+
+
+def _cut_at(csum: np.ndarray, k: int, cap: float, window: float, pairs: tuple[IntArray, IntArray] | None,
+            order: IntArray, w: np.ndarray) -> tuple[int, float]:
+    """Where to cut cells taken in ``order`` (``csum``: their running load); return the cut and its cost.
+
+    Notes
+    -----
+    The exact cut (``window`` 0) leaves ``k // 2`` full workers of load on the first
+    side: in the primary-axis order a staircase, straight except for one step. With
+    a ``window`` the cut may go anywhere the first side holds ``j * cap`` minus at
+    most ``window`` and both sides still fit in ``j`` and ``k - j`` workers (``j`` =
+    ``k // 2`` or ``k - k // 2``); it takes the cut through the least load, counted
+    over the 8-neighbour ``pairs`` it separates (each pair weighs the lighter of its
+    two cells). That keeps hot spots whole and boundary load low, at the price of
+    pieces that pack less tightly (the caller narrows the window if that costs a
+    worker).
+    """
+    n = len(csum)
+    load = float(csum[-1])
+    tol = 1 + 1e-12
+    exact = int(np.searchsorted(csum, (k // 2) * cap * tol, side="right"))
+    exact = min(max(exact, 1), n - 1)
+    if window <= 0 or pairs is None:
+        return exact, 0.0
+    left = csum[:-1]  # load of the first side when cutting before position c = 1 .. n-1
+    ok = np.zeros(n - 1, dtype=bool)
+    for j in {k // 2, k - k // 2}:
+        ok |= (left <= j * cap * tol) & (left >= j * cap - window) & (load - left <= (k - j) * cap * tol)
+    if not ok.any():
+        return exact, math.inf
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    i, j2 = pairs
+    lo, hi = np.minimum(rank[i], rank[j2]), np.maximum(rank[i], rank[j2])
+    weight = np.minimum(w[i], w[j2])
+    # a pair is cut by every cut position c with lo < c <= hi
+    diff = np.bincount(lo + 1, weights=weight, minlength=n + 1) - np.bincount(hi + 1, weights=weight, minlength=n + 1)
+    cost = np.cumsum(diff)[1:n]
+    cand = np.nonzero(ok)[0]
+    pick = cand[np.lexsort((np.abs(left[cand] - (k // 2) * cap), cost[cand]))[0]]
+    return int(pick) + 1, float(cost[pick])
 
 
 def _axes(x: IntArray, y: IntArray, zoom: int) -> tuple[IntArray, IntArray]:
@@ -501,7 +597,7 @@ def _renumber(assign: list[int]) -> list[int]:
 RepairResult = tuple[list[Region], list[int], list[str], list[str], list[str]]
 
 
-def _repair(previous: Spec, counts: Counts, cap: float) -> RepairResult | None:
+def _repair(previous: Spec, counts: Counts, cap: float, target_workers: int) -> RepairResult | None:
     """Keep the previous spec where it still fits; move only what must move.
 
     Returns regions, worker index per region, partition ids, worker ids (per worker
@@ -521,6 +617,10 @@ def _repair(previous: Spec, counts: Counts, cap: float) -> RepairResult | None:
       shaved off its largest region. Moved pieces go to the fullest worker they fit
       (best fit), or to a new worker.
     * New load outside every region (the catch-all) becomes new regions.
+    * When load has fallen and more than ``target_workers`` workers remain, the
+      least-loaded workers are emptied into the others while their partitions fit
+      whole (they keep their ids): the load that moves is the least that frees a
+      worker.
     """
     grid = counts.grid()
     parts = previous.partitions
@@ -582,14 +682,12 @@ def _repair(previous: Spec, counts: Counts, cap: float) -> RepairResult | None:
     # 4. workers over the cap shed their overflow; everything unplaced is packed best-fit
     plan.shed_overflow(grid, qks, notes)
     plan.place_unassigned([w.id for w in previous.workers])
+    plan.consolidate(target_workers, notes)
     return plan.result(previous, notes)
 
 
-def _recarve(cells: IntArray, grid: object, cap: float) -> list[IntArray]:
+def _recarve(cells: IntArray, grid: Grid, cap: float) -> list[IntArray]:
     """Cut an overloaded region to the cap, moving as little load as possible; largest piece first."""
-    from partitioner.counts import Grid
-
-    assert isinstance(grid, Grid)
     shaved = _shave(cells, grid, cap)
     if shaved is None:
         pieces = _carve(cells, grid.x, grid.y, grid.weight, grid.zoom, cap)
@@ -624,10 +722,7 @@ class _RepairPlan:
                 out[w] = out.get(w, 0.0) + r.load
         return out
 
-    def shed_overflow(self, grid: object, qks: np.ndarray, notes: list[str]) -> None:
-        from partitioner.counts import Grid
-
-        assert isinstance(grid, Grid)
+    def shed_overflow(self, grid: Grid, qks: np.ndarray, notes: list[str]) -> None:
         tol = self.cap * 1e-12
         for w, load in sorted(self.worker_loads().items()):
             excess = load - self.cap
@@ -655,6 +750,42 @@ class _RepairPlan:
                 self.add(Region(tuple(sorted(qks[piece])), float(grid.weight[piece].sum())), "", "", piece)
             notes.append(f"worker {w!r} at {load / self.cap:.1%}: shaved {float(grid.weight[np.concatenate(rest)].sum()):.6g}"
                          f" off partition {self.ids[largest]!r}")
+
+    def consolidate(self, target: int, notes: list[str]) -> None:
+        """Empty the least-loaded workers into the others (best fit, whole partitions) down to ``target``."""
+        wl = self.worker_loads()
+        if len(wl) <= target:
+            return
+        hosted: dict[str, list[int]] = {}
+        for i, w in enumerate(self.worker):
+            hosted.setdefault(w, []).append(i)
+        emptied: list[str] = []
+        moved = 0.0
+        for w in sorted(wl, key=lambda k: (wl[k], k)):
+            if len(wl) <= target:
+                break
+            others = {o: load for o, load in wl.items() if o != w}
+            plan: list[tuple[int, str]] = []
+            for i in sorted(hosted.get(w, []), key=lambda i: -self.regions[i].load):
+                need = self.regions[i].load
+                fits = [(self.cap - load - need, o) for o, load in others.items()
+                        if load + need <= self.cap * (1 + 1e-12)]
+                if not fits:
+                    break
+                dest = min(fits)[1]
+                others[dest] += need
+                plan.append((i, dest))
+            else:
+                for i, dest in plan:
+                    self.worker[i] = dest
+                    hosted.setdefault(dest, []).append(i)
+                hosted.pop(w, None)
+                moved += wl[w]
+                emptied.append(w)
+                wl = others
+        if emptied:
+            notes.append(f"load fell: emptied {len(emptied)} least-loaded workers into the others, moving "
+                         f"{moved:.6g} load ({', '.join(emptied[:5])}{', ...' if len(emptied) > 5 else ''})")
 
     def _moves_covering(self, mine: list[int], excess: float) -> list[int]:
         """Pick regions of one worker to move off it, moving as little load as greedily possible."""
@@ -689,14 +820,11 @@ class _RepairPlan:
         return self.regions, [windex[w] for w in self.worker], ids, wids, notes
 
 
-def _shave(cells: IntArray, grid: object, keep_load: float) -> tuple[IntArray, list[IntArray]] | None:
+def _shave(cells: IntArray, grid: Grid, keep_load: float) -> tuple[IntArray, list[IntArray]] | None:
     """Cut a region's cells so the piece kept is at most ``keep_load``; return it and the shaved pieces.
 
     Returns None when no cut keeps a non-empty piece within ``keep_load``.
     """
-    from partitioner.counts import Grid
-
-    assert isinstance(grid, Grid)
     u, v = _axes(grid.x[cells], grid.y[cells], grid.zoom)
     order = np.lexsort((v, u))
     w = grid.weight[cells]

@@ -68,7 +68,7 @@ class Counts:
     def grid_zoom(self) -> int:
         if not self.quadkeys:
             raise CountsError(f"{self.source}: no rows")
-        return min(len(q) for q in self.quadkeys)
+        return min(map(len, self.quadkeys))
 
     @property
     def total(self) -> float:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from partitioner.build import build_with_report, hash_split, lower_bound, pack_best_fit
+from partitioner.build import build_with_report, carve_cells, hash_split, lower_bound, pack_best_fit
 from partitioner.counts import Counts, counts_from_pairs
 from partitioner.errors import BuildError
-from partitioner.graph import components
 from partitioner.index import SpecIndex
+from partitioner.metrics import square_shapes
 from partitioner.spec import HASH_BUCKETS, Spec, validate
-from partitioner.tiles import arrays_to_quadkeys, bounds, quadkey_to_tile, quadkeys_to_arrays, tiles_xy
+from partitioner.tiles import arrays_to_quadkeys, bounds, quadkey_to_tile, tiles_xy
 
 
 def _counts_from_points(lon: np.ndarray, lat: np.ndarray, zoom: int) -> Counts:
@@ -44,16 +46,10 @@ def sparse() -> Counts:
 
 
 def _regions_connected(spec: Spec, zoom: int) -> bool:
-    for p in spec.partitions:
-        if p.is_catch_all or p.hash_range is not None:
-            continue
-        x, y, z = quadkeys_to_arrays(list(p.quadkeys))
-        if len(set(z.tolist())) != 1 or int(z[0]) != zoom:
-            continue
-        n, _ = components(x, y, zoom)
-        if n != 1:
-            return False
-    return True
+    """Every region (listed squares of any zoom, holes carved) is one 8-connected piece at ``zoom``."""
+    regions = [i for i, p in enumerate(spec.partitions) if not p.is_catch_all and p.hash_range is None]
+    _, comps, _ = square_shapes(spec, regions, zoom)
+    return all(int(comps[i]) == 1 for i in regions)
 
 
 def _stable_share(old: Spec, new: Spec, counts: Counts) -> float:
@@ -245,3 +241,70 @@ def test_any_small_grid_builds_a_valid_covering_spec(cells: list[tuple[int, int,
     assert sum(p.load for p in report.spec.partitions) == pytest.approx(counts.total)
     assert len(report.spec.workers) <= 2 * report.lower_bound + 1
     assert _regions_connected(report.spec, 4)
+
+
+def test_a_cut_with_slack_goes_through_the_thin_bridge_between_two_hot_spots() -> None:
+    # GIVEN two dense 10x10 blocks (800 each) joined by a one-cell road (10), under a cap of 1000
+    bx, by = np.meshgrid(np.arange(10), np.arange(10))
+    x = np.concatenate([bx.ravel(), np.arange(10, 20), bx.ravel() + 20]).astype(np.int64)
+    y = np.concatenate([by.ravel(), np.full(10, 5), by.ravel()]).astype(np.int64) + 300
+    w = np.concatenate([np.full(100, 8.0), np.ones(10), np.full(100, 8.0)])
+    block_b = x >= 20
+    # WHEN carved exactly, and with a window of slack
+    exact = carve_cells(x, y, w, 10, 1000.0, bridge_levels=0)
+    loose = carve_cells(x, y, w, 10, 1000.0, bridge_levels=0, window=math.inf)
+    # THEN the exact cut bites into the second block, the loose one keeps both blocks whole
+    b_quadkeys = set(arrays_to_quadkeys(x[block_b], y[block_b], 10))
+
+    def pieces_holding_b(regions: list) -> int:
+        return sum(1 for r in regions if _cells_of(r.quadkeys, 10) & b_quadkeys)
+
+    assert len(exact) == len(loose) == 2
+    assert pieces_holding_b(exact) == 2
+    assert pieces_holding_b(loose) == 1
+    assert max(r.load for r in loose) <= 1000.0
+
+
+def _cells_of(quadkeys: tuple[str, ...], zoom: int) -> set[str]:
+    """The zoom-``zoom`` cells under the listed squares."""
+    out: set[str] = set()
+    for q in quadkeys:
+        stack = [q]
+        while stack:
+            c = stack.pop()
+            if len(c) == zoom:
+                out.add(c)
+            else:
+                stack += [c + d for d in "0123"]
+    return out
+
+
+def test_a_fresh_build_gives_the_empty_hole_inside_a_region_to_that_region() -> None:
+    # GIVEN load on a 5x5 block of cells with an empty 1x1 hole in the middle
+    cells = [(x, y) for x in range(100, 105) for y in range(200, 205) if (x, y) != (102, 202)]
+    qks = arrays_to_quadkeys([c[0] for c in cells], [c[1] for c in cells], 9)
+    counts = counts_from_pairs([(q, 1.0) for q in qks])
+    # WHEN built under a cap above the total
+    spec = build_with_report(counts, 100.0).spec
+    # THEN the hole belongs to the region, not to the catch-all
+    index = SpecIndex(spec)
+    owner = index.locate_xy(np.array([102]), np.array([202]), 9)[0]
+    assert owner != index.catch_all_index
+    assert validate(spec) == []
+
+
+def test_when_load_falls_the_least_loaded_workers_are_emptied_into_the_others(metro: Counts) -> None:
+    # GIVEN a live spec and the same places at 30% of the load (night)
+    cap = metro.total / 12.5
+    live = build_with_report(metro, cap).spec
+    night = metro.scaled(np.full(len(metro), 0.3))
+    # WHEN rebuilding with the previous spec
+    report = build_with_report(night, cap, previous=live)
+    # THEN the repair keeps every partition whole, frees workers down to the lower bound + 1, and says so
+    assert report.mode == "repair"
+    assert len(report.spec.workers) <= lower_bound(night.total, cap) + 1 < len(live.workers)
+    assert any("emptied" in n for n in report.notes)
+    regions = {p.id: p.quadkeys for p in live.partitions if not p.is_catch_all and p.hash_range is None}
+    kept = {p.id: p.quadkeys for p in report.spec.partitions if p.id in regions}
+    assert kept == regions
+    assert max(w.load for w in report.spec.workers) <= cap * (1 + 1e-9)
