@@ -172,8 +172,9 @@ def section_shift(sets: list[Dataset]) -> None:
         print(f"{ds.name}: day total {day.total:.0f} -> night {night.total:.0f}; day spec under night load: "
               f"max worker {pct(old.max_utilisation)}, {old.worker_count} workers for lower bound {old.lower_bound}, "
               f"unlisted (catch-all) load {old.unlisted_load:.0f}")
-        print(f"  sticky rebuild ({secs:.2f} s): {len(sticky.workers)} workers, moves {pct(decision.moved_share)} "
-              f"of load; rebuild from scratch would move {pct(moved_fresh)}")
+        print(f"  sticky rebuild ({secs:.2f} s): {len(sticky.workers)} workers (night lower bound "
+              f"{night.lower_bound}), moves {pct(decision.moved_share)} of load; rebuild from scratch "
+              f"({len(fresh.workers)} workers) would move {pct(moved_fresh)}")
         for line in decision.render().splitlines():
             print(f"  {line}")
 
@@ -256,8 +257,7 @@ def main(argv: list[str] | None = None) -> int:
               f"max_load {ds.max_load:>8.0f}, lower bound {ds.lower_bound:>3}: {ds.description}")
     specs = section_shapes(sets, args.seed_cap)
     section_stability(sets, specs)
-    shift_sets = [ds for ds in sets if ds.name in ("sparse_global", "linear_shapes")] or sets[:1]
-    section_shift(shift_sets)
+    section_shift(sets)
     if not args.skip_speed:
         if args.quick:
             section_speed([100_000, 400_000], 20_000)

@@ -17,12 +17,14 @@ Two strategies:
        square-ish; a cut with a load *window* may leave up to that much slack to
        pass where the fewest loaded neighbours are separated (either axis).
        Each side's connected components are carved again until every region fits.
+       Each component is carved with every window; the widest windows go to
+       the components where they save the most boundary load, as long as all
+       regions still pack onto the lower bound + 1 workers (:class:`CutBudget`).
     4. Regions take the empty cells in their notches and holes and list their
        cells as quadtree squares (:mod:`partitioner.shape`).
     5. Regions are **packed onto workers** by best-fit decreasing, so cold
        regions share workers and the worker count approaches
-       ``ceil(total / max_load)``. Windows are tried widest first; the first
-       build within the lower bound + 1 workers is kept.
+       ``ceil(total / max_load)``.
     6. With a ``previous`` spec, the build first tries a **sticky repair** (keep
        every partition and worker that still fits, re-carve only overloaded
        partitions, attach new load to neighbours with room, move whole partitions
@@ -205,14 +207,13 @@ def _fresh_regions(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: floa
     """
     slack = ((lb + 1) * cap - total) / (lb + 1)
     margin = min(0.05 * cap, max(0.0, 0.5 * slack))
-    # cut windows, widest first: any slack, 10 % and 5 % of a worker, one spare worker spread over the cuts, exact
+    # cut windows: any slack, 20 %, 10 % and 5 % of a worker, one spare worker spread over the cuts (exact is implied)
     spare = max(0.0, (lb + 1) * cap - total)
-    windows = sorted({math.inf, 0.1 * cap, 0.05 * cap, spare / max(lb, 1), 0.0}, reverse=True)
-    tries = [(carve_cap, window) for carve_cap in ((cap - margin, cap) if margin > 0 else (cap,))
-             for window in windows]
+    budget = CutBudget(windows=(math.inf, 0.2 * cap, 0.1 * cap, 0.05 * cap, spare / max(lb, 1)), workers=lb + 1,
+                       pack_cap=cap, other_loads=tuple(r.load for r in hot_regions))
     best: tuple[list[Region], list[int]] | None = None
-    for carve_cap, window in tries:
-        regions = hot_regions + carve_cells(x, y, w, zoom, carve_cap, fill=True, blocked=hot_codes, window=window)
+    for carve_cap in (cap - margin, cap) if margin > 0 else (cap,):
+        regions = hot_regions + carve_cells(x, y, w, zoom, carve_cap, fill=True, blocked=hot_codes, budget=budget)
         workers_of = level_workers([r.load for r in regions], pack_best_fit([r.load for r in regions], cap), cap)
         if best is None or max(workers_of, default=0) < max(best[1], default=0):
             best = (regions, workers_of)
@@ -348,9 +349,33 @@ def hash_split(qk: str, load: float, cap: float) -> list[Region]:
 BRIDGE_LEVELS = 3  # cells within the same or adjacent 8x8 block of grid cells may share a region
 
 
+@dataclass(frozen=True)
+class CutBudget:
+    """Room the packing leaves for loose cuts: :func:`carve_cells` then picks a window per component.
+
+    Attributes
+    ----------
+    windows : tuple of float
+        Cut windows to choose from (see :func:`_cut_at`); 0 (exact cuts) is always
+        among the choices.
+    workers : int
+        Workers the regions must pack onto (best-fit decreasing at ``pack_cap``).
+    pack_cap : float
+        Worker capacity for that packing.
+    other_loads : tuple of float
+        Loads of regions made elsewhere (hot-cell shares) that pack with these.
+    """
+
+    windows: tuple[float, ...]
+    workers: int
+    pack_cap: float
+    other_loads: tuple[float, ...] = ()
+
+
 def carve_cells(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, *,
                 bridge_levels: int = BRIDGE_LEVELS, fill: bool = False,
-                blocked: IntArray | None = None, window: float = 0.0) -> list[Region]:
+                blocked: IntArray | None = None, window: float = 0.0,
+                budget: CutBudget | None = None) -> list[Region]:
     """Group cells into 8-connected regions of at most ``cap`` load (compact strategy, steps 2-3).
 
     Parameters
@@ -367,6 +392,10 @@ def carve_cells(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, 
     window : float
         Load that a cut may leave short of an exact multiple of ``cap`` to pass
         through thinner columns (0: exact cuts; see :func:`_cut_at`).
+    budget : CutBudget, optional
+        Instead of one ``window`` for all, pick a window per component: the loosest
+        cuts go where they save the most boundary load, as long as all regions
+        still pack onto ``budget.workers`` (see :func:`_choose_cuts`).
 
     Notes
     -----
@@ -380,7 +409,7 @@ def carve_cells(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, 
     """
     if len(x) == 0:
         return []
-    labels, coarse, n = _region_labels(x, y, w, zoom, cap, bridge_levels, window)
+    labels, coarse, n = _region_labels(x, y, w, zoom, cap, bridge_levels, window, budget)
     is_coarse = coarse[labels]
     b = bridge_levels
     c_lab, c_code = unique_pairs(labels[is_coarse], ((x[is_coarse] >> b) << (zoom - b)) | (y[is_coarse] >> b))
@@ -415,7 +444,7 @@ def _blocked_cells(coarse_xy: IntArray, coarse_zoom: int, levels: int, blocked: 
 
 
 def _region_labels(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, bridge_levels: int,
-                   window: float) -> tuple[IntArray, np.ndarray, int]:
+                   window: float, budget: CutBudget | None) -> tuple[IntArray, np.ndarray, int]:
     """Return a region label per cell, whether each region lists coarse (bridged) cells, and the count."""
     labels = np.full(len(x), -1, dtype=np.int64)
     coarse: list[np.ndarray] = []
@@ -450,12 +479,77 @@ def _region_labels(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: floa
         big = rest[~sel]
         if len(big):
             groups = group_indices(lab[~sel], n)
-            for comp in np.nonzero(~small)[0]:
-                for piece in _carve(big[groups[comp]], x, y, w, zoom, cap, window=window):
+            comps = [big[groups[comp]] for comp in np.nonzero(~small)[0]]
+            if budget is None:
+                carved = [_carve(c, x, y, w, zoom, cap, window=window) for c in comps]
+            else:
+                placed = np.bincount(labels[labels >= 0], weights=w[labels >= 0], minlength=n_labels)
+                carved = _choose_cuts(comps, x, y, w, zoom, cap, budget, [*budget.other_loads, *placed.tolist()])
+            for pieces in carved:
+                for piece in pieces:
                     labels[piece] = n_labels
                     n_labels += 1
                     coarse.append(np.zeros(1, dtype=bool))
     return labels, np.concatenate(coarse) if coarse else np.zeros(0, dtype=bool), n_labels
+
+
+def _choose_cuts(comps: list[IntArray], x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float,
+                 budget: CutBudget, placed: list[float]) -> list[list[IntArray]]:
+    """Carve each component with the window that saves the most boundary load the packing can afford.
+
+    Notes
+    -----
+    Every component is carved once per window. Starting from exact cuts
+    everywhere, windows are taken widest first; at each, the components whose
+    boundary load (:func:`_cut_load`) that window lowers the most are switched to
+    it, as many as the packing of all regions (``placed`` + the pieces) still fits
+    on ``budget.workers`` (a binary search over the components sorted by saving).
+    If exact cuts already need more workers, that count is the budget instead.
+    """
+    windows = sorted({*budget.windows, 0.0}, reverse=True)
+    options = [[_carve(c, x, y, w, zoom, cap, window=win) for win in windows] for c in comps]
+    cost = [[_cut_load(c, pieces, x, y, w, zoom) for pieces in opts] for c, opts in zip(comps, options, strict=True)]
+    piece_loads = [[[float(w[p].sum()) for p in pieces] for pieces in opts] for opts in options]
+    exact = len(windows) - 1
+    choice = [exact] * len(comps)
+
+    def workers(ch: list[int]) -> int:
+        loads = placed + [ld for c, k in enumerate(ch) for ld in piece_loads[c][k]]
+        return max(pack_best_fit(loads, budget.pack_cap), default=-1) + 1
+
+    limit = max(budget.workers, workers(choice))
+    for level in range(exact):
+        cand = sorted((c for c in range(len(comps)) if cost[c][level] < cost[c][choice[c]]),
+                      key=lambda c: cost[c][level] - cost[c][choice[c]])
+        lo, hi = 0, len(cand)  # the first lo candidates are known to fit
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            trial = list(choice)
+            for c in cand[:mid]:
+                trial[c] = level
+            if workers(trial) <= limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        for c in cand[:lo]:
+            choice[c] = level
+    return [options[c][k] for c, k in enumerate(choice)]
+
+
+def _cut_load(cells: IntArray, pieces: list[IntArray], x: IntArray, y: IntArray, w: np.ndarray, zoom: int) -> float:
+    """Load on ``cells`` with an 8-neighbour in another of ``pieces`` (the boundary load the cuts make)."""
+    if len(pieces) < 2:
+        return 0.0
+    piece_of = np.empty(len(x), dtype=np.int64)
+    for k, p in enumerate(pieces):
+        piece_of[p] = k
+    own = piece_of[cells]
+    i, j = neighbour_pairs(x[cells], y[cells], zoom)
+    cut = own[i] != own[j]
+    edge = np.zeros(len(cells), dtype=bool)
+    edge[i[cut]] = True
+    edge[j[cut]] = True
+    return float(w[cells][edge].sum())
 
 
 def _carve(idx: IntArray, x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, *,

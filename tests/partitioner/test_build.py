@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from partitioner.build import build_with_report, carve_cells, hash_split, lower_bound, pack_best_fit
+from partitioner.build import CutBudget, build_with_report, carve_cells, hash_split, lower_bound, pack_best_fit
 from partitioner.counts import Counts, counts_from_pairs
 from partitioner.errors import BuildError
 from partitioner.index import SpecIndex
@@ -263,6 +263,35 @@ def test_a_cut_with_slack_goes_through_the_thin_bridge_between_two_hot_spots() -
     assert pieces_holding_b(exact) == 2
     assert pieces_holding_b(loose) == 1
     assert max(r.load for r in loose) <= 1000.0
+
+
+def _dumbbell(y0: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two 10x10 blocks of 800 load joined by a one-cell road of 10 (total 1610), rows y0 .. y0 + 9."""
+    bx, by = np.meshgrid(np.arange(10), np.arange(10))
+    x = np.concatenate([bx.ravel(), np.arange(10, 20), bx.ravel() + 20]).astype(np.int64)
+    y = np.concatenate([by.ravel(), np.full(10, 5), by.ravel()]).astype(np.int64) + y0
+    return x, y, np.concatenate([np.full(100, 8.0), np.ones(10), np.full(100, 8.0)])
+
+
+@pytest.mark.parametrize(("workers", "whole_dumbbells"), [(4, 0), (5, 2)])
+def test_a_cut_budget_spends_slack_only_on_the_cuts_the_packing_can_afford(workers: int,
+                                                                           whole_dumbbells: int) -> None:
+    # GIVEN two dumbbells (exact cuts ~1000 + ~610, loose cuts at the road ~805 + ~805) and two lone cells of
+    # 380: exact cuts pack onto 4 workers (each 610 piece with a lone cell), loose ones need 5
+    (ax, ay, aw), (bx, by, bw) = _dumbbell(300), _dumbbell(400)
+    x = np.concatenate([ax, bx, [100, 100]]).astype(np.int64)
+    y = np.concatenate([ay, by, [100, 600]]).astype(np.int64)
+    w = np.concatenate([aw, bw, [380.0, 380.0]])
+    # WHEN carved with a budget of `workers` workers of 1000
+    budget = CutBudget(windows=(math.inf,), workers=workers, pack_cap=1000.0)
+    regions = carve_cells(x, y, w, 10, 1000.0, bridge_levels=0, budget=budget)
+    # THEN exactly the affordable number of dumbbells is cut at its road (the far block whole, not bitten
+    # into by an exact cut) and the regions still pack onto that many workers
+    far_blocks = [set(arrays_to_quadkeys(x[m], y[m], 10)) for m in
+                  ((x >= 20) & (x < 30) & (y // 100 == 3), (x >= 20) & (x < 30) & (y // 100 == 4))]
+    assert sum(any(b <= _cells_of(r.quadkeys, 10) for r in regions) for b in far_blocks) == whole_dumbbells
+    assert max(pack_best_fit([r.load for r in regions], 1000.0)) + 1 == workers
+    assert sum(r.load for r in regions) == pytest.approx(w.sum())
 
 
 def _cells_of(quadkeys: tuple[str, ...], zoom: int) -> set[str]:
