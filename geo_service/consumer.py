@@ -41,12 +41,21 @@ class ShardInfo:
 
 @dataclass(frozen=True)
 class KinesisRecord:
-    """One record read from the stream."""
+    """One record read from the stream (the fields a Lambda Kinesis event carries too)."""
 
     shard_id: str
     sequence_number: str
     partition_key: str
     data: bytes
+    arrival_s: float = 0.0  # ApproximateArrivalTimestamp, epoch seconds
+
+    @classmethod
+    def from_get_records(cls, shard_id: str, record: Mapping[str, Any]) -> KinesisRecord:
+        """One entry of a GetRecords response's ``Records``."""
+        arrival = record.get("ApproximateArrivalTimestamp")
+        return cls(shard_id=shard_id, sequence_number=record["SequenceNumber"],
+                   partition_key=record.get("PartitionKey", ""), data=bytes(record["Data"]),
+                   arrival_s=arrival.timestamp() if arrival is not None else 0.0)
 
 
 @dataclass(frozen=True)
@@ -164,9 +173,7 @@ class ShardConsumer:
                 self._iterator = None
                 return Batch(shard_id=shard_id, records=(), millis_behind_latest=1, at_end=False)
             raise
-        records = tuple(KinesisRecord(shard_id=shard_id, sequence_number=r["SequenceNumber"],
-                                      partition_key=r.get("PartitionKey", ""), data=bytes(r["Data"]))
-                        for r in resp.get("Records", []))
+        records = tuple(KinesisRecord.from_get_records(shard_id, r) for r in resp.get("Records", []))
         if records:
             self._positions[shard_id] = records[-1].sequence_number
         self._iterator = resp.get("NextShardIterator")

@@ -7,26 +7,14 @@ and its source (``<stream>/<shard>/<sequence>``).
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-MAX_LAT = 85.05112878
-REQUIRED_STRINGS = ("event_id", "entity_id")
+from partitioner.events import Rejection, ValidEvent, parse_event
 
-
-@dataclass(frozen=True)
-class Event:
-    """A decoded, validated event (``fields`` holds the whole original object)."""
-
-    event_id: str
-    entity_id: str
-    lat: float
-    lon: float
-    fields: Mapping[str, Any]
+Event = ValidEvent  # what the worker processes: a valid event with all its fields
 
 
 @dataclass(frozen=True)
@@ -43,34 +31,16 @@ class BadRecord:
 
 
 def decode_event(data: bytes, source: str) -> Event | BadRecord:
-    """Decode one Kinesis record's bytes into an :class:`Event`, or a :class:`BadRecord` saying why not."""
-    raw = data.decode("utf-8", errors="replace")
-    try:
-        obj = json.loads(raw)
-    except ValueError as exc:
-        return BadRecord(f"unparsable_json: {exc} in {raw[:80]!r}", raw, source)
-    if not isinstance(obj, dict):
-        return BadRecord(f"not_an_object: got {type(obj).__name__} {raw[:80]!r}", raw, source)
-    for key in (*REQUIRED_STRINGS, "lat", "lon"):
-        if key not in obj:
-            return BadRecord(f"missing_field: {key!r} is missing", raw, source)
-    for key in REQUIRED_STRINGS:
-        if not isinstance(obj[key], str) or not obj[key]:
-            return BadRecord(f"bad_type: {key!r} must be a non-empty string, got {obj[key]!r}", raw, source)
-    coords: dict[str, float] = {}
-    for key in ("lat", "lon"):
-        v = obj[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            return BadRecord(f"bad_type: {key!r} must be a number, got {v!r}", raw, source)
-        if not math.isfinite(v):
-            return BadRecord(f"nan: {key!r} is {v!r}", raw, source)
-        coords[key] = float(v)
-    if abs(coords["lat"]) > MAX_LAT:
-        return BadRecord(f"lat_out_of_range: lat {coords['lat']!r} not in [-{MAX_LAT}, {MAX_LAT}]", raw, source)
-    if abs(coords["lon"]) > 180.0:
-        return BadRecord(f"lon_out_of_range: lon {coords['lon']!r} not in [-180, 180]", raw, source)
-    return Event(event_id=obj["event_id"], entity_id=obj["entity_id"], lat=coords["lat"], lon=coords["lon"],
-                 fields=obj)
+    """Decode one Kinesis record's bytes into an :class:`Event`, or a :class:`BadRecord` saying why not.
+
+    The rules are the router's (:func:`partitioner.events.parse_event`): what the router let
+    through passes here too, and a record written to the geo stream some other way is
+    quarantined with the same reason codes.
+    """
+    parsed = parse_event(data)
+    if isinstance(parsed, Rejection):
+        return BadRecord(parsed.reason, data.decode("utf-8", errors="replace"), source)
+    return parsed
 
 
 def enriched_record(event: Event, transform_fields: Mapping[str, Any], *, spec_version: int, partition_id: str,

@@ -25,9 +25,8 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from glue_jobs import transform as T
-from glue_jobs.batch import JobConfig, start_streaming
-from glue_jobs.quadkey_counts import parse_duration
+from glue_jobs.batch import start_streaming
+from glue_jobs.quadkey_counts import config_from_args, parse_duration
 
 #: The bundled connector's format name and its record columns (data binary, streamName,
 #: partitionKey, sequenceNumber, approximateArrivalTimestamp).
@@ -81,19 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def config_from_args(args: argparse.Namespace) -> JobConfig:
-    """JobConfig from the entry-point arguments (ValueError names the bad flag and value)."""
-    rollup = T.check_rollup(T.RollupSpec(args.grid_zoom, args.zoom, args.refine_events))
-    window = T.WindowSpec(parse_duration(args.window, "--window"),
-                          parse_duration(args.slide, "--slide") if args.slide else None,
-                          parse_duration(args.watermark, "--watermark"))
-    return JobConfig(out=args.snapshots, quarantine=args.quarantine, window=window, rollup=rollup, costs=args.costs)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Start both queries and block until one of them terminates."""
     args = build_parser().parse_args(argv)
-    cfg = config_from_args(args)
+    cfg = config_from_args(args, out=args.snapshots)
     options = connector_options(args.stream_name, args.region, args.endpoint_url, args.starting_position)
     spark = (SparkSession.builder.appName("georebal-aggregation")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())

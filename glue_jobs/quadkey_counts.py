@@ -253,13 +253,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def config_from_args(args: argparse.Namespace) -> JobConfig:
-    """JobConfig from parsed CLI args; raises ValueError naming the bad flag and value."""
+def config_from_args(args: argparse.Namespace, *, out: str | None = None) -> JobConfig:
+    """JobConfig from parsed CLI args; raises ValueError naming the bad flag and value.
+
+    ``out`` is the snapshot root when the entry point names it another way (the EMR
+    entry's ``--snapshots``); by default ``args.out``.
+    """
     rollup = T.check_rollup(T.RollupSpec(args.grid_zoom, args.zoom, args.refine_events))
     window = T.WindowSpec(parse_duration(args.window, "--window"),
                           parse_duration(args.slide, "--slide") if args.slide else None,
                           parse_duration(args.watermark, "--watermark"))
-    return JobConfig(out=args.out, quarantine=args.quarantine, window=window, rollup=rollup, costs=args.costs)
+    return JobConfig(out=out if out is not None else args.out, quarantine=args.quarantine, window=window, rollup=rollup,
+                     costs=args.costs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,11 +17,10 @@ from collections.abc import Mapping
 from aws_cdk import Duration
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
-from aws_cdk import aws_s3_notifications as s3n
 from constructs import Construct
 
 from infra import assets
-from infra.functions import LambdaKit
+from infra.functions import LambdaKit, ObjectCreatedFunction
 
 
 class HooksFunction(Construct):
@@ -39,7 +38,7 @@ class HooksFunction(Construct):
         )
 
 
-class DeployerFunction(Construct):
+class DeployerFunction(ObjectCreatedFunction):
     """``function``, triggered by each new object under ``specs/`` in the specs bucket."""
 
     def __init__(
@@ -51,15 +50,14 @@ class DeployerFunction(Construct):
         specs: s3.IBucket,
         environment: Mapping[str, str],
     ) -> None:
-        super().__init__(scope, construct_id)
-        self.function: lambda_.Function = kit.function(
-            self,
-            "Function",
+        super().__init__(
+            scope,
+            construct_id,
+            kit=kit,
+            bucket=specs,
+            prefix="specs/",
             entry=assets.DEPLOYER_HANDLER,
             description="Starts a blue/green deploy of the geo workers for each new spec",
             environment=environment,
             timeout=Duration.minutes(3),  # waits up to STREAM_ACTIVE_WAIT_S (120) for the new geo stream
-        )
-        specs.add_event_notification(
-            s3.EventType.OBJECT_CREATED, s3n.LambdaDestination(self.function), s3.NotificationKeyFilter(prefix="specs/")
         )

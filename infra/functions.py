@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_notifications as s3n
 from constructs import Construct
 
 from infra import assets
@@ -68,6 +70,35 @@ class LambdaKit(Construct):
             memory_size=memory_mb,
             tracing=lambda_.Tracing.ACTIVE,
             log_group=log_group,
+        )
+
+
+class ObjectCreatedFunction(Construct):
+    """``function``: a :class:`LambdaKit` function invoked for each new object under ``prefix`` in ``bucket``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        kit: LambdaKit,
+        bucket: s3.IBucket,
+        prefix: str,
+        suffix: str | None = None,
+        entry: assets.EntryPoint,
+        description: str,
+        environment: Mapping[str, str],
+        timeout: Duration,
+        memory_mb: int = 512,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.function: lambda_.Function = kit.function(
+            self, "Function", entry=entry, description=description, environment=environment, timeout=timeout,
+            memory_mb=memory_mb,
+        )
+        bucket.add_event_notification(
+            s3.EventType.OBJECT_CREATED, s3n.LambdaDestination(self.function),
+            s3.NotificationKeyFilter(prefix=prefix, suffix=suffix),
         )
 
 

@@ -1,7 +1,7 @@
 """The embedded AWS: a moto server on 127.0.0.1 and the resources the loop needs.
 
-:func:`start_moto` starts :class:`moto.server.ThreadedMotoServer` on a free port and
-returns an :class:`EmbeddedAws` that knows the endpoint and the resource names.
+:func:`start_moto` starts a :class:`SerialMotoServer` on a free port and returns an
+:class:`EmbeddedAws` that knows the endpoint and the resource names.
 :meth:`EmbeddedAws.environment` is the environment every component gets (the same
 variable names as in AWS, ``lambdas/common/config.py``; ``AWS_ENDPOINT_URL`` points at
 moto, credentials are dummies), and :meth:`EmbeddedAws.create_resources` creates the
@@ -11,7 +11,8 @@ ingest stream, the buckets and the DynamoDB tables with the names of
 Notes
 -----
 The server runs in a daemon thread of the calling process, so it dies with it; other
-processes (Spark, workers) reach it over HTTP like any AWS endpoint.
+processes (Spark, workers) reach it over HTTP like any AWS endpoint. It runs one request
+at a time (see :class:`SerialMotoServer`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +72,11 @@ class Names:
     def leases_table(self) -> str:
         return f"{self.prefix}-leases"
 
+    @property
+    def geo_stream_key(self) -> str:
+        """KMS alias of the geo streams' key (the deployer turns their encryption on with it)."""
+        return f"alias/{self.prefix}-geo-streams"
+
     def geo_stream(self, version: int) -> str:
         """Return the geo stream of one spec version: ``<prefix>-geo-v<version>``."""
         return f"{self.prefix}-geo-v{version}"
@@ -87,13 +94,53 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class SerialMotoServer:
+    """A moto server on ``host`` that accepts connections in threads but runs one request at a time.
+
+    moto's backends take no locks. Two concurrent conditional writes to one DynamoDB item can
+    both pass their condition, and a GetRecords racing a PutRecords on one shard can fail with
+    "OrderedDict mutated during iteration". Real AWS is atomic per item and per shard; running
+    requests one at a time gives the emulator that atomicity (the lease protocol relies on it),
+    while the clients stay real concurrent threads and processes talking HTTP.
+
+    Parameters
+    ----------
+    host : str
+    port : int
+        0 picks a free port; :attr:`url` has the one bound.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
+
+        app = DomainDispatcherApplication(create_backend_app)
+        lock = threading.Lock()
+
+        def serialised(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            with lock:  # the whole body is produced inside the lock
+                return list(app(environ, start_response))
+
+        self._server = make_server(host, port, serialised, threaded=True, request_handler=MotoRequestHandler)
+        self.url = f"http://{host}:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, name="moto", daemon=True)
+
+    def start(self) -> SerialMotoServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join(timeout=10)
+
+
 @dataclass(frozen=True)
 class EmbeddedAws:
     """A running moto server plus the names of the resources created in it."""
 
     endpoint_url: str
     names: Names
-    server: Any  # moto.server.ThreadedMotoServer (kept untyped: moto is a local-only dependency)
+    server: SerialMotoServer
 
     def environment(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """Return the environment variables every component of the loop gets."""
@@ -111,6 +158,7 @@ class EmbeddedAws:
             "QUARANTINE_BUCKET": self.names.quarantine_bucket,
             "OUTPUT_BUCKET": self.names.output_bucket,
             "INGEST_STREAM": self.names.ingest_stream,
+            "GEO_STREAM_KMS_KEY": self.names.geo_stream_key,
         }
         env.update(extra or {})
         return env
@@ -142,6 +190,9 @@ class EmbeddedAws:
         ddb.create_table(TableName=self.names.leases_table, BillingMode="PAY_PER_REQUEST",
                          KeySchema=[{"AttributeName": "lease_key", "KeyType": "HASH"}],
                          AttributeDefinitions=[{"AttributeName": "lease_key", "AttributeType": "S"}])
+        kms = self.client("kms")
+        key_id = kms.create_key(Description=f"{self.names.prefix}: per-version geo streams")["KeyMetadata"]["KeyId"]
+        kms.create_alias(AliasName=self.names.geo_stream_key, TargetKeyId=key_id)
         kinesis = self.client("kinesis")
         kinesis.create_stream(StreamName=self.names.ingest_stream, ShardCount=ingest_shards)
         wait_stream_active(kinesis, self.names.ingest_stream)
@@ -173,16 +224,9 @@ def start_moto(prefix: str) -> EmbeddedAws:
     """
     if not prefix or not all(c.islower() or c.isdigit() or c == "-" for c in prefix):
         raise ValueError(f"prefix must be lowercase letters, digits and '-', got {prefix!r}")
-    from moto.server import ThreadedMotoServer
-
-    # werkzeug logs one access line per request, and a traceback for every 500. moto's Kinesis is
-    # not thread-safe: a GetRecords racing a PutRecords on the same shard can fail with "OrderedDict
-    # mutated during iteration" (a 500 the SDK retries, nothing is lost); keep those off the console.
-    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    aws = EmbeddedAws(endpoint_url=f"http://127.0.0.1:{port}", names=Names(prefix), server=server)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access line per request
+    server = SerialMotoServer().start()
+    aws = EmbeddedAws(endpoint_url=server.url, names=Names(prefix), server=server)
     os.environ.update(aws.environment())
     return aws
 

@@ -73,7 +73,7 @@ class DeployDriver(LoopThread):
         self.callback_delay_s = callback_delay_s
         self.ctl = DeployController(ControlTable(clients.dynamodb, aws.names.control_table),
                                     LeaseTable(clients.dynamodb, aws.names.leases_table),
-                                    SpecStore(clients.s3, aws.names.specs_bucket), GeoStreams(clients.kinesis),
+                                    SpecStore(clients.s3, aws.names.specs_bucket), GeoStreams(clients.kinesis, cfg.geo_stream_kms_key),
                                     fleet, prefix=aws.names.prefix, green_timeout_s=green_timeout_s,
                                     drain_timeout_s=drain_timeout_s, stream_wait_s=0.0)
         self._s3 = clients.s3

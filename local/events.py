@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote_plus
 
+from geo_service.consumer import KinesisRecord
 from local.aws import REGION
 
 
@@ -66,17 +67,6 @@ def s3_object_created(bucket: str, key: str, size: int, etag: str) -> dict[str, 
                "object": {"key": quote_plus(key, safe="/"), "size": size, "eTag": etag.strip('"'),
                           "sequencer": f"{int(dt.datetime.now(dt.UTC).timestamp() * 1e6):016X}"}},
     }]}
-
-
-@dataclass(frozen=True)
-class KinesisRecord:
-    """One record as GetRecords returns it (the fields a Lambda event carries)."""
-
-    shard_id: str
-    sequence_number: str
-    partition_key: str
-    data: bytes
-    arrival_s: float
 
 
 def kinesis_batch(stream_arn: str, records: Sequence[KinesisRecord]) -> dict[str, Any]:

@@ -30,8 +30,9 @@ from typing import Any
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
+from geo_service.consumer import KinesisRecord
 from local.aws import EmbeddedAws
-from local.events import KinesisRecord, LambdaContext, kinesis_batch, s3_object_created
+from local.events import LambdaContext, kinesis_batch, s3_object_created
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -206,8 +207,7 @@ class RouterPoller(LoopThread):
             resp = self._kinesis.get_records(ShardIterator=cursor.iterator, Limit=self.batch_size)
             cursor.iterator = resp.get("NextShardIterator")
             cursor.behind_ms = int(resp.get("MillisBehindLatest", 0))
-            cursor.pending = [KinesisRecord(cursor.shard_id, r["SequenceNumber"], r["PartitionKey"], r["Data"],
-                                            r["ApproximateArrivalTimestamp"].timestamp()) for r in resp["Records"]]
+            cursor.pending = [KinesisRecord.from_get_records(cursor.shard_id, r) for r in resp["Records"]]
             self.records_in += len(cursor.pending)
         if not cursor.pending:
             return

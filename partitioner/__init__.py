@@ -1,4 +1,4 @@
-"""Geo Rebalancer partitioner: quadkey math, spec model, spec building, metrics, policy.
+"""Geo Rebalancer partitioner: quadkey math, spec model, spec building, metrics, policy, event rules.
 
 A pure library (NumPy only): no AWS SDK, no Spark. See ``docs/CONTRACTS.md``.
 """

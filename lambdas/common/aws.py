@@ -388,10 +388,16 @@ class PutEntry:
 
 
 class GeoStreams:
-    """The per-version geo streams: create (provisioned), status, delete, put_records."""
+    """The per-version geo streams: create (provisioned), encrypt, status, delete, put_records.
 
-    def __init__(self, kinesis: Any) -> None:
+    ``kms_key`` (``GEO_STREAM_KMS_KEY``: key ARN, id or alias) is the key the deployer turns
+    server-side encryption on with; None leaves streams unencrypted (the router, which only puts,
+    needs no key).
+    """
+
+    def __init__(self, kinesis: Any, kms_key: str | None = None) -> None:
         self._k = kinesis
+        self.kms_key = kms_key
 
     def create(self, name: str, shards: int) -> None:
         """Create ``name`` with ``shards`` shards (provisioned); an existing stream is left as it is."""
@@ -400,6 +406,24 @@ class GeoStreams:
         except ClientError as exc:
             if error_code(exc) != "ResourceInUseException":
                 raise AdapterError(f"cannot create geo stream {name!r} with {shards} shards: {exc}") from exc
+
+    def start_encryption(self, name: str) -> bool:
+        """Turn on KMS encryption of the ACTIVE stream ``name`` unless it is on; True if it was started now.
+
+        The stream is ``UPDATING`` for a few seconds after a start (wait for ``ACTIVE`` again);
+        records put after that are encrypted. Without a ``kms_key`` this does nothing.
+        """
+        if not self.kms_key:
+            return False
+        try:
+            summary = self._k.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
+            if summary.get("EncryptionType") == "KMS":
+                return False
+            self._k.start_stream_encryption(StreamName=name, EncryptionType="KMS", KeyId=self.kms_key)
+        except ClientError as exc:
+            raise AdapterError(f"cannot turn on KMS encryption of geo stream {name!r} with key "
+                               f"{self.kms_key!r}: {exc}") from exc
+        return True
 
     def status(self, name: str) -> str | None:
         """Return the stream status (``CREATING``, ``ACTIVE``, ...) or None when it does not exist."""

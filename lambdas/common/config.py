@@ -8,7 +8,8 @@ Names (``docs/CONTRACTS.md``, "Environment variables"):
 
 ``GEO_PREFIX``, ``CONTROL_TABLE``, ``LEASES_TABLE``, ``SNAPSHOTS_BUCKET``, ``SPECS_BUCKET``,
 ``COSTS_BUCKET``, ``QUARANTINE_BUCKET``, ``OUTPUT_BUCKET``, ``MAX_LOAD``, ``GRID_ZOOM``,
-``POLICY_JSON``, ``ECS_CLUSTER``, ``ECS_SERVICE``, ``AWS_ENDPOINT_URL`` (local only), plus the
+``POLICY_JSON``, ``ECS_CLUSTER``, ``ECS_SERVICE``, ``GEO_STREAM_KMS_KEY`` (the geo streams' key;
+unset = unencrypted), ``AWS_ENDPOINT_URL`` (local only), plus the
 control-plane timings ``ROUTER_SPEC_TTL_S`` (5), ``GREEN_TIMEOUT_S`` (900), ``DRAIN_TIMEOUT_S`` (900),
 ``HOOK_CALLBACK_DELAY_S`` (15) and ``STREAM_ACTIVE_WAIT_S`` (120).
 """
@@ -33,6 +34,7 @@ GRID_ZOOM = "GRID_ZOOM"
 POLICY_JSON = "POLICY_JSON"
 ECS_CLUSTER = "ECS_CLUSTER"
 ECS_SERVICE = "ECS_SERVICE"
+GEO_STREAM_KMS_KEY = "GEO_STREAM_KMS_KEY"
 AWS_ENDPOINT_URL = "AWS_ENDPOINT_URL"
 AWS_REGION = "AWS_REGION"
 ROUTER_SPEC_TTL_S = "ROUTER_SPEC_TTL_S"
@@ -66,6 +68,7 @@ class LambdaConfig:
     policy_json: str = ""
     ecs_cluster: str = ""
     ecs_service: str = ""
+    geo_stream_kms_key: str | None = None
     endpoint_url: str | None = None
     region: str = DEFAULT_REGION
     router_spec_ttl_s: float = 5.0
@@ -93,6 +96,7 @@ class LambdaConfig:
             policy_json=e.get(POLICY_JSON, "").strip(),
             ecs_cluster=e.get(ECS_CLUSTER, "").strip(),
             ecs_service=e.get(ECS_SERVICE, "").strip(),
+            geo_stream_kms_key=e.get(GEO_STREAM_KMS_KEY, "").strip() or None,
             endpoint_url=e.get(AWS_ENDPOINT_URL, "").strip() or None,
             region=e.get(AWS_REGION, "").strip() or e.get("AWS_DEFAULT_REGION", "").strip() or DEFAULT_REGION,
             router_spec_ttl_s=_positive(ROUTER_SPEC_TTL_S, e.get(ROUTER_SPEC_TTL_S, "5")),

@@ -273,12 +273,19 @@ class DeployController:
             raise DeployError(f"control item 'deploy' has status {st.status!r} but no version")
         v = st.version
         if st.status == DEPLOYING:
-            status = self.streams.status(self.stream_name(self.spec(v)))
+            name = self.stream_name(self.spec(v))
+            status = self.streams.status(name)
             if status is None:
                 self.start(v)
-            if status != "ACTIVE" and self.stream_wait_s > 0 and allow_start:  # hooks never block
-                self.streams.wait_active(self.stream_name(self.spec(v)), self.stream_wait_s)
-                status = self.streams.status(self.stream_name(self.spec(v)))
+            wait = self.stream_wait_s > 0 and allow_start  # hooks never block
+            if status != "ACTIVE" and wait:
+                self.streams.wait_active(name, self.stream_wait_s)
+                status = self.streams.status(name)
+            if status == "ACTIVE" and self.streams.start_encryption(name):
+                # encryption goes on before any worker reads or the router puts; the stream is UPDATING meanwhile
+                if wait:
+                    self.streams.wait_active(name, self.stream_wait_s)
+                status = self.streams.status(name)
             if status == "ACTIVE":
                 return (replace(st, status=WAITING_GREEN, stage_since=now, reason=f"waiting for v{v} workers"),
                         lambda: self.start_fleet(v))

@@ -20,7 +20,7 @@ def controller() -> DeployController:
     cfg = config()
     c = make_clients(cfg)
     return DeployController(ControlTable(c.dynamodb, cfg.control_table), LeaseTable(c.dynamodb, cfg.leases_table),
-                            SpecStore(c.s3, cfg.specs_bucket), GeoStreams(c.kinesis),
+                            SpecStore(c.s3, cfg.specs_bucket), GeoStreams(c.kinesis, cfg.geo_stream_kms_key),
                             EcsFleet(EcsService(c.ecs, cfg.ecs_cluster, cfg.ecs_service)), prefix=cfg.prefix,
                             green_timeout_s=cfg.green_timeout_s, drain_timeout_s=cfg.drain_timeout_s,
                             stream_wait_s=cfg.stream_active_wait_s)

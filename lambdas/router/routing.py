@@ -19,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from lambdas.common.aws import AdapterError, ControlTable, GeoStreams, PutEntry, QuarantineSink, SpecStore, now_iso
-from lambdas.common.events import Rejection, ValidEvent, parse_event, quarantine_record
 from lambdas.common.records import read_active
+from partitioner.events import Rejection, ValidEvent, parse_event, quarantine_record
 from partitioner.index import SpecIndex
 from partitioner.spec import Spec
 

@@ -1,11 +1,8 @@
 """Fixtures for the worker tests: a moto server on 127.0.0.1 and per-test AWS resources.
 
-The server handles **one request at a time** (werkzeug ``threaded=False``). Real DynamoDB
-applies a conditional write atomically per item; moto's in-process backend does not lock,
-so with a threaded server (or ``mock_aws`` and client threads) two concurrent conditional
-updates can both pass their condition. Serialising requests gives the emulator the
-atomicity the lease protocol relies on; the clients are still real concurrent threads
-and processes talking HTTP.
+The server is the local loop's :class:`local.aws.SerialMotoServer`: it runs **one request at
+a time**, which gives moto the per-item atomicity of real DynamoDB that the lease protocol
+relies on; the clients are still real concurrent threads and processes talking HTTP.
 """
 
 from __future__ import annotations
@@ -13,16 +10,14 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-from werkzeug.serving import make_server
 
 from geo_service.aws import Clients, make_clients
+from local.aws import SerialMotoServer
 
 # The test modules import their helpers as ``geo_testkit`` whatever pytest's import mode.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,16 +32,12 @@ for _k, _v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing
 
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
-    """A single-threaded moto server on a free local port; yields its URL."""
-    app = DomainDispatcherApplication(create_backend_app)
-    server = make_server("127.0.0.1", 0, app, threaded=False, request_handler=MotoRequestHandler)
-    thread = threading.Thread(target=server.serve_forever, name="moto", daemon=True)
-    thread.start()
+    """A moto server on a free local port that runs one request at a time; yields its URL."""
+    server = SerialMotoServer().start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield server.url
     finally:
-        server.shutdown()
-        thread.join(timeout=10)
+        server.stop()
 
 
 @pytest.fixture()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,7 +60,3 @@ def set_active(clients: Clients, res: Resources, version: int) -> None:
         "flipped_at": {"S": "2026-11-21T00:00:00Z"}})
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -8,10 +8,10 @@ import urllib.request
 from typing import Any
 
 import pytest
-from geo_testkit import free_port
 
 from geo_service import healthcheck
 from geo_service.health import HealthServer
+from local.aws import free_port
 
 
 def _get(port: int, path: str) -> tuple[int, dict[str, Any]]:

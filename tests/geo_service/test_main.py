@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from geo_testkit import Resources, free_port, make_spec, publish_spec, set_active
+from geo_testkit import Resources, make_spec, publish_spec, set_active
 
 from geo_service import config as c
 from geo_service.aws import Clients
 from geo_service.lease import LeaseManager
+from local.aws import free_port
 from partitioner.tiles import quadkey, tile
 
 REPO = Path(__file__).resolve().parents[2]

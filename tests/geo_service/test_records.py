@@ -22,14 +22,15 @@ def test_valid_event_keeps_every_field() -> None:
 
 @pytest.mark.parametrize(("raw", "reason"), [
     (b"{oops", "unparsable_json"),
-    (b"[1, 2]", "not_an_object: got list"),
-    (json.dumps({**GOOD, "lat": None}).encode(), "bad_type: 'lat' must be a number, got None"),
-    (json.dumps({k: v for k, v in GOOD.items() if k != "entity_id"}).encode(), "missing_field: 'entity_id'"),
-    (json.dumps({**GOOD, "event_id": 5}).encode(), "bad_type: 'event_id' must be a non-empty string, got 5"),
-    (json.dumps({**GOOD, "lon": True}).encode(), "bad_type: 'lon' must be a number, got True"),
-    (b'{"event_id": "e", "entity_id": "c", "lat": NaN, "lon": 1}', "nan: 'lat' is nan"),
+    (b"[1, 2]", "not_an_object: expected a JSON object, got list"),
+    (json.dumps({**GOOD, "lat": None}).encode(), "missing_field: lat missing"),
+    (json.dumps({k: v for k, v in GOOD.items() if k != "entity_id"}).encode(), "missing_field: entity_id missing"),
+    (json.dumps({**GOOD, "event_id": 5}).encode(), "bad_type: event_id must be a non-empty string, got 5"),
+    (json.dumps({**GOOD, "lon": True}).encode(), "bad_type: lon must be a number, got True"),
+    (b'{"event_id": "e", "entity_id": "c", "ts": 1, "lat": NaN, "lon": 1}', "nan: lat is not finite: nan"),
     (json.dumps({**GOOD, "lat": 88.0}).encode(), "lat_out_of_range: lat 88.0"),
-    (json.dumps({**GOOD, "lon": -181}).encode(), "lon_out_of_range: lon -181.0"),
+    (json.dumps({**GOOD, "lon": -181}).encode(), "lon_out_of_range: lon -181"),
+    (json.dumps({**GOOD, "ts": "yesterday"}).encode(), "bad_timestamp: ts 'yesterday' is not ISO-8601"),
 ])
 def test_bad_records_get_a_reason_naming_the_value(raw: bytes, reason: str) -> None:
     # GIVEN a malformed record

@@ -40,5 +40,5 @@ def test_arguments_build_the_job_config() -> None:
     # GIVEN entry-point arguments / WHEN parsed / THEN they map onto JobConfig
     args = build_parser().parse_args(["--stream-name", "s", "--region", "us-east-1", "--snapshots", "s3://b",
                                       "--checkpoint", "s3://b/ckpt", "--window", "30s", "--zoom", "17"])
-    cfg = config_from_args(args)
+    cfg = config_from_args(args, out=args.snapshots)
     assert (cfg.out, cfg.window.length, cfg.rollup.zoom) == ("s3://b", "30 seconds", 17)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,10 +20,11 @@ import pytest
 if int(pyspark.__version__.split(".")[0]) < 4:
     pytest.skip(f"the Python streaming data source needs Spark 4, have {pyspark.__version__}", allow_module_level=True)
 boto3 = pytest.importorskip("boto3")
-moto_server = pytest.importorskip("moto.server")
+pytest.importorskip("moto.server")
 
 from glue_jobs.kinesis_source import KinesisStreamReader  # noqa: E402
 from glue_jobs.snapshot import read_snapshot, storage_for  # noqa: E402
+from local.aws import SerialMotoServer  # noqa: E402
 from partitioner.counts import read_snapshot_rows  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -33,19 +33,11 @@ ROOT = Path(__file__).resolve().parents[2]
 BASE_MS = 1_700_000_040_000  # a multiple of 10 s
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def moto_endpoint() -> Iterator[str]:
     """A moto server on 127.0.0.1 (Kinesis and S3)."""
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
+    server = SerialMotoServer().start()
+    yield server.url
     server.stop()
 
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from moto import mock_aws
 from moto.core.models import MockAWS
@@ -35,6 +36,7 @@ ENV = {
     "GRID_ZOOM": "12",
     "ECS_CLUSTER": "georebal",
     "ECS_SERVICE": "georebal-geo-workers",
+    "GEO_STREAM_KMS_KEY": "alias/georebal-geo-streams",
     "AWS_REGION": REGION,
     "AWS_DEFAULT_REGION": REGION,
     "AWS_ACCESS_KEY_ID": "testing",
@@ -88,7 +90,7 @@ class Aws:
 
     @property
     def streams(self) -> GeoStreams:
-        return GeoStreams(self.clients.kinesis)
+        return GeoStreams(self.clients.kinesis, self.cfg.geo_stream_kms_key)
 
     def keys(self, bucket: str, prefix: str = "") -> list[str]:
         resp = self.clients.s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
@@ -136,6 +138,8 @@ def aws(moto_module: tuple[MockAWS, Clients], monkeypatch: pytest.MonkeyPatch) -
         c.dynamodb.create_table(TableName=table, KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
                                 AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
                                 BillingMode="PAY_PER_REQUEST")
+    kms = boto3.client("kms", region_name=REGION)
+    kms.create_alias(AliasName=str(cfg.geo_stream_kms_key), TargetKeyId=kms.create_key()["KeyMetadata"]["KeyId"])
     c.ecs.create_cluster(clusterName=cfg.ecs_cluster)
     c.ecs.register_task_definition(family="georebal-geo-worker", networkMode="awsvpc",
                                    requiresCompatibilities=["FARGATE"], cpu="512", memory="1024",

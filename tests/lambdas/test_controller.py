@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.common.aws import EcsFleet, EcsService, spec_key
+from lambdas.common.aws import EcsFleet, EcsService, GeoStreams, spec_key
 from lambdas.common.records import read_active
 from lambdas.deploy.controller import (
     DONE,
@@ -77,6 +77,9 @@ def test_first_deploy_creates_stream_starts_fleet_and_flips_when_ready(aws: Aws)
     assert st.status == WAITING_GREEN and st.version == 1
     shards = aws.clients.kinesis.list_shards(StreamName="georebal-geo-v1")["Shards"]
     assert len(shards) == len(v1.workers)
+    # and its server-side encryption is on, with the configured key, before any worker starts
+    summary = aws.clients.kinesis.describe_stream_summary(StreamName="georebal-geo-v1")["StreamDescriptionSummary"]
+    assert (summary["EncryptionType"], summary["KeyId"]) == ("KMS", "alias/georebal-geo-streams")
     desired, env = service(aws)
     assert desired == len(v1.workers) and env["SPEC_VERSION"] == "1" and env["GEO_PREFIX"] == "georebal"
     assert read_active(aws.control) is None
@@ -237,3 +240,16 @@ def test_rollback_after_flip_is_refused(aws: Aws) -> None:
     deploy_v1(aws, clock, ctl)
     with pytest.raises(DeployError, match="already moved to v1"):
         ctl.rollback(1)
+
+
+def test_geo_stream_encryption_starts_once_and_only_with_a_key(aws: Aws) -> None:
+    # GIVEN an ACTIVE geo stream
+    aws.streams.create("georebal-geo-v7", 2)
+    assert aws.streams.status("georebal-geo-v7") == "ACTIVE"
+    # WHEN encryption is asked for without a key, then with the configured key, twice
+    unkeyed = GeoStreams(aws.clients.kinesis).start_encryption("georebal-geo-v7")
+    first, second = aws.streams.start_encryption("georebal-geo-v7"), aws.streams.start_encryption("georebal-geo-v7")
+    # THEN only the first keyed call starts it, and the stream ends up KMS-encrypted
+    assert (unkeyed, first, second) == (False, True, False)
+    summary = aws.clients.kinesis.describe_stream_summary(StreamName="georebal-geo-v7")["StreamDescriptionSummary"]
+    assert summary["EncryptionType"] == "KMS"

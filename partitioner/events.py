@@ -1,13 +1,16 @@
-"""Ingest event rules (``docs/CONTRACTS.md``, "Events") and quarantine records.
+"""Location event rules (``docs/CONTRACTS.md``, "Events") and quarantine records.
 
 :func:`parse_event` turns one raw record into a :class:`ValidEvent` or a :class:`Rejection` whose
 ``reason`` is ``"<code>: <detail naming the bad value>"`` with one of :data:`REASON_CODES`.
+The router Lambda (before routing) and the geo worker (on what it reads) apply the same rules
+from here; the Spark job applies them as column expressions (``glue_jobs/transform.py``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,13 +24,14 @@ REQUIRED = ("event_id", "entity_id", "ts", "lat", "lon")
 
 @dataclass(frozen=True)
 class ValidEvent:
-    """A valid event: the fields routing needs plus the original bytes (passed through untouched)."""
+    """A valid event: the fields routing needs, the original bytes (passed on untouched) and every field."""
 
     event_id: str
     entity_id: str
     lat: float
     lon: float
     raw: bytes
+    fields: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,7 @@ def parse_event(raw: bytes) -> ValidEvent | Rejection:
     bad_ts = _check_ts(doc["ts"])
     if bad_ts:
         return Rejection(bad_ts, raw)
-    return ValidEvent(doc["event_id"], doc["entity_id"], coords["lat"], coords["lon"], raw)
+    return ValidEvent(doc["event_id"], doc["entity_id"], coords["lat"], coords["lon"], raw, doc)
 
 
 def _check_ts(ts: Any) -> str | None:

@@ -1,4 +1,4 @@
-"""Ingest event rules and quarantine records (lambdas.common.events)."""
+"""Location event rules and quarantine records (partitioner.events)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lambdas.common.events import Rejection, ValidEvent, parse_event, quarantine_record
+from partitioner.events import Rejection, ValidEvent, parse_event, quarantine_record
 
 GOOD = {"event_id": "e1", "entity_id": "truck-1", "ts": 1795255500000, "lat": 52.52, "lon": 13.405, "extra": [1]}
 
