@@ -1,6 +1,6 @@
 """Partitioner handler time and peak memory on a 1M-quadkey snapshot (target: within a 3 GB Lambda and 60 s).
 
-A moto server (``ThreadedMotoServer`` on 127.0.0.1, free port) holds the buckets and tables. The
+A moto server (``local.aws.SerialMotoServer`` on 127.0.0.1, free port) holds the buckets and tables. The
 parent writes a snapshot of ``--quadkeys`` grid cells with the aggregation job's real writer; a
 child process plays the Lambda: it runs :func:`lambdas.partitioner.logic.process_snapshot` against
 the server and reports its wall time and peak RSS (``ru_maxrss`` of the child only). The in-run
@@ -17,7 +17,6 @@ import logging
 import multiprocessing as mp
 import os
 import resource
-import socket
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -33,12 +32,6 @@ TARGET_MB = 3 * 1024.0
 ENV = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1",
        "AWS_REGION": "us-east-1", "GEO_PREFIX": "bench", "CONTROL_TABLE": "bench-control",
        "SNAPSHOTS_BUCKET": "bench-snapshots", "SPECS_BUCKET": "bench-specs", "COSTS_BUCKET": "bench-costs"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def setup(endpoint: str, n: int, max_load: float) -> str:
@@ -107,12 +100,10 @@ def main() -> int:
     args = ap.parse_args()
     os.environ.update(ENV)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    from moto.server import ThreadedMotoServer
+    from local.aws import SerialMotoServer
 
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
+    server = SerialMotoServer().start()
+    endpoint = server.url
     try:
         key = setup(endpoint, args.quadkeys, args.max_load)
         io_s, io_mb, io_status = run_child(endpoint, key, args.max_load, "io")
