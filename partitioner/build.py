@@ -53,13 +53,14 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from partitioner.counts import Counts, Grid, counts_from_pairs
 from partitioner.errors import BuildError
-from partitioner.graph import components, group_indices, neighbour_pairs
+from partitioner.graph import components, components_of_pairs, group_indices, neighbour_pairs, sub_pairs
 from partitioner.index import SpecIndex
 from partitioner.shape import coalesce, fill_gaps, is_member, unique_pairs
 from partitioner.spec import HASH_BUCKETS, Partition, Spec, Worker, check, shard_hash_key, validate
@@ -198,12 +199,15 @@ def build_with_report(counts: Counts, max_load: float, *, previous: Spec | None 
 
 def _fresh_regions(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, hot_regions: list[Region],
                    total: float, lb: int, hot_codes: IntArray) -> tuple[list[Region], list[int]]:
-    """Carve and pack from scratch, leaving every worker headroom when the lower bound + 1 allows it.
+    """Carve and pack from scratch, within the lower bound + 1 workers and with the least cut boundary load.
 
-    Pieces are carved at a slightly lower cap (half the average slack that
-    ``lower_bound + 1`` workers leave), packed at the real cap and then levelled,
-    so that routine load noise does not push a worker over the cap right after a
-    deploy. If the margin costs a worker, the build without margin is used.
+    Two carves are made: one at a slightly lower cap (half the average slack that
+    ``lower_bound + 1`` workers leave, so that routine load noise does not push a
+    worker over the cap right after a deploy) and one at the real cap, whose
+    exact cuts leave more slack to the loose ones. Both are packed at the real
+    cap and levelled; the one with fewer workers (counting any number up to the
+    target as equal), then the lower boundary load of its cuts, is kept (the
+    headroom one on a tie).
     """
     slack = ((lb + 1) * cap - total) / (lb + 1)
     margin = min(0.05 * cap, max(0.0, 0.5 * slack))
@@ -211,16 +215,24 @@ def _fresh_regions(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: floa
     spare = max(0.0, (lb + 1) * cap - total)
     budget = CutBudget(windows=(math.inf, 0.2 * cap, 0.1 * cap, 0.05 * cap, spare / max(lb, 1)), workers=lb + 1,
                        pack_cap=cap, other_loads=tuple(r.load for r in hot_regions))
-    best: tuple[list[Region], list[int]] | None = None
+    hot_loads = [r.load for r in hot_regions]
+    best: tuple[int, float, _Labels, list[int]] | None = None
     for carve_cap in (cap - margin, cap) if margin > 0 else (cap,):
-        regions = hot_regions + carve_cells(x, y, w, zoom, carve_cap, fill=True, blocked=hot_codes, budget=budget)
-        workers_of = level_workers([r.load for r in regions], pack_best_fit([r.load for r in regions], cap), cap)
-        if best is None or max(workers_of, default=0) < max(best[1], default=0):
-            best = (regions, workers_of)
-        if max(workers_of, default=0) + 1 <= lb + 1:
+        carved = _region_labels(x, y, w, zoom, carve_cap, BRIDGE_LEVELS, 0.0, budget) if len(x) else _Labels(
+            np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool), 0, 0.0, 0.0)
+        loads = hot_loads + np.bincount(carved.labels, weights=w, minlength=carved.n_regions).tolist()
+        workers_of = level_workers(loads, pack_best_fit(loads, cap), cap)
+        # fewest workers (any count up to the target counts as equal), then least boundary load
+        rank = (max(max(workers_of, default=0) + 1, lb + 1), carved.cut_load)
+        if best is None or rank < best[:2]:
+            best = (*rank, carved, workers_of)
+        if rank[0] == lb + 1 and carved.cut_load <= carved.cut_floor:  # fits, every cut its cheapest way
             break
     assert best is not None
-    return best
+    chosen = best[2]
+    regions = _label_regions(x, y, w, zoom, chosen.labels, chosen.coarse, chosen.n_regions, bridge_levels=BRIDGE_LEVELS,
+                             fill=True, blocked=hot_codes) if len(x) else []
+    return hot_regions + regions, best[3]
 
 
 def level_workers(loads: Sequence[float], assign: list[int], cap: float) -> list[int]:
@@ -409,7 +421,13 @@ def carve_cells(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, 
     """
     if len(x) == 0:
         return []
-    labels, coarse, n = _region_labels(x, y, w, zoom, cap, bridge_levels, window, budget)
+    labels, coarse, n, _, _ = _region_labels(x, y, w, zoom, cap, bridge_levels, window, budget)
+    return _label_regions(x, y, w, zoom, labels, coarse, n, bridge_levels=bridge_levels, fill=fill, blocked=blocked)
+
+
+def _label_regions(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, labels: IntArray, coarse: np.ndarray, n: int,
+                   *, bridge_levels: int, fill: bool, blocked: IntArray | None) -> list[Region]:
+    """The regions of :func:`_region_labels`' labels: gaps filled, cells listed as quadtree squares."""
     is_coarse = coarse[labels]
     b = bridge_levels
     c_lab, c_code = unique_pairs(labels[is_coarse], ((x[is_coarse] >> b) << (zoom - b)) | (y[is_coarse] >> b))
@@ -443,12 +461,23 @@ def _blocked_cells(coarse_xy: IntArray, coarse_zoom: int, levels: int, blocked: 
     return is_blocked
 
 
+class _Labels(NamedTuple):
+    """What :func:`_region_labels` returns."""
+
+    labels: IntArray  # region per cell
+    coarse: np.ndarray  # per region: it lists coarse (bridged) cells
+    n_regions: int
+    cut_load: float  # boundary load of the cuts (with a budget; else 0)
+    cut_floor: float  # the least cut_load any choice of windows could reach (with a budget; else 0)
+
+
 def _region_labels(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, bridge_levels: int,
-                   window: float, budget: CutBudget | None) -> tuple[IntArray, np.ndarray, int]:
-    """Return a region label per cell, whether each region lists coarse (bridged) cells, and the count."""
+                   window: float, budget: CutBudget | None) -> _Labels:
+    """Label every cell with its region (bridged cluster, small component or carved piece)."""
     labels = np.full(len(x), -1, dtype=np.int64)
     coarse: list[np.ndarray] = []
     n_labels = 0
+    cut_load = cut_floor = 0.0
     rest = np.arange(len(x))
     if bridge_levels > 0 and zoom - bridge_levels >= 2:
         cz = zoom - bridge_levels
@@ -484,39 +513,69 @@ def _region_labels(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: floa
                 carved = [_carve(c, x, y, w, zoom, cap, window=window) for c in comps]
             else:
                 placed = np.bincount(labels[labels >= 0], weights=w[labels >= 0], minlength=n_labels)
-                carved = _choose_cuts(comps, x, y, w, zoom, cap, budget, [*budget.other_loads, *placed.tolist()])
+                carved, cut_load, cut_floor = _choose_cuts(comps, x, y, w, zoom, cap, budget,
+                                                           [*budget.other_loads, *placed.tolist()])
             for pieces in carved:
                 for piece in pieces:
                     labels[piece] = n_labels
                     n_labels += 1
                     coarse.append(np.zeros(1, dtype=bool))
-    return labels, np.concatenate(coarse) if coarse else np.zeros(0, dtype=bool), n_labels
+    return _Labels(labels, np.concatenate(coarse) if coarse else np.zeros(0, dtype=bool), n_labels, cut_load,
+                   cut_floor)
+
+
+REFINE_COMPONENTS = 64  # components _choose_cuts revisits one by one after its level-wise pass
 
 
 def _choose_cuts(comps: list[IntArray], x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float,
-                 budget: CutBudget, placed: list[float]) -> list[list[IntArray]]:
+                 budget: CutBudget, placed: list[float]) -> tuple[list[list[IntArray]], float, float]:
     """Carve each component with the window that saves the most boundary load the packing can afford.
+
+    Returns the pieces of each component, the boundary load of all the cuts, and the
+    least it could be (every component cut its cheapest way).
 
     Notes
     -----
-    Every component is carved once per window. Starting from exact cuts
-    everywhere, windows are taken widest first; at each, the components whose
+    Each component is first carved with the widest window and with exact cuts; if
+    the cheaper of the two for every component packs within ``budget.workers``,
+    that is the answer (and the floor). Otherwise every window is carved, and,
+    starting from exact cuts everywhere, windows are taken widest first; at each, the components whose
     boundary load (:func:`_cut_load`) that window lowers the most are switched to
     it, as many as the packing of all regions (``placed`` + the pieces) still fits
     on ``budget.workers`` (a binary search over the components sorted by saving).
     If exact cuts already need more workers, that count is the budget instead.
     """
     windows = sorted({*budget.windows, 0.0}, reverse=True)
-    options = [[_carve(c, x, y, w, zoom, cap, window=win) for win in windows] for c in comps]
-    cost = [[_cut_load(c, pieces, x, y, w, zoom) for pieces in opts] for c, opts in zip(comps, options, strict=True)]
-    piece_loads = [[[float(w[p].sum()) for p in pieces] for pieces in opts] for opts in options]
     exact = len(windows) - 1
-    choice = [exact] * len(comps)
+    comp_pairs = [neighbour_pairs(x[c], y[c], zoom) for c in comps]
+    options: list[list[list[IntArray]]] = [[[] for _ in windows] for _ in comps]
+    cost = [[math.inf] * len(windows) for _ in comps]
+    piece_loads: list[list[list[float]]] = [[[] for _ in windows] for _ in comps]
+
+    def carve_with(levels: Sequence[int]) -> None:
+        for c, cells in enumerate(comps):
+            for k in levels:
+                pieces = _carve(cells, x, y, w, zoom, cap, window=windows[k], pairs=comp_pairs[c])
+                options[c][k] = pieces
+                cost[c][k] = _cut_load(cells, pieces, w, comp_pairs[c])
+                piece_loads[c][k] = [float(w[p].sum()) for p in pieces]
 
     def workers(ch: list[int]) -> int:
         loads = placed + [ld for c, k in enumerate(ch) for ld in piece_loads[c][k]]
         return max(pack_best_fit(loads, budget.pack_cap), default=-1) + 1
 
+    def result(ch: list[int]) -> tuple[list[list[IntArray]], float, float]:
+        return ([options[c][k] for c, k in enumerate(ch)], sum(cost[c][k] for c, k in enumerate(ch)),
+                sum(cost[c][k] for c, k in enumerate(cheapest)))
+
+    # the cheapest option of each component; on a tie the narrower window (it packs at least as tightly)
+    carve_with((0, exact) if exact > 0 else (0,))
+    cheapest = [min(range(len(windows)), key=lambda k: (costs[k], -k)) for costs in cost]
+    if workers(cheapest) <= budget.workers:
+        return result(cheapest)
+    carve_with(range(1, exact))
+    cheapest = [min(range(len(windows)), key=lambda k: (costs[k], -k)) for costs in cost]
+    choice = [exact] * len(comps)
     limit = max(budget.workers, workers(choice))
     for level in range(exact):
         cand = sorted((c for c in range(len(comps)) if cost[c][level] < cost[c][choice[c]]),
@@ -533,18 +592,32 @@ def _choose_cuts(comps: list[IntArray], x: IntArray, y: IntArray, w: np.ndarray,
                 hi = mid - 1
         for c in cand[:lo]:
             choice[c] = level
-    return [options[c][k] for c, k in enumerate(choice)]
+    # then one by one, where the most is still to gain: the cheapest option that still fits
+    gain = sorted(range(len(comps)), key=lambda c: min(cost[c]) - cost[c][choice[c]])
+    for c in gain[:REFINE_COMPONENTS]:
+        for k in sorted(range(len(windows)), key=lambda k: cost[c][k]):
+            if cost[c][k] >= cost[c][choice[c]]:
+                break
+            trial = list(choice)
+            trial[c] = k
+            if workers(trial) <= limit:
+                choice = trial
+                break
+    return result(choice)
 
 
-def _cut_load(cells: IntArray, pieces: list[IntArray], x: IntArray, y: IntArray, w: np.ndarray, zoom: int) -> float:
-    """Load on ``cells`` with an 8-neighbour in another of ``pieces`` (the boundary load the cuts make)."""
+def _cut_load(cells: IntArray, pieces: list[IntArray], w: np.ndarray, pairs: tuple[IntArray, IntArray]) -> float:
+    """Load on ``cells`` with an 8-neighbour in another of ``pieces`` (the boundary load the cuts make).
+
+    ``pairs`` are the 8-neighbour pairs of ``cells`` (positions in ``cells``).
+    """
     if len(pieces) < 2:
         return 0.0
-    piece_of = np.empty(len(x), dtype=np.int64)
+    by_cell = np.argsort(cells, kind="stable")
+    own = np.empty(len(cells), dtype=np.int64)
     for k, p in enumerate(pieces):
-        piece_of[p] = k
-    own = piece_of[cells]
-    i, j = neighbour_pairs(x[cells], y[cells], zoom)
+        own[by_cell[np.searchsorted(cells, p, sorter=by_cell)]] = k
+    i, j = pairs
     cut = own[i] != own[j]
     edge = np.zeros(len(cells), dtype=bool)
     edge[i[cut]] = True
@@ -553,12 +626,17 @@ def _cut_load(cells: IntArray, pieces: list[IntArray], x: IntArray, y: IntArray,
 
 
 def _carve(idx: IntArray, x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, *,
-           window: float = 0.0) -> list[IntArray]:
-    """Recursively cut one connected set of cells into connected pieces within ``cap`` (see :func:`_cut_at`)."""
-    stack = [idx]
+           window: float = 0.0, pairs: tuple[IntArray, IntArray] | None = None) -> list[IntArray]:
+    """Recursively cut one connected set of cells into connected pieces within ``cap`` (see :func:`_cut_at`).
+
+    ``pairs``: the 8-neighbour pairs of ``idx`` (positions in ``idx``) if already known; each piece's
+    pairs are taken from them rather than searched again.
+    """
+    pi, pj = pairs if pairs is not None else neighbour_pairs(x[idx], y[idx], zoom)
+    stack = [(idx, pi, pj)]
     done: list[IntArray] = []
     while stack:
-        cur = stack.pop()
+        cur, pi, pj = stack.pop()
         load = float(w[cur].sum())
         if load <= cap * (1 + 1e-12) or len(cur) == 1:
             # a single cell cannot be cut: callers only pass cells within the real cap
@@ -569,18 +647,22 @@ def _carve(idx: IntArray, x: IntArray, y: IntArray, w: np.ndarray, zoom: int, ca
         orders = [np.lexsort((v, u))]
         if window > 0:
             orders.append(np.lexsort((u, v)))
-            pairs = neighbour_pairs(x[cur], y[cur], zoom)
         best: tuple[float, int, IntArray] | None = None
         for order in orders:
             csum = np.cumsum(w[cur][order])
-            cut, cost = _cut_at(csum, k, cap, window, pairs if window > 0 else None, order, w[cur])
+            cut, cost = _cut_at(csum, k, cap, window, (pi, pj) if window > 0 else None, order, w[cur])
             if best is None or cost < best[0]:
                 best = (cost, cut, order)
         assert best is not None
         _, cut, order = best
-        for side in (cur[order[:cut]], cur[order[cut:]]):
-            n, labels = components(x[side], y[side], zoom)
-            stack += [side[g] for g in group_indices(labels, n)] if n > 1 else [side]
+        for side in (order[:cut], order[cut:]):
+            si, sj = sub_pairs(side, len(cur), pi, pj)
+            n, labels = components_of_pairs(len(side), si, sj)
+            if n == 1:
+                stack.append((cur[side], si, sj))
+                continue
+            for g in group_indices(labels, n):
+                stack.append((cur[side[g]], *sub_pairs(g, len(side), si, sj)))
     return done
 
 

@@ -49,13 +49,25 @@ def neighbour_pairs(x: IntArray, y: IntArray, zoom: int) -> tuple[IntArray, IntA
 
 def components(x: IntArray, y: IntArray, zoom: int) -> tuple[int, IntArray]:
     """Return ``(count, labels)``: 8-connected components of the given cells."""
-    m = len(x)
+    return components_of_pairs(len(x), *neighbour_pairs(x, y, zoom))
+
+
+def components_of_pairs(m: int, i: IntArray, j: IntArray) -> tuple[int, IntArray]:
+    """Return ``(count, labels)``: connected components of ``m`` nodes joined by the pairs ``(i, j)``."""
     if m == 0:
         return 0, np.zeros(0, dtype=np.int64)
-    i, j = neighbour_pairs(x, y, zoom)
     graph = coo_matrix((np.ones(len(i), dtype=np.int8), (i, j)), shape=(m, m))
     count, labels = connected_components(graph, directed=False)
     return int(count), labels.astype(np.int64)
+
+
+def sub_pairs(keep: IntArray, m: int, i: IntArray, j: IntArray) -> tuple[IntArray, IntArray]:
+    """The pairs among the nodes ``keep`` (of ``0..m-1``), renumbered to positions in ``keep``."""
+    pos = np.full(m, -1, dtype=np.int64)
+    pos[keep] = np.arange(len(keep))
+    a, b = pos[i], pos[j]
+    ok = (a >= 0) & (b >= 0)
+    return a[ok], b[ok]
 
 
 def group_indices(labels: npt.NDArray[np.int64], count: int) -> list[IntArray]:
