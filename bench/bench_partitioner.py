@@ -15,6 +15,9 @@ Run ``.venv/bin/python bench/bench_partitioner.py [--quick] [--skip-speed]``. Se
    smaller size in the same run and extrapolated linearly per quadkey (it is plain Python
    and would take minutes on 2M), and the ratio is printed.
 
+``--data-seed N`` draws every dataset again with seed ``N`` (same places and structure): the
+targets should hold on any draw, not only the default one.
+
 The seed strategy is run only on inputs of at most ``--seed-cap`` quadkeys (default
 150k, ~20 s) so the whole benchmark stays within a few minutes; above it the row says
 "skipped". Timings are wall-clock on this machine: compare ratios, not absolute numbers.
@@ -246,9 +249,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed-cap", type=int, default=SEED_CAP, help=f"max quadkeys for the seed (default {SEED_CAP})")
     ap.add_argument("--skip-speed", action="store_true", help="skip section 4")
     ap.add_argument("--only", nargs="*", help="dataset names to run (default all)")
+    ap.add_argument("--data-seed", type=int, default=None,
+                    help="random seed for every dataset generator (default: each generator's own)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    sets = datasets.standard(args.quick)
+    sets = datasets.standard(args.quick, args.data_seed)
     if args.only:
         sets = [ds for ds in sets if ds.name in args.only]
     print("Datasets (bench/datasets.py):")

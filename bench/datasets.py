@@ -500,12 +500,18 @@ def sample() -> Dataset:
                    SAMPLE_MAX_LOAD, ds.description)
 
 
-def standard(quick: bool = False) -> list[Dataset]:
-    """The four shape datasets of the benchmark (``quick``: smaller versions, same structure)."""
+def standard(quick: bool = False, seed: int | None = None) -> list[Dataset]:
+    """The shape datasets of the benchmark (``quick``: smaller versions, same structure).
+
+    ``seed`` replaces every generator's own default seed: the same places and structure,
+    other random draws (to check that results are not tuned to one draw).
+    """
+    kw = {} if seed is None else {"seed": seed}
     if quick:
-        return [sparse_global(points=600_000), dense_metro(radius_km=15.0, events=1_000_000, workers=20),
-                dense_continent(zoom=10), linear_shapes(points=500_000)]
-    return [sparse_global(), dense_metro(), dense_continent(), dense_continent("us", workers=60), linear_shapes()]
+        return [sparse_global(points=600_000, **kw), dense_metro(radius_km=15.0, events=1_000_000, workers=20, **kw),
+                dense_continent(zoom=10, **kw), linear_shapes(points=500_000, **kw)]
+    return [sparse_global(**kw), dense_metro(**kw), dense_continent(**kw), dense_continent("us", workers=60, **kw),
+            linear_shapes(**kw)]
 
 
 def write_csv(counts: Counts, path: str | Path) -> None:
