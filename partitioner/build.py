@@ -17,9 +17,10 @@ Two strategies:
        square-ish; a cut with a load *window* may leave up to that much slack to
        pass where the fewest loaded neighbours are separated (either axis).
        Each side's connected components are carved again until every region fits.
-       Each component is carved with every window; the widest windows go to
-       the components where they save the most boundary load, as long as all
-       regions still pack onto the lower bound + 1 workers (:class:`CutBudget`).
+       Each component gets the window whose cuts put the least load on a
+       boundary, as far as all regions still pack onto the lower bound + 1
+       workers; where the packing cannot afford that, the loose windows go to
+       the components where they save the most (:class:`CutBudget`).
     4. Regions take the empty cells in their notches and holes and list their
        cells as quadtree squares (:mod:`partitioner.shape`).
     5. Regions are **packed onto workers** by best-fit decreasing, so cold
@@ -543,7 +544,9 @@ def _choose_cuts(comps: list[IntArray], x: IntArray, y: IntArray, w: np.ndarray,
     boundary load (:func:`_cut_load`) that window lowers the most are switched to
     it, as many as the packing of all regions (``placed`` + the pieces) still fits
     on ``budget.workers`` (a binary search over the components sorted by saving).
-    If exact cuts already need more workers, that count is the budget instead.
+    Last, the ``REFINE_COMPONENTS`` components with the most left to gain each
+    take their cheapest option that still fits. If exact cuts already need more
+    workers, that count is the budget instead.
     """
     windows = sorted({*budget.windows, 0.0}, reverse=True)
     exact = len(windows) - 1
