@@ -1005,11 +1005,11 @@ def _shave(cells: IntArray, grid: Grid, keep_load: float) -> tuple[IntArray, lis
     Returns None when no cut keeps a non-empty piece within ``keep_load``.
     """
     u, v = _axes(grid.x[cells], grid.y[cells], grid.zoom)
-    order = np.lexsort((v, u))
     w = grid.weight[cells]
-    # shave from the side whose edge cells add up to the excess: try both ends, keep the cheaper
+    # shave from the side whose edge cells add up to the excess: try all four sides, keep the cheapest
     best: tuple[float, IntArray, IntArray] | None = None
-    for seq in (order, order[::-1]):
+    sides = [seq for order in (np.lexsort((v, u)), np.lexsort((u, v))) for seq in (order, order[::-1])]
+    for seq in sides:
         csum = np.cumsum(w[seq])
         cut = min(int(np.searchsorted(csum, keep_load * (1 + 1e-12), side="right")), len(cells) - 1)
         if cut < 1:
