@@ -10,7 +10,7 @@ Run ``.venv/bin/python bench/bench_partitioner.py [--quick] [--skip-speed]``. Se
 3. **Day -> night shift** (+ a new hotspot where there was no load): the old spec's
    mismatch, the rebalance policy's decision and the load that moves (sticky rebuild vs
    rebuild from scratch).
-4. **Speed**: compact build of 400k and 2M non-empty quadkeys, each in a fresh process
+4. **Speed**: compact build of 400k and 2M non-empty quadkeys, each in a fresh process pinned to one CPU
    (time and peak RSS of the build, input included); the seed strategy is timed on a
    smaller size in the same run and extrapolated linearly per quadkey (it is plain Python
    and would take minutes on 2M), and the ratio is printed.
@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import math
 import multiprocessing as mp
+import os
 import resource
 import sys
 import time
@@ -183,7 +184,8 @@ def section_shift(sets: list[Dataset]) -> None:
 
 
 def _speed_child(n: int, strategy: str, conn: object) -> None:
-    """Generate ``sized(n)``, reset the peak-RSS mark, build, report (seconds, peak MB, input MB)."""
+    """Pin to one core, generate ``sized(n)``, reset the peak-RSS mark, build, report (seconds, peak MB, input MB)."""
+    _one_core()
     ds = datasets.sized(n)
     rss_in = _status_mb("VmRSS")
     reset = _reset_peak()
@@ -193,6 +195,15 @@ def _speed_child(n: int, strategy: str, conn: object) -> None:
     peak = _status_mb("VmHWM") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     conn.send((secs, peak, rss_in, reset, len(spec.workers), ds.lower_bound))  # type: ignore[attr-defined]
     conn.close()  # type: ignore[attr-defined]
+
+
+def _one_core() -> bool:
+    """Run this process (and any threads NumPy/SciPy start) on a single CPU, where the OS allows it."""
+    try:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+        return True
+    except (AttributeError, OSError):
+        return False
 
 
 def _status_mb(field: str) -> float:
@@ -225,7 +236,8 @@ def measure(n: int, strategy: str) -> tuple[float, float, float, bool, int, int]
 
 
 def section_speed(sizes: list[int], seed_size: int) -> None:
-    print(f"\n== 4. Speed: fresh process per build; seed timed at {seed_size} quadkeys and extrapolated ==")
+    print(f"\n== 4. Speed: fresh process per build, pinned to one CPU; seed timed at {seed_size} quadkeys and "
+          f"extrapolated ==")
     seed_s, _, _, _, _, _ = measure(seed_size, "seed")
     comp_s, _, _, _, _, _ = measure(seed_size, "compact")
     per_qk = seed_s / seed_size
