@@ -216,12 +216,10 @@ def _fresh_regions(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: floa
     spare = max(0.0, (lb + 1) * cap - total)
     budget = CutBudget(windows=(math.inf, 0.2 * cap, 0.1 * cap, 0.05 * cap, spare / max(lb, 1)), workers=lb + 1,
                        pack_cap=cap, other_loads=tuple(r.load for r in hot_regions))
-    hot_loads = [r.load for r in hot_regions]
     best: tuple[int, float, _Labels, list[int]] | None = None
     for carve_cap in (cap - margin, cap) if margin > 0 else (cap,):
-        carved = _region_labels(x, y, w, zoom, carve_cap, BRIDGE_LEVELS, 0.0, budget) if len(x) else _Labels(
-            np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool), 0, 0.0, 0.0)
-        loads = hot_loads + np.bincount(carved.labels, weights=w, minlength=carved.n_regions).tolist()
+        carved = _region_labels(x, y, w, zoom, carve_cap, BRIDGE_LEVELS, 0.0, budget)
+        loads = [*budget.other_loads, *np.bincount(carved.labels, weights=w, minlength=carved.n_regions).tolist()]
         workers_of = level_workers(loads, pack_best_fit(loads, cap), cap)
         # fewest workers (any count up to the target counts as equal), then least boundary load
         rank = (max(max(workers_of, default=0) + 1, lb + 1), carved.cut_load)
@@ -232,7 +230,7 @@ def _fresh_regions(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: floa
     assert best is not None
     chosen = best[2]
     regions = _label_regions(x, y, w, zoom, chosen.labels, chosen.coarse, chosen.n_regions, bridge_levels=BRIDGE_LEVELS,
-                             fill=True, blocked=hot_codes) if len(x) else []
+                             fill=True, blocked=hot_codes)
     return hot_regions + regions, best[3]
 
 
@@ -420,8 +418,6 @@ def carve_cells(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, 
     fewest quadtree squares (four siblings of one region become their parent).
     Vectorised: Python work is per region, not per cell.
     """
-    if len(x) == 0:
-        return []
     labels, coarse, n, _, _ = _region_labels(x, y, w, zoom, cap, bridge_levels, window, budget)
     return _label_regions(x, y, w, zoom, labels, coarse, n, bridge_levels=bridge_levels, fill=fill, blocked=blocked)
 
@@ -429,6 +425,8 @@ def carve_cells(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, 
 def _label_regions(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, labels: IntArray, coarse: np.ndarray, n: int,
                    *, bridge_levels: int, fill: bool, blocked: IntArray | None) -> list[Region]:
     """The regions of :func:`_region_labels`' labels: gaps filled, cells listed as quadtree squares."""
+    if n == 0:
+        return []
     is_coarse = coarse[labels]
     b = bridge_levels
     c_lab, c_code = unique_pairs(labels[is_coarse], ((x[is_coarse] >> b) << (zoom - b)) | (y[is_coarse] >> b))
@@ -475,6 +473,8 @@ class _Labels(NamedTuple):
 def _region_labels(x: IntArray, y: IntArray, w: np.ndarray, zoom: int, cap: float, bridge_levels: int,
                    window: float, budget: CutBudget | None) -> _Labels:
     """Label every cell with its region (bridged cluster, small component or carved piece)."""
+    if len(x) == 0:
+        return _Labels(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool), 0, 0.0, 0.0)
     labels = np.full(len(x), -1, dtype=np.int64)
     coarse: list[np.ndarray] = []
     n_labels = 0
@@ -551,6 +551,7 @@ def _choose_cuts(comps: list[IntArray], x: IntArray, y: IntArray, w: np.ndarray,
     windows = sorted({*budget.windows, 0.0}, reverse=True)
     exact = len(windows) - 1
     comp_pairs = [neighbour_pairs(x[c], y[c], zoom) for c in comps]
+    comp_order = [np.argsort(c, kind="stable") for c in comps]
     options: list[list[list[IntArray]]] = [[[] for _ in windows] for _ in comps]
     cost = [[math.inf] * len(windows) for _ in comps]
     piece_loads: list[list[list[float]]] = [[[] for _ in windows] for _ in comps]
@@ -560,24 +561,27 @@ def _choose_cuts(comps: list[IntArray], x: IntArray, y: IntArray, w: np.ndarray,
             for k in levels:
                 pieces = _carve(cells, x, y, w, zoom, cap, window=windows[k], pairs=comp_pairs[c])
                 options[c][k] = pieces
-                cost[c][k] = _cut_load(cells, pieces, w, comp_pairs[c])
+                cost[c][k] = _cut_load(cells, comp_order[c], pieces, w, comp_pairs[c])
                 piece_loads[c][k] = [float(w[p].sum()) for p in pieces]
 
     def workers(ch: list[int]) -> int:
         loads = placed + [ld for c, k in enumerate(ch) for ld in piece_loads[c][k]]
         return max(pack_best_fit(loads, budget.pack_cap), default=-1) + 1
 
-    def result(ch: list[int]) -> tuple[list[list[IntArray]], float, float]:
-        return ([options[c][k] for c, k in enumerate(ch)], sum(cost[c][k] for c, k in enumerate(ch)),
-                sum(cost[c][k] for c, k in enumerate(cheapest)))
+    def cheapest() -> list[int]:
+        """The cheapest option carved so far per component; on a tie the narrower window (it packs tighter)."""
+        return [min(range(len(windows)), key=lambda k: (costs[k], -k)) for costs in cost]
 
-    # the cheapest option of each component; on a tie the narrower window (it packs at least as tightly)
+    def result(ch: list[int], floor: list[int]) -> tuple[list[list[IntArray]], float, float]:
+        return ([options[c][k] for c, k in enumerate(ch)], sum(cost[c][k] for c, k in enumerate(ch)),
+                sum(cost[c][k] for c, k in enumerate(floor)))
+
     carve_with((0, exact) if exact > 0 else (0,))
-    cheapest = [min(range(len(windows)), key=lambda k: (costs[k], -k)) for costs in cost]
-    if workers(cheapest) <= budget.workers:
-        return result(cheapest)
+    first = cheapest()
+    if workers(first) <= budget.workers:
+        return result(first, first)
     carve_with(range(1, exact))
-    cheapest = [min(range(len(windows)), key=lambda k: (costs[k], -k)) for costs in cost]
+    floor = cheapest()
     choice = [exact] * len(comps)
     limit = max(budget.workers, workers(choice))
     for level in range(exact):
@@ -606,17 +610,17 @@ def _choose_cuts(comps: list[IntArray], x: IntArray, y: IntArray, w: np.ndarray,
             if workers(trial) <= limit:
                 choice = trial
                 break
-    return result(choice)
+    return result(choice, floor)
 
 
-def _cut_load(cells: IntArray, pieces: list[IntArray], w: np.ndarray, pairs: tuple[IntArray, IntArray]) -> float:
+def _cut_load(cells: IntArray, by_cell: IntArray, pieces: list[IntArray], w: np.ndarray,
+              pairs: tuple[IntArray, IntArray]) -> float:
     """Load on ``cells`` with an 8-neighbour in another of ``pieces`` (the boundary load the cuts make).
 
-    ``pairs`` are the 8-neighbour pairs of ``cells`` (positions in ``cells``).
+    ``by_cell`` is ``argsort(cells)``; ``pairs`` are the 8-neighbour pairs of ``cells`` (positions in ``cells``).
     """
     if len(pieces) < 2:
         return 0.0
-    by_cell = np.argsort(cells, kind="stable")
     own = np.empty(len(cells), dtype=np.int64)
     for k, p in enumerate(pieces):
         own[by_cell[np.searchsorted(cells, p, sorter=by_cell)]] = k

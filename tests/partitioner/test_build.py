@@ -245,10 +245,7 @@ def test_any_small_grid_builds_a_valid_covering_spec(cells: list[tuple[int, int,
 
 def test_a_cut_with_slack_goes_through_the_thin_bridge_between_two_hot_spots() -> None:
     # GIVEN two dense 10x10 blocks (800 each) joined by a one-cell road (10), under a cap of 1000
-    bx, by = np.meshgrid(np.arange(10), np.arange(10))
-    x = np.concatenate([bx.ravel(), np.arange(10, 20), bx.ravel() + 20]).astype(np.int64)
-    y = np.concatenate([by.ravel(), np.full(10, 5), by.ravel()]).astype(np.int64) + 300
-    w = np.concatenate([np.full(100, 8.0), np.ones(10), np.full(100, 8.0)])
+    x, y, w = _dumbbell(300)
     block_b = x >= 20
     # WHEN carved exactly, and with a window of slack
     exact = carve_cells(x, y, w, 10, 1000.0, bridge_levels=0)
