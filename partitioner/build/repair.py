@@ -73,10 +73,10 @@ def repair(previous: Spec, counts: Counts, cap: float, target_workers: int) -> R
     notes: list[str] = []
     plan = _RepairPlan(cap)
     # 1. hot cells: previous splits keep their shares while they fit; new hot cells are split
-    handled, drop = _hot_cells(survey, plan, cap, notes)
-    plain = ~handled & (survey.owner >= 0)
+    hot = _hot_cells(survey, plan, cap, notes)
+    plain = ~hot.handled & (survey.owner >= 0)
     # 2. previous regions
-    _previous_regions(survey, plan, cap, plain, drop, notes)
+    _previous_regions(survey, plan, cap, plain, hot.drop, notes)
     # 3. new load in the catch-all
     new_cells = np.nonzero(plain & (survey.owner == index.catch_all_index) & (grid.weight > 0))[0]
     if len(new_cells):
@@ -92,9 +92,15 @@ def repair(previous: Spec, counts: Counts, cap: float, target_workers: int) -> R
     return plan.result(previous, notes)
 
 
-def _hot_cells(survey: _Survey, plan: _RepairPlan, cap: float, notes: list[str]
-               ) -> tuple[npt.NDArray[np.bool_], dict[int, set[str]]]:
-    """Place the hot cells; return the cells handled and, per previous partition, the quadkeys it loses."""
+class _HotCells(NamedTuple):
+    """What placing the hot cells did: the grid cells handled, and per previous partition the quadkeys it loses."""
+
+    handled: npt.NDArray[np.bool_]
+    drop: dict[int, set[str]]
+
+
+def _hot_cells(survey: _Survey, plan: _RepairPlan, cap: float, notes: list[str]) -> _HotCells:
+    """Place the hot cells: previous hash splits keep their shares while they fit; new hot cells are split."""
     grid, owner, parts = survey.grid, survey.owner, survey.parts
     handled = np.zeros(len(grid.x), dtype=bool)
     for cell in np.nonzero(owner < 0)[0]:
@@ -116,7 +122,7 @@ def _hot_cells(survey: _Survey, plan: _RepairPlan, cap: float, notes: list[str]
             plan.add(r, "", "")
         drop.setdefault(int(owner[cell]), set()).add(q)
         handled[cell] = True
-    return handled, drop
+    return _HotCells(handled, drop)
 
 
 def _previous_regions(survey: _Survey, plan: _RepairPlan, cap: float, plain: npt.NDArray[np.bool_],
@@ -163,6 +169,14 @@ class _Shaved(NamedTuple):
     pieces: list[IntArray]
 
 
+class _Side(NamedTuple):
+    """One way to shave a region: from one side, the load it moves, the cells kept and the cells shaved."""
+
+    moved: float
+    keep: IntArray
+    shaved: IntArray
+
+
 def _shave(cells: IntArray, grid: Grid, keep_load: float) -> _Shaved | None:
     """Cut a region's cells so the piece kept is at most ``keep_load``; return it and the shaved pieces.
 
@@ -171,7 +185,7 @@ def _shave(cells: IntArray, grid: Grid, keep_load: float) -> _Shaved | None:
     u, v = axes(grid.x[cells], grid.y[cells], grid.zoom)
     w = grid.weight[cells]
     # shave from the side whose edge cells add up to the excess: try all four sides, keep the cheapest
-    best: tuple[float, IntArray, IntArray] | None = None
+    best: _Side | None = None
     sides = [seq for order in (np.lexsort((v, u)), np.lexsort((u, v))) for seq in (order, order[::-1])]
     for seq in sides:
         csum = np.cumsum(w[seq])
@@ -185,14 +199,13 @@ def _shave(cells: IntArray, grid: Grid, keep_load: float) -> _Shaved | None:
             big = max(groups, key=lambda g: float(grid.weight[keep[g]].sum()))
             shaved = np.concatenate([shaved, np.setdiff1d(keep, keep[big])])
             keep = keep[big]
-        moved = float(grid.weight[shaved].sum())
-        if best is None or moved < best[0]:
-            best = (moved, keep, shaved)
+        side = _Side(float(grid.weight[shaved].sum()), keep, shaved)
+        if best is None or side.moved < best.moved:
+            best = side
     if best is None:
         return None
-    _, keep, shaved = best
-    n, labels = components(grid.x[shaved], grid.y[shaved], grid.zoom)
-    return _Shaved(keep, [shaved[g] for g in group_indices(labels, n)])
+    n, labels = components(grid.x[best.shaved], grid.y[best.shaved], grid.zoom)
+    return _Shaved(best.keep, [best.shaved[g] for g in group_indices(labels, n)])
 
 
 class _Item(NamedTuple):
