@@ -36,7 +36,8 @@ from pathlib import Path
 
 from partitioner.counts import Counts, read_counts_csv
 from partitioner.errors import PartitionerError
-from partitioner.metrics import evaluate, render_stability, render_table, spec_diff, stability, summary_line
+from partitioner.metrics import evaluate, spec_diff, stability
+from partitioner.render import render_stability, render_table, summary_line
 from partitioner.spec import Spec, load_spec
 
 SAMPLE_COUNTS = Path(__file__).resolve().parent / "data" / "sample_counts.csv"

@@ -44,6 +44,10 @@ class Grid(NamedTuple):
     y: IntArray
     weight: FloatArray
 
+    def take(self, cells: npt.NDArray[np.bool_] | IntArray) -> Grid:
+        """Return the cells picked by a mask or an index array (same zoom)."""
+        return Grid(self.zoom, self.x[cells], self.y[cells], self.weight[cells])
+
 
 @dataclass(frozen=True, eq=False)
 class Counts:

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from partitioner.counts import Counts
+from partitioner.geometry import owned_squares
 from partitioner.index import SpecIndex
-from partitioner.metrics import leaf_loads, owned_squares
+from partitioner.metrics import leaf_loads
 from partitioner.spec import Spec
 from partitioner.tiles import bounds, quadkey_to_tile
 

@@ -75,3 +75,16 @@ def group_indices(labels: npt.NDArray[np.int64], count: int) -> list[IntArray]:
     order = np.argsort(labels, kind="stable")
     bounds = np.searchsorted(labels[order], np.arange(count + 1))
     return [order[bounds[k]:bounds[k + 1]] for k in range(count)]
+
+
+def boundary_mask(labels: IntArray, i: IntArray, j: IntArray) -> npt.NDArray[np.bool_]:
+    """Mask of the nodes with a pair ``(i, j)`` to a node of another label (the cells on a boundary).
+
+    ``labels`` gives the owner of each node (a region, a worker); ``i``, ``j`` are neighbour
+    pairs such as :func:`neighbour_pairs` returns. A node with no pair is never on a boundary.
+    """
+    differ = labels[i] != labels[j]
+    edge = np.zeros(len(labels), dtype=bool)
+    edge[i[differ]] = True
+    edge[j[differ]] = True
+    return edge

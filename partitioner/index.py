@@ -15,7 +15,7 @@ Notes
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -63,12 +63,11 @@ class SpecIndex:
         owner = np.array(plain_owner, dtype=np.int64)
         self._codes: dict[int, IntArray] = {}
         self._owner: dict[int, IntArray] = {}
-        for zoom in np.unique(z):
-            sel = z == zoom
-            codes = tile_codes(x[sel], y[sel], int(zoom))
+        for zoom, sel in by_zoom(z):
+            codes = tile_codes(x[sel], y[sel], zoom)
             order = np.argsort(codes, kind="stable")
-            self._codes[int(zoom)] = codes[order]
-            self._owner[int(zoom)] = owner[sel][order]
+            self._codes[zoom] = codes[order]
+            self._owner[zoom] = owner[sel][order]
         self.zooms: list[int] = sorted(self._codes, reverse=True)
 
     # ------------------------------------------------------------------
@@ -89,6 +88,17 @@ class SpecIndex:
                 g = -int(out[pos_i]) - 1
                 k = int(np.searchsorted(self._group_lo[g], b[pos_i], side="right")) - 1
                 out[pos_i] = self._group_part[g][max(k, 0)]
+        return out
+
+    def locate_tiles(self, x: IntArray, y: IntArray, z: IntArray) -> IntArray:
+        """Return the partition index of each tile (x, y) at its own zoom ``z`` (zooms may differ).
+
+        Each tile resolves as :meth:`locate_xy` at its zoom; a split hot cell gives its
+        bucket-0 share.
+        """
+        out = np.empty(len(x), dtype=np.int64)
+        for zoom, sel in by_zoom(z):
+            out[sel] = self.locate_xy(x[sel], y[sel], zoom)
         return out
 
     def locate(self, lon: npt.ArrayLike, lat: npt.ArrayLike,
@@ -116,9 +126,8 @@ class SpecIndex:
         if len(quadkeys) == 0:
             return loads
         x, y, z = quadkeys_to_arrays(quadkeys)
-        for zoom in np.unique(z):
-            sel = z == zoom
-            owners = self._locate_groups(x[sel], y[sel], int(zoom))
+        for zoom, sel in by_zoom(z):
+            owners = self._locate_groups(x[sel], y[sel], zoom)
             plain = owners >= 0
             np.add.at(loads, owners[plain], w[sel][plain])
             for g in np.unique(owners[~plain]):
@@ -151,3 +160,9 @@ class SpecIndex:
             out[hit] = self._owner[z][pos_c[hit]]
             unresolved &= ~hit
         return out
+
+
+def by_zoom(z: IntArray) -> Iterator[tuple[int, npt.NDArray[np.bool_]]]:
+    """Yield ``(zoom, mask)`` for each distinct zoom in ``z``, shallowest first."""
+    for zoom in np.unique(z):
+        yield int(zoom), z == zoom

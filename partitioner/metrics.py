@@ -5,20 +5,22 @@
 cell's load is shared by hash range), so it measures a spec under the load it was
 built from *and* an old spec under new load (the seed's mismatch report,
 "Partition 2: 2257 -> 6602 points (264% utilized)"). :func:`stability` measures how
-much load keeps its partition and worker between two specs. :func:`render_table`
-prints the seed-style partition table, a worker table and a summary.
+much load keeps its partition and worker between two specs. Shapes are measured by
+:mod:`partitioner.geometry`; :mod:`partitioner.render` prints the seed-style partition
+table, a worker table and a summary (both re-exported here).
 
 Definitions
 -----------
 utilisation
     ``load / max_load`` per partition and per worker.
 lower bound
-    ``ceil(total / max_load)`` (at least 1): no spec can use fewer workers.
+    ``ceil(total / max_load)`` (at least 1): no spec can use fewer workers
+    (:func:`partitioner.build.lower_bound`, the one the builder aims at).
 contiguity
     every region (a partition that is neither the catch-all nor a hash-split share)
     is 8-connected over its cells at the *geometry zoom* (normally the counts' grid
     zoom): its listed cells minus the finer cells other partitions list inside them
-    (:func:`owned_squares`), deeper listed cells coarsened to that zoom. Empty cells a
+    (:func:`partitioner.geometry.owned_squares`), deeper listed cells coarsened to that zoom. Empty cells a
     region lists to bridge gaps count as part of it.
 compactness
     ``P^2 / (4 pi A)`` per region in tile units: ``A`` = cells of the region, ``P`` =
@@ -47,26 +49,51 @@ Notes
 
 from __future__ import annotations
 
-import bisect
-import math
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
-import numpy.typing as npt
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
+from partitioner.build.packing import lower_bound
 from partitioner.counts import Counts
-from partitioner.graph import neighbour_pairs
+from partitioner.geometry import (
+    GEOMETRY_BUDGET,
+    geometry_zoom,
+    owned_squares,
+    region_cells,
+    ring_cells,
+    square_shapes,
+)
+from partitioner.graph import boundary_mask, neighbour_pairs
 from partitioner.index import SpecIndex
+from partitioner.render import render_stability, render_table, summary_line
 from partitioner.spec import HASH_BUCKETS, Spec
-from partitioner.tiles import IntArray, arrays_to_quadkeys, quadkeys_to_arrays
+from partitioner.tiles import FloatArray, arrays_to_quadkeys, quadkeys_to_arrays
 
-FloatArray = npt.NDArray[np.float64]
-GEOMETRY_BUDGET = 50_000_000  # max ring cells looked up to measure the regions' shapes
+__all__ = [  # geometry, rendering and the lower bound have their own homes; re-exported for old imports
+    "GEOMETRY_BUDGET",
+    "FloatArray",
+    "PartitionMetrics",
+    "SpecDiff",
+    "SpecMetrics",
+    "Stability",
+    "WorkerMetrics",
+    "boundary_load_share",
+    "evaluate",
+    "geometry_zoom",
+    "leaf_loads",
+    "lower_bound",
+    "owned_squares",
+    "region_cells",
+    "render_stability",
+    "render_table",
+    "ring_cells",
+    "spec_diff",
+    "square_shapes",
+    "stability",
+    "summary_line",
+]
 
 
 @dataclass(frozen=True)
@@ -200,11 +227,6 @@ class SpecDiff:
 # ---------------------------------------------------------------------------
 
 
-def lower_bound(total: float, max_load: float) -> int:
-    """Return ``ceil(total / max_load)``, at least 1 (a float-noise tolerance of 1e-9 workers)."""
-    return max(1, math.ceil(total / max_load - 1e-9))
-
-
 def leaf_loads(counts: Counts) -> tuple[tuple[str, ...], FloatArray]:
     """Return quadkeys and weights that count every place once.
 
@@ -234,222 +256,28 @@ def leaf_loads(counts: Counts) -> tuple[tuple[str, ...], FloatArray]:
     return qks, np.maximum(np.fromiter(weights.values(), dtype=np.float64, count=len(qks)), 0.0)
 
 
-def _split_members(spec: Spec) -> dict[str, list[tuple[int, int, int]]]:
-    """Quadkey of each hash-split cell -> [(partition index, lo, hi)] sorted by lo."""
-    groups: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+class _Share(NamedTuple):
+    """One partition's hash range ``[lo, hi)`` of a cell (the whole range unless hash-split)."""
+
+    partition: int
+    lo: int
+    hi: int
+
+
+def _split_members(spec: Spec) -> dict[str, list[_Share]]:
+    """Quadkey of each hash-split cell -> its shares, sorted by ``lo``."""
+    groups: dict[str, list[_Share]] = defaultdict(list)
     for i, p in enumerate(spec.partitions):
         if p.hash_range is not None:
-            groups[p.quadkeys[0]].append((i, p.hash_range[0], p.hash_range[1]))
+            groups[p.quadkeys[0]].append(_Share(i, p.hash_range[0], p.hash_range[1]))
     for members in groups.values():
-        members.sort(key=lambda m: m[1])
+        members.sort(key=lambda m: m.lo)
     return dict(groups)
 
 
-def _locate(index: SpecIndex, x: IntArray, y: IntArray, z: IntArray) -> IntArray:
-    """Partition index of each cell (mixed zooms; split cells resolve to their bucket-0 share)."""
-    out = np.empty(len(x), dtype=np.int64)
-    for zoom in np.unique(z):
-        sel = z == zoom
-        out[sel] = index.locate_xy(x[sel], y[sel], int(zoom))
-    return out
-
-
 # ---------------------------------------------------------------------------
-# geometry
+# boundary load
 # ---------------------------------------------------------------------------
-
-
-def region_cells(spec: Spec, index: SpecIndex, regions: Sequence[int], zoom: int
-                 ) -> tuple[IntArray, IntArray, IntArray]:
-    """Return ``(label, x, y)``: the cells at ``zoom`` of each region (label = partition index).
-
-    Coarser listed cells are expanded and then kept only where the spec's lookup at ``zoom``
-    says they belong to the region (finer cells listed elsewhere carve holes); deeper listed
-    cells are coarsened to their ancestor. Each (label, cell) appears once.
-    """
-    labels_l: list[int] = []
-    qks: list[str] = []
-    for i in regions:
-        for q in spec.partitions[i].quadkeys:
-            labels_l.append(i)
-            qks.append(q)
-    if not qks:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty.copy(), empty.copy()
-    labels = np.array(labels_l, dtype=np.int64)
-    x, y, z = quadkeys_to_arrays(qks)
-    out_l: list[IntArray] = []
-    out_x: list[IntArray] = []
-    out_y: list[IntArray] = []
-    deep = z >= zoom
-    if deep.any():
-        shift = z[deep] - zoom
-        out_l.append(labels[deep])
-        out_x.append(x[deep] >> shift)
-        out_y.append(y[deep] >> shift)
-    for depth in np.unique(zoom - z[~deep]):
-        sel = (~deep) & (zoom - z == depth)
-        side = 1 << int(depth)
-        off = np.arange(side, dtype=np.int64)
-        ex = ((x[sel] << depth)[:, None, None] + off[None, None, :]).repeat(side, axis=1).ravel()
-        ey = ((y[sel] << depth)[:, None, None] + off[None, :, None]).repeat(side, axis=2).ravel()
-        el = np.repeat(labels[sel], side * side)
-        owner = index.locate_xy(ex, ey, zoom)
-        keep = owner == el
-        out_l.append(el[keep])
-        out_x.append(ex[keep])
-        out_y.append(ey[keep])
-    lab = np.concatenate(out_l)
-    cx = np.concatenate(out_x)
-    cy = np.concatenate(out_y)
-    key = (lab << (2 * zoom)) | (cx << zoom) | cy
-    _, first = np.unique(key, return_index=True)
-    return lab[first], cx[first], cy[first]
-
-
-def owned_squares(spec: Spec) -> dict[str, list[str]]:
-    """Return, per partition id, the quadkeys of the squares it owns (holes carved out).
-
-    A listed cell with finer cells listed by others inside it is replaced by its children
-    that stay, recursively, so the squares of all partitions never overlap (except the
-    shares of a hash-split cell, which each own their whole cell). The catch-all gets [].
-    """
-    listed = sorted({q for p in spec.partitions for q in p.quadkeys if q})
-    listed_set = set(listed)
-
-    def has_listed_descendant(q: str) -> bool:
-        i = bisect.bisect_right(listed, q)
-        return i < len(listed) and listed[i].startswith(q)
-
-    out: dict[str, list[str]] = {}
-    for p in spec.partitions:
-        squares: list[str] = []
-        if not p.is_catch_all:
-            for q in p.quadkeys:
-                stack = [q]
-                while stack:
-                    c = stack.pop()
-                    if not has_listed_descendant(c):
-                        squares.append(c)
-                        continue
-                    stack.extend(c + d for d in "3210" if c + d not in listed_set)
-        out[p.id] = squares
-    return out
-
-
-class _Squares:
-    """The regions' owned squares at or above a zoom, with a lookup of the square containing a cell."""
-
-    def __init__(self, spec: Spec, regions: Sequence[int], zoom: int) -> None:
-        squares = owned_squares(spec)
-        labels: list[int] = []
-        qks: list[str] = []
-        for i in regions:
-            sq = squares[spec.partitions[i].id]
-            labels += [i] * len(sq)
-            qks += sq
-        x, y, z = quadkeys_to_arrays(qks)
-        lab = np.array(labels, dtype=np.int64)
-        deep = z > zoom
-        x = np.where(deep, x >> np.maximum(z - zoom, 0), x)
-        y = np.where(deep, y >> np.maximum(z - zoom, 0), y)
-        z = np.minimum(z, zoom)
-        if len(lab):
-            rows = np.unique(np.stack([lab, z, x, y], axis=1), axis=0)
-            lab, z, x, y = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
-        self.zoom = zoom
-        self.lab, self.x, self.y, self.z = lab, x, y, z
-        self.side = np.left_shift(1, zoom - z).astype(np.int64)
-        self._levels: list[tuple[int, IntArray, IntArray]] = []
-        for zl in sorted({int(v) for v in z}, reverse=True):
-            idx = np.nonzero(z == zl)[0]
-            codes = (x[idx] << zl) | y[idx]
-            order = np.argsort(codes, kind="stable")
-            self._levels.append((zl, codes[order], idx[order]))
-
-    def find(self, gx: IntArray, gy: IntArray) -> IntArray:
-        """Index of the square containing each cell (at ``zoom``), -1 where none does."""
-        out = np.full(gx.shape, -1, dtype=np.int64)
-        for zl, codes, idx in self._levels:
-            shift = self.zoom - zl
-            c = ((gx >> shift) << zl) | (gy >> shift)
-            pos = np.minimum(np.searchsorted(codes, c), len(codes) - 1)
-            hit = (out < 0) & (codes[pos] == c)
-            out[hit] = idx[pos[hit]]
-        return out
-
-
-def ring_cells(side: IntArray) -> int:
-    """Number of cells in the one-cell rings around squares of the given sides."""
-    return int(np.sum(4 * side + 4))
-
-
-def _ring_offsets(side: int) -> tuple[IntArray, IntArray, npt.NDArray[np.bool_]]:
-    r = np.arange(side, dtype=np.int64)
-    dx = np.concatenate([r, r, np.full(side, -1), np.full(side, side), [-1, side, -1, side]]).astype(np.int64)
-    dy = np.concatenate([np.full(side, -1), np.full(side, side), r, r, [-1, -1, side, side]]).astype(np.int64)
-    is_side = np.arange(4 * side + 4) < 4 * side
-    return dx, dy, is_side
-
-
-def square_shapes(spec: Spec, regions: Sequence[int], zoom: int) -> tuple[FloatArray, IntArray, FloatArray]:
-    """Return per partition index: cells ``A`` at ``zoom``, 8-connected components, ``P^2 / (4 pi A)``.
-
-    Works on the owned squares (quadtree cells, holes carved) without expanding them: ``A``
-    is the sum of the squares' areas in cells; the boundary and the adjacency come from the
-    one-cell ring around each square, whose cells are looked up among all squares. A ring
-    cell on a side that belongs to another region, to nothing or beyond a pole adds one
-    edge to ``P``; a ring cell (corners included) in a square of the same region joins the
-    two squares. Partitions that are not in ``regions`` get 0 cells, 0 components, NaN.
-    """
-    n_labels = len(spec.partitions)
-    sq = _Squares(spec, regions, zoom)
-    m = len(sq.lab)
-    area: FloatArray = np.bincount(sq.lab, weights=(sq.side * sq.side).astype(np.float64),
-                                   minlength=n_labels).astype(np.float64)
-    comps: IntArray = np.zeros(n_labels, dtype=np.int64)
-    compact: FloatArray = np.full(n_labels, np.nan)
-    if m == 0:
-        return area, comps, compact
-    n = 1 << zoom
-    perim = np.zeros(m, dtype=np.float64)
-    src: list[IntArray] = []
-    dst: list[IntArray] = []
-    for side in np.unique(sq.side):
-        members = np.nonzero(sq.side == side)[0]
-        dx, dy, is_side = _ring_offsets(int(side))
-        for chunk in np.array_split(members, max(1, len(members) * len(dx) // 4_000_000 + 1)):
-            x0 = sq.x[chunk] << (zoom - sq.z[chunk])
-            y0 = sq.y[chunk] << (zoom - sq.z[chunk])
-            gx = (x0[:, None] + dx[None, :]) % n
-            gy = y0[:, None] + dy[None, :]
-            ok = (gy >= 0) & (gy < n)
-            other = np.full(gx.shape, -1, dtype=np.int64)
-            other[ok] = sq.find(gx[ok], gy[ok])
-            own = np.broadcast_to(chunk[:, None], gx.shape)
-            same = (other >= 0) & (sq.lab[np.maximum(other, 0)] == sq.lab[own])
-            perim[chunk] += np.count_nonzero(~same & is_side[None, :], axis=1)
-            link = same & (other != own)
-            src.append(own[link])
-            dst.append(other[link])
-    i, j = np.concatenate(src), np.concatenate(dst)
-    graph = coo_matrix((np.ones(len(i), dtype=np.int8), (i, j)), shape=(m, m))
-    _, comp_of = connected_components(graph, directed=False)
-    pairs = np.unique((sq.lab << 32) | comp_of.astype(np.int64))
-    comps = np.bincount(pairs >> 32, minlength=n_labels).astype(np.int64)
-    perimeter = np.bincount(sq.lab, weights=perim, minlength=n_labels)
-    has = area > 0
-    compact[has] = perimeter[has] ** 2 / (4.0 * math.pi * area[has])
-    return area, comps, compact
-
-
-def geometry_zoom(spec: Spec, grid_zoom: int, regions: Sequence[int]) -> int:
-    """The deepest zoom <= grid_zoom whose square rings fit :data:`GEOMETRY_BUDGET` cells."""
-    depths = np.array([len(q) for i in regions for q in spec.partitions[i].quadkeys], dtype=np.int64)
-    zoom = grid_zoom
-    while zoom > 1 and ring_cells(np.left_shift(1, np.maximum(zoom - depths, 0))) > GEOMETRY_BUDGET:
-        zoom -= 1
-    return zoom
 
 
 def boundary_load_share(spec: Spec, index: SpecIndex, counts: Counts) -> float:
@@ -463,11 +291,7 @@ def boundary_load_share(spec: Spec, index: SpecIndex, counts: Counts) -> float:
     worker_ids = {wk.id: k for k, wk in enumerate(spec.workers)}
     part_worker = np.array([worker_ids.get(p.worker, -1) for p in spec.partitions], dtype=np.int64)
     owner = part_worker[index.locate_xy(x, y, grid.zoom)]
-    i, j = neighbour_pairs(x, y, grid.zoom)
-    differ = owner[i] != owner[j]
-    edge = np.zeros(len(x), dtype=bool)
-    edge[i[differ]] = True
-    edge[j[differ]] = True
+    edge = boundary_mask(owner, *neighbour_pairs(x, y, grid.zoom))
     return float(w[edge].sum()) / total
 
 
@@ -540,10 +364,10 @@ def evaluate(spec: Spec, counts: Counts) -> SpecMetrics:
     )
 
 
-def _cell_pieces(spec: Spec, members: dict[str, list[tuple[int, int, int]]], i: int) -> list[tuple[int, int, int]]:
+def _cell_pieces(spec: Spec, members: dict[str, list[_Share]], i: int) -> list[_Share]:
     p = spec.partitions[i]
     if p.hash_range is None:
-        return [(i, 0, HASH_BUCKETS)]
+        return [_Share(i, 0, HASH_BUCKETS)]
     return members[p.quadkeys[0]]
 
 
@@ -560,8 +384,8 @@ def stability(old: Spec, new: Spec, counts: Counts) -> Stability:
     if total <= 0:
         return Stability(old.version, new.version, 0.0, 0.0, 0.0)
     x, y, z = quadkeys_to_arrays(qks)
-    o = _locate(SpecIndex(old), x, y, z)
-    n = _locate(SpecIndex(new), x, y, z)
+    o = SpecIndex(old).locate_tiles(x, y, z)
+    n = SpecIndex(new).locate_tiles(x, y, z)
     key_ids: dict[tuple[str, str], int] = {}
     okey = np.array([key_ids.setdefault((p.id, p.worker), len(key_ids)) for p in old.partitions], dtype=np.int64)
     nkey = np.array([key_ids.setdefault((p.id, p.worker), len(key_ids)) for p in new.partitions], dtype=np.int64)
@@ -597,85 +421,3 @@ def spec_diff(old: Spec, new: Spec) -> SpecDiff:
                     changed=tuple(changed), unchanged=tuple(unchanged),
                     workers_added=tuple(w.id for w in new.workers if w.id not in owids),
                     workers_removed=tuple(w.id for w in old.workers if w.id not in nwids))
-
-
-# ---------------------------------------------------------------------------
-# text
-# ---------------------------------------------------------------------------
-
-
-def _pct(v: float) -> str:
-    return f"{100.0 * v:.1f}%"
-
-
-def _mismatched(m: SpecMetrics) -> bool:
-    tol = 1e-6 * max(1.0, m.max_load)
-    return any(abs(p.load - p.planned_load) > tol for p in m.partitions)
-
-
-def render_table(m: SpecMetrics, *, limit: int | None = 40) -> str:
-    """Return the seed-style partition table, the worker table and a summary as text.
-
-    When the evaluated load differs from what the spec recorded (an old spec under new
-    load), partition lines read ``planned -> load points (util% utilized)``. ``limit`` caps
-    the partition and worker lines (hottest first beyond it; the rest are summarised).
-    """
-    mismatch = _mismatched(m)
-    lines = [f"Spec v{m.version} ({m.strategy or 'unknown strategy'}) under {m.source} (grid zoom {m.grid_zoom})",
-             f"Total partitions: {m.region_count} (+ catch-all)",
-             f"Max points per partition: {m.max_load:g}", ""]
-    parts = list(m.partitions)
-    shown = parts if limit is None or len(parts) <= limit else sorted(parts, key=lambda p: -p.load)[:limit]
-    shown_ids = {p.id for p in shown}
-    for p in parts:
-        if p.id not in shown_ids:
-            continue
-        tag = " catch-all" if p.is_catch_all else (f" share {p.share:.3f}" if p.share < 1.0 else "")
-        if mismatch:
-            lines.append(f"Partition {p.id} [{p.worker}]: {p.planned_load:9.0f} -> {p.load:9.0f} points "
-                         f"({_pct(p.utilisation)} utilized){tag}")
-        else:
-            lines.append(f"Partition {p.id} [{p.worker}]: {p.load:9.0f} points ({_pct(p.utilisation)}){tag}")
-    rest = [p for p in parts if p.id not in shown_ids]
-    if rest:
-        lines.append(f"... {len(rest)} more partitions, at most {max(p.load for p in rest):.0f} points each")
-    lines += ["", f"{'worker':<8}{'planned':>11}{'load':>11}{'util':>9}  partitions"]
-    workers = list(m.workers)
-    wshown = workers if limit is None or len(workers) <= limit else sorted(workers, key=lambda w: -w.load)[:limit]
-    for w in wshown:
-        ids = ",".join(w.partitions[:4]) + (f",+{len(w.partitions) - 4}" if len(w.partitions) > 4 else "")
-        lines.append(f"{w.id:<8}{w.planned_load:>11.0f}{w.load:>11.0f}{_pct(w.utilisation):>9}  {ids}")
-    if len(wshown) < len(workers):
-        lines.append(f"... {len(workers) - len(wshown)} more workers")
-    lines += ["", summary_line(m)]
-    if mismatch and m.over_max:
-        worst = ", ".join(f"{w.id} {_pct(w.utilisation)}" for w in m.over_max[:5])
-        lines.append(f"Over max_load under this load: {len(m.over_max)} worker(s): {worst}")
-    return "\n".join(lines)
-
-
-def summary_line(m: SpecMetrics) -> str:
-    """A two-line summary: workers vs lower bound, utilisation, contiguity, shape, boundary load."""
-    contig = "yes" if m.contiguous else f"NO ({', '.join(m.non_contiguous[:5])})"
-    return (f"Workers: {m.worker_count} (lower bound {m.lower_bound}, ratio {m.waste_ratio:.2f}) | "
-            f"utilisation max {_pct(m.max_utilisation)}, mean {_pct(m.mean_utilisation)}, "
-            f"median {_pct(m.median_utilisation)}\n"
-            f"Contiguous: {contig} | median P^2/(4piA): {m.median_compactness:.2f} | "
-            f"boundary-load share: {_pct(m.boundary_load_share)} | total load {m.total:.0f}")
-
-
-def render_stability(s: Stability, d: SpecDiff | None = None) -> str:
-    """Text for ``diff``: ids added/removed/changed and the load that keeps its partition and worker."""
-    lines: list[str] = []
-    if d is not None:
-        def ids(v: tuple[str, ...]) -> str:
-            return ", ".join(v[:12]) + (f" (+{len(v) - 12} more)" if len(v) > 12 else "") if v else "-"
-        lines += [f"partitions added ({len(d.added)}): {ids(d.added)}",
-                  f"partitions removed ({len(d.removed)}): {ids(d.removed)}",
-                  f"partitions changed ({len(d.changed)}): {ids(d.changed)}",
-                  f"partitions unchanged: {len(d.unchanged)}",
-                  f"workers added ({len(d.workers_added)}): {ids(d.workers_added)}",
-                  f"workers removed ({len(d.workers_removed)}): {ids(d.workers_removed)}"]
-    lines.append(f"v{s.old_version} -> v{s.new_version}: {_pct(s.kept_share)} of load keeps its partition and "
-                 f"worker; moved {s.moved_load:.0f} of {s.total:.0f} ({_pct(s.moved_share)})")
-    return "\n".join(lines)

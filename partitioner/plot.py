@@ -36,9 +36,9 @@ from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.colors import Colormap
 
 from partitioner.counts import Counts
-from partitioner.geojson import owned_squares
+from partitioner.geometry import owned_squares, region_cells
 from partitioner.index import SpecIndex
-from partitioner.metrics import SpecMetrics, evaluate, region_cells
+from partitioner.metrics import SpecMetrics, evaluate
 from partitioner.spec import Spec
 from partitioner.tiles import MAX_LAT, quadkeys_to_arrays
 

@@ -39,6 +39,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from partitioner.errors import InvalidQuadkeyError, SpecError
@@ -104,7 +105,15 @@ class Worker:
 
 @dataclass(frozen=True)
 class Spec:
-    """An immutable partition spec; see the module docstring for the rules."""
+    """An immutable partition spec; see the module docstring for the rules.
+
+    Notes
+    -----
+    ``source`` (free-form provenance: counts, total load, lower bound) is kept as a
+    read-only copy (nested objects read-only too, arrays as tuples); :meth:`to_dict`
+    gives it back as plain dicts and lists. It takes no part in the hash, so specs can
+    be dict keys and set members.
+    """
 
     version: int
     max_load: float
@@ -114,7 +123,11 @@ class Spec:
     created_at: str = ""
     strategy: str = ""
     stream_name: str | None = None
-    source: Mapping[str, Any] = field(default_factory=dict)
+    source: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        # a read-only copy: nobody holding this spec can change what another holder reads
+        object.__setattr__(self, "source", _freeze(self.source))
 
     # -- derived views -----------------------------------------------------
     @property
@@ -165,7 +178,7 @@ class Spec:
             "stream_name": self.stream_name,
             "workers": [{"id": w.id, "load": w.load, "hash_key": w.hash_key} for w in self.workers],
             "partitions": parts,
-            "source": dict(self.source),
+            "source": _thaw(self.source),
         }
 
     def to_json(self, indent: int | None = 1) -> str:
@@ -173,6 +186,24 @@ class Spec:
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json() + "\n", encoding="utf-8")
+
+
+def _freeze(value: Any) -> Any:
+    """A read-only copy of a JSON-like value: mappings as read-only views of copies, lists as tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    """The plain JSON form (dicts and lists) of a value :func:`_freeze` made read-only."""
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
 
 
 def spec_from_dict(data: Any, where: str = "spec") -> Spec:

@@ -22,7 +22,7 @@ Notes
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -214,11 +214,6 @@ def bounds(t: Tile) -> Bounds:
     return Bounds(t.x / n * 360.0 - 180.0, lat(t.y + 1), (t.x + 1) / n * 360.0 - 180.0, lat(t.y))
 
 
-def is_ancestor(a: str, b: str) -> bool:
-    """True if quadkey ``a`` covers quadkey ``b`` (a prefix of it, or equal)."""
-    return b.startswith(a)
-
-
 # ---------------------------------------------------------------------------
 # Vectorised forms
 # ---------------------------------------------------------------------------
@@ -317,34 +312,3 @@ def tile_codes(x: npt.ArrayLike, y: npt.ArrayLike, zoom: int) -> IntArray:
     """Return one int64 per tile at one zoom: ``x << zoom | y`` (unique within the zoom)."""
     z = check_zoom(zoom)
     return (np.asarray(x, dtype=np.int64) << z) | np.asarray(y, dtype=np.int64)
-
-
-def hilbert_index(x: npt.ArrayLike, y: npt.ArrayLike, zoom: int) -> IntArray:
-    """Return the position of tiles along the Hilbert curve of order ``zoom``.
-
-    Consecutive positions are edge-adjacent tiles, and every quadtree cell is one
-    contiguous run of the curve, which makes the order a good tie-breaker for
-    compact, contiguous growth.
-    """
-    z = check_zoom(zoom)
-    xa = np.array(x, dtype=np.int64, copy=True)
-    ya = np.array(y, dtype=np.int64, copy=True)
-    d = np.zeros_like(xa)
-    s = (1 << z) >> 1
-    n = 1 << z
-    while s > 0:
-        rx = ((xa & s) > 0).astype(np.int64)
-        ry = ((ya & s) > 0).astype(np.int64)
-        d += s * s * ((3 * rx) ^ ry)
-        flip = ry == 0
-        swap_x = np.where(flip & (rx == 1), n - 1 - xa, xa)
-        swap_y = np.where(flip & (rx == 1), n - 1 - ya, ya)
-        xa = np.where(flip, swap_y, xa)
-        ya = np.where(flip, swap_x, ya)
-        s >>= 1
-    return d
-
-
-def unique_quadkeys(qks: Iterable[str]) -> list[str]:
-    """Return the distinct quadkeys in first-seen order."""
-    return list(dict.fromkeys(qks))

@@ -16,6 +16,11 @@ def qk(x: int, y: int, z: int) -> str:
     return quadkey(Tile(x, y, z))
 
 
+def block(x0: int, x1: int, y0: int, y1: int, z: int = 10) -> list[str]:
+    """Quadkeys of the cells ``x0 <= x < x1``, ``y0 <= y < y1`` at zoom ``z``."""
+    return [qk(x, y, z) for x in range(x0, x1) for y in range(y0, y1)]
+
+
 def make_spec(parts: Sequence[tuple[str, str, Sequence[str], float] | tuple[str, str, Sequence[str], float,
                                                                               tuple[int, int]]],
               max_load: float, *, version: int = 1, catch_all_worker: str | None = None,

@@ -1,0 +1,181 @@
+"""Grouping cells into compact regions within the cap (compact strategy, steps 2-4).
+
+Cells are labelled with their region in three passes (:func:`region_labels`):
+
+1. **Bridging**: cells lifted ``bridge_levels`` zooms up; a cluster of 8-connected
+   coarse cells whose load fits is one region that lists those coarse cells (the empty
+   tiles between its clusters included, so it is contiguous).
+2. **Components**: the other cells form 8-connected components; one within the cap is
+   a region as it is.
+3. **Carving**: a component above the cap is cut into pieces (:mod:`partitioner.build.cuts`),
+   with one cut window for all or, under a :class:`~partitioner.build.cuts.CutBudget`, a
+   window per component.
+
+:func:`label_regions` then lists each region's cells as the fewest quadtree squares,
+after letting it take the empty cells in its notches and holes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from partitioner.build.cuts import CutBudget, carve, choose_cuts
+from partitioner.build.region import Region
+from partitioner.counts import Grid
+from partitioner.graph import components, group_indices
+from partitioner.shape import coalesce, fill_gaps, is_member, unique_pairs
+from partitioner.tiles import IntArray, arrays_to_quadkeys
+
+BRIDGE_LEVELS = 3  # cells within the same or adjacent 8x8 block of grid cells may share a region
+
+
+class Labels(NamedTuple):
+    """What :func:`region_labels` returns."""
+
+    labels: IntArray  # region per cell
+    coarse: npt.NDArray[np.bool_]  # per region: it lists coarse (bridged) cells
+    n_regions: int
+    cut_load: float  # boundary load of the cuts (with a budget; else 0)
+    cut_floor: float  # the least cut_load any choice of windows could reach (with a budget; else 0)
+
+
+def carve_cells(grid: Grid, cap: float, *, bridge_levels: int = BRIDGE_LEVELS, fill: bool = False,
+                blocked: IntArray | None = None, window: float = 0.0,
+                budget: CutBudget | None = None) -> list[Region]:
+    """Group cells into 8-connected regions of at most ``cap`` load (compact strategy, steps 2-3).
+
+    Parameters
+    ----------
+    grid : Grid
+        Loaded cells (unique) and their load, each within ``cap``.
+    fill : bool
+        Let regions take the empty cells in their notches and holes
+        (:func:`partitioner.shape.fill_gaps`). Only for a build of the whole grid: the
+        cells passed must be every loaded cell but ``blocked``.
+    blocked : IntArray, optional
+        Codes ``x << zoom | y`` of loaded cells handled elsewhere (hot cells), which
+        filling must leave alone.
+    window : float
+        Load that a cut may leave short of an exact multiple of ``cap`` to pass
+        through thinner columns (0: exact cuts; see :func:`partitioner.build.cuts.cut_at`).
+    budget : CutBudget, optional
+        Instead of one ``window`` for all, pick a window per component: the loosest
+        cuts go where they save the most boundary load, as long as all regions
+        still pack onto ``budget.workers`` (see :func:`partitioner.build.cuts.choose_cuts`).
+
+    Notes
+    -----
+    Nearby clusters are bridged first: grid cells are lifted ``bridge_levels`` zooms
+    up, and a cluster of 8-connected coarse cells whose load fits is one region that
+    lists those coarse cells (the empty tiles between its clusters included, so it
+    is contiguous). Clusters that do not fit fall back to 8-connected components of
+    the grid cells, carved when above ``cap``. A region's cells are listed as the
+    fewest quadtree squares (four siblings of one region become their parent).
+    Vectorised: Python work is per region, not per cell.
+    """
+    labels = region_labels(grid, cap, bridge_levels, window, budget)
+    return label_regions(grid, labels, bridge_levels=bridge_levels, fill=fill, blocked=blocked)
+
+
+def label_regions(grid: Grid, labels: Labels, *, bridge_levels: int, fill: bool, blocked: IntArray | None
+                  ) -> list[Region]:
+    """The regions of :func:`region_labels`' labels: gaps filled, cells listed as quadtree squares."""
+    n = labels.n_regions
+    if n == 0:
+        return []
+    x, y, zoom, lab_of = grid.x, grid.y, grid.zoom, labels.labels
+    is_coarse = labels.coarse[lab_of]
+    b = bridge_levels
+    c_lab, c_code = unique_pairs(lab_of[is_coarse], ((x[is_coarse] >> b) << (zoom - b)) | (y[is_coarse] >> b))
+    cx = np.stack([c_lab, c_code >> (zoom - b), c_code & ((1 << (zoom - b)) - 1)], axis=1)
+    fx, fy, fl = x[~is_coarse], y[~is_coarse], lab_of[~is_coarse]
+    if fill and len(fx):
+        gx, gy, gl = fill_gaps(fx, fy, fl, zoom, blocked=_blocked_cells(cx[:, 1:], zoom - b, b, blocked, zoom))
+        fx, fy, fl = np.concatenate([fx, gx]), np.concatenate([fy, gy]), np.concatenate([fl, gl])
+    sx, sy, sz, sl = coalesce(fx, fy, zoom, fl)
+    lx = np.concatenate([cx[:, 1], sx])
+    ly = np.concatenate([cx[:, 2], sy])
+    lz = np.concatenate([np.full(len(cx), zoom - b, dtype=np.int64), sz])
+    lab = np.concatenate([cx[:, 0], sl])
+    order = np.lexsort((ly, lx, lz, lab))
+    qks = np.array(arrays_to_quadkeys(lx[order], ly[order], lz[order]), dtype=object)
+    bounds = np.searchsorted(lab[order], np.arange(n + 1))
+    loads = np.bincount(lab_of, weights=grid.weight, minlength=n)
+    return [Region(tuple(qks[bounds[r]:bounds[r + 1]]), float(loads[r])) for r in range(n)]
+
+
+def _blocked_cells(coarse_xy: IntArray, coarse_zoom: int, levels: int, blocked: IntArray | None, zoom: int
+                   ) -> Callable[[IntArray, IntArray], npt.NDArray[np.bool_]]:
+    """``(x, y) -> mask`` of cells inside a listed coarse cell or among the ``blocked`` codes."""
+    coarse_codes = np.sort((coarse_xy[:, 0] << coarse_zoom) | coarse_xy[:, 1])
+    blocked_codes = np.sort(blocked) if blocked is not None else None
+
+    def is_blocked(bx: IntArray, by: IntArray) -> npt.NDArray[np.bool_]:
+        return is_member(((bx >> levels) << coarse_zoom) | (by >> levels), coarse_codes) | is_member(
+            (bx << zoom) | by, blocked_codes)
+
+    return is_blocked
+
+
+def region_labels(grid: Grid, cap: float, bridge_levels: int, window: float, budget: CutBudget | None) -> Labels:
+    """Label every cell with its region (bridged cluster, small component or carved piece)."""
+    labels = np.full(len(grid.x), -1, dtype=np.int64)
+    if len(grid.x) == 0:
+        return Labels(labels, np.zeros(0, dtype=bool), 0, 0.0, 0.0)
+    n_bridged, rest = 0, np.arange(len(grid.x))
+    if bridge_levels > 0 and grid.zoom - bridge_levels >= 2:
+        n_bridged, rest = _bridge(grid, cap, bridge_levels, labels)
+    n_labels, big = _small_components(grid, cap, rest, labels, n_bridged)
+    cut_load = cut_floor = 0.0
+    if big:
+        if budget is None:
+            carved = [carve(c, grid, cap, window=window) for c in big]
+        else:
+            placed = np.bincount(labels[labels >= 0], weights=grid.weight[labels >= 0], minlength=n_labels)
+            carved, cut_load, cut_floor = choose_cuts(big, grid, cap, budget, [*budget.other_loads, *placed.tolist()])
+        for pieces in carved:
+            for piece in pieces:
+                labels[piece] = n_labels
+                n_labels += 1
+    coarse = np.concatenate([np.ones(n_bridged, dtype=bool), np.zeros(n_labels - n_bridged, dtype=bool)])
+    return Labels(labels, coarse, n_labels, cut_load, cut_floor)
+
+
+def _bridge(grid: Grid, cap: float, levels: int, labels: IntArray) -> tuple[int, IntArray]:
+    """Label the cells of each coarse cluster that fits (labels 0 ..); return their count and the other cells."""
+    x, y, cz = grid.x, grid.y, grid.zoom - levels
+    codes = ((x >> levels) << cz) | (y >> levels)
+    uniq, inv = np.unique(codes, return_inverse=True)
+    n_clusters, cluster_of_coarse = components(uniq >> cz, uniq & ((1 << cz) - 1), cz)
+    cluster = cluster_of_coarse[inv]
+    fits = np.bincount(cluster, weights=grid.weight, minlength=n_clusters) <= cap
+    remap = np.full(n_clusters, -1, dtype=np.int64)
+    ok = np.nonzero(fits)[0]
+    remap[ok] = np.arange(len(ok))
+    in_fit = fits[cluster]
+    labels[in_fit] = remap[cluster[in_fit]]
+    return len(ok), np.nonzero(~in_fit)[0]
+
+
+def _small_components(grid: Grid, cap: float, rest: IntArray, labels: IntArray, n_labels: int
+                      ) -> tuple[int, list[IntArray]]:
+    """Label each component of the cells ``rest`` that fits (from ``n_labels`` on); return the count and the others."""
+    if len(rest) == 0:
+        return n_labels, []
+    n, lab = components(grid.x[rest], grid.y[rest], grid.zoom)
+    comp_load = np.bincount(lab, weights=grid.weight[rest], minlength=n)
+    small = comp_load <= cap
+    remap = np.full(n, -1, dtype=np.int64)
+    sm = np.nonzero(small)[0]
+    remap[sm] = n_labels + np.arange(len(sm))
+    sel = small[lab]
+    labels[rest[sel]] = remap[lab[sel]]
+    big = rest[~sel]
+    if len(big) == 0:
+        return n_labels + len(sm), []
+    groups = group_indices(lab[~sel], n)
+    return n_labels + len(sm), [big[groups[comp]] for comp in np.nonzero(~small)[0]]

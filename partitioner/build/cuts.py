@@ -1,0 +1,288 @@
+"""Cutting one connected set of cells into pieces within the cap: recursive bisection and cut windows.
+
+:func:`carve` cuts a component by recursive bisection: cells are ordered along the
+longer axis and cut where the first side holds ``k // 2`` full workers of load
+(``k = ceil(load / cap)``). The exact cut is a staircase across the longer axis
+(straight except for one step), so pieces are square-ish. A cut with a load *window*
+may leave up to that much slack to pass where the fewest loaded neighbours are
+separated, along either axis (:func:`cut_at`).
+
+:func:`choose_cuts` picks a window per component under a :class:`CutBudget`: the
+loosest cuts go to the components where they save the most boundary load, as long as
+every region still packs onto the budget's workers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from partitioner.build.packing import pack_best_fit
+from partitioner.counts import Grid
+from partitioner.graph import boundary_mask, components_of_pairs, group_indices, neighbour_pairs, sub_pairs
+from partitioner.tiles import FloatArray, IntArray
+
+REFINE_COMPONENTS = 64  # components choose_cuts revisits one by one after its level-wise pass
+
+Pairs = tuple[IntArray, IntArray]
+
+
+@dataclass(frozen=True)
+class CutBudget:
+    """Room the packing leaves for loose cuts: :func:`partitioner.build.carve_cells` then picks a window per component.
+
+    Attributes
+    ----------
+    windows : tuple of float
+        Cut windows to choose from (see :func:`cut_at`); 0 (exact cuts) is always
+        among the choices.
+    workers : int
+        Workers the regions must pack onto (best-fit decreasing at ``pack_cap``).
+    pack_cap : float
+        Worker capacity for that packing.
+    other_loads : tuple of float
+        Loads of regions made elsewhere (hot-cell shares) that pack with these.
+    """
+
+    windows: tuple[float, ...]
+    workers: int
+    pack_cap: float
+    other_loads: tuple[float, ...] = ()
+
+
+class Cut(NamedTuple):
+    """Where to cut cells taken in some order (the first side is ``order[:position]``) and what it costs."""
+
+    position: int
+    cost: float
+
+
+class CutChoice(NamedTuple):
+    """What :func:`choose_cuts` returns."""
+
+    pieces: list[list[IntArray]]  # per component, its pieces (cell indices)
+    cut_load: float  # boundary load of all the cuts
+    cut_floor: float  # the least it could be: every component cut its cheapest way
+
+
+def carve(idx: IntArray, grid: Grid, cap: float, *, window: float = 0.0, pairs: Pairs | None = None
+          ) -> list[IntArray]:
+    """Recursively cut one connected set of cells into connected pieces within ``cap`` (see :func:`cut_at`).
+
+    ``idx`` are cell indices into ``grid``; ``pairs``: their 8-neighbour pairs (positions in
+    ``idx``) if already known; each piece's pairs are taken from them rather than searched again.
+    """
+    x, y, w, zoom = grid.x, grid.y, grid.weight, grid.zoom
+    pi, pj = pairs if pairs is not None else neighbour_pairs(x[idx], y[idx], zoom)
+    stack = [(idx, pi, pj)]
+    done: list[IntArray] = []
+    while stack:
+        cur, pi, pj = stack.pop()
+        load = float(w[cur].sum())
+        if load <= cap * (1 + 1e-12) or len(cur) == 1:
+            # a single cell cannot be cut: callers only pass cells within the real cap
+            done.append(cur)
+            continue
+        k = math.ceil(load / cap - 1e-12)
+        u, v = axes(x[cur], y[cur], zoom)
+        orders = [np.lexsort((v, u))]
+        if window > 0:
+            orders.append(np.lexsort((u, v)))
+        wc = w[cur]
+        cuts = [cut_at(np.cumsum(wc[o]), k, cap, window, (pi, pj) if window > 0 else None, o, wc) for o in orders]
+        best = min(range(len(orders)), key=lambda c: cuts[c].cost)  # the first on a tie
+        cut, order = cuts[best], orders[best]
+        for side in (order[:cut.position], order[cut.position:]):
+            si, sj = sub_pairs(side, len(cur), pi, pj)
+            n, labels = components_of_pairs(len(side), si, sj)
+            if n == 1:
+                stack.append((cur[side], si, sj))
+                continue
+            for g in group_indices(labels, n):
+                stack.append((cur[side[g]], *sub_pairs(g, len(side), si, sj)))
+    return done
+
+
+def cut_at(csum: FloatArray, k: int, cap: float, window: float, pairs: Pairs | None, order: IntArray,
+           w: FloatArray) -> Cut:
+    """Where to cut cells taken in ``order`` (``csum``: their running load), and the cost of that cut.
+
+    Notes
+    -----
+    The exact cut (``window`` 0) leaves ``k // 2`` full workers of load on the first
+    side: in the primary-axis order a staircase, straight except for one step. With
+    a ``window`` the cut may go anywhere the first side holds ``j * cap`` minus at
+    most ``window`` and both sides still fit in ``j`` and ``k - j`` workers (``j`` =
+    ``k // 2`` or ``k - k // 2``); it takes the cut through the least load, counted
+    over the 8-neighbour ``pairs`` it separates (each pair weighs the lighter of its
+    two cells). That keeps hot spots whole and boundary load low, at the price of
+    pieces that pack less tightly (the caller narrows the window if that costs a
+    worker).
+    """
+    n = len(csum)
+    load = float(csum[-1])
+    tol = 1 + 1e-12
+    exact = int(np.searchsorted(csum, (k // 2) * cap * tol, side="right"))
+    exact = min(max(exact, 1), n - 1)
+    if window <= 0 or pairs is None:
+        return Cut(exact, 0.0)
+    left = csum[:-1]  # load of the first side when cutting before position c = 1 .. n-1
+    ok = np.zeros(n - 1, dtype=bool)
+    for j in {k // 2, k - k // 2}:
+        ok |= (left <= j * cap * tol) & (left >= j * cap - window) & (load - left <= (k - j) * cap * tol)
+    if not ok.any():
+        return Cut(exact, math.inf)
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    i, j2 = pairs
+    lo, hi = np.minimum(rank[i], rank[j2]), np.maximum(rank[i], rank[j2])
+    weight = np.minimum(w[i], w[j2])
+    # a pair is cut by every cut position c with lo < c <= hi
+    diff = np.bincount(lo + 1, weights=weight, minlength=n + 1) - np.bincount(hi + 1, weights=weight, minlength=n + 1)
+    cost = np.cumsum(diff)[1:n]
+    cand = np.nonzero(ok)[0]
+    pick = cand[np.lexsort((np.abs(left[cand] - (k // 2) * cap), cost[cand]))[0]]
+    return Cut(int(pick) + 1, float(cost[pick]))
+
+
+def axes(x: IntArray, y: IntArray, zoom: int) -> tuple[IntArray, IntArray]:
+    """Return (primary, secondary) coordinates: the longer extent first, x unwrapped at the antimeridian."""
+    n = 1 << zoom
+    ux = np.unique(x)
+    if len(ux) > 1:
+        gaps = np.diff(np.append(ux, ux[0] + n))
+        g = int(np.argmax(gaps))
+        start = int(ux[(g + 1) % len(ux)])
+        xu = (x - start) % n
+    else:
+        xu = x - x.min()
+    ext_x = int(xu.max() - xu.min())
+    ext_y = int(y.max() - y.min())
+    return (xu, y) if ext_x >= ext_y else (y, xu)
+
+
+class _Options:
+    """Each component carved with each window: its pieces, their loads and the boundary load of the cuts."""
+
+    def __init__(self, comps: list[IntArray], grid: Grid, cap: float, windows: Sequence[float]) -> None:
+        self.comps, self.grid, self.cap, self.windows = comps, grid, cap, windows
+        self.pairs = [neighbour_pairs(grid.x[c], grid.y[c], grid.zoom) for c in comps]
+        self.order = [np.argsort(c, kind="stable") for c in comps]
+        self.pieces: list[list[list[IntArray]]] = [[[] for _ in windows] for _ in comps]
+        self.cost = [[math.inf] * len(windows) for _ in comps]
+        self.piece_loads: list[list[list[float]]] = [[[] for _ in windows] for _ in comps]
+
+    def carve_with(self, levels: Sequence[int]) -> None:
+        """Carve every component with each window of ``levels`` (indices into the windows)."""
+        w = self.grid.weight
+        for c, cells in enumerate(self.comps):
+            for k in levels:
+                pieces = carve(cells, self.grid, self.cap, window=self.windows[k], pairs=self.pairs[c])
+                self.pieces[c][k] = pieces
+                self.cost[c][k] = cut_load(cells, self.order[c], pieces, w, self.pairs[c])
+                self.piece_loads[c][k] = [float(w[p].sum()) for p in pieces]
+
+    def cheapest(self) -> list[int]:
+        """The cheapest option carved so far per component; on a tie the narrower window (it packs tighter)."""
+        return [min(range(len(self.windows)), key=lambda k: (costs[k], -k)) for costs in self.cost]
+
+    def workers(self, choice: list[int], placed: list[float], pack_cap: float) -> int:
+        """Workers all regions need (``placed`` + the pieces of ``choice``), packed best fit at ``pack_cap``."""
+        loads = placed + [ld for c, k in enumerate(choice) for ld in self.piece_loads[c][k]]
+        return max(pack_best_fit(loads, pack_cap), default=-1) + 1
+
+    def total_cost(self, choice: list[int]) -> float:
+        return sum(self.cost[c][k] for c, k in enumerate(choice))
+
+    def result(self, choice: list[int], floor: list[int]) -> CutChoice:
+        return CutChoice([self.pieces[c][k] for c, k in enumerate(choice)], self.total_cost(choice),
+                         self.total_cost(floor))
+
+
+def choose_cuts(comps: list[IntArray], grid: Grid, cap: float, budget: CutBudget, placed: list[float]) -> CutChoice:
+    """Carve each component with the window that saves the most boundary load the packing can afford.
+
+    Notes
+    -----
+    Each component is first carved with the widest window and with exact cuts; if
+    the cheaper of the two for every component packs within ``budget.workers``,
+    that is the answer (and the floor). Otherwise every window is carved, and,
+    starting from exact cuts everywhere, windows are taken widest first; at each, the components whose
+    boundary load (:func:`cut_load`) that window lowers the most are switched to
+    it, as many as the packing of all regions (``placed`` + the pieces) still fits
+    on ``budget.workers`` (a binary search over the components sorted by saving).
+    Last, the ``REFINE_COMPONENTS`` components with the most left to gain each
+    take their cheapest option that still fits. If exact cuts already need more
+    workers, that count is the budget instead.
+    """
+    windows = sorted({*budget.windows, 0.0}, reverse=True)
+    exact = len(windows) - 1
+    opts = _Options(comps, grid, cap, windows)
+
+    def workers(choice: list[int]) -> int:
+        return opts.workers(choice, placed, budget.pack_cap)
+
+    opts.carve_with((0, exact) if exact > 0 else (0,))
+    first = opts.cheapest()
+    if workers(first) <= budget.workers:
+        return opts.result(first, first)
+    opts.carve_with(range(1, exact))
+    floor = opts.cheapest()
+    choice = [exact] * len(comps)
+    limit = max(budget.workers, workers(choice))
+    for level in range(exact):
+        choice = _switch_to(level, choice, opts.cost, lambda ch: workers(ch) <= limit)
+    return opts.result(_refine(choice, opts.cost, lambda ch: workers(ch) <= limit), floor)
+
+
+def _switch_to(level: int, choice: list[int], cost: list[list[float]], fits: Callable[[list[int]], bool]
+               ) -> list[int]:
+    """Switch to window ``level`` the most components it saves the most on, as many as still fit."""
+    cand = sorted((c for c in range(len(choice)) if cost[c][level] < cost[c][choice[c]]),
+                  key=lambda c: cost[c][level] - cost[c][choice[c]])
+    lo, hi = 0, len(cand)  # the first lo candidates are known to fit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        trial = list(choice)
+        for c in cand[:mid]:
+            trial[c] = level
+        if fits(trial):
+            lo = mid
+        else:
+            hi = mid - 1
+    out = list(choice)
+    for c in cand[:lo]:
+        out[c] = level
+    return out
+
+
+def _refine(choice: list[int], cost: list[list[float]], fits: Callable[[list[int]], bool]) -> list[int]:
+    """One by one, where the most is still to gain: each component's cheapest option that still fits."""
+    gain = sorted(range(len(choice)), key=lambda c: min(cost[c]) - cost[c][choice[c]])
+    for c in gain[:REFINE_COMPONENTS]:
+        for k in sorted(range(len(cost[c])), key=lambda k: cost[c][k]):
+            if cost[c][k] >= cost[c][choice[c]]:
+                break
+            trial = list(choice)
+            trial[c] = k
+            if fits(trial):
+                choice = trial
+                break
+    return choice
+
+
+def cut_load(cells: IntArray, by_cell: IntArray, pieces: list[IntArray], w: FloatArray, pairs: Pairs) -> float:
+    """Load on ``cells`` with an 8-neighbour in another of ``pieces`` (the boundary load the cuts make).
+
+    ``by_cell`` is ``argsort(cells)``; ``pairs`` are the 8-neighbour pairs of ``cells`` (positions in ``cells``).
+    """
+    if len(pieces) < 2:
+        return 0.0
+    own = np.empty(len(cells), dtype=np.int64)
+    for k, p in enumerate(pieces):
+        own[by_cell[np.searchsorted(cells, p, sorter=by_cell)]] = k
+    return float(w[cells][boundary_mask(own, *pairs)].sum())

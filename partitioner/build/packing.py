@@ -1,0 +1,99 @@
+"""Packing regions onto workers: the lower bound, best-fit decreasing, and levelling.
+
+Notes
+-----
+A region's load never exceeds the worker cap it is packed at (hot cells are split
+first), so every region fits on an empty worker.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+
+
+def lower_bound(total: float, max_load: float) -> int:
+    """Return the physical lower bound on workers: ``ceil(total / max_load)`` (at least 1).
+
+    Notes
+    -----
+    A float-noise tolerance of 1e-9 workers: a total of exactly ``k * max_load`` summed
+    in another order still needs ``k`` workers, not ``k + 1``.
+    """
+    return max(1, math.ceil(total / max_load - 1e-9))
+
+
+def pack_best_fit(loads: Sequence[float], cap: float) -> list[int]:
+    """Best-fit decreasing bin packing: return the worker index of each item.
+
+    Notes
+    -----
+    Items must each be <= ``cap``. Residual capacities are kept in a sorted list so
+    each placement costs ``O(log bins)`` to find plus ``O(bins)`` to update.
+    """
+    order = sorted(range(len(loads)), key=lambda i: -loads[i])
+    residuals: list[float] = []  # sorted ascending
+    bins_at: list[int] = []  # bin id per residual slot, same order
+    assign = [0] * len(loads)
+    n_bins = 0
+    eps = cap * 1e-9
+    for i in order:
+        need = loads[i]
+        pos = bisect.bisect_left(residuals, need - eps)
+        if pos < len(residuals):
+            b = bins_at.pop(pos)
+            r = residuals.pop(pos) - need
+        else:
+            b = n_bins
+            n_bins += 1
+            r = cap - need
+        assign[i] = b
+        ins = bisect.bisect_left(residuals, r)
+        residuals.insert(ins, r)
+        bins_at.insert(ins, b)
+    return _renumber(assign)
+
+
+def _renumber(assign: list[int]) -> list[int]:
+    """Worker indices renumbered in order of first appearance."""
+    seen: dict[int, int] = {}
+    return [seen.setdefault(a, len(seen)) for a in assign]
+
+
+def level_workers(loads: Sequence[float], assign: list[int], cap: float) -> list[int]:
+    """Move items from the fullest worker to the emptiest while that lowers the fuller one.
+
+    Notes
+    -----
+    Greedy and bounded (at most one pass over the items per worker): it evens out
+    loads so each worker keeps about the same headroom below ``cap``.
+    """
+    n = max(assign, default=-1) + 1
+    if n < 2:
+        return assign
+    out = list(assign)
+    wl = [0.0] * n
+    items: list[list[int]] = [[] for _ in range(n)]
+    for i, b in enumerate(out):
+        wl[b] += loads[i]
+        items[b].append(i)
+    for b in range(n):
+        items[b].sort(key=lambda i: loads[i])
+    for _ in range(len(loads)):
+        hi = max(range(n), key=wl.__getitem__)
+        lo = min(range(n), key=wl.__getitem__)
+        gap = wl[hi] - wl[lo]
+        # the largest item that still narrows the gap
+        cand = [i for i in items[hi] if 0 < loads[i] < gap]
+        if not cand:
+            break
+        i = cand[-1]
+        if wl[lo] + loads[i] > cap:
+            break
+        items[hi].remove(i)
+        bisect.insort(items[lo], i, key=lambda j: loads[j])
+        wl[hi] -= loads[i]
+        wl[lo] += loads[i]
+        out[i] = lo
+    return out

@@ -1,0 +1,88 @@
+"""Text for people: the seed-style partition table, summaries and spec diffs (what the CLI prints).
+
+Pure formatting of what :mod:`partitioner.metrics` measured; nothing here computes a metric.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from partitioner.metrics import SpecDiff, SpecMetrics, Stability
+
+
+def _pct(v: float) -> str:
+    return f"{100.0 * v:.1f}%"
+
+
+def _mismatched(m: SpecMetrics) -> bool:
+    tol = 1e-6 * max(1.0, m.max_load)
+    return any(abs(p.load - p.planned_load) > tol for p in m.partitions)
+
+
+def render_table(m: SpecMetrics, *, limit: int | None = 40) -> str:
+    """Return the seed-style partition table, the worker table and a summary as text.
+
+    When the evaluated load differs from what the spec recorded (an old spec under new
+    load), partition lines read ``planned -> load points (util% utilized)``. ``limit`` caps
+    the partition and worker lines (hottest first beyond it; the rest are summarised).
+    """
+    mismatch = _mismatched(m)
+    lines = [f"Spec v{m.version} ({m.strategy or 'unknown strategy'}) under {m.source} (grid zoom {m.grid_zoom})",
+             f"Total partitions: {m.region_count} (+ catch-all)",
+             f"Max points per partition: {m.max_load:g}", ""]
+    parts = list(m.partitions)
+    shown = parts if limit is None or len(parts) <= limit else sorted(parts, key=lambda p: -p.load)[:limit]
+    shown_ids = {p.id for p in shown}
+    for p in parts:
+        if p.id not in shown_ids:
+            continue
+        tag = " catch-all" if p.is_catch_all else (f" share {p.share:.3f}" if p.share < 1.0 else "")
+        if mismatch:
+            lines.append(f"Partition {p.id} [{p.worker}]: {p.planned_load:9.0f} -> {p.load:9.0f} points "
+                         f"({_pct(p.utilisation)} utilized){tag}")
+        else:
+            lines.append(f"Partition {p.id} [{p.worker}]: {p.load:9.0f} points ({_pct(p.utilisation)}){tag}")
+    rest = [p for p in parts if p.id not in shown_ids]
+    if rest:
+        lines.append(f"... {len(rest)} more partitions, at most {max(p.load for p in rest):.0f} points each")
+    lines += ["", f"{'worker':<8}{'planned':>11}{'load':>11}{'util':>9}  partitions"]
+    workers = list(m.workers)
+    wshown = workers if limit is None or len(workers) <= limit else sorted(workers, key=lambda w: -w.load)[:limit]
+    for w in wshown:
+        ids = ",".join(w.partitions[:4]) + (f",+{len(w.partitions) - 4}" if len(w.partitions) > 4 else "")
+        lines.append(f"{w.id:<8}{w.planned_load:>11.0f}{w.load:>11.0f}{_pct(w.utilisation):>9}  {ids}")
+    if len(wshown) < len(workers):
+        lines.append(f"... {len(workers) - len(wshown)} more workers")
+    lines += ["", summary_line(m)]
+    if mismatch and m.over_max:
+        worst = ", ".join(f"{w.id} {_pct(w.utilisation)}" for w in m.over_max[:5])
+        lines.append(f"Over max_load under this load: {len(m.over_max)} worker(s): {worst}")
+    return "\n".join(lines)
+
+
+def summary_line(m: SpecMetrics) -> str:
+    """A two-line summary: workers vs lower bound, utilisation, contiguity, shape, boundary load."""
+    contig = "yes" if m.contiguous else f"NO ({', '.join(m.non_contiguous[:5])})"
+    return (f"Workers: {m.worker_count} (lower bound {m.lower_bound}, ratio {m.waste_ratio:.2f}) | "
+            f"utilisation max {_pct(m.max_utilisation)}, mean {_pct(m.mean_utilisation)}, "
+            f"median {_pct(m.median_utilisation)}\n"
+            f"Contiguous: {contig} | median P^2/(4piA): {m.median_compactness:.2f} | "
+            f"boundary-load share: {_pct(m.boundary_load_share)} | total load {m.total:.0f}")
+
+
+def render_stability(s: Stability, d: SpecDiff | None = None) -> str:
+    """Text for ``diff``: ids added/removed/changed and the load that keeps its partition and worker."""
+    lines: list[str] = []
+    if d is not None:
+        def ids(v: tuple[str, ...]) -> str:
+            return ", ".join(v[:12]) + (f" (+{len(v) - 12} more)" if len(v) > 12 else "") if v else "-"
+        lines += [f"partitions added ({len(d.added)}): {ids(d.added)}",
+                  f"partitions removed ({len(d.removed)}): {ids(d.removed)}",
+                  f"partitions changed ({len(d.changed)}): {ids(d.changed)}",
+                  f"partitions unchanged: {len(d.unchanged)}",
+                  f"workers added ({len(d.workers_added)}): {ids(d.workers_added)}",
+                  f"workers removed ({len(d.workers_removed)}): {ids(d.workers_removed)}"]
+    lines.append(f"v{s.old_version} -> v{s.new_version}: {_pct(s.kept_share)} of load keeps its partition and "
+                 f"worker; moved {s.moved_load:.0f} of {s.total:.0f} ({_pct(s.moved_share)})")
+    return "\n".join(lines)

@@ -1,0 +1,52 @@
+"""Tests for partitioner.build.carving: regions from cells, bridging and gap filling."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from partitioner.build import build_with_report, carve_cells
+from partitioner.counts import Grid, counts_from_pairs
+from partitioner.index import SpecIndex
+from partitioner.spec import validate
+from partitioner.tiles import arrays_to_quadkeys
+
+
+def test_a_fresh_build_gives_the_empty_hole_inside_a_region_to_that_region() -> None:
+    # GIVEN load on a 5x5 block of cells with an empty 1x1 hole in the middle
+    cells = [(x, y) for x in range(100, 105) for y in range(200, 205) if (x, y) != (102, 202)]
+    qks = arrays_to_quadkeys([c[0] for c in cells], [c[1] for c in cells], 9)
+    counts = counts_from_pairs([(q, 1.0) for q in qks])
+    # WHEN built under a cap above the total
+    spec = build_with_report(counts, 100.0).spec
+    # THEN the hole belongs to the region, not to the catch-all
+    index = SpecIndex(spec)
+    owner = index.locate_xy(np.array([102]), np.array([202]), 9)[0]
+    assert owner != index.catch_all_index
+    assert validate(spec) == []
+
+
+def test_nearby_clusters_are_bridged_into_one_region_that_lists_coarse_cells() -> None:
+    # GIVEN two 2x2 clusters of zoom-10 cells four columns apart (in adjacent 8x8 blocks), 40 load in all
+    x = np.array([6, 7, 6, 7, 12, 13, 12, 13], dtype=np.int64) + 800
+    y = np.array([0, 0, 1, 1, 0, 0, 1, 1], dtype=np.int64) + 400
+    grid = Grid(10, x, y, np.full(8, 5.0))
+    # WHEN carved under a cap above their total, with and without bridging
+    bridged = carve_cells(grid, 100.0, bridge_levels=3)
+    apart = carve_cells(grid, 100.0, bridge_levels=0)
+    # THEN bridging makes one region of the two zoom-7 blocks (the empty cells between included)
+    assert [(r.quadkeys, r.load) for r in bridged] == [(tuple(arrays_to_quadkeys([100, 101], [50, 50], 7)), 40.0)]
+    # AND without it each cluster is its own region, its 2x2 cells listed as their zoom-9 parent
+    assert sorted(r.quadkeys for r in apart) == [tuple(arrays_to_quadkeys([403], [200], 9)),
+                                                 tuple(arrays_to_quadkeys([406], [200], 9))]
+
+
+def test_a_component_over_the_cap_is_carved_into_connected_pieces_within_it() -> None:
+    # GIVEN a 6x6 block of 1-load cells (36) under a cap of 10
+    bx, by = np.meshgrid(np.arange(6), np.arange(6))
+    grid = Grid(10, bx.ravel().astype(np.int64) + 300, by.ravel().astype(np.int64) + 300, np.ones(36))
+    # WHEN carved without bridging
+    regions = carve_cells(grid, 10.0, bridge_levels=0)
+    # THEN 4 pieces (ceil(36 / 10)), each within the cap, all load kept
+    assert len(regions) == 4
+    assert all(r.load <= 10.0 for r in regions)
+    assert sum(r.load for r in regions) == 36.0

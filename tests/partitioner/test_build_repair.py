@@ -1,0 +1,61 @@
+"""Tests for partitioner.build.repair: the sticky rebuild against a previous spec."""
+
+from __future__ import annotations
+
+import numpy as np
+from build_data import counts_from_points, stable_share
+
+from partitioner.build import build_with_report, lower_bound
+from partitioner.counts import Counts, counts_from_pairs
+from partitioner.index import SpecIndex
+from partitioner.spec import validate
+
+
+def test_rebuild_with_previous_spec_keeps_load_on_its_partition_under_routine_noise(metro: Counts,
+                                                                                    sparse: Counts) -> None:
+    for counts, workers in ((metro, 24.5), (sparse, 11.6)):
+        # GIVEN a live spec and the same load moved by up to +/-10% per quadkey
+        cap = counts.total / workers
+        live = build_with_report(counts, cap).spec
+        noisy = counts.scaled(np.random.default_rng(1).uniform(0.9, 1.1, len(counts)))
+        # WHEN rebuilding with the previous spec
+        report = build_with_report(noisy, cap, previous=live)
+        # THEN at least 98% of the load keeps its partition id and worker, and versions move forward
+        assert stable_share(live, report.spec, noisy) >= 0.98
+        assert report.spec.version == live.version + 1
+        assert report.spec.previous_version == live.version
+        assert validate(report.spec) == []
+
+
+def test_rebuild_after_a_new_hotspot_moves_only_the_new_load(metro: Counts) -> None:
+    # GIVEN a live spec and a new hotspot far from any region
+    cap = metro.total / 12.5
+    live = build_with_report(metro, cap).spec
+    rng = np.random.default_rng(9)
+    extra = counts_from_points(rng.normal(-0.12, 0.02, 20_000), rng.normal(51.5, 0.02, 20_000), 15)
+    merged = counts_from_pairs(list(zip(metro.quadkeys + extra.quadkeys,
+                                        np.concatenate([metro.weights, extra.weights]).tolist(), strict=True)))
+    # WHEN rebuilding
+    report = build_with_report(merged, cap, previous=live)
+    # THEN the new place gets its own partitions, and the old load stays put
+    assert report.mode == "repair"
+    assert stable_share(live, report.spec, metro) >= 0.98
+    london = SpecIndex(report.spec).locate_one(-0.12, 51.5)
+    assert not london.is_catch_all
+
+
+def test_when_load_falls_the_least_loaded_workers_are_emptied_into_the_others(metro: Counts) -> None:
+    # GIVEN a live spec and the same places at 30% of the load (night)
+    cap = metro.total / 12.5
+    live = build_with_report(metro, cap).spec
+    night = metro.scaled(np.full(len(metro), 0.3))
+    # WHEN rebuilding with the previous spec
+    report = build_with_report(night, cap, previous=live)
+    # THEN the repair keeps every partition whole, frees workers down to the lower bound + 1, and says so
+    assert report.mode == "repair"
+    assert len(report.spec.workers) <= lower_bound(night.total, cap) + 1 < len(live.workers)
+    assert any("emptied" in n for n in report.notes)
+    regions = {p.id: p.quadkeys for p in live.partitions if not p.is_catch_all and p.hash_range is None}
+    kept = {p.id: p.quadkeys for p in report.spec.partitions if p.id in regions}
+    assert kept == regions
+    assert max(w.load for w in report.spec.workers) <= cap * (1 + 1e-9)

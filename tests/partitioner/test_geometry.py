@@ -1,0 +1,69 @@
+"""Tests for partitioner.geometry: owned squares, region cells and shapes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from spec_factory import make_spec, qk
+
+from partitioner import geometry
+from partitioner.geometry import geometry_zoom, owned_squares, region_cells, square_shapes
+from partitioner.index import SpecIndex
+
+Z = 10
+
+
+def _hole_spec():
+    # p0001 lists a zoom-9 cell; p0002 lists one of its four zoom-10 children
+    return make_spec([("p0001", "w0001", [qk(250, 200, Z - 1)], 3.0), ("p0002", "w0002", [qk(500, 400, Z)], 5.0)],
+                     10.0)
+
+
+def test_a_finer_listing_carves_a_hole_in_the_coarse_square() -> None:
+    # WHEN the squares each partition owns are listed
+    squares = owned_squares(_hole_spec())
+    # THEN the coarse cell is replaced by its three other children; the catch-all owns no square
+    assert sorted(squares["p0001"]) == sorted([qk(501, 400, Z), qk(500, 401, Z), qk(501, 401, Z)])
+    assert squares["p0002"] == [qk(500, 400, Z)]
+    assert squares["p9999"] == []
+
+
+def test_region_cells_expand_coarse_squares_minus_holes_and_coarsen_deeper_ones() -> None:
+    # GIVEN the coarse cell with a hole, and a partition listing one zoom-12 cell
+    spec = make_spec([("p0001", "w0001", [qk(250, 200, Z - 1)], 3.0), ("p0002", "w0002", [qk(500, 400, Z)], 5.0),
+                      ("p0003", "w0003", [qk(4 * 700 + 1, 4 * 700 + 2, Z + 2)], 1.0)], 10.0)
+    # WHEN the cells of all three regions at zoom 10 are listed
+    lab, x, y = region_cells(spec, SpecIndex(spec), [0, 1, 2], Z)
+    cells = sorted(zip(lab.tolist(), x.tolist(), y.tolist(), strict=True))
+    # THEN p0001 has the three cells outside the hole, p0002 its cell, p0003 the ancestor of its deep cell
+    assert cells == [(0, 500, 401), (0, 501, 400), (0, 501, 401), (1, 500, 400), (2, 700, 700)]
+
+
+def test_shapes_of_an_l_a_bar_across_the_antimeridian_and_two_apart_pieces() -> None:
+    # GIVEN an L of three cells (a coarse cell with a hole), a 2x1 bar across the antimeridian, two far cells
+    n = 1 << Z
+    spec = make_spec([("p0001", "w0001", [qk(250, 200, Z - 1)], 3.0), ("p0002", "w0002", [qk(500, 400, Z)], 5.0),
+                      ("p0003", "w0003", [qk(n - 1, 300, Z), qk(0, 300, Z)], 2.0),
+                      ("p0004", "w0004", [qk(10, 10, Z), qk(13, 10, Z)], 2.0)], 10.0)
+    # WHEN measured
+    cells, comps, compact = square_shapes(spec, [0, 2, 3], Z)
+    # THEN areas, components and P^2 / (4 pi A) follow; partitions left out get 0, 0, NaN
+    assert cells.tolist() == [3.0, 0.0, 2.0, 2.0, 0.0]
+    assert comps.tolist() == [1, 0, 1, 2, 0]
+    assert compact[0] == pytest.approx(64 / (12 * math.pi))  # L of 3: P = 8
+    assert compact[2] == pytest.approx(36 / (8 * math.pi))  # bar of 2: P = 6
+    assert math.isnan(compact[1]) and math.isnan(compact[4])
+
+
+def test_geometry_is_measured_coarser_when_the_rings_exceed_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN regions listing zoom-10 cells
+    spec = make_spec([("p0001", "w0001", [qk(1, 1, Z), qk(2, 1, Z)], 2.0)], 10.0)
+    # THEN with the default budget the grid zoom is kept
+    assert geometry_zoom(spec, Z, [0]) == Z
+    # AND from zoom 14, with a budget of exactly the two cells' rings at zoom 10 (2 x 8), it steps up to zoom 10
+    monkeypatch.setattr(geometry, "GEOMETRY_BUDGET", 16)
+    assert geometry_zoom(spec, 14, [0]) == Z
+    # AND below that no zoom fits (a square's ring never shrinks below 8 cells): it stops at zoom 1
+    monkeypatch.setattr(geometry, "GEOMETRY_BUDGET", 15)
+    assert geometry_zoom(spec, 14, [0]) == 1
