@@ -174,7 +174,7 @@ class Scenario:
     start_utc_hour: float
     shift_s: float
     hotspot_place: int
-    hotspot_boost: float = 2.0
+    hotspot_boost: float = 3.0
 
     @staticmethod
     def phase(fraction: float) -> str:

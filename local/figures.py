@@ -4,9 +4,10 @@ Partition maps come from :mod:`partitioner.plot`; this module only draws what is
 to a run (:class:`local.worker_load.WorkerLoad`). It stays readable with many workers: per
 window, the band from the least to the most loaded counted worker, the p90 and median
 lines, each worker-window as a small dot (red when over the cap), partial windows as
-hollow rings; the cap and the 110 % limit as lines, the flips marked, and the windows
-outside the measured span shaded. A second panel shows the measured cost (CPU of the
-transform per worker-window, from the workers' cost reports).
+hollow rings (a triangle at the top when off the scale, as the warm-up backlog is); the
+cap and the 110 % limit as lines, the flips and the scenario's phases marked, and the
+windows outside the measured span shaded. A second panel shows the measured cost (CPU of
+the transform per worker-window, from the workers' cost reports).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import numpy as np
 from local.worker_load import MAX_UTILISATION, WorkerLoad
 
 
-def plot_utilisation(load: WorkerLoad, flips: Sequence[tuple[int, float]], path: Path, t0: float, title: str) -> Path:
+def plot_utilisation(load: WorkerLoad, flips: Sequence[tuple[int, float]], path: Path, t0: float, title: str,
+                     phases: Sequence[tuple[str, float, float]] = ()) -> Path:
     """Write the utilisation figure to ``path``.
 
     Parameters
@@ -35,6 +37,8 @@ def plot_utilisation(load: WorkerLoad, flips: Sequence[tuple[int, float]], path:
         Epoch seconds of the run's start: the x axis is run time, as in the report's timeline.
     title
         Figure title.
+    phases
+        ``(name, start, end)`` (epoch s) of the scenario's movements, drawn as bars along the bottom.
     """
     import matplotlib
 
@@ -47,6 +51,11 @@ def plot_utilisation(load: WorkerLoad, flips: Sequence[tuple[int, float]], path:
     x = np.array([load.window_start(i) - t0 + w / 2 for i in range(load.n_windows)])
     _events_panel(ax, load, x)
     _cpu_panel(ax_cpu, load, x)
+    for row, (name, start, end) in enumerate(phases):
+        ax.axvspan(start - t0, end - t0, ymin=0.01 + 0.045 * row, ymax=0.04 + 0.045 * row, color=f"C{row + 3}",
+                   alpha=0.5, lw=0)
+        ax.annotate(name, (start - t0, 0.025 + 0.045 * row), xycoords=("data", "axes fraction"), va="center",
+                    fontsize=7, xytext=(3, 0), textcoords="offset points")
     for version, at in flips:
         for a in (ax, ax_cpu):
             a.axvline(at - t0, color="grey", ls=":", lw=1)
@@ -79,6 +88,7 @@ def _events_panel(ax: Any, load: WorkerLoad, x: np.ndarray) -> None:
     ax.plot(x, 100 * hi, color="tab:blue", lw=1.6, marker="o", ms=3, label="max")
     ax.plot(x, 100 * p90, color="tab:blue", lw=1.2, ls="--", label="p90")
     ax.plot(x, 100 * med, color="tab:green", lw=1.4, label="median")
+    top = max(130.0, 115.0 * float(np.nanmax(hi, initial=0.0)))
     jitter = np.linspace(-0.25, 0.25, max(2, len(load.processed))) * load.window_s
     for j, key in enumerate(sorted(load.processed)):
         u = 100 * np.array(load.processed[key]) / load.cap
@@ -88,20 +98,23 @@ def _events_panel(ax: Any, load: WorkerLoad, x: np.ndarray) -> None:
         ax.scatter(xs[counted & ~over], u[counted & ~over], s=7, color="0.35", alpha=0.6, lw=0, zorder=3)
         ax.scatter(xs[over], u[over], s=14, color="crimson", zorder=4)
         partial = ~counted & (u > 0)
-        ax.scatter(xs[partial], u[partial], s=12, facecolors="none", edgecolors="0.6", lw=0.7, zorder=2)
+        clipped = partial & (u > top)
+        ax.scatter(xs[partial & ~clipped], u[partial & ~clipped], s=12, facecolors="none", edgecolors="0.6", lw=0.7,
+                   zorder=2)
+        ax.scatter(xs[clipped], np.full(int(clipped.sum()), top * 0.985), s=16, marker="^", color="0.6", zorder=2)
     ax.scatter([], [], s=7, color="0.35", label="a worker-window")
     ax.scatter([], [], s=14, color="crimson", label="over the cap")
     ax.scatter([], [], s=12, facecolors="none", edgecolors="0.6", label="partial window (not counted)")
+    ax.scatter([], [], s=16, marker="^", color="0.6", label="partial, off the scale\n(e.g. warm-up backlog)")
     ax.axhline(100, color="crimson", ls="--", lw=1, label="cap")
     ax.axhline(100 * MAX_UTILISATION, color="crimson", ls=":", lw=1, label=f"limit {100 * MAX_UTILISATION:.0f}%")
     ax.set_ylabel("events processed, % of the cap")
-    ax.set_ylim(0, max(120.0, float(np.nanmax(100 * np.array([load.processed[k] for k in load.processed]) / load.cap))
-                       * 1.05))
+    ax.set_ylim(0, top)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def _cpu_panel(ax: Any, load: WorkerLoad, x: np.ndarray) -> None:
-    share = {k: 100 * np.array(v) / load.window_s for k, v in load.cpu_s.items()}
+    share = {k: 1e3 * np.array(v) for k, v in load.cpu_s.items()}
     rows = [[share[k][i] for k in share if load.counted[k][i]] for i in range(load.n_windows)]
     hi = np.array([max(r) if r else np.nan for r in rows])
     med = np.array([float(np.median(r)) if r else np.nan for r in rows])
@@ -110,6 +123,6 @@ def _cpu_panel(ax: Any, load: WorkerLoad, x: np.ndarray) -> None:
     if not np.nansum(hi):
         ax.text(0.5, 0.5, "no cost report covers a counted worker-window", transform=ax.transAxes, ha="center",
                 va="center", fontsize=9, color="dimgrey")
-    ax.set_ylabel("transform CPU,\n% of one core")
+    ax.set_ylabel(f"transform CPU, ms\nper {load.window_s:g}s window")
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))

@@ -161,8 +161,14 @@ def utilisation_figure(state: RunState, load: WorkerLoad) -> list[Path]:
 
     if not load.processed:
         return []
-    cfg = state.config
+    from local.dataset import HOTSPOT, SHIFT
+
+    cfg, r = state.config, state.replayer
+    phases = []
+    if r is not None and r.started_at is not None:
+        phases = [(name, r.started_at + lo * cfg.duration_s, r.started_at + hi * cfg.duration_s)
+                  for name, (lo, hi) in (("day/night shift", SHIFT), ("hotspot ramp", HOTSPOT))]
     path = plot_utilisation(load, flip_times(state), cfg.out / "utilisation.png", state.started_at,
                             f"Utilisation measured at the workers: events processed per {cfg.window_s:g}s window "
-                            f"(cap {cfg.cap:g}), seed {cfg.seed}")
+                            f"(cap {cfg.cap:g}), seed {cfg.seed}", phases)
     return [path]

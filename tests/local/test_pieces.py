@@ -103,8 +103,8 @@ def test_quick_defaults_and_explicit_flags_win() -> None:
     # GIVEN --quick with an explicit --duration WHEN parsed THEN quick settings apply except the explicit one
     cfg = parse_args(["--quick", "--duration", "30", "--out", "x"])
     assert cfg.quick and cfg.duration_s == 30.0 and cfg.window_s == QUICK["window_s"] and cfg.out == Path("x")
-    # AND the default cap is a quarter of one window's events
-    assert RunConfig(rate=100, window_s=15).cap == 375.0
+    # AND the default cap is a third of one window's events
+    assert RunConfig(rate=100, window_s=15).cap == 500.0
 
 
 def test_bad_flag_values_exit_with_usage_error() -> None:
