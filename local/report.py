@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from local.output import delivery, read_quarantine
+from local.output import Delivery, delivery, read_quarantine
 from local.worker_load import (
     MAX_OVER_CAP_SHARE,
     MAX_UTILISATION,
@@ -177,12 +177,15 @@ def flips_section(state: RunState, load: WorkerLoad, built_for: dict[int, float]
                      f"{_fmt_t(state, tl.flipped_at):>9} {_fmt_t(state, drained):>13} "
                      f"{'-' if latency is None else f'{latency:.1f}s':>12} {_pct(built_for.get(new)):>9} "
                      f"{_pct(measured):>8}")
-    done = [r["window_to_flip_s"] for r in rows if r["window_to_flip_s"] is not None]
-    if done:
-        lines.append(f"  snapshot-to-live latency (window end -> flip): median {sorted(done)[len(done) // 2]:.1f}s, "
-                     f"max {max(done):.1f}s = {max(done) / load.window_s:.1f} windows of {load.window_s:g}s; "
-                     "'built for' = busiest worker under its own snapshot, 'measured' = busiest worker-window while "
-                     "it was active")
+    rebalances = sorted(r["window_to_flip_s"] for r in rows if r["window_to_flip_s"] is not None and r["from"])
+    first = rows[0]["window_to_flip_s"] if rows and rows[0]["from"] is None else None
+    if rebalances:
+        lines.append(f"  snapshot-to-live latency (window end -> flip) of the rebalances: median "
+                     f"{rebalances[len(rebalances) // 2]:.1f}s, max {rebalances[-1]:.1f}s = "
+                     f"{rebalances[-1] / load.window_s:.1f} windows of {load.window_s:g}s"
+                     + (f" (the first spec, with Spark's cold start: {first:.1f}s)" if first is not None else ""))
+    lines.append("  'built for' = busiest worker under its own snapshot; 'measured' = busiest worker-window while it "
+                 "was active, at the workers")
     return rows, lines
 
 
@@ -206,8 +209,10 @@ def utilisation_section(state: RunState, load: WorkerLoad) -> list[str]:
               f"{100 * MAX_UTILISATION:.0f}%; {worst}",
               f"  a worker-window: a window in which the worker's version was active throughout, inside the measured "
               f"span {load.measured.start_s - t:.0f}s-{load.measured.end_s - t:.0f}s (after the warm-up backlog, "
-              "before the replay stopped); (n) = partial window, shown but not counted"]
-    cpu = [(k, c, load.processed[k][i]) for k, s in load.cpu_s.items() for i, c in enumerate(s) if load.counted[k][i]]
+              "before the replay stopped); (n) = partial window, shown but not counted",
+              f"  {_coverage(load)}"]
+    cpu = [(k, c, load.processed[k][i]) for k, s in load.cpu_s.items() for i, c in enumerate(s)
+           if load.counted[k][i] and load.cpu_known[k][i]]
     if cpu and sum(n for *_, n in cpu):
         busiest = max(cpu, key=lambda x: x[1])
         lines.append(f"  measured cost (workers' cost reports, transform CPU): {1e6 * sum(c for _, c, _ in cpu) / sum(n for *_, n in cpu):.0f} "
@@ -225,9 +230,20 @@ def utilisation_section(state: RunState, load: WorkerLoad) -> list[str]:
     for name in ("max", "p90", "median"):
         lines.append("  " + f"{name + ' (counted)':<18}" + "".join(
             f"{round(100 * getattr(s, name)):>6}" if s else f"{'-':>6}" for s in stats))
-    cpu_row = [sum(load.cpu_s[k][i] for k in load.cpu_s if load.counted[k][i]) for i in range(load.n_windows)]
-    lines.append("  " + f"{'CPU ms (counted)':<18}" + "".join(f"{1e3 * c:>6.0f}" if c else f"{'-':>6}" for c in cpu_row))
+    cpu_row = [max((load.cpu_s[k][i] for k in load.cpu_s if load.counted[k][i] and load.cpu_known[k][i]), default=None)
+               for i in range(load.n_windows)]
+    lines.append("  " + f"{'max CPU ms':<18}" + "".join(f"{1e3 * c:>6.0f}" if c is not None else f"{'-':>6}"
+                                                         for c in cpu_row))
     return lines
+
+
+def _coverage(load: WorkerLoad) -> str:
+    """How many windows of the measured span were counted, and why the others were not."""
+    span = [i for i in range(load.n_windows)
+            if load.measured.covers(load.window_start(i), load.window_start(i) + load.window_s)]
+    counted = [i for i in span if any(c[i] for c in load.counted.values())]
+    return (f"windows counted: {len(counted)} of the {len(span)} whole windows in the measured span (the others "
+            "had no worker active throughout, e.g. a flip inside)")
 
 
 def _version_order(key: str) -> tuple[int, str]:
@@ -243,6 +259,7 @@ def utilisation_json(load: WorkerLoad) -> dict[str, Any]:
             "events": load.counted_events(), "processed": {k: list(v) for k, v in load.processed.items()},
             "counted": {k: list(v) for k, v in load.counted.items()},
             "cpu_s": {k: [round(c, 6) for c in v] for k, v in load.cpu_s.items()},
+            "cpu_known": {k: list(v) for k, v in load.cpu_known.items()},
             "measured_span": [load.measured.start_s, load.measured.end_s],
             "worker_windows": oc.worker_windows, "over_cap": oc.over, "over_cap_share": oc.share,
             "above_limit": oc.above_limit, "worst": asdict(oc.worst) if oc.worst else None,
@@ -304,6 +321,24 @@ def demonstrated(state: RunState, spec_json: dict[str, Any]) -> list[tuple[str, 
     ]
 
 
+def io_lines(state: RunState, d: Delivery) -> list[str]:
+    """Quarantined events by reason, and events in vs out."""
+    q = state.live.get("quarantine")
+    bad = state.replayer.bad_sent if state.replayer else {}
+    lines = ["", "QUARANTINED EVENTS (injected on purpose: one per reason code, bad_type twice)",
+             f"  injected: {sum(bad.values())} {dict(sorted(bad.items()))}"]
+    if q is not None:
+        lines.append(f"  quarantined records: {q.total} by reason {dict(sorted(q.by_reason.items()))} "
+                     f"by writer {q.by_writer}")
+    return [*lines, "", "EVENTS IN vs OUT", f"  valid events sent {d.sent}; enriched records {d.out_records}; unique "
+            f"event_ids out {d.out_unique}; duplicates (at-least-once, removed by dedupe) {d.duplicates}; "
+            f"lost {d.lost}; unexpected {d.unexpected}",
+            f"  router: {state.router.records_in if state.router else 0} ingest records read, "
+            f"{state.router.invocations if state.router else 0} invocations, "
+            f"{state.router.failed_items if state.router else 0} batch item failures retried",
+            f"  cost reports by version: {state.live.get('cost_reports', {})}"]
+
+
 def _loops(state: RunState) -> list[Any]:
     return [x for x in (state.replayer, state.notifier, state.router, state.deployer, state.observer) if x is not None]
 
@@ -336,22 +371,9 @@ def finish(state: RunState) -> int:
     except Exception as exc:
         report_errors.append(f"utilisation figure failed: {type(exc).__name__}: {exc}")
     report_errors += state.live.get("cost_problems", [])[:5]
-    q = state.live.get("quarantine")
-    text += ["", "QUARANTINED EVENTS (injected on purpose: one per reason code, bad_type twice)"]
-    bad = state.replayer.bad_sent if state.replayer else {}
-    text.append(f"  injected: {sum(bad.values())} {dict(sorted(bad.items()))}")
-    if q is not None:
-        text.append(f"  quarantined records: {q.total} by reason {dict(sorted(q.by_reason.items()))} "
-                    f"by writer {q.by_writer}")
     sent = state.replayer.sent_ids if state.replayer else []
     d = delivery(sent, state.output.records if state.output else [])
-    text += ["", "EVENTS IN vs OUT", f"  valid events sent {d.sent}; enriched records {d.out_records}; unique "
-             f"event_ids out {d.out_unique}; duplicates (at-least-once, removed by dedupe) {d.duplicates}; "
-             f"lost {d.lost}; unexpected {d.unexpected}",
-             f"  router: {state.router.records_in if state.router else 0} ingest records read, "
-             f"{state.router.invocations if state.router else 0} invocations, "
-             f"{state.router.failed_items if state.router else 0} batch item failures retried",
-             f"  cost reports by version: {state.live.get('cost_reports', {})}"]
+    text += io_lines(state, d)
     results = checks(state, load)
     results.append(Check("the report was written completely", not report_errors, "; ".join(report_errors) or "ok"))
     text += ["", "INVARIANTS"] + [f"  [{'PASS' if c.ok else 'FAIL'}] {c.name}: {c.detail}" for c in results]
@@ -374,7 +396,8 @@ def finish(state: RunState) -> int:
     doc = {"config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()} | {"cap": cfg.cap},
            "wall_s": wall, "timeline": state.events_log, "specs": spec_json, "flips": flips,
            "utilisation": utilisation_json(load),
-           "quarantine": asdict(q) if q is not None else None, "bad_injected": bad,
+           "quarantine": asdict(q) if (q := state.live.get("quarantine")) is not None else None,
+           "bad_injected": state.replayer.bad_sent if state.replayer else {},
            "delivery": asdict(d), "invariants": [asdict(c) for c in results],
            "loop_errors": [{"loop": n, "error": e} for n, e in errors], "ok": ok,
            "figures": [p.name for p in figures],

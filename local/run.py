@@ -265,7 +265,8 @@ def start_aws(state: RunState) -> EmbeddedAws:
     os.environ.pop("COSTS_BUCKET", None)
     aws.create_resources(ingest_shards=2)
     say(state, f"moto server (AWS) at {aws.endpoint_url}; stream, buckets and tables created "
-               f"(prefix {cfg.prefix}); cap {cfg.cap:g} events per {cfg.window_s:g}s window")
+               f"(prefix {cfg.prefix}); cap {cfg.cap:g} events per {cfg.window_s:g}s window; policy: build to "
+               f"{100 * cfg.target_fill:.0f}%, redeploy above {100 * cfg.high_watermark:.0f}%, cooldown {cfg.cooldown_s:g}s")
     return aws
 
 

@@ -10,8 +10,10 @@ The truth about utilisation is what the workers processed, never the snapshot's 
 * **cost**: its cost reports ``costs/v<version>/<worker>/<epoch_s>.json`` give, per interval,
   the events and the CPU per event in calibration units; the interval's CPU seconds
   (``sum(events * rates) * calibration``) are spread over the windows it overlaps, in
-  proportion to the overlap. The cap is in events (the local partitioner balances on
-  counts), so cost is reported beside the events, not checked against the cap.
+  proportion to the overlap. A window's CPU is known only where the worker's reports cover
+  all of it (the interval holding its last events may not be reported yet when the run
+  collects them). The cap is in events (the local partitioner balances on counts), so cost
+  is reported beside the events, not checked against the cap.
 
 Windows are the snapshot windows ``[i * window_s, (i + 1) * window_s)`` in epoch seconds
 (the aggregation job's tumbling windows), so a worker's window lines up with a snapshot.
@@ -206,7 +208,8 @@ class WindowStats:
 class WorkerLoad:
     """Events and CPU per worker per window; window ``i`` starts at ``(first_window + i) * window_s``.
 
-    ``counted[key][i]`` says whether window ``i`` is a worker-window of ``key`` (module docstring).
+    ``counted[key][i]`` says whether window ``i`` is a worker-window of ``key`` (module docstring);
+    ``cpu_known[key][i]`` whether the key's cost reports cover all of window ``i``.
     """
 
     window_s: float
@@ -215,6 +218,7 @@ class WorkerLoad:
     processed: Mapping[str, tuple[int, ...]]
     counted: Mapping[str, tuple[bool, ...]]
     cpu_s: Mapping[str, tuple[float, ...]]
+    cpu_known: Mapping[str, tuple[bool, ...]]
     measured: Span
 
     @property
@@ -274,20 +278,28 @@ def measure(records: Iterable[OutRecord], costs: Iterable[CostSample], spans: Ma
         counts[key][math.floor(r.written_ms / 1000.0 / window_s)] += 1
         versions[key].add(r.version)
     if not counts:
-        return WorkerLoad(window_s, cap, 0, {}, {}, {}, measured)
+        return WorkerLoad(window_s, cap, 0, {}, {}, {}, {}, measured)
     first = min(min(c) for c in counts.values())
     n = max(max(c) for c in counts.values()) - first + 1
+    starts = [(first + i) * window_s for i in range(n)]
     cpu: dict[str, list[float]] = {k: [0.0] * n for k in counts}
+    reported: dict[str, list[Span]] = defaultdict(list)
     for c in costs:
-        if load_key(c) in cpu:
+        key = load_key(c)
+        if key in cpu:
+            reported[key].append(Span(c.start_s, c.end_s))
             for i, part in spread(c.start_s, c.end_s, c.cpu_s, window_s).items():
                 if 0 <= i - first < n:
-                    cpu[load_key(c)][i - first] += part
-    counted = {}
+                    cpu[key][i - first] += part
+    counted, known = {}, {}
     for key, vs in versions.items():
         live = merge(spans[v] for v in vs if v in spans)
-        starts = [(first + i) * window_s for i in range(n)]
-        counted[key] = tuple(measured.covers(s, s + window_s) and any(sp.covers(s, s + window_s) for sp in live)
-                             for s in starts)
+        counted[key] = tuple(measured.covers(s, s + window_s) and _inside(live, s, s + window_s) for s in starts)
+        covered = merge(reported[key])
+        known[key] = tuple(_inside(covered, s, s + window_s) for s in starts)
     return WorkerLoad(window_s, cap, first, {k: tuple(c.get(first + i, 0) for i in range(n)) for k, c in counts.items()},
-                      counted, {k: tuple(v) for k, v in cpu.items()}, measured)
+                      counted, {k: tuple(v) for k, v in cpu.items()}, known, measured)
+
+
+def _inside(spans: Sequence[Span], lo: float, hi: float) -> bool:
+    return any(s.covers(lo, hi) for s in spans)

@@ -147,7 +147,15 @@ def test_cpu_lands_in_the_workers_windows() -> None:
     costs = [CostSample(1, "w1", 0.0, 20.0, 1.0, 10), CostSample(9, "w9", 0.0, 20.0, 5.0, 10)]
     # WHEN measured THEN its CPU is split between its windows, and a worker with no output is left out
     load = measure(records, costs, live_spans([(1, 0.0)]), Span(0.0, 20.0), W, CAP)
-    assert load.cpu_s == {"v1/w1": pytest.approx((0.5, 0.5))}
+    assert load.cpu_s == {"v1/w1": pytest.approx((0.5, 0.5))} and load.cpu_known == {"v1/w1": (True, True)}
+
+
+def test_cpu_of_a_window_no_report_covers_is_unknown() -> None:
+    # GIVEN events in windows 0-1 but cost reported only for [0, 14) (the rest not reported yet)
+    records = _records("w1", 1, {0: 5, 1: 5})
+    load = measure(records, [CostSample(1, "w1", 0.0, 14.0, 0.7, 7)], live_spans([(1, 0.0)]), Span(0.0, 20.0), W, CAP)
+    # THEN window 1's CPU is not known (it is not 0.2 s: the last 6 s were not reported)
+    assert load.cpu_known["v1/w1"] == (True, False)
 
 
 def test_figure_stays_readable_with_many_workers(tmp_path: Path) -> None:
