@@ -367,7 +367,7 @@ def finish(state: RunState) -> int:
     flips, flip_lines = flips_section(state, load, built_for)
     text += ["", *flip_lines]
     try:
-        figures += specs_report.utilisation_figure(state, load)
+        figures += specs_report.utilisation_figure(state, load, flip_times(state))
     except Exception as exc:
         report_errors.append(f"utilisation figure failed: {type(exc).__name__}: {exc}")
     report_errors += state.live.get("cost_problems", [])[:5]

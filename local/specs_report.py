@@ -154,21 +154,19 @@ def _maps(state: RunState, specs: dict[int, Any], built_from: dict[int, Any]) ->
     return [Path(f) for f in figures]
 
 
-def utilisation_figure(state: RunState, load: WorkerLoad) -> list[Path]:
-    """Write ``utilisation.png`` (utilisation at the workers per window, flips marked)."""
+def utilisation_figure(state: RunState, load: WorkerLoad, flips: list[tuple[int, float]]) -> list[Path]:
+    """Write ``utilisation.png``: utilisation at the workers per window, the scenario's phases, ``flips``."""
+    from local.dataset import HOTSPOT, SHIFT
     from local.figures import plot_utilisation
-    from local.report import flip_times
 
     if not load.processed:
         return []
-    from local.dataset import HOTSPOT, SHIFT
-
     cfg, r = state.config, state.replayer
     phases = []
     if r is not None and r.started_at is not None:
         phases = [(name, r.started_at + lo * cfg.duration_s, r.started_at + hi * cfg.duration_s)
                   for name, (lo, hi) in (("day/night shift", SHIFT), ("hotspot ramp", HOTSPOT))]
-    path = plot_utilisation(load, flip_times(state), cfg.out / "utilisation.png", state.started_at,
+    path = plot_utilisation(load, flips, cfg.out / "utilisation.png", state.started_at,
                             f"Utilisation measured at the workers: events processed per {cfg.window_s:g}s window "
                             f"(cap {cfg.cap:g}), seed {cfg.seed}", phases)
     return [path]
