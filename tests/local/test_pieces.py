@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from local.config import QUICK, RunConfig, parse_args
-from local.dataset import EventFactory, Places, Scenario, bad_events, diurnal, load_places, place_rates
-from local.output import OutRecord, delivery, utilisation
+from local.dataset import HOTSPOT, SHIFT, EventFactory, Places, Scenario, bad_events, diurnal, load_places, place_rates
+from local.output import OutRecord, delivery
 
 REASONS = {"unparsable_json", "not_an_object", "missing_field", "bad_type", "nan", "lat_out_of_range",
            "lon_out_of_range", "bad_timestamp"}
@@ -25,22 +25,35 @@ def test_day_night_moves_load_from_east_to_west() -> None:
     # GIVEN two equal places 180 degrees apart, at 04:00 UTC (noon in the east, midnight in the west)
     places = _two_places()
     scenario = Scenario(start_utc_hour=4.0, shift_s=12 * 3600, hotspot_place=0, hotspot_boost=0.0)
-    # WHEN the replay passes the day/night shift phase (12 simulated hours)
-    start, end = place_rates(places, scenario, 0.0), place_rates(places, scenario, 0.5)
+    # WHEN the replay passes the day/night shift (12 simulated hours)
+    start, end = place_rates(places, scenario, 0.0), place_rates(places, scenario, SHIFT[1])
     # THEN the load moves from the east to the west, and holds still in the steady phases
     assert start[0] > 0.9 and end[1] > 0.9
-    assert scenario.phase(0.05) == "steady" and scenario.sim_time(0.0) == scenario.sim_time(0.1)
+    assert scenario.phase(0.05) == "steady" and scenario.sim_time(0.0) == scenario.sim_time(SHIFT[0])
+    assert scenario.sim_time(SHIFT[1]) == scenario.sim_time(1.0)
 
 
 def test_hotspot_ramps_instead_of_spiking() -> None:
-    # GIVEN a scenario whose hotspot ramps during the "new hotspot" phase (60 % to 75 % of the replay)
+    # GIVEN a scenario whose hotspot ramps during HOTSPOT (35 % to 85 % of the replay)
     places = _two_places()
     scenario = Scenario(start_utc_hour=4.0, shift_s=0.0, hotspot_place=1)
+    mid = (HOTSPOT[0] + HOTSPOT[1]) / 2
     # WHEN the hotspot's share is read before, during and after the ramp
-    shares = [place_rates(places, scenario, f)[1] for f in (0.55, 0.675, 0.8)]
+    shares = [place_rates(places, scenario, f)[1] for f in (HOTSPOT[0] - 0.01, mid, HOTSPOT[1] + 0.01)]
     # THEN it is flat before, partway during, and highest after
     assert shares[0] < shares[1] < shares[2]
-    assert scenario.hotspot_level(0.675) == pytest.approx(0.5)
+    assert scenario.hotspot_level(mid) == pytest.approx(0.5)
+    assert scenario.phase(mid) == "new hotspot" and scenario.phase(HOTSPOT[0]) == "day/night shift + new hotspot"
+
+
+def test_default_pace_is_one_a_fleet_can_follow() -> None:
+    # GIVEN the default and the quick run settings
+    for cfg in (RunConfig(), parse_args(["--quick"])):
+        # THEN the hotspot ramps over at least four snapshot windows (seed 000: viral events ramp over minutes)
+        assert (HOTSPOT[1] - HOTSPOT[0]) * cfg.duration_s >= 4 * cfg.window_s, cfg
+        # AND a window moves the day/night line by at most 40 simulated minutes
+        assert cfg.speed * cfg.window_s <= 40 * 60, cfg
+        assert "the hotspot ramps over" in cfg.pace()
 
 
 def test_diurnal_is_bounded_and_low_at_night() -> None:
@@ -90,8 +103,8 @@ def test_quick_defaults_and_explicit_flags_win() -> None:
     # GIVEN --quick with an explicit --duration WHEN parsed THEN quick settings apply except the explicit one
     cfg = parse_args(["--quick", "--duration", "30", "--out", "x"])
     assert cfg.quick and cfg.duration_s == 30.0 and cfg.window_s == QUICK["window_s"] and cfg.out == Path("x")
-    # AND the default cap is a quarter of one window's events
-    assert RunConfig(rate=100, window_s=15).cap == 375.0
+    # AND the default cap is a third of one window's events
+    assert RunConfig(rate=100, window_s=15).cap == 500.0
 
 
 def test_bad_flag_values_exit_with_usage_error() -> None:
@@ -101,7 +114,7 @@ def test_bad_flag_values_exit_with_usage_error() -> None:
 
 
 def _rec(eid: str, worker: str = "w0001", version: int = 1, ts_ms: int = 0) -> OutRecord:
-    return OutRecord(eid, version, worker, "p0001", ts_ms)
+    return OutRecord(eid, version, worker, "p0001", ts_ms, ts_ms + 500)
 
 
 def test_delivery_counts_lost_duplicates_and_unexpected() -> None:
@@ -112,14 +125,3 @@ def test_delivery_counts_lost_duplicates_and_unexpected() -> None:
     # THEN e3 is lost, zz unexpected, and the e1 duplicate is removed by dedupe
     assert (d.lost, d.unexpected, d.duplicates, d.out_unique) == (1, 1, 1, 3)
     assert d.lost_sample == ("e3",) and not d.ok
-
-
-def test_utilisation_measures_longest_over_cap_run() -> None:
-    # GIVEN worker w1 with 3, 3, 1, 3 events in four 10 s windows and a cap of 2 per window
-    ts = [0, 1, 2, 10_000, 10_001, 10_002, 20_000, 30_000, 30_001, 30_002]
-    records = [_rec(f"e{i}", ts_ms=t) for i, t in enumerate(ts)]
-    # WHEN utilisation is computed
-    series = utilisation(records, window_s=10.0, cap=2.0)
-    # THEN the counts per window are right and the longest over-cap run is two windows (20 s)
-    assert series.counts["v1/w0001"] == [3, 3, 1, 3]
-    assert series.over_cap_spans() == {"v1/w0001": 20.0}

@@ -38,6 +38,26 @@ def test_quick_run_passes_every_invariant(quick_run: tuple[subprocess.CompletedP
     assert not failed and report["ok"] is True
 
 
+def test_quick_run_report_leads_with_utilisation_at_the_workers(
+        quick_run: tuple[subprocess.CompletedProcess[str], Path, float]) -> None:
+    # GIVEN the quick run's report
+    _, out, _ = quick_run
+    text = (out / "report.txt").read_text()
+    u = json.loads((out / "report.json").read_text())["utilisation"]
+    # THEN its first section is the utilisation measured at the workers, the snapshot's view comes later, labelled
+    first = text.split("=" * 100)[2].strip().splitlines()[0]
+    assert first.startswith("UTILISATION AT THE WORKERS"), first
+    assert text.index("THE SNAPSHOT'S ESTIMATE") > text.index("UTILISATION AT THE WORKERS")
+    # AND report.json holds per-worker counts per window, measured over enough worker-windows, on the target
+    assert u["cap"] > 0 and u["worker_windows"] >= 10
+    assert all(len(v) == len(u["window_starts"]) for v in u["events"].values())
+    cells = [n for v in u["events"].values() for n in v if n > 0]
+    assert len(cells) <= u["worker_windows"] and max(cells) <= 1.1 * u["cap"]
+    assert u["over_cap_share"] <= 0.02
+    # AND every worker that processed events has measured CPU from its cost reports
+    assert all(sum(v) > 0 for v in u["cpu_s"].values())
+
+
 def test_quick_run_delivers_every_event_once_after_dedupe(
         quick_run: tuple[subprocess.CompletedProcess[str], Path, float]) -> None:
     # GIVEN the quick run's report WHEN events in and out are compared
@@ -57,6 +77,8 @@ def test_quick_run_deploys_flips_and_quarantines(
     assert report["flips"], "no flip at all"
     for flip in report["flips"]:
         assert flip["green_ready_at"] is not None and flip["flipped_at"] is not None
+        # AND the loop's snapshot-to-live latency was measured: the flip came after its snapshot window closed
+        assert flip["window_end"] is not None and 0 < flip["window_to_flip_s"] < 300
     # AND every injected bad event was quarantined with its reason code
     quarantined = report["quarantine"]["by_reason"]
     for reason, n in report["bad_injected"].items():

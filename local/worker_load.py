@@ -1,0 +1,305 @@
+"""Utilisation measured at the workers: what each worker processed per window, and what it cost.
+
+The truth about utilisation is what the workers processed, never the snapshot's estimate
+(DESIGN). Both sources are written by the workers themselves:
+
+* **events**: a worker writes one enriched object per batch it processed, keyed
+  ``enriched/v<version>/<worker>/<epoch_ms>.jsonl`` with the time of the write. A worker's
+  count in a window is the number of records in the objects it wrote in that window
+  (every record: an at-least-once duplicate is work done twice);
+* **cost**: its cost reports ``costs/v<version>/<worker>/<epoch_s>.json`` give, per interval,
+  the events and the CPU per event in calibration units; the interval's CPU seconds
+  (``sum(events * rates) * calibration``) are spread over the windows it overlaps, in
+  proportion to the overlap. A window's CPU is known only where the worker's reports cover
+  all of it (the interval holding its last events may not be reported yet when the run
+  collects them). The cap is in events (the local partitioner balances on counts), so cost
+  is reported beside the events, not checked against the cap.
+
+Windows are the snapshot windows ``[i * window_s, (i + 1) * window_s)`` in epoch seconds
+(the aggregation job's tumbling windows), so a worker's window lines up with a snapshot.
+
+**Worker-windows.** A window counts for a worker (a *worker-window*) only when the worker
+served for the whole of it:
+
+* its version was active from before the window began until after it ended: from the
+  flip to it to the flip away from it (:func:`live_spans`). The window in which a flip
+  happens is partial for both fleets (green's first events, blue's drained backlog);
+* the window lies in the measured span of the replay (:func:`measured_span`): it starts
+  no earlier than the first boundary after the **warm-up backlog** came out and ends no
+  later than the last boundary before the replay stopped sending. The warm-up backlog is
+  what the replay sent before the first spec was active: the router holds it in the
+  ingest stream until then, and the first fleet works through it in one burst that no
+  load pattern caused. The replay's first and last windows hold part of a window's events.
+
+Partial windows are shown (in parentheses in the report) but never counted. A worker that
+processed nothing at all does not appear; a live worker with no events in a window counts
+at 0 %.
+
+**The target** (issue 11): at most :data:`MAX_OVER_CAP_SHARE` of the worker-windows over
+the cap, none above :data:`MAX_UTILISATION` x the cap. A run with no worker-window fails
+it: nothing was measured.
+
+Everything is keyed by :func:`load_key`; today that is ``v<version>/<worker>``, one worker
+process. A process that serves a slot across versions is one key once the key names the
+process: its live span is the union of the spans of every version it served.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from local.output import OutRecord
+
+#: The run fails when more than this share of worker-windows is over the cap ...
+MAX_OVER_CAP_SHARE = 0.02
+#: ... or when any worker-window is above this multiple of the cap.
+MAX_UTILISATION = 1.10
+
+
+class Keyed(Protocol):
+    """What :func:`load_key` reads: the spec version and worker slot a record or report came from."""
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def worker(self) -> str: ...
+
+
+def load_key(item: Keyed) -> str:
+    """The unit utilisation is measured for (one worker process): ``v<version>/<worker>``."""
+    return f"v{item.version}/{item.worker}"
+
+
+@dataclass(frozen=True)
+class Span:
+    """A time interval ``[start_s, end_s)`` in epoch seconds (``end_s`` may be infinite)."""
+
+    start_s: float
+    end_s: float = math.inf
+
+    def covers(self, lo: float, hi: float) -> bool:
+        """True when ``[lo, hi)`` lies inside the span."""
+        return self.start_s <= lo and hi <= self.end_s
+
+
+def live_spans(flips: Sequence[tuple[int, float]]) -> dict[int, Span]:
+    """Return when each version was active: from its flip to the next flip (the last one: open).
+
+    ``flips`` is ``(version, flipped_at)`` of every flip of the active pointer.
+    """
+    ordered = sorted(flips, key=lambda f: f[1])
+    return {v: Span(at, ordered[i + 1][1] if i + 1 < len(ordered) else math.inf)
+            for i, (v, at) in enumerate(ordered)}
+
+
+def merge(spans: Iterable[Span]) -> list[Span]:
+    """Merge overlapping or touching spans (a process serving v3 then v4 serves without a gap)."""
+    out: list[Span] = []
+    for s in sorted(spans, key=lambda s: s.start_s):
+        if out and s.start_s <= out[-1].end_s:
+            out[-1] = Span(out[-1].start_s, max(out[-1].end_s, s.end_s))
+        else:
+            out.append(s)
+    return out
+
+
+def measured_span(records: Iterable[OutRecord], live_from_s: float, replay_end_s: float) -> Span:
+    """The part of the replay whose windows count: after the warm-up backlog, before the replay stopped.
+
+    Parameters
+    ----------
+    records
+        Every enriched record.
+    live_from_s
+        When the replay saw the first spec active (events sent before are the warm-up backlog).
+    replay_end_s
+        When the replay sent its last events.
+    """
+    backlog_out = max((r.written_ms / 1000.0 for r in records if r.ts_ms / 1000.0 < live_from_s),
+                      default=live_from_s)
+    return Span(max(live_from_s, backlog_out), replay_end_s)
+
+
+@dataclass(frozen=True)
+class CostSample:
+    """One cost report: which worker, the interval it covers, its CPU seconds and events."""
+
+    version: int
+    worker: str
+    start_s: float
+    end_s: float
+    cpu_s: float
+    events: int
+
+
+def cost_sample(body: Mapping[str, Any], where: str) -> CostSample:
+    """Read a cost report body (CONTRACTS "Cost reports"); ``ValueError`` naming ``where`` if it is bad."""
+    try:
+        events = {str(q): int(n) for q, n in dict(body["events"]).items()}
+        rates = {str(q): float(r) for q, r in dict(body["rates"]).items()}
+        calibration, end, interval = float(body["calibration"]), float(body["reported_at"]), float(body["interval_s"])
+        sample = CostSample(int(body["version"]), str(body["worker"]), end - interval, end,
+                            sum(n * rates.get(q, 0.0) for q, n in events.items()) * calibration, sum(events.values()))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: unreadable cost report ({type(exc).__name__}: {exc})") from None
+    if not (math.isfinite(sample.cpu_s) and sample.cpu_s >= 0 and interval >= 0):
+        raise ValueError(f"{where}: cost report with CPU {sample.cpu_s!r} s over {interval!r} s")
+    return sample
+
+
+def spread(start_s: float, end_s: float, amount: float, window_s: float) -> dict[int, float]:
+    """Split ``amount`` over the windows ``[start_s, end_s)`` overlaps, in proportion to the overlap."""
+    if end_s <= start_s:
+        return {math.floor(end_s / window_s): amount}
+    out: dict[int, float] = {}
+    for i in range(math.floor(start_s / window_s), math.ceil(end_s / window_s)):
+        overlap = min(end_s, (i + 1) * window_s) - max(start_s, i * window_s)
+        if overlap > 0:
+            out[i] = amount * overlap / (end_s - start_s)
+    return out
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One counted worker-window: whose, when it started (epoch s), events and utilisation."""
+
+    key: str
+    start_s: float
+    events: int
+    utilisation: float
+
+
+@dataclass(frozen=True)
+class OverCap:
+    """The over-cap target evaluated on the counted worker-windows."""
+
+    worker_windows: int
+    over: int
+    above_limit: int
+    worst: Cell | None
+
+    @property
+    def share(self) -> float:
+        return self.over / self.worker_windows if self.worker_windows else 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.worker_windows > 0 and self.share <= MAX_OVER_CAP_SHARE and self.above_limit == 0
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    """Utilisation over the counted workers of one window."""
+
+    workers: int
+    max: float
+    p90: float
+    median: float
+
+
+@dataclass(frozen=True)
+class WorkerLoad:
+    """Events and CPU per worker per window; window ``i`` starts at ``(first_window + i) * window_s``.
+
+    ``counted[key][i]`` says whether window ``i`` is a worker-window of ``key`` (module docstring);
+    ``cpu_known[key][i]`` whether the key's cost reports cover all of window ``i``.
+    """
+
+    window_s: float
+    cap: float
+    first_window: int
+    processed: Mapping[str, tuple[int, ...]]
+    counted: Mapping[str, tuple[bool, ...]]
+    cpu_s: Mapping[str, tuple[float, ...]]
+    cpu_known: Mapping[str, tuple[bool, ...]]
+    measured: Span
+
+    @property
+    def n_windows(self) -> int:
+        return len(next(iter(self.processed.values()), ()))
+
+    def window_start(self, i: int) -> float:
+        return (self.first_window + i) * self.window_s
+
+    def cells(self) -> list[Cell]:
+        """Every counted worker-window."""
+        return [Cell(key, self.window_start(i), n, n / self.cap)
+                for key, series in self.processed.items() for i, n in enumerate(series) if self.counted[key][i]]
+
+    def over_cap(self) -> OverCap:
+        cells = self.cells()
+        return OverCap(len(cells), sum(c.utilisation > 1.0 for c in cells),
+                       sum(c.utilisation > MAX_UTILISATION for c in cells),
+                       max(cells, key=lambda c: c.utilisation, default=None))
+
+    def window_stats(self, i: int) -> WindowStats | None:
+        """Max, p90 and median utilisation of the workers counted in window ``i`` (None if none)."""
+        utils = [self.processed[k][i] / self.cap for k in self.processed if self.counted[k][i]]
+        if not utils:
+            return None
+        a = np.asarray(utils)
+        return WindowStats(len(utils), float(a.max()), float(np.quantile(a, 0.9)), float(np.median(a)))
+
+    def counted_events(self) -> dict[str, list[int]]:
+        """Per key, the events of each counted window and 0 elsewhere (``report.json`` ``events``)."""
+        return {k: [n if c else 0 for n, c in zip(s, self.counted[k], strict=True)] for k, s in self.processed.items()}
+
+
+def measure(records: Iterable[OutRecord], costs: Iterable[CostSample], spans: Mapping[int, Span], measured: Span,
+            window_s: float, cap: float) -> WorkerLoad:
+    """Count each worker's events and CPU per window and mark its worker-windows (module docstring).
+
+    Parameters
+    ----------
+    records
+        Every enriched record (``written_ms`` places it in a window).
+    costs
+        Every cost report.
+    spans
+        When each version was active (:func:`live_spans`).
+    measured
+        The replay span whose windows count (:func:`measured_span`).
+    window_s, cap
+        Window length (s) and cap (events per window), both > 0.
+    """
+    if not (window_s > 0 and cap > 0):
+        raise ValueError(f"window_s and cap must be > 0, got {window_s!r}, {cap!r}")
+    counts: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    versions: dict[str, set[int]] = defaultdict(set)
+    for r in records:
+        key = load_key(r)
+        counts[key][math.floor(r.written_ms / 1000.0 / window_s)] += 1
+        versions[key].add(r.version)
+    if not counts:
+        return WorkerLoad(window_s, cap, 0, {}, {}, {}, {}, measured)
+    first = min(min(c) for c in counts.values())
+    n = max(max(c) for c in counts.values()) - first + 1
+    starts = [(first + i) * window_s for i in range(n)]
+    cpu: dict[str, list[float]] = {k: [0.0] * n for k in counts}
+    reported: dict[str, list[Span]] = defaultdict(list)
+    for c in costs:
+        key = load_key(c)
+        if key in cpu:
+            reported[key].append(Span(c.start_s, c.end_s))
+            for i, part in spread(c.start_s, c.end_s, c.cpu_s, window_s).items():
+                if 0 <= i - first < n:
+                    cpu[key][i - first] += part
+    counted, known = {}, {}
+    for key, vs in versions.items():
+        live = merge(spans[v] for v in vs if v in spans)
+        counted[key] = tuple(measured.covers(s, s + window_s) and _inside(live, s, s + window_s) for s in starts)
+        covered = merge(reported[key])
+        known[key] = tuple(_inside(covered, s, s + window_s) for s in starts)
+    return WorkerLoad(window_s, cap, first, {k: tuple(c.get(first + i, 0) for i in range(n)) for k, c in counts.items()},
+                      counted, {k: tuple(v) for k, v in cpu.items()}, known, measured)
+
+
+def _inside(spans: Sequence[Span], lo: float, hi: float) -> bool:
+    return any(s.covers(lo, hi) for s in spans)
