@@ -22,12 +22,12 @@ class Resources:
     output_bucket: str
 
     def config(self, version: int, **overrides: Any) -> WorkerConfig:
-        """A fast worker config (short lease, quiet period and polls) for ``version``."""
+        """A fast worker config (short lease, quiet period and polls) for ``version`` (``whole`` mode unless overridden)."""
         base: dict[str, Any] = {
             "spec_version": version, "control_table": self.control_table, "leases_table": self.leases_table,
             "specs_bucket": self.specs_bucket, "costs_bucket": self.costs_bucket,
             "output_bucket": self.output_bucket, "prefix": self.prefix, "lease_s": 3.0, "drain_quiet_s": 0.6,
-            "cost_report_interval_s": 60.0, "poll_interval_s": 0.05, "active_poll_s": 0.1,
+            "cost_report_interval_s": 60.0, "poll_interval_s": 0.05, "active_poll_s": 0.1, "swap_mode": "whole",
         }
         base.update(overrides)
         return WorkerConfig(**base)
