@@ -240,6 +240,10 @@ class LeaseManager:
         """Set ``ready=true``: the worker has loaded its region and calibrated."""
         self._owned_update("SET ready = :t, ready_at = :now", {":t": {"BOOL": True}, ":now": _n(self.clock())})
 
+    def mark_serving(self) -> None:
+        """Set ``serving_at``: the worker starts reading its shard (after the previous version drained)."""
+        self._owned_update("SET serving_at = :now", {":now": _n(self.clock())})
+
     def checkpoint(self, shard_id: str, sequence_number: str) -> None:
         """Record the last processed sequence number of ``shard_id`` (output already written)."""
         self._owned_update("SET checkpoint.#s = :seq", {":seq": {"S": sequence_number}}, names={"#s": shard_id})

@@ -391,6 +391,7 @@ class GeoWorker:
             passed = self._barrier(slot)
             if passed != "ok":
                 return self._leave(slot, passed)
+            slot.leases.mark_serving()
             return self._consume(slot)
         except LeaseLost:
             log(self.log, logging.WARNING, "lease_lost", **self._ids())
