@@ -272,11 +272,11 @@ def swap_timings(flips: Sequence[Flip], plans: Mapping[int, Mapping[str, Any]], 
                 first_claim[pid] = t
     start, warm = [], []
     for e in index.starts:
-        t = first_claim.get(e.pid)
-        if t is not None and t.claimed_at is not None:
-            start.append(t.claimed_at - e.at)
-            if t.ready_at is not None:
-                warm.append(t.ready_at - t.claimed_at)
+        first = first_claim.get(e.pid)
+        if first is not None and first.claimed_at is not None:
+            start.append(first.claimed_at - e.at)
+            if first.ready_at is not None:
+                warm.append(first.ready_at - first.claimed_at)
     prepare, drain = [], []
     for flip in flips:
         for w in plans.get(flip.to_version, {}).get("kept", []):

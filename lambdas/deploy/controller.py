@@ -299,8 +299,9 @@ class DeployController:
         new = replace(st, status=ROLLED_BACK, stage_since=self.clock(), failed_version=max(st.failed_version, v),
                       reason=reason)
         if self._save(st, new):
-            for cleanup in (lambda: self.rollback(v, st.old_version),
-                            lambda: self.streams.delete(f"{self.prefix}-geo-v{v}")):
+            cleanups: tuple[Callable[[], object], ...] = (lambda: self.rollback(v, st.old_version),
+                                                          lambda: self.streams.delete(f"{self.prefix}-geo-v{v}"))
+            for cleanup in cleanups:
                 try:
                     cleanup()
                 except Exception:  # best effort: the version is already marked failed and never retried

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from lambdas.common.aws import EcsFleet, EcsService, GeoStreams, spec_key
-from lambdas.common.records import read_active
 from lambdas.common.config import SwapMode
+from lambdas.common.records import read_active
 from lambdas.deploy.controller import (
     DONE,
     DRAINING,
