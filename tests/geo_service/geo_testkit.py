@@ -60,3 +60,12 @@ def set_active(clients: Clients, res: Resources, version: int) -> None:
         "flipped_at": {"S": "2026-11-21T00:00:00Z"}})
 
 
+
+
+def set_plan(clients: Clients, res: Resources, from_version: int | None, to_version: int, kept: list[str],
+             status: str = "started", mode: str = "carry") -> None:
+    """Write control ``pk="plan"`` as the deploy controller does (``lambdas/deploy/plan.py`` ``plan_item``)."""
+    clients.dynamodb.put_item(TableName=res.control_table, Item={
+        "pk": {"S": "plan"}, "from_version": {"N": str(from_version)} if from_version else {"NULL": True},
+        "to_version": {"N": str(to_version)}, "mode": {"S": mode}, "kept": {"L": [{"S": w} for w in kept]},
+        "started": {"L": []}, "stopped": {"L": []}, "status": {"S": status}})
