@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -55,6 +56,8 @@ def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     thread = threading.Thread(target=server.serve_forever, name="moto-e2e", daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
+    # moto's backends are process-wide: start every test from an empty account
+    urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10).close()
     for k, v in {**ENV, "AWS_ENDPOINT_URL": url}.items():
         monkeypatch.setenv(k, v)
     c = make_clients(LambdaConfig.from_env())
