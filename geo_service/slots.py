@@ -169,3 +169,17 @@ class SlotFinder:
             return set()
         old = read_leases(self.clients.dynamodb, self.config.leases_table, plan.from_version, kept)
         return {w for w in kept if w in old and not old[w].drained}
+
+
+def previous_drained(ctl: ControlView, version: int, specs: SpecCache, dynamodb: object, leases_table: str) -> bool:
+    """True when ``version`` may be read: every slot of the version the plan swaps from to it is drained.
+
+    Also True when the plan is not a swap to ``version`` (a first deploy, or a later plan: the previous version
+    drained long ago, since a deployment starts only after the one before it finished).
+    """
+    plan = ctl.plan
+    if plan is None or plan.to_version != version or plan.from_version is None:
+        return True
+    ids = [w.id for w in specs.get(plan.from_version).workers]
+    states = read_leases(dynamodb, leases_table, plan.from_version, ids)
+    return all(w in states and states[w].drained for w in ids)

@@ -46,13 +46,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 from geo_service.aws import Clients
@@ -63,68 +60,16 @@ from geo_service.control import ControlView, read_control
 from geo_service.cost import Calibration, CostTracker, calibrate
 from geo_service.health import HealthServer
 from geo_service.heartbeat import Heartbeats
-from geo_service.lease import Clock, LeaseLost, LeaseManager, read_leases
+from geo_service.lease import Clock, LeaseLost, LeaseManager
 from geo_service.logs import get_logger, log
 from geo_service.process import BatchProcessor
 from geo_service.protection import ScaleInProtection
-from geo_service.slots import Slot, SlotFinder, SpecCache, region_of
+from geo_service.slots import Slot, SlotFinder, SpecCache, previous_drained, region_of
+from geo_service.status import FINAL_STATES, Outcome, WorkerExited, WorkerStatus, default_owner
 from geo_service.transform import GeoTransform, load_transform, transform_for_region
 from partitioner.spec import Spec
 
-FINAL_STATES = frozenset({"drained", "released", "retired", "abandoned", "failed"})
-
-
-@dataclass(frozen=True)
-class WorkerStatus:
-    """A snapshot of a worker's progress (also the ``/health`` body)."""
-
-    state: str
-    version: int | None
-    owner: str
-    worker_id: str | None = None
-    partition_ids: tuple[str, ...] = ()
-    ready: bool = False
-    draining: bool = False
-    records_read: int = 0
-    events_out: int = 0
-    strays: int = 0
-    quarantined: int = 0
-    batches: int = 0
-    cost_reports: int = 0
-    places_loaded: int = 0
-    places_gained: int = 0
-    leases_claimed: int = 0
-    slots_served: int = 0
-    carried: int = 0
-    next_version: int | None = None
-    last_error: str | None = None
-    exit_code: int | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self.state in FINAL_STATES
-
-
-class WorkerExited(RuntimeError):
-    """The worker finished before the awaited condition held (carries its final status)."""
-
-    def __init__(self, status: WorkerStatus) -> None:
-        super().__init__(f"worker finished in state {status.state!r} (exit {status.exit_code!r}, "
-                         f"last error {status.last_error!r})")
-        self.status = status
-
-
-class _Outcome:
-    DRAINED = "drained"
-    STOPPED = "stopped"
-    LOST = "lost"
-    DROPPED = "dropped"  # the slot's version was rolled back before it went live
-
-
-def default_owner() -> str:
-    """A unique owner id for this process: ``<host>:<pid>:<random>``."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
+__all__ = ["FINAL_STATES", "GeoWorker", "WorkerExited", "WorkerStatus", "default_owner"]
 
 class GeoWorker:
     """One geo worker process; see the module docstring for the lifecycle and a usage example.
@@ -266,8 +211,8 @@ class GeoWorker:
             if slot is None:
                 continue
             outcome = self._serve_chain(slot)
-            drained_any = drained_any or outcome == _Outcome.DRAINED
-            if outcome == _Outcome.STOPPED or (outcome == _Outcome.DRAINED
+            drained_any = drained_any or outcome == Outcome.DRAINED
+            if outcome == Outcome.STOPPED or (outcome == Outcome.DRAINED
                                                  and self.config.swap_mode is SwapMode.WHOLE):
                 break
         if self._stop.is_set():
@@ -366,7 +311,7 @@ class GeoWorker:
     def _serve_chain(self, slot: Slot) -> str:
         """Serve ``slot``, then every slot carried over from it; return the last outcome."""
         current: Slot | None = slot
-        outcome = _Outcome.STOPPED
+        outcome = Outcome.STOPPED
         while current is not None:
             previous = current.version
             outcome, current = self._serve(current)
@@ -397,36 +342,31 @@ class GeoWorker:
             log(self.log, logging.WARNING, "lease_lost", **self._ids())
             self.heartbeats.remove(slot.leases)
             slot.leases.forget()
-            return _Outcome.LOST, self._take_carry()
+            return Outcome.LOST, self._take_carry()
 
     def _leave(self, slot: Slot, why: str) -> tuple[str, Slot | None]:
-        if why == _Outcome.DROPPED:
+        if why == Outcome.DROPPED:
             log(self.log, logging.INFO, "version_dropped", **self._ids())
             self._drop(slot.leases)
         return why, None
 
     def _barrier(self, slot: Slot) -> str:
-        """Wait until the version before the slot's (the plan's ``from_version``) drained in every slot.
+        """Wait until the version before the slot's drained in every slot (:func:`~geo_service.slots.previous_drained`).
 
-        Returns ``"ok"`` (read the shard), :attr:`_Outcome.STOPPED` or :attr:`_Outcome.DROPPED`. Gives up waiting
-        after ``barrier_timeout_s`` (the controller's drain timeout: it keeps the old stream then) and reads anyway.
+        Returns ``"ok"`` (read the shard), :attr:`Outcome.STOPPED` or :attr:`Outcome.DROPPED`. Gives up waiting after
+        ``barrier_timeout_s`` (the controller's drain timeout: it keeps the old stream then) and reads anyway.
         """
         started = time.monotonic()
         waited = False
         while True:
             ctl = self._control()
-            plan = ctl.plan
             if ctl.dropped(slot.version):
-                return _Outcome.DROPPED
-            if plan is None or plan.to_version != slot.version or plan.from_version is None:
-                break
-            ids = [w.id for w in self.specs.get(plan.from_version).workers]
-            states = read_leases(self.clients.dynamodb, self.config.leases_table, plan.from_version, ids)
-            if all(w in states and states[w].drained for w in ids):
+                return Outcome.DROPPED
+            if previous_drained(ctl, slot.version, self.specs, self.clients.dynamodb, self.config.leases_table):
                 break
             if time.monotonic() - started > self.config.barrier_timeout_s:
-                log(self.log, logging.WARNING, "barrier_timeout", previous=plan.from_version,
-                    waited_s=round(time.monotonic() - started, 3), **self._ids())
+                log(self.log, logging.WARNING, "barrier_timeout", waited_s=round(time.monotonic() - started, 3),
+                    **self._ids())
                 break
             if not waited:
                 waited = True
@@ -434,7 +374,7 @@ class GeoWorker:
             self._check_lease(slot.leases)
             live = (ctl.active or 0) >= slot.version  # before the flip nothing reaches this shard: poll slowly
             if self._stop.wait(self.config.poll_interval_s if live else self.config.active_poll_s):
-                return _Outcome.STOPPED
+                return Outcome.STOPPED
         if waited:
             log(self.log, logging.INFO, "barrier_passed", waited_s=round(time.monotonic() - started, 3), **self._ids())
             self._set(state="ready")
@@ -451,7 +391,7 @@ class GeoWorker:
             if self._stop.is_set():
                 if not self._abandon:
                     self._report(tracker, slot, force=True)
-                return _Outcome.STOPPED, None
+                return Outcome.STOPPED, None
             self._check_lease(slot.leases)
             batch = slot.consumer.poll()
             if batch.records:
@@ -467,7 +407,7 @@ class GeoWorker:
                     self._set(state="draining", draining=True)
                     log(self.log, logging.INFO, "draining", active_version=ctl.active, **self._ids())
                 elif ctl.dropped(slot.version):
-                    return self._leave(slot, _Outcome.DROPPED)
+                    return self._leave(slot, Outcome.DROPPED)
                 else:
                     self._carry_step(slot, ctl)
             if draining_since is not None and self._drained(batch, now, max(draining_since, last_record)):
@@ -476,7 +416,7 @@ class GeoWorker:
                 self.heartbeats.remove(slot.leases)
                 slot.leases.release()
                 log(self.log, logging.INFO, "drained", **self._ids())
-                return _Outcome.DRAINED, self._take_carry()
+                return Outcome.DRAINED, self._take_carry()
             if not batch.records:
                 self._stop.wait(cfg.poll_interval_s)
 

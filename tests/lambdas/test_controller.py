@@ -70,6 +70,16 @@ def deploy_v1(aws: Aws, clock: Clock, ctl: DeployController) -> Spec:
     return v1
 
 
+def start_v2(aws: Aws, clock: Clock, ctl: DeployController) -> Spec:
+    """v1 deployed and active, then v2 (one more slot) published, requested and started."""
+    v1 = deploy_v1(aws, clock, ctl)
+    v2 = make_spec(2, loads=(900, 900, 900, 900), previous=v1)
+    publish(aws, v2)
+    ctl.request(2)
+    ctl.step()
+    return v2
+
+
 @pytest.mark.parametrize("mode", [SwapMode.CARRY, SwapMode.WHOLE])
 def test_first_deploy_creates_stream_starts_fleet_and_flips_when_ready(aws: Aws, mode: SwapMode) -> None:
     # GIVEN spec v1 published and nothing active
@@ -160,10 +170,8 @@ def test_green_timeout_rolls_back_and_blue_keeps_serving(aws: Aws) -> None:
     # GIVEN v1 active and v2 deploying whose workers never get ready
     clock = Clock()
     ctl = controller(aws, clock, green=300.0)
-    v1 = deploy_v1(aws, clock, ctl)
-    publish(aws, make_spec(2, loads=(900, 900, 900, 900), previous=v1))
-    ctl.request(2)
-    ctl.step()
+    start_v2(aws, clock, ctl)
+    v1 = ctl.spec(1)
     clock.now += 299
     assert ctl.step().status == WAITING_GREEN
     # WHEN the green timeout passes
@@ -309,10 +317,7 @@ def test_carry_rollback_marks_the_plan_and_scales_back(aws: Aws) -> None:
     # GIVEN v1 active (carry) and v2 (one more slot) whose workers never get ready
     clock = Clock()
     ctl = controller(aws, clock, green=300.0)
-    v1 = deploy_v1(aws, clock, ctl)
-    publish(aws, make_spec(2, loads=(900, 900, 900, 900), previous=v1))
-    ctl.request(2)
-    ctl.step()
+    start_v2(aws, clock, ctl)
     assert service(aws)[0] == 4
     # WHEN the green timeout passes
     clock.now += 301
@@ -327,10 +332,7 @@ def test_failed_deploy_rolls_back_its_plan_without_reading_the_spec(aws: Aws) ->
     # GIVEN v2 deploying in carry mode whose spec object then disappears
     clock = Clock()
     ctl = controller(aws, clock, green=300.0)
-    v1 = deploy_v1(aws, clock, ctl)
-    publish(aws, make_spec(2, loads=(900, 900, 900, 900), previous=v1))
-    ctl.request(2)
-    ctl.step()
+    start_v2(aws, clock, ctl)
     aws.clients.s3.delete_object(Bucket=aws.cfg.specs_bucket, Key=spec_key(2))
     ctl.specs._cache.clear()
     # WHEN stepping fails past the green timeout
