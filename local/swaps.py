@@ -330,3 +330,27 @@ def report_json(rep: SwapsReport) -> dict[str, Any]:
     """``report.json`` fields: ``swaps`` (rows) and ``swap_timings``."""
     return {"swaps": [r.to_json() for r in rep.rows], "swap_timings": asdict(rep.timings),
             "median_carried_share": rep.median_carried_share}
+
+
+def from_run(observer: Any, fleet: Any, records: Iterable[Processed]) -> SwapsReport:
+    """The swap section of a local run: the observer's flips, plans and tenures, the fleet's history, the records."""
+    flips = [Flip(old, new, observer.timeline(new).flipped_at or at) for old, new, at in observer.flips
+             if old is not None]
+    tenures = [t for held in observer.tenures.values() for t in held]
+    history = fleet.history if fleet is not None else []
+    return swaps_report(records, flips, observer.plans, observer.spec_slots, tenures, history)
+
+
+def checks(rep: SwapsReport, mode: str) -> list[tuple[str, bool, str]]:
+    """The report's swap invariants as (name, ok, detail); the carry share applies to ``carry`` runs only."""
+    share = rep.median_carried_share
+    out = [("never two readers of one cell at once", rep.readers.ok,
+            f"{rep.readers.checked} cells checked, {rep.readers.violations} overlaps {list(rep.readers.sample)}"),
+           ("per-entity order kept across every flip", rep.order.ok,
+            f"{rep.order.checked} entities checked, {rep.order.violations} out of order {list(rep.order.sample)}")]
+    if mode == "carry":
+        out.append(("the median swap carries over >= 80% of slots in their processes",
+                    share is None or share >= 0.8,
+                    f"median {'-' if share is None else f'{100 * share:.0f}%'} over {len(rep.rows)} swaps "
+                    f"({', '.join(f'v{r.from_version}->v{r.to_version} {r.carried}/{r.slots}' for r in rep.rows)})"))
+    return out

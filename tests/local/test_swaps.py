@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from local.fleet import FleetEvent
 from local.observe import LeaseTenure
-from local.swaps import Flip, Processed, order_check, reader_check, report_json, report_lines, swaps_report
+from local.swaps import (
+    Flip,
+    Processed,
+    checks,
+    order_check,
+    reader_check,
+    report_json,
+    report_lines,
+    swaps_report,
+)
 
 A, B = "120220011", "120220013"  # two zoom-9 cells (the checks bucket points into zoom-12 cells)
 
@@ -89,3 +98,15 @@ def test_whole_swap_carries_nothing_and_pays_for_both_fleets() -> None:
     # WHEN computed THEN nothing carried; extra = 2 x 20 s before + 2 x 5 s after the flip
     (row,) = swaps_report([], [Flip(1, 2, 100.0)], plans, {2: 2}, tenures, history).rows
     assert (row.carried, row.started, row.stopped, row.extra_worker_s, row.handover_s) == (0, 2, 2, 50.0, None)
+
+
+def test_the_carry_share_invariant_applies_to_carry_runs_and_fails_below_80_percent() -> None:
+    # GIVEN a run whose swaps carried 1 of 2 slots WHEN checked in carry mode THEN the share invariant fails
+    plans = {2: {"mode": "carry", "kept": ["w1"], "stopped": [], "moved_cells": 1}}
+    rep = swaps_report([], [Flip(1, 2, 100.0)], plans, {2: 2},
+                       [tenure(1, "w1", 11, 1, 2), tenure(2, "w1", 11, 95, 96, 105)], [])
+    got = {name: ok for name, ok, _ in checks(rep, "carry")}
+    assert got == {"never two readers of one cell at once": True, "per-entity order kept across every flip": True,
+                   "the median swap carries over >= 80% of slots in their processes": False}
+    # AND a whole run is not held to it
+    assert len(checks(rep, "whole")) == 2
