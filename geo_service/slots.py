@@ -3,7 +3,9 @@
 :class:`SlotFinder` looks for work in priority order and claims the first free lease:
 
 1. the **active** version's slots that are not drained (a slot whose holder died is taken over; a slot
-   the plan removes still has to be drained by someone);
+   the plan removes still has to be drained by someone), and, after the flip of a started plan, the old
+   version's (the new version reads only once every old slot drained, so a dead drainer's slot is taken
+   over and drained);
 2. the slots of the version a **started plan** deploys, except a slot the plan keeps while its old lease
    ``v<from>#w`` is not drained: the process holding that lease carries the slot over itself (and if that
    process died, rule 1 hands ``v<from>#w`` to a new holder, which then carries it); once ``v<from>#w`` is
@@ -116,6 +118,8 @@ class SlotFinder:
         if ctl.active is not None:
             out.append(ctl.active)
         plan = ctl.plan
+        if plan is not None and plan.started and plan.from_version is not None and plan.from_version not in out:
+            out.append(plan.from_version)  # flipped, still draining: a slot whose drainer died must still drain
         if plan is not None and plan.started and plan.to_version > (ctl.active or 0):
             out.append(plan.to_version)
         v = cfg.spec_version

@@ -70,3 +70,17 @@ def test_whole_mode_claims_only_its_spec_version(clients: Clients, resources: Re
     f = finder(clients, resources, spec_version=2, swap_mode="whole")
     m = f.search(ControlView(active=1, plan=None)).claimed
     assert m is not None and m.lease is not None and m.lease.key == "v2#w0001"
+
+
+def test_after_the_flip_an_old_slot_whose_drainer_died_is_taken_over_first(clients: Clients,
+                                                                           resources: Resources) -> None:
+    # GIVEN v2 active after a started plan from v1, and v1#w0001 left undrained by a process that died
+    publish(clients, resources, 1, 1)
+    publish(clients, resources, 2, 1)
+    dead = LeaseManager(clients.dynamodb, resources.leases_table, 1, "dead", 0.01)
+    dead.claim("w0001")
+    ctl = ControlView(active=2, plan=plan(1, 2, ("w0001",)))
+    # WHEN a generic worker looks for work once the dead lease expired
+    m = finder(clients, resources, owner="fresh").search(ctl).claimed
+    # THEN it takes the old slot (the new version's workers wait for it to drain), not the new one
+    assert m is not None and m.lease is not None and m.lease.key == "v1#w0001"
