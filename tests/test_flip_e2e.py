@@ -92,9 +92,12 @@ class ThreadFleet:
                                                    self.clients, calibration=FAST_CAL).start() for w in plan.started]
 
     def stop(self, plan: DeployPlan) -> None:
-        gone = set(plan.stopped)
+        """Like LocalFleet: whole mode stops the workers started for the old version; carry mode those pinned to a
+        removed slot and started for the old version or before (a slot id may come back in a later version)."""
+        old, gone = plan.from_version or 0, set(plan.stopped)
         for w in self.all():
-            if w.status().worker_id in gone or (plan.mode.value == "whole" and w.config.spec_version == plan.from_version):
+            version, slot = w.config.spec_version or 0, w.config.worker_id
+            if version == old if plan.mode.value == "whole" else (slot in gone and version <= old):
                 w.stop(timeout=30)
 
     def abort(self, plan: DeployPlan) -> None:
@@ -215,6 +218,7 @@ def test_flip_end_to_end_every_event_processed_once(endpoint: str) -> None:
         assert ctl.state().status == DONE
         assert f"{PREFIX}-geo-v1" not in c.kinesis.list_streams()["StreamNames"]
         assert all(w.status().state == "drained" for w in fleet.workers[1])
+        assert not any(w.status().finished for w in fleet.workers[2])  # retiring blue leaves green alone
 
         # THEN every event sent comes out enriched exactly once after dedupe by event_id (count in = count out)
         want = {e["event_id"] for e in sent}
