@@ -14,6 +14,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TypeVar
 
 SPEC_VERSION = "SPEC_VERSION"
@@ -36,6 +37,9 @@ GRID_ZOOM = "GRID_ZOOM"
 POLL_INTERVAL_S = "POLL_INTERVAL_S"
 ACTIVE_POLL_S = "ACTIVE_POLL_S"
 BUFFER_RING = "BUFFER_RING"
+SWAP_MODE = "SWAP_MODE"
+DRAIN_TIMEOUT_S = "DRAIN_TIMEOUT_S"
+ECS_AGENT_URI = "ECS_AGENT_URI"
 
 DEFAULT_TRANSFORM = "geo_service.transform:ReverseGeocoder"
 _WORKER_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")  # a spec worker id; "#" would break the lease key
@@ -47,14 +51,28 @@ class ConfigError(ValueError):
     """A configuration value is missing or invalid; the message names the variable and value."""
 
 
+class SwapMode(StrEnum):
+    """``SWAP_MODE``, the same values as ``lambdas.common.config.SwapMode`` (the image does not ship ``lambdas/``).
+
+    ``carry``: the worker follows the active pointer and the deploy plan (control ``pk="plan"``), serving
+    slot after slot, and carries a slot kept by the plan over to the new version. ``whole``: it serves the
+    slots of ``SPEC_VERSION`` only, drains and exits (today's blue/green fleet per version).
+    """
+
+    CARRY = "carry"
+    WHOLE = "whole"
+
+
 @dataclass(frozen=True)
 class WorkerConfig:
     """Everything one geo worker needs, read once at start-up.
 
     Attributes
     ----------
-    spec_version : int
-        The spec version this worker serves (``SPEC_VERSION``, required, >= 1).
+    spec_version : int or None
+        ``whole`` mode: the spec version this worker serves (``SPEC_VERSION``, required, >= 1). ``carry``
+        mode: optional, the version it was started for (it also claims that version's slots while the plan
+        does not say the version was rolled back or superseded).
     control_table, leases_table, specs_bucket, costs_bucket, output_bucket : str
         AWS resource names (required).
     quarantine_bucket : str
@@ -83,9 +101,17 @@ class WorkerConfig:
         How often the active-spec pointer is read (``ACTIVE_POLL_S``, default 2).
     buffer_ring : int
         Tiles of buffer loaded around the region (``BUFFER_RING``, default 1).
+    swap_mode : SwapMode
+        ``SWAP_MODE``: ``carry`` (default) or ``whole``.
+    barrier_timeout_s : float
+        How long a worker of a new version waits for the previous version to drain before it reads its own
+        shard anyway (``DRAIN_TIMEOUT_S``, default 900, the controller's drain timeout).
+    agent_uri : str or None
+        ``ECS_AGENT_URI`` (set by the ECS agent in a task): the worker keeps its task's scale-in protection on
+        while it holds a lease. Unset outside ECS.
     """
 
-    spec_version: int
+    spec_version: int | None
     control_table: str
     leases_table: str
     specs_bucket: str
@@ -105,9 +131,16 @@ class WorkerConfig:
     poll_interval_s: float = 1.0
     active_poll_s: float = 2.0
     buffer_ring: int = 1
+    swap_mode: SwapMode = SwapMode.CARRY
+    barrier_timeout_s: float = 900.0
+    agent_uri: str | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.spec_version, bool) or not isinstance(self.spec_version, int) or self.spec_version < 1:
+        object.__setattr__(self, "swap_mode", parse_swap_mode(str(self.swap_mode)))
+        if self.spec_version is None and self.swap_mode is SwapMode.WHOLE:
+            raise ConfigError(f"{SPEC_VERSION} is required when {SWAP_MODE}={SwapMode.WHOLE.value!r}")
+        if self.spec_version is not None and (isinstance(self.spec_version, bool)
+                                              or not isinstance(self.spec_version, int) or self.spec_version < 1):
             raise ConfigError(f"{SPEC_VERSION} must be an integer >= 1, got {self.spec_version!r}")
         for name, value in (("control_table", self.control_table), ("leases_table", self.leases_table),
                             ("specs_bucket", self.specs_bucket), ("costs_bucket", self.costs_bucket),
@@ -119,7 +152,8 @@ class WorkerConfig:
                               f"got {self.worker_id!r}")
         for name, seconds in (("lease_s", self.lease_s), ("drain_quiet_s", self.drain_quiet_s),
                               ("cost_report_interval_s", self.cost_report_interval_s),
-                              ("poll_interval_s", self.poll_interval_s), ("active_poll_s", self.active_poll_s)):
+                              ("poll_interval_s", self.poll_interval_s), ("active_poll_s", self.active_poll_s),
+                              ("barrier_timeout_s", self.barrier_timeout_s)):
             if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
                 raise ConfigError(f"WorkerConfig.{name} must be a positive number of seconds, got {seconds!r}")
         if not 0 <= self.health_port <= 65535:
@@ -146,8 +180,11 @@ class WorkerConfig:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerConfig:
         """Read the configuration from environment variables (``os.environ`` by default)."""
         env = os.environ if environ is None else environ
+        mode = parse_swap_mode(env.get(SWAP_MODE, ""))
+        version = _get(env, SPEC_VERSION, int) if mode is SwapMode.WHOLE or (env.get(SPEC_VERSION) or "").strip() \
+            else None
         return cls(
-            spec_version=_get(env, SPEC_VERSION, int),
+            spec_version=version,
             control_table=_get(env, CONTROL_TABLE, str),
             leases_table=_get(env, LEASES_TABLE, str),
             specs_bucket=_get(env, SPECS_BUCKET, str),
@@ -167,7 +204,19 @@ class WorkerConfig:
             poll_interval_s=_get(env, POLL_INTERVAL_S, float, 1.0),
             active_poll_s=_get(env, ACTIVE_POLL_S, float, 2.0),
             buffer_ring=_get(env, BUFFER_RING, int, 1),
+            swap_mode=mode,
+            barrier_timeout_s=_get(env, DRAIN_TIMEOUT_S, float, 900.0),
+            agent_uri=env.get(ECS_AGENT_URI) or None,
         )
+
+
+def parse_swap_mode(text: str) -> SwapMode:
+    """``carry`` (also when empty) or ``whole``; anything else raises ConfigError naming ``SWAP_MODE``."""
+    value = text.strip().lower() or SwapMode.CARRY.value
+    try:
+        return SwapMode(value)
+    except ValueError:
+        raise ConfigError(f"{SWAP_MODE} must be one of {[m.value for m in SwapMode]}, got {text!r}") from None
 
 
 def _get(env: Mapping[str, str], name: str, parse: Callable[[str], T], default: T | None = None) -> T:

@@ -72,6 +72,10 @@ class LeaseState:
     drained: bool
     checkpoint: Mapping[str, str]
 
+    def held_by_other(self, owner: str, now: float) -> bool:
+        """True while another owner holds it (owner set, not expired): a claim would fail."""
+        return self.owner is not None and self.owner != owner and self.expires_at >= now
+
 
 def _n(value: float) -> dict[str, str]:
     return {"N": str(Decimal(repr(round(value, 3))))}
@@ -84,6 +88,27 @@ def _is_conditional_failure(exc: ClientError) -> bool:
 def _checkpoint_of(item: Mapping[str, Any]) -> dict[str, str]:
     cp = item.get("checkpoint", {}).get("M", {})
     return {k: v["S"] for k, v in cp.items() if "S" in v}
+
+
+def read_leases(dynamodb: Any, table: str, version: int, worker_ids: Iterable[str]) -> dict[str, LeaseState]:
+    """Read the leases of ``worker_ids`` of ``version`` (strongly consistent, 100 keys per call); absent ones are left out."""
+    keys = [lease_key(version, w) for w in dict.fromkeys(worker_ids)]
+    out: dict[str, LeaseState] = {}
+    for i in range(0, len(keys), 100):
+        pending: list[dict[str, Any]] = [{"lease_key": {"S": k}} for k in keys[i:i + 100]]
+        for attempt in range(8):
+            if not pending:
+                break
+            resp = dynamodb.batch_get_item(RequestItems={table: {"Keys": pending, "ConsistentRead": True}})
+            for item in resp.get("Responses", {}).get(table, []):
+                state = parse_lease_item(item)
+                out[state.worker_id] = state
+            pending = resp.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+            if pending:
+                time.sleep(0.05 * (attempt + 1))
+        if pending:
+            raise LeaseError(f"leases table {table!r}: {len(pending)} keys of v{version} left unprocessed")
+    return out
 
 
 def parse_lease_item(item: Mapping[str, Any]) -> LeaseState:
@@ -214,6 +239,10 @@ class LeaseManager:
     def mark_ready(self) -> None:
         """Set ``ready=true``: the worker has loaded its region and calibrated."""
         self._owned_update("SET ready = :t, ready_at = :now", {":t": {"BOOL": True}, ":now": _n(self.clock())})
+
+    def mark_serving(self) -> None:
+        """Set ``serving_at``: the worker starts reading its shard (after the previous version drained)."""
+        self._owned_update("SET serving_at = :now", {":now": _n(self.clock())})
 
     def checkpoint(self, shard_id: str, sequence_number: str) -> None:
         """Record the last processed sequence number of ``shard_id`` (output already written)."""

@@ -44,10 +44,21 @@ def decode_event(data: bytes, source: str) -> Event | BadRecord:
 
 
 def enriched_record(event: Event, transform_fields: Mapping[str, Any], *, spec_version: int, partition_id: str,
-                    worker_id: str, stray: bool) -> dict[str, Any]:
-    """Return the downstream record: the event's fields, the transform's, and the routing ids (which win)."""
-    return {**event.fields, **transform_fields, "event_id": event.event_id, "spec_version": spec_version,
-            "partition_id": partition_id, "worker_id": worker_id, "stray": stray}
+                    worker_id: str, stray: bool, owner: str | None = None,
+                    processed_at: int | None = None) -> dict[str, Any]:
+    """Return the downstream record: the event's fields, the transform's, and the routing ids (which win).
+
+    ``spec_version`` is the version of the geo stream the event was read from and ``worker_id`` the slot; ``owner``
+    is the worker process (``<host>:<pid>:<random>``: one process serves several versions of a slot in ``carry``
+    mode) and ``processed_at`` when its batch was processed (epoch ms).
+    """
+    out = {**event.fields, **transform_fields, "event_id": event.event_id, "spec_version": spec_version,
+           "partition_id": partition_id, "worker_id": worker_id, "stray": stray}
+    if owner is not None:
+        out["owner"] = owner
+    if processed_at is not None:
+        out["processed_at"] = processed_at
+    return out
 
 
 def enriched_key(version: int, worker_id: str, epoch_ms: int) -> str:

@@ -29,7 +29,7 @@ import functools
 import gzip
 import importlib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -61,6 +61,23 @@ class GeoTransform(Protocol):
     def load_region(self, quadkeys: Sequence[str], buffer_ring: int) -> None: ...
 
     def apply(self, event: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+def transform_for_region(current: GeoTransform | None, factory: Callable[[], GeoTransform],
+                         quadkeys: Sequence[str], buffer_ring: int) -> tuple[GeoTransform, int]:
+    """A transform loaded for ``quadkeys`` and how many reference items it loaded.
+
+    A transform with ``for_region(quadkeys, buffer_ring)`` (the reverse geocoder) builds it from ``current``,
+    loading only what the new region adds; any other is built by ``factory`` and loaded whole.
+    """
+    extend = getattr(current, "for_region", None)
+    if current is not None and callable(extend):
+        out = extend(quadkeys, buffer_ring)
+    else:
+        out = factory()
+        out.load_region(quadkeys, buffer_ring)
+    gained = getattr(out, "gained", None)
+    return out, int(gained if gained is not None else getattr(out, "loaded", 0))
 
 
 def load_transform(spec: str) -> GeoTransform:
@@ -156,6 +173,16 @@ def load_places(prefixes: Sequence[str], path: Path = PLACES_PATH) -> Places:
 
 @functools.lru_cache(maxsize=4)
 def _load_places(want: tuple[str, ...], path: Path) -> Places:
+    return scan_places(want, (), path)
+
+
+def scan_places(want: Sequence[str], exclude: Sequence[str], path: Path = PLACES_PATH) -> Places:
+    """Parse the places whose quadkey starts with one of ``want`` and with none of ``exclude`` (not cached).
+
+    A carried-over worker passes the prefixes it already holds as ``exclude``, so only the places it gains
+    are parsed (:meth:`ReverseGeocoder.for_region`).
+    """
+    want, exclude = tuple(want), tuple(exclude)
     lat: list[float] = []
     lon: list[float] = []
     names: list[str] = []
@@ -167,7 +194,8 @@ def _load_places(want: tuple[str, ...], path: Path) -> Places:
             header = f.readline().strip()
             if header != PLACES_HEADER:
                 raise TransformError(f"{str(path)!r}: header must be {PLACES_HEADER!r}, got {header!r}")
-            numbered = ((n, line) for n, line in enumerate(f, start=2) if line.startswith(want))
+            numbered = ((n, line) for n, line in enumerate(f, start=2)
+                        if line.startswith(want) and not (exclude and line.startswith(exclude)))
             for n, line in numbered:
                 row = next(csv.reader([line]))
                 try:
@@ -228,11 +256,40 @@ class ReverseGeocoder:
         self.prefixes: tuple[str, ...] = ()
         self.places: Places | None = None
         self._tree: cKDTree | None = None
+        self.gained = 0  # places parsed by the last load (all of them, or only the gained ones in for_region)
 
     def load_region(self, quadkeys: Sequence[str], buffer_ring: int) -> None:
         """Load the places of the region's tiles plus ``buffer_ring`` rings around each."""
         self.prefixes = region_prefixes(quadkeys, buffer_ring)
-        places = load_places(self.prefixes, self.path)
+        self._use(load_places(self.prefixes, self.path))
+        self.gained = self.loaded
+
+    def for_region(self, quadkeys: Sequence[str], buffer_ring: int) -> ReverseGeocoder:
+        """A new geocoder for another region that keeps this one's places inside it and parses only the rest.
+
+        This one is left unchanged (it keeps serving while the new one is built). ``gained`` of the result is
+        the number of places it parsed: those of the tiles (plus buffer) this one did not cover.
+        """
+        if self.places is None:
+            fresh = ReverseGeocoder(self.path)
+            fresh.load_region(quadkeys, buffer_ring)
+            return fresh
+        out = ReverseGeocoder(self.path)
+        out.prefixes = region_prefixes(quadkeys, buffer_ring)
+        old = self.places
+        keep = np.fromiter((q.startswith(out.prefixes) for q in old.quadkey), dtype=bool, count=len(old))
+        gained = scan_places(out.prefixes, self.prefixes, self.path)
+        idx = np.flatnonzero(keep)
+        out._use(Places(lat=_frozen(np.concatenate([old.lat[idx], gained.lat])),
+                        lon=_frozen(np.concatenate([old.lon[idx], gained.lon])),
+                        name=tuple(old.name[i] for i in idx) + gained.name,
+                        country=tuple(old.country[i] for i in idx) + gained.country,
+                        population=_frozen(np.concatenate([old.population[idx], gained.population])),
+                        quadkey=tuple(old.quadkey[i] for i in idx) + gained.quadkey))
+        out.gained = len(gained)
+        return out
+
+    def _use(self, places: Places) -> None:
         self.places = places
         self._tree = cKDTree(unit_vectors(places.lat, places.lon)) if len(places) else None
 

@@ -1,22 +1,27 @@
-"""The geo worker: one per worker slot of a spec version (an ECS task in AWS, a process or thread locally).
+"""The geo worker: holds worker-slot leases and serves them (an ECS task in AWS, a process or thread locally).
 
-Lifecycle (``docs/CONTRACTS.md``, "Worker lifecycle, readiness and drain"): load spec
-``specs/v<version:08d>.json`` -> claim a slot lease ``v<version>#<worker_id>`` (retrying
-until one is free) -> find the slot's shard of ``spec.stream_name`` (waits until the
-stream exists) -> load the region plus buffer ring into the transform -> calibrate ->
-``ready=true`` -> consume: decode, locate (strays are counted, logged and still
-processed), transform (CPU time per quadkey), write ``enriched/v<v>/<worker>/<epoch_ms>.jsonl``,
-then checkpoint (output is at-least-once) -> once the active pointer has moved past this
-version, drain: no records for ``drain_quiet_s`` and ``MillisBehindLatest == 0`` ->
-``drained=true``, release, exit 0. A stop request (SIGTERM) flushes costs and releases
-the lease gracefully; a lost lease (taken over after expiry) stops processing and goes
-back to claiming.
+A slot is ``v<version>#<worker_id>``. Serving one (``docs/CONTRACTS.md``, "Worker lifecycle" and "Cheap
+swaps"): claim its lease (:class:`~geo_service.slots.SlotFinder`) -> find its shard of the version's geo
+stream (waits until the stream exists) -> load its region plus buffer ring into the transform -> calibrate
+(once per process) -> ``ready=true`` -> wait until the previous version drained everywhere (the
+**barrier**: a version's records are processed only after every record of the version before it, so
+each entity's order holds across the swap) -> consume: decode, locate (strays are counted, logged and
+still processed), transform (CPU time per quadkey), write ``enriched/v<v>/<worker>/<epoch_ms>.jsonl``, then
+checkpoint (output is at-least-once) -> once the active pointer has moved past the version, drain: no
+records for ``drain_quiet_s`` and ``MillisBehindLatest == 0`` -> ``drained=true``, release.
+
+**Carry-over** (``SWAP_MODE=carry``, the default): while it serves ``v<n>#w``, a worker whose slot the
+deploy plan keeps (control ``pk="plan"``) claims ``v<n+1>#w`` itself and prepares it in the background,
+loading only what the slot gains (:mod:`geo_service.carry`); after draining ``v<n>#w`` it serves the
+prepared slot in the same process. With nothing to carry it looks for other work; a worker started for a
+slot or version (``WORKER_ID`` / ``SPEC_VERSION``) exits once nothing is left for it, a generic one (an
+ECS task in carry mode) waits for work with its scale-in protection off. ``SWAP_MODE=whole``: the worker
+serves one slot of ``SPEC_VERSION``, drains and exits.
+
+A stop request (SIGTERM) flushes costs and releases the leases gracefully; a lost lease (taken over after
+expiry) stops processing it.
 
 Usage in-process (tests, the local loop)::
-
-    from geo_service.aws import make_clients
-    from geo_service.config import WorkerConfig
-    from geo_service.worker import GeoWorker
 
     cfg = WorkerConfig(spec_version=2, control_table="t-control", leases_table="t-leases",
                        specs_bucket="t-specs", costs_bucket="t-costs", output_bucket="t-out",
@@ -25,100 +30,49 @@ Usage in-process (tests, the local loop)::
     worker = GeoWorker(cfg, make_clients(endpoint_url="http://127.0.0.1:5000"))
     worker.start()                                     # runs in a daemon thread
     worker.wait_ready(timeout=30)                      # lease held and ready=true
-    ...                                                # put events, flip pk="active" to version 3
-    status = worker.run_until(lambda s: s.state == "drained", timeout=60)
-    assert status.exit_code == 0
+    status = worker.run_until(lambda s: s.finished, timeout=60)
     worker.stop()                                      # graceful release (no-op once finished)
 
 As a process: ``python -m geo_service`` (see ``geo_service/__main__.py``).
 
-States (``WorkerStatus.state``): ``starting``, ``claiming``, ``waiting_stream``, ``warming``,
-``ready`` (consuming), ``draining``, then one final state: ``drained`` (exit 0), ``released``
-(stopped on request, exit 0), ``retired`` (every slot of the version was already drained,
-exit 0), ``abandoned`` (:meth:`GeoWorker.abandon`, lease left to expire), ``failed`` (exit 1).
+States (``WorkerStatus.state``): ``starting``, ``claiming``, ``idle`` (a generic worker with nothing to
+do), ``waiting_stream``, ``warming``, ``waiting_previous`` (the barrier), ``ready`` (consuming),
+``draining``, then one final state: ``drained`` (its last slot drained, exit 0), ``released`` (stopped on
+request, exit 0), ``retired`` (nothing left for it, exit 0), ``abandoned`` (:meth:`GeoWorker.abandon`, leases
+left to expire), ``failed`` (exit 1).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import os
-import socket
 import threading
 import time
-import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
-import numpy as np
-
-from geo_service.aws import Clients, load_spec_from_s3, put_json, put_jsonl, read_active_version
-from geo_service.config import WorkerConfig
+from geo_service.aws import Clients
+from geo_service.carry import CarryOver
+from geo_service.config import SwapMode, WorkerConfig
 from geo_service.consumer import Batch, ShardConsumer, StreamNotReady, shards_for_hash_key
-from geo_service.cost import Calibration, CostTracker, calibrate, cost_key
+from geo_service.control import ControlView, read_control
+from geo_service.cost import Calibration, CostTracker, calibrate
 from geo_service.health import HealthServer
-from geo_service.lease import Clock, Lease, LeaseLost, LeaseManager
+from geo_service.heartbeat import Heartbeats
+from geo_service.lease import Clock, LeaseLost, LeaseManager
 from geo_service.logs import get_logger, log
-from geo_service.records import BadRecord, Event, decode_event, enriched_key, enriched_record, quarantine_key
-from geo_service.transform import GeoTransform, load_transform
-from partitioner.index import SpecIndex
+from geo_service.process import BatchProcessor
+from geo_service.protection import ScaleInProtection
+from geo_service.slots import Slot, SlotFinder, SpecCache, previous_drained, region_of
+from geo_service.status import FINAL_STATES, Outcome, WorkerExited, WorkerStatus, default_owner
+from geo_service.transform import GeoTransform, load_transform, transform_for_region
 from partitioner.spec import Spec
-from partitioner.tiles import arrays_to_quadkeys, tiles_xy
 
-FINAL_STATES = frozenset({"drained", "released", "retired", "abandoned", "failed"})
-
-
-@dataclass(frozen=True)
-class WorkerStatus:
-    """A snapshot of a worker's progress (also the ``/health`` body)."""
-
-    state: str
-    version: int
-    owner: str
-    worker_id: str | None = None
-    partition_ids: tuple[str, ...] = ()
-    ready: bool = False
-    draining: bool = False
-    records_read: int = 0
-    events_out: int = 0
-    strays: int = 0
-    quarantined: int = 0
-    batches: int = 0
-    cost_reports: int = 0
-    places_loaded: int = 0
-    leases_claimed: int = 0
-    last_error: str | None = None
-    exit_code: int | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self.state in FINAL_STATES
-
-
-class WorkerExited(RuntimeError):
-    """The worker finished before the awaited condition held (carries its final status)."""
-
-    def __init__(self, status: WorkerStatus) -> None:
-        super().__init__(f"worker finished in state {status.state!r} (exit {status.exit_code!r}, "
-                         f"last error {status.last_error!r})")
-        self.status = status
-
-
-class _Outcome:
-    DRAINED = "drained"
-    STOPPED = "stopped"
-    LOST = "lost"
-
-
-def default_owner() -> str:
-    """A unique owner id for this process: ``<host>:<pid>:<random>``."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
+__all__ = ["FINAL_STATES", "GeoWorker", "WorkerExited", "WorkerStatus", "default_owner"]
 
 class GeoWorker:
-    """One geo worker; see the module docstring for the lifecycle and a usage example.
+    """One geo worker process; see the module docstring for the lifecycle and a usage example.
 
     Parameters
     ----------
@@ -130,7 +84,8 @@ class GeoWorker:
     clock : callable, optional
         Epoch seconds for lease times (default ``time.time``).
     transform_factory : callable, optional
-        Builds the transform (default: ``load_transform(config.transform)``); called once per claimed slot.
+        Builds a transform (default: ``load_transform(config.transform)``); a carried slot builds its transform
+        from the current one when it can (:func:`~geo_service.transform.transform_for_region`).
     calibration : Calibration, optional
         Skip the start-up calibration and use this one (tests); by default calibrated once per process.
     """
@@ -144,17 +99,21 @@ class GeoWorker:
         self.clock = clock
         self._transform_factory = transform_factory or (lambda: load_transform(config.transform))
         self._calibration = calibration
-        self.leases = LeaseManager(clients.dynamodb, config.leases_table, config.spec_version, self.owner,
-                                   config.lease_s, clock=clock)
+        self.specs = SpecCache(clients, config.specs_bucket)
+        self.finder = SlotFinder(config, clients, self.owner, self.specs, clock, manager=self._manager)
+        self.protection = ScaleInProtection(config.agent_uri)
+        self._abandon = False
+        self.heartbeats = Heartbeats(config.heartbeat_s, on_beat=self._protect, paused=lambda: self._abandon)
+        self.output = BatchProcessor(clients, config.output_bucket, config.quarantine_bucket, config.costs_bucket,
+                                     config.grid_zoom, self.owner)
         self.log = get_logger()
         self._stop = threading.Event()
-        self._abandon = False
         self._lock = threading.Lock()
         self._status = WorkerStatus(state="starting", version=config.spec_version, owner=self.owner)
         self._thread: threading.Thread | None = None
-        self._last_ms = 0
-        self._last_cost_s = 0
-        self.spec: Spec | None = None
+        self.leases: LeaseManager | None = None  # the lease of the slot being opened or served
+        self.slot: Slot | None = None
+        self._carry: CarryOver | None = None
         self.health: HealthServer | None = None
 
     # ------------------------------------------------------------------ control API
@@ -162,12 +121,12 @@ class GeoWorker:
         """Run the worker in a daemon thread; returns self."""
         if self._thread is not None:
             raise RuntimeError(f"worker {self.owner!r} already started")
-        self._thread = threading.Thread(target=self.run, name=f"geo-worker-v{self.config.spec_version}", daemon=True)
+        self._thread = threading.Thread(target=self.run, name=f"geo-worker-{self.owner}", daemon=True)
         self._thread.start()
         return self
 
     def request_stop(self) -> None:
-        """Ask the worker to finish its batch, flush costs, release its lease and exit (SIGTERM)."""
+        """Ask the worker to finish its batch, flush costs, release its leases and exit (SIGTERM)."""
         self._stop.set()
 
     def stop(self, timeout: float = 30.0) -> WorkerStatus:
@@ -177,7 +136,7 @@ class GeoWorker:
         return self.status()
 
     def abandon(self, timeout: float = 30.0) -> WorkerStatus:
-        """Stop without releasing the lease, as if the process died (the lease expires; tests use this)."""
+        """Stop without releasing the leases, as if the process died (they expire; tests use this)."""
         self._abandon = True
         return self.stop(timeout)
 
@@ -226,167 +185,238 @@ class GeoWorker:
     # ------------------------------------------------------------------ main loop
     def run(self) -> int:
         """Run to completion in the calling thread; return the process exit code (0 ok, 1 failed)."""
+        self.heartbeats.start()
         try:
             if self.config.health_port:
                 self.health = HealthServer(lambda: asdict(self.status()), self.config.health_port)
             code = self._run()
         except Exception as exc:
             log(self.log, logging.ERROR, "worker_failed", error=f"{type(exc).__name__}: {exc}", **self._ids())
-            self._safe_release()
+            self._let_go()
             self._set(state="failed", last_error=f"{type(exc).__name__}: {exc}", ready=False, exit_code=1)
             code = 1
         finally:
+            self.heartbeats.stop()
             if self.health is not None:
                 self.health.close()
         return code
 
     def _run(self) -> int:
-        cfg = self.config
-        spec = load_spec_from_s3(self.clients.s3, cfg.specs_bucket, cfg.spec_version)
-        self.spec = spec
-        index = SpecIndex(spec)
-        slots = [cfg.worker_id] if cfg.worker_id else [w.id for w in spec.workers]
-        if cfg.worker_id:
-            spec.worker(cfg.worker_id)  # raises SpecError naming the slot if the spec has no such worker
-        log(self.log, logging.INFO, "spec_loaded", workers=len(spec.workers), partitions=len(spec.partitions),
-            stream=self._stream_name(spec), **self._ids())
+        drained_any = False
         while not self._stop.is_set():
-            lease = self._claim(slots)
-            if lease is None:
-                if self._stop.is_set():
-                    break
-                self._set(state="retired", exit_code=0)
-                log(self.log, logging.INFO, "version_retired", slots=slots, **self._ids())
-                return 0
-            outcome = self._serve_lease(spec, index, lease)
-            if outcome == _Outcome.DRAINED:
-                self._set(state="drained", ready=False, exit_code=0)
-                return 0
-            if outcome == _Outcome.LOST:
-                log(self.log, logging.WARNING, "lease_lost", **self._ids())
-                self._set(ready=False, draining=False, worker_id=None, partition_ids=())
+            manager = self._claim()
+            if manager is None:
+                break
+            slot = self._open(manager)
+            if slot is None:
                 continue
-            break
-        if self._abandon:
-            self.leases.forget()
-            self._set(state="abandoned", ready=False, exit_code=0)
+            outcome = self._serve_chain(slot)
+            drained_any = drained_any or outcome == Outcome.DRAINED
+            if outcome == Outcome.STOPPED or (outcome == Outcome.DRAINED
+                                                 and self.config.swap_mode is SwapMode.WHOLE):
+                break
+        if self._stop.is_set():
+            self._let_go()
+            final = "abandoned" if self._abandon else "released"
+            self._set(state=final, ready=False, draining=False, exit_code=0)
+            log(self.log, logging.INFO, "worker_stopped", final=final, **self._ids())
             return 0
-        self._safe_release()
-        self._set(state="released", ready=False, exit_code=0)
-        log(self.log, logging.INFO, "worker_stopped", **self._ids())
+        final = "drained" if drained_any else "retired"
+        self._set(state=final, ready=False, draining=False, exit_code=0)
+        log(self.log, logging.INFO, "worker_done", final=final, **self._ids())
         return 0
 
+    def _manager(self, version: int) -> LeaseManager:
+        return LeaseManager(self.clients.dynamodb, self.config.leases_table, version, self.owner,
+                            self.config.lease_s, clock=self.clock)
+
     # ------------------------------------------------------------------ claiming
-    def _claim(self, slots: Sequence[str]) -> Lease | None:
-        """Claim a slot, retrying every heartbeat period; None when stopping or every slot is drained."""
-        self._set(state="claiming")
+    def _claim(self) -> LeaseManager | None:
+        """Claim the next slot, retrying every heartbeat period; None when stopping or nothing is left."""
+        self._set(state="claiming", ready=False, draining=False, worker_id=None, partition_ids=(), next_version=None)
+        pinned = self.config.worker_id is not None or self.config.spec_version is not None
         while not self._stop.is_set():
-            lease = self.leases.claim_any(slots)
-            if lease is not None:
+            search = self.finder.search(self._control())
+            if search.claimed is not None:
+                lease = search.claimed.lease
+                assert lease is not None
                 with self._lock:
                     claimed = self._status.leases_claimed + 1
-                self._set(worker_id=lease.worker_id, leases_claimed=claimed)
+                self._set(version=lease.version, worker_id=lease.worker_id, leases_claimed=claimed)
                 log(self.log, logging.INFO, "lease_claimed", claims=lease.claims, checkpoint=dict(lease.checkpoint),
                     **self._ids())
-                return lease
-            states = [self.leases.read(s) for s in slots]
-            if all(st is not None and st.drained for st in states):
+                return search.claimed
+            if search.open_slots == 0 and pinned:
                 return None
+            if search.open_slots == 0 and self.status().state != "idle":
+                self._set(state="idle")
+                log(self.log, logging.INFO, "idle", **self._ids())
             self._stop.wait(self.config.heartbeat_s)
         return None
 
-    # ------------------------------------------------------------------ serving one slot
-    def _serve_lease(self, spec: Spec, index: SpecIndex, lease: Lease) -> str:
-        lost = threading.Event()
-        hb_stop = threading.Event()
-        hb = threading.Thread(target=self._heartbeat_loop, args=(hb_stop, lost), name="geo-heartbeat", daemon=True)
-        hb.start()
+    # ------------------------------------------------------------------ opening a claimed slot
+    def _open(self, manager: LeaseManager) -> Slot | None:
+        """Find the shard, warm the transform and mark the lease ready; None if stopped, lost or dropped meanwhile."""
+        lease = manager.lease
+        assert lease is not None
+        self.leases = manager
+        self.heartbeats.add(manager)
         try:
-            return self._serve(spec, index, lease, lost)
+            spec = self.specs.get(lease.version)
+            log(self.log, logging.INFO, "spec_loaded", workers=len(spec.workers), partitions=len(spec.partitions),
+                stream=self._stream_name(spec), **self._ids())
+            shards = self._wait_stream(manager, spec, lease.worker_id)
+            if shards is None:
+                self._drop(manager)
+                return None
+            self._set(state="warming", partition_ids=tuple(p.id for p in spec.partitions_of(lease.worker_id)))
+            region = region_of(spec, lease.worker_id)
+            transform, gained = transform_for_region(None, self._transform_factory, region, self.config.buffer_ring)
+            if self._calibration is None:
+                self._calibration = calibrate()
+            stream = self._stream_name(spec)
+            consumer = ShardConsumer(self.clients.kinesis, stream, shards, lease.checkpoint)
+            self._check_lease(manager)
+            manager.mark_ready()
         except LeaseLost:
-            return _Outcome.LOST
-        finally:
-            hb_stop.set()
-            hb.join(timeout=10)
-
-    def _heartbeat_loop(self, hb_stop: threading.Event, lost: threading.Event) -> None:
-        while not hb_stop.wait(self.config.heartbeat_s):
-            if self._abandon:
-                return
-            try:
-                self.leases.heartbeat()
-            except LeaseLost as exc:
-                log(self.log, logging.WARNING, "heartbeat_lost", error=str(exc), **self._ids())
-                lost.set()
-                return
-            except Exception as exc:  # transient AWS errors: keep trying until the lease expires
-                log(self.log, logging.WARNING, "heartbeat_failed", error=f"{type(exc).__name__}: {exc}", **self._ids())
-
-    def _serve(self, spec: Spec, index: SpecIndex, lease: Lease, lost: threading.Event) -> str:
-        cfg = self.config
-        wid = lease.worker_id
-        worker = spec.worker(wid)
-        parts = spec.partitions_of(wid)
-        my_pids = frozenset(p.id for p in parts)
-        self._set(partition_ids=tuple(p.id for p in parts))
-        stream = self._stream_name(spec)
-
-        self._set(state="waiting_stream")
-        shards = None
-        while shards is None:
-            if self._stop.is_set():
-                return _Outcome.STOPPED
-            self._check_lease(lost)
-            try:
-                shards = shards_for_hash_key(self.clients.kinesis, stream, worker.hash_key)
-            except StreamNotReady as exc:
-                log(self.log, logging.INFO, "waiting_for_stream", reason=str(exc), **self._ids())
-                self._stop.wait(cfg.poll_interval_s)
-
-        self._set(state="warming")
-        transform = self._transform_factory()
-        region = sorted({q for p in parts for q in p.quadkeys})
-        transform.load_region(region, cfg.buffer_ring)
-        places = int(getattr(transform, "loaded", 0))
-        if self._calibration is None:
-            self._calibration = calibrate()
-        tracker = CostTracker(self._calibration, cfg.grid_zoom, cfg.cost_report_interval_s)
-        consumer = ShardConsumer(self.clients.kinesis, stream, shards, lease.checkpoint)
-        self._check_lease(lost)
-        self.leases.mark_ready()
-        self._set(state="ready", ready=True, places_loaded=places)
-        log(self.log, logging.INFO, "worker_ready", shards=[s.shard_id for s in shards], region=region[:20],
-            region_size=len(region), places_loaded=places,
+            self._drop(manager, release=False)
+            log(self.log, logging.WARNING, "lease_lost", **self._ids())
+            return None
+        slot = Slot(manager, spec, lease.worker_id, stream, shards, consumer, transform, region,
+                    int(getattr(transform, "loaded", 0)), gained)
+        log(self.log, logging.INFO, "worker_ready", shards=[s.shard_id for s in shards], region=list(region[:20]),
+            region_size=len(region), places_loaded=slot.places_loaded,
             calibration_s=self._calibration.seconds_per_unit, **self._ids())
+        return slot
 
+    def _wait_stream(self, manager: LeaseManager, spec: Spec, worker_id: str) -> list[Any] | None:
+        self._set(state="waiting_stream")
+        stream = self._stream_name(spec)
+        next_check = 0.0
+        while True:
+            if self._stop.is_set():
+                return None
+            self._check_lease(manager)
+            try:
+                return shards_for_hash_key(self.clients.kinesis, stream, spec.worker(worker_id).hash_key)
+            except StreamNotReady as exc:
+                if time.monotonic() >= next_check:
+                    next_check = time.monotonic() + self.config.active_poll_s
+                    if self._control().dropped(spec.version):
+                        return None
+                    log(self.log, logging.INFO, "waiting_for_stream", reason=str(exc), **self._ids())
+                self._stop.wait(self.config.poll_interval_s)
+
+    # ------------------------------------------------------------------ serving
+    def _serve_chain(self, slot: Slot) -> str:
+        """Serve ``slot``, then every slot carried over from it; return the last outcome."""
+        current: Slot | None = slot
+        outcome = Outcome.STOPPED
+        while current is not None:
+            previous = current.version
+            outcome, current = self._serve(current)
+            if current is not None:
+                with self._lock:
+                    carried = self._status.carried + 1
+                self._set(carried=carried)
+                log(self.log, logging.INFO, "carried_over", from_version=previous, version=current.version,
+                    worker_id=current.worker_id, owner=self.owner, places_gained=current.places_gained,
+                    places_loaded=current.places_loaded)
+        return outcome
+
+    def _serve(self, slot: Slot) -> tuple[str, Slot | None]:
+        """Serve one slot until it drains, is lost, dropped or the worker stops; return what comes next."""
+        self.slot, self.leases = slot, slot.leases
+        with self._lock:
+            served = self._status.slots_served + 1
+        self._set(state="ready", ready=True, draining=False, version=slot.version, worker_id=slot.worker_id,
+                  partition_ids=tuple(sorted(slot.partition_ids)), places_loaded=slot.places_loaded,
+                  places_gained=slot.places_gained, slots_served=served, next_version=None)
+        try:
+            passed = self._barrier(slot)
+            if passed != "ok":
+                return self._leave(slot, passed)
+            slot.leases.mark_serving()
+            return self._consume(slot)
+        except LeaseLost:
+            log(self.log, logging.WARNING, "lease_lost", **self._ids())
+            self.heartbeats.remove(slot.leases)
+            slot.leases.forget()
+            return Outcome.LOST, self._take_carry()
+
+    def _leave(self, slot: Slot, why: str) -> tuple[str, Slot | None]:
+        if why == Outcome.DROPPED:
+            log(self.log, logging.INFO, "version_dropped", **self._ids())
+            self._drop(slot.leases)
+        return why, None
+
+    def _barrier(self, slot: Slot) -> str:
+        """Wait until the version before the slot's drained in every slot (:func:`~geo_service.slots.previous_drained`).
+
+        Returns ``"ok"`` (read the shard), :attr:`Outcome.STOPPED` or :attr:`Outcome.DROPPED`. Gives up waiting after
+        ``barrier_timeout_s`` (the controller's drain timeout: it keeps the old stream then) and reads anyway.
+        """
+        started = time.monotonic()
+        waited = False
+        while True:
+            ctl = self._control()
+            if ctl.dropped(slot.version):
+                return Outcome.DROPPED
+            if previous_drained(ctl, slot.version, self.specs, self.clients.dynamodb, self.config.leases_table):
+                break
+            if time.monotonic() - started > self.config.barrier_timeout_s:
+                log(self.log, logging.WARNING, "barrier_timeout", waited_s=round(time.monotonic() - started, 3),
+                    **self._ids())
+                break
+            if not waited:
+                waited = True
+                self._set(state="waiting_previous")
+            self._check_lease(slot.leases)
+            live = (ctl.active or 0) >= slot.version  # before the flip nothing reaches this shard: poll slowly
+            if self._stop.wait(self.config.poll_interval_s if live else self.config.active_poll_s):
+                return Outcome.STOPPED
+        if waited:
+            log(self.log, logging.INFO, "barrier_passed", waited_s=round(time.monotonic() - started, 3), **self._ids())
+            self._set(state="ready")
+        return "ok"
+
+    def _consume(self, slot: Slot) -> tuple[str, Slot | None]:
+        cfg = self.config
+        assert self._calibration is not None
+        tracker = CostTracker(self._calibration, cfg.grid_zoom, cfg.cost_report_interval_s)
         draining_since: float | None = None
         last_record = time.monotonic()
-        next_active_check = 0.0
+        next_check = 0.0
         while True:
             if self._stop.is_set():
                 if not self._abandon:
-                    self._report_costs(tracker, spec, wid, force=True)
-                return _Outcome.STOPPED
-            self._check_lease(lost)
-            batch = consumer.poll()
+                    self._report(tracker, slot, force=True)
+                return Outcome.STOPPED, None
+            self._check_lease(slot.leases)
+            batch = slot.consumer.poll()
             if batch.records:
-                self._process(batch, spec, index, wid, my_pids, transform, tracker, stream)
+                self._count(self.output.process(batch, slot, tracker))
                 last_record = time.monotonic()
-            self._report_costs(tracker, spec, wid, force=False)
+            self._report(tracker, slot, force=False)
             now = time.monotonic()
-            if draining_since is None and now >= next_active_check:
-                next_active_check = now + cfg.active_poll_s
-                active = read_active_version(self.clients.dynamodb, cfg.control_table)
-                if active is not None and active > cfg.spec_version:
+            if draining_since is None and now >= next_check:
+                next_check = now + cfg.active_poll_s
+                ctl = self._control()
+                if ctl.active is not None and ctl.active > slot.version:
                     draining_since = now
                     self._set(state="draining", draining=True)
-                    log(self.log, logging.INFO, "draining", active_version=active, **self._ids())
+                    log(self.log, logging.INFO, "draining", active_version=ctl.active, **self._ids())
+                elif ctl.dropped(slot.version):
+                    return self._leave(slot, Outcome.DROPPED)
+                else:
+                    self._carry_step(slot, ctl)
             if draining_since is not None and self._drained(batch, now, max(draining_since, last_record)):
-                self._report_costs(tracker, spec, wid, force=True)
-                self.leases.mark_drained()
-                self.leases.release()
+                self._report(tracker, slot, force=True)
+                slot.leases.mark_drained()
+                self.heartbeats.remove(slot.leases)
+                slot.leases.release()
                 log(self.log, logging.INFO, "drained", **self._ids())
-                return _Outcome.DRAINED
+                return Outcome.DRAINED, self._take_carry()
             if not batch.records:
                 self._stop.wait(cfg.poll_interval_s)
 
@@ -395,104 +425,97 @@ class GeoWorker:
             return True
         return not batch.records and batch.millis_behind_latest == 0 and now - quiet_since >= self.config.drain_quiet_s
 
-    def _check_lease(self, lost: threading.Event) -> None:
-        if lost.is_set() or not self.leases.valid():
-            self.leases.forget()
-            raise LeaseLost(f"lease of {self.owner!r} lost or expired")
+    # ------------------------------------------------------------------ carry-over
+    def _carry_step(self, slot: Slot, ctl: ControlView) -> None:
+        """Start preparing the slot's next version when the plan keeps it; drop a preparation the plan dropped."""
+        plan = ctl.plan
+        keep = (self.config.swap_mode is SwapMode.CARRY and plan is not None
+                and plan.keeps(slot.version, slot.worker_id))
+        carry = self._carry
+        if carry is not None and (not keep or plan is None or carry.to_version != plan.to_version):
+            log(self.log, logging.INFO, "carry_dropped", next_version=carry.to_version, **self._ids())
+            carry.cancel()
+            self._carry = None
+            self._set(next_version=None)
+        if keep and self._carry is None and plan is not None:
+            self._carry = CarryOver(slot, plan.to_version, manager=self._manager(plan.to_version), specs=self.specs,
+                                    kinesis=self.clients.kinesis, heartbeats=self.heartbeats,
+                                    transform_factory=self._transform_factory, buffer_ring=self.config.buffer_ring,
+                                    retry_s=self.config.heartbeat_s, stream_name=self._version_stream).start()
+            self._set(next_version=plan.to_version)
+            log(self.log, logging.INFO, "carry_started", next_version=plan.to_version, **self._ids())
 
-    # ------------------------------------------------------------------ processing
-    def _process(self, batch: Batch, spec: Spec, index: SpecIndex, wid: str, my_pids: frozenset[str],
-                 transform: GeoTransform, tracker: CostTracker, stream: str) -> None:
-        cfg = self.config
-        events: list[Event] = []
-        bad: list[BadRecord] = []
-        for rec in batch.records:
-            decoded = decode_event(rec.data, f"{stream}/{rec.shard_id}/{rec.sequence_number}")
-            (bad if isinstance(decoded, BadRecord) else events).append(decoded)  # type: ignore[arg-type]
-        rows: list[dict[str, Any]] = []
-        strays: list[str] = []
-        if events:
-            lon = np.array([e.lon for e in events])
-            lat = np.array([e.lat for e in events])
-            owners = index.locate(lon, lat, [e.entity_id for e in events])
-            gx, gy = tiles_xy(lon, lat, cfg.grid_zoom)
-            grid_qks = arrays_to_quadkeys(gx, gy, cfg.grid_zoom)
-            for ev, owner_i, qk in zip(events, owners, grid_qks, strict=True):
-                pid = spec.partitions[int(owner_i)].id
-                stray = pid not in my_pids
-                if stray:
-                    strays.append(ev.event_id)
-                try:
-                    fields = tracker.measure(qk, lambda ev=ev: transform.apply(ev.fields))  # type: ignore[misc]
-                except Exception as exc:
-                    bad.append(BadRecord(f"transform_error: {type(exc).__name__}: {exc} for event {ev.event_id!r}",
-                                         json_text(ev.fields), f"{stream}/{batch.shard_id}/event:{ev.event_id}"))
-                    continue
-                rows.append(enriched_record(ev, fields, spec_version=cfg.spec_version, partition_id=pid,
-                                            worker_id=wid, stray=stray))
-        ms = self._unique_ms()
-        if rows:
-            put_jsonl(self.clients.s3, cfg.output_bucket, enriched_key(cfg.spec_version, wid, ms), rows)
-        if bad:
-            put_jsonl(self.clients.s3, cfg.quarantine_bucket, quarantine_key(cfg.spec_version, wid, ms),
-                      [b.to_dict() for b in bad])
-            for b in bad[:5]:
-                log(self.log, logging.WARNING, "record_quarantined", reason=b.reason, source=b.source, **self._ids())
-        if strays:
-            log(self.log, logging.WARNING, "stray_events", count=len(strays), sample=strays[:5], **self._ids())
-        last = batch.last_sequence
-        if last is not None:
-            self.leases.checkpoint(batch.shard_id, last)
-        with self._lock:
-            st = self._status
-            self._status = _replace(st, records_read=st.records_read + len(batch.records),
-                                    events_out=st.events_out + len(rows), strays=st.strays + len(strays),
-                                    quarantined=st.quarantined + len(bad), batches=st.batches + 1)
-
-    def _report_costs(self, tracker: CostTracker, spec: Spec, wid: str, force: bool) -> None:
-        if not (tracker.due() or force):
-            return
-        report = tracker.take()
-        if report.total_events == 0:
-            return
-        epoch_s = max(int(report.ended_at), self._last_cost_s + 1)
-        self._last_cost_s = epoch_s
-        body = report.to_dict(spec.version, wid, [p.id for p in spec.partitions_of(wid)])
-        put_json(self.clients.s3, self.config.costs_bucket, cost_key(spec.version, wid, epoch_s), body)
-        with self._lock:
-            self._status = _replace(self._status, cost_reports=self._status.cost_reports + 1)
-        log(self.log, logging.INFO, "cost_reported", events=report.total_events, quadkeys=len(report.events),
-            interval_s=round(report.interval_s, 3), **self._ids())
+    def _take_carry(self) -> Slot | None:
+        """The prepared next slot, if it is ready and still ours; else drop the preparation."""
+        carry, self._carry = self._carry, None
+        if carry is None:
+            return None
+        if carry.ready and carry.slot is not None and carry.manager.valid():
+            return carry.slot
+        log(self.log, logging.WARNING, "carry_not_ready", next_version=carry.to_version, state=carry.state,
+            error=carry.error, **self._ids())
+        carry.cancel()
+        return None
 
     # ------------------------------------------------------------------ helpers
-    def _unique_ms(self) -> int:
-        ms = max(int(time.time() * 1000), self._last_ms + 1)
-        self._last_ms = ms
-        return ms
+    def _control(self) -> ControlView:
+        return read_control(self.clients.dynamodb, self.config.control_table)
 
-    def _stream_name(self, spec: Spec) -> str:
-        return spec.stream_name or f"{self.config.prefix}-geo-v{spec.version}"
+    def _report(self, tracker: CostTracker, slot: Slot, force: bool) -> None:
+        if self.output.report_costs(tracker, slot, force):
+            with self._lock:
+                self._status = dataclasses.replace(self._status, cost_reports=self._status.cost_reports + 1)
 
-    def _safe_release(self) -> None:
+    def _count(self, result: Any) -> None:
+        with self._lock:
+            st = self._status
+            self._status = dataclasses.replace(
+                st, records_read=st.records_read + result.records, events_out=st.events_out + result.events_out,
+                strays=st.strays + result.strays, quarantined=st.quarantined + result.quarantined,
+                batches=st.batches + 1)
+
+    def _protect(self, holds_any: bool) -> None:
+        if not self._abandon:
+            self.protection.hold(holds_any)
+
+    def _check_lease(self, manager: LeaseManager) -> None:
+        if self.heartbeats.lost(manager) or not manager.valid():
+            manager.forget()
+            raise LeaseLost(f"lease of {self.owner!r} lost or expired")
+
+    def _drop(self, manager: LeaseManager, release: bool = True) -> None:
+        self.heartbeats.remove(manager)
+        if release:
+            self._safe_release(manager)
+        else:
+            manager.forget()
+
+    def _let_go(self) -> None:
+        """On stop or failure: release every lease held (or just forget them when abandoning)."""
+        managers = [m for m in (self.leases, self._carry.manager if self._carry else None) if m is not None]
+        if self._carry is not None:
+            self._carry.cancel(release=not self._abandon)
+            self._carry = None
+        for m in managers:
+            self._drop(m, release=not self._abandon)
+
+    def _safe_release(self, manager: LeaseManager) -> None:
         try:
-            if self.leases.release():
+            if manager.release():
                 log(self.log, logging.INFO, "lease_released", **self._ids())
         except Exception as exc:
             log(self.log, logging.WARNING, "release_failed", error=f"{type(exc).__name__}: {exc}", **self._ids())
 
+    def _stream_name(self, spec: Spec) -> str:
+        return spec.stream_name or self._version_stream(spec.version)
+
+    def _version_stream(self, version: int) -> str:
+        return f"{self.config.prefix}-geo-v{version}"
+
     def _ids(self) -> dict[str, Any]:
         st = self.status()
-        return {"version": self.config.spec_version, "worker_id": st.worker_id, "owner": self.owner}
+        return {"version": st.version, "worker_id": st.worker_id, "owner": self.owner}
 
     def _set(self, **changes: Any) -> None:
         with self._lock:
-            self._status = _replace(self._status, **changes)
-
-
-def _replace(status: WorkerStatus, **changes: Any) -> WorkerStatus:
-    return dataclasses.replace(status, **changes)
-
-
-def json_text(value: Any) -> str:
-    """JSON text of an event (for quarantine records)."""
-    return json.dumps(value, default=str)
+            self._status = dataclasses.replace(self._status, **changes)

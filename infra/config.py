@@ -15,6 +15,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 ENGINES = ("emr", "glue")
+# How a new spec reaches the workers (SWAP_MODE; the values of lambdas.common.config.SwapMode): "carry" keeps every
+# slot both specs share in the process holding it and scales the service by desired count; "whole" deploys a new
+# task-definition revision per spec (ECS blue/green: a whole new fleet per version).
+SWAP_MODES = ("carry", "whole")
 EMR_RELEASE = "emr-spark-8.0.0"
 GLUE_VERSION = "5.1"
 # Fargate's valid (cpu, memory MiB) pairs for the sizes a geo worker uses.
@@ -77,6 +81,7 @@ class GeoConfig:
     emr_max_memory_gb: int
     glue_workers: int
     retain_data: bool
+    swap_mode: str
 
     @property
     def geo_stream_prefix(self) -> str:
@@ -115,6 +120,7 @@ DEFAULTS: dict[str, Any] = {
     "emr_max_memory_gb": 64,
     "glue_workers": 2,
     "retain_data": True,
+    "swap_mode": "carry",
 }
 
 
@@ -227,6 +233,7 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
         emr_max_memory_gb=_int(ctx, "emr_max_memory_gb", 2, 24000),
         glue_workers=_int(ctx, "glue_workers", 2, 299),
         retain_data=_bool(ctx, "retain_data"),
+        swap_mode=_text(ctx, "swap_mode", lambda v: v in SWAP_MODES, f"one of {SWAP_MODES}"),
     )
 
 

@@ -112,6 +112,7 @@ class GeoRebalancerStack(Stack):
             "ECS_CLUSTER": cluster_name(config),
             "ECS_SERVICE": service_name(config),
             "GEO_STREAM_KMS_KEY": self.geo_streams.key.key_arn,
+            "SWAP_MODE": config.swap_mode,
         }
 
     @property
@@ -176,6 +177,22 @@ class GeoRebalancerStack(Stack):
         storage.output.grant_put(task)
         storage.quarantine.grant_put(task)
         geo.grant_read(task)
+        # A worker keeps its task's scale-in protection on while it holds a lease (geo_service/protection.py); the
+        # agent endpoint acts with the task role.
+        task.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["ecs:UpdateTaskProtection", "ecs:GetTaskProtection"],
+                resources=[self._worker_tasks_arn()],
+            )
+        )
+
+    def _worker_tasks_arn(self) -> str:
+        return self.format_arn(
+            service="ecs",
+            resource="task",
+            resource_name=f"{cluster_name(self.config)}/*",
+            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+        )
 
     def _service_deployments_arn(self) -> str:
         return self.format_arn(

@@ -59,6 +59,12 @@ def acknowledge_findings(stack: GeoRebalancerStack) -> None:
         f"{config.prefix}-workers/{config.prefix}-geo-workers/*]",
         "ECS creates a service-deployment id per blue/green deploy at run time; limited to the worker service.",
     )
+    _ack(
+        stack.workers.task_definition,
+        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:task/{config.prefix}-workers/*]",
+        "A worker sets its own task's scale-in protection (ecs:UpdateTaskProtection/GetTaskProtection); task ids are "
+        "created at run time; limited to the worker cluster's tasks.",
+    )
     star_owners: list[IConstruct] = [
         stack.partitioner.function, stack.router.function, stack.deployer.function, stack.hooks.function,
         stack.workers.task_definition,

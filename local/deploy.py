@@ -1,21 +1,26 @@
-"""DeployDriver: runs the real blue/green control plane locally with a :class:`LocalFleet`.
+"""DeployDriver: runs the real deploy control plane locally with a :class:`LocalFleet`.
 
-In AWS three things move a deployment (``lambdas/deploy/``): the **deployer** Lambda (S3
-``ObjectCreated`` on ``specs/v<n>.json`` and a schedule: ``request`` + ``step(allow_start=True)``),
-and ECS's **lifecycle hooks** (``POST_SCALE_UP`` holds the traffic shift until green is leased and
-warm, ``POST_PRODUCTION_TRAFFIC_SHIFT`` holds blue until it drained), answered by
+In AWS these move a deployment (``lambdas/deploy/``): the **deployer** Lambda (S3 ``ObjectCreated`` on
+``specs/v<n>.json`` and a schedule: ``request`` + ``step(allow_start=True)``; in ``carry`` mode it keeps
+stepping while the swap is in flight, :func:`lambdas.deploy.deployer.settle`), and, in ``whole`` mode,
+ECS's **lifecycle hooks** of the blue/green service deployment (``POST_SCALE_UP`` holds the traffic shift
+until green is leased and warm, ``POST_PRODUCTION_TRAFFIC_SHIFT`` holds blue until it drained), answered by
 :func:`lambdas.deploy.hooks.run_hook`. :class:`DeployDriver` does the same, every ``interval_s``:
 
 1. *deployer*: for each new spec object it builds the S3 event and reads its versions with
    :func:`lambdas.deploy.deployer.requested_versions`, waits for ``desired`` with
-   :func:`~lambdas.deploy.deployer.await_desired`, calls ``request``, then ``step(allow_start=True)``;
-2. *ECS*: when a deployment is in flight it plays the service deployment's lifecycle: it calls
-   :func:`~lambdas.deploy.hooks.run_hook` with an ECS-shaped hook event for the current stage,
+   :func:`~lambdas.deploy.deployer.await_desired`, calls ``request``, then ``step(allow_start=True)``
+   (every tick while a carry swap is in flight: a desired-count change starts no ECS deployment, so no
+   hook is called);
+2. *ECS* (``whole`` mode): when a deployment is in flight it plays the service deployment's lifecycle:
+   it calls :func:`~lambdas.deploy.hooks.run_hook` with an ECS-shaped hook event for the current stage,
    again after ``callBackDelay`` while the answer is ``IN_PROGRESS``, moves to the next stage on
-   ``SUCCEEDED`` and ends the deployment (rolled back) on ``FAILED``.
+   ``SUCCEEDED`` and ends the deployment (rolled back) on ``FAILED``;
+3. *the ECS service scheduler*: :meth:`LocalFleet.poll` records worker exits and replaces a worker that died.
 
 The controller is :class:`lambdas.deploy.controller.DeployController` over the real adapters
-(:mod:`lambdas.common.aws`) against moto, with :class:`local.fleet.LocalFleet` as its fleet.
+(:mod:`lambdas.common.aws`) against moto, with :class:`local.fleet.LocalFleet` as its fleet; the swap mode is
+``SWAP_MODE`` of the environment (``carry`` by default).
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ class DeployDriver(LoopThread):
 
         cfg = LambdaConfig.from_env()
         clients = make_clients(cfg)
+        self.swap_mode = cfg.swap_mode
         self.aws = aws
         self.say = say
         self.fleet = fleet
@@ -75,7 +81,7 @@ class DeployDriver(LoopThread):
                                     LeaseTable(clients.dynamodb, aws.names.leases_table),
                                     SpecStore(clients.s3, aws.names.specs_bucket), GeoStreams(clients.kinesis, cfg.geo_stream_kms_key),
                                     fleet, prefix=aws.names.prefix, green_timeout_s=green_timeout_s,
-                                    drain_timeout_s=drain_timeout_s, stream_wait_s=0.0)
+                                    drain_timeout_s=drain_timeout_s, stream_wait_s=0.0, swap_mode=cfg.swap_mode)
         self._s3 = clients.s3
         self.seen_specs: set[str] = set()
         self.deployment: EcsDeployment | None = None
@@ -84,8 +90,12 @@ class DeployDriver(LoopThread):
         self.last_status: tuple[int | None, str] = (None, "idle")
 
     def step(self) -> None:
+        from lambdas.common.config import SwapMode
+
+        self.fleet.poll()
         self._deployer()
-        self._ecs()
+        if self.swap_mode is SwapMode.WHOLE:
+            self._ecs()
         st = self.ctl.state()
         if (st.version, st.status) != self.last_status:
             self.last_status = (st.version, st.status)
@@ -103,7 +113,7 @@ class DeployDriver(LoopThread):
             for version in sorted(requested_versions(event)):
                 if await_desired(self.ctl, version, wait_s=2.0):
                     self.ctl.request(version)
-        if self.deployment is None:
+        if self.deployment is None:  # a carry swap has no ECS deployment: the deployer steps it all the way
             self.ctl.step(allow_start=True)
 
     def _ecs(self) -> None:

@@ -1,10 +1,21 @@
 """LocalFleet: the deploy controller's fleet adapter with real worker processes.
 
-In AWS the deployer starts a new ECS service revision (one Fargate task per worker slot
-of the spec) and stops blue's tasks after it drained. Locally :class:`LocalFleet` does the
-same with ``python -m geo_service`` processes, one per worker slot of the spec version,
-each with the worker environment of CONTRACTS ("Worker lifecycle") and its own health
-port and log file (``<out>/logs/worker-v<version>-<worker>.log``).
+It does locally what the ECS service does in AWS (``lambdas.common.aws.EcsFleet``), one
+``python -m geo_service`` process per worker, each pinned to one slot id (``WORKER_ID``), with the
+version it was started for (``SPEC_VERSION``), the swap mode (``SWAP_MODE``), the worker environment of
+CONTRACTS ("Worker lifecycle"), its own health port and log file (``<out>/logs/worker-v<version>-<slot>.log``):
+
+* ``carry`` plans: :meth:`LocalFleet.start` starts processes for the plan's new slots only (a kept slot's
+  process claims the new version's lease itself and keeps serving), :meth:`LocalFleet.stop` stops the
+  removed slots' processes once the old version drained (they have exited by then: a pinned worker exits
+  when nothing is left for its slot), :meth:`LocalFleet.abort` stops what :meth:`start` started.
+* ``whole`` plans: a process per slot of the new version; ``stop`` stops every process of the old one.
+
+Like the ECS service scheduler, which replaces a task that stops while the service still counts it,
+:meth:`LocalFleet.poll` restarts a process that died (killed, or exit code other than 0) for the same slot;
+the new process takes the slot over once its lease expires. A clean exit (0: drained, released, nothing
+left) is not replaced. :attr:`LocalFleet.history` records every start, stop, exit and restart with the
+process id, for the report's swap section.
 
 Notes
 -----
@@ -17,12 +28,20 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from lambdas.common.config import SwapMode
+from lambdas.deploy.plan import DeployPlan
 from local import procs
 from local.aws import free_port
+
+#: A slot's process is restarted at most this many times within RESTART_WINDOW_S (a worker that cannot start,
+#: e.g. a bad setting, is not restarted in a loop: ECS throttles restarts the same way).
+MAX_RESTARTS = 3
+RESTART_WINDOW_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -35,17 +54,37 @@ class WorkerSettings:
 
 
 @dataclass(frozen=True)
+class FleetEvent:
+    """One entry of :attr:`LocalFleet.history`: ``kind`` is ``start``, ``restart``, ``stop`` or ``exit``."""
+
+    at: float
+    kind: str
+    version: int
+    worker: str
+    pid: int
+    code: int | None = None
+
+
+@dataclass
 class WorkerProcess:
-    """One worker process: which version and slot, its health port, the child handle."""
+    """One worker process: the slot it is pinned to, the version it was started for, health port, child."""
 
     version: int
     worker_id: str
+    mode: SwapMode
     health_port: int
     child: procs.Child
+    exited_at: float | None = None
+    exit_code: int | None = None
+    restarts: list[float] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.child.pid
 
 
 class LocalFleet:
-    """Starts and stops one ``python -m geo_service`` process per worker slot of a version."""
+    """Starts, stops and supervises ``python -m geo_service`` processes; see the module docstring."""
 
     def __init__(self, base_env: Mapping[str, str], log_dir: Path, repo_root: Path,
                  settings: WorkerSettings = WorkerSettings()) -> None:
@@ -54,59 +93,91 @@ class LocalFleet:
         self.repo_root = repo_root
         self.settings = settings
         self._lock = threading.Lock()
-        self._workers: dict[int, list[WorkerProcess]] = {}
-        self.history: list[tuple[float, str, int, str]] = []  # (time, "start"|"stop"|"exit", version, worker)
+        self._procs: list[WorkerProcess] = []
+        self._stopping = False
+        self.history: list[FleetEvent] = []
 
-    def start(self, version: int, worker_ids: Sequence[str]) -> list[WorkerProcess]:
-        """Start one worker process per ``worker_ids`` slot of spec ``version``."""
+    # ------------------------------------------------------------------ the controller's Fleet interface
+    def start(self, plan: DeployPlan) -> list[WorkerProcess]:
+        """Start a process per slot the plan starts (every slot of the new version in ``whole`` mode)."""
+        if not plan.started and plan.mode is SwapMode.WHOLE:
+            raise ValueError(f"spec v{plan.to_version} has no worker slots to start")
+        return [self._spawn(plan.to_version, wid, plan.mode) for wid in plan.started]
+
+    def stop(self, plan: DeployPlan, grace_s: float = 10.0) -> None:
+        """Stop the processes of the slots the plan stops (the old version drained)."""
+        old = plan.from_version or 0
+        if plan.mode is SwapMode.WHOLE:
+            self._terminate([p for p in self._live() if p.version == old], grace_s)
+        else:
+            gone = set(plan.stopped)
+            self._terminate([p for p in self._live() if p.worker_id in gone and p.version <= old], grace_s)
+
+    def abort(self, plan: DeployPlan, grace_s: float = 10.0) -> None:
+        """Stop the processes :meth:`start` started for the plan (rollback before the flip)."""
+        started = set(plan.started)
+        self._terminate([p for p in self._live() if p.version == plan.to_version and p.worker_id in started], grace_s)
+
+    # ------------------------------------------------------------------ supervision
+    def poll(self) -> None:
+        """Record exits; restart a process that died while it may still hold a slot (see the module docstring)."""
+        now = time.time()
+        for p in self._live():
+            code = p.child.popen.poll()
+            if code is None:
+                continue
+            p.exited_at, p.exit_code = now, code
+            self.history.append(FleetEvent(now, "exit", p.version, p.worker_id, p.pid, code))
+            recent = [t for t in p.restarts if now - t < RESTART_WINDOW_S]
+            if code != 0 and not self._stopping and len(recent) < MAX_RESTARTS:
+                fresh = self._spawn(p.version, p.worker_id, p.mode, kind="restart")
+                fresh.restarts = [*recent, now]
+
+    def _spawn(self, version: int, wid: str, mode: SwapMode, kind: str = "start") -> WorkerProcess:
         if version < 1:
             raise ValueError(f"spec version must be >= 1, got {version!r}")
-        if not worker_ids:
-            raise ValueError(f"spec v{version} has no worker slots to start")
-        started = []
-        for wid in worker_ids:
-            port = free_port()
-            env = {**self.base_env, "SPEC_VERSION": str(version), "WORKER_ID": wid, "HEALTH_PORT": str(port),
-                   "LEASE_S": str(self.settings.lease_s), "DRAIN_QUIET_S": str(self.settings.drain_quiet_s),
-                   "COST_REPORT_INTERVAL_S": str(self.settings.cost_report_interval_s),
-                   "PYTHONUNBUFFERED": "1"}
-            child = procs.start(f"worker-v{version}-{wid}", [sys.executable, "-m", "geo_service"], env,
-                                self.log_dir, self.repo_root)
-            proc = WorkerProcess(version, wid, port, child)
-            started.append(proc)
-            self.history.append((child.started_at, "start", version, wid))
+        port = free_port()
+        env = {**self.base_env, "SPEC_VERSION": str(version), "WORKER_ID": wid, "HEALTH_PORT": str(port),
+               "SWAP_MODE": mode.value, "LEASE_S": str(self.settings.lease_s),
+               "DRAIN_QUIET_S": str(self.settings.drain_quiet_s),
+               "COST_REPORT_INTERVAL_S": str(self.settings.cost_report_interval_s), "PYTHONUNBUFFERED": "1"}
+        child = procs.start(f"worker-v{version}-{wid}", [sys.executable, "-m", "geo_service"], env, self.log_dir,
+                            self.repo_root)
+        proc = WorkerProcess(version, wid, mode, port, child)
         with self._lock:
-            self._workers.setdefault(version, []).extend(started)
-        return started
+            self._procs.append(proc)
+        self.history.append(FleetEvent(child.started_at, kind, version, wid, child.pid))
+        return proc
 
-    def stop(self, version: int, grace_s: float = 10.0) -> None:
-        """Stop every process of ``version`` (SIGTERM, then SIGKILL after ``grace_s``)."""
-        import time
-
-        with self._lock:
-            workers = self._workers.pop(version, [])
+    def _terminate(self, workers: Iterable[WorkerProcess], grace_s: float) -> None:
+        workers = list(workers)
         for w in workers:  # ask all first, then wait: they release their leases in parallel
             procs.terminate(w.child)
         for w in workers:
-            procs.stop(w.child, grace_s)
-            self.history.append((time.time(), "stop", version, w.worker_id))
+            code = procs.stop(w.child, grace_s)
+            if w.exited_at is None:
+                w.exited_at, w.exit_code = time.time(), code
+                self.history.append(FleetEvent(w.exited_at, "stop", w.version, w.worker_id, w.pid, code))
 
-    def versions(self) -> list[int]:
-        """Versions with processes started and not stopped."""
+    def _live(self) -> list[WorkerProcess]:
         with self._lock:
-            return sorted(self._workers)
+            return [p for p in self._procs if p.exited_at is None]
+
+    # ------------------------------------------------------------------ views
+    def versions(self) -> list[int]:
+        """Versions that running processes were started for."""
+        return sorted({p.version for p in self._live()})
 
     def alive(self, version: int | None = None) -> int:
-        """Number of live worker processes (of one version, or all)."""
-        with self._lock:
-            groups = [self._workers.get(version, [])] if version is not None else list(self._workers.values())
-        return sum(1 for g in groups for w in g if w.child.alive())
+        """Number of live worker processes (started for one version, or all)."""
+        return sum(1 for p in self._live() if (version is None or p.version == version) and p.child.alive())
 
-    def processes(self, version: int) -> list[WorkerProcess]:
+    def processes(self, version: int | None = None) -> list[WorkerProcess]:
+        """Every process started (for one version, or all), running or not."""
         with self._lock:
-            return list(self._workers.get(version, []))
+            return [p for p in self._procs if version is None or p.version == version]
 
     def stop_all(self) -> None:
-        """Stop every worker process (shutdown path)."""
-        for v in self.versions():
-            self.stop(v, grace_s=5.0)
+        """Stop every worker process (shutdown path: nothing is restarted from now on)."""
+        self._stopping = True
+        self._terminate(self._live(), grace_s=5.0)

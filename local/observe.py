@@ -8,7 +8,11 @@
 * **lease safety**: an owner change on one lease while the previous owner's lease was still
   unexpired and not released is two owners of one partition (a violation);
 * **flip safety**: when ``active`` moves to a version, that version must already be green
-  ready in the same or an earlier observation (a violation otherwise).
+  ready in the same or an earlier observation (a violation otherwise);
+* every **tenure** of a lease (:class:`LeaseTenure`: one owner's hold of ``v<version>#<worker>``, with the
+  times the worker wrote on the item: ``claimed_at``, ``ready_at``, ``serving_at``, ``drained_at``,
+  ``released_at``) and every deploy **plan** (control ``pk="plan"``): the report's swap section
+  (:mod:`local.swaps`) tells from them which slots carried over in the same process.
 
 It reads the tables the way an operator would, so it checks the real components rather
 than trusting them.
@@ -51,6 +55,31 @@ class VersionTimeline:
 
 
 @dataclass
+class LeaseTenure:
+    """One owner's hold of one lease, with the times (epoch s) the worker wrote on the item."""
+
+    key: str
+    version: int
+    worker: str
+    owner: str
+    first_seen: float
+    claimed_at: float | None = None
+    ready_at: float | None = None
+    serving_at: float | None = None
+    drained_at: float | None = None
+    released_at: float | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The process id in the owner (``<host>:<pid>:<random>``)."""
+        parts = self.owner.split(":")
+        return int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else None
+
+
+_TENURE_TIMES = ("claimed_at", "ready_at", "serving_at", "drained_at", "released_at")
+
+
+@dataclass
 class LeaseSample:
     owner: str | None
     expires_at: float
@@ -77,6 +106,8 @@ class ControlObserver(LoopThread):
         self.flips: list[tuple[int | None, int, float]] = []  # (from, to, observed_at)
         self.spec_slots: dict[int, int] = {}
         self.specs: dict[int, Any] = {}  # version -> partitioner.spec.Spec, every spec object published
+        self.tenures: dict[str, list[LeaseTenure]] = {}  # lease key -> its owners' tenures in order
+        self.plans: dict[int, dict[str, Any]] = {}  # to_version -> the last plan item seen for it
         self._s3 = aws.client("s3")
         self._specs_bucket = aws.names.specs_bucket
 
@@ -114,6 +145,7 @@ class ControlObserver(LoopThread):
                         f"two owners of lease {key!r}: {sample.owner!r} took it at {now:.1f} while "
                         f"{last.owner!r} held it until {last.expires_at:.1f} (not released)")
             self.lease_last[key] = sample
+            self._tenure(key, version, item, owner, now)
         for version, items in by_version.items():
             tl = self.timeline(version)
             if tl.first_lease_at is None and any(i.get("owner") for i in items):
@@ -125,7 +157,26 @@ class ControlObserver(LoopThread):
             if slots and tl.drained_at is None and len(items) >= slots and all(i.get("drained") for i in items):
                 tl.drained_at = now
 
+    def _tenure(self, key: str, version: int, item: dict[str, Any], owner: str | None, now: float) -> None:
+        """Open a tenure for a new owner; record the lease times on the current (or, once released, last) one."""
+        tenures = self.tenures.setdefault(key, [])
+        if owner is not None and (not tenures or tenures[-1].owner != owner):
+            tenures.append(LeaseTenure(key, version, str(item.get("worker_id") or key.split("#", 1)[-1]), owner, now))
+        if not tenures:
+            return
+        current = tenures[-1]
+        for name in _TENURE_TIMES:  # claimed_at first: a later time counts only if it is this owner's (>= its claim)
+            value = item.get(name)
+            stamp = float(value) if isinstance(value, int | float) else None
+            if stamp is None or getattr(current, name) is not None:
+                continue
+            if name == "claimed_at" or (current.claimed_at is not None and stamp >= current.claimed_at):
+                setattr(current, name, stamp)
+
     def _observe_control(self, control: dict[str, dict[str, Any]], now: float) -> None:
+        plan = control.get("plan")
+        if plan is not None and isinstance(plan.get("to_version"), int):
+            self.plans[int(plan["to_version"])] = plan
         for pk, item in control.items():
             if self.records.get(pk) != item:
                 self.records[pk] = item

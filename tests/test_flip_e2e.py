@@ -15,7 +15,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+import urllib.request
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -28,10 +29,11 @@ from geo_service.config import WorkerConfig
 from geo_service.cost import Calibration
 from geo_service.worker import GeoWorker
 from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, make_clients, spec_key
-from lambdas.common.config import LambdaConfig
+from lambdas.common.config import LambdaConfig, SwapMode
 from lambdas.common.records import read_active
 from lambdas.deploy.controller import DONE, WAITING_GREEN, DeployController
 from lambdas.deploy.hooks import HookEvent, run_hook
+from lambdas.deploy.plan import DeployPlan
 from lambdas.router import handler as router_handler
 from partitioner.tiles import Tile, bounds
 from tests.lambdas.conftest import FakeLambdaContext, make_spec
@@ -54,6 +56,8 @@ def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     thread = threading.Thread(target=server.serve_forever, name="moto-e2e", daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
+    # moto's backends are process-wide: start every test from an empty account
+    urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=10).close()
     for k, v in {**ENV, "AWS_ENDPOINT_URL": url}.items():
         monkeypatch.setenv(k, v)
     c = make_clients(LambdaConfig.from_env())
@@ -71,23 +75,37 @@ def endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 class ThreadFleet:
-    """The controller's fleet adapter with real GeoWorkers in threads (one per worker slot, slot pinned)."""
+    """The controller's fleet adapter with real GeoWorkers in threads (one per started slot, slot pinned)."""
 
     def __init__(self, clients: WorkerClients) -> None:
         self.clients = clients
-        self.workers: dict[int, list[GeoWorker]] = {}
+        self.workers: dict[int, list[GeoWorker]] = {}  # by the version they were started for
+        self.started: list[tuple[int, str]] = []
 
-    def start(self, version: int, worker_ids: Sequence[str]) -> None:
-        cfg = dict(spec_version=version, control_table="e2e-control", leases_table="e2e-leases",
+    def start(self, plan: DeployPlan) -> None:
+        cfg = dict(spec_version=plan.to_version, control_table="e2e-control", leases_table="e2e-leases",
                    specs_bucket="e2e-specs", costs_bucket="e2e-costs", output_bucket="e2e-output",
                    quarantine_bucket="e2e-quarantine", prefix=PREFIX, lease_s=5.0, drain_quiet_s=1.5,
-                   cost_report_interval_s=60.0, poll_interval_s=0.05, active_poll_s=0.1)
-        self.workers[version] = [GeoWorker(WorkerConfig(**cfg, worker_id=w), self.clients,  # type: ignore[arg-type]
-                                           calibration=FAST_CAL).start() for w in worker_ids]
+                   cost_report_interval_s=60.0, poll_interval_s=0.05, active_poll_s=0.1, swap_mode=plan.mode.value)
+        self.started += [(plan.to_version, w) for w in plan.started]
+        self.workers[plan.to_version] = [GeoWorker(WorkerConfig(**cfg, worker_id=w),  # type: ignore[arg-type]
+                                                   self.clients, calibration=FAST_CAL).start() for w in plan.started]
 
-    def stop(self, version: int) -> None:
-        for w in self.workers.get(version, []):
+    def stop(self, plan: DeployPlan) -> None:
+        """Like LocalFleet: whole mode stops the workers started for the old version; carry mode those pinned to a
+        removed slot and started for the old version or before (a slot id may come back in a later version)."""
+        old, gone = plan.from_version or 0, set(plan.stopped)
+        for w in self.all():
+            version, slot = w.config.spec_version or 0, w.config.worker_id
+            if version == old if plan.mode.value == "whole" else (slot in gone and version <= old):
+                w.stop(timeout=30)
+
+    def abort(self, plan: DeployPlan) -> None:
+        for w in self.workers.get(plan.to_version, []):
             w.stop(timeout=30)
+
+    def all(self) -> list[GeoWorker]:
+        return [w for ws in self.workers.values() for w in ws]
 
 
 def until(what: str, fn: Callable[[], Any], timeout: float = 60.0, every: float = 0.2) -> Any:
@@ -149,7 +167,7 @@ def test_flip_end_to_end_every_event_processed_once(endpoint: str) -> None:
     control, specs = ControlTable(c.dynamodb, cfg.control_table), SpecStore(c.s3, cfg.specs_bucket)
     fleet = ThreadFleet(make_worker_clients(endpoint, "us-east-1"))
     ctl = DeployController(control, LeaseTable(c.dynamodb, cfg.leases_table), specs, GeoStreams(c.kinesis), fleet,
-                           prefix=PREFIX, green_timeout_s=120, drain_timeout_s=120)
+                           prefix=PREFIX, green_timeout_s=120, drain_timeout_s=120, swap_mode=SwapMode.WHOLE)
     router_handler.runtime.cache_clear()
 
     def publish(spec: Any) -> None:
@@ -200,6 +218,7 @@ def test_flip_end_to_end_every_event_processed_once(endpoint: str) -> None:
         assert ctl.state().status == DONE
         assert f"{PREFIX}-geo-v1" not in c.kinesis.list_streams()["StreamNames"]
         assert all(w.status().state == "drained" for w in fleet.workers[1])
+        assert not any(w.status().finished for w in fleet.workers[2])  # retiring blue leaves green alone
 
         # THEN every event sent comes out enriched exactly once after dedupe by event_id (count in = count out)
         want = {e["event_id"] for e in sent}
@@ -215,7 +234,93 @@ def test_flip_end_to_end_every_event_processed_once(endpoint: str) -> None:
         assert {by_id[f"ev-{i:05d}"]["spec_version"] for i in range(300, 420)} == {2}
         assert all(by_id[e["event_id"]]["payload"] == e["payload"] for e in sent)
     finally:
-        for v in list(fleet.workers):
-            fleet.stop(v)
+        for w in fleet.all():
+            w.stop(timeout=30)
+        router_handler.runtime.cache_clear()
+        os.environ.pop("AWS_ENDPOINT_URL", None)
+
+
+def processed_order_violations(rows: list[dict[str, Any]]) -> list[str]:
+    """Entities with a record of stream n processed after one of their records of a stream m > n."""
+    spans: dict[str, dict[int, list[int]]] = {}
+    for r in rows:
+        span = spans.setdefault(r["entity_id"], {}).setdefault(r["spec_version"], [r["processed_at"], r["processed_at"]])
+        span[0], span[1] = min(span[0], r["processed_at"]), max(span[1], r["processed_at"])
+    bad = []
+    for entity, by_version in spans.items():
+        versions = sorted(by_version)
+        bad += [f"{entity}: v{n} until {by_version[n][1]} > v{m} from {by_version[m][0]}"
+                for i, n in enumerate(versions) for m in versions[i + 1:] if by_version[n][1] >= by_version[m][0]]
+    return bad
+
+
+def test_carry_swaps_keep_slots_in_their_processes_and_every_entity_in_order(endpoint: str) -> None:
+    # GIVEN the control plane in carry mode over moto, real GeoWorkers in threads, and v1 deployed
+    cfg = LambdaConfig.from_env()
+    c = make_clients(cfg)
+    control, specs = ControlTable(c.dynamodb, cfg.control_table), SpecStore(c.s3, cfg.specs_bucket)
+    fleet = ThreadFleet(make_worker_clients(endpoint, "us-east-1"))
+    leases = LeaseTable(c.dynamodb, cfg.leases_table)
+    ctl = DeployController(control, leases, specs, GeoStreams(c.kinesis), fleet, prefix=PREFIX, green_timeout_s=120,
+                           drain_timeout_s=120, swap_mode=SwapMode.CARRY)
+    router_handler.runtime.cache_clear()
+
+    def deploy(spec: Any, *during: tuple[int, int]) -> None:
+        specs.put_new(spec)
+        assert control.put_forward("desired", {"version": spec.version, "spec_key": spec_key(spec.version),
+                                               "published_at": "t"})
+        ctl.request(spec.version)
+        for start, n in during:  # events while the swap is in flight: before, around and after the flip
+            route_and_keep(start, n)
+            ctl.step()
+        until(f"v{spec.version} deployed", lambda: ctl.step().status == DONE and ctl.state().version == spec.version,
+              timeout=90)
+
+    sent: list[dict[str, Any]] = []
+
+    def route_and_keep(start: int, n: int) -> None:
+        batch = make_events(start, n)
+        route(batch, 10_000 + start)
+        sent.extend(batch)
+
+    try:
+        v1 = make_spec(1, prefix=PREFIX)
+        deploy(v1)
+        route_and_keep(0, 120)
+        owners_v1 = {w: v.owner for w, v in leases.states(1, [x.id for x in v1.workers]).items()}
+        # WHEN v2 keeps w0001-w0003 and adds w0004, with events routed throughout the swap
+        v2 = make_spec(2, loads=(900, 900, 900, 900), previous=v1, prefix=PREFIX)
+        deploy(v2, (120, 120), (240, 60), (300, 60))
+        route_and_keep(360, 60)
+        # THEN only the new slot got a worker; each kept slot's v2 lease is held by the process that held it in v1
+        assert fleet.started == [(1, "w0001"), (1, "w0002"), (1, "w0003"), (2, "w0004")]
+        owners_v2 = {w: v.owner for w, v in leases.states(2, [x.id for x in v2.workers]).items()}
+        assert {w: owners_v2[w] for w in owners_v1} == owners_v1
+        assert all(w.status().carried == 1 and not w.status().finished for w in fleet.workers[1])
+        plan = control.get("plan")
+        assert plan is not None and (plan["kept"], plan["started"], plan["status"]) == (
+            ["w0001", "w0002", "w0003"], ["w0004"], "done")
+        assert f"{PREFIX}-geo-v1" not in c.kinesis.list_streams()["StreamNames"]
+        # WHEN v3 removes w0001 (w0002 gains its cell), with events routed throughout
+        v3 = make_spec(3, loads=(500, 500, 500, 500), previous=v2, prefix=PREFIX)
+        deploy(v3, (420, 100), (520, 100))
+        route_and_keep(620, 60)
+        # THEN the removed slot's worker drained and finished; the others carried over again; nothing started
+        by_slot = {w.config.worker_id: w for w in fleet.all()}
+        assert by_slot["w0001"].run_until(lambda s: s.finished, timeout=30).state == "drained"
+        assert [by_slot[w].status().carried for w in ("w0002", "w0003", "w0004")] == [2, 2, 1]
+        assert len(fleet.started) == 4
+        # AND every event sent came out, exactly once after dedupe by event_id
+        want = {e["event_id"] for e in sent}
+        rows = until("all events enriched", lambda: (r := enriched(c)) and {x["event_id"] for x in r} >= want and r,
+                     timeout=60)
+        assert {r["event_id"] for r in rows} == want and len(want) == 680
+        # AND every entity's records of one version were processed before any of its records of a later version
+        assert processed_order_violations(rows) == []
+        assert {r["spec_version"] for r in rows} == {1, 2, 3}
+        assert {r["owner"] for r in rows} == {w.owner for w in fleet.all()}
+    finally:
+        for w in fleet.all():
+            w.stop(timeout=30)
         router_handler.runtime.cache_clear()
         os.environ.pop("AWS_ENDPOINT_URL", None)

@@ -16,15 +16,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from lambdas.common.config import LambdaConfig
+from lambdas.common.config import LambdaConfig, SwapMode
 from partitioner.errors import SpecError
 from partitioner.spec import Spec, check, spec_from_json
+
+if TYPE_CHECKING:
+    from lambdas.deploy.plan import DeployPlan
 
 KINESIS_MAX_RECORDS = 500
 KINESIS_MAX_BYTES = 5 * 1024 * 1024
@@ -532,22 +535,57 @@ class EcsService:
         except ClientError as exc:
             raise AdapterError(f"cannot update ECS service {self.service!r} to {task_definition!r}: {exc}") from exc
 
+    def scale(self, desired: int) -> None:
+        """Set only the desired count: the current tasks keep running, ECS adds or removes tasks.
+
+        A service deployment (and so ECS's blue/green lifecycle and its hooks) starts only when a property
+        recorded in a service revision changes: task definition, networking, capacity providers, load
+        balancers, ...; the desired count is not one of them, so this scales the current deployment
+        (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/service-revision.html, "Service revision
+        lifecycle": a revision is created "when you create a service, or update a service property that starts a
+        deployment"; https://docs.aws.amazon.com/AmazonECS/latest/developerguide/service-revision-property.html
+        lists the properties). On a scale-in ECS chooses which tasks stop but never a task whose scale-in
+        protection is on (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-scale-in-protection.html):
+        every worker holding a lease protects its task (``geo_service.protection``).
+        """
+        if desired < 0:
+            raise AdapterError(f"desired count of ECS service {self.service!r} must be >= 0, got {desired!r}")
+        try:
+            self._ecs.update_service(cluster=self.cluster, service=self.service, desiredCount=desired)
+        except ClientError as exc:
+            raise AdapterError(f"cannot set the desired count of ECS service {self.service!r} to {desired}: "
+                               f"{exc}") from exc
+
 
 class EcsFleet:
     """The deploy controller's fleet adapter on ECS (see :class:`lambdas.deploy.controller.Fleet`).
 
-    ``start`` registers the task-definition revision carrying ``SPEC_VERSION`` and sets the desired count
-    to one task per worker, which starts ECS's native blue/green deployment. ``stop`` does nothing on
-    purpose: ECS itself stops the blue revision in its CLEAN_UP stage, and stops green when a hook
-    returns FAILED (rollback).
+    ``carry`` plans (the default) run on one service of generic worker tasks: ``start`` raises the desired
+    count to every old slot plus the started ones, ``stop`` lowers it to the new slot count once the old
+    version drained, ``abort`` lowers it back to the old slot count. Carried slots need no task: the process
+    holding ``v<n>#w`` claims ``v<n+1>#w`` itself. ECS replaces a task that stops while the desired count still
+    counts it (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/ecs_services.html: "If a task in a
+    service stops, the scheduler launches a new task to replace it"), so a drained worker does not exit: it drops
+    its scale-in protection and waits, and the lowered desired count stops exactly the unprotected tasks.
+
+    ``whole`` plans use ECS's own blue/green deployment (also the path for new worker code): ``start``
+    registers the task-definition revision carrying ``SPEC_VERSION`` with the new slot count; ECS stops blue
+    itself in its CLEAN_UP stage and green when a hook returns FAILED, so ``stop`` and ``abort`` do nothing.
     """
 
     def __init__(self, service: EcsService) -> None:
         self.service = service
 
-    def start(self, version: int, worker_ids: Sequence[str]) -> None:
-        arn = self.service.register_revision(version)
-        self.service.deploy(arn, len(worker_ids))
+    def start(self, plan: DeployPlan) -> None:
+        if plan.mode is SwapMode.WHOLE:
+            self.service.deploy(self.service.register_revision(plan.to_version), plan.new_slots)
+        else:
+            self.service.scale(plan.peak_workers)
 
-    def stop(self, version: int) -> None:
-        return None
+    def stop(self, plan: DeployPlan) -> None:
+        if plan.mode is SwapMode.CARRY:
+            self.service.scale(plan.new_slots)
+
+    def abort(self, plan: DeployPlan) -> None:
+        if plan.mode is SwapMode.CARRY:
+            self.service.scale(plan.old_slots)

@@ -11,7 +11,8 @@ Names (``docs/CONTRACTS.md``, "Environment variables"):
 ``POLICY_JSON``, ``ECS_CLUSTER``, ``ECS_SERVICE``, ``GEO_STREAM_KMS_KEY`` (the geo streams' key;
 unset = unencrypted), ``AWS_ENDPOINT_URL`` (local only), plus the
 control-plane timings ``ROUTER_SPEC_TTL_S`` (5), ``GREEN_TIMEOUT_S`` (900), ``DRAIN_TIMEOUT_S`` (900),
-``HOOK_CALLBACK_DELAY_S`` (15) and ``STREAM_ACTIVE_WAIT_S`` (120).
+``HOOK_CALLBACK_DELAY_S`` (15) and ``STREAM_ACTIVE_WAIT_S`` (120), and ``SWAP_MODE`` (``carry``, the default:
+a new spec moves only the slots that change; ``whole``: every spec version starts a whole new fleet).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 
 GEO_PREFIX = "GEO_PREFIX"
 CONTROL_TABLE = "CONTROL_TABLE"
@@ -42,6 +44,7 @@ GREEN_TIMEOUT_S = "GREEN_TIMEOUT_S"
 DRAIN_TIMEOUT_S = "DRAIN_TIMEOUT_S"
 HOOK_CALLBACK_DELAY_S = "HOOK_CALLBACK_DELAY_S"
 STREAM_ACTIVE_WAIT_S = "STREAM_ACTIVE_WAIT_S"
+SWAP_MODE = "SWAP_MODE"
 
 DEFAULT_PREFIX = "georebal"
 DEFAULT_REGION = "us-east-1"
@@ -49,6 +52,18 @@ DEFAULT_REGION = "us-east-1"
 
 class ConfigError(ValueError):
     """A required environment variable is missing or malformed; the message names it and its value."""
+
+
+class SwapMode(StrEnum):
+    """How a new spec version reaches the workers (``SWAP_MODE``; the worker image has the same values).
+
+    ``carry``: a slot that exists in both versions stays in the process that holds it, which loads only what it
+    gains; only new slots start workers and only removed slots stop. ``whole``: every version starts a whole new
+    fleet (ECS's own blue/green deployment in AWS) and the old one drains and stops.
+    """
+
+    CARRY = "carry"
+    WHOLE = "whole"
 
 
 @dataclass(frozen=True)
@@ -76,6 +91,7 @@ class LambdaConfig:
     drain_timeout_s: float = 900.0
     hook_callback_delay_s: int = 15
     stream_active_wait_s: float = 120.0
+    swap_mode: SwapMode = SwapMode.CARRY
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LambdaConfig:
@@ -104,6 +120,7 @@ class LambdaConfig:
             drain_timeout_s=_positive(DRAIN_TIMEOUT_S, e.get(DRAIN_TIMEOUT_S, "900")),
             hook_callback_delay_s=int(_positive(HOOK_CALLBACK_DELAY_S, e.get(HOOK_CALLBACK_DELAY_S, "15"), integer=True)),
             stream_active_wait_s=_positive(STREAM_ACTIVE_WAIT_S, e.get(STREAM_ACTIVE_WAIT_S, "120")),
+            swap_mode=parse_swap_mode(e.get(SWAP_MODE, "")),
         )
 
     def require(self, *names: str) -> LambdaConfig:
@@ -123,6 +140,15 @@ class LambdaConfig:
     def stream_name(self, version: int) -> str:
         """Return the geo stream name of a spec version: ``<prefix>-geo-v<version>``."""
         return f"{self.prefix}-geo-v{version}"
+
+
+def parse_swap_mode(text: str, where: str = f"environment variable {SWAP_MODE}") -> SwapMode:
+    """``carry`` (also when empty) or ``whole``; anything else raises ConfigError naming ``where`` and the value."""
+    value = text.strip().lower() or SwapMode.CARRY.value
+    try:
+        return SwapMode(value)
+    except ValueError:
+        raise ConfigError(f"{where} must be one of {[m.value for m in SwapMode]}, got {text!r}") from None
 
 
 def _positive(name: str, text: str, *, integer: bool = False) -> float:

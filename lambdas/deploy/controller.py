@@ -8,13 +8,23 @@ One deployment at a time, persisted in control ``pk="deploy"`` (optimistic lock 
 Statuses and transitions (:meth:`DeployController.step` applies as many as are possible now)::
 
     idle/done/rolled_back --(a newer desired or queued version)--> deploying      start(): geo stream created
-    deploying   --(stream ACTIVE)-------------------------------> waiting_green   fleet.start(version, worker_ids)
+    deploying   --(stream ACTIVE)--> start_fleet() -------------> waiting_green   plan stored, fleet.start(plan)
     waiting_green --(green_ready)--> flip() --------------------> flipped         active pointer moved forward
-    waiting_green --(GREEN_TIMEOUT_S)--> rollback() ------------> rolled_back     green stream deleted, blue serves
+    waiting_green --(GREEN_TIMEOUT_S)--> rollback() ------------> rolled_back     plan rolled back, fleet.abort(plan),
+                                                                                  green stream deleted, blue serves
     flipped     --(no old version)------------------------------> done
     flipped     ------------------------------------------------> draining
-    draining    --(blue_drained)--> retire(old) ----------------> done            old stream deleted, blue stopped
+    draining    --(blue_drained)--> retire(old) ----------------> done            fleet.stop(plan), old stream deleted
     draining    --(DRAIN_TIMEOUT_S)-----------------------------> done            old stream KEPT (reason says so)
+
+**The deploy plan** (:mod:`lambdas.deploy.plan`): when the new stream is ready the controller computes
+``plan_swap(spec(blue), spec(green), swap_mode)``, stores it at control ``pk="plan"`` (status ``started``;
+the workers read it) and hands it to the fleet. In ``carry`` mode (the default) the plan keeps every slot
+that is in both specs: the worker process holding ``v<blue>#w`` claims ``v<green>#w`` itself and loads only
+what it gains, so the fleet starts workers for the new slots only, and after blue drained it stops the
+removed slots only. In ``whole`` mode every green slot starts a fresh worker and every blue one stops. The
+readiness test (every green lease live and ready), the flip and the drain test (every blue lease drained)
+are the same in both modes.
 
 * :meth:`request` records a newly published version as ``queued_version``; a newer one supersedes
   a queued one, and a deployment in flight is never interrupted. A rolled-back version is not retried
@@ -25,9 +35,10 @@ Statuses and transitions (:meth:`DeployController.step` applies as many as are p
 * The primitive steps are public so a driver can run them one by one: :meth:`start`,
   :meth:`green_ready`, :meth:`flip`, :meth:`blue_drained`, :meth:`retire`, :meth:`rollback`.
 
-The fleet is an adapter (:class:`Fleet`): :class:`lambdas.common.aws.EcsFleet` in AWS (registers the
-task-definition revision carrying ``SPEC_VERSION`` and sets the desired count; ECS stops blue itself),
-worker processes in the local loop (``local/fleet.py``'s ``LocalFleet`` has the same two methods).
+The fleet is an adapter (:class:`Fleet`: ``start(plan)``, ``stop(plan)``, ``abort(plan)``):
+:class:`lambdas.common.aws.EcsFleet` in AWS (``carry``: the service's desired count only; ``whole``: a
+task-definition revision carrying ``SPEC_VERSION``, i.e. ECS's own blue/green deployment), worker processes
+in the local loop (``local/fleet.py``'s ``LocalFleet``, same three methods).
 
 Local-loop driving::
 
@@ -38,19 +49,22 @@ Local-loop driving::
         if state.status in ("done", "rolled_back") and state.version == desired_version:
             break
 
-In AWS the deployer Lambda calls ``request`` + ``step(allow_start=True)``; the lifecycle hook calls
-``step(allow_start=False)`` and maps the status to ``hookStatus`` (:mod:`lambdas.deploy.hooks`).
+In AWS the deployer Lambda calls ``request`` + ``step(allow_start=True)`` (and, in ``carry`` mode, where no
+ECS deployment and so no lifecycle hook is involved, keeps stepping while it runs); in ``whole`` mode the
+lifecycle hook calls ``step(allow_start=False)`` and maps the status to ``hookStatus`` (:mod:`lambdas.deploy.hooks`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
 from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, now_iso, spec_key
+from lambdas.common.config import SwapMode
 from lambdas.common.records import ACTIVE, DEPLOY, ActivePointer, read_active, read_desired, to_item
+from lambdas.deploy.plan import PLAN, DeployPlan, PlanStatus, plan_from_item, plan_item, plan_swap
 from partitioner.spec import Spec
 
 QUEUED = "queued"
@@ -70,13 +84,16 @@ class DeployError(RuntimeError):
 
 
 class Fleet(Protocol):
-    """Where workers run: ECS (AWS) or local processes."""
+    """Where workers run: ECS (AWS) or local processes. Each call gets the swap's :class:`DeployPlan`."""
 
-    def start(self, version: int, worker_ids: Sequence[str]) -> Any:
-        """Start one worker per id for spec ``version`` (each claims a lease of that version)."""
+    def start(self, plan: DeployPlan) -> Any:
+        """Before the flip: fresh workers for ``plan.started`` (kept slots are claimed by their own workers)."""
 
-    def stop(self, version: int) -> Any:
-        """Stop the workers of ``version``."""
+    def stop(self, plan: DeployPlan) -> Any:
+        """After the old version drained: stop the workers of ``plan.stopped`` (they drained and exit)."""
+
+    def abort(self, plan: DeployPlan) -> Any:
+        """Rollback before the flip: stop what :meth:`start` started (kept slots drop their claims themselves)."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +143,8 @@ class DeployController:
     stream_wait_s : float
         How long :meth:`step` with ``allow_start=True`` may block waiting for a new geo stream to become
         ACTIVE (0 = never; the hooks' ``step(allow_start=False)`` never blocks).
+    swap_mode : SwapMode
+        ``carry`` (default) or ``whole``: what :func:`~lambdas.deploy.plan.plan_swap` keeps.
     clock : callable
         Epoch seconds (lease ``expires_at`` is epoch seconds).
     """
@@ -133,7 +152,7 @@ class DeployController:
     def __init__(self, control: ControlTable, leases: LeaseTable, specs: SpecStore, streams: GeoStreams,
                  fleet: Fleet, *, prefix: str = "georebal", green_timeout_s: float = 900.0,
                  drain_timeout_s: float = 900.0, stream_wait_s: float = 0.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 swap_mode: SwapMode = SwapMode.CARRY, clock: Callable[[], float] = time.time) -> None:
         self.control = control
         self.leases = leases
         self.specs = specs
@@ -143,6 +162,7 @@ class DeployController:
         self.green_timeout_s = green_timeout_s
         self.drain_timeout_s = drain_timeout_s
         self.stream_wait_s = stream_wait_s
+        self.swap_mode = SwapMode(swap_mode)
         self.clock = clock
 
     # ------------------------------------------------------------------ state
@@ -169,9 +189,34 @@ class DeployController:
         self.streams.create(name, len(spec.workers))
         return name
 
-    def start_fleet(self, version: int) -> None:
-        """Start one worker per spec worker for ``version``."""
-        self.fleet.start(version, [w.id for w in self.spec(version).workers])
+    def _stored_plan(self, version: int, old_version: int | None) -> dict[str, Any] | None:
+        item = self.control.get(PLAN)
+        if item is not None and item.get("to_version") == version and item.get("from_version") == old_version:
+            return item
+        return None
+
+    def plan(self, version: int, old_version: int | None) -> DeployPlan:
+        """The swap from ``old_version`` to ``version``: as stored when it started (no spec needed), else planned now."""
+        item = self._stored_plan(version, old_version)
+        if item is not None:
+            return plan_from_item(item)
+        old = self.spec(old_version) if old_version is not None else None
+        return plan_swap(old, self.spec(version), self.swap_mode)
+
+    def mark_plan(self, plan: DeployPlan, status: PlanStatus) -> None:
+        """Set the status of ``plan`` at control ``pk="plan"`` (stored anew if it is not the stored one)."""
+        item = self._stored_plan(plan.to_version, plan.from_version)
+        body = {**item, "status": status.value, "updated_at": self.clock()} if item else plan_item(
+            plan, status, self.clock())
+        self.control.put(PLAN, {k: v for k, v in body.items() if k != "pk"})
+
+    def start_fleet(self, version: int, old_version: int | None = None) -> DeployPlan:
+        """Plan the swap, store the plan (workers read it before they claim), then start the fleet's part."""
+        plan = plan_swap(self.spec(old_version) if old_version is not None else None, self.spec(version),
+                         self.swap_mode)
+        self.control.put(PLAN, plan_item(plan, PlanStatus.STARTED, self.clock()))
+        self.fleet.start(plan)
+        return plan
 
     def green_ready(self, version: int) -> bool:
         """True when every worker of ``version`` has a live lease (owner, not expired) marked ready."""
@@ -195,18 +240,22 @@ class DeployController:
         states = self.leases.states(old_version, [w.id for w in spec.workers])
         return all(w.id in states and states[w.id].drained for w in spec.workers)
 
-    def retire(self, old_version: int, *, delete_stream: bool = True) -> None:
-        """Stop the old fleet and (unless told not to) delete its geo stream."""
-        self.fleet.stop(old_version)
+    def retire(self, old_version: int, version: int, *, delete_stream: bool = True) -> None:
+        """Stop the workers the plan of ``old_version -> version`` stops and (unless told not to) delete the old stream."""
+        plan = self.plan(version, old_version)
+        self.fleet.stop(plan)
+        self.mark_plan(plan, PlanStatus.DONE)
         if delete_stream:
             self.streams.delete(self.stream_name(self.spec(old_version)))
 
-    def rollback(self, version: int) -> None:
-        """Abandon ``version`` before its flip: stop its fleet, delete its stream; blue keeps serving."""
+    def rollback(self, version: int, old_version: int | None = None) -> None:
+        """Abandon ``version`` before its flip: drop its plan, stop what it started, delete its stream; blue serves."""
         active = read_active(self.control)
         if active is not None and active.version >= version:
             raise DeployError(f"cannot roll back v{version}: the active pointer already moved to v{active.version}")
-        self.fleet.stop(version)
+        plan = self.plan(version, old_version)
+        self.mark_plan(plan, PlanStatus.ROLLED_BACK)  # first: kept slots release their claims on the new version
+        self.fleet.abort(plan)
         self.streams.delete(self.stream_name(self.spec(version)))
 
     # ---------------------------------------------------------- orchestration
@@ -250,7 +299,9 @@ class DeployController:
         new = replace(st, status=ROLLED_BACK, stage_since=self.clock(), failed_version=max(st.failed_version, v),
                       reason=reason)
         if self._save(st, new):
-            for cleanup in (lambda: self.fleet.stop(v), lambda: self.streams.delete(f"{self.prefix}-geo-v{v}")):
+            cleanups: tuple[Callable[[], object], ...] = (lambda: self.rollback(v, st.old_version),
+                                                          lambda: self.streams.delete(f"{self.prefix}-geo-v{v}"))
+            for cleanup in cleanups:
                 try:
                     cleanup()
                 except Exception:  # best effort: the version is already marked failed and never retried
@@ -287,8 +338,9 @@ class DeployController:
                     self.streams.wait_active(name, self.stream_wait_s)
                 status = self.streams.status(name)
             if status == "ACTIVE":
+                old = st.old_version
                 return (replace(st, status=WAITING_GREEN, stage_since=now, reason=f"waiting for v{v} workers"),
-                        lambda: self.start_fleet(v))
+                        lambda: self.start_fleet(v, old))
             return self._green_timeout(st, now)
         if st.status == WAITING_GREEN:
             if self.green_ready(v):
@@ -304,13 +356,13 @@ class DeployController:
             old = st.old_version if st.old_version is not None else v
             if self.blue_drained(old):
                 return (replace(st, status=DONE, stage_since=now, reason=f"v{v} active; blue v{old} drained, retired"),
-                        lambda: self.retire(old))
+                        lambda: self.retire(old, v))
             if now - st.stage_since > self.drain_timeout_s:
                 name = self.stream_name(self.spec(old))
                 return (replace(st, status=DONE, stage_since=now,
                                 reason=f"v{v} active; blue v{old} did not drain within {self.drain_timeout_s:g}s: "
                                        f"its stream {name!r} is kept for its remaining records"),
-                        lambda: self.retire(old, delete_stream=False))
+                        lambda: self.retire(old, v, delete_stream=False))
         return None
 
     def _green_timeout(self, st: DeployState, now: float) -> tuple[DeployState, Callable[[], object]] | None:
@@ -320,7 +372,7 @@ class DeployController:
         return (replace(st, status=ROLLED_BACK, stage_since=now, failed_version=max(st.failed_version, v),
                         reason=f"v{v} not ready within {self.green_timeout_s:g}s: rolled back, v{st.old_version} "
                                f"keeps serving"),
-                lambda: self.rollback(v))
+                lambda: self.rollback(v, st.old_version))
 
     def _target(self, st: DeployState) -> int | None:
         desired = read_desired(self.control)

@@ -12,9 +12,16 @@ A version is only requested once control ``pk="desired"`` has reached it (the pa
 spec object before moving the pointer; the deployer waits up to ``DESIRED_WAIT_S`` for it). Then
 :meth:`DeployController.step` creates the geo stream (provisioned, one shard per worker), waits for it
 to be ACTIVE (``STREAM_ACTIVE_WAIT_S``), registers the task-definition revision carrying
-``SPEC_VERSION`` and sets the service's desired count to the number of workers. Env: ``CONTROL_TABLE``,
+:meth:`DeployController.step` creates the geo stream (provisioned, one shard per worker), waits for it
+to be ACTIVE (``STREAM_ACTIVE_WAIT_S``), stores the deploy plan and starts the fleet's part of it: in
+``whole`` mode a task-definition revision carrying ``SPEC_VERSION`` (ECS's blue/green deployment, whose
+lifecycle hooks then hold green and drain blue); in ``carry`` mode (``SWAP_MODE``, the default) only the
+service's desired count. No ECS deployment and so no hook is involved in a carry swap, so the deployer itself
+keeps stepping (every ``HOOK_CALLBACK_DELAY_S``) while the deployment is in flight and the invocation has time
+left (:func:`settle`): green ready -> flip -> blue drained -> desired count lowered. A swap that outlasts one
+invocation is resumed by the next event (the schedule's ``{"action": "step"}``). Env: ``CONTROL_TABLE``,
 ``LEASES_TABLE``, ``SPECS_BUCKET``, ``ECS_CLUSTER``, ``ECS_SERVICE``, optional ``GEO_PREFIX``,
-``GREEN_TIMEOUT_S``, ``DRAIN_TIMEOUT_S``, ``STREAM_ACTIVE_WAIT_S``.
+``GREEN_TIMEOUT_S``, ``DRAIN_TIMEOUT_S``, ``STREAM_ACTIVE_WAIT_S``, ``HOOK_CALLBACK_DELAY_S``, ``SWAP_MODE``.
 """
 
 from __future__ import annotations
@@ -29,9 +36,10 @@ from urllib.parse import unquote_plus
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from lambdas.common.config import SwapMode
 from lambdas.common.records import read_desired
-from lambdas.deploy.controller import DeployController
-from lambdas.deploy.runtime import controller
+from lambdas.deploy.controller import DeployController, DeployState
+from lambdas.deploy.runtime import config, controller
 
 logger = Logger(service="deployer")
 metrics = Metrics(namespace="GeoRebalancer", service="deployer")
@@ -80,6 +88,21 @@ def await_desired(ctl: DeployController, version: int, wait_s: float,
         sleep(min(0.5, max(0.01, deadline - time.monotonic())))
 
 
+SETTLE_MARGIN_S = 20.0  # stop stepping this long before the invocation's timeout
+
+
+def settle(ctl: DeployController, remaining_s: float, every_s: float,
+           sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> DeployState:
+    """Step a carry-mode deployment every ``every_s`` while it is in flight and ``remaining_s`` (the invocation's
+    time left when called) leaves room; return the last state."""
+    deadline = clock() + remaining_s - SETTLE_MARGIN_S
+    st = ctl.state()
+    while st.in_flight and clock() + every_s < deadline:
+        sleep(every_s)
+        st = ctl.step(allow_start=True)
+    return st
+
+
 @metrics.log_metrics
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -94,6 +117,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             logger.warning("spec object exists but control 'desired' never reached it: not deployed",
                            extra={"version": version})
     st = ctl.step(allow_start=True)
+    if ctl.swap_mode is SwapMode.CARRY:
+        st = settle(ctl, context.get_remaining_time_in_millis() / 1000.0, config().hook_callback_delay_s)
     metrics.add_metric(name=f"DeployStatus_{st.status}", unit=MetricUnit.Count, value=1)
     logger.info("deploy state", extra=asdict(st))
     return asdict(st)

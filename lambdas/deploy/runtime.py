@@ -23,4 +23,4 @@ def controller() -> DeployController:
                             SpecStore(c.s3, cfg.specs_bucket), GeoStreams(c.kinesis, cfg.geo_stream_kms_key),
                             EcsFleet(EcsService(c.ecs, cfg.ecs_cluster, cfg.ecs_service)), prefix=cfg.prefix,
                             green_timeout_s=cfg.green_timeout_s, drain_timeout_s=cfg.drain_timeout_s,
-                            stream_wait_s=cfg.stream_active_wait_s)
+                            stream_wait_s=cfg.stream_active_wait_s, swap_mode=cfg.swap_mode)

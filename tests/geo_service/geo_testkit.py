@@ -22,12 +22,12 @@ class Resources:
     output_bucket: str
 
     def config(self, version: int, **overrides: Any) -> WorkerConfig:
-        """A fast worker config (short lease, quiet period and polls) for ``version``."""
+        """A fast worker config (short lease, quiet period and polls) for ``version`` (``whole`` mode unless overridden)."""
         base: dict[str, Any] = {
             "spec_version": version, "control_table": self.control_table, "leases_table": self.leases_table,
             "specs_bucket": self.specs_bucket, "costs_bucket": self.costs_bucket,
             "output_bucket": self.output_bucket, "prefix": self.prefix, "lease_s": 3.0, "drain_quiet_s": 0.6,
-            "cost_report_interval_s": 60.0, "poll_interval_s": 0.05, "active_poll_s": 0.1,
+            "cost_report_interval_s": 60.0, "poll_interval_s": 0.05, "active_poll_s": 0.1, "swap_mode": "whole",
         }
         base.update(overrides)
         return WorkerConfig(**base)
@@ -60,3 +60,12 @@ def set_active(clients: Clients, res: Resources, version: int) -> None:
         "flipped_at": {"S": "2026-11-21T00:00:00Z"}})
 
 
+
+
+def set_plan(clients: Clients, res: Resources, from_version: int | None, to_version: int, kept: list[str],
+             status: str = "started", mode: str = "carry") -> None:
+    """Write control ``pk="plan"`` as the deploy controller does (``lambdas/deploy/plan.py`` ``plan_item``)."""
+    clients.dynamodb.put_item(TableName=res.control_table, Item={
+        "pk": {"S": "plan"}, "from_version": {"N": str(from_version)} if from_version else {"NULL": True},
+        "to_version": {"N": str(to_version)}, "mode": {"S": mode}, "kept": {"L": [{"S": w} for w in kept]},
+        "started": {"L": []}, "stopped": {"L": []}, "status": {"S": status}})

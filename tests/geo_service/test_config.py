@@ -22,6 +22,25 @@ def test_defaults_follow_the_contract() -> None:
     assert (cfg.lease_s, cfg.heartbeat_s, cfg.drain_quiet_s, cfg.cost_report_interval_s) == (30.0, 10.0, 10.0, 300.0)
     assert (cfg.health_port, cfg.grid_zoom, cfg.buffer_ring) == (0, 12, 1)
     assert cfg.transform == "geo_service.transform:ReverseGeocoder" and cfg.quarantine_bucket == "out"
+    assert (cfg.swap_mode, cfg.barrier_timeout_s, cfg.agent_uri) == (c.SwapMode.CARRY, 900.0, None)
+
+
+def test_carry_mode_needs_no_spec_version_and_whole_mode_does() -> None:
+    # GIVEN the required variables without SPEC_VERSION
+    env = {k: v for k, v in BASE.items() if k != c.SPEC_VERSION}
+    # WHEN read in the default (carry) mode / THEN the worker is generic: no version pinned
+    assert WorkerConfig.from_env(env).spec_version is None
+    # WHEN read in whole mode / THEN the version is required
+    with pytest.raises(ConfigError, match="SPEC_VERSION is required"):
+        WorkerConfig.from_env({**env, c.SWAP_MODE: "whole"})
+
+
+def test_swap_mode_values_match_the_control_plane() -> None:
+    # GIVEN the worker's and the Lambdas' swap modes (the image does not ship lambdas/, so each has its own enum)
+    from lambdas.common.config import SwapMode as LambdaSwapMode
+
+    # THEN they have the same values
+    assert [m.value for m in c.SwapMode] == [m.value for m in LambdaSwapMode]
 
 
 def test_every_variable_is_read() -> None:
@@ -29,7 +48,8 @@ def test_every_variable_is_read() -> None:
     env = {**BASE, c.WORKER_ID: "w0003", c.GEO_PREFIX: "dev", c.AWS_ENDPOINT_URL: "http://127.0.0.1:5000",
            c.LEASE_S: "6", c.DRAIN_QUIET_S: "1.5", c.COST_REPORT_INTERVAL_S: "2", c.HEALTH_PORT: "8080",
            c.GEO_TRANSFORM: "mymod:Mine", c.GRID_ZOOM: "10", c.POLL_INTERVAL_S: "0.2", c.ACTIVE_POLL_S: "0.5",
-           c.BUFFER_RING: "2", c.QUARANTINE_BUCKET: "q"}
+           c.BUFFER_RING: "2", c.QUARANTINE_BUCKET: "q", c.SWAP_MODE: "whole", c.DRAIN_TIMEOUT_S: "60",
+           c.ECS_AGENT_URI: "http://169.254.170.2/api/x"}
     # WHEN the config is read
     cfg = WorkerConfig.from_env(env)
     # THEN each lands in its field
@@ -37,10 +57,13 @@ def test_every_variable_is_read() -> None:
         "w0003", "dev", "http://127.0.0.1:5000", 6.0, 1.5)
     assert (cfg.cost_report_interval_s, cfg.health_port, cfg.transform, cfg.grid_zoom) == (2.0, 8080, "mymod:Mine", 10)
     assert (cfg.poll_interval_s, cfg.active_poll_s, cfg.buffer_ring, cfg.quarantine_bucket) == (0.2, 0.5, 2, "q")
+    assert (cfg.swap_mode, cfg.barrier_timeout_s, cfg.agent_uri) == (c.SwapMode.WHOLE, 60.0, "http://169.254.170.2/api/x")
 
 
 @pytest.mark.parametrize(("changes", "message"), [
-    ({c.SPEC_VERSION: None}, "SPEC_VERSION is required"),
+    ({c.SPEC_VERSION: None, c.SWAP_MODE: "whole"}, "SPEC_VERSION is required"),
+    ({c.SWAP_MODE: "halfway"}, "SWAP_MODE must be one of ['carry', 'whole'], got 'halfway'"),
+    ({c.DRAIN_TIMEOUT_S: "0"}, "barrier_timeout_s must be a positive number of seconds, got 0.0"),
     ({c.SPEC_VERSION: "seven"}, "SPEC_VERSION='seven' is not a valid int"),
     ({c.SPEC_VERSION: "0"}, "SPEC_VERSION must be an integer >= 1, got 0"),
     ({c.LEASES_TABLE: None}, "LEASES_TABLE is required"),

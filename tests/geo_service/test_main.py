@@ -93,12 +93,12 @@ def test_process_serves_health_and_releases_on_sigterm(moto_endpoint: str, clien
 
 def test_process_drains_after_the_flip_and_exits_zero(moto_endpoint: str, clients: Clients,
                                                       resources: Resources, tmp_path: Path) -> None:
-    # GIVEN spec v5 active, a worker process for any free slot of v5 without a health port, and one event
+    # GIVEN spec v5 active, a whole-fleet worker process for slot w0001 of v5 without a health port, and one event
     spec = make_spec(5, [[PARIS_Z6], [""]], stream_name=f"{resources.prefix}-geo-v5")
     publish_spec(clients, resources, spec)
     set_active(clients, resources, 5)
     log = tmp_path / "worker.log"
-    proc = _start(_env(moto_endpoint, resources, 5, **{c.WORKER_ID: "w0001"}), log)
+    proc = _start(_env(moto_endpoint, resources, 5, **{c.WORKER_ID: "w0001", c.SWAP_MODE: "whole"}), log)
     try:
         reader = LeaseManager(clients.dynamodb, resources.leases_table, 5, "reader", 3)
         _wait(lambda: (st := reader.read("w0001")) is not None and st.ready, 60, "lease ready")
@@ -122,8 +122,8 @@ def test_process_drains_after_the_flip_and_exits_zero(moto_endpoint: str, client
 @pytest.mark.parametrize(("drop", "message"), [(c.SPEC_VERSION, "SPEC_VERSION is required")])
 def test_process_config_error_exits_2_naming_the_variable(moto_endpoint: str, resources: Resources, tmp_path: Path,
                                                           drop: str, message: str) -> None:
-    # GIVEN an environment missing a required variable
-    env = _env(moto_endpoint, resources, 1)
+    # GIVEN a whole-fleet worker's environment missing a required variable
+    env = _env(moto_endpoint, resources, 1, **{c.SWAP_MODE: "whole"})
     del env[drop]
     log = tmp_path / "worker.log"
     # WHEN the process starts

@@ -188,3 +188,30 @@ def test_bad_transform_names_are_rejected(spec: str, message: str) -> None:
     # WHEN / THEN loading it fails with a message naming it
     with pytest.raises(TransformError, match=message):
         load_transform(spec)
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    (["1202200"], ["1202200", "1202201"]),   # gains a neighbour
+    (["1202200", "1202201"], ["1202201"]),   # loses one
+    (["1202200"], ["0313131"]),              # moves far away
+    (["12022"], ["1202200"]),                # shrinks inside its old square
+])
+def test_a_carried_region_parses_only_what_it_gains_and_answers_like_a_fresh_load(before: list[str],
+                                                                               after: list[str]) -> None:
+    # GIVEN a geocoder loaded for one region
+    old = ReverseGeocoder()
+    old.load_region(before, buffer_ring=1)
+    # WHEN it builds the geocoder of the slot's next region, and a fresh one loads that region from scratch
+    carried = old.for_region(after, buffer_ring=1)
+    fresh = ReverseGeocoder()
+    fresh.load_region(after, buffer_ring=1)
+    # THEN both hold the same places and answer alike; the carried one parsed only the places the old did not cover
+    assert sorted(carried.places.quadkey) == sorted(fresh.places.quadkey)  # type: ignore[union-attr]
+    held = set(old.places.quadkey)  # type: ignore[union-attr]
+    assert carried.gained == sum(1 for q in fresh.places.quadkey if q not in held)  # type: ignore[union-attr]
+    assert carried.gained < fresh.loaded or not held & set(fresh.places.quadkey)  # type: ignore[union-attr]
+    b = bounds(quadkey_to_tile(after[0]))
+    point = {"lat": (b.south + b.north) / 2, "lon": (b.west + b.east) / 2}
+    assert carried.apply(point) == fresh.apply(point)
+    # AND the old geocoder is unchanged (it keeps serving while the new one is built)
+    assert old.prefixes == region_prefixes(before, 1)

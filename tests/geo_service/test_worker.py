@@ -190,7 +190,7 @@ def test_missing_spec_fails_with_the_key_in_the_error(clients: Clients, resource
     st = w.status()
     assert code == 1 and st.state == "failed"
     assert f"s3://{resources.specs_bucket}/specs/v00000042.json" in (st.last_error or "")
-    assert w.leases.lease is None
+    assert w.leases is None
 
 
 def test_worker_of_a_fully_drained_version_exits_retired(clients: Clients, resources: Resources) -> None:

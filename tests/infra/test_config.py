@@ -63,6 +63,7 @@ def test_policy_json_carries_every_watermark() -> None:
         ("retain_data", "maybe"),
         ("alarm_email", "not-an-address"),
         ("lease_s", True),
+        ("swap_mode", "halfway"),
     ],
 )
 def test_bad_setting_names_the_key_and_the_value(key: str, value: object) -> None:
@@ -73,3 +74,11 @@ def test_bad_setting_names_the_key_and_the_value(key: str, value: object) -> Non
     # THEN the message names the context key and shows the bad value with repr
     assert f"'{key}'" in str(err.value)
     assert repr(value) in str(err.value)
+
+
+def test_swap_mode_defaults_to_carry_and_takes_the_control_planes_values() -> None:
+    # GIVEN no setting / each mode on the command line WHEN loaded THEN carry by default, and each value is accepted
+    from lambdas.common.config import SwapMode
+
+    assert load_config({}).swap_mode == "carry"
+    assert [load_config({"swap_mode": m.value}).swap_mode for m in SwapMode] == ["carry", "whole"]

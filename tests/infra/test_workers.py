@@ -87,3 +87,21 @@ def test_cluster_has_container_insights(emr: Any) -> None:
         "AWS::ECS::Cluster",
         {"ClusterName": "georebal-workers", "ClusterSettings": [{"Name": "containerInsights", "Value": "enhanced"}]},
     )
+
+
+def test_workers_and_deploy_lambdas_get_the_swap_mode_and_tasks_may_protect_themselves(emr: Any) -> None:
+    # GIVEN the synthesized stack THEN the worker container carries SWAP_MODE (carry by default)
+    emr.template.has_resource_properties(
+        "AWS::ECS::TaskDefinition",
+        {"ContainerDefinitions": [Match.object_like({"Environment": Match.array_with([{"Name": "SWAP_MODE", "Value": "carry"}])})]},
+    )
+    # AND so does the deployer (it picks desired-count swaps or a blue/green revision by it)
+    emr.template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {"Handler": "lambdas.deploy.deployer.handler", "Environment": {"Variables": Match.object_like({"SWAP_MODE": "carry"})}},
+    )
+    # AND a task may set its own scale-in protection, on the worker cluster's tasks only
+    statements = [s for s in emr.policy_statements() if "ecs:UpdateTaskProtection" in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
+    assert len(statements) == 1 and set(statements[0]["Action"]) == {"ecs:UpdateTaskProtection", "ecs:GetTaskProtection"}
+    assert ":task/georebal-workers/*" in json.dumps(statements[0]["Resource"])
+

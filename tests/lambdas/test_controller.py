@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lambdas.common.aws import EcsFleet, EcsService, GeoStreams, spec_key
+from lambdas.common.config import SwapMode
 from lambdas.common.records import read_active
 from lambdas.deploy.controller import (
     DONE,
@@ -14,6 +15,7 @@ from lambdas.deploy.controller import (
     DeployController,
     DeployError,
 )
+from lambdas.deploy.plan import PLAN
 from partitioner.errors import SpecError
 from partitioner.spec import Spec
 from tests.lambdas.conftest import Aws, make_spec
@@ -29,11 +31,11 @@ class Clock:
         return self.now
 
 
-def controller(aws: Aws, clock: Clock, **kw: float) -> DeployController:
+def controller(aws: Aws, clock: Clock, mode: SwapMode = SwapMode.CARRY, **kw: float) -> DeployController:
     fleet = EcsFleet(EcsService(aws.clients.ecs, aws.cfg.ecs_cluster, aws.cfg.ecs_service))
     return DeployController(aws.control, aws.leases, aws.specs, aws.streams, fleet, prefix="georebal",
                             green_timeout_s=kw.get("green", 600.0), drain_timeout_s=kw.get("drain", 600.0),
-                            clock=clock)
+                            swap_mode=mode, clock=clock)
 
 
 def publish(aws: Aws, spec: Spec) -> None:
@@ -54,6 +56,10 @@ def service(aws: Aws) -> tuple[int, dict[str, str]]:
     return int(svc["desiredCount"]), env
 
 
+def revisions(aws: Aws) -> int:
+    return len(aws.clients.ecs.list_task_definitions(familyPrefix="georebal-geo-worker")["taskDefinitionArns"])
+
+
 def deploy_v1(aws: Aws, clock: Clock, ctl: DeployController) -> Spec:
     v1 = make_spec(1)
     publish(aws, v1)
@@ -64,16 +70,28 @@ def deploy_v1(aws: Aws, clock: Clock, ctl: DeployController) -> Spec:
     return v1
 
 
-def test_first_deploy_creates_stream_starts_fleet_and_flips_when_ready(aws: Aws) -> None:
+def start_v2(aws: Aws, clock: Clock, ctl: DeployController) -> Spec:
+    """v1 deployed and active, then v2 (one more slot) published, requested and started."""
+    v1 = deploy_v1(aws, clock, ctl)
+    v2 = make_spec(2, loads=(900, 900, 900, 900), previous=v1)
+    publish(aws, v2)
+    ctl.request(2)
+    ctl.step()
+    return v2
+
+
+@pytest.mark.parametrize("mode", [SwapMode.CARRY, SwapMode.WHOLE])
+def test_first_deploy_creates_stream_starts_fleet_and_flips_when_ready(aws: Aws, mode: SwapMode) -> None:
     # GIVEN spec v1 published and nothing active
     clock = Clock()
-    ctl = controller(aws, clock)
+    ctl = controller(aws, clock, mode)
     v1 = make_spec(1)
     publish(aws, v1)
     # WHEN the deployment is requested and stepped
     ctl.request(1)
     st = ctl.step()
-    # THEN the geo stream exists with one shard per worker, ECS runs one task per worker carrying SPEC_VERSION
+    # THEN the geo stream exists with one shard per worker, ECS runs one task per worker: generic tasks (carry)
+    # or a revision carrying SPEC_VERSION (whole)
     assert st.status == WAITING_GREEN and st.version == 1
     shards = aws.clients.kinesis.list_shards(StreamName="georebal-geo-v1")["Shards"]
     assert len(shards) == len(v1.workers)
@@ -81,7 +99,13 @@ def test_first_deploy_creates_stream_starts_fleet_and_flips_when_ready(aws: Aws)
     summary = aws.clients.kinesis.describe_stream_summary(StreamName="georebal-geo-v1")["StreamDescriptionSummary"]
     assert (summary["EncryptionType"], summary["KeyId"]) == ("KMS", "alias/georebal-geo-streams")
     desired, env = service(aws)
-    assert desired == len(v1.workers) and env["SPEC_VERSION"] == "1" and env["GEO_PREFIX"] == "georebal"
+    assert desired == len(v1.workers) and env["GEO_PREFIX"] == "georebal"
+    assert env.get("SPEC_VERSION") == (None if mode is SwapMode.CARRY else "1")
+    assert revisions(aws) == (1 if mode is SwapMode.CARRY else 2)
+    plan = aws.control.get(PLAN)
+    assert plan is not None and (plan["from_version"], plan["to_version"], plan["mode"], plan["status"]) == (
+        None, 1, mode.value, "started")
+    assert plan["started"] == [w.id for w in v1.workers] and plan["kept"] == []
     assert read_active(aws.control) is None
     # WHEN every worker leases and warms up
     leases(aws, v1, clock)
@@ -146,10 +170,8 @@ def test_green_timeout_rolls_back_and_blue_keeps_serving(aws: Aws) -> None:
     # GIVEN v1 active and v2 deploying whose workers never get ready
     clock = Clock()
     ctl = controller(aws, clock, green=300.0)
-    v1 = deploy_v1(aws, clock, ctl)
-    publish(aws, make_spec(2, loads=(900, 900, 900, 900), previous=v1))
-    ctl.request(2)
-    ctl.step()
+    start_v2(aws, clock, ctl)
+    v1 = ctl.spec(1)
     clock.now += 299
     assert ctl.step().status == WAITING_GREEN
     # WHEN the green timeout passes
@@ -253,3 +275,69 @@ def test_geo_stream_encryption_starts_once_and_only_with_a_key(aws: Aws) -> None
     assert (unkeyed, first, second) == (False, True, False)
     summary = aws.clients.kinesis.describe_stream_summary(StreamName="georebal-geo-v7")["StreamDescriptionSummary"]
     assert summary["EncryptionType"] == "KMS"
+
+
+def test_carry_swap_scales_by_the_plan_without_a_new_revision(aws: Aws) -> None:
+    # GIVEN v1 (3 slots) active in carry mode on generic tasks
+    clock = Clock()
+    ctl = controller(aws, clock)
+    v1 = deploy_v1(aws, clock, ctl)
+    assert service(aws)[0] == 3
+    # WHEN v2 keeps w0001-w0003 and adds w0004
+    v2 = make_spec(2, loads=(900, 900, 900, 900), previous=v1)
+    publish(aws, v2)
+    ctl.request(2)
+    assert ctl.step().status == WAITING_GREEN
+    # THEN the desired count rises by the one started slot only (every old task keeps running), with no new revision
+    assert service(aws)[0] == 4 and revisions(aws) == 1
+    plan = aws.control.get(PLAN)
+    assert plan is not None and (plan["kept"], plan["started"], plan["stopped"], plan["status"]) == (
+        ["w0001", "w0002", "w0003"], ["w0004"], [], "started")
+    # WHEN green is ready (the carriers' and the new worker's leases) and then blue drained
+    leases(aws, v2, clock)
+    assert ctl.step().status == DRAINING
+    leases(aws, v1, clock, drained=True, owner=None)
+    assert ctl.step().status == DONE
+    # THEN the count is the new slot count and the plan is done
+    assert service(aws)[0] == 4 and aws.control.get(PLAN)["status"] == "done"  # type: ignore[index]
+    # WHEN v3 removes w0001
+    v3 = make_spec(3, loads=(500, 500, 500, 500), previous=v2)
+    publish(aws, v3)
+    ctl.request(3)
+    ctl.step()
+    # THEN nothing starts (the count stays) until blue drained, then it drops by the removed slot
+    assert service(aws)[0] == 4 and aws.control.get(PLAN)["stopped"] == ["w0001"]  # type: ignore[index]
+    leases(aws, v3, clock)
+    ctl.step()
+    leases(aws, v2, clock, drained=True, owner=None)
+    assert ctl.step().status == DONE and service(aws)[0] == 3
+
+
+def test_carry_rollback_marks_the_plan_and_scales_back(aws: Aws) -> None:
+    # GIVEN v1 active (carry) and v2 (one more slot) whose workers never get ready
+    clock = Clock()
+    ctl = controller(aws, clock, green=300.0)
+    start_v2(aws, clock, ctl)
+    assert service(aws)[0] == 4
+    # WHEN the green timeout passes
+    clock.now += 301
+    st = ctl.step()
+    # THEN v2 is rolled back: the plan says so (carriers drop their v2 claims), the count is back to v1's, blue serves
+    assert st.status == ROLLED_BACK and service(aws)[0] == 3
+    assert aws.control.get(PLAN)["status"] == "rolled_back"  # type: ignore[index]
+    assert read_active(aws.control).version == 1  # type: ignore[union-attr]
+
+
+def test_failed_deploy_rolls_back_its_plan_without_reading_the_spec(aws: Aws) -> None:
+    # GIVEN v2 deploying in carry mode whose spec object then disappears
+    clock = Clock()
+    ctl = controller(aws, clock, green=300.0)
+    start_v2(aws, clock, ctl)
+    aws.clients.s3.delete_object(Bucket=aws.cfg.specs_bucket, Key=spec_key(2))
+    ctl.specs._cache.clear()
+    # WHEN stepping fails past the green timeout
+    clock.now += 301
+    st = ctl.step()
+    # THEN the version is marked failed, its plan rolled back and the count restored from the stored plan
+    assert st.status == ROLLED_BACK and st.failed_version == 2
+    assert aws.control.get(PLAN)["status"] == "rolled_back" and service(aws)[0] == 3  # type: ignore[index]

@@ -3,22 +3,37 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from lambdas.common.aws import EcsFleet, EcsService, spec_key
+from lambdas.common.config import SwapMode
 from lambdas.common.records import read_active
 from lambdas.deploy import deployer, hooks, runtime
 from lambdas.deploy.controller import DONE, DRAINING, ROLLED_BACK, WAITING_GREEN, DeployController
 from partitioner.spec import Spec
-from tests.lambdas.conftest import CTX, Aws, load_event, make_spec
+from tests.lambdas.conftest import CTX, Aws, FakeLambdaContext, load_event, make_spec
 
 
 @pytest.fixture(autouse=True)
-def fresh_runtime() -> None:
+def fresh_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The ECS lifecycle hooks take part in whole-fleet swaps (ECS's blue/green deployment): whole mode unless a
+    # test says otherwise.
+    monkeypatch.setenv("SWAP_MODE", "whole")
     runtime.config.cache_clear()
     runtime.controller.cache_clear()
+
+
+@dataclass(frozen=True)
+class ShortContext(FakeLambdaContext):
+    """A Lambda context with ``remaining_ms`` left in the invocation."""
+
+    remaining_ms: int = 60_000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
 
 
 def publish(aws: Aws, spec: Spec) -> None:
@@ -192,3 +207,50 @@ def test_hook_retries_step_errors_until_the_green_timeout(aws: Aws) -> None:
     st = ctl.state()
     assert (st.status, st.failed_version) == (ROLLED_BACK, 2) and "specs/v00000002.json" in st.reason
     assert "georebal-geo-v2" not in aws.stream_names()
+
+
+def test_deployer_in_carry_mode_sets_only_the_desired_count(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN carry mode and spec v1 published
+    monkeypatch.setenv("SWAP_MODE", "carry")
+    runtime.config.cache_clear()
+    runtime.controller.cache_clear()
+    v1 = make_spec(1)
+    publish(aws, v1)
+    base = aws.clients.ecs.describe_services(cluster="georebal", services=["georebal-geo-workers"])["services"][0]
+    # WHEN the deployer handles its S3 event with too little time left to step the swap further
+    out = deployer.handler(spec_event(1), ShortContext(remaining_ms=5_000))
+    # THEN the stream exists, the plan is stored, and the service only got its desired count: same task definition
+    svc = aws.clients.ecs.describe_services(cluster="georebal", services=["georebal-geo-workers"])["services"][0]
+    assert (out["version"], out["status"]) == (1, WAITING_GREEN) and aws.stream_names() == ["georebal-geo-v1"]
+    assert svc["desiredCount"] == len(v1.workers) and svc["taskDefinition"] == base["taskDefinition"]
+    assert aws.control.get("plan")["started"] == [w.id for w in v1.workers]  # type: ignore[index]
+
+
+def test_settle_steps_a_carry_swap_until_it_is_done_or_time_runs_out(aws: Aws) -> None:
+    # GIVEN a carry-mode controller with v1 deploying and a clock the test moves with each sleep
+    now = [0.0]
+    fleet = EcsFleet(EcsService(aws.clients.ecs, "georebal", "georebal-geo-workers"))
+    ctl = DeployController(aws.control, aws.leases, aws.specs, aws.streams, fleet, swap_mode=SwapMode.CARRY)
+    v1 = make_spec(1)
+    publish(aws, v1)
+    ctl.request(1)
+    assert ctl.step().status == WAITING_GREEN
+    sleeps: list[float] = []
+
+    def sleep(s: float) -> None:  # the workers get ready during the second wait
+        sleeps.append(s)
+        now[0] += s
+        if len(sleeps) == 2:
+            ready(aws, v1)
+
+    # WHEN settling with 100 s left, stepping every 15 s
+    st = deployer.settle(ctl, 100.0, 15.0, sleep=sleep, clock=lambda: now[0])
+    # THEN it stepped until the flip finished the deployment, then stopped
+    assert st.status == DONE and sleeps == [15.0, 15.0]
+    # WHEN a deployment never gets ready / THEN settling stops before the invocation's time is up
+    publish(aws, make_spec(2, loads=(900, 900, 900, 900), previous=v1))
+    ctl.request(2)
+    ctl.step()
+    sleeps.clear()
+    st = deployer.settle(ctl, 100.0, 15.0, sleep=sleep, clock=lambda: now[0])
+    assert st.status == WAITING_GREEN and sum(sleeps) <= 100.0 - deployer.SETTLE_MARGIN_S

@@ -60,3 +60,26 @@ def test_flip_after_green_ready_is_fine(observer: ControlObserver) -> None:
     # THEN the flip is recorded with no violation
     assert observer.violations == [] and [f[1] for f in observer.flips] == [2]
     assert observer.timeline(2).green_ready_at is not None
+
+
+def test_lease_tenures_keep_each_owners_own_times(observer: ControlObserver) -> None:
+    # GIVEN owner A claimed v2#w0001 at 10, was ready at 11, then released at 20
+    now = time.time()
+    observer._observe_leases([_lease("w0001", "h:1:a", 20, claimed_at=10.0, ready_at=11.0)], now)
+    observer._observe_leases([_lease("w0001", None, -1, ready=False, claimed_at=10.0, ready_at=11.0,
+                                     released_at=20.0)], now)
+    # WHEN B claims it at 25 (the item still holds A's ready_at until B is ready) and is ready at 27
+    observer._observe_leases([_lease("w0001", "h:2:b", 20, ready=False, claimed_at=25.0, ready_at=11.0)], now)
+    observer._observe_leases([_lease("w0001", "h:2:b", 20, claimed_at=25.0, ready_at=27.0, serving_at=28.0)], now)
+    # THEN there are two tenures, each with its own owner's times and process id
+    a, b = observer.tenures["v2#w0001"]
+    assert (a.owner, a.pid, a.claimed_at, a.ready_at, a.released_at) == ("h:1:a", 1, 10.0, 11.0, 20.0)
+    assert (b.owner, b.pid, b.claimed_at, b.ready_at, b.serving_at) == ("h:2:b", 2, 25.0, 27.0, 28.0)
+
+
+def test_plans_are_kept_by_target_version(observer: ControlObserver) -> None:
+    # GIVEN the plan item moving from a v2 plan to a v3 plan WHEN observed THEN both are kept by their target version
+    for to in (2, 3):
+        observer._observe_control({"plan": {"pk": "plan", "to_version": to, "kept": ["w0001"], "status": "started"}},
+                                  time.time())
+    assert sorted(observer.plans) == [2, 3] and observer.plans[3]["kept"] == ["w0001"]

@@ -1,0 +1,189 @@
+"""Which slot a worker claims next, and the slot it serves (``docs/CONTRACTS.md``, "Cheap swaps").
+
+:class:`SlotFinder` looks for work in priority order and claims the first free lease:
+
+1. the **active** version's slots that are not drained (a slot whose holder died is taken over; a slot
+   the plan removes still has to be drained by someone), and, after the flip of a started plan, the old
+   version's (the new version reads only once every old slot drained, so a dead drainer's slot is taken
+   over and drained);
+2. the slots of the version a **started plan** deploys, except a slot the plan keeps while its old lease
+   ``v<from>#w`` is not drained: the process holding that lease carries the slot over itself (and if that
+   process died, rule 1 hands ``v<from>#w`` to a new holder, which then carries it); once ``v<from>#w`` is
+   drained, whoever is free may take the new slot (its carrier died after the flip);
+3. in ``whole`` mode only the slots of ``SPEC_VERSION``; in ``carry`` mode ``SPEC_VERSION`` (the version a
+   process was started for) too, unless the plan rolled it back or a newer version superseded it.
+
+``WORKER_ID`` restricts every rule to one slot id (in ``whole`` mode ``SPEC_VERSION`` must have it). The leases are claimed with conditional writes
+(:meth:`~geo_service.lease.LeaseManager.claim`), so the rules only decide who *tries*; two owners of a
+lease are impossible either way.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from geo_service.aws import Clients, load_spec_from_s3
+from geo_service.config import SwapMode, WorkerConfig
+from geo_service.consumer import ShardConsumer, ShardInfo
+from geo_service.control import ControlView
+from geo_service.lease import Clock, LeaseManager, read_leases
+from geo_service.transform import GeoTransform
+from partitioner.index import SpecIndex
+from partitioner.spec import Spec
+
+
+class SpecCache:
+    """Specs by version (immutable objects: each is read from S3 once)."""
+
+    def __init__(self, clients: Clients, bucket: str) -> None:
+        self._clients = clients
+        self._bucket = bucket
+        self._specs: dict[int, Spec] = {}
+        self._lock = threading.Lock()
+
+    def get(self, version: int) -> Spec:
+        with self._lock:
+            if version in self._specs:
+                return self._specs[version]
+        spec = load_spec_from_s3(self._clients.s3, self._bucket, version)
+        with self._lock:
+            if len(self._specs) > 8:
+                self._specs.pop(min(self._specs))
+            self._specs[version] = spec
+        return spec
+
+
+@dataclass
+class Slot:
+    """One claimed slot of one version, ready to be served: lease, spec, shard reader and warm transform."""
+
+    leases: LeaseManager
+    spec: Spec
+    worker_id: str
+    stream: str
+    shards: list[ShardInfo]
+    consumer: ShardConsumer
+    transform: GeoTransform
+    region: tuple[str, ...]
+    places_loaded: int
+    places_gained: int
+    carried: bool = False
+    index: SpecIndex = field(init=False)
+    partition_ids: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.index = SpecIndex(self.spec)
+        self.partition_ids = frozenset(p.id for p in self.spec.partitions_of(self.worker_id))
+
+    @property
+    def version(self) -> int:
+        return self.spec.version
+
+
+def region_of(spec: Spec, worker_id: str) -> tuple[str, ...]:
+    """The quadkeys a slot owns (the transform loads them plus a buffer ring)."""
+    return tuple(sorted({q for p in spec.partitions_of(worker_id) for q in p.quadkeys}))
+
+
+@dataclass(frozen=True)
+class Search:
+    """The outcome of one pass: the claimed lease (or None) and how many slots still need a holder."""
+
+    claimed: LeaseManager | None
+    open_slots: int
+
+
+class SlotFinder:
+    """Claims the next slot by the rules of the module docstring."""
+
+    def __init__(self, config: WorkerConfig, clients: Clients, owner: str, specs: SpecCache,
+                 clock: Clock = time.time, manager: Callable[[int], LeaseManager] | None = None) -> None:
+        self.config = config
+        self.clients = clients
+        self.owner = owner
+        self.specs = specs
+        self.clock = clock
+        self._manager = manager or (lambda v: LeaseManager(clients.dynamodb, config.leases_table, v, owner,
+                                                           config.lease_s, clock=clock))
+
+    def versions(self, ctl: ControlView) -> list[int]:
+        """The versions whose slots this worker may claim, in priority order."""
+        cfg = self.config
+        if cfg.swap_mode is SwapMode.WHOLE:
+            return [cfg.spec_version] if cfg.spec_version is not None else []
+        out: list[int] = []
+        if ctl.active is not None:
+            out.append(ctl.active)
+        plan = ctl.plan
+        if plan is not None and plan.started and plan.from_version is not None and plan.from_version not in out:
+            out.append(plan.from_version)  # flipped, still draining: a slot whose drainer died must still drain
+        if plan is not None and plan.started and plan.to_version > (ctl.active or 0):
+            out.append(plan.to_version)
+        v = cfg.spec_version
+        if v is not None and v not in out and not self._passed_over(v, ctl):
+            out.append(v)
+        return out
+
+    @staticmethod
+    def _passed_over(version: int, ctl: ControlView) -> bool:
+        plan = ctl.plan
+        if plan is None:
+            return False
+        superseded = ctl.active is not None and version > ctl.active and plan.to_version > version
+        return ctl.dropped(version) or superseded
+
+    def search(self, ctl: ControlView) -> Search:
+        """One pass over the candidate slots; claims the first free one."""
+        open_slots = 0
+        now = self.clock()
+        for version in self.versions(ctl):
+            spec = self.specs.get(version)
+            ids = [w.id for w in spec.workers]
+            pin = self.config.worker_id
+            if pin is not None:
+                if self.config.swap_mode is SwapMode.WHOLE:
+                    spec.worker(pin)  # SpecError naming the slot when the version lacks it
+                elif pin not in ids:
+                    continue  # the pinned slot is not (or no longer) in this version
+                ids = [pin]
+            states = read_leases(self.clients.dynamodb, self.config.leases_table, version, ids)
+            waiting = self._carried_elsewhere(version, ids, ctl)
+            for wid in ids:
+                st = states.get(wid)
+                if st is not None and st.drained:
+                    continue
+                open_slots += 1
+                if (st is not None and st.held_by_other(self.owner, now)) or wid in waiting:
+                    continue
+                manager = self._manager(version)
+                if manager.claim(wid) is not None:
+                    return Search(manager, open_slots)
+        return Search(None, open_slots)
+
+    def _carried_elsewhere(self, version: int, ids: list[str], ctl: ControlView) -> set[str]:
+        """Kept slots of ``version`` whose old lease is not drained yet: their carrier claims them (rule 2)."""
+        plan = ctl.plan
+        if plan is None or not plan.started or plan.to_version != version or plan.from_version is None:
+            return set()
+        kept = [w for w in ids if plan.keeps(plan.from_version, w)]
+        if not kept:
+            return set()
+        old = read_leases(self.clients.dynamodb, self.config.leases_table, plan.from_version, kept)
+        return {w for w in kept if w in old and not old[w].drained}
+
+
+def previous_drained(ctl: ControlView, version: int, specs: SpecCache, dynamodb: object, leases_table: str) -> bool:
+    """True when ``version`` may be read: every slot of the version the plan swaps from to it is drained.
+
+    Also True when the plan is not a swap to ``version`` (a first deploy, or a later plan: the previous version
+    drained long ago, since a deployment starts only after the one before it finished).
+    """
+    plan = ctl.plan
+    if plan is None or plan.to_version != version or plan.from_version is None:
+        return True
+    ids = [w.id for w in specs.get(plan.from_version).workers]
+    states = read_leases(dynamodb, leases_table, plan.from_version, ids)
+    return all(w in states and states[w].drained for w in ids)

@@ -1,0 +1,356 @@
+"""The local report's swap section and the checks a swap must pass, from what the run recorded.
+
+Inputs: the enriched records (one :class:`Processed` per output line: which process read the event from which
+version's stream, and when), the deploy plans and lease tenures the observer saw
+(:class:`local.observe.ControlObserver`), the flips, and the local fleet's process history
+(:class:`local.fleet.FleetEvent`).
+
+**Per swap** (one row per flip from a version n to m, :class:`SwapRow`; ``report.json`` ``"swaps"``):
+
+* ``carried``: slots the plan kept whose ``v<m>#w`` lease was first held by the process that held ``v<n>#w``
+  (same owner, so the same process id); ``carried_share`` = carried / slots of m;
+* ``started``: processes the fleet started for m; ``stopped``: processes that held a slot of n the plan
+  stops (every slot in ``whole`` mode), i.e. drained n and exited;
+* ``moved_cells``: cells of m that changed worker (the plan's count);
+* ``extra_worker_s``: worker-seconds the swap cost beyond the steady fleet: each started process from its
+  start to the flip, plus each stopped process from the flip to its exit. A carried process costs nothing
+  extra (it loads what it gains while serving);
+* ``handover_s``: for the carried slots, the median time from the flip until the process read its new
+  version's shard (it first drains its old shard, then waits for the old version to drain everywhere).
+
+**Timings** (:class:`SwapTimings`, ``report.json`` ``"swap_timings"``, the medians a simulator can take its
+swap time from): ``process_start_s`` (process started -> first lease claimed), ``warm_up_s`` (claimed ->
+ready), ``carry_prepare_s`` (a carried slot's new lease claimed -> ready), ``drain_s`` (flip -> old lease
+drained).
+
+**Checks**: :func:`order_check` (for each entity, every record read from stream n was processed before any
+of its records from a stream m > n) and :func:`reader_check` (never two readers of one cell at once: for each
+zoom-12 cell, the processing intervals of different processes overlap neither across versions nor within one
+slot of one version; different slots of one version may share a cell, split by entity or by finer squares).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from partitioner.tiles import quadkey, tile
+
+CELL_ZOOM = 12
+SAMPLES = 5
+
+
+@dataclass(frozen=True)
+class Processed:
+    """One enriched record as the checks need it (``processed_ms``: when its batch was processed, epoch ms)."""
+
+    event_id: str
+    entity: str
+    version: int
+    worker: str
+    owner: str
+    processed_ms: int
+    cell: str
+
+    @classmethod
+    def from_json(cls, record: Mapping[str, Any], processed_ms: int | None = None) -> Processed:
+        """From an enriched line's object; ``processed_ms`` defaults to its ``processed_at`` field.
+
+        Raises ``KeyError``/``ValueError``/``TypeError`` on a record without the fields (the caller reports it).
+        """
+        when = processed_ms if processed_ms is not None else int(record["processed_at"])
+        return cls(str(record["event_id"]), str(record["entity_id"]), int(record["spec_version"]),
+                   str(record["worker_id"]), str(record["owner"]), when,
+                   quadkey(tile(float(record["lon"]), float(record["lat"]), CELL_ZOOM)))
+
+
+@dataclass(frozen=True)
+class Check:
+    """One swap invariant: how much it looked at, how many violations, a few examples."""
+
+    checked: int
+    violations: int
+    sample: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.violations == 0
+
+
+def order_check(records: Iterable[Processed]) -> Check:
+    """Per entity: the last record of stream n processed before the first of any stream m > n."""
+    spans: dict[str, dict[int, list[int]]] = defaultdict(dict)
+    for r in records:
+        span = spans[r.entity].setdefault(r.version, [r.processed_ms, r.processed_ms])
+        span[0], span[1] = min(span[0], r.processed_ms), max(span[1], r.processed_ms)
+    bad: list[str] = []
+    for entity, by_version in sorted(spans.items()):
+        versions = sorted(by_version)
+        bad += [f"{entity}: a v{n} record processed at {by_version[n][1]} ms, after a v{m} one at {by_version[m][0]} ms"
+                for i, n in enumerate(versions) for m in versions[i + 1:] if by_version[n][1] >= by_version[m][0]]
+    return Check(len(spans), len(bad), tuple(bad[:SAMPLES]))
+
+
+def reader_check(records: Iterable[Processed]) -> Check:
+    """No cell read by two processes at once (see the module docstring for which pairs count)."""
+    spans: dict[str, dict[tuple[int, str, str], list[int]]] = defaultdict(dict)
+    for r in records:
+        span = spans[r.cell].setdefault((r.version, r.worker, r.owner), [r.processed_ms, r.processed_ms])
+        span[0], span[1] = min(span[0], r.processed_ms), max(span[1], r.processed_ms)
+    bad: list[str] = []
+    for cell, readers in sorted(spans.items()):
+        items = sorted(readers.items(), key=lambda kv: kv[1][0])
+        for i, ((v1, w1, o1), (a1, b1)) in enumerate(items):
+            for (v2, w2, o2), (a2, b2) in items[i + 1:]:
+                if a2 > b1:
+                    break  # sorted by start: no later reader overlaps this one
+                if o1 != o2 and (v1 != v2 or w1 == w2):
+                    bad.append(f"cell {cell}: {o1} (v{v1}/{w1}, {a1}-{b1} ms) and {o2} (v{v2}/{w2}, {a2}-{b2} ms)")
+    return Check(len(spans), len(bad), tuple(bad[:SAMPLES]))
+
+
+class Tenure(Protocol):
+    """What the swap section reads of a lease tenure (:class:`local.observe.LeaseTenure`)."""
+
+    version: int
+    worker: str
+    owner: str
+    claimed_at: float | None
+    ready_at: float | None
+    serving_at: float | None
+    drained_at: float | None
+    released_at: float | None
+
+    @property
+    def pid(self) -> int | None: ...
+
+
+class Event(Protocol):
+    """A fleet history entry (:class:`local.fleet.FleetEvent`)."""
+
+    at: float
+    kind: str
+    version: int
+    worker: str
+    pid: int
+
+
+@dataclass(frozen=True)
+class Flip:
+    """The active pointer moved from ``from_version`` to ``to_version`` at ``at`` (epoch s)."""
+
+    from_version: int
+    to_version: int
+    at: float
+
+
+@dataclass(frozen=True)
+class SwapRow:
+    """One swap; see the module docstring."""
+
+    from_version: int
+    to_version: int
+    mode: str
+    slots: int
+    kept: int
+    carried: int
+    started: int
+    stopped: int
+    moved_cells: int
+    extra_worker_s: float
+    handover_s: float | None
+
+    @property
+    def carried_share(self) -> float:
+        return self.carried / self.slots if self.slots else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"from": self.from_version, "to": self.to_version, **asdict(self)}
+        for k in ("from_version", "to_version"):
+            out.pop(k)
+        out["carried_share"] = round(self.carried_share, 4)
+        return out
+
+
+@dataclass(frozen=True)
+class SwapTimings:
+    """Medians (seconds) of the parts of a swap, and how many samples each has."""
+
+    process_start_s: float | None
+    warm_up_s: float | None
+    carry_prepare_s: float | None
+    drain_s: float | None
+    handover_s: float | None
+    samples: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SwapsReport:
+    """The swap rows, the timings, and the two checks."""
+
+    rows: tuple[SwapRow, ...]
+    timings: SwapTimings
+    order: Check
+    readers: Check
+
+    @property
+    def median_carried_share(self) -> float | None:
+        return statistics.median(r.carried_share for r in self.rows) if self.rows else None
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return round(statistics.median(values), 3) if values else None
+
+
+class _Index:
+    """Tenures by (version, worker) and process exits by pid."""
+
+    def __init__(self, tenures: Iterable[Tenure], history: Iterable[Event]) -> None:
+        self.by_slot: dict[tuple[int, str], list[Tenure]] = defaultdict(list)
+        for t in tenures:
+            self.by_slot[(t.version, t.worker)].append(t)
+        self.exits: dict[int, float] = {}
+        self.starts: list[Event] = []
+        for e in history:
+            if e.kind in ("exit", "stop"):
+                self.exits.setdefault(e.pid, e.at)
+            elif e.kind in ("start", "restart"):
+                self.starts.append(e)
+
+    def first(self, version: int, worker: str) -> Tenure | None:
+        held = self.by_slot.get((version, worker))
+        return held[0] if held else None
+
+    def last(self, version: int, worker: str) -> Tenure | None:
+        held = self.by_slot.get((version, worker))
+        return held[-1] if held else None
+
+
+def swap_rows(flips: Sequence[Flip], plans: Mapping[int, Mapping[str, Any]], slots: Mapping[int, int],
+              index: _Index) -> list[tuple[SwapRow, list[float]]]:
+    """One row per flip between two versions (with the carried slots' handover times)."""
+    rows: list[tuple[SwapRow, list[float]]] = []
+    for flip in flips:
+        n, m = flip.from_version, flip.to_version
+        plan = plans.get(m, {})
+        mode = str(plan.get("mode", "carry"))
+        kept, stopped_slots = list(plan.get("kept", [])), list(plan.get("stopped", []))
+        carried, handovers = 0, []
+        for w in kept:
+            old, new = index.last(n, w), index.first(m, w)
+            if old is not None and new is not None and old.owner == new.owner:
+                carried += 1
+                if new.serving_at is not None:
+                    handovers.append(new.serving_at - flip.at)
+        started = [e for e in index.starts if e.version == m and e.kind == "start"]
+        extra = sum(max(0.0, flip.at - e.at) for e in started)
+        stopped = 0
+        for w in stopped_slots:
+            held = index.last(n, w)
+            if held is None:
+                continue
+            stopped += 1
+            end = index.exits.get(held.pid or -1) or held.released_at or held.drained_at
+            extra += max(0.0, (end or flip.at) - flip.at)
+        rows.append((SwapRow(n, m, mode, slots.get(m, 0), len(kept), carried, len(started), stopped,
+                             int(plan.get("moved_cells", 0)), round(extra, 3), _median(handovers)), handovers))
+    return rows
+
+
+def swap_timings(flips: Sequence[Flip], plans: Mapping[int, Mapping[str, Any]], index: _Index,
+                 handovers: Sequence[float]) -> SwapTimings:
+    """The medians of :class:`SwapTimings` over every swap of the run (the first deploy's starts included)."""
+    first_claim: dict[int, Tenure] = {}
+    for held in index.by_slot.values():
+        for t in held:
+            pid = t.pid
+            if pid is not None and t.claimed_at is not None and (pid not in first_claim
+                                                               or t.claimed_at < (first_claim[pid].claimed_at or 0)):
+                first_claim[pid] = t
+    start, warm = [], []
+    for e in index.starts:
+        first = first_claim.get(e.pid)
+        if first is not None and first.claimed_at is not None:
+            start.append(first.claimed_at - e.at)
+            if first.ready_at is not None:
+                warm.append(first.ready_at - first.claimed_at)
+    prepare, drain = [], []
+    for flip in flips:
+        for w in plans.get(flip.to_version, {}).get("kept", []):
+            new, old = index.first(flip.to_version, w), index.last(flip.from_version, w)
+            if new is not None and old is not None and new.owner == old.owner and new.claimed_at and new.ready_at:
+                prepare.append(new.ready_at - new.claimed_at)
+        for (version, _w), held in index.by_slot.items():
+            if version == flip.from_version and held[-1].drained_at is not None:
+                drain.append(held[-1].drained_at - flip.at)
+    samples = {"process_start": len(start), "warm_up": len(warm), "carry_prepare": len(prepare), "drain": len(drain),
+               "handover": len(handovers)}
+    return SwapTimings(_median(start), _median(warm), _median(prepare), _median(drain), _median(handovers), samples)
+
+
+def swaps_report(records: Iterable[Processed], flips: Sequence[Flip], plans: Mapping[int, Mapping[str, Any]],
+                 slots: Mapping[int, int], tenures: Iterable[Tenure], history: Iterable[Event]) -> SwapsReport:
+    """Everything of the module docstring; ``slots`` is the worker count of each spec version."""
+    recs = list(records)
+    index = _Index(tenures, history)
+    rows = swap_rows(flips, plans, slots, index)
+    handovers = [h for _row, hs in rows for h in hs]
+    return SwapsReport(tuple(r for r, _h in rows), swap_timings(flips, plans, index, handovers), order_check(recs),
+                       reader_check(recs))
+
+
+def _fmt(v: float | None, unit: str = "s") -> str:
+    return "-" if v is None else f"{v:.1f}{unit}"
+
+
+def report_lines(rep: SwapsReport) -> list[str]:
+    """The report.txt section."""
+    lines = ["SWAPS (carried = kept slots whose new lease went to the same process; extra worker-s = started "
+             "processes' time before the flip + stopped processes' time after it; handover = flip -> carried slot "
+             "reads its new shard)",
+             f"  {'swap':<9} {'mode':<6} {'slots':>5} {'kept':>5} {'carried':>8} {'started':>8} {'stopped':>8} "
+             f"{'moved cells':>11} {'extra worker-s':>15} {'handover':>9}"]
+    for r in rep.rows:
+        lines.append(f"  {f'v{r.from_version}->v{r.to_version}':<9} {r.mode:<6} {r.slots:>5} {r.kept:>5} "
+                     f"{r.carried:>3} {100 * r.carried_share:>3.0f}% {r.started:>8} {r.stopped:>8} "
+                     f"{r.moved_cells:>11} {r.extra_worker_s:>15.1f} {_fmt(r.handover_s):>9}")
+    if not rep.rows:
+        lines.append("  (no swap between two versions in this run)")
+    t = rep.timings
+    lines.append(f"  medians: process start {_fmt(t.process_start_s)}, warm-up {_fmt(t.warm_up_s)}, carried slot "
+                 f"prepared {_fmt(t.carry_prepare_s)}, drain after the flip {_fmt(t.drain_s)}, handover "
+                 f"{_fmt(t.handover_s)} (samples {dict(t.samples)})")
+    return lines
+
+
+def report_json(rep: SwapsReport) -> dict[str, Any]:
+    """``report.json`` fields: ``swaps`` (rows) and ``swap_timings``."""
+    return {"swaps": [r.to_json() for r in rep.rows], "swap_timings": asdict(rep.timings),
+            "median_carried_share": rep.median_carried_share}
+
+
+def from_run(observer: Any, fleet: Any, records: Iterable[Processed]) -> SwapsReport:
+    """The swap section of a local run: the observer's flips, plans and tenures, the fleet's history, the records."""
+    flips = [Flip(old, new, observer.timeline(new).flipped_at or at) for old, new, at in observer.flips
+             if old is not None]
+    tenures = [t for held in observer.tenures.values() for t in held]
+    history = fleet.history if fleet is not None else []
+    return swaps_report(records, flips, observer.plans, observer.spec_slots, tenures, history)
+
+
+def checks(rep: SwapsReport, mode: str) -> list[tuple[str, bool, str]]:
+    """The report's swap invariants as (name, ok, detail); the carry share applies to ``carry`` runs only."""
+    share = rep.median_carried_share
+    out = [("never two readers of one cell at once", rep.readers.ok,
+            f"{rep.readers.checked} cells checked, {rep.readers.violations} overlaps {list(rep.readers.sample)}"),
+           ("per-entity order kept across every flip", rep.order.ok,
+            f"{rep.order.checked} entities checked, {rep.order.violations} out of order {list(rep.order.sample)}")]
+    if mode == "carry":
+        out.append(("the median swap carries over >= 80% of slots in their processes",
+                    share is None or share >= 0.8,
+                    f"median {'-' if share is None else f'{100 * share:.0f}%'} over {len(rep.rows)} swaps "
+                    f"({', '.join(f'v{r.from_version}->v{r.to_version} {r.carried}/{r.slots}' for r in rep.rows)})"))
+    return out

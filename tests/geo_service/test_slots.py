@@ -1,0 +1,86 @@
+"""Which slot a worker claims next (geo_service.slots.SlotFinder), against a moto server."""
+
+from __future__ import annotations
+
+from geo_testkit import Resources, make_spec, publish_spec
+
+from geo_service.aws import Clients
+from geo_service.control import ControlView, PlanView
+from geo_service.lease import LeaseManager
+from geo_service.slots import SlotFinder, SpecCache
+
+
+def finder(clients: Clients, res: Resources, owner: str = "me", **overrides: object) -> SlotFinder:
+    cfg = res.config(overrides.pop("spec_version", None), swap_mode=overrides.pop("swap_mode", "carry"),
+                     **overrides)
+    return SlotFinder(cfg, clients, owner, SpecCache(clients, res.specs_bucket))
+
+
+def plan(from_version: int | None, to_version: int, kept: tuple[str, ...] = (), status: str = "started") -> PlanView:
+    return PlanView(from_version, to_version, "carry", frozenset(kept), status)
+
+
+def publish(clients: Clients, res: Resources, version: int, slots: int) -> None:
+    regions = [[f"0{i}"] for i in range(slots - 1)] + [[""]]
+    publish_spec(clients, res, make_spec(version, regions, stream_name=f"{res.prefix}-geo-v{version}"),
+                 create_stream=False)
+
+
+def test_active_orphans_come_before_the_new_version_and_kept_slots_wait_for_their_carrier(
+        clients: Clients, resources: Resources) -> None:
+    # GIVEN v1 active with w0001 held live and w0002 free, and a plan to v2 keeping both and adding w0003
+    publish(clients, resources, 1, 2)
+    publish(clients, resources, 2, 3)
+    LeaseManager(clients.dynamodb, resources.leases_table, 1, "carrier", 60.0).claim("w0001")
+    ctl = ControlView(active=1, plan=plan(1, 2, ("w0001", "w0002")))
+    # WHEN three generic workers look for work one after the other
+    got = [finder(clients, resources, owner=f"fresh-{i}").search(ctl).claimed for i in range(3)]
+    # THEN the first takes v1's free slot, the second v2's new slot w0003, the third nothing: v2#w0001 and v2#w0002
+    # are left to the holders of v1#w0001 (alive) and v1#w0002 (the first worker: it carries the slot itself)
+    keys = [m.lease.key if m and m.lease else None for m in got]
+    assert keys == ["v1#w0002", "v2#w0003", None]
+    # WHEN v1#w0001 is drained (its carrier moved on after the flip and then died)
+    lm = LeaseManager(clients.dynamodb, resources.leases_table, 1, "carrier", 60.0)
+    lm.claim("w0001")
+    lm.mark_drained()
+    lm.release()
+    # THEN its kept v2 slot may be taken by anyone free
+    m = finder(clients, resources, owner="fresh-3").search(ctl).claimed
+    assert m is not None and m.lease is not None and m.lease.key == "v2#w0001"
+
+
+def test_a_pinned_slot_only_looks_where_it_exists_and_a_rolled_back_version_is_left_alone(
+        clients: Clients, resources: Resources) -> None:
+    # GIVEN v1 (one slot) active, v2 (two slots) rolled back, and a worker pinned to w0002 started for v2
+    publish(clients, resources, 1, 1)
+    publish(clients, resources, 2, 2)
+    f = finder(clients, resources, worker_id="w0002", spec_version=2)
+    # WHEN it searches THEN v1 has no w0002 and v2 was dropped: nothing to claim, nothing open for it
+    search = f.search(ControlView(active=1, plan=plan(1, 2, status="rolled_back")))
+    assert search.claimed is None and search.open_slots == 0
+    # WHEN the plan is live instead THEN it claims v2#w0002
+    search = f.search(ControlView(active=1, plan=plan(1, 2)))
+    assert search.claimed is not None and search.claimed.lease is not None and search.claimed.lease.key == "v2#w0002"
+
+
+def test_whole_mode_claims_only_its_spec_version(clients: Clients, resources: Resources) -> None:
+    # GIVEN v1 active and a whole-mode worker for v2 WHEN it searches THEN it takes a v2 slot, never an active v1 one
+    publish(clients, resources, 1, 1)
+    publish(clients, resources, 2, 1)
+    f = finder(clients, resources, spec_version=2, swap_mode="whole")
+    m = f.search(ControlView(active=1, plan=None)).claimed
+    assert m is not None and m.lease is not None and m.lease.key == "v2#w0001"
+
+
+def test_after_the_flip_an_old_slot_whose_drainer_died_is_taken_over_first(clients: Clients,
+                                                                           resources: Resources) -> None:
+    # GIVEN v2 active after a started plan from v1, and v1#w0001 left undrained by a process that died
+    publish(clients, resources, 1, 1)
+    publish(clients, resources, 2, 1)
+    dead = LeaseManager(clients.dynamodb, resources.leases_table, 1, "dead", 0.01)
+    dead.claim("w0001")
+    ctl = ControlView(active=2, plan=plan(1, 2, ("w0001",)))
+    # WHEN a generic worker looks for work once the dead lease expired
+    m = finder(clients, resources, owner="fresh").search(ctl).claimed
+    # THEN it takes the old slot (the new version's workers wait for it to drain), not the new one
+    assert m is not None and m.lease is not None and m.lease.key == "v1#w0001"

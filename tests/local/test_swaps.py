@@ -1,0 +1,112 @@
+"""The swap section and swap checks of the local report (local.swaps), on hand-made runs."""
+
+from __future__ import annotations
+
+from local.fleet import FleetEvent
+from local.observe import LeaseTenure
+from local.swaps import (
+    Flip,
+    Processed,
+    checks,
+    order_check,
+    reader_check,
+    report_json,
+    report_lines,
+    swaps_report,
+)
+
+A, B = "120220011", "120220013"  # two zoom-9 cells (the checks bucket points into zoom-12 cells)
+
+
+def rec(event: str, entity: str, version: int, worker: str, owner: str, ms: int, cell: str = A) -> Processed:
+    return Processed(event, entity, version, worker, owner, ms, cell)
+
+
+def test_record_from_an_enriched_line() -> None:
+    # GIVEN an enriched line's object WHEN read THEN the entity, process, version and the point's zoom-12 cell are kept
+    r = Processed.from_json({"event_id": "e1", "entity_id": "car-1", "spec_version": 3, "worker_id": "w0002",
+                             "owner": "h:12:ab", "processed_at": 1000, "lat": 48.8566, "lon": 2.3522})
+    assert (r.entity, r.version, r.owner, r.processed_ms, len(r.cell)) == ("car-1", 3, "h:12:ab", 1000, 12)
+    assert r.cell.startswith("12022001")
+
+
+def test_an_entity_read_from_the_new_stream_before_the_old_one_is_done_breaks_order() -> None:
+    # GIVEN car-1's last v1 record processed after its first v2 record, and car-2 in order
+    records = [rec("e1", "car-1", 1, "w1", "p1", 100), rec("e2", "car-1", 2, "w2", "p2", 90),
+               rec("e3", "car-2", 1, "w1", "p1", 50), rec("e4", "car-2", 2, "w1", "p1", 60)]
+    # WHEN checked THEN one violation, naming car-1
+    got = order_check(records)
+    assert (got.checked, got.violations) == (2, 1) and "car-1" in got.sample[0]
+    # AND in order it passes
+    assert order_check([rec("e1", "car-1", 1, "w1", "p1", 80), rec("e2", "car-1", 2, "w2", "p2", 90)]).ok
+
+
+def test_two_processes_reading_one_cell_at_once_are_caught_only_where_it_matters() -> None:
+    # GIVEN cell A read by p1 (v1) until 100 ms and by p2 (v2) from 90 ms: a cross-version overlap
+    overlap = [rec("e1", "c1", 1, "w1", "p1", 0), rec("e2", "c2", 1, "w1", "p1", 100),
+               rec("e3", "c3", 2, "w2", "p2", 90)]
+    assert reader_check(overlap).violations == 1
+    # AND a takeover within one slot of one version that overlaps is caught too
+    assert reader_check([rec("e1", "c1", 1, "w1", "p1", 0), rec("e2", "c1", 1, "w1", "p1", 100),
+                         rec("e3", "c1", 1, "w1", "p3", 50)]).violations == 1
+    # BUT two slots of one version sharing a cell (hash split or finer squares) and a carried process are fine
+    fine = [rec("e1", "c1", 1, "w1", "p1", 0), rec("e2", "c2", 1, "w1", "p1", 100), rec("e3", "c3", 1, "w2", "p2", 50),
+            rec("e4", "c4", 2, "w1", "p1", 60), rec("e5", "c5", 2, "w9", "p9", 200, cell=B)]
+    assert reader_check(fine).ok and reader_check(fine).checked == 2
+
+
+def tenure(version: int, worker: str, pid: int, claimed: float, ready: float, serving: float | None = None,
+           drained: float | None = None) -> LeaseTenure:
+    return LeaseTenure(f"v{version}#{worker}", version, worker, f"h:{pid}:x", claimed, claimed, ready, serving, drained,
+                       drained)
+
+
+def test_swap_rows_count_carried_started_stopped_and_extra_worker_seconds() -> None:
+    # GIVEN v1 on processes 11 (w1) and 12 (w2), and a carry swap to v2 at t=100 that keeps w1 (same process),
+    # removes w2 (its process drains until 106 and exits at 107) and starts w3 (process 13, started at 90)
+    plans = {2: {"to_version": 2, "from_version": 1, "mode": "carry", "kept": ["w1"], "started": ["w3"],
+                 "stopped": ["w2"], "moved_cells": 7}}
+    tenures = [tenure(1, "w1", 11, 1, 2, 2, 104), tenure(1, "w2", 12, 1, 2.5, 2.5, 106),
+               tenure(2, "w1", 11, 95, 95.5, 105), tenure(2, "w3", 13, 92, 94, 105)]
+    history = [FleetEvent(0.0, "start", 1, "w1", 11), FleetEvent(0.0, "start", 1, "w2", 12),
+               FleetEvent(90.0, "start", 2, "w3", 13), FleetEvent(107.0, "exit", 1, "w2", 12, 0)]
+    # WHEN the report is computed
+    rep = swaps_report([], [Flip(1, 2, 100.0)], plans, {1: 2, 2: 2}, tenures, history)
+    # THEN one row: 1 of 2 slots carried, 1 started, 1 stopped; extra = 10 s before the flip + 7 s after it
+    (row,) = rep.rows
+    assert (row.kept, row.carried, row.started, row.stopped, row.moved_cells) == (1, 1, 1, 1, 7)
+    assert row.carried_share == 0.5 and row.extra_worker_s == 17.0 and row.handover_s == 5.0
+    # AND the timings: processes claim 1 s (v1) or 2 s (w3) after starting, warm 1-2 s, the carried slot took 0.5 s
+    t = rep.timings
+    assert (t.process_start_s, t.carry_prepare_s, t.drain_s, t.handover_s) == (1.0, 0.5, 5.0, 5.0)
+    assert t.samples["process_start"] == 3
+    # AND the JSON and text forms carry it
+    doc = report_json(rep)
+    want = {"from": 1, "to": 2, "carried": 1, "started": 1, "stopped": 1, "moved_cells": 7, "extra_worker_s": 17.0}
+    assert doc["swaps"][0].items() >= want.items()
+    assert doc["median_carried_share"] == 0.5 and any("v1->v2" in line for line in report_lines(rep))
+
+
+def test_whole_swap_carries_nothing_and_pays_for_both_fleets() -> None:
+    # GIVEN a whole swap at t=100: v2's two processes start at 80, v1's two exit at 105
+    plans = {2: {"to_version": 2, "from_version": 1, "mode": "whole", "kept": [], "started": ["w1", "w2"],
+                 "stopped": ["w1", "w2"], "moved_cells": 3}}
+    tenures = [tenure(1, "w1", 11, 1, 2, 2, 104), tenure(1, "w2", 12, 1, 2, 2, 104),
+               tenure(2, "w1", 21, 82, 85, 104), tenure(2, "w2", 22, 82, 85, 104)]
+    history = [FleetEvent(80.0, "start", 2, "w1", 21), FleetEvent(80.0, "start", 2, "w2", 22),
+               FleetEvent(105.0, "exit", 1, "w1", 11, 0), FleetEvent(105.0, "exit", 1, "w2", 12, 0)]
+    # WHEN computed THEN nothing carried; extra = 2 x 20 s before + 2 x 5 s after the flip
+    (row,) = swaps_report([], [Flip(1, 2, 100.0)], plans, {2: 2}, tenures, history).rows
+    assert (row.carried, row.started, row.stopped, row.extra_worker_s, row.handover_s) == (0, 2, 2, 50.0, None)
+
+
+def test_the_carry_share_invariant_applies_to_carry_runs_and_fails_below_80_percent() -> None:
+    # GIVEN a run whose swaps carried 1 of 2 slots WHEN checked in carry mode THEN the share invariant fails
+    plans = {2: {"mode": "carry", "kept": ["w1"], "stopped": [], "moved_cells": 1}}
+    rep = swaps_report([], [Flip(1, 2, 100.0)], plans, {2: 2},
+                       [tenure(1, "w1", 11, 1, 2), tenure(2, "w1", 11, 95, 96, 105)], [])
+    got = {name: ok for name, ok, _ in checks(rep, "carry")}
+    assert got == {"never two readers of one cell at once": True, "per-entity order kept across every flip": True,
+                   "the median swap carries over >= 80% of slots in their processes": False}
+    # AND a whole run is not held to it
+    assert len(checks(rep, "whole")) == 2
