@@ -49,7 +49,7 @@ def test_handler_publishes_first_spec_from_recorded_event(aws: Aws) -> None:
     # THEN spec v1 is written immutably and the desired pointer moved to it
     assert out["results"] == [{"manifest": key, "status": "published", "reason": out["results"][0]["reason"],
                                "version": 1}]
-    assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1)]
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == [spec_key(1)]
     desired = read_desired(aws.control)
     assert desired is not None and desired.version == 1 and desired.spec_key == spec_key(1)
     spec = aws.specs.get(spec_key(1))
@@ -78,7 +78,7 @@ def test_duplicate_event_is_a_noop(aws: Aws) -> None:
     again = process_snapshot(d, key)
     # THEN nothing new is published
     assert again.status == "duplicate"
-    assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1)]
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == [spec_key(1)]
     assert read_desired(aws.control).version == 1  # type: ignore[union-attr]
 
 
@@ -93,7 +93,7 @@ def test_stale_snapshot_is_rejected(aws: Aws) -> None:
     # THEN it is rejected as stale and nothing is published
     assert (out.status, out.code) == ("rejected", "stale_snapshot")
     assert "window_end" in out.reason
-    assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1)]
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == [spec_key(1)]
 
 
 @pytest.mark.parametrize(("change", "code", "needle"), [
@@ -114,7 +114,7 @@ def test_malformed_manifest_is_rejected_with_the_bad_value(aws: Aws, change: dic
     # THEN it is rejected with a reason naming the bad value; nothing published
     assert (out.status, out.code) == ("rejected", code)
     assert needle in out.reason
-    assert aws.keys(aws.cfg.specs_bucket) == []
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == []
     assert read_desired(aws.control) is None
 
 
@@ -138,7 +138,7 @@ def test_tampered_data_file_fails_sha256(aws: Aws) -> None:
     out = process_snapshot(deps(aws), key)
     # THEN the checksum mismatch names the file; the live spec stays
     assert out.code == "checksum_mismatch" and victim in out.reason
-    assert aws.keys(aws.cfg.specs_bucket) == []
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == []
 
 
 def test_missing_data_file_is_rejected(aws: Aws) -> None:
@@ -162,7 +162,7 @@ def test_empty_snapshot_is_rejected_and_live_spec_stays(aws: Aws) -> None:
     # THEN rejected as empty; v1 stays desired
     assert (out.status, out.code) == ("rejected", "empty_snapshot")
     assert read_desired(aws.control).version == 1  # type: ignore[union-attr]
-    assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1)]
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == [spec_key(1)]
 
 
 def test_bad_row_is_rejected_naming_the_line(aws: Aws) -> None:
@@ -196,7 +196,7 @@ def test_spec_failing_validation_is_not_published(aws: Aws) -> None:
     # THEN rejected as invalid_spec with the broken rules listed; nothing published
     assert out.code == "invalid_spec"
     assert "exceeds max_load" in out.reason and "catch-all" in out.reason
-    assert aws.keys(aws.cfg.specs_bucket) == [] and read_desired(aws.control) is None
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == [] and read_desired(aws.control) is None
 
 
 def test_policy_holds_a_candidate_that_changes_nothing(aws: Aws) -> None:
@@ -207,7 +207,7 @@ def test_policy_holds_a_candidate_that_changes_nothing(aws: Aws) -> None:
     out = process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(10)))
     # THEN the policy keeps v1 (held) and records its decision
     assert out.status == "held" and out.decision_reasons
-    assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1)]
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == [spec_key(1)]
     policy = aws.control.get("policy")
     assert policy is not None and policy["last_decision"]["redeploy"] is False
 
