@@ -37,7 +37,7 @@ from partitioner.errors import PolicyError
 from partitioner.forecast import LoadHistory
 from partitioner.levels import CellLevels
 from partitioner.loads import LoadMetrics, cells_of, load_metrics
-from partitioner.policy import Decision, RebalancePolicy
+from partitioner.policy import Decision, RebalancePolicy, policy_object
 from partitioner.predictive import Observation, PredictivePolicy
 from partitioner.spec import Spec
 
@@ -66,20 +66,11 @@ class ControlSettings:
     @classmethod
     def from_json(cls, text: str | None, where: str = "POLICY_JSON") -> ControlSettings:
         """Parse the flat ``POLICY_JSON`` object (empty -> defaults); see the module docstring."""
-        if text is None or not text.strip():
-            return cls()
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise PolicyError(f"{where}: not valid JSON ({exc}): {text[:80]!r}") from exc
-        if not isinstance(data, dict):
-            raise PolicyError(f"{where}: expected a JSON object, got {data!r}")
         reactive_keys = {f.name for f in fields(RebalancePolicy)}
         predictive_keys = {f.name for f in fields(PredictivePolicy)}
-        known = {"mode", "latency_s"} | reactive_keys | predictive_keys
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise PolicyError(f"{where}: unknown policy key {unknown[0]!r}; known keys are {sorted(known)!r}")
+        data = policy_object(text, where, {"mode", "latency_s"} | reactive_keys | predictive_keys)
+        if data is None:
+            return cls()
         try:
             return cls(mode=data.get("mode", "predictive"), latency_s=data.get("latency_s"),
                        reactive=RebalancePolicy(**{k: v for k, v in data.items() if k in reactive_keys}),
@@ -201,6 +192,7 @@ def control_step(settings: ControlSettings, state: ControlState, snapshot: Count
         decision = settings.reactive.decide(current, candidate, snapshot, datetime.fromtimestamp(now, UTC),
                                             None if last is None else datetime.fromtimestamp(last, UTC))
         return Step(new_state, decision, candidate if decision.redeploy else None, observed, latency)
-    verdict = p.decide(current, Observation(snapshot, cells, grid, history, levels), window_end=window_end,
+    weighted = grid if events is None or events is snapshot else snapshot.grid()
+    verdict = p.decide(current, Observation(snapshot, cells, weighted, grid, history, levels), window_end=window_end,
                        latency_s=latency, max_load=max_load, build=build)
     return Step(new_state, verdict.decision, verdict.candidate, observed, latency)

@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from partitioner.counts import Counts, Grid
 from partitioner.errors import PolicyError
-from partitioner.levels import CellLevels
+from partitioner.levels import CellLevels, frozen_array
 from partitioner.loads import Cells, cells_of
 from partitioner.tiles import IntArray, arrays_to_quadkeys
 
@@ -50,12 +50,6 @@ def region_codes(cells: Cells, zoom: int) -> IntArray:
     return ((cells.x >> shift) << zoom) | (cells.y >> shift)
 
 
-def _frozen(a: npt.ArrayLike, dtype: Any) -> Any:
-    arr = np.array(a, dtype=dtype)
-    arr.setflags(write=False)
-    return arr
-
-
 @dataclass(frozen=True, eq=False)
 class LoadHistory:
     """Total load per region for the last windows (oldest first)."""
@@ -68,7 +62,7 @@ class LoadHistory:
 
     @classmethod
     def empty(cls, region_zoom: int, window_s: float) -> LoadHistory:
-        return cls(region_zoom, window_s, (), _frozen([], np.int64), _frozen(np.zeros((0, 0)), np.float64))
+        return cls(region_zoom, window_s, (), frozen_array([], np.int64), frozen_array(np.zeros((0, 0)), np.float64))
 
     def __len__(self) -> int:
         return len(self.ends)
@@ -102,8 +96,8 @@ class LoadHistory:
         totals = np.vstack([old, row[None, :]])[-keep:]
         ends = ends[-keep:]
         alive = totals.sum(axis=0) > 0
-        return LoadHistory(self.region_zoom, float(window_s), tuple(ends), _frozen(regions[alive], np.int64),
-                           _frozen(totals[:, alive], np.float64))
+        return LoadHistory(self.region_zoom, float(window_s), tuple(ends), frozen_array(regions[alive], np.int64),
+                           frozen_array(totals[:, alive], np.float64))
 
     def index_of(self, codes: IntArray) -> IntArray:
         """Position of each region code in :attr:`regions` (-1 where unknown)."""
@@ -133,7 +127,7 @@ class LoadHistory:
             raise PolicyError(f"{where}: ends must be increasing and totals finite and >= 0")
         if len(regions) and (np.diff(regions) <= 0).any():
             raise PolicyError(f"{where}: regions must be sorted and unique")
-        return cls(zoom, window_s, ends, _frozen(regions, np.int64), _frozen(totals, np.float64))
+        return cls(zoom, window_s, ends, frozen_array(regions, np.int64), frozen_array(totals, np.float64))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"))
@@ -252,13 +246,13 @@ class Forecast:
     cells: Cells
 
 
-def forecast_load(snapshot: Counts, events: Grid, history: LoadHistory, levels: CellLevels, times: Sequence[float],
-                  span: int, half_life: float) -> Forecast:
+def forecast_load(snapshot: Counts, grid: Grid, events: Grid, history: LoadHistory, levels: CellLevels,
+                  times: Sequence[float], span: int, half_life: float) -> Forecast:
     """The load expected over ``times``: each region's forecast total (the largest over ``times``), spread
     over its cells in proportion to their smoothed levels, weighed by each cell's cost per event.
 
-    ``snapshot`` is the window's load to balance (cost-weighted or plain); ``events`` its grid of plain
-    counts (same cells); ``history`` and ``levels`` already hold the window. A cell absent from the
+    ``snapshot`` is the window's load to balance (cost-weighted or plain), ``grid`` its grid; ``events`` the
+    grid of plain counts (same cells); ``history`` and ``levels`` already hold the window. A cell absent from the
     snapshot keeps its level (and the mean cost per event), so the next spec still lists it. Refinement
     rows (deeper than the grid) follow their grid cell's factor.
     """
@@ -269,7 +263,6 @@ def forecast_load(snapshot: Counts, events: Grid, history: LoadHistory, levels: 
     ok = region >= 0
     sums = np.bincount(region[ok], weights=levels.levels[ok], minlength=len(history.regions))
     ratio = np.divide(ahead, sums, out=np.zeros_like(ahead), where=sums > 0)
-    grid = snapshot.grid()
     gcodes = (grid.x << grid.zoom) | grid.y
     ecodes = (events.x << events.zoom) | events.y
     ev = np.zeros(len(gcodes))
@@ -286,8 +279,12 @@ def forecast_load(snapshot: Counts, events: Grid, history: LoadHistory, levels: 
     weight = np.where(ok, levels.levels * ratio[np.maximum(region, 0)] * rate, 0.0)
     keep = weight > 0
     qks = arrays_to_quadkeys(lx[keep], ly[keep], levels.zoom)
+    refinement = snapshot.refinement() if len(snapshot.zooms) > 1 else {}
+    if not refinement:  # one zoom: the cells are the rows, no need to parse the quadkeys again
+        counts = Counts(tuple(qks), weight[keep], f"forecast of {snapshot.source}")
+        zoom = np.full(int(keep.sum()), levels.zoom, dtype=np.int64)
+        return Forecast(counts, Cells(lx[keep], ly[keep], zoom, weight[keep], counts.source))
     rows_q, rows_w = list(qks), [weight[keep]]
-    refinement = snapshot.refinement()
     if refinement:
         factor = dict(zip(qks, weight[keep].tolist(), strict=True))
         raw = dict(zip(arrays_to_quadkeys(grid.x, grid.y, grid.zoom), grid.weight.tolist(), strict=True))

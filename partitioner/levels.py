@@ -30,7 +30,8 @@ FloatArray = npt.NDArray[np.float64]
 LEVELS_FORMAT = "geo-rebalancer.cell-levels/1"
 
 
-def _frozen(a: npt.ArrayLike, dtype: Any) -> Any:
+def frozen_array(a: npt.ArrayLike, dtype: Any) -> Any:
+    """A read-only copy of ``a`` (the immutable values of the controller state hold these)."""
     arr = np.array(a, dtype=dtype)
     arr.setflags(write=False)
     return arr
@@ -46,7 +47,7 @@ class CellLevels:
 
     @classmethod
     def empty(cls, zoom: int) -> CellLevels:
-        return cls(zoom, _frozen([], np.int64), _frozen([], np.float64))
+        return cls(zoom, frozen_array([], np.int64), frozen_array([], np.float64))
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -68,7 +69,7 @@ class CellLevels:
         jump = np.abs(snap - prev) > jump_z * np.sqrt(np.maximum(prev, 1.0))
         level = np.where(~known | jump, snap, prev + alpha * (snap - prev))
         keep = level >= floor
-        return CellLevels(self.zoom, _frozen(union[keep], np.int64), _frozen(level[keep], np.float64))
+        return CellLevels(self.zoom, frozen_array(union[keep], np.int64), frozen_array(level[keep], np.float64))
 
     def lookup(self, codes: IntArray) -> FloatArray:
         """Level of each cell (0 where unknown)."""
@@ -96,4 +97,4 @@ class CellLevels:
             raise PolicyError(f"{where}: codes must be sorted, unique and match the levels")
         if not np.isfinite(levels).all() or (levels < 0).any():
             raise PolicyError(f"{where}: levels must be finite and >= 0")
-        return cls(zoom, _frozen(codes, np.int64), _frozen(levels, np.float64))
+        return cls(zoom, frozen_array(codes, np.int64), frozen_array(levels, np.float64))

@@ -110,18 +110,9 @@ class RebalancePolicy:
         Missing keys take their defaults; ``None``, ``""`` or whitespace give the default policy.
         Unknown keys, non-objects and bad values raise :class:`PolicyError` naming ``where``.
         """
-        if text is None or not text.strip():
+        data = policy_object(text, where, {f.name for f in fields(cls)})
+        if data is None:
             return cls()
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise PolicyError(f"{where}: not valid JSON ({exc}): {text[:80]!r}") from exc
-        if not isinstance(data, dict):
-            raise PolicyError(f"{where}: expected a JSON object, got {data!r}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise PolicyError(f"{where}: unknown policy key {unknown[0]!r}; known keys are {sorted(known)!r}")
         try:
             return cls(**data)
         except PolicyError as exc:
@@ -209,6 +200,23 @@ class RebalancePolicy:
                 f"{_pct(self.high_watermark)}, waste {cur.waste_ratio:.2f}x lower bound "
                 f"{'<=' if cur.waste_ratio <= self.max_waste_ratio else '>'} {self.max_waste_ratio:g}x, "
                 f"mean utilisation {_pct(cur.mean_utilisation)}")
+
+
+def policy_object(text: str | None, where: str, known: set[str]) -> dict[str, Any] | None:
+    """Parse a ``POLICY_JSON``-style object: None for empty text; :class:`PolicyError` naming ``where`` for
+    invalid JSON, a non-object or a key outside ``known``."""
+    if text is None or not text.strip():
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise PolicyError(f"{where}: not valid JSON ({exc}): {text[:80]!r}") from exc
+    if not isinstance(data, dict):
+        raise PolicyError(f"{where}: expected a JSON object, got {data!r}")
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise PolicyError(f"{where}: unknown policy key {unknown[0]!r}; known keys are {sorted(known)!r}")
+    return data
 
 
 def _summary(m: LoadMetrics | None) -> dict[str, Any] | None:

@@ -123,7 +123,7 @@ class PredictivePolicy:
         """Decide on the forecast for the interval the next spec would serve; see the module docstring."""
         history, cells = obs.history, obs.cells
         times = (window_end + latency_s, window_end + latency_s + history.window_s)
-        fc = forecast_load(obs.snapshot, obs.events, history, obs.levels, times, int(self.trend_windows),
+        fc = forecast_load(obs.snapshot, obs.grid, obs.events, history, obs.levels, times, int(self.trend_windows),
                            self.half_life)
         cur_loads = spec_loads(current) if current is not None else None
         headroom, groups = self.headroom(history, cells, cur_loads, latency_s)
@@ -190,6 +190,7 @@ class Observation:
 
     snapshot: Counts  # the load to balance (cost-weighted when rates are known)
     cells: Cells  # its leaves
+    grid: Grid  # its grid
     events: Grid  # the plain event counts per grid cell
     history: LoadHistory
     levels: CellLevels

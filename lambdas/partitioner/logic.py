@@ -201,8 +201,7 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
         _mark(deps, manifest_key, manifest.checksum, manifest.window_end_iso, "held")
         return Outcome("held", manifest_key, "policy: " + "; ".join(reasons), "held", decision_reasons=reasons,
                        workers=len(previous.workers) if previous else None, max_utilisation=_live_utilisation(step))
-    candidate = step.candidate.replace(source={**step.candidate.source, "window_end": manifest.window_end_iso})
-    return _publish(deps, manifest_key, manifest, candidate, step, reasons, now)
+    return _publish(deps, manifest_key, manifest, step.candidate, step, reasons, now)
 
 
 def _step(deps: PartitionerDeps, manifest: Manifest, counts: Counts, events: Counts, previous: Spec | None,
@@ -213,8 +212,9 @@ def _step(deps: PartitionerDeps, manifest: Manifest, counts: Counts, events: Cou
     the load history follows (so a cell's first cost rate is not mistaken for a surge).
     """
     def build(c: Counts, fill: float) -> Spec:
-        spec = deps.build(c, deps.max_load, previous=previous, version=version,
-                          stream_name=f"{deps.prefix}-geo-v{version}", fill=fill)
+        built = deps.build(c, deps.max_load, previous=previous, version=version,
+                           stream_name=f"{deps.prefix}-geo-v{version}", fill=fill)
+        spec = built.replace(source={**built.source, "window_end": manifest.window_end_iso})
         problems = validate(spec)
         if problems:
             raise SnapshotRejected("invalid_spec", f"candidate spec v{spec.version!r} from {manifest.key} is invalid: "

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from partitioner.controller import ControlSettings
+from partitioner.simulate.loop import first_measured
 from partitioner.simulate.render import TerminalProgress, summary_line, table
 from partitioner.simulate.scenarios import SCENARIOS, SWAP_SHARE, scenario
 from partitioner.simulate.session import SimSettings, simulate
@@ -81,7 +82,7 @@ def run_command(args: argparse.Namespace) -> int:
     print(f"{inputs.name}: {inputs.description}")
     print(f"max_load {s.max_load:g}, window {s.window_s:g} s, snapshot-to-live latency {s.latency_s:g} s, swap overlap "
           f"{s.swap_s:g} s ({', '.join(s.swap_modes)}); {len(inputs.series)} windows, measured from window "
-          f"{next(iter(sim.runs.values())).windows[0].t if sim.runs else '-'}; {sim.wall_s:.1f} s")
+          f"{first_measured(s.window_s, s.latency_s)}; {sim.wall_s:.1f} s")
     print(table(sim.summaries, s.swap_modes))
     for name, summary in sim.summaries.items():
         print(summary_line(name, summary, s.swap_modes))

@@ -27,6 +27,8 @@ def plot_simulation(summaries: Mapping[str, Mapping[str, Any]], window_s: float,
                     title: str = "", modes: tuple[str, ...] = ("whole", "carry")) -> None:
     """Draw the figure for ``summaries`` (:func:`partitioner.simulate.summary.summarise` output) to ``path``."""
     names = [n for n in summaries if n != "floor"] or list(summaries)
+    span_s = max((len(summaries[n]["series"]["t"]) for n in names), default=0) * window_s
+    unit, unit_name = (3600.0, "hour of the day (UTC)") if span_s >= 3 * 3600 else (60.0, "minutes from the start")
     rows = len(names)
     fig, axes = plt.subplots(rows, 2, figsize=(13, 2.3 * rows + 0.9), squeeze=False, sharex=True,
                              gridspec_kw={"width_ratios": [1, 1]})
@@ -34,7 +36,7 @@ def plot_simulation(summaries: Mapping[str, Mapping[str, Any]], window_s: float,
     for row, name in enumerate(names):
         s = summaries[name]
         ser = s["series"]
-        hours = np.asarray(ser["t"], dtype=np.float64) * window_s / 3600.0
+        hours = np.asarray(ser["t"], dtype=np.float64) * window_s / unit
         ax = axes[row][0]
         workers, floor = np.asarray(ser["workers"]), np.asarray(ser["floor"])
         ax.fill_between(hours, floor, workers, where=workers >= floor, color="tab:orange", alpha=0.25, lw=0,
@@ -65,7 +67,7 @@ def plot_simulation(summaries: Mapping[str, Mapping[str, Any]], window_s: float,
             ax.legend(loc="lower right", fontsize=8, ncol=2)
             ax2.legend(loc="lower right", fontsize=8, ncol=5)
     for ax in axes[-1]:
-        ax.set_xlabel("hour of the day (UTC)")
+        ax.set_xlabel(unit_name)
     if title:
         fig.suptitle(title, fontsize=12)
     fig.tight_layout()

@@ -60,6 +60,7 @@ class StrategyRun:
     swaps: list[Swap] = field(default_factory=list)
     seconds: float = 0.0  # time the strategy itself took (build + decide)
     observed: int = 0  # windows it observed
+    wall_s: float = 0.0  # the whole run of this strategy (windows drawn, decisions, accounting)
 
 
 @dataclass
@@ -76,6 +77,7 @@ def first_measured(window_s: float, latency_s: float) -> int:
 def run(strategy: Strategy | None, name: str, series: WindowSeries, ctx: RunContext,
         progress: Progress | None = None) -> StrategyRun:
     """Run ``strategy`` (None: the floor) through every window of ``series``."""
+    began_run = time.perf_counter()
     out = StrategyRun(name)
     schedule: list[_Live] = []
     if strategy is not None:
@@ -99,6 +101,7 @@ def run(strategy: Strategy | None, name: str, series: WindowSeries, ctx: RunCont
                 schedule.append(_Live(ctx.window_end(t) + ctx.latency_s, spec_loads(spec)))
         if progress is not None:
             progress(name, t + 1, n)
+    out.wall_s = time.perf_counter() - began_run
     return out
 
 

@@ -123,7 +123,8 @@ class Controlled:
         previous = self.current
 
         def build(c: Counts, fill: float) -> Spec:
-            return build_spec(c, ctx.max_load, previous=previous, version=version, created_at=iso(end), fill=fill)
+            spec = build_spec(c, ctx.max_load, previous=previous, version=version, created_at=iso(end), fill=fill)
+            return replace(spec, source={**spec.source, "window_end": iso(end)})
 
         step = control_step(self.settings, self.state, counts, window_end=end, window_s=ctx.window_s, now=end,
                             current=self.current, max_load=ctx.max_load, build=build, events=window.events)
@@ -131,10 +132,9 @@ class Controlled:
         self.decisions.append((t, step.decision))
         if step.candidate is None:
             return None
-        spec = replace(step.candidate, source={**step.candidate.source, "window_end": iso(end)})
-        self.current = spec
+        self.current = step.candidate
         self.state = self.state.published(end)
-        return spec
+        return step.candidate
 
 
 def learn(rates: dict[str, float], window: Window) -> None:

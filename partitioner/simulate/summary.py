@@ -10,7 +10,7 @@ For each strategy, over the measured windows:
                         over worker-windows
 ``redeploys``           flips; ``moved_median`` / ``moved_max`` the share of load changing partition or worker
                         at a flip (None without flips)
-``seconds_per_window``  the strategy's own time (build + decide) per observed window
+``seconds_per_window``  the strategy's own time (build + decide) per observed window; ``wall_s`` its whole run
 ``spread_p10_p95``      median over windows of the p95 - p10 worker utilisation, in points; ``max_over_median``
                         median over windows of max / median worker utilisation (seed 004's balance figures)
 ``series``              per window: live workers, floor, and max / p90 / median worker utilisation
@@ -70,6 +70,7 @@ def summarise(run: StrategyRun, floor_worker_windows: float, modes: tuple[str, .
         "moved_median": float(np.median(moved)) if moved else None,
         "moved_max": float(np.max(moved)) if moved else None,
         "seconds_per_window": run.seconds / run.observed if run.observed else 0.0,
+        "wall_s": run.wall_s,
         "spread_p10_p95": float(np.median([s["spread"] for s in stats])) if stats else 0.0,
         "max_over_median": float(np.median([s["max_over_median"] for s in stats])) if stats else 0.0,
         "series": {"t": [r.t for r in recs], "workers": [r.workers for r in recs], "floor": [r.floor for r in recs],

@@ -15,6 +15,8 @@ from lambdas.common.config import ConfigError, LambdaConfig
 from lambdas.common.records import read_desired
 from lambdas.partitioner import handler as partitioner_handler
 from lambdas.partitioner.logic import PartitionerDeps, apply_cost_rates, load_policy, process_snapshot
+from lambdas.partitioner.state import CONTROL_STATE_KEY
+from partitioner.controller import ControlState
 from partitioner.counts import counts_from_pairs
 from partitioner.spec import Partition, Spec, Worker
 from tests.lambdas.conftest import CTX, Aws, load_event, snapshot_rows, t, write_test_snapshot
@@ -323,3 +325,57 @@ def test_measured_cost_drives_the_next_spec(aws: Aws) -> None:
     mean = (700 * 3.0 + 400 * 1.0) / 1100
     assert v2.total_load == pytest.approx(2100 + 400 + (300 + 200 + 50) * mean)
     assert all(w.load <= 1000 * (1 + 1e-6) for w in v2.workers)
+
+
+def state_bytes(aws: Aws) -> bytes | None:
+    return ObjectStore(aws.clients.s3, aws.cfg.specs_bucket).read(CONTROL_STATE_KEY)
+
+
+def test_controller_state_is_saved_per_window_and_untouched_by_rejections_and_duplicates(aws: Aws) -> None:
+    # GIVEN two processed windows
+    d = deps(aws)
+    first = write_test_snapshot(aws, snapshot_rows(CELLS), t(5))
+    assert process_snapshot(d, first).status == "published"
+    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(10))).status in ("held", "published")
+    saved = state_bytes(aws)
+    # THEN the state in S3 holds both windows' load history and the publish time
+    state = ControlState.from_bytes(saved or b"")
+    assert state.history is not None and len(state.history) == 2 and state.last_published_at is not None
+    assert state.history.totals.sum() == pytest.approx(2 * sum(CELLS.values()))
+    # WHEN a bad snapshot (tampered checksum) and a duplicate arrive
+    bad = write_test_snapshot(aws, snapshot_rows(CELLS), t(15))
+    rewrite_manifest(aws, bad, checksum="0" * 64)
+    assert process_snapshot(d, bad).code == "checksum_mismatch"
+    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(10))).status == "duplicate"
+    # THEN the state is byte for byte what it was
+    assert state_bytes(aws) == saved
+
+
+def test_a_published_spec_names_its_snapshot_window_end(aws: Aws) -> None:
+    out = process_snapshot(deps(aws), write_test_snapshot(aws, snapshot_rows(CELLS), t(5)))
+    assert aws.specs.get(str(out.spec_key)).source["window_end"] == "2026-11-21T10:05:00Z"
+
+
+def test_an_unreadable_state_starts_afresh_and_says_so(aws: Aws) -> None:
+    aws.clients.s3.put_object(Bucket=aws.cfg.specs_bucket, Key=CONTROL_STATE_KEY, Body=b"{half a state")
+    out = process_snapshot(deps(aws), write_test_snapshot(aws, snapshot_rows(CELLS), t(5)))
+    assert out.status == "published" and "controller state unreadable, started afresh" in out.reason
+    assert ControlState.from_bytes(state_bytes(aws) or b"").history is not None
+
+
+def test_the_measured_latency_sets_the_forecast_horizon(aws: Aws) -> None:
+    # GIVEN flips that took 20 minutes from snapshot to live
+    aws.control.put("latency", {"samples": [{"version": v, "snapshot_end": "x", "live_at": "y", "latency_s": 1200.0}
+                                            for v in (1, 2, 3)]})
+    # WHEN a window is processed
+    process_snapshot(deps(aws), write_test_snapshot(aws, snapshot_rows(CELLS), t(5)))
+    # THEN the decision forecast for 20 minutes + one 5-minute window ahead
+    policy = aws.control.get("policy")
+    assert policy is not None and policy["last_decision"]["details"]["horizon_s"] == 1200 + 300
+
+
+def test_the_reactive_policy_stays_selectable(aws: Aws) -> None:
+    d = deps(aws, policy=load_policy('{"mode": "reactive"}'))
+    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(5))).status == "published"
+    out = process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(10)))
+    assert out.status == "held" and out.decision_reasons[0].startswith("kept: max utilisation")

@@ -46,7 +46,7 @@ def run(policy: PredictivePolicy, series: list[tuple[float, float]], current: Sp
         g = counts.grid()
         levels = levels.update((g.x << Z) | g.y, g.weight, alpha=policy.cell_alpha, jump_z=policy.cell_jump_z)
     snap = load(*series[-1])
-    obs = Observation(snap, cells_of(snap), snap.grid(), h, levels)
+    obs = Observation(snap, cells_of(snap), snap.grid(), snap.grid(), h, levels)
     verdict = policy.decide(current, obs, window_end=len(series) * S, latency_s=S, max_load=CAP, build=build)
     return verdict, calls
 

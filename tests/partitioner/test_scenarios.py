@@ -85,7 +85,7 @@ def test_the_cost_day_makes_some_areas_ten_times_as_expensive():
 def test_unknown_scenario_and_empty_directory_are_named(tmp_path: Path):
     with pytest.raises(SimulationError, match="unknown scenario 'moon-day'"):
         scenario("moon-day")
-    with pytest.raises(SimulationError, match="holds no .csv file"):
+    with pytest.raises(SimulationError, match=r"holds no \.csv file"):
         read_window_dir(tmp_path)
     with pytest.raises(CountsError, match="cannot read places file"):
         load_places.__wrapped__(tmp_path / "missing.csv.gz")
