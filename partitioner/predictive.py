@@ -5,7 +5,8 @@ and serves until the next decision's spec can replace it, one window later. So t
 every spec under the **forecast** of that interval, ``[end + latency, end + latency + window]``:
 
 1. **Forecast** (:mod:`partitioner.forecast`): every region's total at both ends of the interval
-   (the larger of the two), each cell scaled by its region's forecast / last total.
+   (the larger of the two), spread over its cells in proportion to their smoothed levels
+   (:mod:`partitioner.levels`; a quiet cell keeps a level, so the next spec still lists it).
 2. **Headroom from volatility**: the same forecast, made for each recent window from what was
    known then, is compared with what those windows carried, summed over groups of regions the
    size of the current spec's workers. ``headroom = headroom_z x`` the load-weighted RMS relative
@@ -133,7 +134,7 @@ class PredictivePolicy:
         details = {"horizon_s": latency_s + history.window_s, "headroom": headroom, "fill": fill,
                    "build_fill": build_fill, "forecast_total": fc.cells.total, "workers_needed": float(need),
                    "error_groups": float(groups)}
-        when = (f"forecast for +{latency_s / 60:.0f}..{(latency_s + history.window_s) / 60:.0f} min, headroom "
+        when = (f"forecast for +{_dur(latency_s)}..{_dur(latency_s + history.window_s)}, headroom "
                 f"{100 * headroom:.1f}% ({'from ' + str(groups) + ' worker-sized groups' if groups else 'default'})")
         if current is None or cur_loads is None:
             first = build(fc.counts, build_fill)
@@ -215,6 +216,10 @@ def _region_groups(history: LoadHistory, cells: Cells, current: SpecLoads) -> np
     flat = np.bincount(pos[ok] * n_w + worker[ok], weights=cells.weight[ok], minlength=n_r * n_w)
     best = flat.reshape(n_r, n_w).argmax(axis=1)
     return np.asarray(best, dtype=np.int64)
+
+
+def _dur(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
 def _pct(v: float) -> str:

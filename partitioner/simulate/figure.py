@@ -22,6 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+MAX_SHOWN = 250.0  # utilisation axis limit, %: higher values are drawn at the top and named
 
 def plot_simulation(summaries: Mapping[str, Mapping[str, Any]], window_s: float, path: str | Path, *,
                     title: str = "", modes: tuple[str, ...] = ("whole", "carry")) -> None:
@@ -49,15 +50,21 @@ def plot_simulation(summaries: Mapping[str, Mapping[str, Any]], window_s: float,
         ax.set_title(f"{name}: cost {cost} (swaps counted), {s['redeploys']} redeploys", fontsize=10, loc="left")
         ax.grid(alpha=0.3)
         ax2 = axes[row][1]
-        ax2.plot(hours, 100 * np.asarray(ser["max"]), color="tab:red", lw=1.2, label="max")
-        ax2.plot(hours, 100 * np.asarray(ser["p90"]), color="tab:purple", lw=1.0, label="p90")
-        ax2.plot(hours, 100 * np.asarray(ser["median"]), color="tab:green", lw=1.0, label="median")
+        top_pct = min(MAX_SHOWN, max(130.0, 100 * float(np.max(ser["max"], initial=0)) + 5))
+        peak = 100 * np.asarray(ser["max"])
+        ax2.plot(hours, np.minimum(peak, top_pct), color="tab:red", lw=1.2, label="max")
+        ax2.plot(hours, np.minimum(100 * np.asarray(ser["p90"]), top_pct), color="tab:purple", lw=1.0, label="p90")
+        ax2.plot(hours, np.minimum(100 * np.asarray(ser["median"]), top_pct), color="tab:green", lw=1.0,
+                 label="median")
         ax2.axhline(100, color="k", lw=1.0, ls="--", label="cap")
-        over = np.asarray(ser["max"]) > 1.0 + 1e-9
+        over = peak > 100.0 + 1e-7
         if over.any():
-            ax2.scatter(hours[over], 100 * np.asarray(ser["max"])[over], color="tab:red", s=14, zorder=3,
+            ax2.scatter(hours[over], np.minimum(peak[over], top_pct), color="tab:red", s=14, zorder=3,
                         label="over cap")
-        ax2.set_ylim(0, max(130.0, 100 * float(np.max(ser["max"], initial=0)) + 5))
+        if peak.max(initial=0) > top_pct:
+            ax2.annotate(f"off scale: up to {peak.max():.0f}%", xy=(0.99, 0.97), xycoords="axes fraction",
+                         ha="right", va="top", fontsize=8, color="tab:red")
+        ax2.set_ylim(0, top_pct)
         ax2.set_ylabel("worker utilisation %")
         ax2.set_title(f"{100 * s['over_cap_share']:.2f}% of worker-windows over cap, worst "
                       f"{100 * s['worst_utilisation']:.0f}%, p99 {100 * s['p99_utilisation']:.0f}%", fontsize=10,

@@ -75,7 +75,7 @@ def test_steady_load_keeps_the_spec_without_building():
     verdict, calls = run(PredictivePolicy(), [(6000, 6000)] * 6, CURRENT, no_build)
     # THEN kept, one plain line of reasons
     assert not verdict.decision.redeploy and not calls
-    assert verdict.decision.reasons[0].startswith("keep: forecast for +10..20 min")
+    assert verdict.decision.reasons[0].startswith("keep: forecast for +10 min..20 min")
 
 
 def test_a_rising_region_triggers_before_any_worker_is_over_its_cap():
