@@ -79,8 +79,10 @@ class CellLevels:
         return np.where(self.codes[pos] == codes, self.levels[pos], 0.0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": LEVELS_FORMAT, "zoom": self.zoom, "codes": [int(c) for c in self.codes],
-                "levels": [float(f"{v:.4g}") for v in self.levels.tolist()]}
+        """JSON-able: codes as differences from the previous one (small numbers), levels to 3 significant digits."""
+        deltas = np.diff(self.codes, prepend=np.int64(0))
+        return {"format": LEVELS_FORMAT, "zoom": self.zoom, "code_deltas": [int(c) for c in deltas],
+                "levels": [float(f"{v:.3g}") for v in self.levels.tolist()]}
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "cell levels") -> CellLevels:
@@ -88,7 +90,7 @@ class CellLevels:
         if not isinstance(d, dict) or d.get("format") != LEVELS_FORMAT:
             raise PolicyError(f"{where}: not a {LEVELS_FORMAT} object: {str(d)[:80]!r}")
         try:
-            codes = np.array([int(c) for c in d["codes"]], dtype=np.int64)
+            codes = np.cumsum(np.array([int(c) for c in d["code_deltas"]], dtype=np.int64))
             levels = np.array([float(v) for v in d["levels"]], dtype=np.float64)
             zoom = int(d["zoom"])
         except (KeyError, TypeError, ValueError) as exc:
