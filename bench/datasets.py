@@ -58,12 +58,20 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from partitioner.counts import Counts  # noqa: E402
-from partitioner.tiles import MAX_LAT, arrays_to_quadkeys, quadkeys_to_arrays, tiles_xy  # noqa: E402
+from partitioner.simulate.places import (  # noqa: E402  (helpers shared with the simulator's scenarios)
+    EARTH_KM,
+    PLACES_FILE,
+    activity,
+    counts_from_codes,
+    places_csv,
+    point_codes,
+    scatter,
+    tile_centres,
+)
+from partitioner.tiles import quadkeys_to_arrays, tiles_xy  # noqa: E402
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-KM_PER_DEG = 111.32
-EARTH_KM = 40075.016686
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,40 +142,9 @@ def city(name: str) -> tuple[float, float]:
 # ---------------------------------------------------------------------------
 
 
-def _wrap(lon: FloatArray, lat: FloatArray) -> tuple[FloatArray, FloatArray]:
-    return (lon + 180.0) % 360.0 - 180.0, np.clip(lat, -MAX_LAT, MAX_LAT)
-
-
-def _scatter(rng: np.random.Generator, lon: FloatArray, lat: FloatArray,
-             sigma_km: FloatArray | float) -> tuple[FloatArray, FloatArray]:
-    """Gaussian scatter of ``sigma_km`` around each point (in km, not degrees)."""
-    s = np.broadcast_to(np.asarray(sigma_km, dtype=np.float64), lon.shape)
-    dlat = rng.normal(0.0, 1.0, lon.shape) * s / KM_PER_DEG
-    coslat = np.maximum(np.cos(np.radians(lat)), 0.05)
-    dlon = rng.normal(0.0, 1.0, lon.shape) * s / (KM_PER_DEG * coslat)
-    return _wrap(lon + dlon, lat + dlat)
-
-
-def _codes(lon: FloatArray, lat: FloatArray, zoom: int) -> IntArray:
-    lon_w, lat_w = _wrap(lon, lat)
-    x, y = tiles_xy(lon_w, lat_w, zoom)
-    return (x << zoom) | y
-
-
-def _counts_from_codes(codes: IntArray, weights: FloatArray, zoom: int, source: str) -> Counts:
-    """Sum weights per tile code and return Counts of the non-empty tiles (sorted by code)."""
-    uniq, inv = np.unique(codes, return_inverse=True)
-    w = np.bincount(inv, weights=weights, minlength=len(uniq))
-    keep = w > 0
-    uniq, w = uniq[keep], w[keep]
-    mask = (1 << zoom) - 1
-    qks = arrays_to_quadkeys(uniq >> zoom, uniq & mask, zoom)
-    return Counts(tuple(qks), w.astype(np.float64), source)
-
-
 def _points_to_counts(lon: FloatArray, lat: FloatArray, zoom: int, source: str) -> Counts:
-    codes = _codes(lon, lat, zoom)
-    return _counts_from_codes(codes, np.ones(len(codes)), zoom, source)
+    codes = point_codes(lon, lat, zoom)
+    return counts_from_codes(codes, np.ones(len(codes)), zoom, source)
 
 
 def _suggest_max_load(total: float, workers: int) -> float:
@@ -175,15 +152,6 @@ def _suggest_max_load(total: float, workers: int) -> float:
     raw = total / workers
     mag = 10.0 ** math.floor(math.log10(raw)) / 10.0
     return float(math.ceil(raw / mag) * mag)
-
-
-def tile_centres(counts: Counts) -> tuple[FloatArray, FloatArray]:
-    """Return the (lon, lat) of each quadkey's centre (vectorised)."""
-    x, y, z = quadkeys_to_arrays(counts.quadkeys)
-    n = (1 << z).astype(np.float64)
-    lon = (x + 0.5) / n * 360.0 - 180.0
-    lat = np.degrees(np.arctan(np.sinh(np.pi * (1.0 - 2.0 * (y + 0.5) / n))))
-    return lon, lat
 
 
 # ---------------------------------------------------------------------------
@@ -206,7 +174,7 @@ def sparse_global(points: int = 3_000_000, zoom: int = 12, seed: int = 1, worker
     n_per = rng.poisson(points * c.pop / c.pop.sum())
     idx = np.repeat(np.arange(len(c.pop)), n_per)
     sigma = 1.5 + 4.0 * np.sqrt(c.pop[idx] / 1e6)
-    lon, lat = _scatter(rng, c.lon[idx], c.lat[idx], sigma)
+    lon, lat = scatter(rng, c.lon[idx], c.lat[idx], sigma)
     counts = _points_to_counts(lon, lat, zoom, f"sparse_global(seed={seed})")
     total = float(counts.weights.sum())
     return Dataset("sparse_global", counts, zoom, _suggest_max_load(total, workers),
@@ -257,7 +225,7 @@ def dense_metro(name: str = "London", radius_km: float = 30.0, zoom: int = 16, s
         k = int(np.argmin(np.hypot(dx_km - 8.0, dy_km)))
         w[k] = 1.3 * max_load
     codes = (gx.astype(np.int64) << zoom) | gy.astype(np.int64)
-    counts = _counts_from_codes(codes, w, zoom, f"dense_metro({name!r}, seed={seed})")
+    counts = counts_from_codes(codes, w, zoom, f"dense_metro({name!r}, seed={seed})")
     return Dataset("dense_metro", counts, zoom, max_load,
                    f"{name} r={radius_km:g} km, {len(near)} suburbs as hotspots, zoom {zoom}, "
                    f"{'with' if stadium else 'no'} stadium cell")
@@ -305,7 +273,7 @@ def dense_continent(region: str = "europe", zoom: int = 11, seed: int = 3, event
     w = rng.poisson(expected).astype(np.float64) + 1.0
     ys, xs = np.nonzero(keep)
     codes = ((xs + x0).astype(np.int64) << zoom) | (ys + y0).astype(np.int64)
-    counts = _counts_from_codes(codes, w, zoom, f"dense_continent({region!r}, seed={seed})")
+    counts = counts_from_codes(codes, w, zoom, f"dense_continent({region!r}, seed={seed})")
     return Dataset(f"dense_{region}", counts, zoom, _suggest_max_load(float(w.sum()), workers),
                    f"{int(sel.sum())} cities of {region}, smoothed {smooth_km:g} km, zoom {zoom}")
 
@@ -383,7 +351,7 @@ def linear_shapes(points: int = 2_000_000, zoom: int = 12, seed: int = 4, worker
         if k == 0:
             continue
         lo, la = great_circle(lon1, lat1, lon2, lat2, rng.uniform(0.0, 1.0, k))
-        lo, la = _scatter(rng, lo, la, sigma)
+        lo, la = scatter(rng, lo, la, sigma)
         lons.append(lo)
         lats.append(la)
     counts = _points_to_counts(np.concatenate(lons), np.concatenate(lats), zoom, f"linear_shapes(seed={seed})")
@@ -407,14 +375,14 @@ def sized(n_quadkeys: int, zoom: int = 15, seed: int = 5, workers: int = 100) ->
     while True:
         idx = rng.choice(len(p), size=pool, p=p)
         sigma = 2.0 + 6.0 * np.sqrt(c.pop[idx] / 1e6)
-        lon, lat = _scatter(rng, c.lon[idx], c.lat[idx], sigma)
-        codes = _codes(lon, lat, zoom)
+        lon, lat = scatter(rng, c.lon[idx], c.lat[idx], sigma)
+        codes = point_codes(lon, lat, zoom)
         _, first = np.unique(codes, return_index=True)
         if len(first) >= n_quadkeys:
             break
         pool *= 2
     cut = int(np.sort(first)[n_quadkeys - 1]) + 1
-    counts = _counts_from_codes(codes[:cut], np.ones(cut), zoom, f"sized({n_quadkeys}, seed={seed})")
+    counts = counts_from_codes(codes[:cut], np.ones(cut), zoom, f"sized({n_quadkeys}, seed={seed})")
     return Dataset(f"sized_{n_quadkeys}", counts, zoom, _suggest_max_load(float(cut), workers),
                    f"{cut} events over exactly {len(counts)} quadkeys, zoom {zoom}")
 
@@ -422,11 +390,6 @@ def sized(n_quadkeys: int, zoom: int = 15, seed: int = 5, workers: int = 100) ->
 # ---------------------------------------------------------------------------
 # transforms: shifts and noise
 # ---------------------------------------------------------------------------
-
-
-def activity(local_hour: FloatArray) -> FloatArray:
-    """Relative activity by local solar hour: 0.15 at 04:00, 1.0 at 16:00 (a smooth cosine)."""
-    return 0.15 + 0.85 * (0.5 - 0.5 * np.cos(2 * np.pi * (local_hour - 4.0) / 24.0))
 
 
 def diurnal(counts: Counts, utc_hour: float) -> Counts:
@@ -449,11 +412,11 @@ def new_hotspot(counts: Counts, lon: float, lat: float, load: float, sigma_km: f
     zoom = counts.grid_zoom
     rng = np.random.default_rng(seed)
     k = round(load)
-    plon, plat = _scatter(rng, np.full(k, float(lon)), np.full(k, float(lat)), sigma_km)
+    plon, plat = scatter(rng, np.full(k, float(lon)), np.full(k, float(lat)), sigma_km)
     x, y, _ = quadkeys_to_arrays(counts.quadkeys)
-    codes = np.concatenate([(x << zoom) | y, _codes(plon, plat, zoom)])
+    codes = np.concatenate([(x << zoom) | y, point_codes(plon, plat, zoom)])
     weights = np.concatenate([np.asarray(counts.weights, dtype=np.float64), np.ones(k)])
-    return _counts_from_codes(codes, weights, zoom, f"{counts.source}+hotspot({lon:.2f},{lat:.2f})")
+    return counts_from_codes(codes, weights, zoom, f"{counts.source}+hotspot({lon:.2f},{lat:.2f})")
 
 
 def noise(counts: Counts, amplitude: float = 0.10, seed: int = 7) -> Counts:
@@ -528,7 +491,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sized", type=int, nargs="*", default=[], help="also build sized datasets with N quadkeys")
     ap.add_argument("--out", type=Path, help="write <name>.csv files here")
     ap.add_argument("--write-sample", action="store_true", help="regenerate partitioner/data/sample_counts.csv")
+    ap.add_argument("--write-places", action="store_true",
+                    help="regenerate partitioner/data/places.csv.gz (the simulator's offline place table)")
     args = ap.parse_args(argv)
+    if args.write_places:
+        c = cities()
+        target = PLACES_FILE
+        target.write_bytes(places_csv(c.lon, c.lat, c.pop))
+        print(f"wrote {target} ({len(c.pop)} places)")
+        return 0
     if args.write_sample:
         target = ROOT / "partitioner" / "data" / "sample_counts.csv"
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,9 @@ Commands
     Partition map with utilisation bars (PNG); with counts, a heat underlay.
 ``policy current.json candidate.json COUNTS.csv [--policy JSON] [--last-published ISO] [--now ISO]``
     Would the rebalance policy publish the candidate? Prints the reasons.
+``simulate WINDOWS [--max-load N] [--window-s S] [--latency-s L] [--strategies a,b] [--json OUT] [--plot OUT.png]``
+    Replay a day of windows (a directory of counts CSVs or a built-in scenario) through the
+    control loop and compare strategies against the floor (:mod:`partitioner.simulate`).
 ``demo [--out DIR] [--max-load N]``
     The partitioner on the bundled sample (``partitioner/data/sample_counts.csv``):
     prints the table and writes ``spec.json``, ``spec.geojson`` and ``map.png``.
@@ -206,12 +209,17 @@ def cmd_policy(args: argparse.Namespace) -> int:
     now = _when(args.now, "--now") or datetime.now(UTC)
     decision = policy.decide(current, candidate, counts, now, _when(args.last_published, "--last-published"))
     print(decision.render())
-    if decision.current_metrics is not None:
-        print("current:   " + summary_line(decision.current_metrics).replace("\n", "\n           "))
-    print("candidate: " + summary_line(decision.candidate_metrics).replace("\n", "\n           "))
+    print("current:   " + summary_line(evaluate(current, counts)).replace("\n", "\n           "))
+    print("candidate: " + summary_line(evaluate(candidate, counts)).replace("\n", "\n           "))
     if args.json:
         _write(args.json, json.dumps(decision.to_dict(), indent=1) + "\n")
     return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from partitioner.simulate.command import run_command
+
+    return run_command(args)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -324,6 +332,10 @@ def make_parser() -> argparse.ArgumentParser:
     q.add_argument("--json", metavar="DECISION.json", help="also write the decision as JSON")
     _single_zoom(q)
     q.set_defaults(func=cmd_policy)
+
+    from partitioner.simulate.command import add_parser as add_simulate
+
+    add_simulate(sub, _positive).set_defaults(func=cmd_simulate)
 
     m = sub.add_parser("demo", help="run on the bundled sample", description="Build a spec from the bundled "
                        "sample (London, zoom 15) and write spec.json, spec.geojson and map.png.")

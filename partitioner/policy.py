@@ -20,19 +20,26 @@ wasteful under the **new** load, and the candidate actually changes something:
 Every decision carries human-readable reasons, e.g. ``"worker w0003 at 131% of
 max_load under new load (high watermark 90%)"`` or ``"kept: max utilisation 72% below
 high watermark 90%, waste 1.08x lower bound <= 1.25x"``.
+
+This is the **reactive** policy: it judges the specs under the snapshot that just closed.
+The controller's default is the predictive policy (:mod:`partitioner.predictive`), which
+judges them under the load forecast for when a new fleet would go live; both return a
+:class:`Decision`. Loads come from the load-only evaluation (:mod:`partitioner.loads`), so a
+decision costs two attributions, not two full :func:`partitioner.metrics.evaluate` runs.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
 from partitioner.counts import Counts
 from partitioner.errors import PolicyError
-from partitioner.metrics import SpecMetrics, evaluate, stability
+from partitioner.loads import OVER, LoadMetrics, cells_of, load_metrics, moves, spec_loads
 from partitioner.spec import Spec
 
 OVERLOAD = 1.0  # utilisation above which a worker drops behind: overrides cooldown and min_change
@@ -103,18 +110,9 @@ class RebalancePolicy:
         Missing keys take their defaults; ``None``, ``""`` or whitespace give the default policy.
         Unknown keys, non-objects and bad values raise :class:`PolicyError` naming ``where``.
         """
-        if text is None or not text.strip():
+        data = policy_object(text, where, {f.name for f in fields(cls)})
+        if data is None:
             return cls()
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise PolicyError(f"{where}: not valid JSON ({exc}): {text[:80]!r}") from exc
-        if not isinstance(data, dict):
-            raise PolicyError(f"{where}: expected a JSON object, got {data!r}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise PolicyError(f"{where}: unknown policy key {unknown[0]!r}; known keys are {sorted(known)!r}")
         try:
             return cls(**data)
         except PolicyError as exc:
@@ -149,16 +147,19 @@ class RebalancePolicy:
         -----
         A ``last_published_at`` in the future (clock skew) counts as "just published".
         """
-        cand = evaluate(candidate, counts)
+        cells = cells_of(counts)
+        cand_loads = spec_loads(candidate)
+        cand = load_metrics(cand_loads, cells)
         if current is None:
             return Decision(True, ("no current spec: publish the first one",), None, cand, 1.0)
-        cur = evaluate(current, counts)
-        moved = stability(current, candidate, counts).moved_share
+        cur_loads = spec_loads(current)
+        cur = load_metrics(cur_loads, cells)
+        moved = moves(cur_loads, cand_loads, cells).moved_share
         triggers = self._triggers(cur, cand)
-        overloaded = [w for w in cur.workers if w.utilisation > OVERLOAD + 1e-9]
+        overloaded = cur.hottest(1, above=OVERLOAD + OVER)
         if not triggers:
             return Decision(False, (self._kept_reason(cur),), cur, cand, moved)
-        if cand.max_utilisation > OVERLOAD + 1e-9 and cand.max_utilisation >= cur.max_utilisation:
+        if cand.max_utilisation > OVERLOAD + OVER and cand.max_utilisation >= cur.max_utilisation:
             return Decision(False, (*triggers, f"kept: candidate is no better (max utilisation "
                                     f"{_pct(cand.max_utilisation)} >= current {_pct(cur.max_utilisation)})"),
                             cur, cand, moved)
@@ -176,11 +177,11 @@ class RebalancePolicy:
                 f"{100 * moved:.1f}% of load")
         return Decision(True, (*triggers, tail), cur, cand, moved)
 
-    def _triggers(self, cur: SpecMetrics, cand: SpecMetrics) -> tuple[str, ...]:
+    def _triggers(self, cur: LoadMetrics, cand: LoadMetrics) -> tuple[str, ...]:
         out: list[str] = []
-        hot = sorted((w for w in cur.workers if w.utilisation > self.high_watermark), key=lambda w: -w.utilisation)
-        for w in hot[:3]:
-            out.append(f"worker {w.id} at {_pct(w.utilisation)} of max_load under new load "
+        hot = cur.hottest(cur.worker_count, above=self.high_watermark)
+        for wid, u in hot[:3]:
+            out.append(f"worker {wid} at {_pct(u)} of max_load under new load "
                        f"(high watermark {_pct(self.high_watermark)})")
         if len(hot) > 3:
             out.append(f"... and {len(hot) - 3} more workers above the high watermark")
@@ -194,11 +195,35 @@ class RebalancePolicy:
                        f"{cur.worker_count}")
         return tuple(out)
 
-    def _kept_reason(self, cur: SpecMetrics) -> str:
+    def _kept_reason(self, cur: LoadMetrics) -> str:
         return (f"kept: max utilisation {_pct(cur.max_utilisation)} below high watermark "
                 f"{_pct(self.high_watermark)}, waste {cur.waste_ratio:.2f}x lower bound "
                 f"{'<=' if cur.waste_ratio <= self.max_waste_ratio else '>'} {self.max_waste_ratio:g}x, "
                 f"mean utilisation {_pct(cur.mean_utilisation)}")
+
+
+def policy_object(text: str | None, where: str, known: set[str]) -> dict[str, Any] | None:
+    """Parse a ``POLICY_JSON``-style object: None for empty text; :class:`PolicyError` naming ``where`` for
+    invalid JSON, a non-object or a key outside ``known``."""
+    if text is None or not text.strip():
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise PolicyError(f"{where}: not valid JSON ({exc}): {text[:80]!r}") from exc
+    if not isinstance(data, dict):
+        raise PolicyError(f"{where}: expected a JSON object, got {data!r}")
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise PolicyError(f"{where}: unknown policy key {unknown[0]!r}; known keys are {sorted(known)!r}")
+    return data
+
+
+def _summary(m: LoadMetrics | None) -> dict[str, Any] | None:
+    if m is None:
+        return None
+    return {"version": m.version, "workers": m.worker_count, "max_utilisation": m.max_utilisation,
+            "lower_bound": m.lower_bound}
 
 
 def _elapsed(now: datetime, last: datetime | None) -> float | None:
@@ -212,27 +237,30 @@ def _elapsed(now: datetime, last: datetime | None) -> float | None:
 
 @dataclass(frozen=True)
 class Decision:
-    """The policy's verdict: publish or keep, the reasons, and the evidence."""
+    """A policy's verdict: publish or keep, the reasons, and the evidence.
+
+    ``current_metrics`` / ``candidate_metrics`` are worker loads under the load the policy judged by
+    (the snapshot for the reactive policy, the forecast for the predictive one); either is None when
+    there is no such spec (cold start; the predictive policy builds no candidate when nothing
+    triggers). ``details`` holds the predictive policy's numbers (fill, headroom, horizon).
+    """
 
     redeploy: bool
     reasons: tuple[str, ...]
-    current_metrics: SpecMetrics | None
-    candidate_metrics: SpecMetrics
+    current_metrics: LoadMetrics | None
+    candidate_metrics: LoadMetrics | None
     moved_share: float
+    details: Mapping[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A compact JSON-able summary (what the control table records as ``last_decision``)."""
-        cur = self.current_metrics
         return {
             "redeploy": self.redeploy,
             "reasons": list(self.reasons),
             "moved_share": self.moved_share,
-            "current": None if cur is None else {"version": cur.version, "workers": cur.worker_count,
-                                                 "max_utilisation": cur.max_utilisation,
-                                                 "lower_bound": cur.lower_bound},
-            "candidate": {"version": self.candidate_metrics.version, "workers": self.candidate_metrics.worker_count,
-                          "max_utilisation": self.candidate_metrics.max_utilisation,
-                          "lower_bound": self.candidate_metrics.lower_bound},
+            "current": _summary(self.current_metrics),
+            "candidate": _summary(self.candidate_metrics),
+            **({"details": dict(self.details)} if self.details else {}),
         }
 
     def render(self) -> str:

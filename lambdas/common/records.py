@@ -2,22 +2,29 @@
 
 ``pk="desired"`` -> :class:`DesiredPointer`, ``pk="active"`` -> :class:`ActivePointer`,
 ``pk="snapshot"`` -> :class:`SnapshotMark` (the partitioner's idempotence record),
-``pk="policy"`` -> :class:`PolicyMark`. ``pk="deploy"`` is :class:`lambdas.deploy.controller.DeployState`.
+``pk="policy"`` -> :class:`PolicyMark`, ``pk="latency"`` -> :class:`LatencySample` list (snapshot-to-live per
+version: written by the deploy controller at each flip, read by the partitioner's forecast).
+``pk="deploy"`` is :class:`lambdas.deploy.controller.DeployState`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from lambdas.common.aws import ControlTable
+from lambdas.common.aws import AdapterError, ControlTable, now_iso
+from partitioner.spec import Spec
 
 DESIRED = "desired"
 ACTIVE = "active"
 DEPLOY = "deploy"
 POLICY = "policy"
 SNAPSHOT = "snapshot"
+LATENCY = "latency"
+LATENCY_SAMPLES = 20  # the most recent flips kept in pk="latency"
 
 
 class RecordError(ValueError):
@@ -110,3 +117,62 @@ def read_active(control: ControlTable) -> ActivePointer | None:
 def to_item(record: Any) -> dict[str, Any]:
     """Return a record dataclass as a control-table item body (``pk`` excluded)."""
     return asdict(record)
+
+
+@dataclass(frozen=True)
+class LatencySample:
+    """One flip: the spec's snapshot window end, when it went live, and the seconds in between."""
+
+    version: int
+    snapshot_end: str  # the spec's source.window_end ("YYYY-MM-DDTHH:MM:SSZ")
+    live_at: str  # ISO time of the flip
+    latency_s: float
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> LatencySample:
+        v = item.get("latency_s")
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise RecordError(f"control item {LATENCY!r}: 'latency_s' must be a number, got {v!r}")
+        return cls(_int(item, "version", LATENCY), _str(item, "snapshot_end", LATENCY), _str(item, "live_at", LATENCY),
+                   float(v))
+
+
+def read_latency_samples(control: ControlTable) -> tuple[LatencySample, ...]:
+    """The recorded snapshot-to-live samples, oldest first (empty when none or malformed)."""
+    item = control.get(LATENCY)
+    samples = item.get("samples") if item else None
+    if not isinstance(samples, list):
+        return ()
+    try:
+        return tuple(LatencySample.from_item(s) for s in samples if isinstance(s, Mapping))
+    except RecordError:
+        return ()
+
+
+def median_latency_s(samples: Sequence[LatencySample]) -> float | None:
+    """The median snapshot-to-live seconds of ``samples`` (None without samples)."""
+    return statistics.median(s.latency_s for s in samples) if samples else None
+
+
+def record_live_latency(control: ControlTable, spec: Spec, live_at: float) -> LatencySample | None:
+    """Record, at the flip of ``spec``, how long its snapshot took to go live (keeps the last 20 samples).
+
+    Returns the sample, or None when the spec names no snapshot window end (``source.window_end``)
+    or the control table could not be written: a flip never fails for its latency record.
+    """
+    end = spec.source.get("window_end") if isinstance(spec.source, Mapping) else None
+    if not isinstance(end, str):
+        return None
+    try:
+        ended = datetime.fromisoformat(end.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    ended = ended if ended.tzinfo else ended.replace(tzinfo=UTC)
+    sample = LatencySample(spec.version, end, now_iso(live_at), max(0.0, live_at - ended.timestamp()))
+    try:
+        kept = [s for s in read_latency_samples(control) if s.version != spec.version]
+        samples = [*kept, sample][-LATENCY_SAMPLES:]
+        control.put(LATENCY, {"samples": [asdict(s) for s in samples]})
+    except AdapterError:
+        return None
+    return sample

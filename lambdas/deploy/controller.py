@@ -61,6 +61,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
+from lambdas.common import records as latency_records  # issue 11: snapshot-to-live per version
 from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, now_iso, spec_key
 from lambdas.common.config import SwapMode
 from lambdas.common.records import ACTIVE, DEPLOY, ActivePointer, read_active, read_desired, to_item
@@ -230,6 +231,7 @@ class DeployController:
         spec = self.spec(version)
         pointer = ActivePointer(version, spec_key(version), self.stream_name(spec), now_iso(self.clock()))
         if self.control.put_forward(ACTIVE, to_item(pointer)):
+            latency_records.record_live_latency(self.control, spec, self.clock())  # issue 11; never fails the flip
             return True
         active = read_active(self.control)
         return active is not None and active.version >= version

@@ -11,15 +11,21 @@
    cost column, the latest worker cost reports of the *active* version are merged in: the weight of
    a row is ``events * rate(grid-zoom ancestor)``; cells without a reported rate get the
    events-weighted mean rate of those with one (so totals stay comparable with ``MAX_LOAD``).
-4. **Build** the candidate with :func:`partitioner.build.build_spec` (previous = the desired spec for
-   stickiness, ``version = desired + 1``, ``stream_name = <prefix>-geo-v<n>``) and validate it.
-5. **Policy**: :meth:`partitioner.policy.RebalancePolicy.decide` (the first spec is always published);
-   ``pk="policy"`` records ``last_published_at`` (epoch s) and ``last_decision`` (``Decision.to_dict()``).
-6. **Publish** (only if the policy says so): put ``specs/v<n:08d>.json`` with ``If-None-Match: *``
+4. **Control step** (:func:`partitioner.controller.control_step`, the code the simulator runs): the
+   controller state (load history per region, last publish) is loaded from S3
+   (:mod:`lambdas.partitioner.state`), the snapshot absorbed into it, and the configured policy
+   (``POLICY_JSON``: predictive by default, or reactive) decides, building a candidate with
+   :func:`partitioner.build.build_spec` when it needs one (previous = the desired spec for stickiness,
+   ``version = desired + 1``, ``stream_name = <prefix>-geo-v<n>``). The forecast horizon is the median
+   snapshot-to-live latency the deploy controller recorded (control ``pk="latency"``), else
+   ``POLICY_JSON``'s ``latency_s``, else one window. A spec to publish gets ``source.window_end`` (the
+   snapshot's window end) and is validated. ``pk="policy"`` records ``last_published_at`` (epoch s) and
+   ``last_decision`` (``Decision.to_dict()``).
+5. **Publish** (only if the policy says so): put ``specs/v<n:08d>.json`` with ``If-None-Match: *``
    (never overwrite), then the conditional put of control ``pk="desired"`` (version only moves
-   forward), then ``pk="policy"`` and ``pk="snapshot"``.
+   forward), then ``pk="policy"``, the controller state, and ``pk="snapshot"``.
 
-A rejected snapshot publishes nothing and leaves every pointer as it was.
+A rejected snapshot publishes nothing and leaves every pointer and the controller state as they were.
 
 Local-loop use::
 
@@ -32,9 +38,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-
-import numpy as np
 
 from lambdas.common.aws import (
     AdapterError,
@@ -62,15 +65,19 @@ from lambdas.common.records import (
     DesiredPointer,
     PolicyMark,
     SnapshotMark,
+    median_latency_s,
     read_active,
     read_desired,
+    read_latency_samples,
     to_item,
 )
-from lambdas.partitioner.snapshot import SnapshotRejected, parse_manifest, read_rows, verify_manifest
+from lambdas.partitioner.snapshot import Manifest, SnapshotRejected, parse_manifest, read_rows, verify_manifest
+from lambdas.partitioner.state import ControlStateStore
 from partitioner.build import build_spec
+from partitioner.controller import ControlSettings, ControlState, Step, control_step
+from partitioner.cost import apply_cost_rates
 from partitioner.counts import Counts, read_snapshot_rows
 from partitioner.errors import PartitionerError, PolicyError
-from partitioner.policy import Decision, RebalancePolicy
 from partitioner.spec import Spec, validate
 
 Builder = Callable[..., Spec]
@@ -106,7 +113,8 @@ class PartitionerDeps:
     costs: CostReports | None
     max_load: float
     prefix: str
-    policy: RebalancePolicy
+    policy: ControlSettings
+    state: ControlStateStore
     build: Builder = build_spec
     clock: Callable[[], float] = time.time
 
@@ -117,36 +125,16 @@ class PartitionerDeps:
                    snapshots=ObjectStore(clients.s3, cfg.snapshots_bucket),
                    specs=SpecStore(clients.s3, cfg.specs_bucket),
                    costs=CostReports(clients.s3, cfg.costs_bucket) if cfg.costs_bucket else None,
-                   max_load=float(cfg.max_load or 0.0), prefix=cfg.prefix, policy=load_policy(cfg.policy_json))
+                   max_load=float(cfg.max_load or 0.0), prefix=cfg.prefix, policy=load_policy(cfg.policy_json),
+                   state=ControlStateStore(clients.s3, cfg.specs_bucket))
 
 
-def load_policy(policy_json: str) -> RebalancePolicy:
-    """Return the :class:`partitioner.policy.RebalancePolicy` of ``POLICY_JSON`` (defaults when empty)."""
+def load_policy(policy_json: str) -> ControlSettings:
+    """Return the controller settings of ``POLICY_JSON`` (:class:`partitioner.controller.ControlSettings`)."""
     try:
-        return RebalancePolicy.from_json(policy_json, where="environment variable POLICY_JSON")
+        return ControlSettings.from_json(policy_json, where="environment variable POLICY_JSON")
     except PolicyError as exc:
         raise ConfigError(str(exc)) from None
-
-
-def apply_cost_rates(counts: Counts, rates: dict[str, float], grid_zoom: int) -> Counts:
-    """Return ``counts`` with each row weighted by the cost rate of its grid-zoom ancestor.
-
-    Rows whose cell has no rate get the events-weighted mean rate of the rows that have one.
-    """
-    if not rates:
-        return counts
-    anc = [q[:grid_zoom] for q in counts.quadkeys]
-    known = np.fromiter((rates.get(a, np.nan) for a in anc), dtype=np.float64, count=len(anc))
-    has = ~np.isnan(known)
-    if not has.any():
-        return counts
-    w = np.asarray(counts.weights, dtype=np.float64)
-    grid_rows = np.fromiter((len(q) == grid_zoom for q in counts.quadkeys), dtype=bool, count=len(anc))
-    sel = has & grid_rows
-    denom = float(w[sel].sum())
-    mean = float((w[sel] * known[sel]).sum() / denom) if denom > 0 else float(np.nanmean(known))
-    factors = np.where(has, known, mean)
-    return counts.scaled(factors)
 
 
 def process_snapshot(deps: PartitionerDeps, manifest_key: str) -> Outcome:
@@ -185,6 +173,7 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
     text = read_rows(deps.snapshots, manifest)
     try:
         counts = read_snapshot_rows(text, manifest.key, use_cost=manifest.has_cost)
+        events = read_snapshot_rows(text, manifest.key, use_cost=False) if manifest.has_cost else counts
     except PartitionerError as exc:
         raise SnapshotRejected("bad_rows", str(exc)) from None
     if counts.total <= 0:
@@ -198,25 +187,47 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
         counts = apply_cost_rates(counts, dict(rates), counts.grid_zoom)
     desired = read_desired(deps.control)
     previous = _previous(deps, desired)
-    version = (desired.version if desired else 0) + 1
+    state, note = deps.state.load()
+    if state.last_published_at is None:  # a state saved before any publish, or none yet: the policy record knows
+        last = _last_published(deps)
+        state = state if last is None else state.published(last)
+    now = deps.clock()
+    step = _step(deps, manifest, counts, events, previous, desired.version + 1 if desired else 1, state, now)
+    decision = step.decision
+    reasons = (*decision.reasons, *([note] if note else []))
+    if step.candidate is None:
+        deps.control.put(POLICY, to_item(PolicyMark(state.last_published_at, decision.to_dict())))
+        deps.state.save(step.state)
+        _mark(deps, manifest_key, manifest.checksum, manifest.window_end_iso, "held")
+        return Outcome("held", manifest_key, "policy: " + "; ".join(reasons), "held", decision_reasons=reasons,
+                       workers=len(previous.workers) if previous else None, max_utilisation=_live_utilisation(step))
+    return _publish(deps, manifest_key, manifest, step.candidate, step, reasons, now)
+
+
+def _step(deps: PartitionerDeps, manifest: Manifest, counts: Counts, events: Counts, previous: Spec | None,
+          version: int, state: ControlState, now: float) -> Step:
+    """One controller step with the Lambda's builder; a build error or an invalid candidate rejects the snapshot.
+
+    ``counts`` is the load to balance (cost-weighted when rates are known); ``events`` the plain counts
+    the load history follows (so a cell's first cost rate is not mistaken for a surge).
+    """
+    def build(c: Counts, fill: float) -> Spec:
+        built = deps.build(c, deps.max_load, previous=previous, version=version,
+                           stream_name=f"{deps.prefix}-geo-v{version}", fill=fill)
+        spec = built.replace(source={**built.source, "window_end": manifest.window_end_iso})
+        problems = validate(spec)
+        if problems:
+            raise SnapshotRejected("invalid_spec", f"candidate spec v{spec.version!r} from {manifest.key} is invalid: "
+                                                   + "; ".join(problems[:5]))
+        return spec
+
+    window_s = max(1.0, (manifest.window_end - manifest.window_start).total_seconds())
     try:
-        candidate = deps.build(counts, deps.max_load, previous=previous, version=version,
-                               stream_name=f"{deps.prefix}-geo-v{version}", fill=deps.policy.target_fill)
+        return control_step(deps.policy, state, counts, window_end=manifest.window_end.timestamp(),
+                            window_s=window_s, now=now, current=previous, max_load=deps.max_load, build=build,
+                            latency_s=median_latency_s(read_latency_samples(deps.control)), events=events)
     except PartitionerError as exc:
         raise SnapshotRejected("build_failed", f"{manifest.key}: {exc}") from None
-    problems = validate(candidate)
-    if problems:
-        raise SnapshotRejected("invalid_spec", f"candidate spec v{candidate.version!r} from {manifest.key} is invalid: "
-                                               + "; ".join(problems[:5]))
-    now = deps.clock()
-    decision = _decide(deps, previous, candidate, counts, now)
-    reasons = tuple(decision.reasons)
-    if not decision.redeploy:
-        _mark(deps, manifest_key, manifest.checksum, manifest.window_end_iso, "held")
-        deps.control.put(POLICY, to_item(PolicyMark(_last_published(deps), decision.to_dict())))
-        return Outcome("held", manifest_key, "policy: " + "; ".join(reasons), "held", decision_reasons=reasons,
-                       workers=len(candidate.workers), max_utilisation=_live_utilisation(decision))
-    return _publish(deps, manifest_key, manifest.checksum, manifest.window_end_iso, candidate, decision, now)
 
 
 def _previous(deps: PartitionerDeps, desired: DesiredPointer | None) -> Spec | None:
@@ -233,15 +244,8 @@ def _last_published(deps: PartitionerDeps) -> float | None:
     return PolicyMark.from_item(item).last_published_at if item else None
 
 
-def _decide(deps: PartitionerDeps, current: Spec | None, candidate: Spec, counts: Counts, now: float) -> Decision:
-    last = _last_published(deps)
-    return deps.policy.decide(current, candidate, counts, datetime.fromtimestamp(now, UTC),
-                              None if last is None else datetime.fromtimestamp(last, UTC))
-
-
-def _publish(deps: PartitionerDeps, manifest_key: str, checksum: str, window_end: str, candidate: Spec,
-             decision: Decision, now: float) -> Outcome:
-    reasons = tuple(decision.reasons)
+def _publish(deps: PartitionerDeps, manifest_key: str, manifest: Manifest, candidate: Spec, step: Step,
+             reasons: tuple[str, ...], now: float) -> Outcome:
     spec = candidate
     key = ""
     for _ in range(MAX_VERSION_RETRIES):
@@ -266,15 +270,16 @@ def _publish(deps: PartitionerDeps, manifest_key: str, checksum: str, window_end
         return Outcome("superseded", manifest_key,
                        f"desired already at v{latest.version if latest else '?'}; v{spec.version} left unpublished",
                        "superseded", version=spec.version, spec_key=key)
-    deps.control.put(POLICY, to_item(PolicyMark(now, {**decision.to_dict(), "published_version": spec.version})))
-    _mark(deps, manifest_key, checksum, window_end, f"published v{spec.version}")
+    deps.control.put(POLICY, to_item(PolicyMark(now, {**step.decision.to_dict(), "published_version": spec.version})))
+    deps.state.save(step.state.published(now))
+    _mark(deps, manifest_key, manifest.checksum, manifest.window_end_iso, f"published v{spec.version}")
     return Outcome("published", manifest_key, "; ".join(reasons), "published", version=spec.version, spec_key=key,
-                   workers=len(spec.workers), decision_reasons=reasons, max_utilisation=_live_utilisation(decision))
+                   workers=len(spec.workers), decision_reasons=reasons, max_utilisation=_live_utilisation(step))
 
 
-def _live_utilisation(decision: Decision) -> float | None:
+def _live_utilisation(step: Step) -> float | None:
     """Max worker utilisation of the live spec under the snapshot's load (None on cold start)."""
-    return decision.current_metrics.max_utilisation if decision.current_metrics is not None else None
+    return step.observed.max_utilisation if step.observed is not None else None
 
 
 def _mark(deps: PartitionerDeps, manifest_key: str, checksum: str, window_end: str, outcome: str) -> None:

@@ -15,6 +15,8 @@ from lambdas.common.config import ConfigError, LambdaConfig
 from lambdas.common.records import read_desired
 from lambdas.partitioner import handler as partitioner_handler
 from lambdas.partitioner.logic import PartitionerDeps, apply_cost_rates, load_policy, process_snapshot
+from lambdas.partitioner.state import CONTROL_STATE_KEY
+from partitioner.controller import ControlState
 from partitioner.counts import counts_from_pairs
 from partitioner.spec import Partition, Spec, Worker
 from tests.lambdas.conftest import CTX, Aws, load_event, snapshot_rows, t, write_test_snapshot
@@ -49,7 +51,7 @@ def test_handler_publishes_first_spec_from_recorded_event(aws: Aws) -> None:
     # THEN spec v1 is written immutably and the desired pointer moved to it
     assert out["results"] == [{"manifest": key, "status": "published", "reason": out["results"][0]["reason"],
                                "version": 1}]
-    assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1)]
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == [spec_key(1)]
     desired = read_desired(aws.control)
     assert desired is not None and desired.version == 1 and desired.spec_key == spec_key(1)
     spec = aws.specs.get(spec_key(1))
@@ -78,7 +80,7 @@ def test_duplicate_event_is_a_noop(aws: Aws) -> None:
     again = process_snapshot(d, key)
     # THEN nothing new is published
     assert again.status == "duplicate"
-    assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1)]
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == [spec_key(1)]
     assert read_desired(aws.control).version == 1  # type: ignore[union-attr]
 
 
@@ -93,7 +95,7 @@ def test_stale_snapshot_is_rejected(aws: Aws) -> None:
     # THEN it is rejected as stale and nothing is published
     assert (out.status, out.code) == ("rejected", "stale_snapshot")
     assert "window_end" in out.reason
-    assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1)]
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == [spec_key(1)]
 
 
 @pytest.mark.parametrize(("change", "code", "needle"), [
@@ -114,7 +116,7 @@ def test_malformed_manifest_is_rejected_with_the_bad_value(aws: Aws, change: dic
     # THEN it is rejected with a reason naming the bad value; nothing published
     assert (out.status, out.code) == ("rejected", code)
     assert needle in out.reason
-    assert aws.keys(aws.cfg.specs_bucket) == []
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == []
     assert read_desired(aws.control) is None
 
 
@@ -138,7 +140,7 @@ def test_tampered_data_file_fails_sha256(aws: Aws) -> None:
     out = process_snapshot(deps(aws), key)
     # THEN the checksum mismatch names the file; the live spec stays
     assert out.code == "checksum_mismatch" and victim in out.reason
-    assert aws.keys(aws.cfg.specs_bucket) == []
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == []
 
 
 def test_missing_data_file_is_rejected(aws: Aws) -> None:
@@ -162,7 +164,7 @@ def test_empty_snapshot_is_rejected_and_live_spec_stays(aws: Aws) -> None:
     # THEN rejected as empty; v1 stays desired
     assert (out.status, out.code) == ("rejected", "empty_snapshot")
     assert read_desired(aws.control).version == 1  # type: ignore[union-attr]
-    assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1)]
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == [spec_key(1)]
 
 
 def test_bad_row_is_rejected_naming_the_line(aws: Aws) -> None:
@@ -196,7 +198,7 @@ def test_spec_failing_validation_is_not_published(aws: Aws) -> None:
     # THEN rejected as invalid_spec with the broken rules listed; nothing published
     assert out.code == "invalid_spec"
     assert "exceeds max_load" in out.reason and "catch-all" in out.reason
-    assert aws.keys(aws.cfg.specs_bucket) == [] and read_desired(aws.control) is None
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == [] and read_desired(aws.control) is None
 
 
 def test_policy_holds_a_candidate_that_changes_nothing(aws: Aws) -> None:
@@ -207,7 +209,7 @@ def test_policy_holds_a_candidate_that_changes_nothing(aws: Aws) -> None:
     out = process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(10)))
     # THEN the policy keeps v1 (held) and records its decision
     assert out.status == "held" and out.decision_reasons
-    assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1)]
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == [spec_key(1)]
     policy = aws.control.get("policy")
     assert policy is not None and policy["last_decision"]["redeploy"] is False
 
@@ -323,3 +325,57 @@ def test_measured_cost_drives_the_next_spec(aws: Aws) -> None:
     mean = (700 * 3.0 + 400 * 1.0) / 1100
     assert v2.total_load == pytest.approx(2100 + 400 + (300 + 200 + 50) * mean)
     assert all(w.load <= 1000 * (1 + 1e-6) for w in v2.workers)
+
+
+def state_bytes(aws: Aws) -> bytes | None:
+    return ObjectStore(aws.clients.s3, aws.cfg.specs_bucket).read(CONTROL_STATE_KEY)
+
+
+def test_controller_state_is_saved_per_window_and_untouched_by_rejections_and_duplicates(aws: Aws) -> None:
+    # GIVEN two processed windows
+    d = deps(aws)
+    first = write_test_snapshot(aws, snapshot_rows(CELLS), t(5))
+    assert process_snapshot(d, first).status == "published"
+    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(10))).status in ("held", "published")
+    saved = state_bytes(aws)
+    # THEN the state in S3 holds both windows' load history and the publish time
+    state = ControlState.from_bytes(saved or b"")
+    assert state.history is not None and len(state.history) == 2 and state.last_published_at is not None
+    assert state.history.totals.sum() == pytest.approx(2 * sum(CELLS.values()))
+    # WHEN a bad snapshot (tampered checksum) and a duplicate arrive
+    bad = write_test_snapshot(aws, snapshot_rows(CELLS), t(15))
+    rewrite_manifest(aws, bad, checksum="0" * 64)
+    assert process_snapshot(d, bad).code == "checksum_mismatch"
+    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(10))).status == "duplicate"
+    # THEN the state is byte for byte what it was
+    assert state_bytes(aws) == saved
+
+
+def test_a_published_spec_names_its_snapshot_window_end(aws: Aws) -> None:
+    out = process_snapshot(deps(aws), write_test_snapshot(aws, snapshot_rows(CELLS), t(5)))
+    assert aws.specs.get(str(out.spec_key)).source["window_end"] == "2026-11-21T10:05:00Z"
+
+
+def test_an_unreadable_state_starts_afresh_and_says_so(aws: Aws) -> None:
+    aws.clients.s3.put_object(Bucket=aws.cfg.specs_bucket, Key=CONTROL_STATE_KEY, Body=b"{half a state")
+    out = process_snapshot(deps(aws), write_test_snapshot(aws, snapshot_rows(CELLS), t(5)))
+    assert out.status == "published" and "controller state unreadable, started afresh" in out.reason
+    assert ControlState.from_bytes(state_bytes(aws) or b"").history is not None
+
+
+def test_the_measured_latency_sets_the_forecast_horizon(aws: Aws) -> None:
+    # GIVEN flips that took 20 minutes from snapshot to live
+    aws.control.put("latency", {"samples": [{"version": v, "snapshot_end": "x", "live_at": "y", "latency_s": 1200.0}
+                                            for v in (1, 2, 3)]})
+    # WHEN a window is processed
+    process_snapshot(deps(aws), write_test_snapshot(aws, snapshot_rows(CELLS), t(5)))
+    # THEN the decision forecast for 20 minutes + one 5-minute window ahead
+    policy = aws.control.get("policy")
+    assert policy is not None and policy["last_decision"]["details"]["horizon_s"] == 1200 + 300
+
+
+def test_the_reactive_policy_stays_selectable(aws: Aws) -> None:
+    d = deps(aws, policy=load_policy('{"mode": "reactive"}'))
+    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(5))).status == "published"
+    out = process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(10)))
+    assert out.status == "held" and out.decision_reasons[0].startswith("kept: max utilisation")

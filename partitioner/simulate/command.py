@@ -1,0 +1,144 @@
+"""``python -m partitioner simulate``: resolve the inputs, run, print, write the JSON and the figure.
+
+Everything a user gives is checked before the first window is simulated (the windows, every
+setting, the strategies, ``--policy``, the output paths), so a bad value costs one line on
+stderr, exit 2, and nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from partitioner.controller import ControlSettings
+from partitioner.simulate.loop import first_measured
+from partitioner.simulate.render import TerminalProgress, summary_line, table
+from partitioner.simulate.scenarios import SCENARIOS, SWAP_SHARE, scenario
+from partitioner.simulate.session import SimSettings, simulate
+from partitioner.simulate.strategies import parse_strategies
+from partitioner.simulate.swaps import parse_modes
+from partitioner.simulate.windows import SimulationError, WindowSeries, read_window_dir
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The resolved inputs of one run."""
+
+    name: str
+    description: str
+    series: WindowSeries
+    settings: SimSettings
+    strategies: tuple[str, ...]
+    control: ControlSettings
+
+
+def resolve(args: argparse.Namespace) -> Inputs:
+    """Check every input and build the run's settings; raise a ``PartitionerError`` naming a bad one."""
+    try:
+        modes = parse_modes(args.swap_mode)
+    except ValueError as exc:
+        raise SimulationError(str(exc)) from None
+    control = ControlSettings.from_json(args.policy, where="--policy")
+    names = parse_strategies(args.strategies)
+    for path, suffix in ((args.json, ".json"), (args.plot, ".png")):
+        if path is not None:
+            _check_output(path, suffix)
+    if args.windows in SCENARIOS:
+        sc = scenario(args.windows, args.seed)
+        settings = SimSettings(args.max_load or sc.max_load, args.window_s or sc.window_s,
+                               sc.latency_s if args.latency_s is None else args.latency_s,
+                               sc.swap_s if args.swap_s is None else args.swap_s, modes)
+        return Inputs(f"{sc.name} (seed {args.seed})", sc.description, sc.series, settings, names, control)
+    series = read_window_dir(args.windows)
+    for flag, value in (("--max-load", args.max_load), ("--window-s", args.window_s)):
+        if value is None:
+            raise SimulationError(f"{flag} is required when WINDOWS is a directory ({args.windows!r})")
+    window_s = float(args.window_s)
+    settings = SimSettings(float(args.max_load), window_s, window_s if args.latency_s is None else args.latency_s,
+                           SWAP_SHARE * window_s if args.swap_s is None else args.swap_s, modes)
+    return Inputs(str(args.windows), f"{len(series)} windows from {args.windows}", series, settings, names, control)
+
+
+def _check_output(path: str, suffix: str) -> None:
+    if not path.lower().endswith(suffix):
+        raise SimulationError(f"output {path!r} must end in {suffix}")
+    parent = Path(path).resolve().parent
+    if not parent.is_dir():
+        raise SimulationError(f"cannot write {path!r}: directory {str(parent)!r} does not exist")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """The ``simulate`` command (returns the exit status; library errors propagate to the CLI's handler)."""
+    inputs = resolve(args)
+    progress = TerminalProgress()
+    try:
+        sim = simulate(inputs.series, inputs.settings, inputs.strategies, inputs.control, progress)
+    finally:
+        progress.clear()
+    s = inputs.settings
+    print(f"{inputs.name}: {inputs.description}")
+    print(f"max_load {s.max_load:g}, window {s.window_s:g} s, snapshot-to-live latency {s.latency_s:g} s, swap overlap "
+          f"{s.swap_s:g} s ({', '.join(s.swap_modes)}); {len(inputs.series)} windows, measured from window "
+          f"{first_measured(s.window_s, s.latency_s)}; {sim.wall_s:.1f} s")
+    print(table(sim.summaries, s.swap_modes))
+    for name, summary in sim.summaries.items():
+        print(summary_line(name, summary, s.swap_modes))
+    if args.json:
+        _write(args.json, json.dumps(sim.to_dict(inputs.name, inputs.description), indent=1) + "\n")
+        print(f"wrote {args.json}")
+    if args.plot:
+        from partitioner.simulate.figure import plot_simulation
+
+        plot_simulation(sim.summaries, s.window_s, args.plot, title=f"{inputs.name}: live workers and utilisation",
+                        modes=s.swap_modes)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise SimulationError(f"cannot write {path!r}: {exc.strerror}") from exc
+
+
+def non_negative(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    return v
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               positive: Callable[[str], float]) -> argparse.ArgumentParser:
+    """Add the ``simulate`` sub-command to the CLI's sub-parsers (``positive``: the CLI's positive-number type)."""
+    p = sub.add_parser("simulate", help="replay windows of load through the control loop",
+                       description="Replay windows of load through the control loop: each strategy sees a window "
+                                   "once it closed, its specs go live --latency-s later, and every window's true "
+                                   "load is applied to the spec live in it. Reports worker-windows against the floor "
+                                   "ceil(load / cap), swaps, over-cap worker-windows, utilisation and moved load.")
+    p.add_argument("windows", metavar="WINDOWS",
+                   help=f"a directory of counts CSVs (quadkey,weight; one per window, file-name order) or a "
+                        f"built-in scenario: {', '.join(SCENARIOS)}")
+    p.add_argument("--max-load", type=positive, help="cap per worker (a scenario has its own)")
+    p.add_argument("--window-s", type=positive, help="window length in seconds (a scenario has its own)")
+    p.add_argument("--latency-s", type=non_negative, help="snapshot end -> new spec live, seconds (default one window)")
+    p.add_argument("--swap-s", type=non_negative,
+                   help=f"overlap of both fleets per swap, seconds (default {SWAP_SHARE:g} of a window: start + "
+                        f"warm-up + drain)")
+    p.add_argument("--swap-mode", default="both", choices=("whole", "carry", "both"),
+                   help="whole-fleet swaps, carry-over swaps (only new slots and moved load), or both (default)")
+    p.add_argument("--strategies", default="floor,static,rebuild,reactive,default", metavar="A,B,...",
+                   help="any of floor, static, rebuild, reactive, default, counts (default: the first five)")
+    p.add_argument("--seed", type=int, default=1, help="random draw of a built-in scenario (default 1)")
+    p.add_argument("--policy", metavar="JSON", help="the controller's POLICY_JSON (default: the Lambda's defaults)")
+    p.add_argument("--json", metavar="OUT.json", help='write {"strategies": {NAME: {...}}} here')
+    p.add_argument("--plot", metavar="OUT.png", help="live workers vs the floor and utilisation, one panel per strategy")
+    return p

@@ -1,0 +1,171 @@
+"""The strategies a simulation compares, under one small interface.
+
+A strategy sees each window once it has closed and may publish a spec (:meth:`Strategy.observe`);
+it may also have a spec live from the start (:meth:`Strategy.start`). The loop
+(:mod:`partitioner.simulate.loop`) puts published specs live ``latency_s`` later and measures them.
+
+==============  ======================================================================================
+``floor``       no spec: ``ceil(load / cap)`` workers each window, perfectly packed, no latency, no swaps
+                (measured by the loop itself)
+``static``      one spec built on every quadkey's maximum over the run, live all day
+``rebuild``     the seed's loop: a fresh build on every window (filled to 100 %), always published
+``reactive``    the controller in ``reactive`` mode (today's :class:`partitioner.policy.RebalancePolicy`)
+``default``     the controller with the Lambda's settings (:class:`partitioner.controller.ControlSettings`)
+``counts``      ``default`` balancing on event counts only (blind to the workers' cost reports)
+==============  ======================================================================================
+
+Every controller strategy sees what the partitioner Lambda sees: the window's events, weighted by
+the cost rates the workers measured in *earlier* windows (:func:`partitioner.cost.apply_cost_rates`;
+none when the scenario has no cost), except ``counts``. The controllers run
+:func:`partitioner.controller.control_step`: the Lambda's code, not a copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Protocol
+
+from partitioner.build import build_spec
+from partitioner.controller import ControlSettings, ControlState, control_step
+from partitioner.cost import apply_cost_rates, measured_rates
+from partitioner.counts import Counts
+from partitioner.policy import Decision
+from partitioner.simulate.windows import SimulationError, Window, WindowSeries
+from partitioner.spec import Spec
+
+STRATEGIES = ("floor", "static", "rebuild", "reactive", "default", "counts")
+DEFAULT_STRATEGIES = ("floor", "static", "rebuild", "reactive", "default")
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every strategy may know about the run (never a future window)."""
+
+    max_load: float
+    window_s: float
+    latency_s: float
+    epoch0: float  # start of window 0 (epoch s)
+
+    def window_end(self, t: int) -> float:
+        return self.epoch0 + (t + 1) * self.window_s
+
+
+def iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Strategy(Protocol):
+    name: str
+
+    def start(self, series: WindowSeries, ctx: RunContext) -> Spec | None:
+        """A spec live from the start of the run, if the strategy has one."""
+
+    def observe(self, t: int, window: Window, ctx: RunContext) -> Spec | None:
+        """Window ``t`` has just closed: return a spec to publish, or None."""
+
+
+@dataclass
+class Static:
+    """One spec sized on every quadkey's maximum over the run (the worst case, known in advance)."""
+
+    name: str = "static"
+
+    def start(self, series: WindowSeries, ctx: RunContext) -> Spec | None:
+        return build_spec(series.peak(), ctx.max_load, version=1, created_at=iso(ctx.epoch0))
+
+    def observe(self, t: int, window: Window, ctx: RunContext) -> Spec | None:
+        return None
+
+
+@dataclass
+class Rebuild:
+    """A fresh build on every window, published at once (no stickiness, no policy)."""
+
+    name: str = "rebuild"
+    rates: dict[str, float] = field(default_factory=dict)
+    version: int = 0
+
+    def start(self, series: WindowSeries, ctx: RunContext) -> Spec | None:
+        return None
+
+    def observe(self, t: int, window: Window, ctx: RunContext) -> Spec | None:
+        counts = apply_cost_rates(window.events, self.rates, window.events.grid_zoom)
+        learn(self.rates, window)
+        self.version += 1
+        end = iso(ctx.window_end(t))
+        spec = build_spec(counts, ctx.max_load, version=self.version, created_at=end)
+        return replace(spec, source={**spec.source, "window_end": end})
+
+
+@dataclass
+class Controlled:
+    """The partitioner Lambda's controller (:func:`partitioner.controller.control_step`), step by step."""
+
+    name: str
+    settings: ControlSettings
+    use_cost: bool = True
+    state: ControlState = field(default_factory=ControlState)
+    current: Spec | None = None
+    rates: dict[str, float] = field(default_factory=dict)
+    decisions: list[tuple[int, Decision]] = field(default_factory=list)
+
+    def start(self, series: WindowSeries, ctx: RunContext) -> Spec | None:
+        return None
+
+    def observe(self, t: int, window: Window, ctx: RunContext) -> Spec | None:
+        counts = window.events
+        if self.use_cost:
+            counts = apply_cost_rates(counts, self.rates, counts.grid_zoom)
+            learn(self.rates, window)
+        end = ctx.window_end(t)
+        version = (self.current.version if self.current else 0) + 1
+        previous = self.current
+
+        def build(c: Counts, fill: float) -> Spec:
+            spec = build_spec(c, ctx.max_load, previous=previous, version=version, created_at=iso(end), fill=fill)
+            return replace(spec, source={**spec.source, "window_end": iso(end)})
+
+        step = control_step(self.settings, self.state, counts, window_end=end, window_s=ctx.window_s, now=end,
+                            current=self.current, max_load=ctx.max_load, build=build, events=window.events)
+        self.state = step.state
+        self.decisions.append((t, step.decision))
+        if step.candidate is None:
+            return None
+        self.current = step.candidate
+        self.state = self.state.published(end)
+        return step.candidate
+
+
+def learn(rates: dict[str, float], window: Window) -> None:
+    """Record the cost rates the workers measured in this window (newest wins), for later windows."""
+    if window.cost is not None:
+        rates.update(measured_rates(window.events, window.cost, window.events.grid_zoom))
+
+
+def make(name: str, settings: ControlSettings) -> Strategy | None:
+    """Return the strategy ``name`` (None for ``floor``, which the loop measures itself)."""
+    if name == "floor":
+        return None
+    if name == "static":
+        return Static()
+    if name == "rebuild":
+        return Rebuild()
+    if name == "reactive":
+        return Controlled("reactive", replace(settings, mode="reactive"))
+    if name == "default":
+        return Controlled("default", settings)
+    if name == "counts":
+        return Controlled("counts", settings, use_cost=False)
+    raise SimulationError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}")
+
+
+def parse_strategies(text: str) -> tuple[str, ...]:
+    """Parse ``a,b,...`` into strategy names (order kept, duplicates dropped); raise naming an unknown one."""
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    if not names:
+        raise SimulationError(f"--strategies {text!r} names no strategy; choose from {', '.join(STRATEGIES)}")
+    for n in names:
+        if n not in STRATEGIES:
+            raise SimulationError(f"--strategies: unknown strategy {n!r}; choose from {', '.join(STRATEGIES)}")
+    return names

@@ -1,0 +1,149 @@
+"""Windows of load for the simulator: what the aggregation counts and what the workers spend.
+
+A :class:`Window` is one snapshot window: ``events`` (the load per quadkey the aggregation job
+counts, i.e. what the controller sees) and optionally ``cost`` (the CPU the workers spend on the
+same quadkeys, in "events at mean cost"; seed 004). The **truth** a worker carries is the cost
+when there is one, else the events.
+
+A series of windows is either a directory of counts CSVs (``quadkey,weight``, one file per window
+in file-name order: :func:`read_window_dir`) or a generated scenario (:class:`CellSeries`: a fixed
+set of cells, an expected load per window, Poisson draws from a seeded generator, so the same
+seed always gives the same windows and each window can be made on demand).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from partitioner.counts import Counts, read_counts_csv
+from partitioner.errors import PartitionerError
+
+FloatArray = npt.NDArray[np.float64]
+
+
+class SimulationError(PartitionerError, ValueError):
+    """A simulation input is unusable (no windows, a bad scenario name, a bad setting); names the value."""
+
+
+@dataclass(frozen=True, eq=False)
+class Window:
+    """One snapshot window: the counted ``events`` and, when known, the workers' ``cost`` per quadkey."""
+
+    events: Counts
+    cost: Counts | None = None
+
+    @property
+    def truth(self) -> Counts:
+        """The load the workers carry: the cost when the scenario has one, else the events."""
+        return self.cost if self.cost is not None else self.events
+
+
+class WindowSeries(Protocol):
+    """A run of windows, each made on demand."""
+
+    def __len__(self) -> int: ...
+
+    def window(self, t: int) -> Window: ...
+
+    def peak(self) -> Counts:
+        """Every quadkey's maximum truth over the run."""
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class ListSeries:
+    """Windows given as counts (e.g. read from a directory); the truth is the counts themselves."""
+
+    windows: tuple[Counts, ...]
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def window(self, t: int) -> Window:
+        return Window(self.windows[t])
+
+    def peak(self) -> Counts:
+        best: dict[str, float] = {}
+        for c in self.windows:
+            for q, w in zip(c.quadkeys, c.weights.tolist(), strict=True):
+                if w > best.get(q, -1.0):
+                    best[q] = w
+        return Counts(tuple(best), np.fromiter(best.values(), dtype=np.float64, count=len(best)), "peak of the run")
+
+
+@dataclass(frozen=True, eq=False)
+class CellSeries:
+    """Windows drawn on a fixed set of cells: ``events[t] ~ Poisson(expected(t))``.
+
+    Parameters
+    ----------
+    cells : tuple of str
+        Quadkeys (one zoom) that may carry load.
+    expected : callable
+        ``expected(t)`` -> expected events per cell in window ``t`` (same order as ``cells``).
+    n_windows : int
+    seed : int
+        Window ``t`` draws from ``numpy.random.default_rng((seed, t))``: deterministic, independent per window.
+    rates : array, optional
+        CPU per event of each cell, in units of the run's mean cost per event; ``cost = events * rate``.
+    source : str
+        Name used in each window's counts (``<source>#t``).
+    """
+
+    cells: tuple[str, ...]
+    expected: Callable[[int], FloatArray]
+    n_windows: int
+    seed: int
+    rates: FloatArray | None = None
+    source: str = "scenario"
+
+    def __len__(self) -> int:
+        return self.n_windows
+
+    def draw(self, t: int) -> FloatArray:
+        """Events per cell in window ``t`` (every cell, zeros included)."""
+        if not 0 <= t < self.n_windows:
+            raise IndexError(f"window {t!r} outside [0, {self.n_windows})")
+        rng = np.random.default_rng((self.seed, t))
+        return rng.poisson(np.maximum(self.expected(t), 0.0)).astype(np.float64)
+
+    def window(self, t: int) -> Window:
+        ev = self.draw(t)
+        nz = np.nonzero(ev > 0)[0]
+        qks = tuple(self.cells[i] for i in nz)
+        events = Counts(qks, ev[nz], f"{self.source}#{t}")
+        cost = None if self.rates is None else Counts(qks, ev[nz] * self.rates[nz], f"{self.source}#{t} cost")
+        return Window(events, cost)
+
+    def peak(self) -> Counts:
+        best = np.zeros(len(self.cells), dtype=np.float64)
+        scale = np.ones(len(self.cells)) if self.rates is None else self.rates
+        for t in range(self.n_windows):
+            np.maximum(best, self.draw(t) * scale, out=best)
+        nz = np.nonzero(best > 0)[0]
+        return Counts(tuple(self.cells[i] for i in nz), best[nz], f"{self.source} peak")
+
+
+def read_window_dir(path: str | Path) -> ListSeries:
+    """Read every ``*.csv`` of a directory as one window each, in file-name order.
+
+    Raises
+    ------
+    SimulationError
+        When the directory does not exist or holds no CSV file.
+    CountsError
+        A bad file (naming the file and line).
+    """
+    p = Path(path)
+    if not p.is_dir():
+        raise SimulationError(f"windows {str(path)!r} is neither a directory nor a built-in scenario")
+    files: Sequence[Path] = sorted(f for f in p.iterdir() if f.suffix.lower() == ".csv" and f.is_file())
+    if not files:
+        raise SimulationError(f"windows directory {str(path)!r} holds no .csv file (one quadkey,weight file per window)")
+    return ListSeries(tuple(read_counts_csv(f) for f in files))
