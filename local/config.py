@@ -45,6 +45,9 @@ class RunConfig:
         waiting for every event to come out and deployments to finish (at most 3x in total).
     prefix
         Resource name prefix in the embedded AWS.
+    swap_mode
+        ``carry`` (default: a slot both specs share stays in its worker process) or ``whole`` (a whole new fleet
+        per spec version): ``SWAP_MODE`` of the deploy controller and the workers.
     """
 
     dataset: str = "world"
@@ -61,6 +64,7 @@ class RunConfig:
     drain_timeout_s: float = 60.0
     prefix: str = "georebal-local"
     quick: bool = False
+    swap_mode: str = "carry"
 
     @property
     def cap(self) -> float:
@@ -152,6 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
                         f"and logs (default {d.out})")
     p.add_argument("--seed", type=int, default=d.seed, help="seed of the replay: start hour, hotspot place, "
                                                              f"jitter, entities (default {d.seed})")
+    p.add_argument("--swap-mode", choices=("carry", "whole"), default=d.swap_mode,
+                   help="how a new spec reaches the workers: carry (a slot both specs share stays in its worker "
+                        "process, which loads only what it gains; only new slots start processes) or whole (a whole "
+                        f"new fleet per spec version) (default {d.swap_mode})")
     p.add_argument("--quick", action="store_true",
                    help=f"a short run (about 2.5 minutes) with the same steps: {q.duration_s:g} s of replay, "
                         f"{q.window_s:g} s windows; used by the test suite")
@@ -165,4 +173,4 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
     changes = {k: v for k, v in {"dataset": ns.dataset, "speed": ns.speed, "duration_s": ns.duration,
                                  "rate": ns.rate, "max_load": ns.max_load, "window_s": ns.window}.items()
                if v is not None}
-    return RunConfig(**{**base.__dict__, **changes, "out": ns.out, "seed": ns.seed})
+    return RunConfig(**{**base.__dict__, **changes, "out": ns.out, "seed": ns.seed, "swap_mode": ns.swap_mode})

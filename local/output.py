@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from local.swaps import Processed
+
 
 @dataclass(frozen=True)
 class OutRecord:
@@ -75,6 +77,7 @@ class EnrichedReader:
         self.records: list[OutRecord] = []
         self.ids: set[str] = set()
         self.problems: list[str] = []
+        self.processed: list[Processed] = []  # what the swap checks read (local.swaps): entity, process, cell
 
     def refresh(self) -> int:
         """Read objects not read yet; return how many records they held."""
@@ -104,6 +107,10 @@ class EnrichedReader:
         except (ValueError, KeyError, TypeError) as exc:
             self.problems.append(f"{key}: enriched line unreadable ({type(exc).__name__}: {exc}): {line[:120]!r}")
             return
+        try:
+            self.processed.append(Processed.from_json(r, written_ms))
+        except (ValueError, KeyError, TypeError) as exc:
+            self.problems.append(f"{key}: enriched line lacks the swap fields ({type(exc).__name__}: {exc})")
         self.records.append(rec)
         self.ids.add(rec.event_id)
 

@@ -23,6 +23,11 @@ Invariants (exit 1 when one breaks):
   worker-window is: :mod:`local.worker_load`). No worker-window at all fails it.
 * **components**: the Spark job, the loops and the handlers ran without a fatal error,
   and the tail drained before the timeout.
+* **swaps** (:mod:`local.swaps`): never two readers of one cell at once; each entity's
+  records of one version processed before any of a later one; in ``carry`` mode the median
+  swap keeps at least 80 % of its slots in their processes. The swap section lists each
+  swap's carried / started / stopped slots, moved cells and extra worker-seconds, and the
+  swap timings (``report.json`` ``swaps``, ``swap_timings``).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from local import swaps
 from local.output import Delivery, delivery, read_quarantine
 from local.worker_load import (
     MAX_OVER_CAP_SHARE,
@@ -374,7 +380,10 @@ def finish(state: RunState) -> int:
     sent = state.replayer.sent_ids if state.replayer else []
     d = delivery(sent, state.output.records if state.output else [])
     text += io_lines(state, d)
+    swaps_rep = swaps.from_run(state.observer, state.fleet, state.output.processed if state.output else [])
+    text += ["", *swaps.report_lines(swaps_rep)]
     results = checks(state, load)
+    results += [Check(name, ok, detail) for name, ok, detail in swaps.checks(swaps_rep, cfg.swap_mode)]
     results.append(Check("the report was written completely", not report_errors, "; ".join(report_errors) or "ok"))
     text += ["", "INVARIANTS"] + [f"  [{'PASS' if c.ok else 'FAIL'}] {c.name}: {c.detail}" for c in results]
     errors = [(loop.name, e) for loop in _loops(state) for e in loop.errors]
@@ -401,6 +410,7 @@ def finish(state: RunState) -> int:
            "delivery": asdict(d), "invariants": [asdict(c) for c in results],
            "loop_errors": [{"loop": n, "error": e} for n, e in errors], "ok": ok,
            "figures": [p.name for p in figures],
-           "demonstrated": [{"what": w, "ok": ok, "detail": d} for w, ok, d in shown]}
+           "demonstrated": [{"what": w, "ok": ok, "detail": d} for w, ok, d in shown],
+           **swaps.report_json(swaps_rep)}
     (cfg.out / "report.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
     return 0 if ok else 1

@@ -110,3 +110,13 @@ def test_the_carry_share_invariant_applies_to_carry_runs_and_fails_below_80_perc
                    "the median swap carries over >= 80% of slots in their processes": False}
     # AND a whole run is not held to it
     assert len(checks(rep, "whole")) == 2
+
+
+def test_the_local_loop_takes_the_swap_mode_and_hands_it_to_the_control_plane() -> None:
+    # GIVEN the local loop's command line WHEN parsed THEN carry by default, whole on request, and SWAP_MODE follows
+    from local.config import parse_args
+    from local.run import handler_env
+
+    assert parse_args([]).swap_mode == "carry"
+    whole = parse_args(["--quick", "--swap-mode", "whole"])
+    assert whole.swap_mode == "whole" and handler_env(whole)["SWAP_MODE"] == "whole"
