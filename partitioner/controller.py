@@ -181,7 +181,8 @@ def control_step(settings: ControlSettings, state: ControlState, snapshot: Count
     history = history.absorb(cells_of(plain), window_end, window_s, int(p.history_windows))
     levels = state.levels if state.levels is not None and state.levels.zoom == grid.zoom else \
         CellLevels.empty(grid.zoom)
-    levels = levels.update((grid.x << grid.zoom) | grid.y, grid.weight, alpha=p.cell_alpha, jump_z=p.cell_jump_z)
+    levels = levels.update((grid.x << grid.zoom) | grid.y, grid.weight, alpha=p.cell_alpha, jump_z=p.cell_jump_z,
+                           rise_z=p.cell_rise_z, growth=history.growth(grid.zoom))
     new_state = ControlState(history, levels, state.last_published_at)
     latency = latency_s if latency_s is not None else settings.latency_s if settings.latency_s is not None \
         else window_s

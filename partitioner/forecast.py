@@ -25,7 +25,7 @@ window's total (no trend).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,6 +98,21 @@ class LoadHistory:
         alive = totals.sum(axis=0) > 0
         return LoadHistory(self.region_zoom, float(window_s), tuple(ends), frozen_array(regions[alive], np.int64),
                            frozen_array(totals[:, alive], np.float64))
+
+    def growth(self, zoom: int) -> Callable[[IntArray], FloatArray]:
+        """``f(codes)``: for tiles at ``zoom`` (>= the region zoom), their region's last total / the one before (1
+        where either is unknown or zero)."""
+        last = self.totals[-1] if len(self.ends) >= 1 else np.zeros(len(self.regions))
+        before = self.totals[-2] if len(self.ends) >= 2 else np.zeros(len(self.regions))
+        ratio = np.divide(last, before, out=np.ones_like(last), where=(before > 0) & (last > 0))
+        shift = zoom - self.region_zoom
+
+        def of(codes: IntArray) -> FloatArray:
+            x, y = codes >> zoom, codes & ((1 << zoom) - 1)
+            pos = self.index_of(((x >> shift) << self.region_zoom) | (y >> shift))
+            return np.where(pos >= 0, ratio[np.maximum(pos, 0)], 1.0)
+
+        return of
 
     def index_of(self, codes: IntArray) -> IntArray:
         """Position of each region code in :attr:`regions` (-1 where unknown)."""
@@ -253,30 +268,33 @@ def forecast_load(snapshot: Counts, grid: Grid, events: Grid, history: LoadHisto
 
     ``snapshot`` is the window's load to balance (cost-weighted or plain), ``grid`` its grid; ``events`` the
     grid of plain counts (same cells); ``history`` and ``levels`` already hold the window. A cell absent from the
-    snapshot keeps its level (and the mean cost per event), so the next spec still lists it. Refinement
-    rows (deeper than the grid) follow their grid cell's factor.
+    snapshot keeps its level (and the mean cost per event), so the next spec still lists it. A cell that rose
+    significantly in the last window (:attr:`CellLevels.rises`) is forecast at least at its level plus that rise
+    per window up to the last of ``times`` (a crowd arriving keeps arriving). Refinement rows (deeper than the
+    grid) follow their grid cell's factor.
     """
     ahead = forecast_at(history, times, span, half_life).max(axis=0)
     lx, ly = levels.codes >> levels.zoom, levels.codes & ((1 << levels.zoom) - 1)
     shift = levels.zoom - history.region_zoom
     region = history.index_of(((lx >> shift) << history.region_zoom) | (ly >> shift))
     ok = region >= 0
-    sums = np.bincount(region[ok], weights=levels.levels[ok], minlength=len(history.regions))
+    r = np.maximum(region, 0)
+    n = len(history.regions)
+    sums = np.bincount(region[ok], weights=levels.levels[ok], minlength=n)
     ratio = np.divide(ahead, sums, out=np.zeros_like(ahead), where=sums > 0)
-    gcodes = (grid.x << grid.zoom) | grid.y
-    ecodes = (events.x << events.zoom) | events.y
-    ev = np.zeros(len(gcodes))
-    order = np.argsort(ecodes)
-    pos = np.minimum(np.searchsorted(ecodes[order], gcodes), max(len(ecodes) - 1, 0))
-    hit = ecodes[order][pos] == gcodes if len(ecodes) else np.zeros(len(gcodes), dtype=bool)
-    ev[hit] = events.weight[order][pos[hit]]
-    mean_rate = float(grid.weight.sum() / ev.sum()) if ev.sum() > 0 else 1.0
-    rate = np.full(len(levels.codes), mean_rate)
-    gpos = np.searchsorted(levels.codes, gcodes)
-    inside = (gpos < len(levels.codes)) & (ev > 0)
-    inside[inside] &= levels.codes[gpos[inside]] == gcodes[inside]
-    rate[gpos[inside]] = grid.weight[inside] / ev[inside]
-    weight = np.where(ok, levels.levels * ratio[np.maximum(region, 0)] * rate, 0.0)
+    expected = np.where(ok, levels.levels * ratio[r], 0.0)
+    rising = ok & (levels.rises > 0)
+    if len(history) and rising.any():
+        # a crowd's cell keeps rising at its own pace; the rest of its region shares what the region's forecast
+        # leaves (never less than the rest's levels, scaled down with the region when it falls)
+        ramp = levels.levels + levels.rises * (max(times) - float(history.centres[-1])) / history.window_s
+        rest = ok & ~rising
+        taken = np.bincount(region[rising], weights=ramp[rising], minlength=n)
+        rest_sums = np.bincount(region[rest], weights=levels.levels[rest], minlength=n)
+        share = np.divide(ahead - taken, rest_sums, out=np.zeros_like(ahead), where=rest_sums > 0)
+        rest_ratio = np.maximum(share, np.minimum(ratio, 1.0))
+        expected = np.where(rising, np.maximum(ramp, expected), np.where(rest, levels.levels * rest_ratio[r], 0.0))
+    weight = expected * _cell_rates(grid, events, levels.codes)
     keep = weight > 0
     qks = arrays_to_quadkeys(lx[keep], ly[keep], levels.zoom)
     refinement = snapshot.refinement() if len(snapshot.zooms) > 1 else {}
@@ -285,13 +303,30 @@ def forecast_load(snapshot: Counts, grid: Grid, events: Grid, history: LoadHisto
         zoom = np.full(int(keep.sum()), levels.zoom, dtype=np.int64)
         return Forecast(counts, Cells(lx[keep], ly[keep], zoom, weight[keep], counts.source))
     rows_q, rows_w = list(qks), [weight[keep]]
-    if refinement:
-        factor = dict(zip(qks, weight[keep].tolist(), strict=True))
-        raw = dict(zip(arrays_to_quadkeys(grid.x, grid.y, grid.zoom), grid.weight.tolist(), strict=True))
-        for q, w in refinement.items():
-            a = q[:levels.zoom]
-            if raw.get(a, 0.0) > 0:
-                rows_q.append(q)
-                rows_w.append(np.array([w * factor.get(a, 0.0) / raw[a]]))
+    factor = dict(zip(qks, weight[keep].tolist(), strict=True))
+    raw = dict(zip(arrays_to_quadkeys(grid.x, grid.y, grid.zoom), grid.weight.tolist(), strict=True))
+    for q, w in refinement.items():
+        a = q[:levels.zoom]
+        if raw.get(a, 0.0) > 0:
+            rows_q.append(q)
+            rows_w.append(np.array([w * factor.get(a, 0.0) / raw[a]]))
     counts = Counts(tuple(rows_q), np.concatenate(rows_w), f"forecast of {snapshot.source}")
     return Forecast(counts, cells_of(counts))
+
+
+def _cell_rates(grid: Grid, events: Grid, codes: IntArray) -> FloatArray:
+    """Load per event of each cell of ``codes`` (``grid`` / ``events``); the overall ratio where a cell had no events."""
+    gcodes = (grid.x << grid.zoom) | grid.y
+    ecodes = (events.x << events.zoom) | events.y
+    ev = np.zeros(len(gcodes))
+    if len(ecodes):
+        order = np.argsort(ecodes)
+        pos = np.minimum(np.searchsorted(ecodes[order], gcodes), len(ecodes) - 1)
+        hit = ecodes[order][pos] == gcodes
+        ev[hit] = events.weight[order][pos[hit]]
+    rate = np.full(len(codes), float(grid.weight.sum() / ev.sum()) if ev.sum() > 0 else 1.0)
+    if len(codes):
+        gpos = np.minimum(np.searchsorted(codes, gcodes), len(codes) - 1)
+        inside = (ev > 0) & (codes[gpos] == gcodes)
+        rate[gpos[inside]] = grid.weight[inside] / ev[inside]
+    return rate

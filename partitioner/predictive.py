@@ -70,10 +70,11 @@ class PredictivePolicy:
         A candidate is packed this share below the trigger level (hysteresis), in [0, 0.5).
     shrink_margin : float
         Share of the current workers (at least one worker) a shrink must save, in [0, 1).
-    cell_alpha, cell_jump_z : float
+    cell_alpha, cell_jump_z, cell_rise_z : float
         Smoothing of each grid cell's level (:mod:`partitioner.levels`): the share of the way a level
         moves to a new count, in (0, 1], unless the count departs by more than ``cell_jump_z`` Poisson
-        standard deviations (> 0).
+        standard deviations (> 0); a rise above ``cell_rise_z`` (>= ``cell_jump_z``) standard deviations is
+        a crowd arriving, extrapolated at its cell.
     """
 
     region_levels: int = 4
@@ -89,6 +90,7 @@ class PredictivePolicy:
     shrink_margin: float = 0.05
     cell_alpha: float = 0.5
     cell_jump_z: float = 3.0
+    cell_rise_z: float = 8.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -106,9 +108,9 @@ class PredictivePolicy:
         if not 0 <= self.min_headroom <= self.default_headroom <= self.max_headroom:
             raise PolicyError(f"policy headrooms must satisfy 0 <= min_headroom <= default_headroom <= max_headroom, "
                               f"got {self.min_headroom!r}, {self.default_headroom!r}, {self.max_headroom!r}")
-        if not 0 < self.cell_alpha <= 1 or self.cell_jump_z <= 0:
-            raise PolicyError(f"policy cell_alpha must be in (0, 1] and cell_jump_z > 0, got {self.cell_alpha!r}, "
-                              f"{self.cell_jump_z!r}")
+        if not 0 < self.cell_alpha <= 1 or not 0 < self.cell_jump_z <= self.cell_rise_z:
+            raise PolicyError(f"policy cell_alpha must be in (0, 1] and 0 < cell_jump_z <= cell_rise_z, got "
+                              f"{self.cell_alpha!r}, {self.cell_jump_z!r}, {self.cell_rise_z!r}")
         if not 0 <= self.grow_band < 0.5 or not 0 <= self.shrink_margin < 1:
             raise PolicyError(f"policy grow_band must be in [0, 0.5) and shrink_margin in [0, 1), got "
                               f"{self.grow_band!r}, {self.shrink_margin!r}")

@@ -12,7 +12,7 @@
    a row is ``events * rate(grid-zoom ancestor)``; cells without a reported rate get the
    events-weighted mean rate of those with one (so totals stay comparable with ``MAX_LOAD``).
 4. **Control step** (:func:`partitioner.controller.control_step`, the code the simulator runs): the
-   controller state (load history per region, last publish) is loaded from S3
+   controller state (load history per region, smoothed levels per cell, last publish) is loaded from S3
    (:mod:`lambdas.partitioner.state`), the snapshot absorbed into it, and the configured policy
    (``POLICY_JSON``: predictive by default, or reactive) decides, building a candidate with
    :func:`partitioner.build.build_spec` when it needs one (previous = the desired spec for stickiness,

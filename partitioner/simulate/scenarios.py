@@ -208,6 +208,12 @@ def metro_day(seed: int = 1, *, windows: int = 288, window_s: float = 300.0, pea
     (:func:`commute_profiles`), plus the stadium's crowd (:func:`stadium_level`) on its footprint
     (a tile 8 km east of the centre and its ring). ``max_load`` = the busiest window's expected
     total / ``workers``; the crowd at full is ``stadium_share`` of one worker's cap.
+
+    Notes
+    -----
+    No controller can see a crowd before its first window closes, so the window after it (37.5 %
+    of a 20-minute ramp at 5-minute windows) runs on a spec decided without it: the default share
+    (40 % of a cap) fits in the headroom; 90 % puts that worker at ~112 % for one window.
     """
     f = _metro_fields(seed, METRO_ZOOM, METRO_RADIUS_KM)
 

@@ -7,7 +7,8 @@ import pytest
 from spec_factory import make_counts, qk
 
 from partitioner.errors import PolicyError
-from partitioner.forecast import LoadHistory, backtest, fit, forecast_at, region_codes
+from partitioner.forecast import LoadHistory, backtest, fit, forecast_at, forecast_load, region_codes
+from partitioner.levels import CellLevels
 from partitioner.loads import cells_of
 
 S = 600.0
@@ -111,3 +112,23 @@ def test_backtest_only_uses_windows_known_before_each_target():
     bt = backtest(h, 1.5 * S, windows=2, span=4, half_life=2.0)
     # THEN the jump's window was forecast from the flat windows only (no peeking): 1000, and it carried 5000
     assert bt.forecast[-1, 0] == pytest.approx(1000) and bt.actual[-1, 0] == 5000
+
+
+def test_a_crowd_arriving_in_one_cell_is_extrapolated_there():
+    # GIVEN region A flat at 10,000 events except one cell where a crowd arrives: 100, 100, 1100, 2100
+    crowd = [100.0, 100.0, 1100.0, 2100.0]
+    h, levels = LoadHistory.empty(6, S), CellLevels.empty(10)
+    for k, c in enumerate(crowd):
+        counts = make_counts({A[0]: 10_000.0, A[1]: c})
+        h = h.absorb(cells_of(counts), (k + 1) * S, S, 12)
+        g = counts.grid()
+        levels = levels.update((g.x << 10) | g.y, g.weight, alpha=0.5, jump_z=3.0)
+    snap = make_counts({A[0]: 10_000.0, A[1]: 2100.0})
+    # WHEN forecast for the interval one to two windows after the last window
+    end = h.ends[-1]
+    fc = forecast_load(snap, snap.grid(), snap.grid(), h, levels, (end + S, end + 2 * S), span=4, half_life=2.0)
+    w = dict(zip(fc.counts.quadkeys, fc.counts.weights.tolist(), strict=True))
+    # THEN the crowd's cell is forecast at its level plus its rise per window up to the interval's end
+    # (2.5 windows after the last window's centre): 2100 + 1000 x 2.5
+    assert w[A[1]] == pytest.approx(2100 + 1000 * 2.5)
+    assert w[A[0]] == pytest.approx(10_000, rel=0.02)  # the crowd's growth is not spread over its flat neighbour

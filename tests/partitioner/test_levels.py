@@ -47,3 +47,29 @@ def test_round_trip_and_bad_documents():
         CellLevels.from_dict({**lv.to_dict(), "levels": [1.0, -1.0, 2.0]})
     with pytest.raises(PolicyError, match="sorted, unique"):
         CellLevels.from_dict({**lv.to_dict(), "code_deltas": [5, 0, 1]})
+
+
+def test_a_significant_rise_is_remembered_until_the_cell_stops_rising():
+    lv = step(step(CellLevels.empty(12), {3: 10.0}), {3: 100.0})
+    assert lv.rises.tolist() == [90.0]
+    lv = step(lv, {3: 190.0})
+    assert lv.rises.tolist() == [90.0]
+    assert step(lv, {3: 195.0}).rises.tolist() == [0.0]  # a change within noise is no rise
+    assert step(lv, {3: 20.0}).rises.tolist() == [0.0]  # a fall is no rise
+    back = CellLevels.from_dict(lv.to_dict())
+    assert back.rises.tolist() == [90.0]
+
+
+def test_a_whole_region_growing_is_followed_without_a_rise():
+    # GIVEN two cells of 1000 events in a region that grows by 30% in one window
+    lv = step(CellLevels.empty(12), {1: 1000.0, 2: 1000.0})
+
+    def growth(codes: np.ndarray) -> np.ndarray:
+        return np.full(len(codes), 1.3)
+
+    grown = lv.update(np.array([1, 2]), np.array([1300.0, 2000.0]), alpha=0.5, jump_z=3.0, growth=growth)
+    # THEN the cell that grew with its region follows it (no jump, no rise); the one that doubled rises by 700
+    assert grown.levels.tolist() == [1300.0, 2000.0] and grown.rises.tolist() == [0.0, 700.0]
+    # AND without the region's growth both would have counted as crowds
+    plain = lv.update(np.array([1, 2]), np.array([1300.0, 2000.0]), alpha=0.5, jump_z=3.0)
+    assert plain.rises.tolist() == [300.0, 1000.0]
