@@ -40,6 +40,7 @@ class OutRecord:
     partition: str
     ts_ms: int
     written_ms: int
+    owner: str = ""  # the worker process (``<host>:<pid>:<random>``); one process may serve a slot across versions
 
 
 _ENRICHED_KEY = re.compile(r"enriched/v(?P<version>\d+)/(?P<worker>[^/]+)/(?P<ms>\d+)\.jsonl")
@@ -103,7 +104,8 @@ class EnrichedReader:
         try:
             r = json.loads(line)
             rec = OutRecord(str(r["event_id"]), int(r["spec_version"]), str(r["worker_id"]),
-                            str(r["partition_id"]), _ts_ms(r.get("ts")), written_ms)
+                            str(r["partition_id"]), _ts_ms(r.get("ts")), written_ms,
+                            str(r.get("owner") or ""))
         except (ValueError, KeyError, TypeError) as exc:
             self.problems.append(f"{key}: enriched line unreadable ({type(exc).__name__}: {exc}): {line[:120]!r}")
             return

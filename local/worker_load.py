@@ -39,15 +39,18 @@ at 0 %.
 the cap, none above :data:`MAX_UTILISATION` x the cap. A run with no worker-window fails
 it: nothing was measured.
 
-Everything is keyed by :func:`load_key`; today that is ``v<version>/<worker>``, one worker
-process. A process that serves a slot across versions is one key once the key names the
-process: its live span is the union of the spans of every version it served.
+Everything is keyed by :func:`load_key`: the physical worker, i.e. the slot and the process
+(``owner``) that served it. With carry-over swaps one process serves its slot across versions,
+so it is one key and its live span is the union of the spans of every version it served (the
+window of a flip counts for it: it drained the old stream and read the new one in it). Records
+written before processes carried an ``owner`` fall back to ``v<version>/<worker>``. Cost reports
+name no process: each is charged to the process that wrote that slot-version's records.
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -63,18 +66,28 @@ MAX_UTILISATION = 1.10
 
 
 class Keyed(Protocol):
-    """What :func:`load_key` reads: the spec version and worker slot a record or report came from."""
-
-    @property
-    def version(self) -> int: ...
+    """What :func:`load_key` reads: the worker slot and the process that served it."""
 
     @property
     def worker(self) -> str: ...
 
+    @property
+    def owner(self) -> str: ...
+
 
 def load_key(item: Keyed) -> str:
-    """The unit utilisation is measured for (one worker process): ``v<version>/<worker>``."""
-    return f"v{item.version}/{item.worker}"
+    """The unit utilisation is measured for: one worker process, shown as ``<slot>/p<pid>``."""
+    return worker_label(item.worker, item.owner)
+
+
+def worker_label(worker: str, owner: str, version: int | None = None) -> str:
+    """``<slot>/p<pid>`` for an owner ``<host>:<pid>:<random>``; ``v<version>/<slot>`` without an owner."""
+    parts = owner.split(":")
+    if len(parts) >= 3 and parts[-2].isdigit():
+        return f"{worker}/p{parts[-2]}"
+    if owner:
+        return f"{worker}/{owner}"
+    return f"v{version}/{worker}" if version is not None else worker
 
 
 @dataclass(frozen=True)
@@ -273,10 +286,12 @@ def measure(records: Iterable[OutRecord], costs: Iterable[CostSample], spans: Ma
         raise ValueError(f"window_s and cap must be > 0, got {window_s!r}, {cap!r}")
     counts: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     versions: dict[str, set[int]] = defaultdict(set)
+    served_by: dict[tuple[int, str], Counter[str]] = defaultdict(Counter)
     for r in records:
-        key = load_key(r)
+        key = load_key(r) if r.owner else worker_label(r.worker, "", r.version)
         counts[key][math.floor(r.written_ms / 1000.0 / window_s)] += 1
         versions[key].add(r.version)
+        served_by[(r.version, r.worker)][key] += 1
     if not counts:
         return WorkerLoad(window_s, cap, 0, {}, {}, {}, {}, measured)
     first = min(min(c) for c in counts.values())
@@ -285,7 +300,8 @@ def measure(records: Iterable[OutRecord], costs: Iterable[CostSample], spans: Ma
     cpu: dict[str, list[float]] = {k: [0.0] * n for k in counts}
     reported: dict[str, list[Span]] = defaultdict(list)
     for c in costs:
-        key = load_key(c)
+        by = served_by.get((c.version, c.worker))
+        key = by.most_common(1)[0][0] if by else worker_label(c.worker, "", c.version)
         if key in cpu:
             reported[key].append(Span(c.start_s, c.end_s))
             for i, part in spread(c.start_s, c.end_s, c.cpu_s, window_s).items():

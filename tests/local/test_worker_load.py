@@ -86,6 +86,26 @@ def test_a_process_serving_two_versions_without_a_gap_covers_the_flip_window() -
     assert not spans[3].covers(20.0, 30.0) and not spans[4].covers(20.0, 30.0)
 
 
+
+def test_a_carried_process_is_one_worker_and_its_flip_window_counts() -> None:
+    # GIVEN one process (owner host:4242:ab) serving slot w1 as v3 and, after the flip at 25 s, as v4,
+    # and a fresh process taking slot w2 in v4 only
+    carrier, fresh = "host:4242:ab", "host:5151:cd"
+    records = [OutRecord(f"{v}-{i}-{k}", v, "w1", "p1", 0, int((i * W + W / 2) * 1000), carrier)
+               for v, windows in ((3, (0, 1, 2)), (4, (2, 3, 4))) for i in windows for k in range(4)]
+    records += [OutRecord(f"n-{i}-{k}", 4, "w2", "p2", 0, int((i * W + W / 2) * 1000), fresh)
+                for i in (2, 3, 4) for k in range(3)]
+    costs = [CostSample(3, "w1", 0.0, 20.0, 2.0, 8), CostSample(4, "w2", 30.0, 40.0, 1.0, 3)]
+    # WHEN measured
+    load = measure(records, costs, live_spans([(3, 0.0), (4, 25.0)]), Span(0.0, 50.0), W, CAP)
+    # THEN the carrier is one worker whose flip window [20, 30) counts, with both versions' events in it
+    assert load.processed["w1/p4242"] == (4, 4, 8, 4, 4)
+    assert load.counted["w1/p4242"] == (True, True, True, True, True)
+    # AND the fresh process is another worker, counted from the first whole window after the flip
+    assert load.counted["w2/p5151"] == (False, False, False, True, True)
+    # AND each cost report is charged to the process that served that slot and version
+    assert load.cpu_s["w1/p4242"][:2] == (1.0, 1.0) and load.cpu_s["w2/p5151"][3] == 1.0
+
 def _load_with(over: int, worst_events: int, windows: int = 50) -> object:
     per_window = {i: (11 if i < over else 5) for i in range(windows)}
     if worst_events:
