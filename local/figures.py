@@ -73,7 +73,7 @@ def plot_utilisation(load: WorkerLoad, flips: Sequence[tuple[int, float]], path:
 
 def _events_panel(ax: Any, load: WorkerLoad, x: np.ndarray) -> None:
     stats = [load.window_stats(i) for i in range(load.n_windows)]
-    lo = np.array([min((load.processed[k][i] / load.cap for k in load.processed if load.counted[k][i]),
+    lo = np.array([min((load.received[k][i] / load.cap for k in load.received if load.counted[k][i]),
                        default=np.nan) for i in range(load.n_windows)])
     hi, p90, med = (np.array([getattr(s, f) if s else np.nan for s in stats]) for f in ("max", "p90", "median"))
     ax.bar(x, 100 * (hi - lo), bottom=100 * lo, width=0.8 * load.window_s, color="tab:blue", alpha=0.13, lw=0,
@@ -82,9 +82,9 @@ def _events_panel(ax: Any, load: WorkerLoad, x: np.ndarray) -> None:
     ax.plot(x, 100 * p90, color="tab:blue", lw=1.1, ls="--", marker="_", ms=9, label="p90")
     ax.plot(x, 100 * med, color="tab:green", lw=1.4, marker="_", ms=9, label="median")
     top = max(130.0, 115.0 * float(np.nanmax(hi, initial=0.0)))
-    jitter = np.linspace(-0.3, 0.3, max(2, len(load.processed))) * load.window_s
-    for j, key in enumerate(sorted(load.processed)):
-        u = 100 * np.array(load.processed[key]) / load.cap
+    jitter = np.linspace(-0.3, 0.3, max(2, len(load.received))) * load.window_s
+    for j, key in enumerate(sorted(load.received)):
+        u = 100 * np.array(load.received[key]) / load.cap
         counted = np.array(load.counted[key])
         xs = x + jitter[j]
         over = counted & (u > 100)
@@ -101,7 +101,7 @@ def _events_panel(ax: Any, load: WorkerLoad, x: np.ndarray) -> None:
     ax.scatter([], [], s=16, marker="^", color="0.65", label="partial, off the scale\n(e.g. warm-up backlog)")
     ax.axhline(100, color="crimson", ls="--", lw=1, label="cap")
     ax.axhline(100 * MAX_UTILISATION, color="crimson", ls=":", lw=1, label=f"limit {100 * MAX_UTILISATION:.0f}%")
-    ax.set_ylabel("events processed, % of the cap")
+    ax.set_ylabel("events received, % of the cap")
     ax.set_ylim(0, top)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 

@@ -6,7 +6,8 @@ computes the sections and invariants, prints ``report.txt``, writes ``report.jso
 specs (JSON and GeoJSON), the PNG figures, and returns the exit code.
 
 The report leads with **utilisation measured at the workers** (:mod:`local.worker_load`:
-the events each worker processed per window, by the write time of its output, and the CPU
+the events each worker process received per window (sent in the window, processed by it),
+the same events by the write time of its output with the lag between the two, and the CPU
 its cost reports measured). The snapshot's view of the same load (the "mismatch" of an old
 spec under a new snapshot) follows as a secondary section, labelled as an estimate.
 
@@ -203,9 +204,9 @@ def utilisation_section(state: RunState, load: WorkerLoad) -> list[str]:
     """The report's lead: the over-cap target, per-window max/p90/median, CPU, and a table per worker."""
     cfg = state.config
     oc = load.over_cap()
-    lines = [f"UTILISATION AT THE WORKERS (events each worker processed per {cfg.window_s:g}s window, by the write "
-             f"time of its output; % of the cap {cfg.cap:g})"]
-    if not load.processed:
+    lines = [f"UTILISATION AT THE WORKERS (events each worker process received per {cfg.window_s:g}s window: sent in "
+             f"the window, processed by that process; % of the cap {cfg.cap:g})"]
+    if not load.received:
         return [*lines, "  (no output)"]
     t = state.started_at
     worst = (f"worst {_pct(oc.worst.utilisation)} ({oc.worst.key}, window at {oc.worst.start_s - t:.0f}s)"
@@ -216,7 +217,8 @@ def utilisation_section(state: RunState, load: WorkerLoad) -> list[str]:
               f"  a worker-window: a window in which the worker's version was active throughout, inside the measured "
               f"span {load.measured.start_s - t:.0f}s-{load.measured.end_s - t:.0f}s (after the warm-up backlog, "
               "before the replay stopped); (n) = partial window, shown but not counted",
-              f"  {_coverage(load)}"]
+              f"  {_coverage(load)}",
+              f"  {_write_time_view(load)}"]
     cpu = [(k, c, load.processed[k][i]) for k, s in load.cpu_s.items() for i, c in enumerate(s)
            if load.counted[k][i] and load.cpu_known[k][i]]
     if cpu and sum(n for *_, n in cpu):
@@ -226,9 +228,9 @@ def utilisation_section(state: RunState, load: WorkerLoad) -> list[str]:
                      f"{100 * busiest[1] / load.window_s:.1f}% of one core)")
     header = "  " + f"{'window at (run s)':<18}" + "".join(f"{load.window_start(i) - t:>6.0f}" for i in range(load.n_windows))
     lines.append(header)
-    for key in sorted(load.processed, key=_version_order):
+    for key in sorted(load.received, key=_version_order):
         cells = []
-        for n, counted in zip(load.processed[key], load.counted[key], strict=True):
+        for n, counted in zip(load.received[key], load.counted[key], strict=True):
             pct = round(100 * n / load.cap)
             cells.append(f"{pct:>6}" if counted else f"{f'({pct})':>6}" if n else f"{'.':>6}")
         lines.append("  " + f"{key:<18}" + "".join(cells))
@@ -241,6 +243,17 @@ def utilisation_section(state: RunState, load: WorkerLoad) -> list[str]:
     lines.append("  " + f"{'max CPU ms':<18}" + "".join(f"{1e3 * c:>6.0f}" if c is not None else f"{'-':>6}"
                                                          for c in cpu_row))
     return lines
+
+
+def _write_time_view(load: WorkerLoad) -> str:
+    """The same records by the write time of the output, and the lag that separates the two views."""
+    oc = load.over_cap(load.processed)
+    worst = f", worst {_pct(oc.worst.utilisation)} ({oc.worst.key})" if oc.worst else ""
+    lag = load.lag
+    lag_text = (f"lag from send to output: p50 {lag.p50_s:.1f}s, p99 {lag.p99_s:.1f}s, max {lag.max_s:.1f}s "
+                f"({lag.worst_key})" if lag else "lag: no record in the measured span")
+    return (f"by write time (catch-up after a pause counts where it was written): {oc.over} of {oc.worker_windows} "
+            f"over the cap{worst}; {lag_text}")
 
 
 def _coverage(load: WorkerLoad) -> str:
@@ -260,9 +273,15 @@ def _version_order(key: str) -> tuple[int, str]:
 def utilisation_json(load: WorkerLoad) -> dict[str, Any]:
     """``report.json`` ``utilisation``: ``cap`` and ``events`` (counted worker-windows, 0 elsewhere) and the rest."""
     oc = load.over_cap()
-    return {"source": "workers: enriched object write times; cost reports", "cap": load.cap,
+    by_write = load.over_cap(load.processed)
+    return {"source": "workers' enriched records: events per worker process by send time (received) and by "
+                      "output write time (processed); cost reports", "cap": load.cap,
             "window_s": load.window_s, "window_starts": [load.window_start(i) for i in range(load.n_windows)],
-            "events": load.counted_events(), "processed": {k: list(v) for k, v in load.processed.items()},
+            "events": load.counted_events(), "received": {k: list(v) for k, v in load.received.items()},
+            "processed": {k: list(v) for k, v in load.processed.items()},
+            "processed_over_cap": {"over_cap": by_write.over, "above_limit": by_write.above_limit,
+                                   "worst": asdict(by_write.worst) if by_write.worst else None},
+            "lag_s": asdict(load.lag) if load.lag else None,
             "counted": {k: list(v) for k, v in load.counted.items()},
             "cpu_s": {k: [round(c, 6) for c in v] for k, v in load.cpu_s.items()},
             "cpu_known": {k: list(v) for k, v in load.cpu_known.items()},

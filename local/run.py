@@ -364,8 +364,8 @@ def _announce_flips(state: RunState, seen: int) -> int:
     return len(flips)
 
 
-def teardown(state: RunState) -> None:
-    """Stop everything that was started, in reverse order, whatever happened."""
+def stop_loops_and_fleet(state: RunState) -> None:
+    """Stop the loops, then every worker process: each writes its last cost report on the way out."""
     for loop in (state.replayer, state.router, state.notifier, state.deployer, state.observer):
         if isinstance(loop, LoopThread):
             loop.stop()
@@ -374,6 +374,11 @@ def teardown(state: RunState) -> None:
             loop.join(timeout=15)
     if state.fleet is not None:
         state.fleet.stop_all()
+
+
+def teardown(state: RunState) -> None:
+    """Stop everything that was started, in reverse order, whatever happened."""
+    stop_loops_and_fleet(state)
     if state.spark is not None:
         procs.stop(state.spark, grace_s=10.0)
     if state.aws is not None:
@@ -413,6 +418,9 @@ def execute(cfg: RunConfig) -> int:
         print(f"\nthe run failed: {state.failure}", file=sys.stderr, flush=True)
     finally:
         with contextlib.suppress(Interrupted):
+            # the workers' last cost reports (the interval since their previous one) are written as they stop,
+            # so the report reads S3 after the fleet stopped and before moto goes away
+            stop_loops_and_fleet(state)
             _collect_before_teardown(state)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         teardown(state)

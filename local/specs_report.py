@@ -159,7 +159,7 @@ def utilisation_figure(state: RunState, load: WorkerLoad, flips: list[tuple[int,
     from local.dataset import HOTSPOT, SHIFT
     from local.figures import plot_utilisation
 
-    if not load.processed:
+    if not load.received:
         return []
     cfg, r = state.config, state.replayer
     phases = []
@@ -167,6 +167,6 @@ def utilisation_figure(state: RunState, load: WorkerLoad, flips: list[tuple[int,
         phases = [(name, r.started_at + lo * cfg.duration_s, r.started_at + hi * cfg.duration_s)
                   for name, (lo, hi) in (("day/night shift", SHIFT), ("hotspot ramp", HOTSPOT))]
     path = plot_utilisation(load, flips, cfg.out / "utilisation.png", state.started_at,
-                            f"Utilisation measured at the workers: events processed per {cfg.window_s:g}s window "
+                            f"Utilisation measured at the workers: events received per {cfg.window_s:g}s window "
                             f"(cap {cfg.cap:g}), seed {cfg.seed}", phases)
     return [path]

@@ -1,22 +1,34 @@
-"""Utilisation measured at the workers: what each worker processed per window, and what it cost.
+"""Utilisation measured at the workers: the load each worker received per window, and what it cost.
 
-The truth about utilisation is what the workers processed, never the snapshot's estimate
-(DESIGN). Both sources are written by the workers themselves:
+The truth about utilisation is what reached the workers, never the snapshot's estimate
+(DESIGN). Every source is written by the workers themselves:
 
 * **events**: a worker writes one enriched object per batch it processed, keyed
-  ``enriched/v<version>/<worker>/<epoch_ms>.jsonl`` with the time of the write. A worker's
-  count in a window is the number of records in the objects it wrote in that window
-  (every record: an at-least-once duplicate is work done twice);
+  ``enriched/v<version>/<worker>/<epoch_ms>.jsonl`` with the time of the write; each record
+  keeps the event's ``ts`` (when the replay sent it into the ingest stream) and the
+  ``owner`` (the process). Every record counts (an at-least-once duplicate is work done twice).
+
+  - **received** (the target): a worker's load in a window is the number of events sent in
+    that window that the worker processed, i.e. the load the partitions assigned to it. The
+    cap is a throughput limit per window, so this is what must stay under it.
+  - **processed** (shown beside it): the same records counted by the write time of the
+    worker's output. It differs from *received* where a worker paused and caught up: a carried
+    slot reads its new stream only after draining the old one (the handover, a few seconds),
+    then works through what queued meanwhile in one burst. That burst is catch-up of load the
+    worker was assigned, and it shows as **lag** (write time minus send time), reported with
+    its p50/p99/max so a pause is never hidden.
+
 * **cost**: its cost reports ``costs/v<version>/<worker>/<epoch_s>.json`` give, per interval,
   the events and the CPU per event in calibration units; the interval's CPU seconds
   (``sum(events * rates) * calibration``) are spread over the windows it overlaps, in
   proportion to the overlap. A window's CPU is known only where the worker's reports cover
-  all of it (the interval holding its last events may not be reported yet when the run
-  collects them). The cap is in events (the local partitioner balances on counts), so cost
-  is reported beside the events, not checked against the cap.
+  all of it. The run stops the workers (each writes its last report) before it collects the
+  reports. The cap is in events (the local partitioner balances on counts), so cost is
+  reported beside the events, not checked against the cap.
 
 Windows are the snapshot windows ``[i * window_s, (i + 1) * window_s)`` in epoch seconds
-(the aggregation job's tumbling windows), so a worker's window lines up with a snapshot.
+(the aggregation job's tumbling windows on event time), so a worker's window lines up with a
+snapshot.
 
 **Worker-windows.** A window counts for a worker (a *worker-window*) only when the worker
 served for the whole of it:
@@ -218,51 +230,68 @@ class WindowStats:
 
 
 @dataclass(frozen=True)
+class Lag:
+    """Seconds from an event's send time to the write of its output, over the measured span."""
+
+    events: int
+    p50_s: float
+    p99_s: float
+    max_s: float
+    worst_key: str
+
+
+@dataclass(frozen=True)
 class WorkerLoad:
     """Events and CPU per worker per window; window ``i`` starts at ``(first_window + i) * window_s``.
 
-    ``counted[key][i]`` says whether window ``i`` is a worker-window of ``key`` (module docstring);
+    ``received[key][i]`` counts the events sent in window ``i`` that ``key`` processed (the target),
+    ``processed[key][i]`` those it wrote in window ``i`` (module docstring).
+    ``counted[key][i]`` says whether window ``i`` is a worker-window of ``key``;
     ``cpu_known[key][i]`` whether the key's cost reports cover all of window ``i``.
     """
 
     window_s: float
     cap: float
     first_window: int
+    received: Mapping[str, tuple[int, ...]]
     processed: Mapping[str, tuple[int, ...]]
     counted: Mapping[str, tuple[bool, ...]]
     cpu_s: Mapping[str, tuple[float, ...]]
     cpu_known: Mapping[str, tuple[bool, ...]]
     measured: Span
+    lag: Lag | None = None
 
     @property
     def n_windows(self) -> int:
-        return len(next(iter(self.processed.values()), ()))
+        return len(next(iter(self.received.values()), ()))
 
     def window_start(self, i: int) -> float:
         return (self.first_window + i) * self.window_s
 
-    def cells(self) -> list[Cell]:
-        """Every counted worker-window."""
+    def cells(self, series: Mapping[str, tuple[int, ...]] | None = None) -> list[Cell]:
+        """Every counted worker-window of ``series`` (default: :attr:`received`)."""
+        series = self.received if series is None else series
         return [Cell(key, self.window_start(i), n, n / self.cap)
-                for key, series in self.processed.items() for i, n in enumerate(series) if self.counted[key][i]]
+                for key, row in series.items() for i, n in enumerate(row) if self.counted[key][i]]
 
-    def over_cap(self) -> OverCap:
-        cells = self.cells()
+    def over_cap(self, series: Mapping[str, tuple[int, ...]] | None = None) -> OverCap:
+        """The target on :attr:`received`; pass :attr:`processed` for the write-time view."""
+        cells = self.cells(series)
         return OverCap(len(cells), sum(c.utilisation > 1.0 for c in cells),
                        sum(c.utilisation > MAX_UTILISATION for c in cells),
                        max(cells, key=lambda c: c.utilisation, default=None))
 
     def window_stats(self, i: int) -> WindowStats | None:
-        """Max, p90 and median utilisation of the workers counted in window ``i`` (None if none)."""
-        utils = [self.processed[k][i] / self.cap for k in self.processed if self.counted[k][i]]
+        """Max, p90 and median received utilisation of the workers counted in window ``i`` (None if none)."""
+        utils = [self.received[k][i] / self.cap for k in self.received if self.counted[k][i]]
         if not utils:
             return None
         a = np.asarray(utils)
         return WindowStats(len(utils), float(a.max()), float(np.quantile(a, 0.9)), float(np.median(a)))
 
     def counted_events(self) -> dict[str, list[int]]:
-        """Per key, the events of each counted window and 0 elsewhere (``report.json`` ``events``)."""
-        return {k: [n if c else 0 for n, c in zip(s, self.counted[k], strict=True)] for k, s in self.processed.items()}
+        """Per key, the received events of each counted window and 0 elsewhere (``report.json`` ``events``)."""
+        return {k: [n if c else 0 for n, c in zip(s, self.counted[k], strict=True)] for k, s in self.received.items()}
 
 
 def measure(records: Iterable[OutRecord], costs: Iterable[CostSample], spans: Mapping[int, Span], measured: Span,
@@ -272,7 +301,7 @@ def measure(records: Iterable[OutRecord], costs: Iterable[CostSample], spans: Ma
     Parameters
     ----------
     records
-        Every enriched record (``written_ms`` places it in a window).
+        Every enriched record (``ts_ms`` and ``written_ms`` place it in a window).
     costs
         Every cost report.
     spans
@@ -284,20 +313,25 @@ def measure(records: Iterable[OutRecord], costs: Iterable[CostSample], spans: Ma
     """
     if not (window_s > 0 and cap > 0):
         raise ValueError(f"window_s and cap must be > 0, got {window_s!r}, {cap!r}")
-    counts: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    received: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    processed: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     versions: dict[str, set[int]] = defaultdict(set)
     served_by: dict[tuple[int, str], Counter[str]] = defaultdict(Counter)
+    lags: list[tuple[float, str]] = []
     for r in records:
         key = load_key(r) if r.owner else worker_label(r.worker, "", r.version)
-        counts[key][math.floor(r.written_ms / 1000.0 / window_s)] += 1
+        received[key][math.floor(r.ts_ms / 1000.0 / window_s)] += 1
+        processed[key][math.floor(r.written_ms / 1000.0 / window_s)] += 1
         versions[key].add(r.version)
         served_by[(r.version, r.worker)][key] += 1
-    if not counts:
-        return WorkerLoad(window_s, cap, 0, {}, {}, {}, {}, measured)
-    first = min(min(c) for c in counts.values())
-    n = max(max(c) for c in counts.values()) - first + 1
+        if measured.covers(r.ts_ms / 1000.0, r.ts_ms / 1000.0):
+            lags.append(((r.written_ms - r.ts_ms) / 1000.0, key))
+    if not received:
+        return WorkerLoad(window_s, cap, 0, {}, {}, {}, {}, {}, measured)
+    first = min(min(c) for series in (received, processed) for c in series.values())
+    n = max(max(c) for series in (received, processed) for c in series.values()) - first + 1
     starts = [(first + i) * window_s for i in range(n)]
-    cpu: dict[str, list[float]] = {k: [0.0] * n for k in counts}
+    cpu: dict[str, list[float]] = {k: [0.0] * n for k in received}
     reported: dict[str, list[Span]] = defaultdict(list)
     for c in costs:
         by = served_by.get((c.version, c.worker))
@@ -313,8 +347,20 @@ def measure(records: Iterable[OutRecord], costs: Iterable[CostSample], spans: Ma
         counted[key] = tuple(measured.covers(s, s + window_s) and _inside(live, s, s + window_s) for s in starts)
         covered = merge(reported[key])
         known[key] = tuple(_inside(covered, s, s + window_s) for s in starts)
-    return WorkerLoad(window_s, cap, first, {k: tuple(c.get(first + i, 0) for i in range(n)) for k, c in counts.items()},
-                      counted, {k: tuple(v) for k, v in cpu.items()}, known, measured)
+
+    def rows(series: dict[str, dict[int, int]]) -> dict[str, tuple[int, ...]]:
+        return {k: tuple(c.get(first + i, 0) for i in range(n)) for k, c in series.items()}
+
+    return WorkerLoad(window_s, cap, first, rows(received), rows(processed), counted,
+                      {k: tuple(v) for k, v in cpu.items()}, known, measured, _lag(lags))
+
+
+def _lag(lags: Sequence[tuple[float, str]]) -> Lag | None:
+    if not lags:
+        return None
+    a = np.asarray([x for x, _ in lags])
+    worst = max(lags, key=lambda x: x[0])
+    return Lag(len(lags), float(np.quantile(a, 0.5)), float(np.quantile(a, 0.99)), float(a.max()), worst[1])
 
 
 def _inside(spans: Sequence[Span], lo: float, hi: float) -> bool:

@@ -43,13 +43,28 @@ def test_enriched_key_round_trips_the_workers_key() -> None:
         parse_enriched_key("enriched/v1/w1.jsonl")
 
 
-def test_counts_by_write_time_not_send_time() -> None:
-    # GIVEN 9 events sent in window 0 that the worker wrote in window 1 (it processed them late)
+def test_received_counts_by_send_time_and_processed_by_write_time() -> None:
+    # GIVEN 9 events sent in window 0 that the worker wrote in window 1 (it paused 6 s, then caught up)
     records = _records("w1", 1, {1: 9}, sent_offset_s=6.0)
     # WHEN measured
     load = measure(records, [], live_spans([(1, 0.0)]), Span(0.0, 100.0), W, CAP)
-    # THEN they count where the worker did the work
-    assert load.window_start(0) == 10.0 and load.processed["v1/w1"] == (9,)
+    # THEN the load it was given counts in the window they were sent, the work where it was written
+    assert load.window_start(0) == 0.0
+    assert load.received["v1/w1"] == (9, 0) and load.processed["v1/w1"] == (0, 9)
+    # AND the pause shows as lag, never hidden
+    assert load.lag is not None and load.lag.max_s == pytest.approx(6.0) and load.lag.worst_key == "v1/w1"
+
+
+def test_a_catch_up_burst_is_over_the_cap_by_write_time_only() -> None:
+    # GIVEN a worker given 8 events a window (80 %) that paused through window 1 and wrote its 8 in window 2
+    records = _records("w1", 1, {0: 8, 2: 8, 3: 8})
+    records += [OutRecord(f"late-{k}", 1, "w1", "p1", 15_000, 25_000) for k in range(8)]
+    # WHEN measured
+    load = measure(records, [], live_spans([(1, 0.0)]), Span(0.0, 40.0), W, CAP)
+    # THEN its load is 80 % in every window; by write time window 2 holds 160 %, and the lag says why
+    assert load.over_cap().over == 0 and load.over_cap().worst.utilisation == pytest.approx(0.8)  # type: ignore[union-attr]
+    assert load.over_cap(load.processed).above_limit == 1 and load.processed["v1/w1"] == (8, 0, 16, 8)
+    assert load.lag is not None and load.lag.max_s == pytest.approx(10.0)
 
 
 def test_the_flip_window_is_partial_for_both_fleets() -> None:
@@ -72,8 +87,9 @@ def test_warm_up_backlog_and_last_partial_window_do_not_count() -> None:
     load = measure(records, [], live_spans([(1, 4.0)]), span, W, CAP)
     # THEN the burst window and the replay's last partial window are shown but not counted
     assert span == Span(12.3, 47.0)
-    assert load.window_start(0) == 10.0 and load.processed["v1/w1"] == (30, 5, 5, 3)
-    assert load.counted["v1/w1"] == (False, True, True, False)
+    assert load.window_start(0) == 0.0 and load.processed["v1/w1"] == (0, 30, 5, 5, 3)
+    assert load.received["v1/w1"] == (30, 0, 5, 5, 3)
+    assert load.counted["v1/w1"] == (False, False, True, True, False)
     assert load.over_cap().over == 0
 
 
@@ -91,15 +107,16 @@ def test_a_carried_process_is_one_worker_and_its_flip_window_counts() -> None:
     # GIVEN one process (owner host:4242:ab) serving slot w1 as v3 and, after the flip at 25 s, as v4,
     # and a fresh process taking slot w2 in v4 only
     carrier, fresh = "host:4242:ab", "host:5151:cd"
-    records = [OutRecord(f"{v}-{i}-{k}", v, "w1", "p1", 0, int((i * W + W / 2) * 1000), carrier)
+    mid = [int((i * W + W / 2) * 1000) for i in range(5)]
+    records = [OutRecord(f"{v}-{i}-{k}", v, "w1", "p1", mid[i], mid[i], carrier)
                for v, windows in ((3, (0, 1, 2)), (4, (2, 3, 4))) for i in windows for k in range(4)]
-    records += [OutRecord(f"n-{i}-{k}", 4, "w2", "p2", 0, int((i * W + W / 2) * 1000), fresh)
+    records += [OutRecord(f"n-{i}-{k}", 4, "w2", "p2", mid[i], mid[i], fresh)
                 for i in (2, 3, 4) for k in range(3)]
     costs = [CostSample(3, "w1", 0.0, 20.0, 2.0, 8), CostSample(4, "w2", 30.0, 40.0, 1.0, 3)]
     # WHEN measured
     load = measure(records, costs, live_spans([(3, 0.0), (4, 25.0)]), Span(0.0, 50.0), W, CAP)
     # THEN the carrier is one worker whose flip window [20, 30) counts, with both versions' events in it
-    assert load.processed["w1/p4242"] == (4, 4, 8, 4, 4)
+    assert load.received["w1/p4242"] == (4, 4, 8, 4, 4)
     assert load.counted["w1/p4242"] == (True, True, True, True, True)
     # AND the fresh process is another worker, counted from the first whole window after the flip
     assert load.counted["w2/p5151"] == (False, False, False, True, True)
@@ -140,7 +157,7 @@ def test_counted_events_hide_partial_windows() -> None:
     load = measure(records, [], live_spans([(1, 0.0), (2, 15.0)]), Span(0.0, 30.0), W, CAP)
     # WHEN the report.json series is built THEN the partial window is 0 (a reader counting values > cap agrees)
     assert load.counted_events() == {"v1/w1": [5, 0, 0], "v2/w1": [0, 0, 5]}
-    assert load.processed["v1/w1"] == (5, 40, 0)
+    assert load.received["v1/w1"] == (5, 40, 0)
 
 
 def test_cost_is_spread_over_the_windows_an_interval_overlaps() -> None:
