@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from local.dataset import BUILTIN_DATASETS
 
@@ -94,7 +95,7 @@ class RunConfig:
                 f"{self.shift_s / 3600:.1f} simulated hours in all; the hotspot ramps over {hotspot_windows:.1f} windows")
 
 
-QUICK = {"duration_s": 80.0, "rate": 100.0, "window_s": 10.0, "speed": 150.0, "cooldown_s": 20.0,
+QUICK: dict[str, Any] = {"duration_s": 80.0, "rate": 100.0, "window_s": 10.0, "speed": 150.0, "cooldown_s": 20.0,
          "drain_timeout_s": 40.0}
 
 
@@ -106,7 +107,8 @@ def _positive(kind: type, name: str) -> Callable[[str], float | int]:
             raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
         if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
             raise argparse.ArgumentTypeError(f"{name} must be > 0, got {text!r}")
-        return value
+        result: float | int = value
+        return result
     return parse
 
 

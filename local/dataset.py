@@ -213,7 +213,7 @@ def place_rates(places: Places, scenario: Scenario, fraction: float) -> npt.NDAr
     if level > 0:
         rates = rates.copy()
         rates[scenario.hotspot_place] += level * scenario.hotspot_boost * float(rates.max())
-    return rates / rates.sum()
+    return np.asarray(rates / rates.sum(), dtype=np.float64)
 
 
 class EventFactory:

@@ -66,7 +66,7 @@ def comparison_lines(state: RunState) -> tuple[list[dict[str, Any]], dict[int, A
                     "published": True}
             lines.append(f"  {window}: load {counts.total:g}; {old_txt} -> rebuilt v{new_v} "
                          f"{100 * new_m.mismatch:.0f}% on {new_m.worker_count} workers: PUBLISHED")
-            if old_m is not None and new_v in deployed:
+            if old_m is not None and live is not None and new_v in deployed:
                 st = stability(specs[live], specs[new_v], counts)
                 row["kept_share"] = st.kept_share
                 details += ["", f"--- v{live} under the load that triggered v{new_v}, which went live "
