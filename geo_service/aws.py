@@ -16,6 +16,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from partitioner.contracts import ControlKey, spec_key
 from partitioner.errors import SpecError
 from partitioner.spec import Spec, spec_from_json
 
@@ -45,11 +46,6 @@ def make_clients(endpoint_url: str | None = None, region: str | None = None) -> 
                    dynamodb=boto3.client("dynamodb", **kw))
 
 
-def spec_key(version: int) -> str:
-    """Return the S3 key of an immutable spec: ``specs/v<version:08d>.json``."""
-    return f"specs/v{version:08d}.json"
-
-
 def load_spec_from_s3(s3: Any, bucket: str, version: int) -> Spec:
     """Read and parse spec ``version`` from ``bucket``; errors name the object."""
     key = spec_key(version)
@@ -66,7 +62,7 @@ def load_spec_from_s3(s3: Any, bucket: str, version: int) -> Spec:
 
 def read_active_version(dynamodb: Any, table: str) -> int | None:
     """Return the control table's ``pk="active"`` version, or None when there is none yet."""
-    item = dynamodb.get_item(TableName=table, Key={"pk": {"S": "active"}}, ConsistentRead=True).get("Item")
+    item = dynamodb.get_item(TableName=table, Key={"pk": {"S": ControlKey.ACTIVE}}, ConsistentRead=True).get("Item")
     if not item or "version" not in item:
         return None
     raw = item["version"].get("N", item["version"].get("S"))

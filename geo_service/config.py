@@ -14,8 +14,9 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TypeVar
+
+from partitioner.contracts import SwapMode
 
 SPEC_VERSION = "SPEC_VERSION"
 WORKER_ID = "WORKER_ID"
@@ -49,18 +50,6 @@ T = TypeVar("T")
 
 class ConfigError(ValueError):
     """A configuration value is missing or invalid; the message names the variable and value."""
-
-
-class SwapMode(StrEnum):
-    """``SWAP_MODE``, the same values as ``lambdas.common.config.SwapMode`` (the image does not ship ``lambdas/``).
-
-    ``carry``: the worker follows the active pointer and the deploy plan (control ``pk="plan"``), serving
-    slot after slot, and carries a slot kept by the plan over to the new version. ``whole``: it serves the
-    slots of ``SPEC_VERSION`` only, drains and exits (today's blue/green fleet per version).
-    """
-
-    CARRY = "carry"
-    WHOLE = "whole"
 
 
 @dataclass(frozen=True)

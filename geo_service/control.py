@@ -13,10 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-ACTIVE = "active"
-PLAN = "plan"
-STARTED = "started"
-ROLLED_BACK = "rolled_back"
+from partitioner.contracts import ControlKey, PlanStatus
+
+ACTIVE = ControlKey.ACTIVE
+PLAN = ControlKey.PLAN
+STARTED = PlanStatus.STARTED
+ROLLED_BACK = PlanStatus.ROLLED_BACK
 
 
 class ControlError(RuntimeError):

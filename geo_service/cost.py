@@ -193,6 +193,4 @@ class CostTracker:
         return report
 
 
-def cost_key(version: int, worker_id: str, epoch_s: float) -> str:
-    """Return the S3 key of a cost report: ``costs/v<version>/<worker_id>/<epoch_s>.json``."""
-    return f"costs/v{version}/{worker_id}/{int(epoch_s)}.json"
+

@@ -28,6 +28,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from partitioner.contracts import lease_key
+
 Clock = Callable[[], float]
 
 
@@ -37,11 +39,6 @@ class LeaseError(RuntimeError):
 
 class LeaseLost(LeaseError):
     """This process no longer owns the lease it was working on (expired and taken over, or removed)."""
-
-
-def lease_key(version: int, worker_id: str) -> str:
-    """Return the lease item key ``v<version>#<worker_id>``."""
-    return f"v{version}#{worker_id}"
 
 
 @dataclass(frozen=True)

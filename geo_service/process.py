@@ -19,10 +19,11 @@ import numpy as np
 
 from geo_service.aws import Clients, put_json, put_jsonl
 from geo_service.consumer import Batch
-from geo_service.cost import CostTracker, cost_key
+from geo_service.cost import CostTracker
 from geo_service.logs import get_logger, log
-from geo_service.records import BadRecord, Event, decode_event, enriched_key, enriched_record, quarantine_key
+from geo_service.records import BadRecord, Event, decode_event, enriched_record
 from geo_service.slots import Slot
+from partitioner.contracts import cost_key, enriched_key, geo_quarantine_key
 from partitioner.tiles import arrays_to_quadkeys, tiles_xy
 
 
@@ -63,7 +64,7 @@ class BatchProcessor:
         if rows:
             put_jsonl(self.clients.s3, self.output_bucket, enriched_key(slot.version, slot.worker_id, ms), rows)
         if bad:
-            put_jsonl(self.clients.s3, self.quarantine_bucket, quarantine_key(slot.version, slot.worker_id, ms),
+            put_jsonl(self.clients.s3, self.quarantine_bucket, geo_quarantine_key(slot.version, slot.worker_id, ms),
                       [b.to_dict() for b in bad])
             for b in bad[:5]:
                 log(self.log, logging.WARNING, "record_quarantined", reason=b.reason, source=b.source,

@@ -61,11 +61,4 @@ def enriched_record(event: Event, transform_fields: Mapping[str, Any], *, spec_v
     return out
 
 
-def enriched_key(version: int, worker_id: str, epoch_ms: int) -> str:
-    """``enriched/v<version>/<worker>/<epoch_ms>.jsonl``."""
-    return f"enriched/v{version}/{worker_id}/{epoch_ms}.jsonl"
 
-
-def quarantine_key(version: int, worker_id: str, epoch_ms: int) -> str:
-    """``quarantine/geo/v<version>/<worker>/<epoch_ms>.jsonl`` (records the worker could not process)."""
-    return f"quarantine/geo/v{version}/{worker_id}/{epoch_ms}.jsonl"

@@ -26,11 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from geo_service.aws import Clients, load_spec_from_s3
-from geo_service.config import SwapMode, WorkerConfig
+from geo_service.config import WorkerConfig
 from geo_service.consumer import ShardConsumer, ShardInfo
 from geo_service.control import ControlView
 from geo_service.lease import Clock, LeaseManager, read_leases
 from geo_service.transform import GeoTransform
+from partitioner.contracts import SwapMode
 from partitioner.index import SpecIndex
 from partitioner.spec import Spec
 

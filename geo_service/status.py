@@ -6,6 +6,7 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass
+from enum import StrEnum
 
 FINAL_STATES = frozenset({"drained", "released", "retired", "abandoned", "failed"})
 
@@ -50,7 +51,9 @@ class WorkerExited(RuntimeError):
         self.status = status
 
 
-class Outcome:
+class Outcome(StrEnum):
+    """How a worker left a slot (logged and reported)."""
+
     DRAINED = "drained"
     STOPPED = "stopped"
     LOST = "lost"

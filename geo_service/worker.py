@@ -54,7 +54,7 @@ from typing import Any
 
 from geo_service.aws import Clients
 from geo_service.carry import CarryOver
-from geo_service.config import SwapMode, WorkerConfig
+from geo_service.config import WorkerConfig
 from geo_service.consumer import Batch, ShardConsumer, StreamNotReady, shards_for_hash_key
 from geo_service.control import ControlView, read_control
 from geo_service.cost import Calibration, CostTracker, calibrate
@@ -67,6 +67,7 @@ from geo_service.protection import ScaleInProtection
 from geo_service.slots import Slot, SlotFinder, SpecCache, previous_drained, region_of
 from geo_service.status import FINAL_STATES, Outcome, WorkerExited, WorkerStatus, default_owner
 from geo_service.transform import GeoTransform, load_transform, transform_for_region
+from partitioner.contracts import SwapMode, geo_stream_name
 from partitioner.spec import Spec
 
 __all__ = ["FINAL_STATES", "GeoWorker", "WorkerExited", "WorkerStatus", "default_owner"]
@@ -311,7 +312,7 @@ class GeoWorker:
     def _serve_chain(self, slot: Slot) -> str:
         """Serve ``slot``, then every slot carried over from it; return the last outcome."""
         current: Slot | None = slot
-        outcome = Outcome.STOPPED
+        outcome: str = Outcome.STOPPED
         while current is not None:
             previous = current.version
             outcome, current = self._serve(current)
@@ -510,7 +511,7 @@ class GeoWorker:
         return spec.stream_name or self._version_stream(spec.version)
 
     def _version_stream(self, version: int) -> str:
-        return f"{self.config.prefix}-geo-v{version}"
+        return geo_stream_name(self.config.prefix, version)
 
     def _ids(self) -> dict[str, Any]:
         st = self.status()

@@ -37,25 +37,17 @@ from typing import NamedTuple
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from partitioner.tiles import EPSILON, MAX_LAT, MAX_ZOOM
-
-#: Latitude limit of a valid event (CONTRACTS.md "Events"); points beyond MAX_LAT inside it clamp.
-EVENT_LAT_LIMIT = 85.05112878
-#: Largest accepted epoch-millisecond timestamp (9999-12-31T23:59:59.999Z).
-MAX_EPOCH_MS = 253402300799999
-
-REASON_CODES: tuple[str, ...] = (
-    "unparsable_json",
-    "not_an_object",
-    "missing_field",
-    "bad_type",
-    "nan",
-    "lat_out_of_range",
-    "lon_out_of_range",
-    "bad_timestamp",
+# The event rules (limits, required fields, reason codes) live in partitioner.contracts; points between
+# tiles.MAX_LAT and EVENT_LAT_LIMIT are valid and clamp.
+from partitioner.contracts import (
+    EVENT_LAT_LIMIT,
+    EVENT_LON_LIMIT,
+    ISO_DATETIME_PREFIX,
+    MAX_EPOCH_MS,
+    MAX_PARTITION_KEY,
+    REQUIRED_FIELDS,
 )
-
-REQUIRED_FIELDS: tuple[str, ...] = ("event_id", "entity_id", "ts", "lat", "lon")
+from partitioner.tiles import EPSILON, MAX_LAT, MAX_ZOOM
 
 _TEXT_SCHEMA = (
     "struct<event_id:string, entity_id:string, ts:string, lat:string, lon:string, _corrupt_record:string>"
@@ -63,7 +55,6 @@ _TEXT_SCHEMA = (
 _TYPED_SCHEMA = "struct<lat:double, lon:double>"
 _JSON_SCALAR = r'^(-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?|true|false|null|"([^"\\]|\\.)*")$'
 _EPOCH_NUMBER = r"^-?[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?$"
-_ISO_DATETIME = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}"
 
 #: Columns of :func:`classify_events` output besides the raw ones.
 EVENT_COLUMNS: tuple[str, ...] = ("event_id", "entity_id", "ts", "lat", "lon", "source")
@@ -183,7 +174,7 @@ def _timestamp_of(text: Column) -> Column:
     millis = F.when(is_number, trimmed.cast("double"))
     in_range = (millis >= 0) & (millis <= MAX_EPOCH_MS)
     from_millis = F.when(is_number & in_range, F.timestamp_millis(F.floor(millis).cast("long")))
-    iso = F.when(~is_number & trimmed.rlike(_ISO_DATETIME), F.try_to_timestamp(trimmed))
+    iso = F.when(~is_number & trimmed.rlike(ISO_DATETIME_PREFIX), F.try_to_timestamp(trimmed))
     return F.coalesce(from_millis, iso)
 
 
@@ -208,6 +199,9 @@ def _reason(raw: Column, t: Column, text: dict[str, Column], lat: Column, lon: C
         value = text[field]
         checks.append((value.startswith("{") | value.startswith("["),
                        F.format_string(f"bad_type: {field} must be a string, got %s", _clip(value))))
+    checks.append((F.length(text["entity_id"]) > MAX_PARTITION_KEY,
+                   F.format_string(f"bad_type: entity_id longer than {MAX_PARTITION_KEY} characters (a Kinesis "
+                                   "partition key): %s", _clip(text["entity_id"]))))
     for field, typed in (("lat", lat), ("lon", lon)):
         checks.append((typed.isNull(),
                        F.format_string(f"bad_type: {field} must be a JSON number, got %s", _quoted(text[field]))))
@@ -216,8 +210,9 @@ def _reason(raw: Column, t: Column, text: dict[str, Column], lat: Column, lon: C
     checks.append(((lat < -EVENT_LAT_LIMIT) | (lat > EVENT_LAT_LIMIT),
                    F.format_string(f"lat_out_of_range: lat=%s is outside [-{EVENT_LAT_LIMIT}, {EVENT_LAT_LIMIT}]",
                                    text["lat"])))
-    checks.append(((lon < -180.0) | (lon > 180.0),
-                   F.format_string("lon_out_of_range: lon=%s is outside [-180, 180]", text["lon"])))
+    checks.append(((lon < -EVENT_LON_LIMIT) | (lon > EVENT_LON_LIMIT),
+                   F.format_string(f"lon_out_of_range: lon=%s is outside [-{EVENT_LON_LIMIT:g}, {EVENT_LON_LIMIT:g}]",
+                                   text["lon"])))
     checks.append((ts.isNull(), F.format_string(
         "bad_timestamp: ts=%s is neither epoch milliseconds in [0, %s] nor an ISO-8601 date-time",
         _quoted(text["ts"]), F.lit(str(MAX_EPOCH_MS)))))

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 ENGINES = ("emr", "glue")
-# How a new spec reaches the workers (SWAP_MODE; the values of lambdas.common.config.SwapMode): "carry" keeps every
+# How a new spec reaches the workers (SWAP_MODE; the values of partitioner.contracts.SwapMode): "carry" keeps every
 # slot both specs share in the process holding it and scales the service by desired count; "whole" deploys a new
 # task-definition revision per spec (ECS blue/green: a whole new fleet per version).
 SWAP_MODES = ("carry", "whole")

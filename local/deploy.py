@@ -90,7 +90,7 @@ class DeployDriver(LoopThread):
         self.last_status: tuple[int | None, str] = (None, "idle")
 
     def step(self) -> None:
-        from lambdas.common.config import SwapMode
+        from partitioner.contracts import SwapMode
 
         self.fleet.poll()
         self._deployer()

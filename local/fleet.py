@@ -33,10 +33,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lambdas.common.config import SwapMode
 from lambdas.deploy.plan import DeployPlan
 from local import procs
 from local.aws import free_port
+from partitioner.contracts import SwapMode
 
 #: A slot's process is restarted at most this many times within RESTART_WINDOW_S (a worker that cannot start,
 #: e.g. a bad setting, is not restarted in a loop: ECS throttles restarts the same way).

@@ -27,6 +27,7 @@ from typing import Any
 
 from local.aws import EmbeddedAws
 from local.loops import LoopThread
+from partitioner.contracts import parse_lease_key
 
 
 def _plain(v: Any) -> Any:
@@ -237,11 +238,9 @@ def _scan(table: Any) -> list[dict[str, Any]]:
         kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
 
-def _version_of(lease_key: str) -> int | None:
-    head = lease_key.split("#", 1)[0]
-    if not head.startswith("v") or not head[1:].isdigit():
-        return None
-    return int(head[1:])
+def _version_of(key: str) -> int | None:
+    parsed = parse_lease_key(key)
+    return parsed[0] if parsed else None
 
 
 def _all_ready(items: list[dict[str, Any]], slots: int, now: float) -> bool:

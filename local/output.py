@@ -17,13 +17,13 @@
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from local.swaps import Processed
+from partitioner.contracts import parse_enriched_key
 
 
 @dataclass(frozen=True)
@@ -43,19 +43,6 @@ class OutRecord:
     owner: str = ""  # the worker process (``<host>:<pid>:<random>``); one process may serve a slot across versions
 
 
-_ENRICHED_KEY = re.compile(r"enriched/v(?P<version>\d+)/(?P<worker>[^/]+)/(?P<ms>\d+)\.jsonl")
-
-
-def parse_enriched_key(key: str) -> tuple[int, str, int]:
-    """Return ``(version, worker, epoch_ms)`` of ``enriched/v<version>/<worker>/<epoch_ms>.jsonl``.
-
-    The inverse of :func:`geo_service.records.enriched_key`. Raises ``ValueError`` naming the key
-    when it has another shape.
-    """
-    m = _ENRICHED_KEY.fullmatch(key)
-    if m is None:
-        raise ValueError(f"enriched object key {key!r} is not enriched/v<version>/<worker>/<epoch_ms>.jsonl")
-    return int(m["version"]), m["worker"], int(m["ms"])
 
 
 def read_jsonl_objects(s3: Any, bucket: str, prefix: str) -> Iterable[tuple[str, str]]:

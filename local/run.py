@@ -43,6 +43,7 @@ from local.loops import Invocation, LoopThread, ManifestNotifier, RouterPoller, 
 from local.observe import ControlObserver
 from local.output import EnrichedReader
 from local.replay import Replayer
+from partitioner.contracts import ControlKey
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GRID_ZOOM = 12
@@ -222,7 +223,7 @@ def on_invocation(state: RunState, aws: EmbeddedAws) -> Any:
     ddb = aws.client("dynamodb")  # used by the notifier thread only
 
     def report(inv: Invocation) -> None:
-        item = ddb.get_item(TableName=aws.names.control_table, Key={"pk": {"S": "desired"}},
+        item = ddb.get_item(TableName=aws.names.control_table, Key={"pk": {"S": ControlKey.DESIRED}},
                             ConsistentRead=True).get("Item")
         desired = int(item["version"]["N"]) if item and "version" in item else None
         before = max((v for v in state.desired_after.values() if v is not None), default=None)

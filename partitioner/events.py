@@ -1,7 +1,7 @@
 """Location event rules (``docs/CONTRACTS.md``, "Events") and quarantine records.
 
 :func:`parse_event` turns one raw record into a :class:`ValidEvent` or a :class:`Rejection` whose
-``reason`` is ``"<code>: <detail naming the bad value>"`` with one of :data:`REASON_CODES`.
+``reason`` is ``"<code>: <detail naming the bad value>"`` with one of :class:`partitioner.contracts.ReasonCode`.
 The router Lambda (before routing) and the geo worker (on what it reads) apply the same rules
 from here; the Spark job applies them as column expressions (``glue_jobs/transform.py``).
 """
@@ -10,16 +10,23 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-MAX_LAT = 85.05112878
-MAX_PARTITION_KEY = 256  # Kinesis partition keys are 1-256 characters; the router uses entity_id
-REASON_CODES = ("unparsable_json", "not_an_object", "missing_field", "bad_type", "nan", "lat_out_of_range",
-                "lon_out_of_range", "bad_timestamp")
-REQUIRED = ("event_id", "entity_id", "ts", "lat", "lon")
+from partitioner.contracts import (
+    EVENT_LAT_LIMIT,
+    EVENT_LON_LIMIT,
+    ISO_DATETIME_PREFIX,
+    MAX_EPOCH_MS,
+    MAX_PARTITION_KEY,
+    REQUIRED_FIELDS,
+)
+
+_DIGITS = re.compile(r"^[0-9]+$")
+_ISO = re.compile(ISO_DATETIME_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -64,14 +71,19 @@ def parse_event(raw: bytes) -> ValidEvent | Rejection:
         return Rejection(f"unparsable_json: {exc}", raw)
     if not isinstance(doc, dict):
         return Rejection(f"not_an_object: expected a JSON object, got {type(doc).__name__} {_short(doc)}", raw)
-    missing = [f for f in REQUIRED if f not in doc or doc[f] is None]
+    missing = [f for f in REQUIRED_FIELDS if f not in doc or doc[f] is None or doc[f] == ""]
     if missing:
-        return Rejection(f"missing_field: {', '.join(missing)} missing in event {_short(doc.get('event_id'))}", raw)
+        return Rejection(f"missing_field: {', '.join(missing)} missing, null or empty in event "
+                         f"{_short(doc.get('event_id'))}", raw)
+    ids: dict[str, str] = {}
     for f in ("event_id", "entity_id"):
         v = doc[f]
-        if not isinstance(v, str) or not v:
-            return Rejection(f"bad_type: {f} must be a non-empty string, got {_short(v)}", raw)
-    if len(doc["entity_id"]) > MAX_PARTITION_KEY:
+        if isinstance(v, int) and not isinstance(v, bool):
+            v = str(v)  # a JSON integer id is accepted as its text, as the Spark job reads it
+        if not isinstance(v, str):
+            return Rejection(f"bad_type: {f} must be a string, got {_short(v)}", raw)
+        ids[f] = v
+    if len(ids["entity_id"]) > MAX_PARTITION_KEY:
         return Rejection(f"bad_type: entity_id longer than {MAX_PARTITION_KEY} characters: {_short(doc['entity_id'])}",
                          raw)
     coords: dict[str, float] = {}
@@ -82,24 +94,28 @@ def parse_event(raw: bytes) -> ValidEvent | Rejection:
         if not math.isfinite(v):
             return Rejection(f"nan: {f} is not finite: {v!r}", raw)
         coords[f] = float(v)
-    if not -MAX_LAT <= coords["lat"] <= MAX_LAT:
-        return Rejection(f"lat_out_of_range: lat {doc['lat']!r} not in [-{MAX_LAT}, {MAX_LAT}]", raw)
-    if not -180.0 <= coords["lon"] <= 180.0:
-        return Rejection(f"lon_out_of_range: lon {doc['lon']!r} not in [-180, 180]", raw)
+    if not -EVENT_LAT_LIMIT <= coords["lat"] <= EVENT_LAT_LIMIT:
+        return Rejection(f"lat_out_of_range: lat {doc['lat']!r} not in [-{EVENT_LAT_LIMIT}, {EVENT_LAT_LIMIT}]", raw)
+    if not -EVENT_LON_LIMIT <= coords["lon"] <= EVENT_LON_LIMIT:
+        return Rejection(f"lon_out_of_range: lon {doc['lon']!r} not in [-{EVENT_LON_LIMIT:g}, {EVENT_LON_LIMIT:g}]", raw)
     bad_ts = _check_ts(doc["ts"])
     if bad_ts:
         return Rejection(bad_ts, raw)
-    return ValidEvent(doc["event_id"], doc["entity_id"], coords["lat"], coords["lon"], raw, doc)
+    return ValidEvent(ids["event_id"], ids["entity_id"], coords["lat"], coords["lon"], raw, doc)
 
 
 def _check_ts(ts: Any) -> str | None:
     if isinstance(ts, bool):
         return f"bad_timestamp: ts must be epoch milliseconds or ISO-8601, got {ts!r}"
+    if isinstance(ts, str) and _DIGITS.match(ts.strip()):
+        ts = int(ts.strip())  # epoch milliseconds as a digit string, as the Spark job reads it
     if isinstance(ts, (int, float)):
-        if not math.isfinite(ts) or ts < 0:
-            return f"bad_timestamp: ts {ts!r} is not a non-negative finite epoch-milliseconds number"
+        if not math.isfinite(ts) or not 0 <= ts <= MAX_EPOCH_MS:
+            return f"bad_timestamp: ts {ts!r} is not epoch milliseconds in [0, {MAX_EPOCH_MS}]"
         return None
     if isinstance(ts, str):
+        if not _ISO.match(ts.strip()):
+            return f"bad_timestamp: ts {_short(ts)} is not an ISO-8601 date-time (a date and a time)"
         try:
             datetime.fromisoformat(ts.strip())
         except ValueError:

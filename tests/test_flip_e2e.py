@@ -28,13 +28,14 @@ from geo_service.aws import make_clients as make_worker_clients
 from geo_service.config import WorkerConfig
 from geo_service.cost import Calibration
 from geo_service.worker import GeoWorker
-from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, make_clients, spec_key
+from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, make_clients
 from lambdas.common.config import LambdaConfig, SwapMode
 from lambdas.common.records import read_active
 from lambdas.deploy.controller import DONE, WAITING_GREEN, DeployController
 from lambdas.deploy.hooks import HookEvent, run_hook
 from lambdas.deploy.plan import DeployPlan
 from lambdas.router import handler as router_handler
+from partitioner.contracts import spec_key
 from partitioner.tiles import Tile, bounds
 from tests.lambdas.conftest import FakeLambdaContext, make_spec
 

@@ -22,7 +22,8 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from lambdas.common.config import LambdaConfig, SwapMode
+from lambdas.common.config import LambdaConfig
+from partitioner.contracts import SwapMode, spec_key
 from partitioner.errors import SpecError
 from partitioner.spec import Spec, check, spec_from_json
 
@@ -226,11 +227,6 @@ class LeaseTable:
 # ---------------------------------------------------------------------------
 # S3: specs, snapshots, cost reports, quarantine
 # ---------------------------------------------------------------------------
-
-
-def spec_key(version: int) -> str:
-    """Return the S3 key of a spec version: ``specs/v<version:08d>.json``."""
-    return f"specs/v{version:08d}.json"
 
 
 class SpecStore:

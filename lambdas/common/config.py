@@ -21,7 +21,8 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
+
+from partitioner.contracts import SwapMode, geo_stream_name
 
 GEO_PREFIX = "GEO_PREFIX"
 CONTROL_TABLE = "CONTROL_TABLE"
@@ -52,18 +53,6 @@ DEFAULT_REGION = "us-east-1"
 
 class ConfigError(ValueError):
     """A required environment variable is missing or malformed; the message names it and its value."""
-
-
-class SwapMode(StrEnum):
-    """How a new spec version reaches the workers (``SWAP_MODE``; the worker image has the same values).
-
-    ``carry``: a slot that exists in both versions stays in the process that holds it, which loads only what it
-    gains; only new slots start workers and only removed slots stop. ``whole``: every version starts a whole new
-    fleet (ECS's own blue/green deployment in AWS) and the old one drains and stops.
-    """
-
-    CARRY = "carry"
-    WHOLE = "whole"
 
 
 @dataclass(frozen=True)
@@ -139,7 +128,7 @@ class LambdaConfig:
 
     def stream_name(self, version: int) -> str:
         """Return the geo stream name of a spec version: ``<prefix>-geo-v<version>``."""
-        return f"{self.prefix}-geo-v{version}"
+        return geo_stream_name(self.prefix, version)
 
 
 def parse_swap_mode(text: str, where: str = f"environment variable {SWAP_MODE}") -> SwapMode:

@@ -16,14 +16,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lambdas.common.aws import AdapterError, ControlTable, now_iso
+from partitioner.contracts import ControlKey
 from partitioner.spec import Spec
 
-DESIRED = "desired"
-ACTIVE = "active"
-DEPLOY = "deploy"
-POLICY = "policy"
-SNAPSHOT = "snapshot"
-LATENCY = "latency"
+DESIRED = ControlKey.DESIRED
+ACTIVE = ControlKey.ACTIVE
+DEPLOY = ControlKey.DEPLOY
+POLICY = ControlKey.POLICY
+SNAPSHOT = ControlKey.SNAPSHOT
+LATENCY = ControlKey.LATENCY
 LATENCY_SAMPLES = 20  # the most recent flips kept in pk="latency"
 
 

@@ -62,20 +62,20 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
 from lambdas.common import records as latency_records  # issue 11: snapshot-to-live per version
-from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, now_iso, spec_key
-from lambdas.common.config import SwapMode
+from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, now_iso
 from lambdas.common.records import ACTIVE, DEPLOY, ActivePointer, read_active, read_desired, to_item
-from lambdas.deploy.plan import PLAN, DeployPlan, PlanStatus, plan_from_item, plan_item, plan_swap
+from lambdas.deploy.plan import PLAN, DeployPlan, plan_from_item, plan_item, plan_swap
+from partitioner.contracts import DeployStatus, PlanStatus, SwapMode, geo_stream_name, spec_key
 from partitioner.spec import Spec
 
-QUEUED = "queued"
-DEPLOYING = "deploying"
-WAITING_GREEN = "waiting_green"
-FLIPPED = "flipped"
-DRAINING = "draining"
-DONE = "done"
-ROLLED_BACK = "rolled_back"
-IDLE = "idle"
+QUEUED = DeployStatus.QUEUED
+DEPLOYING = DeployStatus.DEPLOYING
+WAITING_GREEN = DeployStatus.WAITING_GREEN
+FLIPPED = DeployStatus.FLIPPED
+DRAINING = DeployStatus.DRAINING
+DONE = DeployStatus.DONE
+ROLLED_BACK = DeployStatus.ROLLED_BACK
+IDLE = DeployStatus.IDLE
 IN_FLIGHT = (DEPLOYING, WAITING_GREEN, FLIPPED, DRAINING)
 FINISHED = (IDLE, DONE, ROLLED_BACK, QUEUED)
 
@@ -180,7 +180,7 @@ class DeployController:
         return self.specs.get(spec_key(version))
 
     def stream_name(self, spec: Spec) -> str:
-        return spec.stream_name or f"{self.prefix}-geo-v{spec.version}"
+        return spec.stream_name or geo_stream_name(self.prefix, spec.version)
 
     # ------------------------------------------------------------ primitives
     def start(self, version: int) -> str:
@@ -302,7 +302,7 @@ class DeployController:
                       reason=reason)
         if self._save(st, new):
             cleanups: tuple[Callable[[], object], ...] = (lambda: self.rollback(v, st.old_version),
-                                                          lambda: self.streams.delete(f"{self.prefix}-geo-v{v}"))
+                                                          lambda: self.streams.delete(geo_stream_name(self.prefix, v)))
             for cleanup in cleanups:
                 try:
                     cleanup()

@@ -26,7 +26,6 @@ invocation is resumed by the next event (the schedule's ``{"action": "step"}``).
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -36,15 +35,14 @@ from urllib.parse import unquote_plus
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from lambdas.common.config import SwapMode
 from lambdas.common.records import read_desired
 from lambdas.deploy.controller import DeployController, DeployState
 from lambdas.deploy.runtime import config, controller
+from partitioner.contracts import SwapMode, parse_spec_key
 
 logger = Logger(service="deployer")
 metrics = Metrics(namespace="GeoRebalancer", service="deployer")
 
-SPEC_KEY_RE = re.compile(r"^specs/v(\d{8,})\.json$")
 DESIRED_WAIT_S = 10.0
 
 
@@ -58,9 +56,9 @@ def requested_versions(event: dict[str, Any]) -> list[int]:
         out = []
         for r in event["Records"]:
             key = unquote_plus(str(r.get("s3", {}).get("object", {}).get("key", "")))
-            m = SPEC_KEY_RE.match(key)
-            if m:
-                out.append(int(m.group(1)))
+            version = parse_spec_key(key)
+            if version is not None:
+                out.append(version)
             else:
                 logger.warning("ignored S3 object that is not a spec", extra={"key": key})
         return out

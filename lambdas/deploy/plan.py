@@ -26,22 +26,14 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
-from lambdas.common.config import SwapMode, parse_swap_mode
+from lambdas.common.config import parse_swap_mode
+from partitioner.contracts import ControlKey, PlanStatus, SwapMode
 from partitioner.spec import HASH_BUCKETS, Partition, Spec
 
-PLAN = "plan"  # control-table key of the current deploy plan (the workers read it too)
+PLAN = ControlKey.PLAN  # control-table key of the current deploy plan (the workers read it too)
 FULL_RANGE = (0, HASH_BUCKETS)
-
-
-class PlanStatus(StrEnum):
-    """Where the plan stored at ``pk="plan"`` is: workers prepare ``started`` plans and drop ``rolled_back`` ones."""
-
-    STARTED = "started"
-    ROLLED_BACK = "rolled_back"
-    DONE = "done"
 
 
 @dataclass(frozen=True)

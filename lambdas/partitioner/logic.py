@@ -48,7 +48,6 @@ from lambdas.common.aws import (
     SpecExists,
     SpecStore,
     now_iso,
-    spec_key,
 )
 from lambdas.common.config import (
     CONTROL_TABLE,
@@ -74,6 +73,7 @@ from lambdas.common.records import (
 from lambdas.partitioner.snapshot import Manifest, SnapshotRejected, parse_manifest, read_rows, verify_manifest
 from lambdas.partitioner.state import ControlStateStore
 from partitioner.build import build_spec
+from partitioner.contracts import geo_stream_name, spec_key
 from partitioner.controller import ControlSettings, ControlState, Step, control_step
 from partitioner.cost import apply_cost_rates
 from partitioner.counts import Counts, read_snapshot_rows
@@ -213,7 +213,7 @@ def _step(deps: PartitionerDeps, manifest: Manifest, counts: Counts, events: Cou
     """
     def build(c: Counts, fill: float) -> Spec:
         built = deps.build(c, deps.max_load, previous=previous, version=version,
-                           stream_name=f"{deps.prefix}-geo-v{version}", fill=fill)
+                           stream_name=geo_stream_name(deps.prefix, version), fill=fill)
         spec = built.replace(source={**built.source, "window_end": manifest.window_end_iso})
         problems = validate(spec)
         if problems:
@@ -259,7 +259,7 @@ def _publish(deps: PartitionerDeps, manifest_key: str, manifest: Manifest, candi
                 return Outcome("superseded", manifest_key, f"spec v{latest.version} was published concurrently",
                                "superseded", version=latest.version)
             n = spec.version + 1
-            spec = spec.replace(version=n, stream_name=f"{deps.prefix}-geo-v{n}")
+            spec = spec.replace(version=n, stream_name=geo_stream_name(deps.prefix, n))
     else:
         raise SnapshotRejected("publish_failed", f"no free spec version after {spec.version!r} "
                                                  f"(objects exist under {spec_key(spec.version)!r})")

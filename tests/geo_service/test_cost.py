@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from geo_service.cost import Calibration, CostError, CostTracker, calibrate, cost_key, reference_workload
+from geo_service.cost import Calibration, CostError, CostTracker, calibrate, reference_workload
+from partitioner.contracts import cost_key
 
 
 class Ticker:

@@ -9,7 +9,8 @@ import pytest
 from geo_testkit import Resources
 
 from geo_service.aws import Clients
-from geo_service.lease import LeaseError, LeaseLost, LeaseManager, lease_key
+from geo_service.lease import LeaseError, LeaseLost, LeaseManager
+from partitioner.contracts import lease_key
 
 SLOTS = ["w0001", "w0002", "w0003", "w0004"]
 

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from geo_service.records import BadRecord, Event, decode_event, enriched_key, enriched_record, quarantine_key
+from geo_service.records import BadRecord, Event, decode_event, enriched_record
+from partitioner.contracts import enriched_key
+from partitioner.contracts import geo_quarantine_key as quarantine_key
 
 GOOD = {"event_id": "e1", "entity_id": "car-1", "ts": 1763700000000, "lat": 48.85, "lon": 2.35, "extra": [1]}
 
@@ -25,12 +27,12 @@ def test_valid_event_keeps_every_field() -> None:
     (b"[1, 2]", "not_an_object: expected a JSON object, got list"),
     (json.dumps({**GOOD, "lat": None}).encode(), "missing_field: lat missing"),
     (json.dumps({k: v for k, v in GOOD.items() if k != "entity_id"}).encode(), "missing_field: entity_id missing"),
-    (json.dumps({**GOOD, "event_id": 5}).encode(), "bad_type: event_id must be a non-empty string, got 5"),
+    (json.dumps({**GOOD, "event_id": [5]}).encode(), "bad_type: event_id must be a string, got [5]"),
     (json.dumps({**GOOD, "lon": True}).encode(), "bad_type: lon must be a number, got True"),
     (b'{"event_id": "e", "entity_id": "c", "ts": 1, "lat": NaN, "lon": 1}', "nan: lat is not finite: nan"),
     (json.dumps({**GOOD, "lat": 88.0}).encode(), "lat_out_of_range: lat 88.0"),
     (json.dumps({**GOOD, "lon": -181}).encode(), "lon_out_of_range: lon -181"),
-    (json.dumps({**GOOD, "ts": "yesterday"}).encode(), "bad_timestamp: ts 'yesterday' is not ISO-8601"),
+    (json.dumps({**GOOD, "ts": "yesterday"}).encode(), "bad_timestamp: ts 'yesterday' is not an ISO-8601 date-time"),
 ])
 def test_bad_records_get_a_reason_naming_the_value(raw: bytes, reason: str) -> None:
     # GIVEN a malformed record

@@ -8,6 +8,7 @@ import random
 import warnings
 from collections import Counter, defaultdict
 from datetime import UTC, datetime
+from pathlib import Path
 
 import mercantile
 import numpy as np
@@ -16,6 +17,7 @@ from pyspark.sql import functions as F
 
 from glue_jobs import transform as T
 from partitioner import tiles
+from partitioner.contracts import REASON_CODES
 from partitioner.tiles import EPSILON, MAX_LAT, arrays_to_quadkeys, tiles_xy
 
 pytestmark = pytest.mark.spark
@@ -197,7 +199,7 @@ def test_every_bad_record_is_quarantined_with_its_reason_and_raw_text(spark) -> 
         assert rec["raw"] == raw
         assert rec["quarantined_at"].endswith("Z")
     assert bad[f"f.jsonl:{len(raws)}"]["code"] == "unparsable_json"
-    assert {c[1] for c in CASES} == set(T.REASON_CODES)
+    assert {c[1] for c in CASES} == set(REASON_CODES)
 
 
 def test_valid_events_are_typed_and_timestamps_parse_in_every_accepted_form(spark) -> None:
@@ -348,3 +350,25 @@ def test_snapshot_rows_pipeline_end_to_end(spark) -> None:
     assert sum(r["events"] for r in rows if r["zoom"] == 10) == 100
     assert any(r["zoom"] > 10 for r in rows)
     assert math.isclose(sum(r["events"] for r in rows if r["zoom"] == 10), 100)
+
+
+TABLE = json.loads((Path(__file__).resolve().parents[1] / "events" / "event_rules.json").read_text())["cases"]
+
+
+def test_the_shared_event_table(spark) -> None:
+    # GIVEN every case of the one event table the router and worker rules are also tested against
+    df = spark.createDataFrame([(c["raw"], c["case"]) for c in TABLE], "value string, source string")
+    # WHEN the Spark job classifies them
+    classified = T.classify_events(df)
+    valid = {r["source"] for r in T.valid_events(classified).collect()}
+    bad = {r["source"]: r for r in T.quarantine_records(classified).collect()}
+    # THEN each is valid, or quarantined with the table's code and a reason naming the bad value
+    wrong = []
+    for c in TABLE:
+        if c["code"] is None:
+            if c["case"] not in valid:
+                wrong.append((c["case"], "should be valid", bad.get(c["case"], {}).get("reason")))
+        elif c["case"] not in bad or bad[c["case"]]["code"] != c["code"] or \
+                str(c["names"]).lower() not in bad[c["case"]]["reason"].lower():
+            wrong.append((c["case"], c["code"], bad[c["case"]]["reason"] if c["case"] in bad else "valid"))
+    assert not wrong, wrong

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from infra.config import DEFAULTS, ConfigError, load_config
+from partitioner.contracts import SwapMode
 
 
 def test_cdk_json_repeats_every_default(cdk_context: dict) -> None:
@@ -78,7 +79,7 @@ def test_bad_setting_names_the_key_and_the_value(key: str, value: object) -> Non
 
 def test_swap_mode_defaults_to_carry_and_takes_the_control_planes_values() -> None:
     # GIVEN no setting / each mode on the command line WHEN loaded THEN carry by default, and each value is accepted
-    from lambdas.common.config import SwapMode
+
 
     assert load_config({}).swap_mode == "carry"
     assert [load_config({"swap_mode": m.value}).swap_mode for m in SwapMode] == ["carry", "whole"]

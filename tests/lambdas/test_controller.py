@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lambdas.common.aws import EcsFleet, EcsService, GeoStreams, spec_key
-from lambdas.common.config import SwapMode
+from lambdas.common.aws import EcsFleet, EcsService, GeoStreams
 from lambdas.common.records import read_active
 from lambdas.deploy.controller import (
     DONE,
@@ -16,6 +15,7 @@ from lambdas.deploy.controller import (
     DeployError,
 )
 from lambdas.deploy.plan import PLAN
+from partitioner.contracts import SwapMode, spec_key
 from partitioner.errors import SpecError
 from partitioner.spec import Spec
 from tests.lambdas.conftest import Aws, make_spec

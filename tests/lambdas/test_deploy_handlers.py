@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from lambdas.common.aws import EcsFleet, EcsService, spec_key
-from lambdas.common.config import SwapMode
+from lambdas.common.aws import EcsFleet, EcsService
 from lambdas.common.records import read_active
 from lambdas.deploy import deployer, hooks, runtime
 from lambdas.deploy.controller import DONE, DRAINING, ROLLED_BACK, WAITING_GREEN, DeployController
+from partitioner.contracts import SwapMode, spec_key
 from partitioner.spec import Spec
 from tests.lambdas.conftest import CTX, Aws, FakeLambdaContext, load_event, make_spec
 

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from lambdas.common.aws import ObjectStore, spec_key
+from lambdas.common.aws import ObjectStore
 from lambdas.common.config import ConfigError, LambdaConfig
 from lambdas.common.records import read_desired
 from lambdas.partitioner import handler as partitioner_handler
 from lambdas.partitioner.logic import PartitionerDeps, apply_cost_rates, load_policy, process_snapshot
 from lambdas.partitioner.state import CONTROL_STATE_KEY
+from partitioner.contracts import spec_key
 from partitioner.controller import ControlState
 from partitioner.counts import counts_from_pairs
 from partitioner.spec import Partition, Spec, Worker

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from lambdas.common.aws import ControlTable, GeoStreams, QuarantineSink, SpecStore, spec_key
+from lambdas.common.aws import ControlTable, GeoStreams, QuarantineSink, SpecStore
 from lambdas.router import handler as router_handler
 from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
 from partitioner.build import build_spec
+from partitioner.contracts import spec_key
 from partitioner.spec import Spec, entity_bucket
 from partitioner.tiles import Tile, bounds, quadkey
 from tests.lambdas.conftest import CTX, Aws, grid_counts, load_event, make_spec

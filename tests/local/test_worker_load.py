@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from geo_service.cost import Calibration, CostReport
-from geo_service.records import enriched_key
-from local.output import OutRecord, parse_enriched_key
+from local.output import OutRecord
 from local.worker_load import (
     CostSample,
     Span,
@@ -20,6 +19,7 @@ from local.worker_load import (
     merge,
     spread,
 )
+from partitioner.contracts import enriched_key, parse_enriched_key
 
 W = 10.0  # window, s
 CAP = 10.0  # events per window

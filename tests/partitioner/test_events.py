@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -36,7 +37,7 @@ def test_timestamp_forms(ts: object) -> None:
     (b"[1, 2]", "not_an_object", "list"),
     (raw(lat=...), "missing_field", "lat"),
     (raw(entity_id=None), "missing_field", "entity_id"),
-    (raw(event_id=7), "bad_type", "7"),
+    (raw(event_id=[7]), "bad_type", "[7]"),
     (raw(entity_id="x" * 300), "bad_type", "256"),
     (raw(lon="13.4"), "bad_type", "'13.4'"),
     (raw(lat=True), "bad_type", "True"),
@@ -59,3 +60,19 @@ def test_quarantine_record_has_the_contract_fields() -> None:
     rec = quarantine_record(Rejection("nan: lat", b"{...}"), "arn/shard/1", "2026-11-21T10:00:00Z")
     assert rec == {"reason": "nan: lat", "raw": "{...}", "source": "arn/shard/1",
                    "quarantined_at": "2026-11-21T10:00:00Z"}
+
+
+TABLE = json.loads((Path(__file__).resolve().parents[1] / "events" / "event_rules.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("case", TABLE, ids=[c["case"] for c in TABLE])
+def test_the_shared_event_table(case: dict[str, str | None]) -> None:
+    # GIVEN a case of the one event table the Spark job is also tested against (tests/events/event_rules.json)
+    # WHEN the router's and worker's rules parse it
+    got = parse_event(str(case["raw"]).encode())
+    # THEN it is valid, or rejected with the table's code and a reason naming the bad value
+    if case["code"] is None:
+        assert isinstance(got, ValidEvent), got
+    else:
+        assert isinstance(got, Rejection) and got.code == case["code"], got
+        assert str(case["names"]).lower() in got.reason.lower(), got.reason
