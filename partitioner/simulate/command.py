@@ -20,6 +20,7 @@ from partitioner.simulate.scenarios import SCENARIOS, SWAP_SHARE, scenario
 from partitioner.simulate.session import SimSettings, simulate
 from partitioner.simulate.strategies import parse_strategies
 from partitioner.simulate.swaps import parse_modes
+from partitioner.simulate.timings import measured_swap
 from partitioner.simulate.windows import SimulationError, WindowSeries, read_window_dir
 
 
@@ -33,6 +34,7 @@ class Inputs:
     settings: SimSettings
     strategies: tuple[str, ...]
     control: ControlSettings
+    swap_note: str = ""
 
 
 def resolve(args: argparse.Namespace) -> Inputs:
@@ -46,20 +48,29 @@ def resolve(args: argparse.Namespace) -> Inputs:
     for path, suffix in ((args.json, ".json"), (args.plot, ".png")):
         if path is not None:
             _check_output(path, suffix)
+    measured = None
+    if args.swap_timings is not None:
+        if args.swap_s is not None:
+            raise SimulationError("give --swap-s or --swap-timings, not both")
+        measured = measured_swap(args.swap_timings)
+    swap_s = measured.swap_s if measured is not None else args.swap_s
+    note = measured.describe() if measured is not None else "--swap-s" if args.swap_s is not None else ""
     if args.windows in SCENARIOS:
         sc = scenario(args.windows, args.seed)
         settings = SimSettings(args.max_load or sc.max_load, args.window_s or sc.window_s,
                                sc.latency_s if args.latency_s is None else args.latency_s,
-                               sc.swap_s if args.swap_s is None else args.swap_s, modes)
-        return Inputs(f"{sc.name} (seed {args.seed})", sc.description, sc.series, settings, names, control)
+                               sc.swap_s if swap_s is None else swap_s, modes)
+        return Inputs(f"{sc.name} (seed {args.seed})", sc.description, sc.series, settings, names, control,
+                      note or f"the scenario's {sc.swap_s / sc.window_s:g} of a window")
     series = read_window_dir(args.windows)
     for flag, value in (("--max-load", args.max_load), ("--window-s", args.window_s)):
         if value is None:
             raise SimulationError(f"{flag} is required when WINDOWS is a directory ({args.windows!r})")
     window_s = float(args.window_s)
     settings = SimSettings(float(args.max_load), window_s, window_s if args.latency_s is None else args.latency_s,
-                           SWAP_SHARE * window_s if args.swap_s is None else args.swap_s, modes)
-    return Inputs(str(args.windows), f"{len(series)} windows from {args.windows}", series, settings, names, control)
+                           SWAP_SHARE * window_s if swap_s is None else swap_s, modes)
+    return Inputs(str(args.windows), f"{len(series)} windows from {args.windows}", series, settings, names, control,
+                  note or f"default {SWAP_SHARE:g} of a window")
 
 
 def _check_output(path: str, suffix: str) -> None:
@@ -81,7 +92,8 @@ def run_command(args: argparse.Namespace) -> int:
     s = inputs.settings
     print(f"{inputs.name}: {inputs.description}")
     print(f"max_load {s.max_load:g}, window {s.window_s:g} s, snapshot-to-live latency {s.latency_s:g} s, swap overlap "
-          f"{s.swap_s:g} s ({', '.join(s.swap_modes)}); {len(inputs.series)} windows, measured from window "
+          f"{s.swap_s:g} s ({inputs.swap_note}; {', '.join(s.swap_modes)}); {len(inputs.series)} windows, measured "
+          f"from window "
           f"{first_measured(s.window_s, s.latency_s)}; {sim.wall_s:.1f} s")
     print(table(sim.summaries, s.swap_modes))
     for name, summary in sim.summaries.items():
@@ -133,6 +145,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("--swap-s", type=non_negative,
                    help=f"overlap of both fleets per swap, seconds (default {SWAP_SHARE:g} of a window: start + "
                         f"warm-up + drain)")
+    p.add_argument("--swap-timings", metavar="REPORT.json",
+                   help="take the overlap from a local loop's report.json: its measured median process start + "
+                        "warm-up + drain (a lower bound for ECS tasks, which start slower than local processes)")
     p.add_argument("--swap-mode", default="both", choices=("whole", "carry", "both"),
                    help="whole-fleet swaps, carry-over swaps (only new slots and moved load), or both (default)")
     p.add_argument("--strategies", default="floor,static,rebuild,reactive,default", metavar="A,B,...",

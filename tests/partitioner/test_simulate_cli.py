@@ -54,8 +54,15 @@ def test_a_run_prints_the_table_and_writes_json_and_figure(windows: Path, tmp_pa
     (["{dir}", "--max-load", "100", "--window-s", "300", "--json", "{tmp}/no/such/dir/out.json"], "does not exist"),
     (["{dir}", "--max-load", "100", "--window-s", "300", "--plot", "{tmp}/fig.jpg"], "must end in .png"),
     (["global-dy"], "neither a directory nor a built-in scenario"),
+    (["{dir}", "--max-load", "100", "--window-s", "300", "--swap-timings", "{tmp}/none.json"], "cannot read it"),
+    (["{dir}", "--max-load", "100", "--window-s", "300", "--swap-timings", "{tmp}/nulls.json"],
+     "swap_timings.drain_s is None"),
+    (["{dir}", "--max-load", "100", "--window-s", "300", "--swap-timings", "{tmp}/nulls.json", "--swap-s", "5"],
+     "not both"),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_written(windows: Path, tmp_path: Path, capsys, args, needle) -> None:
+    (tmp_path / "nulls.json").write_text(json.dumps({"swap_timings": {"process_start_s": 2.0, "warm_up_s": 0.5,
+                                                                       "drain_s": None}}))
     before = sorted(tmp_path.rglob("*"))
     argv = ["simulate", *(a.replace("{dir}", str(windows)).replace("{tmp}", str(tmp_path)) for a in args)]
     if "--json" not in args:
@@ -77,3 +84,17 @@ def test_the_module_entry_point_rejects_a_negative_latency() -> None:
     proc = subprocess.run([sys.executable, "-m", "partitioner", "simulate", "global-day", "--latency-s", "-1"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--latency-s" in proc.stderr and "'-1' must be a finite number >= 0" in proc.stderr
+
+
+def test_swap_timings_from_a_local_report_set_the_overlap(windows: Path, tmp_path: Path, capsys) -> None:
+    # GIVEN a local loop report.json whose measured medians are start 2.2 s, warm-up 0.7 s, drain 4.8 s
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"swap_timings": {"process_start_s": 2.2, "warm_up_s": 0.7, "carry_prepare_s": 0.9,
+                                                   "drain_s": 4.8, "handover_s": 5.3, "samples": {}}}))
+    # WHEN simulated with --swap-timings
+    code = main(["simulate", str(windows), "--max-load", "100", "--window-s", "300", "--strategies", "floor,default",
+                 "--swap-timings", str(report)])
+    # THEN the overlap is their sum, and the header says where it came from
+    text = capsys.readouterr().out
+    assert code == 0
+    assert "swap overlap 7.7 s (measured by the local loop" in text and "drain 4.8 s" in text
