@@ -16,6 +16,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from geo_service.errors import GeoServiceError
 from partitioner.contracts import ControlKey, spec_key
 from partitioner.errors import SpecError
 from partitioner.spec import Spec, spec_from_json
@@ -23,7 +24,7 @@ from partitioner.spec import Spec, spec_from_json
 DEFAULT_REGION = "us-east-1"
 
 
-class AwsError(RuntimeError):
+class AwsError(GeoServiceError, RuntimeError):
     """An AWS call failed in a way the worker cannot recover from; the message names the resource."""
 
 

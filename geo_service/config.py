@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from geo_service.errors import GeoServiceError
 from partitioner.contracts import SwapMode
 
 SPEC_VERSION = "SPEC_VERSION"
@@ -48,7 +49,7 @@ _WORKER_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")  # a spec worker id; "#" would 
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
+class ConfigError(GeoServiceError, ValueError):
     """A configuration value is missing or invalid; the message names the variable and value."""
 
 

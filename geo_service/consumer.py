@@ -16,14 +16,16 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from geo_service.errors import GeoServiceError
+
 DEFAULT_LIMIT = 1000
 
 
-class StreamNotReady(RuntimeError):
+class StreamNotReady(GeoServiceError, RuntimeError):
     """The geo stream does not exist yet or is not ACTIVE (the deployer creates it); retry later."""
 
 
-class ShardNotFound(RuntimeError):
+class ShardNotFound(GeoServiceError, RuntimeError):
     """No shard of the stream contains the worker's hash key (names the stream and key)."""
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from geo_service.errors import GeoServiceError
 from partitioner.contracts import ControlKey, PlanStatus
 
 ACTIVE = ControlKey.ACTIVE
@@ -21,7 +22,7 @@ STARTED = PlanStatus.STARTED
 ROLLED_BACK = PlanStatus.ROLLED_BACK
 
 
-class ControlError(RuntimeError):
+class ControlError(GeoServiceError, RuntimeError):
     """A control item is malformed; the message names the item and the bad field."""
 
 

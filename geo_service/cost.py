@@ -25,13 +25,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from geo_service.errors import GeoServiceError
+
 Timer = Callable[[], float]
 T = TypeVar("T")
 
 REFERENCE_POINTS = 2000
 
 
-class CostError(ValueError):
+class CostError(GeoServiceError, ValueError):
     """A calibration or cost measurement is unusable (names the value)."""
 
 

@@ -28,12 +28,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from geo_service.errors import GeoServiceError
 from partitioner.contracts import lease_key
 
 Clock = Callable[[], float]
 
 
-class LeaseError(RuntimeError):
+class LeaseError(GeoServiceError, RuntimeError):
     """Base class of lease failures."""
 
 

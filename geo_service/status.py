@@ -8,6 +8,8 @@ import uuid
 from dataclasses import dataclass
 from enum import StrEnum
 
+from geo_service.errors import GeoServiceError
+
 FINAL_STATES = frozenset({"drained", "released", "retired", "abandoned", "failed"})
 
 
@@ -42,7 +44,7 @@ class WorkerStatus:
         return self.state in FINAL_STATES
 
 
-class WorkerExited(RuntimeError):
+class WorkerExited(GeoServiceError, RuntimeError):
     """The worker finished before the awaited condition held (carries its final status)."""
 
     def __init__(self, status: WorkerStatus) -> None:

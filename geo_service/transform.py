@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.spatial import cKDTree
 
+from geo_service.errors import GeoServiceError
 from partitioner.tiles import Tile, parse_quadkey, quadkey, quadkey_to_tile
 
 PLACES_PATH = Path(__file__).with_name("data") / "places.csv.gz"
@@ -45,7 +46,7 @@ EARTH_RADIUS_KM = 6371.0088
 PLACES_HEADER = "quadkey,lat,lon,name,country,population"
 
 
-class TransformError(ValueError):
+class TransformError(GeoServiceError, ValueError):
     """A transform cannot be loaded or configured; the message names the bad value."""
 
 

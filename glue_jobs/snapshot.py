@@ -36,6 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
+from glue_jobs.errors import AggregationError
+
 FORMAT = "geo-rebalancer.snapshot/1"
 MANIFEST_NAME = "_manifest.json"
 SNAPSHOT_HEADER = ("quadkey", "events", "cost")
@@ -43,7 +45,7 @@ DEFAULT_ROWS_PER_FILE = 500_000
 T = TypeVar("T")
 
 
-class SnapshotError(Exception):
+class SnapshotError(AggregationError):
     """A snapshot is malformed or does not match its manifest."""
 
 

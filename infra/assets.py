@@ -27,6 +27,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
+from infra.errors import InfraError
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WHEEL_CACHE = REPO_ROOT / ".cache" / "lambda-wheels"
 LAMBDA_REQUIREMENTS = REPO_ROOT / "requirements-lambda.txt"
@@ -37,7 +39,7 @@ _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "tests", ".pytest_cache
 _NO_DOCKER = DockerImage.from_registry("geo-rebalancer/local-bundling-only")
 
 
-class AssetError(RuntimeError):
+class AssetError(InfraError, RuntimeError):
     """An asset's source is missing; the message says what to create or which setup step to run."""
 
 

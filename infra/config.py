@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from infra.errors import InfraError
+
 ENGINES = ("emr", "glue")
 # How a new spec reaches the workers (SWAP_MODE; the values of partitioner.contracts.SwapMode): "carry" keeps every
 # slot both specs share in the process holding it and scales the service by desired count; "whole" deploys a new
@@ -33,7 +35,7 @@ _PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$")
 _VPC_RE = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
-class ConfigError(ValueError):
+class ConfigError(InfraError, ValueError):
     """A context setting is missing its required shape; the message names the key and the bad value."""
 
 

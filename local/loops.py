@@ -32,6 +32,7 @@ from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 from geo_service.consumer import KinesisRecord
 from local.aws import EmbeddedAws
+from local.errors import LocalRunError
 from local.events import LambdaContext, kinesis_batch, s3_object_created
 
 Handler = Callable[[dict[str, Any], Any], Any]
@@ -97,7 +98,7 @@ class LoopThread(threading.Thread):
         raise NotImplementedError
 
 
-class FatalLoopError(RuntimeError):
+class FatalLoopError(LocalRunError, RuntimeError):
     """Raised by a loop step when the loop cannot go on (the run fails)."""
 
 

@@ -38,6 +38,7 @@ from local import procs
 from local.aws import EmbeddedAws, start_moto, stop_moto
 from local.config import RunConfig, parse_args
 from local.dataset import EventFactory, Places, Scenario, choose_hotspot, load_places
+from local.errors import LocalRunError
 from local.fleet import LocalFleet, WorkerSettings
 from local.loops import Invocation, LoopThread, ManifestNotifier, RouterPoller, load_handler
 from local.observe import ControlObserver
@@ -73,7 +74,7 @@ REQUIRED_MODULES = {
 }
 
 
-class Interrupted(Exception):
+class Interrupted(LocalRunError):
     """SIGTERM or SIGINT arrived: shut down cleanly and exit non-zero."""
 
 

@@ -23,6 +23,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from lambdas.common.config import LambdaConfig
+from lambdas.common.errors import LambdaError
 from partitioner.contracts import SwapMode, spec_key
 from partitioner.errors import SpecError
 from partitioner.spec import Spec, check, spec_from_json
@@ -35,7 +36,7 @@ KINESIS_MAX_BYTES = 5 * 1024 * 1024
 KINESIS_MAX_RECORD_BYTES = 1024 * 1024
 
 
-class AdapterError(RuntimeError):
+class AdapterError(LambdaError, RuntimeError):
     """An AWS call failed in a way the caller must handle; the message names the resource."""
 
 

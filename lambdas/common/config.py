@@ -22,6 +22,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from lambdas.common.errors import LambdaError
 from partitioner.contracts import SwapMode, geo_stream_name
 
 GEO_PREFIX = "GEO_PREFIX"
@@ -51,7 +52,7 @@ DEFAULT_PREFIX = "georebal"
 DEFAULT_REGION = "us-east-1"
 
 
-class ConfigError(ValueError):
+class ConfigError(LambdaError, ValueError):
     """A required environment variable is missing or malformed; the message names it and its value."""
 
 

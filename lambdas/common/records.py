@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lambdas.common.aws import AdapterError, ControlTable, now_iso
+from lambdas.common.errors import LambdaError
 from partitioner.contracts import ControlKey
 from partitioner.spec import Spec
 
@@ -28,7 +29,7 @@ LATENCY = ControlKey.LATENCY
 LATENCY_SAMPLES = 20  # the most recent flips kept in pk="latency"
 
 
-class RecordError(ValueError):
+class RecordError(LambdaError, ValueError):
     """A control-table item is malformed; the message names the item and the bad field."""
 
 

@@ -63,6 +63,7 @@ from typing import Any, Protocol
 
 from lambdas.common import records as latency_records  # issue 11: snapshot-to-live per version
 from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, now_iso
+from lambdas.common.errors import LambdaError
 from lambdas.common.records import ACTIVE, DEPLOY, ActivePointer, read_active, read_desired, to_item
 from lambdas.deploy.plan import PLAN, DeployPlan, plan_from_item, plan_item, plan_swap
 from partitioner.contracts import DeployStatus, PlanStatus, SwapMode, geo_stream_name, spec_key
@@ -80,7 +81,7 @@ IN_FLIGHT = (DEPLOYING, WAITING_GREEN, FLIPPED, DRAINING)
 FINISHED = (IDLE, DONE, ROLLED_BACK, QUEUED)
 
 
-class DeployError(RuntimeError):
+class DeployError(LambdaError, RuntimeError):
     """The controller cannot proceed (e.g. a requested version has no spec); the message says why."""
 
 

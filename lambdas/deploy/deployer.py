@@ -35,6 +35,7 @@ from urllib.parse import unquote_plus
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from lambdas.common.errors import LambdaError
 from lambdas.common.records import read_desired
 from lambdas.deploy.controller import DeployController, DeployState
 from lambdas.deploy.runtime import config, controller
@@ -46,7 +47,7 @@ metrics = Metrics(namespace="GeoRebalancer", service="deployer")
 DESIRED_WAIT_S = 10.0
 
 
-class DeployEventError(ValueError):
+class DeployEventError(LambdaError, ValueError):
     """The event names no usable version; the message shows the bad value."""
 
 

@@ -36,6 +36,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from lambdas.common.errors import LambdaError
 from lambdas.deploy.controller import (
     DEPLOYING,
     DONE,
@@ -56,7 +57,7 @@ STAGE_HOLDS = {"POST_SCALE_UP": "green", "POST_PRODUCTION_TRAFFIC_SHIFT": "drain
 SUCCEEDED, FAILED, IN_PROGRESS = "SUCCEEDED", "FAILED", "IN_PROGRESS"
 
 
-class HookEventError(ValueError):
+class HookEventError(LambdaError, ValueError):
     """The hook payload is malformed; the message names the bad field."""
 
 

@@ -17,13 +17,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lambdas.common.aws import ObjectStore
+from lambdas.common.errors import LambdaError
 
 SNAPSHOT_FORMAT = "geo-rebalancer.snapshot/1"
 HEADER = "quadkey,events,cost"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
-class SnapshotRejected(Exception):
+class SnapshotRejected(LambdaError):
     """A snapshot that must not be used; ``code`` is the metric reason, the message names the bad value."""
 
     def __init__(self, code: str, message: str) -> None:

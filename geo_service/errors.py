@@ -1,0 +1,7 @@
+"""The one exception base of the geo worker: every error this package raises is a ``GeoServiceError``."""
+
+from __future__ import annotations
+
+
+class GeoServiceError(Exception):
+    """Base of every exception raised by ``geo_service``."""
