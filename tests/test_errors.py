@@ -34,8 +34,8 @@ def test_every_exception_derives_from_the_package_base(package: str) -> None:
     for name in _modules(package):
         module = importlib.import_module(name)
         for obj in vars(module).values():
-            if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == name:
-                if not issubclass(obj, base):
-                    strays.append(f"{name}.{obj.__name__}")
+            defined_here = inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == name
+            if defined_here and not issubclass(obj, base):
+                strays.append(f"{name}.{obj.__name__}")
     # THEN none is outside the base
     assert not strays, strays
