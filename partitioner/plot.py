@@ -195,9 +195,15 @@ def _borders(ax: Axes, spec: Spec, zoom: int, cut: float) -> frozenset[tuple[str
     return b.pairs
 
 
-def _labels(ax: Axes, spec: Spec, cells: Cells, x: FloatArray) -> None:
-    """Each worker's id at the median of its squares' centres (at most MAX_LABELLED_WORKERS)."""
+def _labels(ax: Axes, spec: Spec, cells: Cells, x: FloatArray, colours: dict[str, str], dots: bool) -> None:
+    """Name the workers (at most MAX_LABELLED_WORKERS): each id at the median of its squares' centres, or,
+    when the cells are dots scattered over a wide map, a legend of the worker colours."""
     if len(spec.workers) > MAX_LABELLED_WORKERS:
+        return
+    if dots:
+        handles = [Rectangle((0, 0), 1, 1, color=colours[w.id]) for w in spec.workers]
+        ax.legend(handles, [w.id for w in spec.workers], loc="lower left", fontsize=7, title="worker",
+                  title_fontsize=7, ncol=1 + len(spec.workers) // 12, framealpha=0.9)
         return
     wk = np.array(cells.worker)
     ym = (cells.south + cells.north) / 2
@@ -228,8 +234,16 @@ def _inset(fig: Figure, view: tuple[float, float, float, float], cut: float) -> 
     return True
 
 
+def _source_name(source: str) -> str:
+    """The last part of a counts source path; the folder for a snapshot's ``_manifest.json``."""
+    parts = [p for p in source.split("/") if p]
+    if len(parts) > 1 and parts[-1].startswith("_"):
+        return parts[-2]
+    return parts[-1] if parts else source
+
+
 def _title(spec: Spec, counts: Counts | None, title: str | None) -> str:
-    load = f"load from {counts.source.rsplit('/', 1)[-1]}" if counts is not None else "the load it was built for"
+    load = f"load from {_source_name(counts.source)}" if counts is not None else "the load it was built for"
     what = f"map: spec v{spec.version} ({spec.strategy or 'spec'}) under {load}; cap {spec.max_load:g} per worker"
     head = title or (f"spec v{spec.version} under new load" if counts is not None else f"spec v{spec.version}")
     return (f"{head}: {len(spec.partitions) - 1} regions on {len(spec.workers)} workers\n{what}"
@@ -305,7 +319,7 @@ def plot_spec(spec: Spec, path: str | Path, counts: Counts | None = None, *, tit
                                                               len(PALETTE)).items()}
             _draw_cells(ax, cells, x_shift, colours, cell_px, counts is not None)
             _hash_split(ax, spec, cut)
-            _labels(ax, spec, cells, (cells.west + cells.east) / 2 + x_shift)
+            _labels(ax, spec, cells, (cells.west + cells.east) / 2 + x_shift, colours, cell_px < 2.0)
         else:
             colours = {w.id: PALETTE[0] for w in spec.workers}
         ax.set_xlim(x0, x1)

@@ -75,3 +75,8 @@ def test_the_title_says_which_spec_is_drawn_under_which_load():
     under = _title(SPEC, make_counts(dict.fromkeys(A, 1.0)), "old spec v1 under the load that triggered v2")
     assert under.startswith("old spec v1 under the load that triggered v2\n")
     assert "spec v1 (test) under load from" in under and "cap 80 per worker" in under
+
+
+def test_the_title_names_a_snapshot_by_its_window_not_its_manifest_file():
+    counts = make_counts(dict.fromkeys(A, 1.0), "snapshots/window_end=2026-01-01T00-05-00Z/_manifest.json")
+    assert "under load from window_end=2026-01-01T00-05-00Z;" in _title(SPEC, counts, None)
