@@ -19,6 +19,7 @@ from infra.geo_streams import GeoStreams
 from infra.ingest import IngestStream
 from infra.monitoring import Monitoring, Watched
 from infra.network import Network
+from infra.outputs import OperatorOutputs
 from infra.partitioner_fn import PartitionerFunction
 from infra.router import RouterFunction
 from infra.storage import Storage
@@ -92,6 +93,10 @@ class GeoRebalancerStack(Stack):
         )
         self._grant()
         self._outputs()
+        OperatorOutputs(self, "OperatorOutputs", dashboard=self.monitoring.dashboard, alarms=self.monitoring.alarms,
+                        functions={"Router": self.router.function, "Partitioner": self.partitioner.function,
+                                   "Deployer": self.deployer.function, "Hooks": self.hooks.function},
+                        worker_logs=self.workers.log_group, job_logs=getattr(self.aggregation, "log_group", None))
         acknowledge_findings(self)
 
     # -- names shared with the Lambdas and workers (docs/CONTRACTS.md "Environment variables") --------------
