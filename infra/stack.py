@@ -72,7 +72,8 @@ class GeoRebalancerStack(Stack):
             subnets=self.network.private_subnets,
             security_group=self.network.security_group,
             hooks=self.hooks.function,
-            environment={k: v for k, v in env.items() if k not in ("POLICY_JSON", "SNAPSHOTS_BUCKET")},
+            environment={k: v for k, v in env.items() if k not in ("POLICY_JSON", "SNAPSHOTS_BUCKET")}
+            | ({"GEO_TRANSFORM": config.geo_transform} if config.geo_transform else {}),
         )
         self.deployer = DeployerFunction(self, "Deployer", kit=kit, specs=self.storage.specs, environment=env)
         self.monitoring = Monitoring(
