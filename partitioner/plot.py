@@ -102,16 +102,17 @@ class Cells(NamedTuple):
 
 
 def _lon_cut(west: FloatArray, east: FloatArray) -> float:
-    """Longitude where the view starts: -180, or the east end of the widest empty band if that is not at +/-180."""
+    """Longitude where the view starts: -180, or the east end of the widest empty band when starting there
+    narrows the view by more than a quarter (data gathered around +/-180 rather than spread over the world)."""
     if len(west) == 0:
         return -180.0
     order = np.argsort(west, kind="stable")
     w, e = west[order], np.maximum.accumulate(east[order])
-    wrap = w[0] + 360.0 - e[-1]
+    span = float(e[-1] - w[0])
     if len(w) > 1:
         gaps = w[1:] - e[:-1]
         k = int(np.argmax(gaps))
-        if gaps[k] > wrap:
+        if 360.0 - float(gaps[k]) < 0.75 * span:
             return float(w[k + 1])
     return -180.0
 

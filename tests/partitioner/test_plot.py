@@ -80,3 +80,10 @@ def test_the_title_says_which_spec_is_drawn_under_which_load():
 def test_the_title_names_a_snapshot_by_its_window_not_its_manifest_file():
     counts = make_counts(dict.fromkeys(A, 1.0), "snapshots/window_end=2026-01-01T00-05-00Z/_manifest.json")
     assert "under load from window_end=2026-01-01T00-05-00Z;" in _title(SPEC, counts, None)
+
+
+def test_data_spread_over_the_world_keeps_the_usual_view():
+    # GIVEN cells all around the world with the widest gap (20 degrees) in the Pacific, not at +/-180
+    west = np.concatenate([np.arange(-179.0, -160.0, 1.0), np.arange(-140.0, 179.0, 1.0)])
+    # THEN re-centring would save only 20 of 360 degrees: the view stays -180..180
+    assert _lon_cut(west, west + 1.0) == -180.0
