@@ -49,3 +49,13 @@ def test_workers_meeting_across_the_antimeridian_are_neighbours():
     spec = make_spec([("p0001", "w0001", block(n - 2, n, 10, 12, Z), 1.0),
                       ("p0002", "w0002", block(0, 2, 10, 12, Z), 1.0)], 5.0)
     assert worker_borders(spec, SpecIndex(spec), Z).pairs == frozenset({("w0001", "w0002")})
+
+
+def test_a_worker_keeps_its_colour_when_a_later_worker_joins():
+    # GIVEN the colours of 8 workers, then the same 8 plus a new one (the next spec version adds a slot)
+    ids = [f"w{k:04d}" for k in range(1, 9)]
+    before = colour_slots(ids, frozenset(), 12)
+    after = colour_slots([*ids, "w0009"], frozenset(), 12)
+    # THEN the 8 keep their colours and the new one gets a colour none of them has
+    assert {w: after[w] for w in ids} == before
+    assert after["w0009"] not in before.values()
