@@ -202,17 +202,21 @@ def _labels(ax: Axes, spec: Spec, cells: Cells, x: FloatArray, colours: dict[str
     if len(spec.workers) > MAX_LABELLED_WORKERS:
         return
     if dots:
-        handles = [Rectangle((0, 0), 1, 1, color=colours[w.id]) for w in spec.workers]
-        ax.legend(handles, [w.id for w in spec.workers], loc="lower left", fontsize=7, title="worker",
+        handles, names = ax.get_legend_handles_labels()  # the split-cell marker, if any, stays in the legend
+        handles = [Rectangle((0, 0), 1, 1, color=colours[w.id]) for w in spec.workers] + handles
+        ax.legend(handles, [w.id for w in spec.workers] + names, loc="lower left", fontsize=7, title="worker",
                   title_fontsize=7, ncol=1 + len(spec.workers) // 12, framealpha=0.9)
         return
     wk = np.array(cells.worker)
     ym = (cells.south + cells.north) / 2
+    split = {p.worker for p in spec.partitions if p.hash_range is not None}
     for w in spec.workers:
         sel = wk == w.id
-        if sel.any():
-            ax.text(float(np.median(x[sel])), float(np.median(ym[sel])), w.id, fontsize=7, ha="center", va="center",
-                    fontweight="bold", zorder=5, path_effects=[pe.withStroke(linewidth=2.5, foreground="white")])
+        if sel.any():  # a worker sharing a hot cell is labelled above it, clear of the cell's marker
+            ax.annotate(w.id, (float(np.median(x[sel])), float(np.median(ym[sel]))),
+                        xytext=(0, 10 if w.id in split else 0), textcoords="offset points", fontsize=7,
+                        ha="center", va="center", fontweight="bold", zorder=5,
+                        path_effects=[pe.withStroke(linewidth=2.5, foreground="white")])
 
 
 def _inset(fig: Figure, view: tuple[float, float, float, float], cut: float) -> bool:
@@ -272,6 +276,10 @@ def _hash_split(ax: Axes, spec: Spec, cut: float) -> None:
         dx = _shift(w, cut) - w
         ax.add_collection(PolyCollection(list(_rects(w + dx, e + dx, s, n)), facecolors="none", edgecolors="crimson",
                                          hatch="////", linewidths=1.0, zorder=4))
+        # a marker too: a split cell is often a few pixels wide
+        ax.scatter((w + e) / 2 + dx, (s + n) / 2, s=60, marker="x", color="crimson", linewidths=1.5, zorder=6,
+                   label="hot cell shared by entity hash")
+        ax.legend(loc="upper right", fontsize=7, framealpha=0.9)
 
 
 def plot_spec(spec: Spec, path: str | Path, counts: Counts | None = None, *, title: str | None = None,
