@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from spec_factory import block, make_counts, make_spec, qk
 
@@ -81,3 +83,13 @@ def test_all_zero_load_and_no_regions_print_no_nan():
     # THEN nothing prints as nan
     assert "nan" not in text.lower()
     assert "median P^2/(4piA): -" in text
+
+
+def test_metrics_json_is_valid_json_when_a_measure_does_not_exist():
+    # GIVEN the metrics of a spec with no region (its median compactness does not exist)
+    spec = make_spec([], 3.0, catch_all_worker="w0001")
+    m = evaluate(spec, make_counts({qk(1, 1, Z): 0.0}))
+    # THEN to_dict (what --json and report.json write) has null there, never NaN
+    d = m.to_dict()
+    assert d["median_compactness"] is None
+    json.dumps(d, allow_nan=False)
