@@ -31,19 +31,22 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from partitioner.counts import Counts
 from partitioner.geometry import owned_squares
 from partitioner.index import SpecIndex
 from partitioner.metrics import leaf_loads
-from partitioner.rings import square_polygons
+from partitioner.rings import tile_polygons
 from partitioner.spec import Spec
+from partitioner.tiles import IntArray, quadkeys_to_arrays
 
 __all__ = ["owned_squares", "spec_to_geojson", "write_geojson"]
 
 
-def _geometry(squares: list[str], precision: int) -> dict[str, Any] | None:
+def _geometry(x: IntArray, y: IntArray, z: IntArray, precision: int) -> dict[str, Any] | None:
     """A Polygon for one piece, a MultiPolygon for several, None for no square."""
-    polys = [[p.shell, *p.holes] for p in square_polygons(squares, precision=precision)]
+    polys = [[p.shell, *p.holes] for p in tile_polygons(x, y, z, precision=precision)]
     if not polys:
         return None
     if len(polys) == 1:
@@ -67,11 +70,15 @@ def spec_to_geojson(spec: Spec, counts: Counts | None = None, *, precision: int 
     if counts is not None:
         qks, w = leaf_loads(counts)
         loads = [float(v) for v in SpecIndex(spec).attribute(qks, w)]
-    squares = owned_squares(spec)
+    squares = {pid: list(dict.fromkeys(sq)) for pid, sq in owned_squares(spec).items()}  # a square once
+    every = [q for p in spec.partitions for q in squares[p.id]]
+    x, y, z = quadkeys_to_arrays(every)  # one conversion for all partitions (each owns disjoint squares)
+    ends = np.cumsum([len(squares[p.id]) for p in spec.partitions])
     features: list[dict[str, Any]] = []
-    for p, load in zip(spec.partitions, loads, strict=True):
+    for k, (p, load) in enumerate(zip(spec.partitions, loads, strict=True)):
         sq = squares[p.id]
-        geometry = None if p.is_catch_all else _geometry(sq, precision)
+        a, b = int(ends[k]) - len(sq), int(ends[k])
+        geometry = None if p.is_catch_all else _geometry(x[a:b], y[a:b], z[a:b], precision)
         features.append({
             "type": "Feature",
             "id": p.id,

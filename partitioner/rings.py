@@ -39,7 +39,7 @@ import numpy as np
 
 from partitioner.tiles import IntArray, quadkeys_to_arrays
 
-__all__ = ["LonLatPolygon", "square_polygons"]
+__all__ = ["LonLatPolygon", "square_polygons", "tile_polygons"]
 
 Ring = list[tuple[int, int]]
 
@@ -206,10 +206,14 @@ def square_polygons(quadkeys: Sequence[str], *, precision: int = 7) -> list[LonL
     another pocket at a corner is a hole of its own (all valid under OGC rules: rings
     may touch at points, each polygon's interior is connected).
     """
-    uniq = sorted(set(quadkeys))
-    if not uniq:
+    x, y, z = quadkeys_to_arrays(sorted(set(quadkeys)))
+    return tile_polygons(x, y, z, precision=precision)
+
+
+def tile_polygons(x: IntArray, y: IntArray, z: IntArray, *, precision: int = 7) -> list[LonLatPolygon]:
+    """:func:`square_polygons` of tiles given as arrays (no duplicates): for callers that convert many at once."""
+    if len(x) == 0:
         return []
-    x, y, z = quadkeys_to_arrays(uniq)
     zoom = int(z.max())
     side = np.left_shift(1, zoom - z).astype(np.int64)
     x0 = x << (zoom - z)
@@ -224,4 +228,3 @@ def square_polygons(quadkeys: Sequence[str], *, precision: int = 7) -> list[LonL
         holes_of[owner].append(h)
     return [LonLatPolygon(_to_lonlat(rings[k], zoom, precision),
                           [_to_lonlat(rings[h], zoom, precision) for h in holes_of[k]]) for k in shells]
-

@@ -21,6 +21,7 @@ from spec_factory import block, make_counts, make_spec, qk
 from partitioner.build import build_spec
 from partitioner.counts import read_counts_csv
 from partitioner.geojson import owned_squares, spec_to_geojson, write_geojson
+from partitioner.rings import square_polygons
 from partitioner.spec import HASH_BUCKETS, Spec
 from partitioner.tiles import MAX_LAT, bounds, quadkey_to_tile
 
@@ -190,3 +191,11 @@ def test_built_specs_of_real_places_export_valid_features(sparse, metro):
                              (metro, float(metro.weights.sum()) / 25)):
         # THEN every feature of each is valid and exact
         assert _assert_valid_and_exact(build_spec(counts, max_load))
+
+
+def test_square_polygons_counts_a_duplicate_square_once():
+    # GIVEN two squares sharing an edge, one of them listed twice
+    polys = square_polygons([qk(4, 4, Z), qk(5, 4, Z), qk(4, 4, Z)])
+    # THEN one rectangle without holes
+    assert len(polys) == 1 and polys[0].holes == [] and len(polys[0].shell) == 5
+    assert shapely.is_valid(shape({"type": "Polygon", "coordinates": [polys[0].shell]}))
