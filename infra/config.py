@@ -34,6 +34,7 @@ FARGATE_MEMORY = {
 _PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$")
 _VPC_RE = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_TRANSFORM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
 class ConfigError(InfraError, ValueError):
     """A context setting is missing its required shape; the message names the key and the bad value."""
@@ -84,6 +85,7 @@ class GeoConfig:
     glue_workers: int
     retain_data: bool
     swap_mode: str
+    geo_transform: str | None = None  # GEO_TRANSFORM of the workers ("module:Class"); None = the default transform
 
     @property
     def geo_stream_prefix(self) -> str:
@@ -123,6 +125,7 @@ DEFAULTS: dict[str, Any] = {
     "glue_workers": 2,
     "retain_data": True,
     "swap_mode": "carry",
+    "geo_transform": "",
 }
 
 
@@ -236,6 +239,8 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
         glue_workers=_int(ctx, "glue_workers", 2, 299),
         retain_data=_bool(ctx, "retain_data"),
         swap_mode=_text(ctx, "swap_mode", lambda v: v in SWAP_MODES, f"one of {SWAP_MODES}"),
+        geo_transform=_text(ctx, "geo_transform", lambda v: v == "" or bool(_TRANSFORM_RE.match(v)),
+                            "'' (the default reverse geocoder) or 'module:Class'") or None,
     )
 
 

@@ -19,6 +19,7 @@ from infra.geo_streams import GeoStreams
 from infra.ingest import IngestStream
 from infra.monitoring import Monitoring, Watched
 from infra.network import Network
+from infra.outputs import OperatorOutputs
 from infra.partitioner_fn import PartitionerFunction
 from infra.router import RouterFunction
 from infra.storage import Storage
@@ -71,7 +72,8 @@ class GeoRebalancerStack(Stack):
             subnets=self.network.private_subnets,
             security_group=self.network.security_group,
             hooks=self.hooks.function,
-            environment={k: v for k, v in env.items() if k not in ("POLICY_JSON", "SNAPSHOTS_BUCKET")},
+            environment={k: v for k, v in env.items() if k not in ("POLICY_JSON", "SNAPSHOTS_BUCKET")}
+            | ({"GEO_TRANSFORM": config.geo_transform} if config.geo_transform else {}),
         )
         self.deployer = DeployerFunction(self, "Deployer", kit=kit, specs=self.storage.specs, environment=env)
         self.monitoring = Monitoring(
@@ -92,6 +94,10 @@ class GeoRebalancerStack(Stack):
         )
         self._grant()
         self._outputs()
+        OperatorOutputs(self, "OperatorOutputs", dashboard=self.monitoring.dashboard, alarms=self.monitoring.alarms,
+                        functions={"Router": self.router.function, "Partitioner": self.partitioner.function,
+                                   "Deployer": self.deployer.function, "Hooks": self.hooks.function},
+                        worker_logs=self.workers.log_group, job_logs=getattr(self.aggregation, "log_group", None))
         acknowledge_findings(self)
 
     # -- names shared with the Lambdas and workers (docs/CONTRACTS.md "Environment variables") --------------

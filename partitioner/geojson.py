@@ -1,15 +1,16 @@
 """A spec as a GeoJSON FeatureCollection (RFC 7946), one feature per partition.
 
-Each partition becomes a ``MultiPolygon`` of the squares it actually owns: its listed
-quadkeys minus the finer cells other partitions list inside them (a coarse cell with a
-hole is replaced by the children that stay, recursively), so features never overlap
-except for the shares of a hash-split cell, which all cover that one cell. Squares are
-not merged: the geometry is a union of quadkey squares (exact, valid, a little verbose).
+Each partition's geometry is the squares it actually owns (its listed quadkeys minus the
+finer cells other partitions list inside them), dissolved into polygons with holes by
+:func:`partitioner.rings.square_polygons`: a ``Polygon`` when the area is one
+edge-connected piece, else a ``MultiPolygon``. Every feature is valid under OGC rules
+(shapely ``is_valid``) and covers exactly its squares; features never overlap except the
+shares of a hash-split cell, which all cover that one cell.
 
 Properties: ``id``, ``worker``, ``load`` (the spec's, or the load attributed from a
 ``Counts`` if one is given), ``utilisation`` (load / max_load), ``split_share`` (1.0
 unless hash-split), ``hash_range`` (or null), ``catch_all`` (bool), ``quadkeys``
-(number listed), ``squares`` (number drawn).
+(number listed), ``squares`` (number of quadtree squares owned).
 
 The collection carries ``version``, ``max_load`` and ``strategy`` as foreign members.
 
@@ -18,9 +19,10 @@ Notes
 * **Catch-all.** It owns "everything else", which has no useful polygon: its feature has
   ``"geometry": null`` (allowed by RFC 7946) and ``catch_all: true``.
 * **Antimeridian.** A quadkey square never crosses it (tile columns end at +/-180), so
-  a region spanning it is simply squares on both sides; no ring is split.
+  a region spanning it is a ``MultiPolygon`` with polygons on both sides, split at the
+  meridian as RFC 7946 section 3.1.9 asks; no ring crosses +/-180.
 * **Poles.** Squares stop at +/-85.0511 (web mercator); exterior rings are counter-
-  clockwise as RFC 7946 asks.
+  clockwise and holes clockwise, as RFC 7946 section 3.1.6 asks.
 """
 
 from __future__ import annotations
@@ -29,20 +31,27 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from partitioner.counts import Counts
 from partitioner.geometry import owned_squares
 from partitioner.index import SpecIndex
 from partitioner.metrics import leaf_loads
+from partitioner.rings import tile_polygons
 from partitioner.spec import Spec
-from partitioner.tiles import bounds, quadkey_to_tile
+from partitioner.tiles import IntArray, quadkeys_to_arrays
 
 __all__ = ["owned_squares", "spec_to_geojson", "write_geojson"]
 
 
-def _ring(q: str, precision: int) -> list[list[float]]:
-    b = bounds(quadkey_to_tile(q))
-    w, s, e, n = (round(v, precision) for v in b)
-    return [[w, s], [e, s], [e, n], [w, n], [w, s]]
+def _geometry(x: IntArray, y: IntArray, z: IntArray, precision: int) -> dict[str, Any] | None:
+    """A Polygon for one piece, a MultiPolygon for several, None for no square."""
+    polys = [[p.shell, *p.holes] for p in tile_polygons(x, y, z, precision=precision)]
+    if not polys:
+        return None
+    if len(polys) == 1:
+        return {"type": "Polygon", "coordinates": polys[0]}
+    return {"type": "MultiPolygon", "coordinates": polys}
 
 
 def spec_to_geojson(spec: Spec, counts: Counts | None = None, *, precision: int = 7) -> dict[str, Any]:
@@ -61,12 +70,15 @@ def spec_to_geojson(spec: Spec, counts: Counts | None = None, *, precision: int 
     if counts is not None:
         qks, w = leaf_loads(counts)
         loads = [float(v) for v in SpecIndex(spec).attribute(qks, w)]
-    squares = owned_squares(spec)
+    squares = {pid: list(dict.fromkeys(sq)) for pid, sq in owned_squares(spec).items()}  # a square once
+    every = [q for p in spec.partitions for q in squares[p.id]]
+    x, y, z = quadkeys_to_arrays(every)  # one conversion for all partitions (each owns disjoint squares)
+    ends = np.cumsum([len(squares[p.id]) for p in spec.partitions])
     features: list[dict[str, Any]] = []
-    for p, load in zip(spec.partitions, loads, strict=True):
+    for k, (p, load) in enumerate(zip(spec.partitions, loads, strict=True)):
         sq = squares[p.id]
-        geometry = None if p.is_catch_all else {"type": "MultiPolygon",
-                                                "coordinates": [[_ring(q, precision)] for q in sq]}
+        a, b = int(ends[k]) - len(sq), int(ends[k])
+        geometry = None if p.is_catch_all else _geometry(x[a:b], y[a:b], z[a:b], precision)
         features.append({
             "type": "Feature",
             "id": p.id,

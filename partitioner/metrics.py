@@ -49,6 +49,7 @@ Notes
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
@@ -94,6 +95,17 @@ __all__ = [  # geometry, rendering and the lower bound have their own homes; re-
     "stability",
     "summary_line",
 ]
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float (a measure that does not exist, e.g. no region) as None: valid JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -182,7 +194,8 @@ class SpecMetrics:
         d["non_contiguous"] = list(self.non_contiguous)
         d.update(worker_count=self.worker_count, region_count=self.region_count, waste_ratio=self.waste_ratio,
                  mismatch=self.mismatch)
-        return d
+        safe: dict[str, Any] = _json_safe(d)
+        return safe
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ def test_build_writes_a_valid_spec_and_prints_the_table(tmp_path, capsys):
     # THEN the spec is valid and the table and summary are printed
     spec = load_spec(out)
     assert validate(spec) == [] and spec.version == 7 and spec.max_load == 2500.0
-    assert "Total partitions:" in text and "Max points per partition: 2500" in text
+    assert "Total partitions:" in text and "Cap (max load per worker): 2500" in text
     assert "Workers:" in text and "lower bound 12" in text and f"wrote {out}" in text
     assert json.loads((tmp_path / "m.json").read_text())["lower_bound"] == 12
 
@@ -74,7 +74,7 @@ def test_evaluate_old_spec_under_new_load_shows_planned_to_actual(built, tmp_pat
     assert main(["evaluate", counts, str(built)]) == 0
     out = capsys.readouterr().out
     # THEN the lines read planned -> actual and the overloaded workers are listed
-    assert "->" in out and "utilized)" in out and "Over max_load under this load:" in out
+    assert "->" in out and "of the cap)" in out and "Over the cap under this load:" in out
 
 
 def test_diff_with_and_without_counts(built, tmp_path, capsys):

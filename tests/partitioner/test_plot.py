@@ -5,9 +5,11 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import numpy as np
+import pytest
 from spec_factory import make_counts, make_spec, qk
 
-from partitioner.plot import merc_y, plot_mismatch, plot_spec
+from partitioner.plot import _lon_cut, _title, merc_y, plot_mismatch, plot_spec
 
 Z = 12
 A = [qk(x, y, Z) for x in range(2040, 2046) for y in range(1360, 1366)]
@@ -50,3 +52,38 @@ def test_plot_mismatch_bars(tmp_path):
 def test_merc_y_is_zero_at_the_equator_and_symmetric():
     y = merc_y([0.0, 45.0, -45.0, 90.0])
     assert abs(y[0]) < 1e-12 and abs(y[1] + y[2]) < 1e-12 and 179.9 < y[3] <= 180.0 + 1e-9
+
+
+def test_a_region_across_the_antimeridian_is_drawn_in_one_piece(tmp_path):
+    # GIVEN squares on both sides of +/-180 (the last and the first columns at zoom 7)
+    n = 1 << 7
+    west = np.array([(n - 2) / n * 360 - 180, (n - 1) / n * 360 - 180, -180.0, 1 / n * 360 - 180])
+    east = west + 360 / n
+    # WHEN the view is chosen THEN it starts east of the widest empty band, so the squares are contiguous
+    cut = _lon_cut(west, east)
+    assert cut == pytest.approx(west[0])
+    shifted = np.where(west < cut, west + 360.0, west)
+    assert shifted.max() - shifted.min() == pytest.approx(3 * 360 / n)
+    # AND data far from the meridian keeps the usual -180..180 view
+    assert _lon_cut(np.array([-10.0, 20.0]), np.array([-9.0, 21.0])) == -180.0
+    spec = make_spec([("p0001", "w0001", [qk(x % n, 60, 7) for x in range(n - 2, n + 2)], 1.0)], 5.0)
+    assert png_size(plot_spec(spec, tmp_path / "anti.png", size=(6.0, 3.0), dpi=40)) == (240, 120)
+
+
+def test_the_title_says_which_spec_is_drawn_under_which_load():
+    assert "spec v1 (test) under the load it was built for" in _title(SPEC, None, None)
+    under = _title(SPEC, make_counts(dict.fromkeys(A, 1.0)), "old spec v1 under the load that triggered v2")
+    assert under.startswith("old spec v1 under the load that triggered v2\n")
+    assert "spec v1 (test) under load from" in under and "cap 80 per worker" in under
+
+
+def test_the_title_names_a_snapshot_by_its_window_not_its_manifest_file():
+    counts = make_counts(dict.fromkeys(A, 1.0), "snapshots/window_end=2026-01-01T00-05-00Z/_manifest.json")
+    assert "under load from window_end=2026-01-01T00-05-00Z;" in _title(SPEC, counts, None)
+
+
+def test_data_spread_over_the_world_keeps_the_usual_view():
+    # GIVEN cells all around the world with the widest gap (20 degrees) in the Pacific, not at +/-180
+    west = np.concatenate([np.arange(-179.0, -160.0, 1.0), np.arange(-140.0, 179.0, 1.0)])
+    # THEN re-centring would save only 20 of 360 degrees: the view stays -180..180
+    assert _lon_cut(west, west + 1.0) == -180.0

@@ -1,0 +1,47 @@
+"""The geo_transform setting: validated at synth, passed to the workers as GEO_TRANSFORM, image copies transforms/."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from app import build_app
+from infra.config import ConfigError, load_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("bad", ["justamodule", "mod:", ":Cls", "my-mod:Cls", "a.b:C.D", 3])
+def test_a_bad_transform_name_stops_synth_naming_it(bad: Any) -> None:
+    with pytest.raises(ConfigError, match=r"context 'geo_transform' must be '' \(the default reverse geocoder\)"):
+        load_config({"geo_transform": bad})
+
+
+def test_the_default_sets_no_geo_transform(emr: Any) -> None:
+    # GIVEN cdk.json as shipped THEN the worker container has no GEO_TRANSFORM (the worker's default applies)
+    assert load_config({}).geo_transform is None
+    (task,) = emr.resources("AWS::ECS::TaskDefinition").values()
+    env = task["Properties"]["ContainerDefinitions"][0]["Environment"]
+    assert "GEO_TRANSFORM" not in {e["Name"] for e in env}
+
+
+def test_a_set_transform_reaches_the_worker_container(tmp_path: Path) -> None:
+    # GIVEN -c geo_transform=transforms.geofence:Geofences
+    ctx = {**json.loads((REPO / "cdk.json").read_text())["context"], "geo_transform": "transforms.geofence:Geofences"}
+    stack = build_app(cdk.App(context=ctx, outdir=str(tmp_path)))
+    # THEN the worker task carries it as GEO_TRANSFORM
+    Template.from_stack(stack).has_resource_properties("AWS::ECS::TaskDefinition", {"ContainerDefinitions": [
+        Match.object_like({"Environment": Match.array_with([{"Name": "GEO_TRANSFORM",
+                                                              "Value": "transforms.geofence:Geofences"}])})]})
+
+
+def test_the_worker_image_copies_the_transforms_folder() -> None:
+    dockerfile = (REPO / "geo_service" / "Dockerfile").read_text()
+    ignore = (REPO / "geo_service" / "Dockerfile.dockerignore").read_text().split()
+    assert "COPY transforms/ /app/transforms/" in dockerfile
+    assert "!transforms/" in ignore and "!transforms/**" in ignore
