@@ -16,6 +16,8 @@ Notes
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import chain
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -36,31 +38,17 @@ class SpecIndex:
         self.catch_all_index = next((i for i, p in enumerate(spec.partitions) if p.is_catch_all), -1)
         if self.catch_all_index < 0:
             raise SpecError(f"spec v{spec.version!r} has no catch-all partition")
+        self.listed = listed_squares(spec)
+        lab, x, y, z = self.listed
         # owner per (zoom, code): >= 0 partition index, < 0 split-group -(g+1)
-        plain_qks: list[str] = []
-        plain_owner: list[int] = []
-        groups: dict[str, list[tuple[int, int, int]]] = {}
-        for i, p in enumerate(spec.partitions):
-            for q in p.quadkeys:
-                if q == "":
-                    continue
-                if len(q) > LOOKUP_ZOOM:
-                    raise SpecError(f"partition {p.id!r} quadkey {q!r} is deeper than zoom {LOOKUP_ZOOM}")
-                if p.hash_range is not None:
-                    groups.setdefault(q, []).append((p.hash_range[0], p.hash_range[1], i))
-                else:
-                    plain_qks.append(q)
-                    plain_owner.append(i)
+        owner = lab.copy()
         self._group_lo: list[IntArray] = []
         self._group_part: list[IntArray] = []
-        for g, (q, members) in enumerate(sorted(groups.items())):
-            members.sort()
-            self._group_lo.append(np.array([m[0] for m in members], dtype=np.int64))
-            self._group_part.append(np.array([m[2] for m in members], dtype=np.int64))
-            plain_qks.append(q)
-            plain_owner.append(-(g + 1))
-        x, y, z = quadkeys_to_arrays(plain_qks)
-        owner = np.array(plain_owner, dtype=np.int64)
+        keep = z > 0  # the root is the catch-all's: it owns whatever no listed square holds
+        split = np.array([p.hash_range is not None for p in spec.partitions], dtype=bool)
+        if split.any():
+            owner, keep = self._split_groups(split, lab, x, y, z, keep)
+        x, y, z, owner = x[keep], y[keep], z[keep], owner[keep]
         self._codes: dict[int, IntArray] = {}
         self._owner: dict[int, IntArray] = {}
         for zoom, sel in by_zoom(z):
@@ -69,6 +57,27 @@ class SpecIndex:
             self._codes[zoom] = codes[order]
             self._owner[zoom] = owner[sel][order]
         self.zooms: list[int] = sorted(self._codes, reverse=True)
+
+    def _split_groups(self, split: npt.NDArray[np.bool_], lab: IntArray, x: IntArray, y: IntArray, z: IntArray,
+                      keep: npt.NDArray[np.bool_]) -> tuple[IntArray, npt.NDArray[np.bool_]]:
+        """Owners with each cell split by entity hash as one row owned by ``-(group + 1)``; the shares per group.
+
+        Returns the owner of each listed row and the rows to put in the lookup tables.
+        """
+        rows = np.flatnonzero(split[lab] & keep)
+        keys = np.left_shift(np.int64(1), 2 * z[rows]) | (x[rows] << z[rows]) | y[rows]
+        uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+        parts = self.partitions
+        for g in range(len(uniq)):  # Python work per split cell, not per listed square
+            members = sorted(lab[rows[inv == g]].tolist(), key=lambda i: (parts[i].hash_range or (0, 0))[0])
+            self._group_lo.append(np.array([(parts[i].hash_range or (0, 0))[0] for i in members], dtype=np.int64))
+            self._group_part.append(np.array(members, dtype=np.int64))
+        owner = lab.copy()
+        owner[rows] = -(inv + 1)
+        out = keep.copy()
+        out[rows] = False
+        out[rows[first]] = True  # one row per split cell
+        return owner, out
 
     # ------------------------------------------------------------------
     def locate_xy(self, x: npt.ArrayLike, y: npt.ArrayLike, zoom: int,
@@ -121,21 +130,28 @@ class SpecIndex:
         A weight in a split hot cell is shared among its partitions in proportion
         to their hash ranges (entities are assumed uniform over buckets).
         """
+        if len(quadkeys) == 0:
+            return np.zeros(len(self.partitions), dtype=np.float64)
+        return self.attribute_tiles(*quadkeys_to_arrays(quadkeys), weights)
+
+    def attribute_tiles(self, x: IntArray, y: IntArray, z: IntArray, weights: npt.ArrayLike
+                        ) -> npt.NDArray[np.float64]:
+        """:meth:`attribute` for tiles given as arrays (each at its own zoom ``z``)."""
         w = np.asarray(weights, dtype=np.float64)
         loads = np.zeros(len(self.partitions), dtype=np.float64)
-        if len(quadkeys) == 0:
-            return loads
-        x, y, z = quadkeys_to_arrays(quadkeys)
         for zoom, sel in by_zoom(z):
             owners = self._locate_groups(x[sel], y[sel], zoom)
             plain = owners >= 0
-            np.add.at(loads, owners[plain], w[sel][plain])
-            for g in np.unique(owners[~plain]):
-                gi = -int(g) - 1
-                total = float(w[sel][owners == g].sum())
+            ws = w[sel]
+            loads += np.bincount(owners[plain], weights=ws[plain], minlength=len(loads))
+            split = ~plain
+            if not split.any():
+                continue
+            group_load = np.bincount(-owners[split] - 1, weights=ws[split], minlength=len(self._group_lo))
+            for gi in np.flatnonzero(group_load).tolist():
                 his = np.append(self._group_lo[gi][1:], HASH_BUCKETS)
                 shares = (his - self._group_lo[gi]) / HASH_BUCKETS
-                np.add.at(loads, self._group_part[gi], total * shares)
+                np.add.at(loads, self._group_part[gi], float(group_load[gi]) * shares)
         return loads
 
     def group_members(self, group: int) -> IntArray:
@@ -160,6 +176,32 @@ class SpecIndex:
             out[hit] = self._owner[z][pos_c[hit]]
             unresolved &= ~hit
         return out
+
+
+class Listed(NamedTuple):
+    """Every quadkey a spec lists, as arrays: the partition index listing it and its tile."""
+
+    label: IntArray
+    x: IntArray
+    y: IntArray
+    z: IntArray
+
+
+def listed_squares(spec: Spec) -> Listed:
+    """The squares every partition lists, in spec order (the catch-all's root included, at zoom 0).
+
+    Raises SpecError for a quadkey deeper than :data:`LOOKUP_ZOOM`. Python work is per
+    partition; the quadkeys are converted in one NumPy call.
+    """
+    sizes = [len(p.quadkeys) for p in spec.partitions]
+    flat = list(chain.from_iterable(p.quadkeys for p in spec.partitions))
+    label = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+    if flat and max(map(len, flat)) > LOOKUP_ZOOM:
+        k = next(k for k, q in enumerate(flat) if len(q) > LOOKUP_ZOOM)
+        raise SpecError(f"partition {spec.partitions[int(label[k])].id!r} quadkey {flat[k]!r} is deeper than "
+                        f"zoom {LOOKUP_ZOOM}")
+    x, y, z = quadkeys_to_arrays(flat)
+    return Listed(label, x, y, z)
 
 
 def by_zoom(z: IntArray) -> Iterator[tuple[int, npt.NDArray[np.bool_]]]:

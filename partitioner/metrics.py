@@ -69,7 +69,7 @@ from partitioner.graph import boundary_mask, neighbour_pairs
 from partitioner.index import SpecIndex
 from partitioner.render import render_stability, render_table, summary_line
 from partitioner.spec import HASH_BUCKETS, Spec
-from partitioner.tiles import FloatArray, arrays_to_quadkeys, quadkeys_to_arrays
+from partitioner.tiles import FloatArray, arrays_to_quadkeys
 
 __all__ = [  # geometry, rendering and the lower bound have their own homes; re-exported for old imports
     "GEOMETRY_BUDGET",
@@ -228,7 +228,7 @@ class SpecDiff:
 
 
 def leaf_loads(counts: Counts) -> tuple[tuple[str, ...], FloatArray]:
-    """Return quadkeys and weights that count every place once.
+    """Return quadkeys and weights that count every place once (:meth:`partitioner.counts.Counts.leaves`).
 
     Single-zoom counts come back as they are. For a rolled-up quadtree (refinement
     rows under grid cells) each row keeps its weight minus the weights of its nearest
@@ -242,18 +242,8 @@ def leaf_loads(counts: Counts) -> tuple[tuple[str, ...], FloatArray]:
     """
     if len(counts.zooms) == 1:
         return counts.quadkeys, np.asarray(counts.weights, dtype=np.float64)
-    grid = counts.grid()
-    grid_qks = arrays_to_quadkeys(grid.x, grid.y, grid.zoom)
-    weights: dict[str, float] = dict(zip(grid_qks, (float(w) for w in grid.weight), strict=True))
-    refinement = counts.refinement()
-    weights.update(refinement)
-    for q, w in refinement.items():
-        for k in range(len(q) - 1, grid.zoom - 1, -1):
-            if q[:k] in weights:
-                weights[q[:k]] -= w
-                break
-    qks = tuple(weights)
-    return qks, np.maximum(np.fromiter(weights.values(), dtype=np.float64, count=len(qks)), 0.0)
+    leaves = counts.leaves()
+    return tuple(arrays_to_quadkeys(leaves.x, leaves.y, leaves.z)), leaves.weight
 
 
 class _Share(NamedTuple):
@@ -322,13 +312,13 @@ def evaluate(spec: Spec, counts: Counts) -> SpecMetrics:
     when the spec has no region with cells.
     """
     index = SpecIndex(spec)
-    qks, weights = leaf_loads(counts)
-    loads = index.attribute(qks, weights)
-    total = float(weights.sum())
+    leaves = counts.leaves()
+    loads = index.attribute_tiles(leaves.x, leaves.y, leaves.z, leaves.weight)
+    total = float(leaves.weight.sum())
     grid_zoom = counts.grid_zoom
     regions = [i for i, p in enumerate(spec.partitions) if not p.is_catch_all and p.hash_range is None]
-    gzoom = geometry_zoom(spec, grid_zoom, regions)
-    area, comps, compact = square_shapes(spec, regions, gzoom)
+    gzoom = geometry_zoom(spec, grid_zoom, regions, index)
+    area, comps, compact = square_shapes(spec, regions, gzoom, index)
     cap = spec.max_load
     is_region = np.zeros(len(spec.partitions), dtype=bool)
     is_region[regions] = True
@@ -342,9 +332,9 @@ def evaluate(spec: Spec, counts: Counts) -> SpecMetrics:
     by_worker: dict[str, list[PartitionMetrics]] = defaultdict(list)
     for pm in parts:
         by_worker[pm.worker].append(pm)
+    worker_load = {w.id: float(sum(pm.load for pm in by_worker[w.id])) for w in spec.workers}
     workers = tuple(
-        WorkerMetrics(id=w.id, planned_load=w.load, load=float(sum(pm.load for pm in by_worker[w.id])),
-                      utilisation=float(sum(pm.load for pm in by_worker[w.id])) / cap,
+        WorkerMetrics(id=w.id, planned_load=w.load, load=worker_load[w.id], utilisation=worker_load[w.id] / cap,
                       partitions=tuple(pm.id for pm in by_worker[w.id]))
         for w in spec.workers
     )
@@ -379,11 +369,11 @@ def stability(old: Spec, new: Spec, counts: Counts) -> Stability:
     of hash ranges whose (partition, worker) match (entities are uniform over buckets).
     Cells are the leaves of the counts (see :func:`leaf_loads`).
     """
-    qks, w = leaf_loads(counts)
+    leaves = counts.leaves()
+    x, y, z, w = leaves.x, leaves.y, leaves.z, leaves.weight
     total = float(w.sum())
     if total <= 0:
         return Stability(old.version, new.version, 0.0, 0.0, 0.0)
-    x, y, z = quadkeys_to_arrays(qks)
     o = SpecIndex(old).locate_tiles(x, y, z)
     n = SpecIndex(new).locate_tiles(x, y, z)
     key_ids: dict[tuple[str, str], int] = {}
