@@ -89,15 +89,14 @@ def carve(idx: IntArray, grid: Grid, cap: float, *, window: float = 0.0, pairs: 
             continue
         k = math.ceil(load / cap - 1e-12)
         u, v = axes(x[cur], y[cur], zoom)
-        orders = [np.lexsort((v, u))]
+        orders = [_order(u, v)]
         if window > 0:
-            orders.append(np.lexsort((u, v)))
+            orders.append(_order(v, u))
         wc = w[cur]
         cuts = [cut_at(np.cumsum(wc[o]), k, cap, window, (pi, pj) if window > 0 else None, o, wc) for o in orders]
         best = min(range(len(orders)), key=lambda c: cuts[c].cost)  # the first on a tie
         cut, order = cuts[best], orders[best]
-        for side in (order[:cut.position], order[cut.position:]):
-            si, sj = sub_pairs(side, len(cur), pi, pj)
+        for side, si, sj in _split_pairs(order, cut.position, pi, pj):
             n, labels = components_of_pairs(len(side), si, sj)
             if n == 1:
                 stack.append((cur[side], si, sj))
@@ -105,6 +104,30 @@ def carve(idx: IntArray, grid: Grid, cap: float, *, window: float = 0.0, pairs: 
             for g in group_indices(labels, n):
                 stack.append((cur[side[g]], *sub_pairs(g, len(side), si, sj)))
     return done
+
+
+def _order(u: IntArray, v: IntArray) -> IntArray:
+    """Cells ordered by ``u``, then ``v`` (the pairs are unique, so any sort gives this one order)."""
+    key = (u - u.min()) * (int(v.max() - v.min()) + 1) + (v - v.min())
+    order: IntArray = np.argsort(key)
+    return order
+
+
+def _split_pairs(order: IntArray, position: int, i: IntArray, j: IntArray) -> list[tuple[IntArray, IntArray, IntArray]]:
+    """Both sides of a cut (``order[:position]`` and the rest), each with its pairs renumbered to it."""
+    m = len(order)
+    second = np.zeros(m, dtype=bool)
+    second[order[position:]] = True
+    pos = np.empty(m, dtype=np.int64)
+    pos[order[:position]] = np.arange(position)
+    pos[order[position:]] = np.arange(m - position)
+    side_i = second[i]
+    within = side_i == second[j]
+    out = []
+    for flag, side in ((False, order[:position]), (True, order[position:])):
+        keep = within & (side_i == flag)
+        out.append((side, pos[i[keep]], pos[j[keep]]))
+    return out
 
 
 def cut_at(csum: FloatArray, k: int, cap: float, window: float, pairs: Pairs | None, order: IntArray,
@@ -136,22 +159,41 @@ def cut_at(csum: FloatArray, k: int, cap: float, window: float, pairs: Pairs | N
         ok |= (left <= j * cap * tol) & (left >= j * cap - window) & (load - left <= (k - j) * cap * tol)
     if not ok.any():
         return Cut(exact, math.inf)
-    rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n)
-    i, j2 = pairs
-    lo, hi = np.minimum(rank[i], rank[j2]), np.maximum(rank[i], rank[j2])
-    weight = np.minimum(w[i], w[j2])
-    # a pair is cut by every cut position c with lo < c <= hi
-    diff = np.bincount(lo + 1, weights=weight, minlength=n + 1) - np.bincount(hi + 1, weights=weight, minlength=n + 1)
-    cost = np.cumsum(diff)[1:n]
     cand = np.nonzero(ok)[0]
-    pick = cand[np.lexsort((np.abs(left[cand] - (k // 2) * cap), cost[cand]))[0]]
-    return Cut(int(pick) + 1, float(cost[pick]))
+    cost = _cut_costs(int(cand[0]) + 1, int(cand[-1]) + 1, pairs, order, w)[cand - cand[0]]
+    best = int(np.lexsort((np.abs(left[cand] - (k // 2) * cap), cost))[0])
+    return Cut(int(cand[best]) + 1, float(cost[best]))
+
+
+def _cut_costs(c0: int, c1: int, pairs: Pairs, order: IntArray, w: FloatArray) -> FloatArray:
+    """Load on the pairs each cut position ``c0 .. c1`` separates (a pair weighs the lighter of its cells).
+
+    A pair at ranks ``lo < hi`` is cut by every position ``c`` with ``lo < c <= hi``; only
+    the pairs that straddle some position of the range are summed.
+    """
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    i, j = pairs
+    ri, rj = rank[i], rank[j]
+    lo, hi = np.minimum(ri, rj), np.maximum(ri, rj)
+    rel = (lo < c1) & (hi >= c0)
+    lo, hi = lo[rel], hi[rel]
+    weight = np.minimum(w[i[rel]], w[j[rel]])
+    size = c1 - c0 + 1
+    enter = np.bincount(np.maximum(lo + 1, c0) - c0, weights=weight, minlength=size)[:size]
+    leave = np.bincount(np.minimum(hi + 1 - c0, size), weights=weight, minlength=size + 1)[:size]
+    out: FloatArray = np.cumsum(enter, dtype=np.float64) - np.cumsum(leave, dtype=np.float64)
+    return out
 
 
 def axes(x: IntArray, y: IntArray, zoom: int) -> tuple[IntArray, IntArray]:
     """Return (primary, secondary) coordinates: the longer extent first, x unwrapped at the antimeridian."""
     n = 1 << zoom
+    lo_x, hi_x = int(x.min()), int(x.max())
+    if hi_x - lo_x < n // 2:  # cannot wrap: the gap outside [min, max] is the largest
+        xu = x - lo_x
+        ext_y = int(y.max() - y.min())
+        return (xu, y) if hi_x - lo_x >= ext_y else (y, xu)
     ux = np.unique(x)
     if len(ux) > 1:
         gaps = np.diff(np.append(ux, ux[0] + n))
