@@ -93,10 +93,18 @@ def carve(idx: IntArray, grid: Grid, cap: float, *, window: float = 0.0, pairs: 
         if window > 0:
             orders.append(_order(v, u))
         wc = w[cur]
-        cuts = [cut_at(np.cumsum(wc[o]), k, cap, window, (pi, pj) if window > 0 else None, o, wc) for o in orders]
+        # unwrapped coordinates make neighbours exactly the cells one step apart, unless a piece circles the globe
+        local = window > 0 and int(max(u.max() - u.min(), v.max() - v.min())) < (1 << zoom) - 1
+        coords = [(u, v), (v, u)] if local else [None, None]
+        cuts = [cut_at(np.cumsum(wc[o]), k, cap, window, (pi, pj) if window > 0 else None, o, wc, coords[c])
+                for c, o in enumerate(orders)]
         best = min(range(len(orders)), key=lambda c: cuts[c].cost)  # the first on a tie
         cut, order = cuts[best], orders[best]
+        prim, sec = (u, v) if best == 0 else (v, u)
         for side, si, sj in _split_pairs(order, cut.position, pi, pj):
+            if _columns_connected(prim[side], sec[side]):
+                stack.append((cur[side], si, sj))
+                continue
             n, labels = components_of_pairs(len(side), si, sj)
             if n == 1:
                 stack.append((cur[side], si, sj))
@@ -104,6 +112,23 @@ def carve(idx: IntArray, grid: Grid, cap: float, *, window: float = 0.0, pairs: 
             for g in group_indices(labels, n):
                 stack.append((cur[side[g]], *sub_pairs(g, len(side), si, sj)))
     return done
+
+
+def _columns_connected(u: IntArray, v: IntArray) -> bool:
+    """A quick proof that cells sorted by ``(u, v)`` are 8-connected: gapless columns, each touching the next.
+
+    False means "not proven" (the caller then computes the components).
+    """
+    if len(u) < 2:
+        return True
+    new_column = u[1:] != u[:-1]
+    if np.any(~new_column & (v[1:] != v[:-1] + 1)):  # a gap inside a column
+        return False
+    first = np.flatnonzero(np.concatenate([[True], new_column]))
+    if np.any(np.diff(u[first]) != 1):  # a missing column
+        return False
+    lo, hi = v[first], v[np.append(first[1:], len(v)) - 1]
+    return bool(np.all((lo[1:] <= hi[:-1] + 1) & (lo[:-1] <= hi[1:] + 1)))
 
 
 def _order(u: IntArray, v: IntArray) -> IntArray:
@@ -131,7 +156,7 @@ def _split_pairs(order: IntArray, position: int, i: IntArray, j: IntArray) -> li
 
 
 def cut_at(csum: FloatArray, k: int, cap: float, window: float, pairs: Pairs | None, order: IntArray,
-           w: FloatArray) -> Cut:
+           w: FloatArray, coords: tuple[IntArray, IntArray] | None = None) -> Cut:
     """Where to cut cells taken in ``order`` (``csum``: their running load), and the cost of that cut.
 
     Notes
@@ -142,7 +167,8 @@ def cut_at(csum: FloatArray, k: int, cap: float, window: float, pairs: Pairs | N
     most ``window`` and both sides still fit in ``j`` and ``k - j`` workers (``j`` =
     ``k // 2`` or ``k - k // 2``); it takes the cut through the least load, counted
     over the 8-neighbour ``pairs`` it separates (each pair weighs the lighter of its
-    two cells). That keeps hot spots whole and boundary load low, at the price of
+    two cells; with ``coords``, the cells' ``(u, v)`` sorted by ``order``, only the pairs
+    near the candidate cuts are searched, see :func:`_band_pairs`). That keeps hot spots whole and boundary load low, at the price of
     pieces that pack less tightly (the caller narrows the window if that costs a
     worker).
     """
@@ -160,9 +186,37 @@ def cut_at(csum: FloatArray, k: int, cap: float, window: float, pairs: Pairs | N
     if not ok.any():
         return Cut(exact, math.inf)
     cand = np.nonzero(ok)[0]
-    cost = _cut_costs(int(cand[0]) + 1, int(cand[-1]) + 1, pairs, order, w)[cand - cand[0]]
+    c0, c1 = int(cand[0]) + 1, int(cand[-1]) + 1
+    if coords is not None:
+        pairs = _band_pairs(c0, c1, order, *coords)
+    cost = _cut_costs(c0, c1, pairs, order, w)[cand - cand[0]]
     best = int(np.lexsort((np.abs(left[cand] - (k // 2) * cap), cost))[0])
     return Cut(int(cand[best]) + 1, float(cost[best]))
+
+
+def _band_pairs(c0: int, c1: int, order: IntArray, u: IntArray, v: IntArray) -> Pairs:
+    """The 8-neighbour pairs that a cut at a rank in ``c0 .. c1`` (cells sorted by ``(u, v)``) can separate.
+
+    A pair joins cells at most one ``u`` apart, so it straddles such a cut only if both its
+    cells lie in the columns from one before the first cut's column to one after the last
+    one's; those cells are a contiguous run of ranks, searched for neighbours alone.
+    """
+    pu, pv = u[order], v[order]
+    r0 = int(np.searchsorted(pu, pu[c0 - 1] - 1, side="left"))
+    r1 = int(np.searchsorted(pu, pu[min(c1, len(pu) - 1)] + 1, side="right"))
+    bu, bv = pu[r0:r1], pv[r0:r1]
+    span = int(bv.max() - bv.min()) + 3
+    codes = (bu - bu[0] + 1) * span + (bv - bv.min() + 1)  # ascending: the run is sorted by (u, v)
+    src: list[IntArray] = []
+    dst: list[IntArray] = []
+    for du, dv in ((0, 1), (1, -1), (1, 0), (1, 1)):
+        want = codes + du * span + dv
+        pos = np.minimum(np.searchsorted(codes, want), len(codes) - 1)
+        hit = np.flatnonzero(codes[pos] == want)
+        src.append(hit)
+        dst.append(pos[hit])
+    band = order[r0:r1]
+    return band[np.concatenate(src)], band[np.concatenate(dst)]
 
 
 def _cut_costs(c0: int, c1: int, pairs: Pairs, order: IntArray, w: FloatArray) -> FloatArray:
