@@ -264,17 +264,18 @@ def _nearest_ancestor_sums(x: IntArray, y: IntArray, z: IntArray, w: FloatArray,
     order = np.argsort(keys, kind="stable")
     sorted_keys = keys[order]
     out = np.zeros(len(w))
-    rows = np.arange(first_deep, len(w))
+    pending = np.ones(len(w), dtype=bool)  # rows whose nearest listed ancestor is not found yet
+    pending[:first_deep] = False
     for a in range(int(z.max(initial=grid_zoom)) - 1, grid_zoom - 1, -1):
-        rows = rows[z[rows] > a]
+        rows = np.flatnonzero(pending & (z > a))
         if len(rows) == 0:
-            break
+            continue
         shift = z[rows] - a
         anc = tree_keys(x[rows] >> shift, y[rows] >> shift, a)
         hit = is_member(anc, sorted_keys)
         pos = np.searchsorted(sorted_keys, anc[hit])
         np.add.at(out, order[pos], w[rows[hit]])
-        rows = rows[~hit]
+        pending[rows[hit]] = False
     return out
 
 

@@ -172,3 +172,32 @@ def test_counts_from_tiles_make_quadkeys_on_demand() -> None:
     assert counts.quadkeys == ref.quadkeys
     assert counts.refinement() == ref.refinement() == {"0231": 5.0}
     assert counts.total == ref.total == 1.0
+
+
+def _reference_leaves(counts: Counts) -> dict[str, float]:
+    """The leaves as the original dict-based code computed them (grid cells, then refinement rows)."""
+    from partitioner.tiles import arrays_to_quadkeys
+
+    grid = counts.grid()
+    weights = dict(zip(arrays_to_quadkeys(grid.x, grid.y, grid.zoom), grid.weight.tolist(), strict=True))
+    refinement = counts.refinement()
+    weights.update(refinement)
+    for q, w in refinement.items():
+        for k in range(len(q) - 1, grid.zoom - 1, -1):
+            if q[:k] in weights:
+                weights[q[:k]] -= w
+                break
+    return {q: max(w, 0.0) for q, w in weights.items()}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text("0123", min_size=2, max_size=6), st.integers(0, 20), min_size=1, max_size=25))
+def test_leaves_count_every_place_once_like_the_reference(rows: dict[str, int]) -> None:
+    # GIVEN any rolled-up quadtree (rows at several zooms, refinement under present ancestors, orphans)
+    counts = counts_from_pairs([(q, float(w)) for q, w in rows.items()])
+    # WHEN its leaves are computed (vectorised)
+    leaves = counts.leaves()
+    from partitioner.tiles import arrays_to_quadkeys
+    got = dict(zip(arrays_to_quadkeys(leaves.x, leaves.y, leaves.z), leaves.weight.tolist(), strict=True))
+    # THEN they equal the reference's, row for row
+    assert got == _reference_leaves(counts)
