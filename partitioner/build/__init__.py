@@ -5,8 +5,11 @@ Two strategies:
 ``compact`` (default)
     1. **Hot cells** (load > ``max_load``) are split first: into their finer
        cells when the counts carry refinement rows (recursively), else across
-       several workers by entity hash (full shares of exactly ``max_load`` plus
-       one remainder share that packs with other work).
+       several workers by entity hash: whole workers of ``max_load``, and the rest
+       poured into the room the packed regions leave, on the workers of the cell's
+       neighbours first (:mod:`~partitioner.build.pour`). If hot and big cells still
+       leave the packing above the lower bound + 1, cells above half (then a
+       quarter) of the cap are split by hash too.
     2. The other cells are grouped into **8-connected components**. A component
        within ``max_load`` is one region as it is (sparse data: each isolated
        cluster stays whole and compact).
@@ -64,8 +67,8 @@ import numpy as np
 from partitioner.build.assemble import SpecHeader, assemble
 from partitioner.build.carving import BRIDGE_LEVELS, carve_cells
 from partitioner.build.cuts import REFINE_COMPONENTS, CutBudget
-from partitioner.build.fresh import fresh_placement
-from partitioner.build.hot import hash_split, split_hot_cells
+from partitioner.build.fresh import fresh_build
+from partitioner.build.hot import hash_split
 from partitioner.build.ids import match_ids
 from partitioner.build.packing import level_workers, lower_bound, pack_best_fit
 from partitioner.build.region import Placement, Region
@@ -196,8 +199,7 @@ def _header(counts: Counts, grid: Grid, hard_cap: float, *, previous: Spec | Non
 def _build_compact(counts: Counts, grid: Grid, cap: float, lb: int, previous: Spec | None,
                    header: SpecHeader) -> BuildReport:
     """The compact strategy: a fresh build, or with ``previous`` a sticky repair if it is not much worse."""
-    hot = split_hot_cells(counts, grid, cap)
-    fresh = fresh_placement(grid, cap, hot, lb)
+    fresh, hot = fresh_build(counts, grid, cap, lb)
 
     def report(spec: Spec, mode: str, notes: tuple[str, ...] = ()) -> BuildReport:
         return BuildReport(check(spec), "compact", lb, hot.cells, hot.hashed, mode, notes)

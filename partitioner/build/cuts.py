@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from partitioner.build.packing import pack_best_fit
+from partitioner.build.pour import pour_count
 from partitioner.counts import Grid
 from partitioner.graph import boundary_mask, components_of_pairs, group_indices, neighbour_pairs, sub_pairs
 from partitioner.tiles import FloatArray, IntArray
@@ -45,13 +45,17 @@ class CutBudget:
     pack_cap : float
         Worker capacity for that packing.
     other_loads : tuple of float
-        Loads of regions made elsewhere (hot-cell shares) that pack with these.
+        Loads of regions made elsewhere (pieces of hot cells) that pack with these.
+    liquid : tuple of float
+        Loads of cells split by entity hash, poured into the room the packing leaves
+        (:func:`partitioner.build.pour.pour`).
     """
 
     windows: tuple[float, ...]
     workers: int
     pack_cap: float
     other_loads: tuple[float, ...] = ()
+    liquid: tuple[float, ...] = ()
 
 
 class Cut(NamedTuple):
@@ -286,10 +290,11 @@ class _Options:
         """The cheapest option carved so far per component; on a tie the narrower window (it packs tighter)."""
         return [min(range(len(self.windows)), key=lambda k: (costs[k], -k)) for costs in self.cost]
 
-    def workers(self, choice: list[int], placed: list[float], pack_cap: float) -> int:
-        """Workers all regions need (``placed`` + the pieces of ``choice``), packed best fit at ``pack_cap``."""
+    def workers(self, choice: list[int], placed: list[float], budget: CutBudget) -> int:
+        """Workers all regions need (``placed`` + the pieces of ``choice``), packed best fit at the budget's cap,
+        with its liquid loads poured into the room left."""
         loads = placed + [ld for c, k in enumerate(choice) for ld in self.piece_loads[c][k]]
-        return max(pack_best_fit(loads, pack_cap), default=-1) + 1
+        return pour_count(loads, budget.liquid, budget.pack_cap, budget.workers)
 
     def total_cost(self, choice: list[int]) -> float:
         return sum(self.cost[c][k] for c, k in enumerate(choice))
@@ -320,7 +325,7 @@ def choose_cuts(comps: list[IntArray], grid: Grid, cap: float, budget: CutBudget
     opts = _Options(comps, grid, cap, windows)
 
     def workers(choice: list[int]) -> int:
-        return opts.workers(choice, placed, budget.pack_cap)
+        return opts.workers(choice, placed, budget)
 
     opts.carve_with((0, exact) if exact > 0 else (0,))
     first = opts.cheapest()

@@ -5,9 +5,9 @@ Notes
 * A region that still fits keeps its id, its listed quadkeys (so contiguity holds where
   load vanished) and its worker.
 * A region over the cap is re-carved; its largest piece keeps the id.
-* A hot cell split by entity hash keeps its shares while each fits, else is re-split
-  with the first shares keeping their ids; a cell newly hotter than the cap is split
-  and taken out of its region.
+* A hot cell split by entity hash keeps its shares while each fits; a share grown past
+  the cap keeps the start of its hash range (id and worker too) and gives up the end as
+  new shares; a cell newly hotter than the cap is split and taken out of its region.
 * A worker over the cap sheds the overflow: the smallest of its regions that covers the
   excess moves if it is small, else a sliver of about the excess is shaved off its
   largest region. Moved pieces go to the fullest worker they fit (best fit), or to a
@@ -20,6 +20,7 @@ Notes
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -28,13 +29,14 @@ import numpy.typing as npt
 
 from partitioner.build.carving import carve_cells
 from partitioner.build.cuts import axes, carve
-from partitioner.build.hot import hash_split
+from partitioner.build.hot import hash_split, split_hot_cells
 from partitioner.build.ids import PARTITION_PREFIX, WORKER_PREFIX, IdAllocator, Ids, fill_blanks
 from partitioner.build.region import Placement, Region
 from partitioner.counts import Counts, Grid
+from partitioner.errors import BuildError
 from partitioner.graph import components, group_indices
 from partitioner.index import SpecIndex
-from partitioner.spec import Partition, Spec
+from partitioner.spec import HASH_BUCKETS, Partition, Spec
 from partitioner.tiles import IntArray, arrays_to_quadkeys
 
 
@@ -50,6 +52,7 @@ class RepairResult:
 class _Survey(NamedTuple):
     """The new load seen through the previous spec."""
 
+    counts: Counts
     grid: Grid
     qks: npt.NDArray[np.object_]  # quadkey of each grid cell
     parts: tuple[Partition, ...]
@@ -68,7 +71,7 @@ def repair(previous: Spec, counts: Counts, cap: float, target_workers: int) -> R
     if any(len(q) > grid.zoom for p in parts if p.hash_range is None for q in p.quadkeys):
         return None
     index = SpecIndex(previous)
-    survey = _Survey(grid, np.array(arrays_to_quadkeys(grid.x, grid.y, grid.zoom), dtype=object), parts, index,
+    survey = _Survey(counts, grid, np.array(arrays_to_quadkeys(grid.x, grid.y, grid.zoom), dtype=object), parts, index,
                      index.locate_groups_xy(grid.x, grid.y, grid.zoom))
     notes: list[str] = []
     plan = _RepairPlan(cap)
@@ -111,18 +114,42 @@ def _hot_cells(survey: _Survey, plan: _RepairPlan, cap: float, notes: list[str])
                 plan.add(Region(p.quadkeys, load * p.share, p.hash_range), p.id, p.worker)
         else:
             notes.append(f"hot cell {members[0].quadkeys[0]!r} re-split for load {load:.6g}")
-            for k, r in enumerate(hash_split(members[0].quadkeys[0], load, cap)):
-                plan.add(r, members[k].id if k < len(members) else "", members[k].worker if k < len(members) else "")
+            _trim_shares(members, load, cap, plan)
         handled[cell] = True
     drop: dict[int, set[str]] = {}
-    for cell in np.nonzero((grid.weight > cap) & ~handled)[0]:
-        q = str(survey.qks[cell])
-        notes.append(f"cell {q!r} at {grid.weight[cell] / cap:.0%} of max_load split by entity hash")
-        for r in hash_split(q, float(grid.weight[cell]), cap):
+    new_hot = np.nonzero((grid.weight > cap) & ~handled)[0]
+    if len(new_hot) == 0:
+        return _HotCells(handled, drop)
+    split = split_hot_cells(survey.counts, grid, cap, only=new_hot)  # finer cells where the counts have them
+    for r in split.regions:
+        plan.add(r, "", "")
+    for liquid in split.liquid:
+        for r in hash_split(liquid.quadkey, liquid.load, cap):
             plan.add(r, "", "")
-        drop.setdefault(int(owner[cell]), set()).add(q)
-        handled[cell] = True
+    hashed = {h.quadkey for h in split.liquid}
+    for i in new_hot.tolist():
+        q = str(survey.qks[i])
+        notes.append(f"cell {q!r} at {grid.weight[i] / cap:.0%} of max_load split "
+                     f"{'by entity hash' if q in hashed else 'into finer cells'}")
+        drop.setdefault(int(owner[i]), set()).add(q)
+        handled[i] = True
     return _HotCells(handled, drop)
+
+
+def _trim_shares(members: list[Partition], load: float, cap: float, plan: _RepairPlan) -> None:
+    """Shares of a hash-split cell grown past the cap keep the start of their hash range (and their id and
+    worker); the end they give up becomes new shares of at most the cap, placed like any new region."""
+    full = math.floor(HASH_BUCKETS * cap / load)
+    if full < 1:
+        raise BuildError(f"cell {members[0].quadkeys[0]!r} with load {load!r} would need more than "
+                         f"{HASH_BUCKETS} entity-hash shares of max_load {cap!r}")
+    for p in members:
+        lo, hi = p.hash_range or (0, HASH_BUCKETS)
+        kept = min(hi, lo + full)
+        plan.add(Region(p.quadkeys, load * (kept - lo) / HASH_BUCKETS, (lo, kept)), p.id, p.worker)
+        for a in range(kept, hi, full):
+            b = min(hi, a + full)
+            plan.add(Region(p.quadkeys, load * (b - a) / HASH_BUCKETS, (a, b)), "", "")
 
 
 def _previous_regions(survey: _Survey, plan: _RepairPlan, cap: float, plain: npt.NDArray[np.bool_],
