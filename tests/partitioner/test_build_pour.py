@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -33,7 +35,7 @@ def test_hot_cells_top_up_the_workers_regions_leave_short() -> None:
     for k, liquid in enumerate(liquids):
         mine = sorted((s for s in result.shares if s.liquid == k), key=lambda s: s.lo)
         assert mine[0].lo == 0 and mine[-1].hi == HASH_BUCKETS
-        assert all(a.hi == b.lo for a, b in zip(mine, mine[1:], strict=False))
+        assert all(a.hi == b.lo for a, b in itertools.pairwise(mine))
         assert sum(s.load for s in mine) == pytest.approx(liquid.load)
     assert pour_count(solids, [2.2, 1.8], 1.0) == 10
     # AND liquid beyond the room gets whole workers of its own: one more cell of 2.5 adds 3 workers
