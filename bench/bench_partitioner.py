@@ -42,6 +42,7 @@ for p in (ROOT, ROOT / "bench"):
         sys.path.insert(0, str(p))
 
 import datasets  # noqa: E402
+import shifts  # noqa: E402
 from datasets import Dataset  # noqa: E402
 
 from partitioner.build import build_spec  # noqa: E402
@@ -151,7 +152,7 @@ def section_stability(sets: list[Dataset], specs: dict[str, Spec]) -> None:
           f"{pct(TARGET_STABILITY)}) ==")
     print(f"{'dataset':<16}{'kept':>8}{'moved load':>13}{'workers':>9}{'lb':>5}{'maxutil':>9}{'build s':>9}  verdict")
     for ds in sets:
-        noisy = ds.with_counts(datasets.noise(ds.counts, 0.10), f"{ds.name}~noise")
+        noisy = ds.with_counts(shifts.noise(ds.counts, 0.10), f"{ds.name}~noise")
         spec1, secs = timed_build(noisy, "compact", previous=specs[ds.name])
         s = stability(specs[ds.name], spec1, noisy.counts)
         m = evaluate(spec1, noisy.counts)
@@ -165,7 +166,7 @@ def section_shift(sets: list[Dataset]) -> None:
     policy = RebalancePolicy()
     now = datetime(2026, 11, 21, 2, 0, tzinfo=UTC)
     for ds in sets:
-        day, night = datasets.day_night(ds)
+        day, night = shifts.day_night(ds)
         day_spec, _ = timed_build(day, "compact")
         old = evaluate(day_spec, night.counts)
         sticky, secs = timed_build(night, "compact", previous=day_spec)

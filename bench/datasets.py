@@ -24,10 +24,8 @@ generator               zoom        structure                                   
                                     non-empty quadkeys (speed: 400k, 2M)
 ======================  ==========  ============================================  ==============
 
-Transforms of an existing dataset: :func:`diurnal` (weights by local solar time from
-longitude: day/night shift), :func:`new_hotspot` (load appears where there was none or
-little), :func:`noise` (every weight times a uniform factor in ``[1 - a, 1 + a]``),
-:func:`day_night` (the pair used by the benchmark).
+Transforms of an existing dataset (day/night shift, new hotspot, noise) are in :mod:`shifts`;
+dense hot cells from port ship traffic in :mod:`ports`.
 
 Run ``python bench/datasets.py [--out DIR]`` to print a summary (and write
 ``<name>.csv`` files with the ``quadkey,weight`` header).
@@ -57,6 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from partitioner.build import lower_bound  # noqa: E402
 from partitioner.counts import Counts  # noqa: E402
 from partitioner.tiles import MAX_LAT, arrays_to_quadkeys, quadkeys_to_arrays, tiles_xy  # noqa: E402
 
@@ -78,12 +77,13 @@ class Dataset:
 
     @property
     def total(self) -> float:
-        return float(np.sum(self.counts.weights))
+        """Total load, each place once (the counts' grid; rolled-up quadtree rows are not added twice)."""
+        return self.counts.total
 
     @property
     def lower_bound(self) -> int:
-        """``ceil(total / max_load)``: no spec can use fewer workers."""
-        return max(1, math.ceil(self.total / self.max_load - 1e-9))
+        """``ceil(total / max_load)``: no spec can use fewer workers (:func:`partitioner.build.lower_bound`)."""
+        return lower_bound(self.total, self.max_load)
 
     def with_counts(self, counts: Counts, name: str | None = None, description: str | None = None) -> Dataset:
         """Return the same dataset (zoom, max_load) with other counts, e.g. after noise or a shift."""
@@ -138,7 +138,7 @@ def _wrap(lon: FloatArray, lat: FloatArray) -> tuple[FloatArray, FloatArray]:
     return (lon + 180.0) % 360.0 - 180.0, np.clip(lat, -MAX_LAT, MAX_LAT)
 
 
-def _scatter(rng: np.random.Generator, lon: FloatArray, lat: FloatArray,
+def scatter(rng: np.random.Generator, lon: FloatArray, lat: FloatArray,
              sigma_km: FloatArray | float) -> tuple[FloatArray, FloatArray]:
     """Gaussian scatter of ``sigma_km`` around each point (in km, not degrees)."""
     s = np.broadcast_to(np.asarray(sigma_km, dtype=np.float64), lon.shape)
@@ -148,13 +148,13 @@ def _scatter(rng: np.random.Generator, lon: FloatArray, lat: FloatArray,
     return _wrap(lon + dlon, lat + dlat)
 
 
-def _codes(lon: FloatArray, lat: FloatArray, zoom: int) -> IntArray:
+def codes_of(lon: FloatArray, lat: FloatArray, zoom: int) -> IntArray:
     lon_w, lat_w = _wrap(lon, lat)
     x, y = tiles_xy(lon_w, lat_w, zoom)
     return (x << zoom) | y
 
 
-def _counts_from_codes(codes: IntArray, weights: FloatArray, zoom: int, source: str) -> Counts:
+def counts_from_codes(codes: IntArray, weights: FloatArray, zoom: int, source: str) -> Counts:
     """Sum weights per tile code and return Counts of the non-empty tiles (sorted by code)."""
     uniq, inv = np.unique(codes, return_inverse=True)
     w = np.bincount(inv, weights=weights, minlength=len(uniq))
@@ -166,11 +166,11 @@ def _counts_from_codes(codes: IntArray, weights: FloatArray, zoom: int, source: 
 
 
 def _points_to_counts(lon: FloatArray, lat: FloatArray, zoom: int, source: str) -> Counts:
-    codes = _codes(lon, lat, zoom)
-    return _counts_from_codes(codes, np.ones(len(codes)), zoom, source)
+    codes = codes_of(lon, lat, zoom)
+    return counts_from_codes(codes, np.ones(len(codes)), zoom, source)
 
 
-def _suggest_max_load(total: float, workers: int) -> float:
+def suggest_max_load(total: float, workers: int) -> float:
     """A round ``max_load`` near ``total / workers`` (two significant digits)."""
     raw = total / workers
     mag = 10.0 ** math.floor(math.log10(raw)) / 10.0
@@ -206,10 +206,10 @@ def sparse_global(points: int = 3_000_000, zoom: int = 12, seed: int = 1, worker
     n_per = rng.poisson(points * c.pop / c.pop.sum())
     idx = np.repeat(np.arange(len(c.pop)), n_per)
     sigma = 1.5 + 4.0 * np.sqrt(c.pop[idx] / 1e6)
-    lon, lat = _scatter(rng, c.lon[idx], c.lat[idx], sigma)
+    lon, lat = scatter(rng, c.lon[idx], c.lat[idx], sigma)
     counts = _points_to_counts(lon, lat, zoom, f"sparse_global(seed={seed})")
     total = float(counts.weights.sum())
-    return Dataset("sparse_global", counts, zoom, _suggest_max_load(total, workers),
+    return Dataset("sparse_global", counts, zoom, suggest_max_load(total, workers),
                    f"{len(c.pop)} cities worldwide, {int(total)} events, zoom {zoom}")
 
 
@@ -252,12 +252,12 @@ def dense_metro(name: str = "London", radius_km: float = 30.0, zoom: int = 16, s
         density += amp * np.exp(-((dx_km - hx_km[i]) ** 2 + (dy_km - hy_km[i]) ** 2) / (2 * s * s))
     expected = events * density / density.sum() + 2.0
     w = rng.poisson(expected).astype(np.float64) + 1.0
-    max_load = _suggest_max_load(float(w.sum()), workers)
+    max_load = suggest_max_load(float(w.sum()), workers)
     if stadium:
         k = int(np.argmin(np.hypot(dx_km - 8.0, dy_km)))
         w[k] = 1.3 * max_load
     codes = (gx.astype(np.int64) << zoom) | gy.astype(np.int64)
-    counts = _counts_from_codes(codes, w, zoom, f"dense_metro({name!r}, seed={seed})")
+    counts = counts_from_codes(codes, w, zoom, f"dense_metro({name!r}, seed={seed})")
     return Dataset("dense_metro", counts, zoom, max_load,
                    f"{name} r={radius_km:g} km, {len(near)} suburbs as hotspots, zoom {zoom}, "
                    f"{'with' if stadium else 'no'} stadium cell")
@@ -305,8 +305,8 @@ def dense_continent(region: str = "europe", zoom: int = 11, seed: int = 3, event
     w = rng.poisson(expected).astype(np.float64) + 1.0
     ys, xs = np.nonzero(keep)
     codes = ((xs + x0).astype(np.int64) << zoom) | (ys + y0).astype(np.int64)
-    counts = _counts_from_codes(codes, w, zoom, f"dense_continent({region!r}, seed={seed})")
-    return Dataset(f"dense_{region}", counts, zoom, _suggest_max_load(float(w.sum()), workers),
+    counts = counts_from_codes(codes, w, zoom, f"dense_continent({region!r}, seed={seed})")
+    return Dataset(f"dense_{region}", counts, zoom, suggest_max_load(float(w.sum()), workers),
                    f"{int(sel.sum())} cities of {region}, smoothed {smooth_km:g} km, zoom {zoom}")
 
 
@@ -383,12 +383,12 @@ def linear_shapes(points: int = 2_000_000, zoom: int = 12, seed: int = 4, worker
         if k == 0:
             continue
         lo, la = great_circle(lon1, lat1, lon2, lat2, rng.uniform(0.0, 1.0, k))
-        lo, la = _scatter(rng, lo, la, sigma)
+        lo, la = scatter(rng, lo, la, sigma)
         lons.append(lo)
         lats.append(la)
     counts = _points_to_counts(np.concatenate(lons), np.concatenate(lats), zoom, f"linear_shapes(seed={seed})")
     total = float(counts.weights.sum())
-    return Dataset("linear_shapes", counts, zoom, _suggest_max_load(total, workers),
+    return Dataset("linear_shapes", counts, zoom, suggest_max_load(total, workers),
                    f"{len(segs) - len(lanes)} road segments + {len(lanes)} shipping lanes, zoom {zoom}")
 
 
@@ -407,82 +407,16 @@ def sized(n_quadkeys: int, zoom: int = 15, seed: int = 5, workers: int = 100) ->
     while True:
         idx = rng.choice(len(p), size=pool, p=p)
         sigma = 2.0 + 6.0 * np.sqrt(c.pop[idx] / 1e6)
-        lon, lat = _scatter(rng, c.lon[idx], c.lat[idx], sigma)
-        codes = _codes(lon, lat, zoom)
+        lon, lat = scatter(rng, c.lon[idx], c.lat[idx], sigma)
+        codes = codes_of(lon, lat, zoom)
         _, first = np.unique(codes, return_index=True)
         if len(first) >= n_quadkeys:
             break
         pool *= 2
     cut = int(np.sort(first)[n_quadkeys - 1]) + 1
-    counts = _counts_from_codes(codes[:cut], np.ones(cut), zoom, f"sized({n_quadkeys}, seed={seed})")
-    return Dataset(f"sized_{n_quadkeys}", counts, zoom, _suggest_max_load(float(cut), workers),
+    counts = counts_from_codes(codes[:cut], np.ones(cut), zoom, f"sized({n_quadkeys}, seed={seed})")
+    return Dataset(f"sized_{n_quadkeys}", counts, zoom, suggest_max_load(float(cut), workers),
                    f"{cut} events over exactly {len(counts)} quadkeys, zoom {zoom}")
-
-
-# ---------------------------------------------------------------------------
-# transforms: shifts and noise
-# ---------------------------------------------------------------------------
-
-
-def activity(local_hour: FloatArray) -> FloatArray:
-    """Relative activity by local solar hour: 0.15 at 04:00, 1.0 at 16:00 (a smooth cosine)."""
-    return 0.15 + 0.85 * (0.5 - 0.5 * np.cos(2 * np.pi * (local_hour - 4.0) / 24.0))
-
-
-def diurnal(counts: Counts, utc_hour: float) -> Counts:
-    """Return ``counts`` with each weight times :func:`activity` of the local solar time.
-
-    Local solar hour = ``utc_hour + lon / 15`` at the quadkey's centre, so load follows the
-    sun westwards. Weights stay integers (rounded, at least 1 on a non-empty cell).
-    """
-    lon, _ = tile_centres(counts)
-    local = (utc_hour + lon / 15.0) % 24.0
-    w = np.maximum(np.rint(counts.weights * activity(local)), 1.0)
-    return Counts(counts.quadkeys, w, f"{counts.source}@{utc_hour:g}h UTC")
-
-
-def new_hotspot(counts: Counts, lon: float, lat: float, load: float, sigma_km: float = 3.0, seed: int = 6) -> Counts:
-    """Return ``counts`` plus ``load`` events scattered around (lon, lat) (new quadkeys appear).
-
-    The events are binned at the counts' grid zoom and added to existing cells or create new ones.
-    """
-    zoom = counts.grid_zoom
-    rng = np.random.default_rng(seed)
-    k = round(load)
-    plon, plat = _scatter(rng, np.full(k, float(lon)), np.full(k, float(lat)), sigma_km)
-    x, y, _ = quadkeys_to_arrays(counts.quadkeys)
-    codes = np.concatenate([(x << zoom) | y, _codes(plon, plat, zoom)])
-    weights = np.concatenate([np.asarray(counts.weights, dtype=np.float64), np.ones(k)])
-    return _counts_from_codes(codes, weights, zoom, f"{counts.source}+hotspot({lon:.2f},{lat:.2f})")
-
-
-def noise(counts: Counts, amplitude: float = 0.10, seed: int = 7) -> Counts:
-    """Return ``counts`` with every weight times a uniform factor in ``[1 - amplitude, 1 + amplitude]``."""
-    rng = np.random.default_rng(seed)
-    factors = rng.uniform(1.0 - amplitude, 1.0 + amplitude, len(counts))
-    return Counts(counts.quadkeys, np.asarray(counts.weights * factors), f"{counts.source}~noise{amplitude:g}")
-
-
-PLACES = {
-    # places with no history in the city table: where a new hotspot appears from nothing
-    "Black Rock Desert": (-119.2065, 40.7864),  # a festival town of ~70k people for one week
-}
-
-
-def day_night(ds: Dataset, day_utc: float = 14.0, night_utc: float = 2.0,
-              hotspot: str = "Black Rock Desert", hotspot_share: float = 0.03) -> tuple[Dataset, Dataset]:
-    """Return (day, night) versions of ``ds``: the diurnal shift by 12 h plus a new hotspot at night.
-
-    ``max_load`` is kept; the night dataset gets ``hotspot_share`` of the day's total as a new
-    hotspot (3 km scatter) at ``hotspot``: a key of :data:`PLACES` (no history: new quadkeys
-    that only the catch-all owned) or a city name.
-    """
-    day = diurnal(ds.counts, day_utc)
-    night = diurnal(ds.counts, night_utc)
-    lon, lat = PLACES[hotspot] if hotspot in PLACES else city(hotspot)
-    night = new_hotspot(night, lon, lat, hotspot_share * float(day.weights.sum()))
-    return (ds.with_counts(day, f"{ds.name}@day", f"{ds.description}, {day_utc:g}h UTC"),
-            ds.with_counts(night, f"{ds.name}@night", f"{ds.description}, {night_utc:g}h UTC + {hotspot} hotspot"))
 
 
 SAMPLE_MAX_LOAD = 2500.0  # the seed's cap; partitioner/data/sample_counts.csv is built for it
@@ -501,17 +435,20 @@ def sample() -> Dataset:
 
 
 def standard(quick: bool = False, seed: int | None = None) -> list[Dataset]:
-    """The shape datasets of the benchmark (``quick``: smaller versions, same structure).
+    """The shape datasets of the benchmark (``quick``: smaller versions, same structure); the ports
+    (:mod:`ports`: ship traffic with 14-15 cells above the cap, one of them with finer rows) last.
 
     ``seed`` replaces every generator's own default seed: the same places and structure,
     other random draws (to check that results are not tuned to one draw).
     """
+    from ports import dense_port
+
     kw = {} if seed is None else {"seed": seed}
     if quick:
         return [sparse_global(points=600_000, **kw), dense_metro(radius_km=15.0, events=1_000_000, workers=20, **kw),
-                dense_continent(zoom=10, **kw), linear_shapes(points=500_000, **kw)]
+                dense_continent(zoom=10, **kw), linear_shapes(points=500_000, **kw), dense_port("rotterdam", **kw)]
     return [sparse_global(**kw), dense_metro(**kw), dense_continent(**kw), dense_continent("us", workers=60, **kw),
-            linear_shapes(**kw)]
+            linear_shapes(**kw), dense_port("singapore", **kw), dense_port("rotterdam", refine_to=18, **kw)]
 
 
 def write_csv(counts: Counts, path: str | Path) -> None:

@@ -24,8 +24,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from datasets import Dataset, FloatArray, IntArray, city, scatter, suggest_max_load
 
-from datasets import Dataset, FloatArray, IntArray, _scatter, _suggest_max_load, city
 from partitioner.counts import Counts, Tiles
 from partitioner.tiles import tiles_xy
 
@@ -104,20 +104,20 @@ def port_points(port: str, events: int, seed: int) -> tuple[FloatArray, FloatArr
     shares = np.array([q.share for q in p.quays])
     for q, k in zip(p.quays, rng.multinomial(n_berth, shares / shares.sum()), strict=True):
         lo, la = _along(rng, [(q.lon1, q.lat1), (q.lon2, q.lat2)], int(k))
-        lo, la = _scatter(rng, lo, la, 0.08)  # ships lie along the quay, ~100 m off the line
+        lo, la = scatter(rng, lo, la, 0.08)  # ships lie along the quay, ~100 m off the line
         lons.append(lo)
         lats.append(la)
     shares = np.array([a.share for a in p.anchorages])
     for a, k in zip(p.anchorages, rng.multinomial(n_anchor, shares / shares.sum()), strict=True):
-        lo, la = _scatter(rng, np.full(int(k), a.lon), np.full(int(k), a.lat), a.radius_km / 2.0)
+        lo, la = scatter(rng, np.full(int(k), a.lon), np.full(int(k), a.lat), a.radius_km / 2.0)
         lons.append(lo)
         lats.append(la)
     lo, la = _along(rng, list(p.fairway), n_lane)
-    lo, la = _scatter(rng, lo, la, 0.4)
+    lo, la = scatter(rng, lo, la, 0.4)
     lons.append(lo)
     lats.append(la)
     c_lon, c_lat = city(p.city)
-    lo, la = _scatter(rng, np.full(n_craft, c_lon), np.full(n_craft, c_lat), 4.0)
+    lo, la = scatter(rng, np.full(n_craft, c_lon), np.full(n_craft, c_lat), 4.0)
     lons.append(lo)
     lats.append(la)
     return np.concatenate(lons), np.concatenate(lats)
@@ -157,7 +157,7 @@ def dense_port(port: str = "singapore", zoom: int = 15, seed: int = 8, events: i
         counts = rolled_up(lon, lat, zoom, zoom, np.inf, source)
     else:
         counts = rolled_up(lon, lat, zoom, refine_to, refine_events, source)
-    max_load = _suggest_max_load(float(events), workers)
+    max_load = suggest_max_load(float(events), workers)
     name = f"port_{port}" + (f"_z{refine_to}" if refine_to is not None else "")
     hot = int(np.count_nonzero(counts.grid().weight > max_load))
     return Dataset(name, counts, zoom, max_load, f"{PORTS[port].city} ship traffic, zoom {zoom}, "
