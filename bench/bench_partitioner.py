@@ -13,7 +13,12 @@ Run ``.venv/bin/python bench/bench_partitioner.py [--quick] [--skip-speed]``. Se
 4. **Speed**: compact build of 400k and 2M non-empty quadkeys, each in a fresh process pinned to one CPU
    (time and peak RSS of the build, input included); the seed strategy is timed on a
    smaller size in the same run and extrapolated linearly per quadkey (it is plain Python
-   and would take minutes on 2M), and the ratio is printed.
+   and would take minutes on 2M), and the ratio is printed. The whole command a user types
+   is timed by ``bench/bench_cli.py``.
+5. **Dense hot cells**: port ship traffic (``ports.py``: Singapore, Rotterdam; with and without
+   finer rows) over several random draws: workers against the lower bound and the baseline
+   measured in the same run (each hot cell split alone into full shares and one remainder,
+   packed as whole items, as before issue 15); target <= lower bound + 1, no worker over.
 
 ``--data-seed N`` draws every dataset again with seed ``N`` (same places and structure): the
 targets should hold on any draw, not only the default one.
@@ -256,11 +261,44 @@ def section_speed(sizes: list[int], seed_size: int) -> None:
               f"{workers:>9}{lb:>5}  {ok}{note}", flush=True)
 
 
+def _per_cell_baseline(ds: Dataset) -> int:
+    """Workers when each hot cell is split alone (full shares + a remainder) and packed whole: the old way."""
+    from partitioner.build import hash_split
+    from partitioner.build.fresh import fresh_placement
+    from partitioner.build.hot import HotSplit, split_hot_cells
+
+    grid = ds.counts.grid()
+    hot = split_hot_cells(ds.counts, grid, ds.max_load)
+    shares = [r for q in hot.liquid for r in hash_split(q.quadkey, q.load, ds.max_load)]
+    old = HotSplit(hot.regions + shares, hot.cells, [], hot.taken)
+    return fresh_placement(grid, ds.max_load, old, ds.lower_bound).worker_count
+
+
+def section_hot(draws: int) -> None:
+    import ports
+
+    print(f"\n== 5. Dense hot cells: port ship traffic, {draws} random draws each (target <= lower bound + 1) ==")
+    print(f"{'dataset':<22}{'seed':>5}{'hot':>5}{'lb':>5}{'workers':>9}{'per-cell':>10}{'maxutil':>9}"
+          f"{'boundary':>10}{'build s':>9}  verdict")
+    for port in ("singapore", "rotterdam"):
+        for refine in (None, 18):
+            for seed in range(8, 8 + draws):
+                ds = ports.dense_port(port, seed=seed, refine_to=refine)
+                spec, secs = timed_build(ds, "compact")
+                m = evaluate(spec, ds.counts)
+                hot = int((ds.counts.grid().weight > ds.max_load).sum())
+                ok = m.worker_count <= m.lower_bound + 1 and m.max_utilisation <= 1 + 1e-9
+                print(f"{ds.name:<22}{seed:>5}{hot:>5}{m.lower_bound:>5}{m.worker_count:>9}"
+                      f"{_per_cell_baseline(ds):>10}{pct(m.max_utilisation):>9}{pct(m.boundary_load_share):>10}"
+                      f"{secs:>9.2f}  {'PASS' if ok else 'FAIL'}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--quick", action="store_true", help="smaller datasets and speed sizes (a minute or two)")
     ap.add_argument("--seed-cap", type=int, default=SEED_CAP, help=f"max quadkeys for the seed (default {SEED_CAP})")
     ap.add_argument("--skip-speed", action="store_true", help="skip section 4")
+    ap.add_argument("--draws", type=int, default=5, help="random draws per port in section 5 (default 5)")
     ap.add_argument("--only", nargs="*", help="dataset names to run (default all)")
     ap.add_argument("--data-seed", type=int, default=None,
                     help="random seed for every dataset generator (default: each generator's own)")
@@ -281,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             section_speed([100_000, 400_000], 20_000)
         else:
             section_speed([400_000, 2_000_000], 50_000)
+    section_hot(2 if args.quick else args.draws)
     print(f"\nbenchmark wall time {time.perf_counter() - t0:.0f} s")
     return 0
 

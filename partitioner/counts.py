@@ -40,6 +40,7 @@ import numpy.typing as npt
 
 from partitioner import csvscan
 from partitioner.errors import CountsError, InvalidQuadkeyError
+from partitioner.graph import neighbour_pairs
 from partitioner.tiles import IntArray, arrays_to_quadkeys, parse_quadkey, quadkeys_to_arrays
 
 FloatArray = npt.NDArray[np.float64]
@@ -172,6 +173,15 @@ class Counts:
     def grid(self) -> Grid:
         """Return the grid cells (see module docstring); refinement rows are left out."""
         return self._tree.grid
+
+    def grid_pairs(self) -> tuple[IntArray, IntArray]:
+        """8-neighbour pairs of the grid cells (indices into :meth:`grid`), found once."""
+        return self._grid_pairs
+
+    @cached_property
+    def _grid_pairs(self) -> tuple[IntArray, IntArray]:
+        g = self.grid()
+        return neighbour_pairs(g.x, g.y, g.zoom)
 
     def refinement(self) -> dict[str, float]:
         """Return the refinement rows (deeper rows under a present ancestor) as quadkey -> weight."""

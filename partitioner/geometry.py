@@ -32,7 +32,7 @@ import numpy.typing as npt
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from partitioner.index import Listed, SpecIndex
+from partitioner.index import Listed, SpecIndex, has_square_inside, morton
 from partitioner.spec import Spec
 from partitioner.tiles import FloatArray, IntArray, arrays_to_quadkeys, quadkeys_to_arrays
 
@@ -53,36 +53,6 @@ class Shapes(NamedTuple):
     cells: FloatArray
     components: IntArray
     compactness: FloatArray
-
-
-def morton(x: IntArray, y: IntArray) -> IntArray:
-    """The quadkey of each tile as a base-4 number (bits of y and x interleaved, y higher).
-
-    Squares of a quadtree are intervals of these codes: at a zoom ``Z``, the square at zoom
-    ``z`` of tile ``(x, y)`` covers ``[morton(x << d, y << d), + 4**d)`` with ``d = Z - z``.
-    """
-    code: IntArray = _spread(x) | (_spread(y) << 1)
-    return code
-
-
-def _spread_table() -> IntArray:
-    """Bit ``i`` of every 16-bit value moved to bit ``2 i``."""
-    v = np.arange(1 << 16, dtype=np.int64)
-    v = (v | (v << 8)) & 0x00FF00FF
-    v = (v | (v << 4)) & 0x0F0F0F0F
-    v = (v | (v << 2)) & 0x33333333
-    out: IntArray = (v | (v << 1)) & 0x55555555
-    return out
-
-
-_SPREAD = _spread_table()
-
-
-def _spread(v: IntArray) -> IntArray:
-    """Move bit ``i`` of each value (< 2**31) to bit ``2 i`` (two table lookups)."""
-    v = np.asarray(v, dtype=np.int64)
-    out: IntArray = _SPREAD[v & 0xFFFF] | (_SPREAD[(v >> 16) & 0x7FFF] << 32)
-    return out
 
 
 def region_cells(spec: Spec, index: SpecIndex, regions: Sequence[int], zoom: int) -> RegionCells:
@@ -137,7 +107,7 @@ def owned_square_arrays(index: SpecIndex) -> Listed:
     lab, x, y, z = index.listed
     if len(lab) == 0:
         return index.listed
-    nested = _has_listed_inside(x, y, z)
+    nested = has_square_inside(x, y, z)
     catch_all = np.array([p.is_catch_all for p in index.partitions], dtype=bool)
     rows = np.flatnonzero(~catch_all[lab])
     if not nested[rows].any():
@@ -156,24 +126,6 @@ def owned_square_arrays(index: SpecIndex) -> Listed:
     keep = rows[lo:]
     parts.append(Listed(lab[keep], x[keep], y[keep], z[keep]))
     return Listed(*(np.concatenate([getattr(p, f) for p in parts]) for f in Listed._fields))
-
-
-def _has_listed_inside(x: IntArray, y: IntArray, z: IntArray) -> npt.NDArray[np.bool_]:
-    """Per listed square: does a finer listed square lie inside it?"""
-    top = int(z.max())
-    start = morton(x << (top - z), y << (top - z))
-    end = start + np.left_shift(np.int64(1), 2 * (top - z))
-    order = np.lexsort((z, start))
-    s, e, zz = start[order], end[order], z[order]
-    # in (start, zoom) order a square's first finer descendant comes right after it and its duplicates
-    change = np.ones(len(s), dtype=bool)
-    change[1:] = (s[1:] != s[:-1]) | (zz[1:] != zz[:-1])
-    run_starts = np.append(np.flatnonzero(change), len(s))
-    after = run_starts[np.cumsum(change)]  # first position past each square's run of duplicates
-    inside = (after < len(s)) & (s[np.minimum(after, len(s) - 1)] < e)
-    out = np.zeros(len(s), dtype=bool)
-    out[order] = inside
-    return out
 
 
 def _carve(q: str, listed: list[str]) -> list[str]:

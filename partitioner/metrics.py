@@ -65,11 +65,11 @@ from partitioner.geometry import (
     ring_cells,
     square_shapes,
 )
-from partitioner.graph import boundary_mask, neighbour_pairs
+from partitioner.graph import boundary_mask
 from partitioner.index import SpecIndex
 from partitioner.render import render_stability, render_table, summary_line
 from partitioner.spec import HASH_BUCKETS, Spec
-from partitioner.tiles import FloatArray, arrays_to_quadkeys
+from partitioner.tiles import FloatArray, IntArray, arrays_to_quadkeys
 
 __all__ = [  # geometry, rendering and the lower bound have their own homes; re-exported for old imports
     "GEOMETRY_BUDGET",
@@ -270,19 +270,24 @@ def _split_members(spec: Spec) -> dict[str, list[_Share]]:
 # ---------------------------------------------------------------------------
 
 
-def boundary_load_share(spec: Spec, index: SpecIndex, counts: Counts) -> float:
-    """Share of load on loaded grid cells with a loaded 8-neighbour of another worker."""
+def boundary_load_share(spec: Spec, index: SpecIndex, counts: Counts, grid_owner: IntArray | None = None) -> float:
+    """Share of load on loaded grid cells with a loaded 8-neighbour of another worker.
+
+    ``grid_owner``: the partition of each grid cell, if already located (else it is).
+    """
     grid = counts.grid()
     loaded = grid.weight > 0
-    x, y, w = grid.x[loaded], grid.y[loaded], grid.weight[loaded]
-    total = float(w.sum())
-    if total <= 0 or len(x) < 2:
+    total = float(grid.weight[loaded].sum())
+    if total <= 0 or np.count_nonzero(loaded) < 2:
         return 0.0
     worker_ids = {wk.id: k for k, wk in enumerate(spec.workers)}
     part_worker = np.array([worker_ids.get(p.worker, -1) for p in spec.partitions], dtype=np.int64)
-    owner = part_worker[index.locate_xy(x, y, grid.zoom)]
-    edge = boundary_mask(owner, *neighbour_pairs(x, y, grid.zoom))
-    return float(w[edge].sum()) / total
+    if grid_owner is None:
+        grid_owner = index.locate_xy(grid.x, grid.y, grid.zoom)
+    i, j = counts.grid_pairs()
+    both = loaded[i] & loaded[j]
+    edge = boundary_mask(part_worker[grid_owner], i[both], j[both])
+    return float(grid.weight[edge & loaded].sum()) / total
 
 
 # ---------------------------------------------------------------------------
@@ -313,7 +318,10 @@ def evaluate(spec: Spec, counts: Counts) -> SpecMetrics:
     """
     index = SpecIndex(spec)
     leaves = counts.leaves()
-    loads = index.attribute_tiles(leaves.x, leaves.y, leaves.z, leaves.weight)
+    owners = index.locate_groups_tiles(leaves.x, leaves.y, leaves.z)
+    loads = index.attribute_owners(owners, leaves.weight)
+    # single-zoom counts: the leaves are the grid cells, in the same order
+    grid_owner = index.resolve(owners) if len(counts.zooms) == 1 else None
     total = float(leaves.weight.sum())
     grid_zoom = counts.grid_zoom
     regions = [i for i, p in enumerate(spec.partitions) if not p.is_catch_all and p.hash_range is None]
@@ -349,7 +357,7 @@ def evaluate(spec: Spec, counts: Counts) -> SpecMetrics:
         max_partition_utilisation=max((pm.utilisation for pm in parts), default=0.0),
         contiguous=not non_contig, non_contiguous=non_contig,
         median_compactness=float(np.median(region_compact)) if region_compact else float("nan"),
-        boundary_load_share=boundary_load_share(spec, index, counts),
+        boundary_load_share=boundary_load_share(spec, index, counts, grid_owner),
         unlisted_load=float(loads[index.catch_all_index]),
     )
 

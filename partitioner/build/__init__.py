@@ -198,19 +198,36 @@ def _header(counts: Counts, grid: Grid, hard_cap: float, *, previous: Spec | Non
 
 def _build_compact(counts: Counts, grid: Grid, cap: float, lb: int, previous: Spec | None,
                    header: SpecHeader) -> BuildReport:
-    """The compact strategy: a fresh build, or with ``previous`` a sticky repair if it is not much worse."""
+    """The compact strategy: a fresh build, or with ``previous`` a sticky repair if it is not much worse.
+
+    Notes
+    -----
+    A repair is kept when it needs at most ``max(fresh workers, lb + 1) + 1`` workers, so one
+    within ``lb + 2`` is kept without making the fresh build at all (the steady state of a
+    running system: only the repair's cost).
+    """
+    hot_cells = int(np.count_nonzero(grid.weight > cap))
+
+    def report(spec: Spec, mode: str, hashed: int, notes: tuple[str, ...] = ()) -> BuildReport:
+        return BuildReport(check(spec), "compact", lb, hot_cells, hashed, mode, notes)
+
+    repaired = repair(previous, counts, cap, lb + 1) if previous is not None else None
+    if repaired is not None and repaired.placement.worker_count <= lb + 2:
+        return report(assemble(repaired.placement, header, repaired.ids), "repair", _hashed(repaired.placement),
+                      repaired.notes)
     fresh, hot = fresh_build(counts, grid, cap, lb)
-
-    def report(spec: Spec, mode: str, notes: tuple[str, ...] = ()) -> BuildReport:
-        return BuildReport(check(spec), "compact", lb, hot.cells, hot.hashed, mode, notes)
-
     if previous is None:
-        return report(assemble(fresh, header), "fresh")
+        return report(assemble(fresh, header), "fresh", hot.hashed)
     notes: tuple[str, ...] = ()
-    repaired = repair(previous, counts, cap, lb + 1)
     if repaired is not None:
         n_rep = repaired.placement.worker_count
         if n_rep <= max(fresh.worker_count, lb + 1) + 1:
-            return report(assemble(repaired.placement, header, repaired.ids), "repair", repaired.notes)
+            return report(assemble(repaired.placement, header, repaired.ids), "repair", _hashed(repaired.placement),
+                          repaired.notes)
         notes = (f"repair needed {n_rep} workers vs {fresh.worker_count} fresh (lower bound {lb}): rebuilt",)
-    return report(assemble(fresh, header, match_ids(previous, fresh)), "fresh+matched", notes)
+    return report(assemble(fresh, header, match_ids(previous, fresh)), "fresh+matched", hot.hashed, notes)
+
+
+def _hashed(placement: Placement) -> int:
+    """Cells split by entity hash in a placement."""
+    return len({r.quadkeys[0] for r in placement.regions if r.hash_range is not None})

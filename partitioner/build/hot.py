@@ -19,7 +19,7 @@ from partitioner.build.pour import Liquid
 from partitioner.build.region import Region
 from partitioner.counts import Cells, Counts, Grid, Tiles
 from partitioner.errors import BuildError
-from partitioner.geometry import morton
+from partitioner.index import morton
 from partitioner.spec import HASH_BUCKETS
 from partitioner.tiles import IntArray, arrays_to_quadkeys
 
