@@ -59,6 +59,7 @@ from partitioner.build.packing import lower_bound
 from partitioner.counts import Counts
 from partitioner.geometry import (
     GEOMETRY_BUDGET,
+    Shapes,
     geometry_zoom,
     owned_squares,
     region_cells,
@@ -324,19 +325,13 @@ def evaluate(spec: Spec, counts: Counts) -> SpecMetrics:
     grid_owner = index.resolve(owners) if len(counts.zooms) == 1 else None
     total = float(leaves.weight.sum())
     grid_zoom = counts.grid_zoom
-    regions = [i for i, p in enumerate(spec.partitions) if not p.is_catch_all and p.hash_range is None]
+    catch_all = [p.is_catch_all for p in spec.partitions]
+    regions = [i for i, p in enumerate(spec.partitions) if not catch_all[i] and p.hash_range is None]
     gzoom = geometry_zoom(spec, grid_zoom, regions, index)
-    area, comps, compact = square_shapes(spec, regions, gzoom, index)
+    shapes = square_shapes(spec, regions, gzoom, index)
+    comps = shapes.components
     cap = spec.max_load
-    is_region = np.zeros(len(spec.partitions), dtype=bool)
-    is_region[regions] = True
-    parts = tuple(
-        PartitionMetrics(id=p.id, worker=p.worker, planned_load=p.load, load=float(loads[i]),
-                         utilisation=float(loads[i]) / cap, share=p.share, is_catch_all=p.is_catch_all,
-                         cells=int(area[i]), components=int(comps[i]),
-                         compactness=float(compact[i]) if is_region[i] and area[i] > 0 else None)
-        for i, p in enumerate(spec.partitions)
-    )
+    parts = _partition_metrics(spec, loads, shapes, regions, catch_all)
     by_worker: dict[str, list[PartitionMetrics]] = defaultdict(list)
     for pm in parts:
         by_worker[pm.worker].append(pm)
@@ -359,6 +354,22 @@ def evaluate(spec: Spec, counts: Counts) -> SpecMetrics:
         median_compactness=float(np.median(region_compact)) if region_compact else float("nan"),
         boundary_load_share=boundary_load_share(spec, index, counts, grid_owner),
         unlisted_load=float(loads[index.catch_all_index]),
+    )
+
+
+def _partition_metrics(spec: Spec, loads: FloatArray, shapes: Shapes, regions: list[int], catch_all: list[bool]
+                       ) -> tuple[PartitionMetrics, ...]:
+    """One record per partition (plain Python numbers: the arrays are converted once, not per element)."""
+    cap = spec.max_load
+    is_region = np.zeros(len(spec.partitions), dtype=bool)
+    is_region[regions] = True
+    load, area, comps, compact = (a.tolist() for a in (loads, shapes.cells, shapes.components, shapes.compactness))
+    measured = (is_region & (shapes.cells > 0)).tolist()
+    return tuple(
+        PartitionMetrics(id=p.id, worker=p.worker, planned_load=p.load, load=load[i], utilisation=load[i] / cap,
+                         share=p.share, is_catch_all=catch_all[i], cells=int(area[i]), components=int(comps[i]),
+                         compactness=compact[i] if measured[i] else None)
+        for i, p in enumerate(spec.partitions)
     )
 
 
