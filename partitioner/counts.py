@@ -18,8 +18,8 @@ twice is an error (it names both lines). Weights must be finite and >= 0.
 
 Files are read without a Python loop per row (:mod:`partitioner.csvscan`): a
 plain file (ASCII, unquoted) is split and decoded with NumPy, and a bad row is
-reported with the message of the one-row check (:func:`_counts_row`,
-:func:`_snapshot_row`) run on the first bad line only. Other files (quoted
+reported with the message of the one-row check (:mod:`partitioner.rowcheck`)
+run on the first bad line only. Other files (quoted
 fields, non-ASCII text) go through the ``csv`` module with the same checks.
 A :class:`Counts` read this way holds tile arrays; its quadkey strings are made
 only if someone asks for them.
@@ -27,10 +27,7 @@ only if someone asks for them.
 
 from __future__ import annotations
 
-import csv
-import io
-import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -38,10 +35,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from partitioner import csvscan
-from partitioner.errors import CountsError, InvalidQuadkeyError
+from partitioner import csvscan, rowcheck
+from partitioner.errors import CountsError
 from partitioner.graph import neighbour_pairs
-from partitioner.tiles import IntArray, arrays_to_quadkeys, parse_quadkey, quadkeys_to_arrays
+from partitioner.tiles import IntArray, arrays_to_quadkeys, quadkeys_to_arrays
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -308,8 +305,8 @@ def counts_from_pairs(pairs: Iterable[tuple[str, float]], source: str = "<pairs>
     first_seen: dict[str, int] = {}
     for i, (q, w) in enumerate(pairs):
         where = f"{source} row {i + 1}"
-        qks.append(_check_quadkey(q, where))
-        ws.append(_check_weight(w, where))
+        qks.append(rowcheck.check_quadkey(q, where))
+        ws.append(rowcheck.check_weight(w, where))
         if q in first_seen:
             raise CountsError(f"{where}: quadkey {q!r} already given at row {first_seen[q] + 1}")
         first_seen[q] = i
@@ -370,12 +367,12 @@ def parse_counts_csv(text: str | bytes, source: str, *, allow_mixed_zoom: bool =
     qk = csvscan.quadkeys(buf, qs[keep], qe[keep])
     num = csvscan.numbers(buf, f.start[1][keep], f.end[1][keep])
     bad = (count != 2) | qk.bad | num.bad | ~np.isfinite(num.value) | (num.value < 0)
-    _raise_first(bad, data, rows, source, _counts_row)
+    rowcheck.raise_first(bad, data, rows, source, rowcheck.counts_row)
     if len(rows.start) == 0:
         raise CountsError(f"{source}: no data rows after the header")
     if not allow_mixed_zoom:
-        _check_one_zoom(qk, rows, source)
-    _check_unique(qk, rows, source)
+        rowcheck.check_one_zoom(qk, rows, source)
+    rowcheck.check_unique(qk, rows, source)
     return Counts.from_tiles(Tiles(qk.x, qk.y, qk.z), num.value, source)
 
 
@@ -419,10 +416,10 @@ def read_snapshot_rows(text: str | bytes, source: str, *, use_cost: bool = True)
         costs = csvscan.numbers(buf, cs, ce)
         bad |= has & _bad_weight(costs)
         weight = np.where(has, costs.value, events.value)
-    _raise_first(bad, data, rows, source, lambda fields, where: _snapshot_row(fields, where, cost))
+    rowcheck.raise_first(bad, data, rows, source, lambda fields, where: rowcheck.snapshot_row(fields, where, cost))
     if len(rows.start) == 0:
         raise CountsError(f"{source}: snapshot has no rows")
-    _check_unique(qk, rows, source)
+    rowcheck.check_unique(qk, rows, source)
     return Counts.from_tiles(Tiles(qk.x, qk.y, qk.z), weight, source)
 
 
@@ -436,89 +433,9 @@ def _as_bytes(text: str | bytes) -> bytes:
     return data[len(_BOM):] if data.startswith(_BOM) else data
 
 
-def _raise_first(bad: BoolArray, data: bytes, rows: csvscan.Lines, source: str, check: RowCheck) -> None:
-    """Raise the one-row check's error for the first bad row (in file order), if any."""
-    if not bad.any():
-        return
-    i = int(np.argmax(bad))
-    where = f"{source} line {int(rows.number[i])}"
-    text = csvscan.line_text(data, rows, i)
-    check(text.split(","), where)
-    raise CountsError(f"{where}: cannot read row {text!r}")  # the vectorised and one-row checks disagree
-
-
-def _check_one_zoom(qk: csvscan.Quadkeys, rows: csvscan.Lines, source: str) -> None:
-    odd = qk.z != qk.z[0]
-    if odd.any():
-        i = int(np.argmax(odd))
-        q = arrays_to_quadkeys(qk.x[i:i + 1], qk.y[i:i + 1], int(qk.z[i]))[0]
-        raise CountsError(f"{source} line {int(rows.number[i])}: quadkey {q!r} is zoom {len(q)} but line "
-                          f"{int(rows.number[0])} is zoom {int(qk.z[0])}; mixed zooms are not allowed here")
-
-
-def _check_unique(qk: csvscan.Quadkeys, rows: csvscan.Lines, source: str) -> None:
-    """Raise for the first row (in file order) repeating an earlier row's quadkey, naming both lines."""
-    keys = tree_keys(qk.x, qk.y, qk.z)
-    order = np.argsort(keys, kind="stable")
-    repeat = np.flatnonzero(keys[order][1:] == keys[order][:-1]) + 1
-    if len(repeat) == 0:
-        return
-    # the first row of a run of equal keys is the first occurrence (stable sort keeps file order)
-    run_start = np.maximum.accumulate(np.where(np.concatenate([[True], keys[order][1:] != keys[order][:-1]]),
-                                               np.arange(len(order)), 0))
-    later = order[repeat]
-    k = int(np.argmin(later))
-    i, first = int(later[k]), int(order[run_start[repeat[k]]])
-    q = arrays_to_quadkeys(qk.x[i:i + 1], qk.y[i:i + 1], int(qk.z[i]))[0]
-    raise CountsError(f"{source} line {int(rows.number[i])}: quadkey {q!r} already given on line "
-                      f"{int(rows.number[first])}")
-
-
-RowCheck = Callable[[list[str], str], tuple[str, float]]
-
-
-def _counts_row(row: list[str], where: str) -> tuple[str, float]:
-    """Check one ``quadkey,weight`` row (fields as the csv module gives them)."""
-    if len(row) != 2:
-        raise CountsError(f"{where}: expected 2 fields 'quadkey,weight', got {row!r}")
-    return _check_quadkey(row[0].strip(), where), _parse_number(row[1], where, "weight")
-
-
-def _snapshot_row(row: list[str], where: str, use_cost: bool) -> tuple[str, float]:
-    """Check one ``quadkey,events[,cost]`` row; the weight is the cost when used and present."""
-    if len(row) < 2:
-        raise CountsError(f"{where}: expected 'quadkey,events[,cost]', got {row!r}")
-    q = _check_quadkey(row[0].strip(), where)
-    w = _parse_number(row[1], where, "events")
-    if use_cost and len(row) > 2 and row[2].strip():
-        w = _parse_number(row[2], where, "cost")
-    return q, w
-
-
-def _csv_table(text: str, source: str) -> tuple[list[str] | None, Iterator[tuple[int, list[str]]]]:
-    """The header and ``(line number, fields)`` of every later row, by the csv module."""
-    reader = csv.reader(io.StringIO(text))
-
-    def failed(exc: csv.Error) -> CountsError:
-        return CountsError(f"{source} line {reader.line_num}: {exc}")
-
-    try:
-        header = next(reader, None)
-    except csv.Error as exc:
-        raise failed(exc) from None
-
-    def rows() -> Iterator[tuple[int, list[str]]]:
-        try:
-            yield from enumerate(reader, start=2)
-        except csv.Error as exc:
-            raise failed(exc) from None
-
-    return header, rows()
-
-
 def _parse_with_csv_module(text: str, source: str, allow_mixed_zoom: bool) -> Counts:
     """:func:`parse_counts_csv` for text that is not plain CSV (quoted fields, non-ASCII): row by row."""
-    header, rows = _csv_table(text, source)
+    header, rows = rowcheck.csv_rows(text, source)
     if header is None:
         raise CountsError(f"{source}: file is empty (expected header 'quadkey,weight')")
     if [h.strip() for h in header] != ["quadkey", "weight"]:
@@ -529,7 +446,7 @@ def _parse_with_csv_module(text: str, source: str, allow_mixed_zoom: bool) -> Co
     for lineno, row in rows:
         if not row or all(not c.strip() for c in row):
             continue
-        q, w = _counts_row(row, f"{source} line {lineno}")
+        q, w = rowcheck.counts_row(row, f"{source} line {lineno}")
         qks.append(q)
         ws.append(w)
         lines.append(lineno)
@@ -540,7 +457,7 @@ def _parse_with_csv_module(text: str, source: str, allow_mixed_zoom: bool) -> Co
 
 def _snapshot_with_csv_module(text: str, source: str, use_cost: bool) -> Counts:
     """:func:`read_snapshot_rows` for text that is not plain CSV: row by row."""
-    header, rows = _csv_table(text, source)
+    header, rows = rowcheck.csv_rows(text, source)
     if header is None or [h.strip() for h in header][:2] != ["quadkey", "events"]:
         raise CountsError(f"{source} line 1: header must start 'quadkey,events', got {header!r}")
     cost = use_cost and len(header) > 2 and header[2].strip() == "cost"
@@ -549,7 +466,7 @@ def _snapshot_with_csv_module(text: str, source: str, use_cost: bool) -> Counts:
     lines: list[int] = []
     for lineno, row in rows:
         if row:
-            q, w = _snapshot_row(row, f"{source} line {lineno}", cost)
+            q, w = rowcheck.snapshot_row(row, f"{source} line {lineno}", cost)
             qks.append(q)
             ws.append(w)
             lines.append(lineno)
@@ -564,32 +481,6 @@ def _checked(qks: list[str], ws: list[float], lines: list[int], source: str, all
     rows = csvscan.Lines(np.zeros(len(qks), dtype=np.int64), np.zeros(len(qks), dtype=np.int64),
                          np.array(lines, dtype=np.int64))
     if not allow_mixed_zoom:
-        _check_one_zoom(qk, rows, source)
-    _check_unique(qk, rows, source)
+        rowcheck.check_one_zoom(qk, rows, source)
+    rowcheck.check_unique(qk, rows, source)
     return Counts(tuple(qks), np.array(ws, dtype=np.float64), source, tiles=Tiles(x, y, z))
-
-
-def _check_quadkey(q: object, where: str) -> str:
-    try:
-        return parse_quadkey(q, where)
-    except InvalidQuadkeyError as exc:
-        raise CountsError(str(exc)) from exc
-
-
-def _parse_number(text: str, where: str, what: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise CountsError(f"{where}: {what} {text.strip()!r} is not a number") from None
-    return _check_weight(v, where, what)
-
-
-def _check_weight(v: object, where: str, what: str = "weight") -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)):
-        raise CountsError(f"{where}: {what} {v!r} is not a number")
-    f = float(v)
-    if math.isnan(f) or math.isinf(f):
-        raise CountsError(f"{where}: {what} {v!r} is not finite")
-    if f < 0:
-        raise CountsError(f"{where}: {what} {v!r} is negative")
-    return f
