@@ -9,10 +9,9 @@ pair the benchmark uses. Everything is seeded: the same call returns the same da
 from __future__ import annotations
 
 import numpy as np
-from datasets import Dataset, FloatArray, city, codes_of, counts_from_codes, scatter, tile_centres
+from datasets import Dataset, FloatArray, city, codes_of, scatter, tile_centres
 
-from partitioner.counts import Counts
-from partitioner.tiles import quadkeys_to_arrays
+from partitioner.counts import Counts, Tiles, tree_keys
 
 
 def activity(local_hour: FloatArray) -> FloatArray:
@@ -35,16 +34,23 @@ def diurnal(counts: Counts, utc_hour: float) -> Counts:
 def new_hotspot(counts: Counts, lon: float, lat: float, load: float, sigma_km: float = 3.0, seed: int = 6) -> Counts:
     """Return ``counts`` plus ``load`` events scattered around (lon, lat) (new quadkeys appear).
 
-    The events are binned at the counts' grid zoom and added to existing cells or create new ones.
+    The events are binned at the counts' grid zoom and added to existing cells or create new ones;
+    the rows of a rolled-up quadtree keep their own zooms (the new load has no finer rows).
     """
     zoom = counts.grid_zoom
     rng = np.random.default_rng(seed)
     k = round(load)
     plon, plat = scatter(rng, np.full(k, float(lon)), np.full(k, float(lat)), sigma_km)
-    x, y, _ = quadkeys_to_arrays(counts.quadkeys)
-    codes = np.concatenate([(x << zoom) | y, codes_of(plon, plat, zoom)])
-    weights = np.concatenate([np.asarray(counts.weights, dtype=np.float64), np.ones(k)])
-    return counts_from_codes(codes, weights, zoom, f"{counts.source}+hotspot({lon:.2f},{lat:.2f})")
+    codes = codes_of(plon, plat, zoom)
+    t = counts.tiles
+    x = np.concatenate([t.x, codes >> zoom])
+    y = np.concatenate([t.y, codes & ((1 << zoom) - 1)])
+    z = np.concatenate([t.z, np.full(k, zoom, dtype=np.int64)])
+    keys, inv = np.unique(tree_keys(x, y, z), return_inverse=True)
+    weights = np.bincount(inv, weights=np.concatenate([counts.weights, np.ones(k)]), minlength=len(keys))
+    first = np.unique(inv, return_index=True)[1]
+    return Counts.from_tiles(Tiles(x[first], y[first], z[first]), weights,
+                             f"{counts.source}+hotspot({lon:.2f},{lat:.2f})")
 
 
 def noise(counts: Counts, amplitude: float = 0.10, seed: int = 7) -> Counts:
@@ -71,7 +77,7 @@ def day_night(ds: Dataset, day_utc: float = 14.0, night_utc: float = 2.0,
     day = diurnal(ds.counts, day_utc)
     night = diurnal(ds.counts, night_utc)
     lon, lat = PLACES[hotspot] if hotspot in PLACES else city(hotspot)
-    night = new_hotspot(night, lon, lat, hotspot_share * float(day.weights.sum()))
+    night = new_hotspot(night, lon, lat, hotspot_share * day.total)
     return (ds.with_counts(day, f"{ds.name}@day", f"{ds.description}, {day_utc:g}h UTC"),
             ds.with_counts(night, f"{ds.name}@night", f"{ds.description}, {night_utc:g}h UTC + {hotspot} hotspot"))
 
