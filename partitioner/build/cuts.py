@@ -23,7 +23,7 @@ import numpy as np
 
 from partitioner.build.pour import pour_count
 from partitioner.counts import Grid
-from partitioner.graph import boundary_mask, components_of_pairs, group_indices, neighbour_pairs, sub_pairs
+from partitioner.graph import boundary_mask, components, components_of_pairs, group_indices, neighbour_pairs
 from partitioner.tiles import FloatArray, IntArray
 
 REFINE_COMPONENTS = 64  # components choose_cuts revisits one by one after its level-wise pass
@@ -73,19 +73,18 @@ class CutChoice(NamedTuple):
     cut_floor: float  # the least it could be: every component cut its cheapest way
 
 
-def carve(idx: IntArray, grid: Grid, cap: float, *, window: float = 0.0, pairs: Pairs | None = None
-          ) -> list[IntArray]:
+def carve(idx: IntArray, grid: Grid, cap: float, *, window: float = 0.0) -> list[IntArray]:
     """Recursively cut one connected set of cells into connected pieces within ``cap`` (see :func:`cut_at`).
 
-    ``idx`` are cell indices into ``grid``; ``pairs``: their 8-neighbour pairs (positions in
-    ``idx``) if already known; each piece's pairs are taken from them rather than searched again.
+    ``idx`` are cell indices into ``grid``. Notes: cuts are priced from the pairs near them
+    (:func:`_band_pairs`) and each side's connected pieces are found from its runs of cells
+    (:func:`_side_components`), so no neighbour pairs are carried down the recursion.
     """
     x, y, w, zoom = grid.x, grid.y, grid.weight, grid.zoom
-    pi, pj = pairs if pairs is not None else neighbour_pairs(x[idx], y[idx], zoom)
-    stack = [(idx, pi, pj)]
+    stack = [idx]
     done: list[IntArray] = []
     while stack:
-        cur, pi, pj = stack.pop()
+        cur = stack.pop()
         load = float(w[cur].sum())
         if load <= cap * (1 + 1e-12) or len(cur) == 1:
             # a single cell cannot be cut: callers only pass cells within the real cap
@@ -93,29 +92,61 @@ def carve(idx: IntArray, grid: Grid, cap: float, *, window: float = 0.0, pairs: 
             continue
         k = math.ceil(load / cap - 1e-12)
         u, v = axes(x[cur], y[cur], zoom)
+        # unwrapped coordinates make neighbours exactly the cells one step apart, unless a piece circles the globe
+        circles = int(max(u.max() - u.min(), v.max() - v.min())) >= (1 << zoom) - 1
         orders = [_order(u, v)]
         if window > 0:
             orders.append(_order(v, u))
         wc = w[cur]
-        # unwrapped coordinates make neighbours exactly the cells one step apart, unless a piece circles the globe
-        local = window > 0 and int(max(u.max() - u.min(), v.max() - v.min())) < (1 << zoom) - 1
-        coords = [(u, v), (v, u)] if local else [None, None]
-        cuts = [cut_at(np.cumsum(wc[o]), k, cap, window, (pi, pj) if window > 0 else None, o, wc, coords[c])
-                for c, o in enumerate(orders)]
+        pairs = neighbour_pairs(x[cur], y[cur], zoom) if circles and window > 0 else None
+        coords = [(u, v), (v, u)] if window > 0 and not circles else [None, None]
+        cuts = [cut_at(np.cumsum(wc[o]), k, cap, window, pairs, o, wc, coords[c]) for c, o in enumerate(orders)]
         best = min(range(len(orders)), key=lambda c: cuts[c].cost)  # the first on a tie
         cut, order = cuts[best], orders[best]
         prim, sec = (u, v) if best == 0 else (v, u)
-        for side, si, sj in _split_pairs(order, cut.position, pi, pj):
-            if _columns_connected(prim[side], sec[side]):
-                stack.append((cur[side], si, sj))
-                continue
-            n, labels = components_of_pairs(len(side), si, sj)
+        for side in (order[:cut.position], order[cut.position:]):
+            cells = cur[side]
+            n, labels = _side_components(prim[side], sec[side], None if not circles else (x[cells], y[cells], zoom))
             if n == 1:
-                stack.append((cur[side], si, sj))
+                stack.append(cells)
                 continue
             for g in group_indices(labels, n):
-                stack.append((cur[side[g]], *sub_pairs(g, len(side), si, sj)))
+                stack.append(cells[g])
     return done
+
+
+def _side_components(u: IntArray, v: IntArray, wrapped: tuple[IntArray, IntArray, int] | None
+                     ) -> tuple[int, IntArray]:
+    """8-connected components of cells sorted by ``(u, v)`` (labels in order of each one's first cell).
+
+    ``wrapped``: the cells' tiles and zoom when the piece circles the globe (neighbours then wrap).
+    """
+    if _columns_connected(u, v):
+        return 1, np.zeros(len(u), dtype=np.int64)
+    if wrapped is not None:
+        return components(*wrapped)
+    return _run_components(u, v)
+
+
+def _run_components(u: IntArray, v: IntArray) -> tuple[int, IntArray]:
+    """Components from runs of cells (a column's consecutive ``v``): runs in neighbouring columns touch when
+    their ``v`` ranges come within one; the run graph is far smaller than the cell graph."""
+    n = len(u)
+    new_run = np.ones(n, dtype=bool)
+    new_run[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1] + 1)
+    starts = np.flatnonzero(new_run)
+    ends = np.append(starts[1:], n) - 1
+    ru, r0, r1 = u[starts], v[starts], v[ends]
+    base = int(v.min()) - 1
+    span = int(v.max()) - base + 2
+    key_start, key_end = ru * span + (r0 - base), ru * span + (r1 - base)  # both ascending
+    lo = np.searchsorted(key_end, (ru + 1) * span + (r0 - 1 - base), side="left")
+    hi = np.searchsorted(key_start, (ru + 1) * span + (r1 + 1 - base), side="right")
+    count = np.maximum(hi - lo, 0)
+    src = np.repeat(np.arange(len(starts)), count)
+    dst = np.repeat(lo, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
+    n_comp, run_label = components_of_pairs(len(starts), src, dst)
+    return n_comp, run_label[np.cumsum(new_run) - 1]
 
 
 def _columns_connected(u: IntArray, v: IntArray) -> bool:
@@ -142,23 +173,6 @@ def _order(u: IntArray, v: IntArray) -> IntArray:
     return order
 
 
-def _split_pairs(order: IntArray, position: int, i: IntArray, j: IntArray) -> list[tuple[IntArray, IntArray, IntArray]]:
-    """Both sides of a cut (``order[:position]`` and the rest), each with its pairs renumbered to it."""
-    m = len(order)
-    second = np.zeros(m, dtype=bool)
-    second[order[position:]] = True
-    pos = np.empty(m, dtype=np.int64)
-    pos[order[:position]] = np.arange(position)
-    pos[order[position:]] = np.arange(m - position)
-    side_i = second[i]
-    within = side_i == second[j]
-    out = []
-    for flag, side in ((False, order[:position]), (True, order[position:])):
-        keep = within & (side_i == flag)
-        out.append((side, pos[i[keep]], pos[j[keep]]))
-    return out
-
-
 def cut_at(csum: FloatArray, k: int, cap: float, window: float, pairs: Pairs | None, order: IntArray,
            w: FloatArray, coords: tuple[IntArray, IntArray] | None = None) -> Cut:
     """Where to cut cells taken in ``order`` (``csum``: their running load), and the cost of that cut.
@@ -181,7 +195,7 @@ def cut_at(csum: FloatArray, k: int, cap: float, window: float, pairs: Pairs | N
     tol = 1 + 1e-12
     exact = int(np.searchsorted(csum, (k // 2) * cap * tol, side="right"))
     exact = min(max(exact, 1), n - 1)
-    if window <= 0 or pairs is None:
+    if window <= 0 or (pairs is None and coords is None):
         return Cut(exact, 0.0)
     left = csum[:-1]  # load of the first side when cutting before position c = 1 .. n-1
     ok = np.zeros(n - 1, dtype=bool)
@@ -191,9 +205,9 @@ def cut_at(csum: FloatArray, k: int, cap: float, window: float, pairs: Pairs | N
         return Cut(exact, math.inf)
     cand = np.nonzero(ok)[0]
     c0, c1 = int(cand[0]) + 1, int(cand[-1]) + 1
-    if coords is not None:
-        pairs = _band_pairs(c0, c1, order, *coords)
-    cost = _cut_costs(c0, c1, pairs, order, w)[cand - cand[0]]
+    priced = _band_pairs(c0, c1, order, *coords) if coords is not None else pairs
+    assert priced is not None  # checked above: pairs or coords
+    cost = _cut_costs(c0, c1, priced, order, w)[cand - cand[0]]
     best = int(np.lexsort((np.abs(left[cand] - (k // 2) * cap), cost))[0])
     return Cut(int(cand[best]) + 1, float(cost[best]))
 
@@ -281,7 +295,7 @@ class _Options:
         w = self.grid.weight
         for c, cells in enumerate(self.comps):
             for k in levels:
-                pieces = carve(cells, self.grid, self.cap, window=self.windows[k], pairs=self.pairs[c])
+                pieces = carve(cells, self.grid, self.cap, window=self.windows[k])
                 self.pieces[c][k] = pieces
                 self.cost[c][k] = cut_load(cells, self.order[c], pieces, w, self.pairs[c])
                 self.piece_loads[c][k] = [float(w[p].sum()) for p in pieces]

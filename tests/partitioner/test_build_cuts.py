@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from partitioner.build import CutBudget, carve_cells, pack_best_fit
-from partitioner.build.cuts import cut_at
+from partitioner.build.cuts import _side_components, cut_at
 from partitioner.counts import Grid
-from partitioner.graph import neighbour_pairs
+from partitioner.graph import components, neighbour_pairs
 from partitioner.tiles import arrays_to_quadkeys
 
 
@@ -75,3 +75,17 @@ def test_cut_prices_from_nearby_pairs_equal_prices_from_all_pairs(cells, seed, w
     near = cut_at(np.cumsum(w[order]), k, cap, window, pairs, order, w, (u, v))
     # THEN the same cut at the same price
     assert every == near
+
+
+@settings(max_examples=200, deadline=None)
+@given(cells=st.sets(st.tuples(st.integers(0, 12), st.integers(0, 12)), min_size=1, max_size=80))
+def test_components_from_runs_equal_components_from_cell_pairs(cells) -> None:
+    # GIVEN any cells, sorted as carving sorts a side (by column, then row)
+    ordered = sorted(cells)
+    u = np.array([c[0] for c in ordered], dtype=np.int64) + 50
+    v = np.array([c[1] for c in ordered], dtype=np.int64) + 50
+    # WHEN their 8-connected components are found from runs and from every neighbour pair
+    n_runs, by_runs = _side_components(u, v, None)
+    n_cells, by_cells = components(u, v, 10)
+    # THEN the same components, labelled in the same order (by each one's first cell)
+    assert n_runs == n_cells and by_runs.tolist() == by_cells.tolist()
