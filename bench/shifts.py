@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 from datasets import Dataset, FloatArray, city, codes_of, scatter, tile_centres
 
-from partitioner.counts import Counts, Tiles, tree_keys
+from partitioner.counts import Counts, Tiles
+from partitioner.index import tree_keys
 
 
 def activity(local_hour: FloatArray) -> FloatArray:

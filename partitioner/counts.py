@@ -38,6 +38,8 @@ import numpy.typing as npt
 from partitioner import csvscan, rowcheck
 from partitioner.errors import CountsError
 from partitioner.graph import neighbour_pairs
+from partitioner.index import tree_keys
+from partitioner.shape import is_member
 from partitioner.tiles import IntArray, arrays_to_quadkeys, quadkeys_to_arrays
 
 FloatArray = npt.NDArray[np.float64]
@@ -73,22 +75,6 @@ class Cells(NamedTuple):
     y: IntArray
     z: IntArray
     weight: FloatArray
-
-
-def tree_keys(x: IntArray, y: IntArray, z: IntArray | int) -> IntArray:
-    """One int64 per tile, unique across zooms: ``1 << 2z | x << z | y`` (fits up to zoom 30)."""
-    zz = np.asarray(z, dtype=np.int64)
-    keys: IntArray = np.left_shift(np.int64(1), 2 * zz) | (x << zz) | y
-    return keys
-
-
-def is_member(values: IntArray, sorted_keys: IntArray) -> BoolArray:
-    """Mask of ``values`` found in the ascending array ``sorted_keys``."""
-    if len(sorted_keys) == 0:
-        return np.zeros(len(values), dtype=bool)
-    pos = np.minimum(np.searchsorted(sorted_keys, values), len(sorted_keys) - 1)
-    found: BoolArray = sorted_keys[pos] == values
-    return found
 
 
 def _read_only(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -372,7 +358,7 @@ def parse_counts_csv(text: str | bytes, source: str, *, allow_mixed_zoom: bool =
         raise CountsError(f"{source}: no data rows after the header")
     if not allow_mixed_zoom:
         rowcheck.check_one_zoom(qk, rows, source)
-    rowcheck.check_unique(qk, rows, source)
+    rowcheck.check_unique(qk, tree_keys(qk.x, qk.y, qk.z), rows, source)
     return Counts.from_tiles(Tiles(qk.x, qk.y, qk.z), num.value, source)
 
 
@@ -419,7 +405,7 @@ def read_snapshot_rows(text: str | bytes, source: str, *, use_cost: bool = True)
     rowcheck.raise_first(bad, data, rows, source, lambda fields, where: rowcheck.snapshot_row(fields, where, cost))
     if len(rows.start) == 0:
         raise CountsError(f"{source}: snapshot has no rows")
-    rowcheck.check_unique(qk, rows, source)
+    rowcheck.check_unique(qk, tree_keys(qk.x, qk.y, qk.z), rows, source)
     return Counts.from_tiles(Tiles(qk.x, qk.y, qk.z), weight, source)
 
 
@@ -482,5 +468,5 @@ def _checked(qks: list[str], ws: list[float], lines: list[int], source: str, all
                          np.array(lines, dtype=np.int64))
     if not allow_mixed_zoom:
         rowcheck.check_one_zoom(qk, rows, source)
-    rowcheck.check_unique(qk, rows, source)
+    rowcheck.check_unique(qk, tree_keys(qk.x, qk.y, qk.z), rows, source)
     return Counts(tuple(qks), np.array(ws, dtype=np.float64), source, tiles=Tiles(x, y, z))

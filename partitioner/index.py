@@ -68,8 +68,7 @@ class SpecIndex:
         Returns the owner of each listed row and the rows to put in the lookup tables.
         """
         rows = np.flatnonzero(split[lab] & keep)
-        keys = np.left_shift(np.int64(1), 2 * z[rows]) | (x[rows] << z[rows]) | y[rows]
-        uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+        uniq, first, inv = np.unique(tree_keys(x[rows], y[rows], z[rows]), return_index=True, return_inverse=True)
         parts = self.partitions
         for g in range(len(uniq)):  # Python work per split cell, not per listed square
             members = sorted(lab[rows[inv == g]].tolist(), key=lambda i: (parts[i].hash_range or (0, 0))[0])
@@ -209,7 +208,7 @@ class SpecIndex:
             x, y, z, owner = self._squares
             sel = z <= zoom
             flat = None
-            keys = np.left_shift(np.int64(1), 2 * z[sel]) | (x[sel] << z[sel]) | y[sel]
+            keys = tree_keys(x[sel], y[sel], z[sel])
             if (zoom <= MORTON_ZOOM and len(np.unique(keys)) == len(keys)
                     and not has_square_inside(x[sel], y[sel], z[sel]).any()):
                 d = zoom - z[sel]
@@ -226,6 +225,13 @@ class _Flat(NamedTuple):
     start: IntArray
     end: IntArray
     owner: IntArray
+
+
+def tree_keys(x: IntArray, y: IntArray, z: IntArray | int) -> IntArray:
+    """One int64 per tile, unique across zooms: ``1 << 2z | x << z | y`` (fits up to zoom 30)."""
+    zz = np.asarray(z, dtype=np.int64)
+    keys: IntArray = np.left_shift(np.int64(1), 2 * zz) | (x << zz) | y
+    return keys
 
 
 class Listed(NamedTuple):

@@ -17,7 +17,7 @@ import numpy as np
 
 from partitioner import csvscan
 from partitioner.errors import CountsError, InvalidQuadkeyError
-from partitioner.tiles import arrays_to_quadkeys, parse_quadkey
+from partitioner.tiles import IntArray, arrays_to_quadkeys, parse_quadkey
 
 BoolArray = csvscan.BoolArray
 RowCheck = Callable[[list[str], str], tuple[str, float]]
@@ -43,9 +43,8 @@ def check_one_zoom(qk: csvscan.Quadkeys, rows: csvscan.Lines, source: str) -> No
                           f"{int(rows.number[0])} is zoom {int(qk.z[0])}; mixed zooms are not allowed here")
 
 
-def check_unique(qk: csvscan.Quadkeys, rows: csvscan.Lines, source: str) -> None:
+def check_unique(qk: csvscan.Quadkeys, keys: IntArray, rows: csvscan.Lines, source: str) -> None:
     """Raise for the first row (in file order) repeating an earlier row's quadkey, naming both lines."""
-    keys = (np.left_shift(np.int64(1), 2 * qk.z) | (qk.x << qk.z) | qk.y)
     order = np.argsort(keys, kind="stable")
     repeat = np.flatnonzero(keys[order][1:] == keys[order][:-1]) + 1
     if len(repeat) == 0:
