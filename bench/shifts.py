@@ -8,8 +8,10 @@ pair the benchmark uses. Everything is seeded: the same call returns the same da
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
-from datasets import Dataset, FloatArray, city, codes_of, scatter, tile_centres
+from datasets import Dataset, FloatArray, IntArray, city, codes_of, scatter
 
 from partitioner.counts import Counts, Tiles
 from partitioner.index import tree_keys
@@ -24,12 +26,41 @@ def diurnal(counts: Counts, utc_hour: float) -> Counts:
     """Return ``counts`` with each weight times :func:`activity` of the local solar time.
 
     Local solar hour = ``utc_hour + lon / 15`` at the quadkey's centre, so load follows the
-    sun westwards. Weights stay integers (rounded, at least 1 on a non-empty cell).
+    sun westwards. Weights stay integers (rounded, at least 1 on a non-empty cell). A rolled-up
+    quadtree is shifted at its leaves and summed up again (:func:`_on_leaves`).
     """
-    lon, _ = tile_centres(counts)
-    local = (utc_hour + lon / 15.0) % 24.0
-    w = np.maximum(np.rint(counts.weights * activity(local)), 1.0)
-    return Counts(counts.quadkeys, w, f"{counts.source}@{utc_hour:g}h UTC")
+    def shift(x: IntArray, z: IntArray, w: FloatArray) -> FloatArray:
+        lon = (x + 0.5) / np.left_shift(1, z).astype(np.float64) * 360.0 - 180.0
+        local = (utc_hour + lon / 15.0) % 24.0
+        out: FloatArray = np.where(w > 0, np.maximum(np.rint(w * activity(local)), 1.0), 0.0)
+        return out
+
+    return _on_leaves(counts, shift, f"{counts.source}@{utc_hour:g}h UTC")
+
+
+def _on_leaves(counts: Counts, change: Callable[[IntArray, IntArray, FloatArray], FloatArray], source: str
+               ) -> Counts:
+    """Counts with ``change(x, z, weight)`` applied to the rows that count every place once (the leaves), every
+    row of a rolled-up quadtree then the sum of the leaves at and under it (so parents stay their children's sum,
+    as the aggregation job writes them). Single-zoom counts are changed row by row."""
+    if len(counts.zooms) == 1:
+        t = counts.tiles
+        return Counts(counts.quadkeys, change(t.x, t.z, counts.weights), source)
+    leaves = counts.leaves()
+    lw = change(leaves.x, leaves.z, leaves.weight)
+    t = counts.tiles
+    weights = np.zeros(len(counts))
+    for zoom in counts.zooms:
+        rows = np.flatnonzero(t.z == zoom)
+        keys = tree_keys(t.x[rows], t.y[rows], t.z[rows])
+        order = np.argsort(keys)
+        below = np.flatnonzero(leaves.z >= zoom)
+        d = leaves.z[below] - zoom
+        anc = tree_keys(leaves.x[below] >> d, leaves.y[below] >> d, np.full(len(below), zoom))
+        pos = np.minimum(np.searchsorted(keys[order], anc), len(rows) - 1)
+        hit = keys[order][pos] == anc
+        np.add.at(weights, rows[order[pos[hit]]], lw[below][hit])
+    return Counts.from_tiles(t, weights, source)
 
 
 def new_hotspot(counts: Counts, lon: float, lat: float, load: float, sigma_km: float = 3.0, seed: int = 6) -> Counts:
@@ -55,10 +86,15 @@ def new_hotspot(counts: Counts, lon: float, lat: float, load: float, sigma_km: f
 
 
 def noise(counts: Counts, amplitude: float = 0.10, seed: int = 7) -> Counts:
-    """Return ``counts`` with every weight times a uniform factor in ``[1 - amplitude, 1 + amplitude]``."""
+    """Return ``counts`` with every weight times a uniform factor in ``[1 - amplitude, 1 + amplitude]``
+    (a rolled-up quadtree's leaves, then summed up again: :func:`_on_leaves`)."""
     rng = np.random.default_rng(seed)
-    factors = rng.uniform(1.0 - amplitude, 1.0 + amplitude, len(counts))
-    return Counts(counts.quadkeys, np.asarray(counts.weights * factors), f"{counts.source}~noise{amplitude:g}")
+
+    def jitter(x: IntArray, z: IntArray, w: FloatArray) -> FloatArray:
+        out: FloatArray = w * rng.uniform(1.0 - amplitude, 1.0 + amplitude, len(w))
+        return out
+
+    return _on_leaves(counts, jitter, f"{counts.source}~noise{amplitude:g}")
 
 
 PLACES = {
