@@ -7,7 +7,10 @@ Notes
 * A region over the cap is re-carved; its largest piece keeps the id.
 * A hot cell split by entity hash keeps its shares while each fits; a share grown past
   the cap keeps the start of its hash range (id and worker too) and gives up the end as
-  new shares; a cell newly hotter than the cap is split and taken out of its region.
+  new shares; a cell newly hotter than the cap is split (into its finer cells when the
+  counts have them, else by entity hash) and taken out of its region.
+* A grid cell split into finer cells keeps its pieces (ids, workers, hash ranges) while
+  every piece fits the new load, else is split again (its largest piece keeps its id).
 * A worker over the cap sheds the overflow: the smallest of its regions that covers the
   excess moves if it is small, else a sliver of about the excess is shaved off its
   largest region. Moved pieces go to the fullest worker they fit (best fit), or to a

@@ -92,3 +92,20 @@ def test_a_cell_newly_hotter_than_the_cap_is_split_by_its_finer_counts_in_a_repa
     listed = {q for p in report.spec.partitions for q in p.quadkeys}
     assert {"02310", "02311", "02312", "02313"} <= listed
     assert max(w.load for w in report.spec.workers) <= 100.0 * (1 + 1e-9)
+
+
+def test_a_cell_split_into_finer_cells_keeps_its_pieces_in_a_repair() -> None:
+    # GIVEN a live spec where a hot cell was split into its children (the snapshot had finer rows)
+    rows = [("0231", 240.0), ("02310", 80.0), ("02311", 70.0), ("02312", 60.0), ("02313", 30.0), ("0230", 30.0),
+            ("0232", 20.0)]
+    live = build_with_report(counts_from_pairs(rows), 100.0).spec
+    pieces = {p.id: p for p in live.partitions if any(len(q) == 5 for q in p.quadkeys)}
+    # WHEN the next window has more load around it (every piece still fits)
+    nxt = counts_from_pairs([(q, w * 1.5 if q in ("0230", "0232") else w) for q, w in rows])
+    report = build_with_report(nxt, 100.0, previous=live)
+    # THEN it is a repair (not a rebuild) and every piece keeps its id, worker and cells
+    assert report.mode == "repair"
+    after = {p.id: p for p in report.spec.partitions}
+    for pid, p in pieces.items():
+        assert after[pid].worker == p.worker and after[pid].quadkeys == p.quadkeys
+    assert max(w.load for w in report.spec.workers) <= 100.0 * (1 + 1e-9)
