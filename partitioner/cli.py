@@ -40,6 +40,7 @@ from pathlib import Path
 from partitioner.counts import Counts, read_counts_csv
 from partitioner.errors import PartitionerError
 from partitioner.metrics import evaluate, spec_diff, stability
+from partitioner.progress import Progress
 from partitioner.render import render_stability, render_table, summary_line
 from partitioner.spec import Spec, load_spec
 
@@ -91,16 +92,24 @@ def _when(text: str | None, what: str) -> datetime | None:
 def cmd_build(args: argparse.Namespace) -> int:
     from partitioner.build import build_with_report
 
-    counts = _counts(args.counts, args.single_zoom)
-    previous = load_spec(args.previous) if args.previous else None
-    report = build_with_report(counts, args.max_load, previous=previous, strategy=args.strategy,
-                               version=args.version, stream_name=args.stream_name)
-    spec = report.spec
-    try:
-        spec.save(args.output)
-    except OSError as exc:
-        raise CliError(f"cannot write {args.output!r}: {exc.strerror}") from exc
-    metrics = evaluate(spec, counts)
+    with Progress("build", quiet=args.quiet) as progress:
+        progress.step(f"reading {args.counts}")
+        counts = _counts(args.counts, args.single_zoom)
+        previous = load_spec(args.previous) if args.previous else None
+        progress.step(f"building from {len(counts):,} quadkeys")
+        report = build_with_report(counts, args.max_load, previous=previous, strategy=args.strategy,
+                                   version=args.version, stream_name=args.stream_name)
+        spec = report.spec
+        progress.step(f"writing {args.output}")
+        try:
+            spec.save(args.output)
+        except OSError as exc:
+            raise CliError(f"cannot write {args.output!r}: {exc.strerror}") from exc
+        progress.step("measuring the spec")
+        metrics = evaluate(spec, counts)
+        moved = stability(previous, spec, counts) if previous is not None else None
+        if args.json:
+            _write(args.json, json.dumps(metrics.to_dict(), indent=1) + "\n")
     print(render_table(metrics, limit=args.limit))
     print(f"Build: strategy {report.strategy}, mode {report.mode}, hot cells {report.hot_cells} "
           f"({report.hash_split_cells} split by entity hash)")
@@ -108,18 +117,20 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     for problem in report.problems:
         print(f"problem: {problem}")
-    if previous is not None:
-        print(render_stability(stability(previous, spec, counts)))
-    if args.json:
-        _write(args.json, json.dumps(metrics.to_dict(), indent=1) + "\n")
+    if moved is not None:
+        print(render_stability(moved))
     print(f"wrote {args.output}")
     return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    counts = _counts(args.counts, args.single_zoom)
-    spec = load_spec(args.spec)
-    metrics = evaluate(spec, counts)
+    with Progress("evaluate", quiet=args.quiet) as progress:
+        progress.step(f"reading {args.counts}")
+        counts = _counts(args.counts, args.single_zoom)
+        progress.step(f"reading {args.spec}")
+        spec = load_spec(args.spec)
+        progress.step("measuring the spec")
+        metrics = evaluate(spec, counts)
     print(render_table(metrics, limit=args.limit))
     if args.json == "-":
         print(json.dumps(metrics.to_dict(), indent=1))
@@ -130,12 +141,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    old, new = load_spec(args.old), load_spec(args.new)
-    d = spec_diff(old, new)
-    if args.counts:
-        print(render_stability(stability(old, new, _counts(args.counts, args.single_zoom)), d))
-    else:
-        print(render_stability(stability(old, new, _spec_load_counts(old)), d))
+    with Progress("diff", quiet=args.quiet) as progress:
+        progress.step("reading the specs")
+        old, new = load_spec(args.old), load_spec(args.new)
+        d = spec_diff(old, new)
+        progress.step("measuring moved load")
+        counts = _counts(args.counts, args.single_zoom) if args.counts else _spec_load_counts(old)
+        moved = stability(old, new, counts)
+    print(render_stability(moved, d))
+    if not args.counts:
         print("(moved load estimated from the old spec's recorded loads; pass --counts COUNTS.csv for the "
               "current load)")
     return 0
@@ -164,9 +178,12 @@ def _spec_load_counts(spec: Spec) -> Counts:
 def cmd_geojson(args: argparse.Namespace) -> int:
     from partitioner.geojson import spec_to_geojson
 
-    spec = load_spec(args.spec)
-    counts = _counts(args.counts, args.single_zoom) if args.counts else None
-    text = json.dumps(spec_to_geojson(spec, counts), separators=(",", ":"))
+    with Progress("geojson", quiet=args.quiet) as progress:
+        progress.step(f"reading {args.spec}")
+        spec = load_spec(args.spec)
+        counts = _counts(args.counts, args.single_zoom) if args.counts else None
+        progress.step("drawing the partitions")
+        text = json.dumps(spec_to_geojson(spec, counts), separators=(",", ":"))
     if args.output:
         _write(args.output, text + "\n")
         print(f"wrote {args.output} ({len(spec.partitions)} features)")
@@ -178,16 +195,22 @@ def cmd_geojson(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from partitioner.plot import plot_mismatch, plot_spec
 
-    spec = load_spec(args.spec)
-    counts = _counts(args.counts, args.single_zoom) if args.counts else None
-    _check_png(args.output)
-    plot_spec(spec, args.output, counts)
+    with Progress("plot", quiet=args.quiet) as progress:
+        progress.step(f"reading {args.spec}")
+        spec = load_spec(args.spec)
+        counts = _counts(args.counts, args.single_zoom) if args.counts else None
+        _check_png(args.output)
+        if args.mismatch:
+            if counts is None:
+                raise CliError("--mismatch needs COUNTS.csv (the new load to put on the spec)")
+            _check_png(args.mismatch)
+        progress.step(f"drawing {args.output}")
+        plot_spec(spec, args.output, counts)
+        if args.mismatch and counts is not None:
+            progress.step(f"drawing {args.mismatch}")
+            plot_mismatch(spec, counts, args.mismatch)
     print(f"wrote {args.output}")
     if args.mismatch:
-        if counts is None:
-            raise CliError("--mismatch needs COUNTS.csv (the new load to put on the spec)")
-        _check_png(args.mismatch)
-        plot_mismatch(spec, counts, args.mismatch)
         print(f"wrote {args.mismatch}")
     return 0
 
@@ -260,6 +283,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------
 
 
+def _quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress line (it is drawn on stderr only when stderr is a terminal)")
+
+
 def _single_zoom(p: argparse.ArgumentParser) -> None:
     p.add_argument("--single-zoom", action="store_true",
                    help="reject counts with rows at more than one zoom (default: a rolled-up quadtree is fine)")
@@ -284,6 +312,7 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", metavar="METRICS.json", help="also write the metrics as JSON")
     b.add_argument("--limit", type=int, default=40, help="max partition/worker lines in the table (default 40)")
     _single_zoom(b)
+    _quiet(b)
     b.set_defaults(func=cmd_build)
 
     e = sub.add_parser("evaluate", help="measure a spec under a load",
@@ -294,6 +323,7 @@ def make_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", metavar="METRICS.json", help="write the metrics as JSON ('-' for stdout)")
     e.add_argument("--limit", type=int, default=40, help="max partition/worker lines in the table (default 40)")
     _single_zoom(e)
+    _quiet(e)
     e.set_defaults(func=cmd_evaluate)
 
     d = sub.add_parser("diff", help="compare two specs", description="Partition ids added/removed/changed and "
@@ -302,6 +332,7 @@ def make_parser() -> argparse.ArgumentParser:
     d.add_argument("new", metavar="NEW.json")
     d.add_argument("--counts", metavar="COUNTS.csv", help="measure moved load under this load")
     _single_zoom(d)
+    _quiet(d)
     d.set_defaults(func=cmd_diff)
 
     g = sub.add_parser("geojson", help="spec -> GeoJSON", description="Write the spec as a GeoJSON "
@@ -310,6 +341,7 @@ def make_parser() -> argparse.ArgumentParser:
     g.add_argument("-o", "--output", metavar="OUT.geojson", help="output file (default stdout)")
     g.add_argument("--counts", metavar="COUNTS.csv", help="report load/utilisation under this load")
     _single_zoom(g)
+    _quiet(g)
     g.set_defaults(func=cmd_geojson)
 
     p = sub.add_parser("plot", help="draw a spec to PNG", description="Partition map (web mercator, cells "
@@ -319,6 +351,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="MAP.png")
     p.add_argument("--mismatch", metavar="BARS.png", help="also draw planned vs actual load per worker")
     _single_zoom(p)
+    _quiet(p)
     p.set_defaults(func=cmd_plot)
 
     q = sub.add_parser("policy", help="would the policy redeploy?", description="Decide whether CANDIDATE "
