@@ -39,6 +39,7 @@ from partitioner import csvscan, rowcheck
 from partitioner.errors import CountsError
 from partitioner.graph import neighbour_pairs
 from partitioner.index import tree_keys
+from partitioner.rollup import check_rollup, nearest_ancestors
 from partitioner.shape import is_member
 from partitioner.tiles import IntArray, arrays_to_quadkeys, quadkeys_to_arrays
 
@@ -253,22 +254,9 @@ def _split_tree(t: Tiles, w: FloatArray) -> _Tree:
 def _nearest_ancestor_sums(x: IntArray, y: IntArray, z: IntArray, w: FloatArray, *, first_deep: int,
                            grid_zoom: int) -> FloatArray:
     """Per row, the summed weight of the rows (from ``first_deep`` on) whose nearest listed ancestor it is."""
-    keys = tree_keys(x, y, z)
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    out = np.zeros(len(w))
-    pending = np.ones(len(w), dtype=bool)  # rows whose nearest listed ancestor is not found yet
-    pending[:first_deep] = False
-    for a in range(int(z.max(initial=grid_zoom)) - 1, grid_zoom - 1, -1):
-        rows = np.flatnonzero(pending & (z > a))
-        if len(rows) == 0:
-            continue
-        shift = z[rows] - a
-        anc = tree_keys(x[rows] >> shift, y[rows] >> shift, a)
-        hit = is_member(anc, sorted_keys)
-        pos = np.searchsorted(sorted_keys, anc[hit])
-        np.add.at(out, order[pos], w[rows[hit]])
-        pending[rows[hit]] = False
+    anc = nearest_ancestors(x, y, z, first_deep=first_deep, grid_zoom=grid_zoom)
+    has = anc >= 0
+    out: FloatArray = np.bincount(anc[has], weights=w[has], minlength=len(w)).astype(np.float64)
     return out
 
 
@@ -352,13 +340,14 @@ def parse_counts_csv(text: str | bytes, source: str, *, allow_mixed_zoom: bool =
     rows, count = rows.take(keep), f.n[keep]
     qk = csvscan.quadkeys(buf, qs[keep], qe[keep])
     num = csvscan.numbers(buf, f.start[1][keep], f.end[1][keep])
-    bad = (count != 2) | qk.bad | num.bad | ~np.isfinite(num.value) | (num.value < 0)
+    bad = (count != 2) | qk.bad | rowcheck.bad_zoom(qk.z) | num.bad | ~np.isfinite(num.value) | (num.value < 0)
     rowcheck.raise_first(bad, data, rows, source, rowcheck.counts_row)
     if len(rows.start) == 0:
         raise CountsError(f"{source}: no data rows after the header")
     if not allow_mixed_zoom:
         rowcheck.check_one_zoom(qk, rows, source)
     rowcheck.check_unique(qk, tree_keys(qk.x, qk.y, qk.z), rows, source)
+    check_rollup(Tiles(qk.x, qk.y, qk.z), num.value, rows.number, source)
     return Counts.from_tiles(Tiles(qk.x, qk.y, qk.z), num.value, source)
 
 
@@ -394,7 +383,7 @@ def read_snapshot_rows(text: str | bytes, source: str, *, use_cost: bool = True)
     qs, qe = csvscan.strip(buf, f.start[0], f.end[0])
     qk = csvscan.quadkeys(buf, qs, qe)
     events = csvscan.numbers(buf, f.start[1], f.end[1])
-    bad = (f.n < 2) | qk.bad | _bad_weight(events)
+    bad = (f.n < 2) | qk.bad | rowcheck.bad_zoom(qk.z) | _bad_weight(events)
     weight = events.value
     if cost:
         cs, ce = csvscan.strip(buf, f.start[2], f.end[2])
@@ -438,7 +427,9 @@ def _parse_with_csv_module(text: str, source: str, allow_mixed_zoom: bool) -> Co
         lines.append(lineno)
     if not qks:
         raise CountsError(f"{source}: no data rows after the header")
-    return _checked(qks, ws, lines, source, allow_mixed_zoom)
+    counts = _checked(qks, ws, lines, source, allow_mixed_zoom)
+    check_rollup(counts.tiles, counts.weights, np.array(lines, dtype=np.int64), source)
+    return counts
 
 
 def _snapshot_with_csv_module(text: str, source: str, use_cost: bool) -> Counts:

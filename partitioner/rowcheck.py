@@ -17,6 +17,7 @@ import numpy as np
 
 from partitioner import csvscan
 from partitioner.errors import CountsError, InvalidQuadkeyError
+from partitioner.index import LOOKUP_ZOOM
 from partitioner.tiles import IntArray, arrays_to_quadkeys, parse_quadkey
 
 BoolArray = csvscan.BoolArray
@@ -100,10 +101,24 @@ def csv_rows(text: str, source: str) -> tuple[list[str] | None, Iterator[tuple[i
 
 
 def check_quadkey(q: object, where: str) -> str:
+    """Check the quadkey of a load row: a quadkey, not the root (empty), at most :data:`LOOKUP_ZOOM` deep."""
     try:
-        return parse_quadkey(q, where)
+        qk = parse_quadkey(q, where)
     except InvalidQuadkeyError as exc:
         raise CountsError(str(exc)) from exc
+    if not qk:
+        raise CountsError(f"{where}: empty quadkey (the whole world); a load row names a tile of zoom 1 to "
+                          f"{LOOKUP_ZOOM}")
+    if len(qk) > LOOKUP_ZOOM:
+        raise CountsError(f"{where}: quadkey {qk!r} is zoom {len(qk)}; load rows go down to zoom {LOOKUP_ZOOM} "
+                          "(the deepest zoom a spec may list)")
+    return qk
+
+
+def bad_zoom(z: IntArray) -> BoolArray:
+    """Rows whose quadkey :func:`check_quadkey` refuses for its zoom (the root, or deeper than LOOKUP_ZOOM)."""
+    bad: BoolArray = (z == 0) | (z > LOOKUP_ZOOM)
+    return bad
 
 
 def parse_number(text: str, where: str, what: str) -> float:

@@ -166,12 +166,12 @@ def test_quoted_and_non_ascii_files_are_read_by_the_csv_module(tmp_path: Path) -
 
 def test_counts_from_tiles_make_quadkeys_on_demand() -> None:
     # GIVEN counts read from a file (tile arrays inside)
-    counts = parse_counts_csv("quadkey,weight\n0231,5\n023,1\n", "c.csv")
+    counts = parse_counts_csv("quadkey,weight\n0231,5\n023,6\n", "c.csv")
     # THEN the quadkeys, the grid and the refinement are as for counts built from strings
-    ref = counts_from_pairs([("0231", 5.0), ("023", 1.0)])
+    ref = counts_from_pairs([("0231", 5.0), ("023", 6.0)])
     assert counts.quadkeys == ref.quadkeys
     assert counts.refinement() == ref.refinement() == {"0231": 5.0}
-    assert counts.total == ref.total == 1.0
+    assert counts.total == ref.total == 6.0
 
 
 def _reference_leaves(counts: Counts) -> dict[str, float]:
