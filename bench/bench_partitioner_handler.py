@@ -27,6 +27,7 @@ import argparse
 import logging
 import multiprocessing as mp
 import os
+import queue
 import resource
 import sys
 import time
@@ -111,7 +112,7 @@ def child(endpoint: str, key: str, max_load: float, mode: str, out: Any) -> None
         counts = rows()
         status = f"read+verify+parse {len(counts):,} rows"
     elif mode.startswith("algorithm"):
-        spec = deps.build(counts, deps.max_load, previous=previous, fill=deps.policy.target_fill)
+        spec = deps.build(counts, deps.max_load, previous=previous, fill=deps.policy.reactive.target_fill)
         status = f"build_spec{' with previous' if previous else ''}: {len(spec.workers)} workers"
     else:
         outcome = process_snapshot(deps, key)
@@ -125,7 +126,15 @@ def run_child(endpoint: str, key: str, max_load: float, mode: str) -> tuple[floa
     q: Any = ctx.Queue()
     p = ctx.Process(target=child, args=(endpoint, key, max_load, mode, q))
     p.start()
-    result = q.get(timeout=3600)
+    deadline = time.monotonic() + 3600
+    while True:  # a child that dies without answering fails the run instead of hanging it
+        try:
+            result = q.get(timeout=5)
+            break
+        except queue.Empty:
+            if not p.is_alive() or time.monotonic() > deadline:
+                p.kill()
+                raise SystemExit(f"{mode} child failed (exit code {p.exitcode}) on {key}") from None
     p.join()
     return result  # type: ignore[no-any-return]
 
