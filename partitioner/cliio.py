@@ -111,14 +111,15 @@ def write_text(path: str, text: str) -> None:
     write_via(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
-def write_via(path: str, write: Callable[[str], object]) -> None:
-    """Call ``write(tmp)`` on a temporary file next to ``path`` (same suffix), then rename it over ``path``.
+def write_via(path: str, write: Callable[[str], object], *, suffix: str = "") -> None:
+    """Call ``write(tmp)`` on a temporary file next to ``path``, then rename it over ``path``.
 
-    ``-`` writes the temporary file's bytes to standard output instead (binary, e.g. a PNG).
+    The temporary file ends in ``suffix`` (default: ``path``'s), for writers that pick the format
+    from it. ``-`` writes the temporary file's bytes to standard output instead (binary, e.g. a PNG).
     """
-    target = Path(tempfile.gettempdir()) / "x" if path == STDIO else Path(path)
+    target = Path(path)
     directory = tempfile.gettempdir() if path == STDIO else str(target.resolve().parent)
-    with _temporary(directory, target.suffix) as tmp:
+    with _temporary(directory, suffix or target.suffix) as tmp:
         try:
             write(tmp)
             if path == STDIO:

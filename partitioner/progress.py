@@ -59,15 +59,19 @@ class Progress:
         Where to draw (default ``sys.stderr``).
     enabled : bool, optional
         Force drawing on or off (default: :func:`should_draw`).
+    verbose : bool
+        Instead of one redrawn line, print each step as its own line with the elapsed time (the
+        ``-v`` flag; also when ``stream`` is not a terminal, so logs keep the timings).
     interval : float
         Seconds between redraws by the background thread.
     """
 
     def __init__(self, label: str, *, quiet: bool = False, stream: TextIO | None = None,
-                 enabled: bool | None = None, interval: float = 0.2) -> None:
+                 enabled: bool | None = None, interval: float = 0.2, verbose: bool = False) -> None:
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
-        self.enabled = should_draw(self.stream, quiet) if enabled is None else enabled
+        self.verbose = verbose and not quiet
+        self.enabled = False if self.verbose else should_draw(self.stream, quiet) if enabled is None else enabled
         self.interval = interval
         self._text = ""
         self._done = 0
@@ -83,6 +87,8 @@ class Progress:
     def step(self, text: str, total: int | None = None) -> None:
         """Start a step (its count, if any, restarts at 0 of ``total``)."""
         self._text, self._done, self._total = text, 0, total
+        if self.verbose:
+            self._write(f"{self.label}: {text} ({time.monotonic() - self._start:.2f} s)\n")
         self._draw()
 
     def advance(self, n: int = 1) -> None:
@@ -98,7 +104,9 @@ class Progress:
         self._draw()
 
     def close(self) -> None:
-        """Stop redrawing and erase the line (idempotent)."""
+        """Stop redrawing and erase the line (idempotent); verbose: print the total time once."""
+        if self.verbose and not self._stop.is_set():
+            self._write(f"{self.label}: done ({time.monotonic() - self._start:.2f} s)\n")
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -149,3 +157,4 @@ class Progress:
             self.stream.flush()
         except (OSError, ValueError):  # the terminal went away: stop drawing, never fail the command
             self.enabled = False
+            self.verbose = False
