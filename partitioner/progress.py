@@ -103,9 +103,9 @@ class Progress:
             self._total = total
         self._draw()
 
-    def close(self) -> None:
-        """Stop redrawing and erase the line (idempotent); verbose: print the total time once."""
-        if self.verbose and not self._stop.is_set():
+    def close(self, *, finished: bool = True) -> None:
+        """Stop redrawing and erase the line (idempotent); verbose: print the total time once when ``finished``."""
+        if self.verbose and finished and not self._stop.is_set():
             self._write(f"{self.label}: done ({time.monotonic() - self._start:.2f} s)\n")
         self._stop.set()
         if self._thread is not None:
@@ -124,7 +124,7 @@ class Progress:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.close()
+        self.close(finished=exc_type is None)
 
     # -- drawing -------------------------------------------------------------------
     def line(self) -> str:

@@ -79,3 +79,30 @@ def test_build_shows_progress_on_a_terminal_and_not_with_q(tmp_path: Path) -> No
     status, out, shown = _run_on_a_terminal(["build", str(SAMPLE), "--max-load", "2500", "-o", "s.json", "-q"],
                                             tmp_path)
     assert status == 0 and shown == "" and "Workers:" in out
+
+
+def test_verbose_prints_each_step_as_a_line_and_done_only_when_finished() -> None:
+    # GIVEN verbose displays on a plain stream (a log)
+    ok, failed = io.StringIO(), io.StringIO()
+    # WHEN one finishes and one is left by an exception
+    with Progress("build", stream=ok, verbose=True) as progress:
+        progress.step("reading")
+        progress.step("building", total=3)
+        progress.advance()
+    try:
+        with Progress("build", stream=failed, verbose=True) as progress:
+            progress.step("reading")
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    # THEN one line per step, no control characters, and "done" only for the finished one
+    lines = ok.getvalue().splitlines()
+    assert [line.split(" (")[0] for line in lines] == ["build: reading", "build: building", "build: done"]
+    assert "\r" not in ok.getvalue()
+    assert failed.getvalue().splitlines() == [failed.getvalue().splitlines()[0]]
+    assert failed.getvalue().startswith("build: reading (")
+    # AND quiet wins over verbose
+    quiet = io.StringIO()
+    with Progress("build", stream=quiet, verbose=True, quiet=True) as progress:
+        progress.step("reading")
+    assert quiet.getvalue() == ""
