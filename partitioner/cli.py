@@ -107,6 +107,17 @@ def _positive(text: str) -> float:
     return v
 
 
+def _count(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
+    return v
+
+
 def _when(text: str | None, what: str) -> datetime | None:
     if text is None:
         return None
@@ -379,11 +390,11 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--previous", metavar="OLD.json", help="the live spec: keep ids sticky to it")
     b.add_argument("--strategy", choices=("compact", "seed"), default="compact",
                    help="compact (default) or seed (the published seed algorithm, the baseline)")
-    b.add_argument("--version", type=int, help="spec version (default previous + 1, or 1)")
+    b.add_argument("--version", type=_count, help="spec version (default previous + 1, or 1)")
     b.add_argument("--stream-name", help="geo stream name to record in the spec")
     b.add_argument("--json", metavar="METRICS.json", help="also write the metrics as JSON")
-    b.add_argument("--limit", type=int, default=40, help="max partition/worker lines in the table (default 40)")
-    b.add_argument("--max-workers", type=int, default=DEFAULT_MAX_WORKERS, metavar="N",
+    b.add_argument("--limit", type=_count, default=40, help="max partition/worker lines in the table (default 40)")
+    b.add_argument("--max-workers", type=_count, default=DEFAULT_MAX_WORKERS, metavar="N",
                    help=f"refuse a --max-load that needs more than N workers (default {DEFAULT_MAX_WORKERS})")
     _single_zoom(b)
     _quiet(b)
@@ -395,7 +406,7 @@ def make_parser() -> argparse.ArgumentParser:
     e.add_argument("counts", metavar="COUNTS.csv")
     e.add_argument("spec", metavar="SPEC.json")
     e.add_argument("--json", metavar="METRICS.json", help="write the metrics as JSON ('-' for stdout)")
-    e.add_argument("--limit", type=int, default=40, help="max partition/worker lines in the table (default 40)")
+    e.add_argument("--limit", type=_count, default=40, help="max partition/worker lines in the table (default 40)")
     _single_zoom(e)
     _quiet(e)
     e.set_defaults(func=cmd_evaluate)
@@ -452,7 +463,7 @@ def make_parser() -> argparse.ArgumentParser:
     m.add_argument("--out", default="demo-out", metavar="DIR", help="output directory (default ./demo-out)")
     m.add_argument("--max-load", type=_positive, default=DEMO_MAX_LOAD,
                    help=f"cap on each worker's load (default {DEMO_MAX_LOAD:g})")
-    m.add_argument("--limit", type=int, default=40, help="max partition/worker lines in the table (default 40)")
+    m.add_argument("--limit", type=_count, default=40, help="max partition/worker lines in the table (default 40)")
     m.set_defaults(func=cmd_demo)
     return ap
 

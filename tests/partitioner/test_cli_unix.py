@@ -285,3 +285,13 @@ def test_the_installed_command_is_declared_and_runs(tmp_path: Path) -> None:
 
     config = read_configuration(ROOT / "pyproject.toml")
     assert config["project"]["scripts"] == {"partitioner": "partitioner.cli:run"}
+
+
+@pytest.mark.parametrize(("option", "value"), [("--limit", "-5"), ("--max-workers", "0"), ("--version", "0"),
+                                               ("--version", "x")])
+def test_counts_in_options_must_be_whole_numbers_from_one(tmp_path: Path, option: str, value: str) -> None:
+    out = tmp_path / "s.json"
+    proc = cli("build", str(SAMPLE_COUNTS), "--max-load", "2500", "-o", str(out), option, value)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and option in err and repr(value) in err and "Traceback" not in err
+    assert not out.exists()
