@@ -65,7 +65,7 @@ def resolve(args: argparse.Namespace) -> Inputs:
 def run_command(args: argparse.Namespace) -> int:
     """The ``simulate`` command (returns the exit status; library errors propagate to the CLI's handler)."""
     inputs = resolve(args)
-    progress = TerminalProgress()
+    progress = TerminalProgress(quiet=args.quiet)
     try:
         sim = simulate(inputs.series, inputs.settings, inputs.strategies, inputs.control, progress)
     finally:
@@ -130,4 +130,5 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("--policy", metavar="JSON", help="the controller's POLICY_JSON (default: the Lambda's defaults)")
     p.add_argument("--json", metavar="OUT.json", help='write {"strategies": {NAME: {...}}} here')
     p.add_argument("--plot", metavar="OUT.png", help="live workers vs the floor and utilisation, one panel per strategy")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress line (drawn on stderr only on a terminal)")
     return p

@@ -295,3 +295,18 @@ def test_counts_in_options_must_be_whole_numbers_from_one(tmp_path: Path, option
     err = proc.stderr.decode()
     assert proc.returncode == 2 and option in err and repr(value) in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_simulate_json_to_stdout_writes_only_json(tmp_path: Path) -> None:
+    # GIVEN five windows of counts
+    windows = tmp_path / "w"
+    windows.mkdir()
+    for k in range(5):
+        (windows / f"w{k}.csv").write_text(f"quadkey,weight\n0231,{4 + k}\n0232,{5 - k}\n")
+    # WHEN simulated with the JSON on stdout
+    proc = cli("simulate", str(windows), "--max-load", "10", "--window-s", "60", "--strategies", "floor,default",
+               "--json", "-", "-q")
+    # THEN stdout is the JSON alone and the table is on stderr
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert set(json.loads(proc.stdout)["strategies"]) == {"floor", "default"}
+    assert "floor" in proc.stderr.decode()
