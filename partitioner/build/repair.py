@@ -232,7 +232,8 @@ def _previous_regions(survey: _Survey, plan: _RepairPlan, cap: float, plain: npt
             continue
         cells = cells_of[i]
         if loads[i] <= cap:
-            listed = tuple(q for q in p.quadkeys if q not in drop.get(i, ()))
+            dropped = drop.get(i)
+            listed = tuple(q for q in p.quadkeys if q not in dropped) if dropped else p.quadkeys
             if listed:
                 plan.add(Region(listed, float(loads[i])), p.id, p.worker, cells)
             continue
