@@ -37,7 +37,6 @@ import numpy.typing as npt
 
 from partitioner import csvscan, rowcheck
 from partitioner.errors import CountsError
-from partitioner.graph import neighbour_pairs
 from partitioner.index import tree_keys
 from partitioner.rollup import check_rollup, nearest_ancestors
 from partitioner.shape import is_member
@@ -164,6 +163,9 @@ class Counts:
 
     @cached_property
     def _grid_pairs(self) -> tuple[IntArray, IntArray]:
+        # imported here: reading counts must not need scipy (the Spark job's environment reads snapshots too)
+        from partitioner.graph import neighbour_pairs
+
         g = self.grid()
         return neighbour_pairs(g.x, g.y, g.zoom)
 

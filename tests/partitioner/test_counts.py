@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -201,3 +204,16 @@ def test_leaves_count_every_place_once_like_the_reference(rows: dict[str, int]) 
     got = dict(zip(arrays_to_quadkeys(leaves.x, leaves.y, leaves.z), leaves.weight.tolist(), strict=True))
     # THEN they equal the reference's, row for row
     assert got == _reference_leaves(counts)
+
+
+def test_reading_counts_does_not_import_scipy() -> None:
+    # GIVEN a fresh interpreter that cannot import scipy (the Spark job's environment has none)
+    code = ("import sys; sys.modules['scipy'] = None\n"
+            "from partitioner.counts import read_snapshot_rows, parse_counts_csv\n"
+            "c = read_snapshot_rows('quadkey,events\\n0231,4\\n02310,2\\n', 's.csv')\n"
+            "print(c.total, len(c.leaves().x))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    # THEN counts are read, their grid and leaves made, without scipy
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["4.0", "2"]
