@@ -24,10 +24,8 @@ generator               zoom        structure                                   
                                     non-empty quadkeys (speed: 400k, 2M)
 ======================  ==========  ============================================  ==============
 
-Transforms of an existing dataset: :func:`diurnal` (weights by local solar time from
-longitude: day/night shift), :func:`new_hotspot` (load appears where there was none or
-little), :func:`noise` (every weight times a uniform factor in ``[1 - a, 1 + a]``),
-:func:`day_night` (the pair used by the benchmark).
+Transforms of an existing dataset (day/night shift, new hotspot, noise) are in :mod:`shifts`;
+dense hot cells from port ship traffic in :mod:`ports`.
 
 Run ``python bench/datasets.py [--out DIR]`` to print a summary (and write
 ``<name>.csv`` files with the ``quadkey,weight`` header).
@@ -57,18 +55,17 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from partitioner.build import lower_bound  # noqa: E402
 from partitioner.counts import Counts  # noqa: E402
 from partitioner.simulate.places import (  # noqa: E402  (helpers shared with the simulator's scenarios)
     EARTH_KM,
     PLACES_FILE,
-    activity,
     counts_from_codes,
     places_csv,
     point_codes,
     scatter,
-    tile_centres,
 )
-from partitioner.tiles import quadkeys_to_arrays, tiles_xy  # noqa: E402
+from partitioner.tiles import tiles_xy  # noqa: E402
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -86,12 +83,13 @@ class Dataset:
 
     @property
     def total(self) -> float:
-        return float(np.sum(self.counts.weights))
+        """Total load, each place once (the counts' grid; rolled-up quadtree rows are not added twice)."""
+        return self.counts.total
 
     @property
     def lower_bound(self) -> int:
-        """``ceil(total / max_load)``: no spec can use fewer workers."""
-        return max(1, math.ceil(self.total / self.max_load - 1e-9))
+        """``ceil(total / max_load)``: no spec can use fewer workers (:func:`partitioner.build.lower_bound`)."""
+        return lower_bound(self.total, self.max_load)
 
     def with_counts(self, counts: Counts, name: str | None = None, description: str | None = None) -> Dataset:
         """Return the same dataset (zoom, max_load) with other counts, e.g. after noise or a shift."""
@@ -147,7 +145,7 @@ def _points_to_counts(lon: FloatArray, lat: FloatArray, zoom: int, source: str) 
     return counts_from_codes(codes, np.ones(len(codes)), zoom, source)
 
 
-def _suggest_max_load(total: float, workers: int) -> float:
+def suggest_max_load(total: float, workers: int) -> float:
     """A round ``max_load`` near ``total / workers`` (two significant digits)."""
     raw = total / workers
     mag = 10.0 ** math.floor(math.log10(raw)) / 10.0
@@ -177,7 +175,7 @@ def sparse_global(points: int = 3_000_000, zoom: int = 12, seed: int = 1, worker
     lon, lat = scatter(rng, c.lon[idx], c.lat[idx], sigma)
     counts = _points_to_counts(lon, lat, zoom, f"sparse_global(seed={seed})")
     total = float(counts.weights.sum())
-    return Dataset("sparse_global", counts, zoom, _suggest_max_load(total, workers),
+    return Dataset("sparse_global", counts, zoom, suggest_max_load(total, workers),
                    f"{len(c.pop)} cities worldwide, {int(total)} events, zoom {zoom}")
 
 
@@ -220,7 +218,7 @@ def dense_metro(name: str = "London", radius_km: float = 30.0, zoom: int = 16, s
         density += amp * np.exp(-((dx_km - hx_km[i]) ** 2 + (dy_km - hy_km[i]) ** 2) / (2 * s * s))
     expected = events * density / density.sum() + 2.0
     w = rng.poisson(expected).astype(np.float64) + 1.0
-    max_load = _suggest_max_load(float(w.sum()), workers)
+    max_load = suggest_max_load(float(w.sum()), workers)
     if stadium:
         k = int(np.argmin(np.hypot(dx_km - 8.0, dy_km)))
         w[k] = 1.3 * max_load
@@ -274,7 +272,7 @@ def dense_continent(region: str = "europe", zoom: int = 11, seed: int = 3, event
     ys, xs = np.nonzero(keep)
     codes = ((xs + x0).astype(np.int64) << zoom) | (ys + y0).astype(np.int64)
     counts = counts_from_codes(codes, w, zoom, f"dense_continent({region!r}, seed={seed})")
-    return Dataset(f"dense_{region}", counts, zoom, _suggest_max_load(float(w.sum()), workers),
+    return Dataset(f"dense_{region}", counts, zoom, suggest_max_load(float(w.sum()), workers),
                    f"{int(sel.sum())} cities of {region}, smoothed {smooth_km:g} km, zoom {zoom}")
 
 
@@ -356,7 +354,7 @@ def linear_shapes(points: int = 2_000_000, zoom: int = 12, seed: int = 4, worker
         lats.append(la)
     counts = _points_to_counts(np.concatenate(lons), np.concatenate(lats), zoom, f"linear_shapes(seed={seed})")
     total = float(counts.weights.sum())
-    return Dataset("linear_shapes", counts, zoom, _suggest_max_load(total, workers),
+    return Dataset("linear_shapes", counts, zoom, suggest_max_load(total, workers),
                    f"{len(segs) - len(lanes)} road segments + {len(lanes)} shipping lanes, zoom {zoom}")
 
 
@@ -383,69 +381,8 @@ def sized(n_quadkeys: int, zoom: int = 15, seed: int = 5, workers: int = 100) ->
         pool *= 2
     cut = int(np.sort(first)[n_quadkeys - 1]) + 1
     counts = counts_from_codes(codes[:cut], np.ones(cut), zoom, f"sized({n_quadkeys}, seed={seed})")
-    return Dataset(f"sized_{n_quadkeys}", counts, zoom, _suggest_max_load(float(cut), workers),
+    return Dataset(f"sized_{n_quadkeys}", counts, zoom, suggest_max_load(float(cut), workers),
                    f"{cut} events over exactly {len(counts)} quadkeys, zoom {zoom}")
-
-
-# ---------------------------------------------------------------------------
-# transforms: shifts and noise
-# ---------------------------------------------------------------------------
-
-
-def diurnal(counts: Counts, utc_hour: float) -> Counts:
-    """Return ``counts`` with each weight times :func:`activity` of the local solar time.
-
-    Local solar hour = ``utc_hour + lon / 15`` at the quadkey's centre, so load follows the
-    sun westwards. Weights stay integers (rounded, at least 1 on a non-empty cell).
-    """
-    lon, _ = tile_centres(counts)
-    local = (utc_hour + lon / 15.0) % 24.0
-    w = np.maximum(np.rint(counts.weights * activity(local)), 1.0)
-    return Counts(counts.quadkeys, w, f"{counts.source}@{utc_hour:g}h UTC")
-
-
-def new_hotspot(counts: Counts, lon: float, lat: float, load: float, sigma_km: float = 3.0, seed: int = 6) -> Counts:
-    """Return ``counts`` plus ``load`` events scattered around (lon, lat) (new quadkeys appear).
-
-    The events are binned at the counts' grid zoom and added to existing cells or create new ones.
-    """
-    zoom = counts.grid_zoom
-    rng = np.random.default_rng(seed)
-    k = round(load)
-    plon, plat = scatter(rng, np.full(k, float(lon)), np.full(k, float(lat)), sigma_km)
-    x, y, _ = quadkeys_to_arrays(counts.quadkeys)
-    codes = np.concatenate([(x << zoom) | y, point_codes(plon, plat, zoom)])
-    weights = np.concatenate([np.asarray(counts.weights, dtype=np.float64), np.ones(k)])
-    return counts_from_codes(codes, weights, zoom, f"{counts.source}+hotspot({lon:.2f},{lat:.2f})")
-
-
-def noise(counts: Counts, amplitude: float = 0.10, seed: int = 7) -> Counts:
-    """Return ``counts`` with every weight times a uniform factor in ``[1 - amplitude, 1 + amplitude]``."""
-    rng = np.random.default_rng(seed)
-    factors = rng.uniform(1.0 - amplitude, 1.0 + amplitude, len(counts))
-    return Counts(counts.quadkeys, np.asarray(counts.weights * factors), f"{counts.source}~noise{amplitude:g}")
-
-
-PLACES = {
-    # places with no history in the city table: where a new hotspot appears from nothing
-    "Black Rock Desert": (-119.2065, 40.7864),  # a festival town of ~70k people for one week
-}
-
-
-def day_night(ds: Dataset, day_utc: float = 14.0, night_utc: float = 2.0,
-              hotspot: str = "Black Rock Desert", hotspot_share: float = 0.03) -> tuple[Dataset, Dataset]:
-    """Return (day, night) versions of ``ds``: the diurnal shift by 12 h plus a new hotspot at night.
-
-    ``max_load`` is kept; the night dataset gets ``hotspot_share`` of the day's total as a new
-    hotspot (3 km scatter) at ``hotspot``: a key of :data:`PLACES` (no history: new quadkeys
-    that only the catch-all owned) or a city name.
-    """
-    day = diurnal(ds.counts, day_utc)
-    night = diurnal(ds.counts, night_utc)
-    lon, lat = PLACES[hotspot] if hotspot in PLACES else city(hotspot)
-    night = new_hotspot(night, lon, lat, hotspot_share * float(day.weights.sum()))
-    return (ds.with_counts(day, f"{ds.name}@day", f"{ds.description}, {day_utc:g}h UTC"),
-            ds.with_counts(night, f"{ds.name}@night", f"{ds.description}, {night_utc:g}h UTC + {hotspot} hotspot"))
 
 
 SAMPLE_MAX_LOAD = 2500.0  # the seed's cap; partitioner/data/sample_counts.csv is built for it
@@ -464,17 +401,20 @@ def sample() -> Dataset:
 
 
 def standard(quick: bool = False, seed: int | None = None) -> list[Dataset]:
-    """The shape datasets of the benchmark (``quick``: smaller versions, same structure).
+    """The shape datasets of the benchmark (``quick``: smaller versions, same structure); the ports
+    (:mod:`ports`: ship traffic with 14-15 cells above the cap, one of them with finer rows) last.
 
     ``seed`` replaces every generator's own default seed: the same places and structure,
     other random draws (to check that results are not tuned to one draw).
     """
+    from ports import dense_port
+
     kw = {} if seed is None else {"seed": seed}
     if quick:
         return [sparse_global(points=600_000, **kw), dense_metro(radius_km=15.0, events=1_000_000, workers=20, **kw),
-                dense_continent(zoom=10, **kw), linear_shapes(points=500_000, **kw)]
+                dense_continent(zoom=10, **kw), linear_shapes(points=500_000, **kw), dense_port("rotterdam", **kw)]
     return [sparse_global(**kw), dense_metro(**kw), dense_continent(**kw), dense_continent("us", workers=60, **kw),
-            linear_shapes(**kw)]
+            linear_shapes(**kw), dense_port("singapore", **kw), dense_port("rotterdam", refine_to=18, **kw)]
 
 
 def write_csv(counts: Counts, path: str | Path) -> None:

@@ -3,6 +3,8 @@
 A pure library (NumPy only): no AWS SDK, no Spark. See ``docs/CONTRACTS.md``.
 """
 
+__version__ = "0.1.0"  # the project version in pyproject.toml (a test keeps them equal)
+
 from partitioner.errors import (
     BuildError,
     CountsError,
@@ -29,6 +31,7 @@ __all__ = [
     "SpecError",
     "SpecIndex",
     "Worker",
+    "__version__",
     "check",
     "entity_bucket",
     "load_spec",

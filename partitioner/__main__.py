@@ -1,5 +1,8 @@
 """Entry point of ``python -m partitioner`` (see :mod:`partitioner.cli`)."""
 
-from partitioner.cli import main
+try:
+    from partitioner.cli import main
+except KeyboardInterrupt:  # Ctrl-C while the libraries load: as quiet as during the command
+    raise SystemExit(130) from None
 
 raise SystemExit(main())

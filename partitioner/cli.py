@@ -22,45 +22,79 @@ Commands
     The partitioner on the bundled sample (``partitioner/data/sample_counts.csv``):
     prints the table and writes ``spec.json``, ``spec.geojson`` and ``map.png``.
 
-Errors from the library (:class:`partitioner.errors.PartitionerError`: bad quadkey,
-negative or NaN weight, mixed zooms with ``--single-zoom``, empty file, invalid spec)
-print one line ``error: <message naming the value, file and line>`` on stderr and
-exit with status 2, like argparse's own usage errors.
+Conventions
+-----------
+* ``-`` as an input reads standard input (one input per command); ``-o -`` / ``--json -`` write
+  standard output, and the human-readable report then goes to standard error, so stdout holds
+  only the data asked for (:mod:`partitioner.cliio`).
+* Every argument and output path is checked before work starts; files are written atomically.
+* ``-q`` turns the progress line off; ``-v`` prints each step with its time on standard error.
+* ``--version`` prints the package version. A closed pipe (``| head``) and Ctrl-C end the
+  command quietly (exit 141 and 130, no traceback).
+
+Exit status
+-----------
+``0``
+    Success; ``diff``: the specs list the same partitions; ``policy``: keep the current spec.
+``1``
+    ``diff`` only: the specs differ (partitions or workers added, removed or changed).
+``2``
+    Bad input: errors from the library (:class:`partitioner.errors.PartitionerError`: bad
+    quadkey, negative or NaN weight, mixed zooms with ``--single-zoom``, empty file, invalid
+    spec) and bad arguments print one line ``error: <message naming the value and where it came
+    from>`` on stderr, like argparse's own usage errors, and write nothing.
+``3``
+    ``policy`` only: the policy would redeploy (publish the candidate).
+``130`` / ``141``
+    Interrupted (Ctrl-C) / standard output closed early.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from partitioner import __version__
+from partitioner.cliio import (
+    STDIO,
+    CliError,
+    check_distinct,
+    check_inputs,
+    check_one_stdout,
+    check_output,
+    read_counts,
+    read_spec,
+    report_stream,
+    write_text,
+    write_via,
+)
 from partitioner.counts import Counts, read_counts_csv
 from partitioner.errors import PartitionerError
 from partitioner.metrics import evaluate, spec_diff, stability
+from partitioner.progress import Progress
 from partitioner.render import render_stability, render_table, summary_line
-from partitioner.spec import Spec, load_spec
+from partitioner.spec import Spec
 
 SAMPLE_COUNTS = Path(__file__).resolve().parent / "data" / "sample_counts.csv"
 DEMO_MAX_LOAD = 2500.0  # the seed's cap; the sample holds ~29.5k events (lower bound 12)
+DEFAULT_MAX_WORKERS = 1000  # build refuses a --max-load that needs more workers than this (--max-workers)
+EXIT_OK = 0
+EXIT_DIFFERENT = 1  # diff: the specs differ
 EXIT_ERROR = 2
+EXIT_REDEPLOY = 3  # policy: the candidate would be published
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_PIPE = 141  # 128 + SIGPIPE
+
+__all__ = ["EXIT_DIFFERENT", "EXIT_ERROR", "EXIT_OK", "EXIT_REDEPLOY", "CliError", "main", "make_parser", "run"]
 
 
-class CliError(PartitionerError):
-    """A command-line value the library does not check itself (bad timestamp, unwritable output)."""
-
-
-def _counts(path: str, single_zoom: bool) -> Counts:
-    return read_counts_csv(path, allow_mixed_zoom=not single_zoom)
-
-
-def _write(path: str | Path, text: str) -> None:
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise CliError(f"cannot write {str(path)!r}: {exc.strerror}") from exc
+def _progress(args: argparse.Namespace, label: str) -> Progress:
+    return Progress(label, quiet=args.quiet, verbose=args.verbose)
 
 
 def _positive(text: str) -> float:
@@ -70,6 +104,17 @@ def _positive(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not v > 0 or v == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r} must be a positive finite number")
+    return v
+
+
+def _count(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
     return v
 
 
@@ -83,6 +128,26 @@ def _when(text: str | None, what: str) -> datetime | None:
     return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
 
 
+def _check_version(version: int | None, previous: Spec | None, previous_path: str | None) -> None:
+    if version is None:
+        return
+    if version < 1:
+        raise CliError(f"--version {version} must be 1 or more")
+    if previous is not None and version <= previous.version:
+        raise CliError(f"--version {version} must be above the version of --previous {previous_path!r} "
+                       f"(v{previous.version})")
+
+
+def _check_workers(counts: Counts, max_load: float, max_workers: int, source: str) -> None:
+    from partitioner.build import lower_bound
+
+    need = lower_bound(counts.total, max_load)
+    if need > max_workers:
+        raise CliError(f"--max-load {max_load:g} needs at least {need:,} workers for the total load "
+                       f"{counts.total:,.6g} of {source} (more than --max-workers {max_workers:,}); "
+                       "raise --max-load or --max-workers")
+
+
 # ---------------------------------------------------------------------------
 # commands
 # ---------------------------------------------------------------------------
@@ -91,54 +156,78 @@ def _when(text: str | None, what: str) -> datetime | None:
 def cmd_build(args: argparse.Namespace) -> int:
     from partitioner.build import build_with_report
 
-    counts = _counts(args.counts, args.single_zoom)
-    previous = load_spec(args.previous) if args.previous else None
-    report = build_with_report(counts, args.max_load, previous=previous, strategy=args.strategy,
-                               version=args.version, stream_name=args.stream_name)
-    spec = report.spec
-    try:
-        spec.save(args.output)
-    except OSError as exc:
-        raise CliError(f"cannot write {args.output!r}: {exc.strerror}") from exc
-    metrics = evaluate(spec, counts)
-    print(render_table(metrics, limit=args.limit))
+    check_inputs(("COUNTS", args.counts), ("--previous", args.previous))
+    check_one_stdout(("-o", args.output), ("--json", args.json))
+    check_distinct(("-o", args.output), ("--json", args.json), ("COUNTS", args.counts), ("--previous", args.previous))
+    for opt, path in (("-o", args.output), ("--json", args.json)):
+        check_output(path, opt)
+    out = report_stream(args.output, args.json)
+    with _progress(args, "build") as progress:
+        progress.step(f"reading {args.counts}")
+        counts = read_counts(args.counts, "COUNTS", single_zoom=args.single_zoom)
+        previous = read_spec(args.previous, "--previous") if args.previous else None
+        _check_version(args.version, previous, args.previous)
+        _check_workers(counts, args.max_load, args.max_workers, args.counts)
+        progress.step(f"building from {len(counts):,} quadkeys")
+        report = build_with_report(counts, args.max_load, previous=previous, strategy=args.strategy,
+                                   version=args.version, stream_name=args.stream_name)
+        spec = report.spec
+        progress.step("measuring the spec")
+        metrics = evaluate(spec, counts)
+        moved = stability(previous, spec, counts) if previous is not None else None
+        progress.step(f"writing {args.output}")
+        write_text(args.output, spec.to_json() + "\n")
+        if args.json:
+            write_text(args.json, json.dumps(metrics.to_dict(), indent=1) + "\n")
+    print(render_table(metrics, limit=args.limit), file=out)
     print(f"Build: strategy {report.strategy}, mode {report.mode}, hot cells {report.hot_cells} "
-          f"({report.hash_split_cells} split by entity hash)")
+          f"({report.hash_split_cells} split by entity hash)", file=out)
     for note in report.notes:
-        print(f"note: {note}")
+        print(f"note: {note}", file=out)
     for problem in report.problems:
-        print(f"problem: {problem}")
-    if previous is not None:
-        print(render_stability(stability(previous, spec, counts)))
-    if args.json:
-        _write(args.json, json.dumps(metrics.to_dict(), indent=1) + "\n")
-    print(f"wrote {args.output}")
-    return 0
+        print(f"problem: {problem}", file=out)
+    if moved is not None:
+        print(render_stability(moved), file=out)
+    if args.output != STDIO:
+        print(f"wrote {args.output}", file=out)
+    return EXIT_OK
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    counts = _counts(args.counts, args.single_zoom)
-    spec = load_spec(args.spec)
-    metrics = evaluate(spec, counts)
-    print(render_table(metrics, limit=args.limit))
-    if args.json == "-":
-        print(json.dumps(metrics.to_dict(), indent=1))
-    elif args.json:
-        _write(args.json, json.dumps(metrics.to_dict(), indent=1) + "\n")
-        print(f"wrote {args.json}")
-    return 0
+    check_inputs(("COUNTS", args.counts), ("SPEC", args.spec))
+    check_output(args.json, "--json")
+    out = report_stream(args.json)
+    with _progress(args, "evaluate") as progress:
+        progress.step(f"reading {args.counts}")
+        counts = read_counts(args.counts, "COUNTS", single_zoom=args.single_zoom)
+        progress.step(f"reading {args.spec}")
+        spec = read_spec(args.spec, "SPEC")
+        progress.step("measuring the spec")
+        metrics = evaluate(spec, counts)
+        if args.json:
+            write_text(args.json, json.dumps(metrics.to_dict(), indent=1) + "\n")
+    print(render_table(metrics, limit=args.limit), file=out)
+    if args.json and args.json != STDIO:
+        print(f"wrote {args.json}", file=out)
+    return EXIT_OK
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    old, new = load_spec(args.old), load_spec(args.new)
-    d = spec_diff(old, new)
-    if args.counts:
-        print(render_stability(stability(old, new, _counts(args.counts, args.single_zoom)), d))
-    else:
-        print(render_stability(stability(old, new, _spec_load_counts(old)), d))
+    check_inputs(("OLD", args.old), ("NEW", args.new), ("--counts", args.counts))
+    with _progress(args, "diff") as progress:
+        progress.step("reading the specs")
+        old, new = read_spec(args.old, "OLD"), read_spec(args.new, "NEW")
+        d = spec_diff(old, new)
+        progress.step("measuring moved load")
+        counts = read_counts(args.counts, "--counts", single_zoom=args.single_zoom) if args.counts \
+            else _spec_load_counts(old)
+        moved = stability(old, new, counts)
+    print(render_stability(moved, d))
+    if not args.counts:
         print("(moved load estimated from the old spec's recorded loads; pass --counts COUNTS.csv for the "
               "current load)")
-    return 0
+    same = not (d.added or d.removed or d.changed or d.workers_added or d.workers_removed)
+    return EXIT_OK if same else EXIT_DIFFERENT
 
 
 def _spec_load_counts(spec: Spec) -> Counts:
@@ -164,56 +253,65 @@ def _spec_load_counts(spec: Spec) -> Counts:
 def cmd_geojson(args: argparse.Namespace) -> int:
     from partitioner.geojson import spec_to_geojson
 
-    spec = load_spec(args.spec)
-    counts = _counts(args.counts, args.single_zoom) if args.counts else None
-    text = json.dumps(spec_to_geojson(spec, counts), separators=(",", ":"))
-    if args.output:
-        _write(args.output, text + "\n")
-        print(f"wrote {args.output} ({len(spec.partitions)} features)")
-    else:
-        print(text)
-    return 0
+    check_inputs(("SPEC", args.spec), ("--counts", args.counts))
+    output = args.output or STDIO
+    check_output(output, "-o")
+    with _progress(args, "geojson") as progress:
+        progress.step(f"reading {args.spec}")
+        spec = read_spec(args.spec, "SPEC")
+        counts = read_counts(args.counts, "--counts", single_zoom=args.single_zoom) if args.counts else None
+        progress.step("drawing the partitions")
+        text = json.dumps(spec_to_geojson(spec, counts), separators=(",", ":"))
+        write_text(output, text + "\n")
+    if output != STDIO:
+        print(f"wrote {output} ({len(spec.partitions)} features)")
+    return EXIT_OK
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from partitioner.plot import plot_mismatch, plot_spec
 
-    spec = load_spec(args.spec)
-    counts = _counts(args.counts, args.single_zoom) if args.counts else None
-    _check_png(args.output)
-    plot_spec(spec, args.output, counts)
-    print(f"wrote {args.output}")
-    if args.mismatch:
-        if counts is None:
-            raise CliError("--mismatch needs COUNTS.csv (the new load to put on the spec)")
-        _check_png(args.mismatch)
-        plot_mismatch(spec, counts, args.mismatch)
-        print(f"wrote {args.mismatch}")
-    return 0
-
-
-def _check_png(path: str) -> None:
-    if not path.lower().endswith(".png"):
-        raise CliError(f"output {path!r} must end in .png")
-    parent = Path(path).resolve().parent
-    if not parent.is_dir():
-        raise CliError(f"cannot write {path!r}: directory {str(parent)!r} does not exist")
+    check_inputs(("SPEC", args.spec), ("COUNTS", args.counts))
+    if args.mismatch and args.counts is None:
+        raise CliError(f"--mismatch {args.mismatch!r} needs COUNTS.csv (the new load to put on the spec)")
+    check_one_stdout(("-o", args.output), ("--mismatch", args.mismatch))
+    check_distinct(("-o", args.output), ("--mismatch", args.mismatch))
+    check_output(args.output, "-o", suffix=".png")
+    check_output(args.mismatch, "--mismatch", suffix=".png")
+    out = report_stream(args.output, args.mismatch)
+    with _progress(args, "plot") as progress:
+        progress.step(f"reading {args.spec}")
+        spec = read_spec(args.spec, "SPEC")
+        counts = read_counts(args.counts, "COUNTS", single_zoom=args.single_zoom) if args.counts else None
+        progress.step(f"drawing {args.output}")
+        write_via(args.output, lambda tmp: plot_spec(spec, tmp, counts), suffix=".png")
+        if args.mismatch and counts is not None:
+            progress.step(f"drawing {args.mismatch}")
+            write_via(args.mismatch, lambda tmp: plot_mismatch(spec, counts, tmp), suffix=".png")
+    for path in (args.output, args.mismatch):
+        if path and path != STDIO:
+            print(f"wrote {path}", file=out)
+    return EXIT_OK
 
 
 def cmd_policy(args: argparse.Namespace) -> int:
     from partitioner.policy import RebalancePolicy
 
+    check_inputs(("CURRENT", args.current), ("CANDIDATE", args.candidate), ("COUNTS", args.counts))
+    check_output(args.json, "--json")
+    out = report_stream(args.json)
     policy = RebalancePolicy.from_json(args.policy, where="--policy")
-    current, candidate = load_spec(args.current), load_spec(args.candidate)
-    counts = _counts(args.counts, args.single_zoom)
     now = _when(args.now, "--now") or datetime.now(UTC)
-    decision = policy.decide(current, candidate, counts, now, _when(args.last_published, "--last-published"))
-    print(decision.render())
-    print("current:   " + summary_line(evaluate(current, counts)).replace("\n", "\n           "))
-    print("candidate: " + summary_line(evaluate(candidate, counts)).replace("\n", "\n           "))
+    last = _when(args.last_published, "--last-published")
+    current, candidate = read_spec(args.current, "CURRENT"), read_spec(args.candidate, "CANDIDATE")
+    counts = read_counts(args.counts, "COUNTS", single_zoom=args.single_zoom)
+    decision = policy.decide(current, candidate, counts, now, last)
+    print(decision.render(), file=out)
+    print("current:   " + summary_line(evaluate(current, counts)).replace("\n", "\n           "), file=out)
+    print("candidate: " + summary_line(evaluate(candidate, counts)).replace("\n", "\n           "), file=out)
     if args.json:
-        _write(args.json, json.dumps(decision.to_dict(), indent=1) + "\n")
-    return 0
+        write_text(args.json, json.dumps(decision.to_dict(), indent=1) + "\n")
+    return EXIT_REDEPLOY if decision.redeploy else EXIT_OK
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -260,15 +358,28 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------
 
 
+def _quiet(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress line (it is drawn on stderr only when stderr is a terminal)")
+    g.add_argument("-v", "--verbose", action="store_true",
+                   help="print each step and its time on stderr (also when stderr is not a terminal)")
+
+
 def _single_zoom(p: argparse.ArgumentParser) -> None:
     p.add_argument("--single-zoom", action="store_true",
                    help="reject counts with rows at more than one zoom (default: a rolled-up quadtree is fine)")
 
 
 def make_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m partitioner",
+    ap = argparse.ArgumentParser(prog="partitioner",
                                  description="Geo Rebalancer partitioner: build, measure and compare partition "
-                                             "specs from load per quadkey (CSV header 'quadkey,weight').")
+                                             "specs from load per quadkey (CSV header 'quadkey,weight'). "
+                                             "'-' reads stdin or writes stdout.",
+                                 epilog="exit status: 0 ok (diff: same partitions; policy: keep), 1 diff: the "
+                                        "specs differ, 2 bad input or arguments (nothing written), 3 policy: "
+                                        "redeploy, 130 interrupted, 141 output pipe closed")
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     b = sub.add_parser("build", help="build a spec from COUNTS.csv", description="Build a spec from load per "
@@ -279,11 +390,14 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--previous", metavar="OLD.json", help="the live spec: keep ids sticky to it")
     b.add_argument("--strategy", choices=("compact", "seed"), default="compact",
                    help="compact (default) or seed (the published seed algorithm, the baseline)")
-    b.add_argument("--version", type=int, help="spec version (default previous + 1, or 1)")
+    b.add_argument("--version", type=_count, help="spec version (default previous + 1, or 1)")
     b.add_argument("--stream-name", help="geo stream name to record in the spec")
     b.add_argument("--json", metavar="METRICS.json", help="also write the metrics as JSON")
-    b.add_argument("--limit", type=int, default=40, help="max partition/worker lines in the table (default 40)")
+    b.add_argument("--limit", type=_count, default=40, help="max partition/worker lines in the table (default 40)")
+    b.add_argument("--max-workers", type=_count, default=DEFAULT_MAX_WORKERS, metavar="N",
+                   help=f"refuse a --max-load that needs more than N workers (default {DEFAULT_MAX_WORKERS})")
     _single_zoom(b)
+    _quiet(b)
     b.set_defaults(func=cmd_build)
 
     e = sub.add_parser("evaluate", help="measure a spec under a load",
@@ -292,16 +406,19 @@ def make_parser() -> argparse.ArgumentParser:
     e.add_argument("counts", metavar="COUNTS.csv")
     e.add_argument("spec", metavar="SPEC.json")
     e.add_argument("--json", metavar="METRICS.json", help="write the metrics as JSON ('-' for stdout)")
-    e.add_argument("--limit", type=int, default=40, help="max partition/worker lines in the table (default 40)")
+    e.add_argument("--limit", type=_count, default=40, help="max partition/worker lines in the table (default 40)")
     _single_zoom(e)
+    _quiet(e)
     e.set_defaults(func=cmd_evaluate)
 
     d = sub.add_parser("diff", help="compare two specs", description="Partition ids added/removed/changed and "
-                       "the load that keeps its partition and worker.")
+                       "the load that keeps its partition and worker.",
+                       epilog="exit status: 0 same partitions and workers, 1 the specs differ, 2 bad input")
     d.add_argument("old", metavar="OLD.json")
     d.add_argument("new", metavar="NEW.json")
     d.add_argument("--counts", metavar="COUNTS.csv", help="measure moved load under this load")
     _single_zoom(d)
+    _quiet(d)
     d.set_defaults(func=cmd_diff)
 
     g = sub.add_parser("geojson", help="spec -> GeoJSON", description="Write the spec as a GeoJSON "
@@ -310,6 +427,7 @@ def make_parser() -> argparse.ArgumentParser:
     g.add_argument("-o", "--output", metavar="OUT.geojson", help="output file (default stdout)")
     g.add_argument("--counts", metavar="COUNTS.csv", help="report load/utilisation under this load")
     _single_zoom(g)
+    _quiet(g)
     g.set_defaults(func=cmd_geojson)
 
     p = sub.add_parser("plot", help="draw a spec to PNG", description="Partition map (web mercator, cells "
@@ -319,18 +437,21 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="MAP.png")
     p.add_argument("--mismatch", metavar="BARS.png", help="also draw planned vs actual load per worker")
     _single_zoom(p)
+    _quiet(p)
     p.set_defaults(func=cmd_plot)
 
     q = sub.add_parser("policy", help="would the policy redeploy?", description="Decide whether CANDIDATE "
-                       "should replace CURRENT under the load COUNTS.csv, and why.")
+                       "should replace CURRENT under the load COUNTS.csv, and why.",
+                       epilog="exit status: 0 keep the current spec, 3 redeploy (publish the candidate), 2 bad input")
     q.add_argument("current", metavar="CURRENT.json")
     q.add_argument("candidate", metavar="CANDIDATE.json")
     q.add_argument("counts", metavar="COUNTS.csv")
     q.add_argument("--policy", metavar="JSON", help='thresholds as JSON, e.g. \'{"high_watermark": 0.85}\'')
     q.add_argument("--last-published", metavar="ISO", help="when the current spec was published")
     q.add_argument("--now", metavar="ISO", help="decision time (default: now, UTC)")
-    q.add_argument("--json", metavar="DECISION.json", help="also write the decision as JSON")
+    q.add_argument("--json", metavar="DECISION.json", help="also write the decision as JSON ('-' for stdout)")
     _single_zoom(q)
+    _quiet(q)
     q.set_defaults(func=cmd_policy)
 
     from partitioner.simulate.command import add_parser as add_simulate
@@ -342,17 +463,32 @@ def make_parser() -> argparse.ArgumentParser:
     m.add_argument("--out", default="demo-out", metavar="DIR", help="output directory (default ./demo-out)")
     m.add_argument("--max-load", type=_positive, default=DEMO_MAX_LOAD,
                    help=f"cap on each worker's load (default {DEMO_MAX_LOAD:g})")
-    m.add_argument("--limit", type=int, default=40, help="max partition/worker lines in the table (default 40)")
+    m.add_argument("--limit", type=_count, default=40, help="max partition/worker lines in the table (default 40)")
     m.set_defaults(func=cmd_demo)
     return ap
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; return the exit status (0 ok, 2 on a usage or data error)."""
+    """Run the CLI; return the exit status (see the module docstring: 0, 1, 2, 3, 130, 141)."""
     args = make_parser().parse_args(argv)
     try:
         status: int = args.func(args)
+        sys.stdout.flush()
     except PartitionerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except BrokenPipeError:
+        # the reader went away (| head): stop quietly; point stdout at /dev/null so the
+        # interpreter's final flush does not raise again (docs.python.org/3/library/signal.html#note-on-sigpipe)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_PIPE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return status
+
+
+def run() -> None:
+    """The installed ``partitioner`` command (``[project.scripts]`` in pyproject.toml)."""
+    raise SystemExit(main())

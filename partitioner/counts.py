@@ -15,25 +15,44 @@ Notes
 -----
 Zoom limits come from :data:`partitioner.tiles.MAX_ZOOM`. A quadkey listed
 twice is an error (it names both lines). Weights must be finite and >= 0.
+
+Files are read without a Python loop per row (:mod:`partitioner.csvscan`): a
+plain file (ASCII, unquoted) is split and decoded with NumPy, and a bad row is
+reported with the message of the one-row check (:mod:`partitioner.rowcheck`)
+run on the first bad line only. Other files (quoted
+fields, non-ASCII text) go through the ``csv`` module with the same checks.
+A :class:`Counts` read this way holds tile arrays; its quadkey strings are made
+only if someone asks for them.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import math
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from functools import cached_property
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.errors import CountsError, InvalidQuadkeyError
-from partitioner.tiles import IntArray, parse_quadkey, quadkeys_to_arrays
+from partitioner import csvscan, rowcheck
+from partitioner.errors import CountsError
+from partitioner.index import tree_keys
+from partitioner.rollup import check_rollup, nearest_ancestors
+from partitioner.shape import is_member
+from partitioner.tiles import IntArray, arrays_to_quadkeys, quadkeys_to_arrays
 
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+_BOM = b"\xef\xbb\xbf"
+
+
+class Tiles(NamedTuple):
+    """Tile column, row and zoom of each row (parallel arrays, one entry per quadkey)."""
+
+    x: IntArray
+    y: IntArray
+    z: IntArray
 
 
 class Grid(NamedTuple):
@@ -49,87 +68,203 @@ class Grid(NamedTuple):
         return Grid(self.zoom, self.x[cells], self.y[cells], self.weight[cells])
 
 
-@dataclass(frozen=True, eq=False)
+class Cells(NamedTuple):
+    """Rows of mixed zooms: tiles and weights (refinement rows, leaves)."""
+
+    x: IntArray
+    y: IntArray
+    z: IntArray
+    weight: FloatArray
+
+
+def _read_only(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    a.setflags(write=False)
+    return a
+
+
 class Counts:
-    """Load per quadkey (immutable). ``source`` names where it came from, for errors."""
+    """Load per quadkey (immutable). ``source`` names where it came from, for errors.
 
-    quadkeys: tuple[str, ...]
+    Built from quadkey strings (``Counts(quadkeys, weights, source)``) or from tile arrays
+    (:meth:`from_tiles`); the other form is derived on first use and kept. Derived views
+    (the tiles, the grid, the refinement) are computed once per instance.
+    """
+
+    def __init__(self, quadkeys: Sequence[str] | None, weights: npt.ArrayLike, source: str = "<counts>", *,
+                 tiles: Tiles | None = None) -> None:
+        w = _read_only(np.array(weights, dtype=np.float64).reshape(-1))
+        if quadkeys is None and tiles is None:
+            raise CountsError(f"{source}: counts need quadkeys or tiles")
+        n = len(quadkeys) if quadkeys is not None else len(tiles.x) if tiles is not None else 0
+        if n != len(w):
+            raise CountsError(f"{source}: {n} quadkeys but {len(w)} weights")
+        d = self.__dict__
+        d["_quadkeys"] = tuple(quadkeys) if quadkeys is not None else None
+        d["weights"] = w
+        d["source"] = source
+        if tiles is not None:
+            d["tiles"] = Tiles(*(_read_only(np.asarray(a, dtype=np.int64)) for a in tiles))
+
     weights: FloatArray
-    source: str = "<counts>"
+    source: str
 
-    def __post_init__(self) -> None:
-        self.weights.setflags(write=False)
+    @classmethod
+    def from_tiles(cls, tiles: Tiles, weights: npt.ArrayLike, source: str = "<counts>") -> Counts:
+        """Counts of the tiles ``tiles`` (no quadkey strings are made until asked for)."""
+        return cls(None, weights, source, tiles=tiles)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Counts is immutable (cannot set {name!r})")
+
+    def __repr__(self) -> str:
+        return f"Counts({len(self)} rows, total {self.total:.6g}, source={self.source!r})"
 
     def __len__(self) -> int:
-        return len(self.quadkeys)
+        return len(self.weights)
+
+    @property
+    def quadkeys(self) -> tuple[str, ...]:
+        """The quadkey of each row (made from the tiles on first use when built from tiles)."""
+        qks: tuple[str, ...] | None = self.__dict__["_quadkeys"]
+        if qks is None:
+            t = self.tiles
+            qks = tuple(arrays_to_quadkeys(t.x, t.y, t.z))
+            self.__dict__["_quadkeys"] = qks
+        return qks
+
+    @cached_property
+    def tiles(self) -> Tiles:
+        """Tile x, y and zoom of each row (read-only arrays)."""
+        return Tiles(*(_read_only(a) for a in quadkeys_to_arrays(self.quadkeys)))
 
     @property
     def zooms(self) -> tuple[int, ...]:
         """The distinct zooms present, shallowest first."""
-        return tuple(sorted({len(q) for q in self.quadkeys}))
+        return tuple(int(z) for z in np.unique(self.tiles.z))
 
     @property
     def grid_zoom(self) -> int:
-        if not self.quadkeys:
+        if len(self) == 0:
             raise CountsError(f"{self.source}: no rows")
-        return min(map(len, self.quadkeys))
+        return int(self.tiles.z.min())
 
     @property
     def total(self) -> float:
         """Total load, counting each place once (the grid's sum)."""
-        return float(self.grid().weight.sum())
+        return float(self._tree.grid.weight.sum())
 
     def grid(self) -> Grid:
         """Return the grid cells (see module docstring); refinement rows are left out."""
-        gz = self.grid_zoom
-        x, y, z = quadkeys_to_arrays(self.quadkeys)
-        w = np.asarray(self.weights, dtype=np.float64)
-        top = z == gz
-        deeper = ~top
-        if not deeper.any():
-            return Grid(gz, x, y, w.copy())
-        # a deeper row is refinement if any ancestor is present; else it adds to its grid cell
-        present = {(int(zz), int(xx), int(yy)) for xx, yy, zz in zip(x, y, z, strict=True)}
-        orphan = np.zeros(len(x), dtype=bool)
-        for i in np.nonzero(deeper)[0]:
-            zi, xi, yi = int(z[i]), int(x[i]), int(y[i])
-            orphan[i] = not any((a, xi >> (zi - a), yi >> (zi - a)) in present for a in range(gz, zi))
-        # among orphans, keep only the shallowest (a deeper orphan under another orphan is its refinement)
-        sel = top | orphan
-        gx = x[sel] >> (z[sel] - gz)
-        gy = y[sel] >> (z[sel] - gz)
-        codes = (gx << gz) | gy
-        uniq, inv = np.unique(codes, return_inverse=True)
-        weight = np.zeros(len(uniq), dtype=np.float64)
-        np.add.at(weight, inv, self._orphan_weights(sel, orphan, x, y, z, w))
-        return Grid(gz, uniq >> gz, uniq & ((1 << gz) - 1), weight)
+        return self._tree.grid
 
-    def _orphan_weights(self, sel: npt.NDArray[np.bool_], orphan: npt.NDArray[np.bool_], x: IntArray, y: IntArray,
-                        z: IntArray, w: FloatArray) -> FloatArray:
-        """Weights of the selected rows, zeroing orphans that refine a shallower orphan."""
-        out = w.copy()
-        orphan_set = {(int(z[i]), int(x[i]), int(y[i])) for i in np.nonzero(orphan)[0]}
-        for i in np.nonzero(orphan)[0]:
-            zi, xi, yi = int(z[i]), int(x[i]), int(y[i])
-            if any((a, xi >> (zi - a), yi >> (zi - a)) in orphan_set for a in range(self.grid_zoom + 1, zi)):
-                out[i] = 0.0
-        return out[sel]
+    def grid_pairs(self) -> tuple[IntArray, IntArray]:
+        """8-neighbour pairs of the grid cells (indices into :meth:`grid`), found once."""
+        return self._grid_pairs
+
+    @cached_property
+    def _grid_pairs(self) -> tuple[IntArray, IntArray]:
+        # imported here: reading counts must not need scipy (the Spark job's environment reads snapshots too)
+        from partitioner.graph import neighbour_pairs
+
+        g = self.grid()
+        return neighbour_pairs(g.x, g.y, g.zoom)
 
     def refinement(self) -> dict[str, float]:
         """Return the refinement rows (deeper rows under a present ancestor) as quadkey -> weight."""
-        keys = set(self.quadkeys)
-        gz = self.grid_zoom
-        out: dict[str, float] = {}
-        if len({len(q) for q in keys}) == 1:
-            return out
-        for q, w in zip(self.quadkeys, self.weights, strict=True):
-            if any(q[:k] in keys for k in range(gz, len(q))):
-                out[q] = float(w)
-        return out
+        rows = np.flatnonzero(self._tree.refined)
+        if self.__dict__["_quadkeys"] is not None:
+            qks = [self.quadkeys[i] for i in rows.tolist()]
+        else:
+            t = self.tiles
+            qks = arrays_to_quadkeys(t.x[rows], t.y[rows], t.z[rows])
+        return dict(zip(qks, self.weights[rows].tolist(), strict=True))
+
+    def refinement_cells(self) -> Cells:
+        """The refinement rows as arrays (in row order)."""
+        t, rows = self.tiles, self._tree.refined
+        return Cells(t.x[rows], t.y[rows], t.z[rows], self.weights[rows])
+
+    def leaves(self) -> Cells:
+        """Rows that count every place once: the grid cells and the refinement rows, each row's
+        weight minus the weights of its nearest listed descendants (clipped at 0).
+
+        Notes
+        -----
+        Deeper rows with no listed ancestor are folded into their grid cell (as in
+        :meth:`grid`). Single-zoom counts come back as they are.
+        """
+        return self._leaves
 
     def scaled(self, factors: npt.ArrayLike) -> Counts:
         """Return a copy with each weight multiplied by ``factors`` (for noise and shifts)."""
-        return Counts(self.quadkeys, np.asarray(self.weights * np.asarray(factors, dtype=np.float64)), self.source)
+        w = self.weights * np.asarray(factors, dtype=np.float64)
+        tiles: Tiles | None = self.__dict__.get("tiles")
+        return Counts(self.__dict__["_quadkeys"], w, self.source, tiles=tiles)
+
+    # -- the quadtree, computed once ------------------------------------------------
+    @cached_property
+    def _tree(self) -> _Tree:
+        return _split_tree(self.tiles, self.weights)
+
+    @cached_property
+    def _leaves(self) -> Cells:
+        t = self.tiles
+        tree = self._tree
+        if not tree.refined.any() and len(np.unique(t.z)) == 1:
+            return Cells(t.x, t.y, t.z, self.weights)
+        g = tree.grid
+        ref = self.refinement_cells()
+        x = np.concatenate([g.x, ref.x])
+        y = np.concatenate([g.y, ref.y])
+        z = np.concatenate([np.full(len(g.x), g.zoom, dtype=np.int64), ref.z])
+        w = np.concatenate([g.weight, ref.weight])
+        w -= _nearest_ancestor_sums(x, y, z, w, first_deep=len(g.x), grid_zoom=g.zoom)
+        return Cells(x, y, z, np.maximum(w, 0.0))
+
+
+class _Tree(NamedTuple):
+    grid: Grid
+    refined: BoolArray  # rows under a present ancestor
+
+
+def _split_tree(t: Tiles, w: FloatArray) -> _Tree:
+    """The grid cells (rows at the shallowest zoom plus orphans summed up) and the refinement mask."""
+    if len(w) == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return _Tree(Grid(0, empty, empty, np.zeros(0)), np.zeros(0, dtype=bool))
+    gz = int(t.z.min())
+    top = t.z == gz
+    if top.all():
+        g = Grid(gz, *(_read_only(a.copy()) for a in (t.x, t.y, w)))
+        return _Tree(g, np.zeros(len(w), dtype=bool))
+    keys = np.sort(tree_keys(t.x, t.y, t.z))
+    refined = np.zeros(len(w), dtype=bool)
+    for a in range(gz, int(t.z.max())):
+        rows = np.flatnonzero(~top & (t.z > a) & ~refined)
+        shift = t.z[rows] - a
+        refined[rows] = is_member(tree_keys(t.x[rows] >> shift, t.y[rows] >> shift, a), keys)
+    # rows at the grid zoom and orphans (deeper rows with no ancestor listed) hold the load once
+    sel = ~refined
+    shift = t.z[sel] - gz
+    codes = ((t.x[sel] >> shift) << gz) | (t.y[sel] >> shift)
+    uniq, inv = np.unique(codes, return_inverse=True)
+    weight = np.bincount(inv, weights=w[sel], minlength=len(uniq))
+    g = Grid(gz, _read_only(uniq >> gz), _read_only(uniq & ((1 << gz) - 1)), _read_only(weight))
+    return _Tree(g, _read_only(refined))
+
+
+def _nearest_ancestor_sums(x: IntArray, y: IntArray, z: IntArray, w: FloatArray, *, first_deep: int,
+                           grid_zoom: int) -> FloatArray:
+    """Per row, the summed weight of the rows (from ``first_deep`` on) whose nearest listed ancestor it is."""
+    anc = nearest_ancestors(x, y, z, first_deep=first_deep, grid_zoom=grid_zoom)
+    has = anc >= 0
+    out: FloatArray = np.bincount(anc[has], weights=w[has], minlength=len(w)).astype(np.float64)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# building and reading
+# ---------------------------------------------------------------------------
 
 
 def counts_from_pairs(pairs: Iterable[tuple[str, float]], source: str = "<pairs>") -> Counts:
@@ -146,8 +281,8 @@ def counts_from_pairs(pairs: Iterable[tuple[str, float]], source: str = "<pairs>
     first_seen: dict[str, int] = {}
     for i, (q, w) in enumerate(pairs):
         where = f"{source} row {i + 1}"
-        qks.append(_check_quadkey(q, where))
-        ws.append(_check_weight(w, where))
+        qks.append(rowcheck.check_quadkey(q, where))
+        ws.append(rowcheck.check_weight(w, where))
         if q in first_seen:
             raise CountsError(f"{where}: quadkey {q!r} already given at row {first_seen[q] + 1}")
         first_seen[q] = i
@@ -173,97 +308,158 @@ def read_counts_csv(path: str | Path, *, allow_mixed_zoom: bool = True) -> Count
     """
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8-sig")
+        data = p.read_bytes()
+        _text_if_not_ascii(data)
     except (OSError, UnicodeDecodeError) as exc:
         raise CountsError(f"cannot read counts file {str(p)!r}: {exc}") from exc
-    return parse_counts_csv(text, str(p), allow_mixed_zoom=allow_mixed_zoom)
+    return parse_counts_csv(data, str(p), allow_mixed_zoom=allow_mixed_zoom)
 
 
-def parse_counts_csv(text: str, source: str, *, allow_mixed_zoom: bool = True) -> Counts:
-    """Parse ``quadkey,weight`` CSV text; see :func:`read_counts_csv`."""
-    reader = csv.reader(io.StringIO(text))
-    header = next(reader, None)
-    if header is None:
+def _text_if_not_ascii(data: bytes) -> str | None:
+    """The decoded text of non-ASCII data (raising UnicodeDecodeError as ``read_text`` would); None for ASCII."""
+    return None if data.isascii() else data.decode("utf-8-sig")
+
+
+def parse_counts_csv(text: str | bytes, source: str, *, allow_mixed_zoom: bool = True) -> Counts:
+    """Parse ``quadkey,weight`` CSV text or bytes; see :func:`read_counts_csv`."""
+    data = _as_bytes(text)
+    if not csvscan.is_plain(data):
+        return _parse_with_csv_module(data.decode("utf-8", errors="replace"), source, allow_mixed_zoom)
+    buf = csvscan.buffer(data)
+    lines = csvscan.split_lines(buf)
+    if len(lines.start) == 0:
         raise CountsError(f"{source}: file is empty (expected header 'quadkey,weight')")
+    header = csvscan.line_text(data, lines, 0).split(",")
     if [h.strip() for h in header] != ["quadkey", "weight"]:
         raise CountsError(f"{source} line 1: header must be 'quadkey,weight', got {','.join(header)!r}")
-    pairs: list[tuple[str, float]] = []
-    lines: list[int] = []
-    for lineno, row in enumerate(reader, start=2):
-        if not row or all(not c.strip() for c in row):
-            continue
-        where = f"{source} line {lineno}"
-        if len(row) != 2:
-            raise CountsError(f"{where}: expected 2 fields 'quadkey,weight', got {row!r}")
-        pairs.append((_check_quadkey(row[0].strip(), where), _parse_number(row[1], where, "weight")))
-        lines.append(lineno)
-    if not pairs:
+    rows = lines.take(slice(1, None))
+    f = csvscan.split_fields(buf, rows)
+    qs, qe = csvscan.strip(buf, f.start[0], f.end[0])
+    ws, we = csvscan.strip(buf, f.start[1], f.end[1])
+    blank = ((f.n == 1) & (qs == qe)) | ((f.n == 2) & (qs == qe) & (ws == we))
+    blank |= _blank_many_fields(data, rows, f.n)
+    keep = ~blank
+    rows, count = rows.take(keep), f.n[keep]
+    qk = csvscan.quadkeys(buf, qs[keep], qe[keep])
+    num = csvscan.numbers(buf, f.start[1][keep], f.end[1][keep])
+    bad = (count != 2) | qk.bad | rowcheck.bad_zoom(qk.z) | num.bad | ~np.isfinite(num.value) | (num.value < 0)
+    rowcheck.raise_first(bad, data, rows, source, rowcheck.counts_row)
+    if len(rows.start) == 0:
         raise CountsError(f"{source}: no data rows after the header")
     if not allow_mixed_zoom:
-        z0 = len(pairs[0][0])
-        for (q, _), ln in zip(pairs, lines, strict=True):
-            if len(q) != z0:
-                raise CountsError(f"{source} line {ln}: quadkey {q!r} is zoom {len(q)} but line {lines[0]} is "
-                                  f"zoom {z0}; mixed zooms are not allowed here")
-    seen: dict[str, int] = {}
-    for (q, _), ln in zip(pairs, lines, strict=True):
-        if q in seen:
-            raise CountsError(f"{source} line {ln}: quadkey {q!r} already given on line {seen[q]}")
-        seen[q] = ln
-    return Counts(tuple(q for q, _ in pairs), np.array([w for _, w in pairs], dtype=np.float64), source)
+        rowcheck.check_one_zoom(qk, rows, source)
+    rowcheck.check_unique(qk, tree_keys(qk.x, qk.y, qk.z), rows, source)
+    check_rollup(Tiles(qk.x, qk.y, qk.z), num.value, rows.number, source)
+    return Counts.from_tiles(Tiles(qk.x, qk.y, qk.z), num.value, source)
 
 
-def read_snapshot_rows(text: str, source: str, *, use_cost: bool = True) -> Counts:
+def _blank_many_fields(data: bytes, rows: csvscan.Lines, count: IntArray) -> BoolArray:
+    """Lines of three or more fields that are all blank (``,,``): skipped like empty lines."""
+    out = np.zeros(len(count), dtype=bool)
+    for i in np.flatnonzero(count > 2).tolist():  # rare: such a line is blank or an error (reported first)
+        blank = all(not c.strip() for c in csvscan.line_text(data, rows, i).split(","))
+        out[i] = blank
+        if not blank:
+            break
+    return out
+
+
+def read_snapshot_rows(text: str | bytes, source: str, *, use_cost: bool = True) -> Counts:
     """Parse snapshot CSV rows (header ``quadkey,events,cost``) into :class:`Counts`.
 
     The weight is ``cost`` where the row has one and ``use_cost`` is set, else ``events``
     (seed 004: balance on measured cost, fall back to counts on cold start).
     """
-    reader = csv.reader(io.StringIO(text))
-    header = next(reader, None)
+    data = _as_bytes(text)
+    if not csvscan.is_plain(data):
+        return _snapshot_with_csv_module(data.decode("utf-8", errors="replace"), source, use_cost)
+    buf = csvscan.buffer(data)
+    lines = csvscan.split_lines(buf)
+    header = csvscan.line_text(data, lines, 0).split(",") if len(lines.start) else None
     if header is None or [h.strip() for h in header][:2] != ["quadkey", "events"]:
         raise CountsError(f"{source} line 1: header must start 'quadkey,events', got {header!r}")
-    has_cost = len(header) > 2 and header[2].strip() == "cost"
-    pairs: list[tuple[str, float]] = []
-    for lineno, row in enumerate(reader, start=2):
-        if not row:
+    cost = use_cost and len(header) > 2 and header[2].strip() == "cost"
+    rows = lines.take(slice(1, None))
+    rows = rows.take(rows.end > rows.start)
+    f = csvscan.split_fields(buf, rows)
+    qs, qe = csvscan.strip(buf, f.start[0], f.end[0])
+    qk = csvscan.quadkeys(buf, qs, qe)
+    events = csvscan.numbers(buf, f.start[1], f.end[1])
+    bad = (f.n < 2) | qk.bad | rowcheck.bad_zoom(qk.z) | _bad_weight(events)
+    weight = events.value
+    if cost:
+        cs, ce = csvscan.strip(buf, f.start[2], f.end[2])
+        has = (f.n > 2) & (ce > cs)
+        costs = csvscan.numbers(buf, cs, ce)
+        bad |= has & _bad_weight(costs)
+        weight = np.where(has, costs.value, events.value)
+    rowcheck.raise_first(bad, data, rows, source, lambda fields, where: rowcheck.snapshot_row(fields, where, cost))
+    if len(rows.start) == 0:
+        raise CountsError(f"{source}: snapshot has no rows")
+    rowcheck.check_unique(qk, tree_keys(qk.x, qk.y, qk.z), rows, source)
+    return Counts.from_tiles(Tiles(qk.x, qk.y, qk.z), weight, source)
+
+
+def _bad_weight(n: csvscan.Numbers) -> BoolArray:
+    bad: BoolArray = n.bad | ~np.isfinite(n.value) | (n.value < 0)
+    return bad
+
+
+def _as_bytes(text: str | bytes) -> bytes:
+    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    return data[len(_BOM):] if data.startswith(_BOM) else data
+
+
+def _parse_with_csv_module(text: str, source: str, allow_mixed_zoom: bool) -> Counts:
+    """:func:`parse_counts_csv` for text that is not plain CSV (quoted fields, non-ASCII): row by row."""
+    header, rows = rowcheck.csv_rows(text, source)
+    if header is None:
+        raise CountsError(f"{source}: file is empty (expected header 'quadkey,weight')")
+    if [h.strip() for h in header] != ["quadkey", "weight"]:
+        raise CountsError(f"{source} line 1: header must be 'quadkey,weight', got {','.join(header)!r}")
+    qks: list[str] = []
+    ws: list[float] = []
+    lines: list[int] = []
+    for lineno, row in rows:
+        if not row or all(not c.strip() for c in row):
             continue
-        where = f"{source} line {lineno}"
-        if len(row) < 2:
-            raise CountsError(f"{where}: expected 'quadkey,events[,cost]', got {row!r}")
-        q = _check_quadkey(row[0].strip(), where)
-        w = _parse_number(row[1], where, "events")
-        if use_cost and has_cost and len(row) > 2 and row[2].strip():
-            w = _parse_number(row[2], where, "cost")
-        pairs.append((q, w))
-    return counts_from_pairs(pairs, source) if pairs else _empty(source)
+        q, w = rowcheck.counts_row(row, f"{source} line {lineno}")
+        qks.append(q)
+        ws.append(w)
+        lines.append(lineno)
+    if not qks:
+        raise CountsError(f"{source}: no data rows after the header")
+    counts = _checked(qks, ws, lines, source, allow_mixed_zoom)
+    check_rollup(counts.tiles, counts.weights, np.array(lines, dtype=np.int64), source)
+    return counts
 
 
-def _empty(source: str) -> Counts:
-    raise CountsError(f"{source}: snapshot has no rows")
+def _snapshot_with_csv_module(text: str, source: str, use_cost: bool) -> Counts:
+    """:func:`read_snapshot_rows` for text that is not plain CSV: row by row."""
+    header, rows = rowcheck.csv_rows(text, source)
+    if header is None or [h.strip() for h in header][:2] != ["quadkey", "events"]:
+        raise CountsError(f"{source} line 1: header must start 'quadkey,events', got {header!r}")
+    cost = use_cost and len(header) > 2 and header[2].strip() == "cost"
+    qks: list[str] = []
+    ws: list[float] = []
+    lines: list[int] = []
+    for lineno, row in rows:
+        if row:
+            q, w = rowcheck.snapshot_row(row, f"{source} line {lineno}", cost)
+            qks.append(q)
+            ws.append(w)
+            lines.append(lineno)
+    if not qks:
+        raise CountsError(f"{source}: snapshot has no rows")
+    return _checked(qks, ws, lines, source, True)
 
 
-def _check_quadkey(q: object, where: str) -> str:
-    try:
-        return parse_quadkey(q, where)
-    except InvalidQuadkeyError as exc:
-        raise CountsError(str(exc)) from exc
-
-
-def _parse_number(text: str, where: str, what: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise CountsError(f"{where}: {what} {text.strip()!r} is not a number") from None
-    return _check_weight(v, where, what)
-
-
-def _check_weight(v: object, where: str, what: str = "weight") -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)):
-        raise CountsError(f"{where}: {what} {v!r} is not a number")
-    f = float(v)
-    if math.isnan(f) or math.isinf(f):
-        raise CountsError(f"{where}: {what} {v!r} is not finite")
-    if f < 0:
-        raise CountsError(f"{where}: {what} {v!r} is negative")
-    return f
+def _checked(qks: list[str], ws: list[float], lines: list[int], source: str, allow_mixed_zoom: bool) -> Counts:
+    x, y, z = quadkeys_to_arrays(qks)
+    qk = csvscan.Quadkeys(x, y, z, np.zeros(len(qks), dtype=bool))
+    rows = csvscan.Lines(np.zeros(len(qks), dtype=np.int64), np.zeros(len(qks), dtype=np.int64),
+                         np.array(lines, dtype=np.int64))
+    if not allow_mixed_zoom:
+        rowcheck.check_one_zoom(qk, rows, source)
+    rowcheck.check_unique(qk, tree_keys(qk.x, qk.y, qk.z), rows, source)
+    return Counts(tuple(qks), np.array(ws, dtype=np.float64), source, tiles=Tiles(x, y, z))

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.counts import Counts, Grid
+from partitioner.counts import Counts, Grid, Tiles
 from partitioner.errors import PolicyError
 from partitioner.levels import CellLevels, frozen_array
 from partitioner.loads import Cells, cells_of
@@ -296,12 +296,12 @@ def forecast_load(snapshot: Counts, grid: Grid, events: Grid, history: LoadHisto
         expected = np.where(rising, np.maximum(ramp, expected), np.where(rest, levels.levels * rest_ratio[r], 0.0))
     weight = expected * _cell_rates(grid, events, levels.codes)
     keep = weight > 0
-    qks = arrays_to_quadkeys(lx[keep], ly[keep], levels.zoom)
     refinement = snapshot.refinement() if len(snapshot.zooms) > 1 else {}
-    if not refinement:  # one zoom: the cells are the rows, no need to parse the quadkeys again
-        counts = Counts(tuple(qks), weight[keep], f"forecast of {snapshot.source}")
+    if not refinement:  # one zoom: the cells are the rows (tile arrays, no quadkey strings)
         zoom = np.full(int(keep.sum()), levels.zoom, dtype=np.int64)
+        counts = Counts.from_tiles(Tiles(lx[keep], ly[keep], zoom), weight[keep], f"forecast of {snapshot.source}")
         return Forecast(counts, Cells(lx[keep], ly[keep], zoom, weight[keep], counts.source))
+    qks = arrays_to_quadkeys(lx[keep], ly[keep], levels.zoom)
     rows_q, rows_w = list(qks), [weight[keep]]
     factor = dict(zip(qks, weight[keep].tolist(), strict=True))
     raw = dict(zip(arrays_to_quadkeys(grid.x, grid.y, grid.zoom), grid.weight.tolist(), strict=True))

@@ -31,9 +31,9 @@ import numpy.typing as npt
 
 from partitioner.counts import Counts
 from partitioner.index import SpecIndex
-from partitioner.metrics import leaf_loads, lower_bound
+from partitioner.metrics import lower_bound
 from partitioner.spec import HASH_BUCKETS, Spec
-from partitioner.tiles import IntArray, quadkeys_to_arrays
+from partitioner.tiles import IntArray
 
 FloatArray = npt.NDArray[np.float64]
 OVER = 1e-9  # utilisation tolerance above 1.0 before a worker counts as over its cap
@@ -64,9 +64,9 @@ def cells_of(counts: Counts) -> Cells:
     """
     cached = _CELLS.get(counts)
     if cached is None:
-        qks, w = leaf_loads(counts)
-        x, y, z = quadkeys_to_arrays(qks)
-        cached = _CELLS[counts] = Cells(x, y, z, np.asarray(w, dtype=np.float64), counts.source)
+        leaves = counts.leaves()  # tile arrays already: no quadkey strings made or parsed
+        cached = _CELLS[counts] = Cells(leaves.x, leaves.y, leaves.z, np.asarray(leaves.weight, dtype=np.float64),
+                                        counts.source)
     return cached
 
 

@@ -60,17 +60,18 @@ from partitioner.build.packing import lower_bound
 from partitioner.counts import Counts
 from partitioner.geometry import (
     GEOMETRY_BUDGET,
+    Shapes,
     geometry_zoom,
     owned_squares,
     region_cells,
     ring_cells,
     square_shapes,
 )
-from partitioner.graph import boundary_mask, neighbour_pairs
+from partitioner.graph import boundary_mask
 from partitioner.index import SpecIndex
 from partitioner.render import render_stability, render_table, summary_line
 from partitioner.spec import HASH_BUCKETS, Spec
-from partitioner.tiles import FloatArray, arrays_to_quadkeys, quadkeys_to_arrays
+from partitioner.tiles import FloatArray, IntArray, arrays_to_quadkeys
 
 __all__ = [  # geometry, rendering and the lower bound have their own homes; re-exported for old imports
     "GEOMETRY_BUDGET",
@@ -241,7 +242,7 @@ class SpecDiff:
 
 
 def leaf_loads(counts: Counts) -> tuple[tuple[str, ...], FloatArray]:
-    """Return quadkeys and weights that count every place once.
+    """Return quadkeys and weights that count every place once (:meth:`partitioner.counts.Counts.leaves`).
 
     Single-zoom counts come back as they are. For a rolled-up quadtree (refinement
     rows under grid cells) each row keeps its weight minus the weights of its nearest
@@ -255,18 +256,8 @@ def leaf_loads(counts: Counts) -> tuple[tuple[str, ...], FloatArray]:
     """
     if len(counts.zooms) == 1:
         return counts.quadkeys, np.asarray(counts.weights, dtype=np.float64)
-    grid = counts.grid()
-    grid_qks = arrays_to_quadkeys(grid.x, grid.y, grid.zoom)
-    weights: dict[str, float] = dict(zip(grid_qks, (float(w) for w in grid.weight), strict=True))
-    refinement = counts.refinement()
-    weights.update(refinement)
-    for q, w in refinement.items():
-        for k in range(len(q) - 1, grid.zoom - 1, -1):
-            if q[:k] in weights:
-                weights[q[:k]] -= w
-                break
-    qks = tuple(weights)
-    return qks, np.maximum(np.fromiter(weights.values(), dtype=np.float64, count=len(qks)), 0.0)
+    leaves = counts.leaves()
+    return tuple(arrays_to_quadkeys(leaves.x, leaves.y, leaves.z)), leaves.weight
 
 
 class _Share(NamedTuple):
@@ -293,19 +284,24 @@ def _split_members(spec: Spec) -> dict[str, list[_Share]]:
 # ---------------------------------------------------------------------------
 
 
-def boundary_load_share(spec: Spec, index: SpecIndex, counts: Counts) -> float:
-    """Share of load on loaded grid cells with a loaded 8-neighbour of another worker."""
+def boundary_load_share(spec: Spec, index: SpecIndex, counts: Counts, grid_owner: IntArray | None = None) -> float:
+    """Share of load on loaded grid cells with a loaded 8-neighbour of another worker.
+
+    ``grid_owner``: the partition of each grid cell, if already located (else it is).
+    """
     grid = counts.grid()
     loaded = grid.weight > 0
-    x, y, w = grid.x[loaded], grid.y[loaded], grid.weight[loaded]
-    total = float(w.sum())
-    if total <= 0 or len(x) < 2:
+    total = float(grid.weight[loaded].sum())
+    if total <= 0 or np.count_nonzero(loaded) < 2:
         return 0.0
     worker_ids = {wk.id: k for k, wk in enumerate(spec.workers)}
     part_worker = np.array([worker_ids.get(p.worker, -1) for p in spec.partitions], dtype=np.int64)
-    owner = part_worker[index.locate_xy(x, y, grid.zoom)]
-    edge = boundary_mask(owner, *neighbour_pairs(x, y, grid.zoom))
-    return float(w[edge].sum()) / total
+    if grid_owner is None:
+        grid_owner = index.locate_xy(grid.x, grid.y, grid.zoom)
+    i, j = counts.grid_pairs()
+    both = loaded[i] & loaded[j]
+    edge = boundary_mask(part_worker[grid_owner], i[both], j[both])
+    return float(grid.weight[edge & loaded].sum()) / total
 
 
 # ---------------------------------------------------------------------------
@@ -335,29 +331,26 @@ def evaluate(spec: Spec, counts: Counts) -> SpecMetrics:
     when the spec has no region with cells.
     """
     index = SpecIndex(spec)
-    qks, weights = leaf_loads(counts)
-    loads = index.attribute(qks, weights)
-    total = float(weights.sum())
+    leaves = counts.leaves()
+    owners = index.locate_groups_tiles(leaves.x, leaves.y, leaves.z)
+    loads = index.attribute_owners(owners, leaves.weight)
+    # single-zoom counts: the leaves are the grid cells, in the same order
+    grid_owner = index.resolve(owners) if len(counts.zooms) == 1 else None
+    total = float(leaves.weight.sum())
     grid_zoom = counts.grid_zoom
-    regions = [i for i, p in enumerate(spec.partitions) if not p.is_catch_all and p.hash_range is None]
-    gzoom = geometry_zoom(spec, grid_zoom, regions)
-    area, comps, compact = square_shapes(spec, regions, gzoom)
+    catch_all = [p.is_catch_all for p in spec.partitions]
+    regions = [i for i, p in enumerate(spec.partitions) if not catch_all[i] and p.hash_range is None]
+    gzoom = geometry_zoom(spec, grid_zoom, regions, index)
+    shapes = square_shapes(spec, regions, gzoom, index)
+    comps = shapes.components
     cap = spec.max_load
-    is_region = np.zeros(len(spec.partitions), dtype=bool)
-    is_region[regions] = True
-    parts = tuple(
-        PartitionMetrics(id=p.id, worker=p.worker, planned_load=p.load, load=float(loads[i]),
-                         utilisation=float(loads[i]) / cap, share=p.share, is_catch_all=p.is_catch_all,
-                         cells=int(area[i]), components=int(comps[i]),
-                         compactness=float(compact[i]) if is_region[i] and area[i] > 0 else None)
-        for i, p in enumerate(spec.partitions)
-    )
+    parts = _partition_metrics(spec, loads, shapes, regions, catch_all)
     by_worker: dict[str, list[PartitionMetrics]] = defaultdict(list)
     for pm in parts:
         by_worker[pm.worker].append(pm)
+    worker_load = {w.id: float(sum(pm.load for pm in by_worker[w.id])) for w in spec.workers}
     workers = tuple(
-        WorkerMetrics(id=w.id, planned_load=w.load, load=float(sum(pm.load for pm in by_worker[w.id])),
-                      utilisation=float(sum(pm.load for pm in by_worker[w.id])) / cap,
+        WorkerMetrics(id=w.id, planned_load=w.load, load=worker_load[w.id], utilisation=worker_load[w.id] / cap,
                       partitions=tuple(pm.id for pm in by_worker[w.id]))
         for w in spec.workers
     )
@@ -372,8 +365,24 @@ def evaluate(spec: Spec, counts: Counts) -> SpecMetrics:
         max_partition_utilisation=max((pm.utilisation for pm in parts), default=0.0),
         contiguous=not non_contig, non_contiguous=non_contig,
         median_compactness=float(np.median(region_compact)) if region_compact else float("nan"),
-        boundary_load_share=boundary_load_share(spec, index, counts),
+        boundary_load_share=boundary_load_share(spec, index, counts, grid_owner),
         unlisted_load=float(loads[index.catch_all_index]),
+    )
+
+
+def _partition_metrics(spec: Spec, loads: FloatArray, shapes: Shapes, regions: list[int], catch_all: list[bool]
+                       ) -> tuple[PartitionMetrics, ...]:
+    """One record per partition (plain Python numbers: the arrays are converted once, not per element)."""
+    cap = spec.max_load
+    is_region = np.zeros(len(spec.partitions), dtype=bool)
+    is_region[regions] = True
+    load, area, comps, compact = (a.tolist() for a in (loads, shapes.cells, shapes.components, shapes.compactness))
+    measured = (is_region & (shapes.cells > 0)).tolist()
+    return tuple(
+        PartitionMetrics(id=p.id, worker=p.worker, planned_load=p.load, load=load[i], utilisation=load[i] / cap,
+                         share=p.share, is_catch_all=catch_all[i], cells=int(area[i]), components=int(comps[i]),
+                         compactness=compact[i] if measured[i] else None)
+        for i, p in enumerate(spec.partitions)
     )
 
 
@@ -392,11 +401,11 @@ def stability(old: Spec, new: Spec, counts: Counts) -> Stability:
     of hash ranges whose (partition, worker) match (entities are uniform over buckets).
     Cells are the leaves of the counts (see :func:`leaf_loads`).
     """
-    qks, w = leaf_loads(counts)
+    leaves = counts.leaves()
+    x, y, z, w = leaves.x, leaves.y, leaves.z, leaves.weight
     total = float(w.sum())
     if total <= 0:
         return Stability(old.version, new.version, 0.0, 0.0, 0.0)
-    x, y, z = quadkeys_to_arrays(qks)
     o = SpecIndex(old).locate_tiles(x, y, z)
     n = SpecIndex(new).locate_tiles(x, y, z)
     key_ids: dict[tuple[str, str], int] = {}

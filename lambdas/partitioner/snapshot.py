@@ -2,7 +2,7 @@
 
 :func:`read_verified_snapshot` checks the manifest's format and fields, that every listed file
 exists, each file's sha256 and row count, the total row count and the manifest checksum, then
-returns the manifest and the rows' CSV text. Any failure raises :class:`SnapshotRejected` with a
+returns the manifest and the rows' CSV bytes. Any failure raises :class:`SnapshotRejected` with a
 reason code and a message naming the bad value and the object it came from.
 """
 
@@ -16,8 +16,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from lambdas.common.aws import ObjectStore
 from lambdas.common.errors import LambdaError
+from partitioner import csvscan
 
 SNAPSHOT_FORMAT = "geo-rebalancer.snapshot/1"
 HEADER = "quadkey,events,cost"
@@ -133,35 +136,65 @@ def verify_manifest(manifest: Manifest) -> None:
                                                  f"total_events={manifest.total_events!r})")
 
 
-def read_rows(store: ObjectStore, manifest: Manifest) -> str:
-    """Read every data file, verify sha256 and row counts, and return one CSV text (one header)."""
-    parts: list[str] = [HEADER]
+def read_rows(store: ObjectStore, manifest: Manifest) -> bytes:
+    """Read every data file, verify sha256 and row counts, and return one CSV body (one header) as bytes.
+
+    Rows are not touched one by one: a file's rows are counted and passed on as one slice of
+    its bytes (:func:`partitioner.counts.read_snapshot_rows` parses them, vectorised).
+    Whitespace-only lines do not count as rows and are dropped.
+    """
+    parts: list[bytes] = []
     base = manifest.key.rsplit("/", 1)[0] + "/"
-    header: str | None = None
+    header: bytes | None = None
     for f in manifest.files:
         key = f.key if "/" in f.key else base + f.key
+        where = f"s3://{store.bucket}/{key}"
         body = store.read(key)
         if body is None:
-            raise SnapshotRejected("missing_file", f"{manifest.key}: listed file s3://{store.bucket}/{key} is missing")
+            raise SnapshotRejected("missing_file", f"{manifest.key}: listed file {where} is missing")
         digest = hashlib.sha256(body).hexdigest()
         if digest != f.sha256:
-            raise SnapshotRejected("checksum_mismatch", f"s3://{store.bucket}/{key}: sha256 {digest} does not match "
+            raise SnapshotRejected("checksum_mismatch", f"{where}: sha256 {digest} does not match "
                                                         f"the manifest's {f.sha256!r}")
-        text = body.decode("utf-8", errors="replace")
-        lines = text.splitlines()
-        file_header = lines[0].strip() if lines else ""
-        if not file_header.startswith("quadkey,events"):
-            raise SnapshotRejected("bad_rows", f"s3://{store.bucket}/{key}: header must start 'quadkey,events', "
-                                               f"got {file_header!r}")
+        file_header, rows, count = _file_rows(body)
+        if not file_header.startswith(b"quadkey,events"):
+            raise SnapshotRejected("bad_rows", f"{where}: header must start 'quadkey,events', "
+                                               f"got {file_header.decode('utf-8', 'replace')!r}")
         if header is not None and file_header != header:
-            raise SnapshotRejected("bad_rows", f"s3://{store.bucket}/{key}: header {file_header!r} differs from "
-                                               f"the first file's {header!r}")
+            raise SnapshotRejected("bad_rows", f"{where}: header {file_header.decode('utf-8', 'replace')!r} differs "
+                                               f"from the first file's {header.decode('utf-8', 'replace')!r}")
         header = file_header
-        rows = [ln for ln in lines[1:] if ln.strip()]
-        if len(rows) != f.rows:
-            raise SnapshotRejected("row_count_mismatch", f"s3://{store.bucket}/{key}: {len(rows)} rows, the "
-                                                         f"manifest says {f.rows!r}")
-        parts.extend(rows)
-    if header is not None:
-        parts[0] = header
-    return "\n".join(parts) + "\n"
+        if count != f.rows:
+            raise SnapshotRejected("row_count_mismatch", f"{where}: {count} rows, the manifest says {f.rows!r}")
+        parts.append(rows)
+    return b"".join([header if header is not None else HEADER.encode(), b"\n", *parts])
+
+
+def _file_rows(body: bytes) -> tuple[bytes, bytes, int]:
+    """A data file's header line (stripped), its rows (newline-terminated) and how many non-blank rows it has."""
+    if not csvscan.is_plain(body):
+        return _text_rows(body)
+    buf = csvscan.buffer(body)
+    lines = csvscan.split_lines(buf)
+    if len(lines.start) == 0:
+        return b"", b"", 0
+    head = body[int(lines.start[0]):int(lines.end[0])].strip()
+    data = lines.take(slice(1, None))
+    s, e = csvscan.strip(buf, data.start, data.end)
+    blank = s == e
+    count = int(len(blank) - np.count_nonzero(blank))
+    if not len(data.start):
+        return head, b"", 0
+    if np.any(blank & (data.end > data.start)):  # whitespace-only lines: drop them (rare)
+        keep = np.flatnonzero(~blank)
+        return head, b"".join(body[int(data.start[i]):int(data.end[i])] + b"\n" for i in keep), count
+    rows = body[int(data.start[0]):]
+    return head, rows if rows.endswith(b"\n") else rows + b"\n", count
+
+
+def _text_rows(body: bytes) -> tuple[bytes, bytes, int]:
+    """:func:`_file_rows` for a file that is not plain ASCII CSV: line by line, as text."""
+    lines = body.decode("utf-8", errors="replace").splitlines()
+    rows = [ln for ln in lines[1:] if ln.strip()]
+    text = "".join(ln + "\n" for ln in rows)
+    return (lines[0].strip() if lines else "").encode(), text.encode(), len(rows)

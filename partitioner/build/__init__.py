@@ -5,8 +5,11 @@ Two strategies:
 ``compact`` (default)
     1. **Hot cells** (load > ``max_load``) are split first: into their finer
        cells when the counts carry refinement rows (recursively), else across
-       several workers by entity hash (full shares of exactly ``max_load`` plus
-       one remainder share that packs with other work).
+       several workers by entity hash: whole workers of ``max_load``, and the rest
+       poured into the room the packed regions leave, on the workers of the cell's
+       neighbours first (:mod:`~partitioner.build.pour`). If hot and big cells still
+       leave the packing above the lower bound + 1, cells above half (then a
+       quarter) of the cap are split by hash too.
     2. The other cells are grouped into **8-connected components**. A component
        within ``max_load`` is one region as it is (sparse data: each isolated
        cluster stays whole and compact).
@@ -64,8 +67,8 @@ import numpy as np
 from partitioner.build.assemble import SpecHeader, assemble
 from partitioner.build.carving import BRIDGE_LEVELS, carve_cells
 from partitioner.build.cuts import REFINE_COMPONENTS, CutBudget
-from partitioner.build.fresh import fresh_placement
-from partitioner.build.hot import hash_split, split_hot_cells
+from partitioner.build.fresh import fresh_build
+from partitioner.build.hot import hash_split
 from partitioner.build.ids import match_ids
 from partitioner.build.packing import level_workers, lower_bound, pack_best_fit
 from partitioner.build.region import Placement, Region
@@ -195,20 +198,36 @@ def _header(counts: Counts, grid: Grid, hard_cap: float, *, previous: Spec | Non
 
 def _build_compact(counts: Counts, grid: Grid, cap: float, lb: int, previous: Spec | None,
                    header: SpecHeader) -> BuildReport:
-    """The compact strategy: a fresh build, or with ``previous`` a sticky repair if it is not much worse."""
-    hot = split_hot_cells(counts, grid, cap)
-    fresh = fresh_placement(grid, cap, hot, lb)
+    """The compact strategy: a fresh build, or with ``previous`` a sticky repair if it is not much worse.
 
-    def report(spec: Spec, mode: str, notes: tuple[str, ...] = ()) -> BuildReport:
-        return BuildReport(check(spec), "compact", lb, hot.cells, hot.hashed, mode, notes)
+    Notes
+    -----
+    A repair is kept when it needs at most ``max(fresh workers, lb + 1) + 1`` workers, so one
+    within ``lb + 2`` is kept without making the fresh build at all (the steady state of a
+    running system: only the repair's cost).
+    """
+    hot_cells = int(np.count_nonzero(grid.weight > cap))
 
+    def report(spec: Spec, mode: str, hashed: int, notes: tuple[str, ...] = ()) -> BuildReport:
+        return BuildReport(check(spec), "compact", lb, hot_cells, hashed, mode, notes)
+
+    repaired = repair(previous, counts, cap, lb + 1) if previous is not None else None
+    if repaired is not None and repaired.placement.worker_count <= lb + 2:
+        return report(assemble(repaired.placement, header, repaired.ids), "repair", _hashed(repaired.placement),
+                      repaired.notes)
+    fresh, hot = fresh_build(counts, grid, cap, lb)
     if previous is None:
-        return report(assemble(fresh, header), "fresh")
+        return report(assemble(fresh, header), "fresh", hot.hashed)
     notes: tuple[str, ...] = ()
-    repaired = repair(previous, counts, cap, lb + 1)
     if repaired is not None:
         n_rep = repaired.placement.worker_count
         if n_rep <= max(fresh.worker_count, lb + 1) + 1:
-            return report(assemble(repaired.placement, header, repaired.ids), "repair", repaired.notes)
+            return report(assemble(repaired.placement, header, repaired.ids), "repair", _hashed(repaired.placement),
+                          repaired.notes)
         notes = (f"repair needed {n_rep} workers vs {fresh.worker_count} fresh (lower bound {lb}): rebuilt",)
-    return report(assemble(fresh, header, match_ids(previous, fresh)), "fresh+matched", notes)
+    return report(assemble(fresh, header, match_ids(previous, fresh)), "fresh+matched", hot.hashed, notes)
+
+
+def _hashed(placement: Placement) -> int:
+    """Cells split by entity hash in a placement."""
+    return len({r.quadkeys[0] for r in placement.regions if r.hash_range is not None})

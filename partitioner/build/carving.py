@@ -89,7 +89,7 @@ def label_regions(grid: Grid, labels: Labels, *, bridge_levels: int, fill: bool,
         return []
     x, y, zoom, lab_of = grid.x, grid.y, grid.zoom, labels.labels
     is_coarse = labels.coarse[lab_of]
-    b = bridge_levels
+    b = bridge_levels if is_coarse.any() else 0  # no bridged region (e.g. a grid above zoom bridge_levels + 2)
     c_lab, c_code = unique_pairs(lab_of[is_coarse], ((x[is_coarse] >> b) << (zoom - b)) | (y[is_coarse] >> b))
     cx = np.stack([c_lab, c_code >> (zoom - b), c_code & ((1 << (zoom - b)) - 1)], axis=1)
     fx, fy, fl = x[~is_coarse], y[~is_coarse], lab_of[~is_coarse]

@@ -1,4 +1,4 @@
-"""A fresh compact build: carve the cold cells, pack the regions onto workers, keep the better of two carves."""
+"""A fresh compact build: carve the cold cells, pack the regions, pour the hot cells, keep the better of two carves."""
 
 from __future__ import annotations
 
@@ -9,25 +9,64 @@ import numpy as np
 
 from partitioner.build.carving import BRIDGE_LEVELS, Labels, label_regions, region_labels
 from partitioner.build.cuts import CutBudget
-from partitioner.build.hot import HotSplit
-from partitioner.build.packing import level_workers, pack_best_fit
-from partitioner.build.region import Placement
-from partitioner.counts import Grid
-from partitioner.tiles import tile_codes
+from partitioner.build.hot import HotSplit, split_hot_cells
+from partitioner.build.packing import level_workers
+from partitioner.build.pour import Liquid, Share, pour
+from partitioner.build.region import Placement, Region
+from partitioner.counts import Counts, Grid
+from partitioner.tiles import IntArray, tile_codes
+
+#: When hot cells and big cells leave the packing above ``lower bound + 1`` workers, the cold
+#: cells above these shares of the cap are split by entity hash too, in turn (they fill rooms).
+LIQUEFY = (0.5, 0.25)
 
 
 class _Candidate(NamedTuple):
-    """One carve, packed."""
+    """One carve, packed and poured."""
 
     workers: int  # workers it needs, any count up to the target counted as the target
     cut_load: float  # boundary load of its cuts
     labels: Labels
-    workers_of: list[int]  # worker of each region: the hot ones first, then the carved ones
+    workers_of: list[int]  # worker of each region: the hot pieces, the carved regions, then the shares
+    shares: list[Share]
+    used: int  # workers it really uses
 
     @property
     def rank(self) -> tuple[int, float]:
         """Fewest workers first, then the least boundary load."""
         return self.workers, self.cut_load
+
+
+class FreshBuild(NamedTuple):
+    """A fresh placement and the hot step it was built with."""
+
+    placement: Placement
+    hot: HotSplit
+
+
+def fresh_build(counts: Counts, grid: Grid, cap: float, lb: int) -> FreshBuild:
+    """Split the hot cells and place everything from scratch (:func:`fresh_placement`).
+
+    Notes
+    -----
+    If that needs more than ``lb + 1`` workers, cells within the cap but big enough to
+    leave workers short (above each share of :data:`LIQUEFY` of the cap, in turn) are
+    split by entity hash too and the build is made again; the build with the fewest
+    workers is kept (the first on a tie).
+    """
+    hot = split_hot_cells(counts, grid, cap)
+    best = FreshBuild(fresh_placement(grid, cap, hot, lb), hot)
+    for share in LIQUEFY:
+        if best.placement.worker_count <= lb + 1:
+            break
+        big = np.flatnonzero((grid.weight > share * cap) & (grid.weight <= cap))
+        if len(big) == 0:
+            continue
+        hot_big = split_hot_cells(counts, grid, cap, also=big)
+        trial = FreshBuild(fresh_placement(grid, cap, hot_big, lb), hot_big)
+        if trial.placement.worker_count < best.placement.worker_count:
+            best = trial
+    return best
 
 
 def fresh_placement(grid: Grid, cap: float, hot: HotSplit, lb: int) -> Placement:
@@ -36,11 +75,12 @@ def fresh_placement(grid: Grid, cap: float, hot: HotSplit, lb: int) -> Placement
     Parameters
     ----------
     grid : Grid
-        Every grid cell of the counts (hot ones included: they are split already, in ``hot``).
+        Every grid cell of the counts (hot ones included: the hot step handles them).
     cap : float
         Worker capacity the regions are packed to.
     hot : HotSplit
-        The regions the hot cells became; they come first in the placement.
+        The pieces the hot cells became (they come first in the placement) and the cells
+        to split by entity hash (their shares come last).
     lb : int
         The lower bound on workers at ``cap``.
 
@@ -49,32 +89,76 @@ def fresh_placement(grid: Grid, cap: float, hot: HotSplit, lb: int) -> Placement
     Two carves are made: one at a slightly lower cap (half the average slack that
     ``lower_bound + 1`` workers leave, so that routine load noise does not push a
     worker over the cap right after a deploy) and one at the real cap, whose
-    exact cuts leave more slack to the loose ones. Both are packed at the real
-    cap and levelled; the one with fewer workers (counting any number up to the
-    target as equal), then the lower boundary load of its cuts, is kept (the
-    headroom one on a tie).
+    exact cuts leave more slack to the loose ones. Both are packed at the real cap, the
+    hash-split cells poured into the room left (next to their neighbours first,
+    :func:`partitioner.build.pour.pour`) and levelled; the one with fewer workers
+    (counting any number up to the target as equal), then the lower boundary load of its
+    cuts, is kept (the headroom one on a tie).
     """
-    is_hot = grid.weight > cap
-    cold = grid.take(~is_hot & (grid.weight > 0))
+    taken = np.zeros(len(grid.x), dtype=bool)
+    taken[hot.taken] = True
+    cold_idx = np.flatnonzero(~taken & (grid.weight > 0))
+    cold = grid.take(cold_idx)
     total = float(grid.weight.sum())
     slack = ((lb + 1) * cap - total) / (lb + 1)
     margin = min(0.05 * cap, max(0.0, 0.5 * slack))
     # cut windows: any slack, 20 %, 10 % and 5 % of a worker, one spare worker spread over the cuts (exact is implied)
     spare = max(0.0, (lb + 1) * cap - total)
     budget = CutBudget(windows=(math.inf, 0.2 * cap, 0.1 * cap, 0.05 * cap, spare / max(lb, 1)), workers=lb + 1,
-                       pack_cap=cap, other_loads=tuple(r.load for r in hot.regions))
+                       pack_cap=cap, other_loads=tuple(r.load for r in hot.regions),
+                       liquid=tuple(q.load for q in hot.liquid))
     best: _Candidate | None = None
     for carve_cap in (cap - margin, cap) if margin > 0 else (cap,):
-        carved = region_labels(cold, carve_cap, BRIDGE_LEVELS, 0.0, budget)
-        loads = [*budget.other_loads,
-                 *np.bincount(carved.labels, weights=cold.weight, minlength=carved.n_regions).tolist()]
-        workers_of = level_workers(loads, pack_best_fit(loads, cap), cap)
-        cand = _Candidate(max(max(workers_of, default=0) + 1, lb + 1), carved.cut_load, carved, workers_of)
+        cand = _candidate(grid, cold, cold_idx, region_labels(cold, carve_cap, BRIDGE_LEVELS, 0.0, budget), hot,
+                          cap, lb)
         if best is None or cand.rank < best.rank:
             best = cand
-        if cand.workers == lb + 1 and carved.cut_load <= carved.cut_floor:  # fits, every cut its cheapest way
+        if cand.workers == lb + 1 and cand.labels.cut_load <= cand.labels.cut_floor:  # fits, cuts their cheapest
             break
     assert best is not None
     regions = label_regions(cold, best.labels, bridge_levels=BRIDGE_LEVELS, fill=True,
-                            blocked=tile_codes(grid.x[is_hot], grid.y[is_hot], grid.zoom))
-    return Placement(tuple(hot.regions + regions), tuple(best.workers_of))
+                            blocked=tile_codes(grid.x[taken], grid.y[taken], grid.zoom))
+    shares = [Region((hot.liquid[s.liquid].quadkey,), s.load, (s.lo, s.hi)) for s in best.shares]
+    return Placement(tuple(hot.regions + regions + shares), tuple(best.workers_of))
+
+
+def _candidate(grid: Grid, cold: Grid, cold_idx: IntArray, carved: Labels, hot: HotSplit, cap: float, lb: int
+               ) -> _Candidate:
+    """Pack one carve's regions (after the hot pieces), pour the hash-split cells, level the workers."""
+    solids = [*(r.load for r in hot.regions),
+              *np.bincount(carved.labels, weights=cold.weight, minlength=carved.n_regions).tolist()]
+    near = _near_regions(grid, hot.liquid, cold_idx, carved.labels, len(hot.regions))
+    pouring = pour(solids, [q._replace(near=n) for q, n in zip(hot.liquid, near, strict=True)], cap, lb + 1)
+    loads = solids + [s.load for s in pouring.shares]
+    workers_of = level_workers(loads, pouring.bins_of + [s.bin for s in pouring.shares], cap)
+    used = max(workers_of, default=-1) + 1
+    return _Candidate(max(used, lb + 1), carved.cut_load, carved, workers_of, pouring.shares, used)
+
+
+_AROUND = tuple((dx, dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1) if dx or dy)
+
+
+def _near_regions(grid: Grid, liquid: list[Liquid], cold_idx: IntArray, labels: IntArray, offset: int
+                  ) -> list[tuple[int, ...]]:
+    """Per hash-split cell, the carved regions next to it (most shared cells first), as solid item indices."""
+    cells = np.array([q.cell for q in liquid], dtype=np.int64)
+    out: list[tuple[int, ...]] = [() for _ in liquid]
+    with_cell = np.flatnonzero(cells >= 0)
+    if len(with_cell) == 0 or len(cold_idx) == 0:
+        return out
+    n = 1 << grid.zoom
+    codes = tile_codes(grid.x[cold_idx], grid.y[cold_idx], grid.zoom)
+    order = np.argsort(codes)
+    sorted_codes = codes[order]
+    x, y = grid.x[cells[with_cell]], grid.y[cells[with_cell]]
+    found: list[list[int]] = [[] for _ in with_cell]
+    for dx, dy in _AROUND:
+        ny = y + dy
+        want = (((x + dx) % n) << grid.zoom) | np.clip(ny, 0, n - 1)
+        pos = np.minimum(np.searchsorted(sorted_codes, want), len(sorted_codes) - 1)
+        hit = (sorted_codes[pos] == want) & (ny >= 0) & (ny < n)
+        for k in np.flatnonzero(hit).tolist():
+            found[k].append(int(labels[order[pos[k]]]) + offset)
+    for k, regions in zip(with_cell.tolist(), found, strict=True):
+        out[k] = tuple(sorted(set(regions), key=lambda r: (-regions.count(r), r)))
+    return out

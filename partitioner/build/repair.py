@@ -5,9 +5,12 @@ Notes
 * A region that still fits keeps its id, its listed quadkeys (so contiguity holds where
   load vanished) and its worker.
 * A region over the cap is re-carved; its largest piece keeps the id.
-* A hot cell split by entity hash keeps its shares while each fits, else is re-split
-  with the first shares keeping their ids; a cell newly hotter than the cap is split
-  and taken out of its region.
+* A hot cell split by entity hash keeps its shares while each fits; a share grown past
+  the cap keeps the start of its hash range (id and worker too) and gives up the end as
+  new shares; a cell newly hotter than the cap is split (into its finer cells when the
+  counts have them, else by entity hash) and taken out of its region.
+* A grid cell split into finer cells keeps its pieces (ids, workers, hash ranges) while
+  every piece fits the new load, else is split again (its largest piece keeps its id).
 * A worker over the cap sheds the overflow: the smallest of its regions that covers the
   excess moves if it is small, else a sliver of about the excess is shaved off its
   largest region. Moved pieces go to the fullest worker they fit (best fit), or to a
@@ -20,6 +23,7 @@ Notes
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -28,13 +32,14 @@ import numpy.typing as npt
 
 from partitioner.build.carving import carve_cells
 from partitioner.build.cuts import axes, carve
-from partitioner.build.hot import hash_split
+from partitioner.build.hot import hash_split, split_hot_cells
 from partitioner.build.ids import PARTITION_PREFIX, WORKER_PREFIX, IdAllocator, Ids, fill_blanks
 from partitioner.build.region import Placement, Region
 from partitioner.counts import Counts, Grid
+from partitioner.errors import BuildError
 from partitioner.graph import components, group_indices
 from partitioner.index import SpecIndex
-from partitioner.spec import Partition, Spec
+from partitioner.spec import HASH_BUCKETS, Partition, Spec
 from partitioner.tiles import IntArray, arrays_to_quadkeys
 
 
@@ -50,6 +55,7 @@ class RepairResult:
 class _Survey(NamedTuple):
     """The new load seen through the previous spec."""
 
+    counts: Counts
     grid: Grid
     qks: npt.NDArray[np.object_]  # quadkey of each grid cell
     parts: tuple[Partition, ...]
@@ -60,23 +66,27 @@ class _Survey(NamedTuple):
 def repair(previous: Spec, counts: Counts, cap: float, target_workers: int) -> RepairResult | None:
     """Keep the previous spec where it still fits; move only what must move (see the module notes).
 
-    Returns None when the previous spec cannot be repaired (its regions list cells finer
-    than the counts' grid).
+    Returns None when the previous spec cannot be repaired (a partition lists cells finer than
+    the counts' grid in more than one grid cell).
     """
     grid = counts.grid()
-    parts = previous.partitions
-    if any(len(q) > grid.zoom for p in parts if p.hash_range is None for q in p.quadkeys):
-        return None
     index = SpecIndex(previous)
-    survey = _Survey(grid, np.array(arrays_to_quadkeys(grid.x, grid.y, grid.zoom), dtype=object), parts, index,
+    finer = finer_groups(index, grid.zoom)
+    if finer is None:
+        return None
+    parts = previous.partitions
+    survey = _Survey(counts, grid, np.array(arrays_to_quadkeys(grid.x, grid.y, grid.zoom), dtype=object), parts, index,
                      index.locate_groups_xy(grid.x, grid.y, grid.zoom))
     notes: list[str] = []
     plan = _RepairPlan(cap)
+    # 0. grid cells the previous spec split into finer cells: kept while every piece fits, else split again
+    taken = _finer_cells(survey, plan, cap, finer, notes)
     # 1. hot cells: previous splits keep their shares while they fit; new hot cells are split
-    hot = _hot_cells(survey, plan, cap, notes)
+    hot = _hot_cells(survey, plan, cap, notes, taken)
     plain = ~hot.handled & (survey.owner >= 0)
     # 2. previous regions
-    _previous_regions(survey, plan, cap, plain, hot.drop, notes)
+    skip = {i for members in finer.values() for i in members}
+    _previous_regions(survey, plan, cap, plain, hot.drop, notes, skip)
     # 3. new load in the catch-all
     new_cells = np.nonzero(plain & (survey.owner == index.catch_all_index) & (grid.weight > 0))[0]
     if len(new_cells):
@@ -92,6 +102,61 @@ def repair(previous: Spec, counts: Counts, cap: float, target_workers: int) -> R
     return plan.result(previous, notes)
 
 
+def finer_groups(index: SpecIndex, zoom: int) -> dict[int, list[int]] | None:
+    """Partitions that list cells finer than ``zoom``, by the tile code (``x << zoom | y``) of the one cell at
+    ``zoom`` they lie in, with any partition listing that cell itself; None if one lies in several cells."""
+    lab, x, y, z = index.listed
+    deep = np.flatnonzero(z > zoom)
+    if len(deep) == 0:
+        return {}
+    d = z[deep] - zoom
+    code = ((x[deep] >> d) << zoom) | (y[deep] >> d)
+    pairs = np.unique(np.stack([lab[deep], code], axis=1), axis=0)
+    if len(np.unique(pairs[:, 0])) != len(pairs):
+        return None
+    groups: dict[int, list[int]] = {}
+    for i, c in pairs.tolist():
+        groups.setdefault(c, []).append(i)
+    at_zoom = np.flatnonzero(z == zoom)
+    for i, c in zip(lab[at_zoom].tolist(), ((x[at_zoom] << zoom) | y[at_zoom]).tolist(), strict=True):
+        if c in groups and i not in groups[c]:
+            groups[c].append(i)
+    return groups
+
+
+def _finer_cells(survey: _Survey, plan: _RepairPlan, cap: float, groups: dict[int, list[int]], notes: list[str]
+                 ) -> npt.NDArray[np.bool_]:
+    """Keep each grid cell's finer pieces (ids, workers, hash ranges) while all fit under the new load, else split
+    the cell again (its largest piece keeps its id and worker); return the grid cells handled."""
+    grid, parts = survey.grid, survey.parts
+    taken = np.zeros(len(grid.x), dtype=bool)
+    if not groups:
+        return taken
+    codes = (grid.x << grid.zoom) | grid.y
+    leaves = survey.counts.leaves()
+    d = np.maximum(leaves.z - grid.zoom, 0)
+    leaf_cell = ((leaves.x >> d) << grid.zoom) | (leaves.y >> d)
+    for code, members in groups.items():
+        at = np.flatnonzero(codes == code)
+        under = leaf_cell == code
+        loads = survey.spec_index.attribute_tiles(leaves.x[under], leaves.y[under], leaves.z[under],
+                                                  leaves.weight[under])
+        if len(at):
+            taken[at[0]] = True
+        if all(loads[i] <= cap for i in members):
+            for i in members:
+                plan.add(Region(parts[i].quadkeys, float(loads[i]), parts[i].hash_range), parts[i].id, parts[i].worker)
+            continue
+        first = max(members, key=lambda i: loads[i])
+        notes.append(f"cell {survey.qks[at[0]]!r} split again into finer cells for load {grid.weight[at[0]]:.6g}")
+        split = split_hot_cells(survey.counts, grid, cap, only=at)
+        regions = sorted(split.regions, key=lambda r: -r.load)
+        regions += [r for q in split.liquid for r in hash_split(q.quadkey, q.load, cap)]
+        for k, r in enumerate(regions):
+            plan.add(r, parts[first].id if k == 0 else "", parts[first].worker if k == 0 else "")
+    return taken
+
+
 class _HotCells(NamedTuple):
     """What placing the hot cells did: the grid cells handled, and per previous partition the quadkeys it loses."""
 
@@ -99,11 +164,15 @@ class _HotCells(NamedTuple):
     drop: dict[int, set[str]]
 
 
-def _hot_cells(survey: _Survey, plan: _RepairPlan, cap: float, notes: list[str]) -> _HotCells:
-    """Place the hot cells: previous hash splits keep their shares while they fit; new hot cells are split."""
+def _hot_cells(survey: _Survey, plan: _RepairPlan, cap: float, notes: list[str], taken: npt.NDArray[np.bool_]
+               ) -> _HotCells:
+    """Place the hot cells: previous hash splits keep their shares while they fit; new hot cells are split.
+
+    ``taken``: grid cells handled already (split into finer cells before); they count as handled.
+    """
     grid, owner, parts = survey.grid, survey.owner, survey.parts
-    handled = np.zeros(len(grid.x), dtype=bool)
-    for cell in np.nonzero(owner < 0)[0]:
+    handled = taken.copy()
+    for cell in np.nonzero((owner < 0) & ~taken)[0]:
         members = [parts[int(i)] for i in survey.spec_index.group_members(int(-owner[cell] - 1))]
         load = float(grid.weight[cell])
         if all(load * p.share <= cap for p in members):
@@ -111,31 +180,60 @@ def _hot_cells(survey: _Survey, plan: _RepairPlan, cap: float, notes: list[str])
                 plan.add(Region(p.quadkeys, load * p.share, p.hash_range), p.id, p.worker)
         else:
             notes.append(f"hot cell {members[0].quadkeys[0]!r} re-split for load {load:.6g}")
-            for k, r in enumerate(hash_split(members[0].quadkeys[0], load, cap)):
-                plan.add(r, members[k].id if k < len(members) else "", members[k].worker if k < len(members) else "")
+            _trim_shares(members, load, cap, plan)
         handled[cell] = True
     drop: dict[int, set[str]] = {}
-    for cell in np.nonzero((grid.weight > cap) & ~handled)[0]:
-        q = str(survey.qks[cell])
-        notes.append(f"cell {q!r} at {grid.weight[cell] / cap:.0%} of max_load split by entity hash")
-        for r in hash_split(q, float(grid.weight[cell]), cap):
+    new_hot = np.nonzero((grid.weight > cap) & ~handled)[0]
+    if len(new_hot) == 0:
+        return _HotCells(handled, drop)
+    split = split_hot_cells(survey.counts, grid, cap, only=new_hot)  # finer cells where the counts have them
+    for r in split.regions:
+        plan.add(r, "", "")
+    for liquid in split.liquid:
+        for r in hash_split(liquid.quadkey, liquid.load, cap):
             plan.add(r, "", "")
-        drop.setdefault(int(owner[cell]), set()).add(q)
-        handled[cell] = True
+    hashed = {h.quadkey for h in split.liquid}
+    for i in new_hot.tolist():
+        q = str(survey.qks[i])
+        notes.append(f"cell {q!r} at {grid.weight[i] / cap:.0%} of max_load split "
+                     f"{'by entity hash' if q in hashed else 'into finer cells'}")
+        drop.setdefault(int(owner[i]), set()).add(q)
+        handled[i] = True
     return _HotCells(handled, drop)
 
 
+def _trim_shares(members: list[Partition], load: float, cap: float, plan: _RepairPlan) -> None:
+    """Shares of a hash-split cell grown past the cap keep the start of their hash range (and their id and
+    worker); the end they give up becomes new shares of at most the cap, placed like any new region."""
+    full = math.floor(HASH_BUCKETS * cap / load)
+    if full < 1:
+        raise BuildError(f"cell {members[0].quadkeys[0]!r} with load {load!r} would need more than "
+                         f"{HASH_BUCKETS} entity-hash shares of max_load {cap!r}")
+    for p in members:
+        lo, hi = p.hash_range or (0, HASH_BUCKETS)
+        kept = min(hi, lo + full)
+        plan.add(Region(p.quadkeys, load * (kept - lo) / HASH_BUCKETS, (lo, kept)), p.id, p.worker)
+        for a in range(kept, hi, full):
+            b = min(hi, a + full)
+            plan.add(Region(p.quadkeys, load * (b - a) / HASH_BUCKETS, (a, b)), "", "")
+
+
 def _previous_regions(survey: _Survey, plan: _RepairPlan, cap: float, plain: npt.NDArray[np.bool_],
-                      drop: dict[int, set[str]], notes: list[str]) -> None:
-    """Keep every previous region that fits (minus its newly hot cells); re-carve the others."""
+                      drop: dict[int, set[str]], notes: list[str], skip: set[int]) -> None:
+    """Keep every previous region that fits (minus its newly hot cells); re-carve the others.
+
+    ``skip``: partitions placed already (pieces of cells split into finer cells).
+    """
     grid, owner, qks = survey.grid, survey.owner, survey.qks
     loads = np.bincount(owner[plain], weights=grid.weight[plain], minlength=len(survey.parts))
+    cells_of = group_indices(np.where(plain, owner, len(survey.parts)), len(survey.parts) + 1)
     for i, p in enumerate(survey.parts):
-        if i == survey.spec_index.catch_all_index or p.hash_range is not None:
+        if i == survey.spec_index.catch_all_index or p.hash_range is not None or i in skip:
             continue
-        cells = np.nonzero(plain & (owner == i))[0]
+        cells = cells_of[i]
         if loads[i] <= cap:
-            listed = tuple(q for q in p.quadkeys if q not in drop.get(i, ()))
+            dropped = drop.get(i)
+            listed = tuple(q for q in p.quadkeys if q not in dropped) if dropped else p.quadkeys
             if listed:
                 plan.add(Region(listed, float(loads[i])), p.id, p.worker, cells)
             continue

@@ -11,8 +11,8 @@ import argparse
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
+from partitioner.cliio import STDIO, check_one_stdout, check_output, report_stream, write_text, write_via
 from partitioner.controller import ControlSettings
 from partitioner.simulate.loop import first_measured
 from partitioner.simulate.render import TerminalProgress, summary_line, table
@@ -45,9 +45,9 @@ def resolve(args: argparse.Namespace) -> Inputs:
         raise SimulationError(str(exc)) from None
     control = ControlSettings.from_json(args.policy, where="--policy")
     names = parse_strategies(args.strategies)
-    for path, suffix in ((args.json, ".json"), (args.plot, ".png")):
-        if path is not None:
-            _check_output(path, suffix)
+    check_one_stdout(("--json", args.json), ("--plot", args.plot))
+    check_output(args.json, "--json", suffix=".json")
+    check_output(args.plot, "--plot", suffix=".png")
     measured = None
     if args.swap_timings is not None:
         if args.swap_s is not None:
@@ -73,48 +73,36 @@ def resolve(args: argparse.Namespace) -> Inputs:
                   note or f"default {SWAP_SHARE:g} of a window")
 
 
-def _check_output(path: str, suffix: str) -> None:
-    if not path.lower().endswith(suffix):
-        raise SimulationError(f"output {path!r} must end in {suffix}")
-    parent = Path(path).resolve().parent
-    if not parent.is_dir():
-        raise SimulationError(f"cannot write {path!r}: directory {str(parent)!r} does not exist")
-
-
 def run_command(args: argparse.Namespace) -> int:
     """The ``simulate`` command (returns the exit status; library errors propagate to the CLI's handler)."""
     inputs = resolve(args)
-    progress = TerminalProgress()
+    progress = TerminalProgress(quiet=args.quiet)
     try:
         sim = simulate(inputs.series, inputs.settings, inputs.strategies, inputs.control, progress)
     finally:
         progress.clear()
     s = inputs.settings
-    print(f"{inputs.name}: {inputs.description}")
+    out = report_stream(args.json, args.plot)
+    print(f"{inputs.name}: {inputs.description}", file=out)
     print(f"max_load {s.max_load:g}, window {s.window_s:g} s, snapshot-to-live latency {s.latency_s:g} s, swap overlap "
           f"{s.swap_s:g} s ({inputs.swap_note}; {', '.join(s.swap_modes)}); {len(inputs.series)} windows, measured "
-          f"from window "
-          f"{first_measured(s.window_s, s.latency_s)}; {sim.wall_s:.1f} s")
-    print(table(sim.summaries, s.swap_modes))
+          f"from window {first_measured(s.window_s, s.latency_s)}; {sim.wall_s:.1f} s", file=out)
+    print(table(sim.summaries, s.swap_modes), file=out)
     for name, summary in sim.summaries.items():
-        print(summary_line(name, summary, s.swap_modes))
+        print(summary_line(name, summary, s.swap_modes), file=out)
     if args.json:
-        _write(args.json, json.dumps(sim.to_dict(inputs.name, inputs.description), indent=1) + "\n")
-        print(f"wrote {args.json}")
+        write_text(args.json, json.dumps(sim.to_dict(inputs.name, inputs.description), indent=1) + "\n")
+        if args.json != STDIO:
+            print(f"wrote {args.json}", file=out)
     if args.plot:
         from partitioner.simulate.figure import plot_simulation
 
-        plot_simulation(sim.summaries, s.window_s, args.plot, title=f"{inputs.name}: live workers and utilisation",
-                        modes=s.swap_modes)
-        print(f"wrote {args.plot}")
+        title = f"{inputs.name}: live workers and utilisation"
+        write_via(args.plot, lambda tmp: plot_simulation(sim.summaries, s.window_s, tmp, title=title,
+                                                         modes=s.swap_modes), suffix=".png")
+        if args.plot != STDIO:
+            print(f"wrote {args.plot}", file=out)
     return 0
-
-
-def _write(path: str, text: str) -> None:
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise SimulationError(f"cannot write {path!r}: {exc.strerror}") from exc
 
 
 def non_negative(text: str) -> float:
@@ -156,4 +144,5 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     p.add_argument("--policy", metavar="JSON", help="the controller's POLICY_JSON (default: the Lambda's defaults)")
     p.add_argument("--json", metavar="OUT.json", help='write {"strategies": {NAME: {...}}} here')
     p.add_argument("--plot", metavar="OUT.png", help="live workers vs the floor and utilisation, one panel per strategy")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress line (drawn on stderr only on a terminal)")
     return p

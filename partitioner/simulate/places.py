@@ -25,9 +25,9 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.counts import Counts
+from partitioner.counts import Counts, Tiles
 from partitioner.errors import CountsError
-from partitioner.tiles import MAX_LAT, arrays_to_quadkeys, quadkeys_to_arrays, tiles_xy
+from partitioner.tiles import MAX_LAT, tiles_xy
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -119,14 +119,14 @@ def counts_from_codes(codes: IntArray, weights: FloatArray, zoom: int, source: s
     keep = w > 0
     uniq, w = uniq[keep], w[keep]
     mask = (1 << zoom) - 1
-    qks = arrays_to_quadkeys(uniq >> zoom, uniq & mask, zoom)
-    return Counts(tuple(qks), w.astype(np.float64), source)
+    tiles = Tiles(uniq >> zoom, uniq & mask, np.full(len(uniq), zoom, dtype=np.int64))
+    return Counts.from_tiles(tiles, w.astype(np.float64), source)
 
 
 def tile_centres(counts: Counts) -> tuple[FloatArray, FloatArray]:
     """Return the (lon, lat) of each quadkey's centre (vectorised)."""
-    x, y, z = quadkeys_to_arrays(counts.quadkeys)
-    return code_centres(x, y, z)
+    t = counts.tiles
+    return code_centres(t.x, t.y, t.z)
 
 
 def code_centres(x: IntArray, y: IntArray, zoom: IntArray | int) -> tuple[FloatArray, FloatArray]:

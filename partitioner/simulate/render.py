@@ -39,9 +39,9 @@ def table(summaries: Mapping[str, Mapping[str, Any]], modes: tuple[str, ...]) ->
 class TerminalProgress:
     """Redraws one line per update on a terminal (at most every 0.2 s); silent when not a terminal."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
         self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty()
+        self.enabled = not quiet and self.stream.isatty()
         self.started = time.perf_counter()
         self._last = 0.0
 

@@ -13,6 +13,7 @@ seed always gives the same windows and each window can be made on demand).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +22,9 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.counts import Counts, read_counts_csv
+from partitioner.counts import Counts, Tiles, read_counts_csv
 from partitioner.errors import PartitionerError
+from partitioner.tiles import quadkeys_to_arrays
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -116,10 +118,16 @@ class CellSeries:
     def window(self, t: int) -> Window:
         ev = self.draw(t)
         nz = np.nonzero(ev > 0)[0]
-        qks = tuple(self.cells[i] for i in nz)
-        events = Counts(qks, ev[nz], f"{self.source}#{t}")
-        cost = None if self.rates is None else Counts(qks, ev[nz] * self.rates[nz], f"{self.source}#{t} cost")
+        tiles = Tiles(*(a[nz] for a in self._tiles))  # quadkey strings only if someone asks for them
+        events = Counts.from_tiles(tiles, ev[nz], f"{self.source}#{t}")
+        cost = None if self.rates is None else Counts.from_tiles(tiles, ev[nz] * self.rates[nz],
+                                                                 f"{self.source}#{t} cost")
         return Window(events, cost)
+
+    @functools.cached_property
+    def _tiles(self) -> Tiles:
+        """Tile arrays of :attr:`cells` (parsed once per series)."""
+        return Tiles(*quadkeys_to_arrays(self.cells))
 
     def peak(self) -> Counts:
         best = np.zeros(len(self.cells), dtype=np.float64)

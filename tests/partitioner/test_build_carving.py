@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from partitioner.build import build_with_report, carve_cells
+from partitioner.build import build_spec, build_with_report, carve_cells
 from partitioner.counts import Grid, counts_from_pairs
 from partitioner.index import SpecIndex
 from partitioner.spec import validate
@@ -50,3 +50,14 @@ def test_a_component_over_the_cap_is_carved_into_connected_pieces_within_it() ->
     assert len(regions) == 4
     assert all(r.load <= 10.0 for r in regions)
     assert sum(r.load for r in regions) == 36.0
+
+
+def test_a_grid_coarser_than_the_bridge_levels_builds() -> None:
+    # GIVEN counts at zoom 1 (quadkeys "0".."3"), shallower than the bridge levels
+    counts = counts_from_pairs([("1", 5.0), ("0", 3.0), ("2", 1.0)])
+    # WHEN built (this used to fail with "negative shift count")
+    spec = build_spec(counts, 6.0)
+    # THEN every cell is listed once and the spec is valid
+    listed = [q for p in spec.partitions for q in p.quadkeys if q]
+    assert sorted(listed) == sorted(set(listed)) and {"0", "1", "2"} <= set(listed)
+    assert len(spec.workers) == 2 and not validate(spec)

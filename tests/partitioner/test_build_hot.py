@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
 import pytest
+from spec_factory import qk
 
 from partitioner.build import build_with_report, hash_split, lower_bound
 from partitioner.counts import counts_from_pairs
@@ -52,3 +56,23 @@ def test_hash_split_shares_stay_within_cap_for_awkward_ratios() -> None:
         assert shares[0].hash_range[0] == 0 and shares[-1].hash_range[1] == HASH_BUCKETS  # type: ignore[index]
         assert all(s.load <= 100.0 + 1e-9 for s in shares)
         assert sum(s.load for s in shares) == pytest.approx(load)
+
+
+def test_many_hot_cells_next_to_big_cells_fill_workers_within_the_lower_bound_plus_one() -> None:
+    # GIVEN a quay of 14 cells each 1.2 to 3.3 caps hot, next to 600 cells of up to 0.7 caps (a port at zoom 12)
+    rng = np.random.default_rng(5)
+    cap = 1000.0
+    rows = {qk(x, y, 12): float(rng.integers(50, 700)) for x in range(400, 430) for y in range(300, 320)}
+    rows.update({qk(405 + k, 320, 12): cap * (1.2 + 0.16 * k) for k in range(14)})
+    counts = counts_from_pairs(list(rows.items()))
+    # WHEN built (shares sized to fill the room the regions leave; this used to take lb + 40 workers)
+    report = build_with_report(counts, cap)
+    # THEN at most one worker above the lower bound, none over the cap, every hot cell's shares tile its buckets
+    lb = lower_bound(counts.total, cap)
+    assert report.hot_cells == 14
+    assert len(report.spec.workers) <= lb + 1
+    assert max(w.load for w in report.spec.workers) <= cap * (1 + 1e-9)
+    for q in (qk(405 + k, 320, 12) for k in range(14)):
+        ranges = sorted(p.hash_range for p in report.spec.partitions if p.quadkeys == (q,) and p.hash_range)
+        assert ranges[0][0] == 0 and ranges[-1][1] == HASH_BUCKETS
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))

@@ -59,3 +59,53 @@ def test_when_load_falls_the_least_loaded_workers_are_emptied_into_the_others(me
     kept = {p.id: p.quadkeys for p in report.spec.partitions if p.id in regions}
     assert kept == regions
     assert max(w.load for w in report.spec.workers) <= cap * (1 + 1e-9)
+
+
+def test_a_hash_share_grown_past_the_cap_keeps_the_start_of_its_range_id_and_worker() -> None:
+    # GIVEN a live spec with a cell split by entity hash (2.5 caps), then that cell 20% hotter
+    cells = {"0231": 250.0, "0230": 30.0, "0232": 20.0}
+    live = build_with_report(counts_from_pairs(list(cells.items())), 100.0).spec
+    before = {p.id: p for p in live.partitions if p.hash_range is not None}
+    hotter = counts_from_pairs([("0231", 300.0), ("0230", 30.0), ("0232", 20.0)])
+    # WHEN rebuilt sticky
+    report = build_with_report(hotter, 100.0, previous=live)
+    after = {p.id: p for p in report.spec.partitions if p.hash_range is not None}
+    # THEN every previous share keeps its id and the start of its hash range; none is over the cap
+    assert report.mode == "repair"
+    for pid, p in before.items():
+        assert p.hash_range is not None and after[pid].hash_range is not None
+        assert after[pid].hash_range[0] == p.hash_range[0]
+    assert max(w.load for w in report.spec.workers) <= 100.0 * (1 + 1e-9)
+    assert validate(report.spec) == []
+
+
+def test_a_cell_newly_hotter_than_the_cap_is_split_by_its_finer_counts_in_a_repair() -> None:
+    # GIVEN a live spec, then a snapshot where one cell is hot and carries rows for its children
+    live = build_with_report(counts_from_pairs([("0231", 40.0), ("0230", 30.0), ("0232", 20.0)]), 100.0).spec
+    hot = counts_from_pairs([("0231", 240.0), ("02310", 80.0), ("02311", 70.0), ("02312", 60.0), ("02313", 30.0),
+                             ("0230", 30.0), ("0232", 20.0)])
+    # WHEN rebuilt sticky
+    report = build_with_report(hot, 100.0, previous=live)
+    # THEN the hot cell is split into its children (no entity hash), within the cap
+    assert report.mode == "repair"
+    assert all(p.hash_range is None for p in report.spec.partitions)
+    listed = {q for p in report.spec.partitions for q in p.quadkeys}
+    assert {"02310", "02311", "02312", "02313"} <= listed
+    assert max(w.load for w in report.spec.workers) <= 100.0 * (1 + 1e-9)
+
+
+def test_a_cell_split_into_finer_cells_keeps_its_pieces_in_a_repair() -> None:
+    # GIVEN a live spec where a hot cell was split into its children (the snapshot had finer rows)
+    rows = [("0231", 240.0), ("02310", 80.0), ("02311", 70.0), ("02312", 60.0), ("02313", 30.0), ("0230", 30.0),
+            ("0232", 20.0)]
+    live = build_with_report(counts_from_pairs(rows), 100.0).spec
+    pieces = {p.id: p for p in live.partitions if any(len(q) == 5 for q in p.quadkeys)}
+    # WHEN the next window has more load around it (every piece still fits)
+    nxt = counts_from_pairs([(q, w * 1.5 if q in ("0230", "0232") else w) for q, w in rows])
+    report = build_with_report(nxt, 100.0, previous=live)
+    # THEN it is a repair (not a rebuild) and every piece keeps its id, worker and cells
+    assert report.mode == "repair"
+    after = {p.id: p for p in report.spec.partitions}
+    for pid, p in pieces.items():
+        assert after[pid].worker == p.worker and after[pid].quadkeys == p.quadkeys
+    assert max(w.load for w in report.spec.workers) <= 100.0 * (1 + 1e-9)

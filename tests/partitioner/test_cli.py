@@ -60,10 +60,11 @@ def test_build_seed_strategy(tmp_path, capsys):
 
 def test_evaluate_prints_table_and_metrics_json(built, tmp_path, capsys):
     assert main(["evaluate", str(SAMPLE_COUNTS), str(built), "--json", "-"]) == 0
-    out = capsys.readouterr().out
-    metrics = json.loads(out[out.index("\n{") + 1:])
+    captured = capsys.readouterr()
+    # THEN stdout holds only the JSON, and the table goes to stderr
+    metrics = json.loads(captured.out)
     assert metrics["contiguous"] is True and metrics["max_utilisation"] <= 1.0 + 1e-9
-    assert "Partition p0001" in out
+    assert "Partition p0001" in captured.err
 
 
 def test_evaluate_old_spec_under_new_load_shows_planned_to_actual(built, tmp_path, capsys):
@@ -165,7 +166,7 @@ def test_bad_options_exit_2(built, tmp_path, capsys):
 def test_every_command_has_help(command, capsys):
     with pytest.raises(SystemExit) as exc:
         main([command, "--help"])
-    assert exc.value.code == 0 and "usage: python -m partitioner " + command in capsys.readouterr().out
+    assert exc.value.code == 0 and "usage: partitioner " + command in capsys.readouterr().out
 
 
 def test_python_dash_m_entry_point():

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from partitioner.counts import counts_from_pairs, parse_counts_csv, read_counts_csv, read_snapshot_rows
+from partitioner import counts as counts_module
+from partitioner.counts import Counts, counts_from_pairs, parse_counts_csv, read_counts_csv, read_snapshot_rows
 from partitioner.errors import CountsError
 
 
@@ -91,3 +98,122 @@ def test_scaled_counts_are_a_new_value() -> None:
     assert doubled.weights.tolist() == [4.0, 2.0]
     with pytest.raises(ValueError):
         counts.weights[0] = 1.0
+
+
+# ---------------------------------------------------------------------------
+# the vectorised reader against the row-by-row one (same rows, same errors)
+# ---------------------------------------------------------------------------
+
+_FIELDS = st.sampled_from(["0231", "0", "3", "0232", "01x", "", " 0231 ", "0123012301230123012301230123012",
+                           "02310", "12", "5", "1.5", "-1", "nan", "inf", "1e3", " 7 ", "abc", "0x1", "1_0", "-0",
+                           "  ", "1e400"])
+
+
+def _outcome(parse: Callable[[], Counts]) -> tuple[str, object]:
+    try:
+        c = parse()
+    except CountsError as exc:
+        return "error", str(exc)
+    return "ok", (c.quadkeys, c.weights.tolist())
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.lists(_FIELDS, min_size=0, max_size=4), max_size=6), crlf=st.booleans(),
+       final_newline=st.booleans(), single_zoom=st.booleans())
+def test_vectorised_counts_reader_matches_the_row_by_row_reader(rows: list[list[str]], crlf: bool,
+                                                                final_newline: bool, single_zoom: bool) -> None:
+    # GIVEN any plain CSV text with good and bad rows (blank rows, wrong field counts, bad values, duplicates)
+    eol = "\r\n" if crlf else "\n"
+    text = eol.join(["quadkey,weight", *(",".join(r) for r in rows)]) + (eol if final_newline else "")
+    # WHEN read by the vectorised reader and by the csv module row by row
+    fast = _outcome(lambda: parse_counts_csv(text, "c.csv", allow_mixed_zoom=not single_zoom))
+    slow = _outcome(lambda: counts_module._parse_with_csv_module(text, "c.csv", not single_zoom))
+    # THEN both give the same counts or the same one-line error
+    assert fast == slow
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=st.lists(st.lists(_FIELDS, min_size=0, max_size=4), max_size=6), use_cost=st.booleans(),
+       header=st.sampled_from(["quadkey,events,cost", "quadkey,events", "quadkey, events ,cost"]))
+def test_vectorised_snapshot_reader_matches_the_row_by_row_reader(rows: list[list[str]], use_cost: bool,
+                                                                  header: str) -> None:
+    # GIVEN snapshot rows, good and bad
+    text = "\n".join([header, *(",".join(r) for r in rows)]) + "\n"
+    # WHEN read both ways THEN the same counts or the same error
+    fast = _outcome(lambda: read_snapshot_rows(text.encode(), "snap", use_cost=use_cost))
+    slow = _outcome(lambda: counts_module._snapshot_with_csv_module(text, "snap", use_cost))
+    assert fast == slow
+
+
+def test_first_bad_row_is_named_even_far_down_a_big_file() -> None:
+    # GIVEN 200k good rows and a bad weight near the end (beyond the first cast chunk)
+    rows = [f"{i:018b}".replace("1", "3") + ",1" for i in range(200_000)]
+    rows[199_990] = rows[199_990].split(",")[0] + ",12abc"
+    text = "quadkey,weight\n" + "\n".join(rows) + "\n"
+    # WHEN read THEN the error names that line and value
+    with pytest.raises(CountsError, match=r"c.csv line 199992: weight '12abc' is not a number"):
+        parse_counts_csv(text, "c.csv")
+
+
+def test_quoted_and_non_ascii_files_are_read_by_the_csv_module(tmp_path: Path) -> None:
+    # GIVEN a file with quoted fields and a BOM
+    f = tmp_path / "q.csv"
+    f.write_bytes(b'\xef\xbb\xbfquadkey,weight\n"0231",5\n')
+    # WHEN read THEN it is read as before
+    assert read_counts_csv(f).quadkeys == ("0231",)
+    # AND a file that is not UTF-8 is named
+    f.write_bytes(b"quadkey,weight\n0231,\xff\n")
+    with pytest.raises(CountsError, match=r"cannot read counts file .*q\.csv"):
+        read_counts_csv(f)
+
+
+def test_counts_from_tiles_make_quadkeys_on_demand() -> None:
+    # GIVEN counts read from a file (tile arrays inside)
+    counts = parse_counts_csv("quadkey,weight\n0231,5\n023,6\n", "c.csv")
+    # THEN the quadkeys, the grid and the refinement are as for counts built from strings
+    ref = counts_from_pairs([("0231", 5.0), ("023", 6.0)])
+    assert counts.quadkeys == ref.quadkeys
+    assert counts.refinement() == ref.refinement() == {"0231": 5.0}
+    assert counts.total == ref.total == 6.0
+
+
+def _reference_leaves(counts: Counts) -> dict[str, float]:
+    """The leaves as the original dict-based code computed them (grid cells, then refinement rows)."""
+    from partitioner.tiles import arrays_to_quadkeys
+
+    grid = counts.grid()
+    weights = dict(zip(arrays_to_quadkeys(grid.x, grid.y, grid.zoom), grid.weight.tolist(), strict=True))
+    refinement = counts.refinement()
+    weights.update(refinement)
+    for q, w in refinement.items():
+        for k in range(len(q) - 1, grid.zoom - 1, -1):
+            if q[:k] in weights:
+                weights[q[:k]] -= w
+                break
+    return {q: max(w, 0.0) for q, w in weights.items()}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text("0123", min_size=2, max_size=6), st.integers(0, 20), min_size=1, max_size=25))
+def test_leaves_count_every_place_once_like_the_reference(rows: dict[str, int]) -> None:
+    # GIVEN any rolled-up quadtree (rows at several zooms, refinement under present ancestors, orphans)
+    counts = counts_from_pairs([(q, float(w)) for q, w in rows.items()])
+    # WHEN its leaves are computed (vectorised)
+    leaves = counts.leaves()
+    from partitioner.tiles import arrays_to_quadkeys
+    got = dict(zip(arrays_to_quadkeys(leaves.x, leaves.y, leaves.z), leaves.weight.tolist(), strict=True))
+    # THEN they equal the reference's, row for row
+    assert got == _reference_leaves(counts)
+
+
+def test_reading_counts_does_not_import_scipy() -> None:
+    # GIVEN a fresh interpreter that cannot import scipy (the Spark job's environment has none)
+    code = ("import sys; sys.modules['scipy'] = None\n"
+            "from partitioner.counts import read_snapshot_rows, parse_counts_csv\n"
+            "c = read_snapshot_rows('quadkey,events\\n0231,4\\n02310,2\\n', 's.csv')\n"
+            "print(c.total, len(c.leaves().x))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    # THEN counts are read, their grid and leaves made, without scipy
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["4.0", "2"]

@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import datasets
+import shifts
 
 from partitioner.cli import DEMO_MAX_LOAD, SAMPLE_COUNTS
 from partitioner.counts import read_counts_csv
@@ -50,13 +51,13 @@ def test_sized_gives_exactly_n_quadkeys():
 
 
 def test_noise_stays_within_ten_percent(small_global):
-    noisy = datasets.noise(small_global.counts, 0.10)
+    noisy = shifts.noise(small_global.counts, 0.10)
     ratio = noisy.weights / small_global.counts.weights
     assert ratio.min() >= 0.9 and ratio.max() <= 1.1 and noisy.quadkeys == small_global.counts.quadkeys
 
 
 def test_day_night_shifts_load_and_adds_a_hotspot_with_no_history(small_global):
-    day, night = datasets.day_night(small_global)
+    day, night = shifts.day_night(small_global)
     assert day.max_load == night.max_load == small_global.max_load
     assert len(night.counts) > len(day.counts)  # new quadkeys at the hotspot
     assert night.total != day.total

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from spec_factory import make_spec, qk
 
 from partitioner import geometry
@@ -67,3 +70,63 @@ def test_geometry_is_measured_coarser_when_the_rings_exceed_the_budget(monkeypat
     # AND below that no zoom fits (a square's ring never shrinks below 8 cells): it stops at zoom 1
     monkeypatch.setattr(geometry, "GEOMETRY_BUDGET", 15)
     assert geometry_zoom(spec, 14, [0]) == 1
+
+
+# ---------------------------------------------------------------------------
+# shapes on squares against a brute force over cells
+# ---------------------------------------------------------------------------
+
+
+def _brute_shapes(spec, regions, zoom):
+    """Area, 8-connected components and P^2/(4 pi A) per region, from its cells at ``zoom``."""
+    from partitioner.graph import components
+
+    lab, x, y = region_cells(spec, SpecIndex(spec), regions, zoom)
+    n = 1 << zoom
+    out = {}
+    for r in regions:
+        sel = lab == r
+        cells = set(zip(x[sel].tolist(), y[sel].tolist(), strict=True))
+        if not cells:
+            out[r] = (0, 0, None)
+            continue
+        edges = sum(1 for cx, cy in cells for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1))
+                    if ((cx + dx) % n, cy + dy) not in cells)
+        k, _ = components(x[sel], y[sel], zoom)
+        out[r] = (len(cells), k, edges * edges / (4 * math.pi * len(cells)))
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_square_shapes_match_a_brute_force_over_cells(data) -> None:
+    # GIVEN regions listing squares of zooms 3..5 in a corner of the zoom-5 grid (poles and the antimeridian
+    #       within reach), finer squares carving holes in coarser ones of other regions
+    zoom = 5
+    n = 1 << zoom
+    squares = data.draw(st.lists(st.tuples(st.integers(3, zoom), st.integers(-4, 3), st.integers(0, 5),
+                                           st.integers(0, 3)), min_size=1, max_size=14))
+    rows: dict[str, int] = {}
+    for z, x, y, region in squares:
+        side = 1 << (zoom - z)
+        q = qk((x * side) % n // side, min(y, (1 << z) - 1), z)
+        rows.setdefault(q, region)
+    parts = [(f"p{r + 1:04d}", "w0001", [q for q, rr in rows.items() if rr == r], 1.0)
+             for r in sorted(set(rows.values()))]
+    spec = make_spec(parts, 100.0)
+    regions = list(range(len(parts)))
+    # WHEN measured on squares and by brute force over cells
+    cells, comps, compact = square_shapes(spec, regions, zoom)
+    brute = _brute_shapes(spec, regions, zoom)
+    # THEN they agree
+    for r in regions:
+        area, k, c = brute[r]
+        assert cells[r] == area and comps[r] == k
+        assert (c is None and math.isnan(compact[r])) or compact[r] == pytest.approx(c)
+
+
+@given(st.integers(0, (1 << 20) - 1), st.integers(0, (1 << 20) - 1))
+def test_morton_code_is_the_quadkey_read_in_base_4(x: int, y: int) -> None:
+    import mercantile
+    code = int(geometry.morton(np.array([x]), np.array([y]))[0])
+    assert code == int(mercantile.quadkey(mercantile.Tile(x, y, 20)), 4)

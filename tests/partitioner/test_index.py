@@ -107,3 +107,20 @@ def test_locate_agrees_with_the_tile_of_the_point() -> None:
     owners = SpecIndex(spec).locate(np.array([b.west, b.east]), np.array([b.north - 1e-9, b.north - 1e-9]))
     # THEN its west edge belongs to it and its east edge to the next cell (the catch-all here)
     assert owners.tolist() == [0, 1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(listed=st.lists(st.text("0123", min_size=1, max_size=5), min_size=1, max_size=12, unique=True),
+       queries=st.lists(st.text("0123", min_size=1, max_size=7), min_size=1, max_size=30))
+def test_lookup_is_the_longest_listed_prefix_nested_or_not(listed: list[str], queries: list[str]) -> None:
+    # GIVEN partitions listing any squares (some inside others, some not), one partition each
+    spec = make_spec([(f"p{k + 1:04d}", "w0001", [q], 1.0) for k, q in enumerate(listed)], 100.0)
+    index = SpecIndex(spec)
+    # WHEN tiles of any zoom are located (at their own zoom)
+    x, y, z = quadkeys_to_arrays(queries)
+    got = index.locate_tiles(x, y, z).tolist()
+    # THEN each goes to the partition listing its longest prefix, else the catch-all
+    def owner(q: str) -> int:
+        best = max((p for p in listed if q.startswith(p)), key=len, default=None)
+        return listed.index(best) if best is not None else index.catch_all_index
+    assert got == [owner(q) for q in queries]
