@@ -74,6 +74,8 @@ class GeoRebalancerStack(Stack):
             environment={k: v for k, v in env.items() if k not in ("POLICY_JSON", "SNAPSHOTS_BUCKET")},
         )
         self.deployer = DeployerFunction(self, "Deployer", kit=kit, specs=self.storage.specs, environment=env)
+        # the code the fleet should run (infra/workers.py): the deployer rolls it out when it differs from the fleet's
+        self.deployer.function.add_environment("WORKER_TASK_DEFINITION", self.workers.template_revision)
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -147,7 +149,7 @@ class GeoRebalancerStack(Stack):
         geo.grant_write(router)
 
         deployer = self.deployer.function
-        storage.specs.grant_read(deployer)
+        storage.specs.grant_read_write(deployer)  # lambdas/deploy/code.py republishes the live spec for new code
         tables.control.grant_read_write_data(deployer)
         tables.leases.grant_read_data(deployer)
         geo.grant_manage(deployer)

@@ -488,6 +488,9 @@ def _chunks(entries: Sequence[PutEntry]) -> Iterable[list[int]]:
 # ---------------------------------------------------------------------------
 
 
+CODE_REVISION = "CODE_REVISION"  # env marker on a revision the deployer registered: the template revision it copies
+
+
 class EcsService:
     """The geo-worker ECS service: register a revision carrying ``SPEC_VERSION`` and set the desired count."""
 
@@ -505,17 +508,32 @@ class EcsService:
             raise AdapterError(f"ECS service {self.service!r} not found in cluster {self.cluster!r}")
         return str(svcs[0]["taskDefinition"])
 
-    def register_revision(self, version: int) -> str:
-        """Copy the service's task definition with ``SPEC_VERSION=<version>`` on every container; return its ARN."""
-        base = self.current_task_definition()
+    def _describe(self, task_definition: str) -> dict[str, Any]:
         try:
-            td = self._ecs.describe_task_definition(taskDefinition=base)["taskDefinition"]
+            return dict(self._ecs.describe_task_definition(taskDefinition=task_definition)["taskDefinition"])
         except ClientError as exc:
-            raise AdapterError(f"cannot describe task definition {base!r}: {exc}") from exc
+            raise AdapterError(f"cannot describe task definition {task_definition!r}: {exc}") from exc
+
+    def running_code(self) -> str:
+        """The code the service runs: the template revision its revision was copied from (``CODE_REVISION``), or
+        its own revision ARN when it runs a template revision itself."""
+        current = self.current_task_definition()
+        for c in self._describe(current)["containerDefinitions"]:
+            for e in c.get("environment", []):
+                if e.get("name") == CODE_REVISION and e.get("value"):
+                    return str(e["value"])
+        return current
+
+    def register_revision(self, version: int, base: str = "") -> str:
+        """Copy ``base`` (the stack's template revision; default: the service's current one) with
+        ``SPEC_VERSION=<version>`` and ``CODE_REVISION=<base>`` on every container; return the new ARN."""
+        base = base or self.current_task_definition()
+        td = self._describe(base)
+        marks = {"SPEC_VERSION": str(version), CODE_REVISION: str(td.get("taskDefinitionArn") or base)}
         containers = []
         for c in td["containerDefinitions"]:
-            env = [e for e in c.get("environment", []) if e.get("name") != "SPEC_VERSION"]
-            env.append({"name": "SPEC_VERSION", "value": str(version)})
+            env = [e for e in c.get("environment", []) if e.get("name") not in marks]
+            env.extend({"name": k, "value": v} for k, v in marks.items())
             containers.append({**c, "environment": env})
         keep = ("taskRoleArn", "executionRoleArn", "networkMode", "volumes", "placementConstraints",
                 "requiresCompatibilities", "cpu", "memory", "runtimePlatform", "ephemeralStorage", "pidMode",
@@ -568,17 +586,24 @@ class EcsFleet:
     service stops, the scheduler launches a new task to replace it"), so a drained worker does not exit: it drops
     its scale-in protection and waits, and the lowered desired count stops exactly the unprotected tasks.
 
-    ``whole`` plans use ECS's own blue/green deployment (also the path for new worker code): ``start``
-    registers the task-definition revision carrying ``SPEC_VERSION`` with the new slot count; ECS stops blue
-    itself in its CLEAN_UP stage and green when a hook returns FAILED, so ``stop`` and ``abort`` do nothing.
+    ``whole`` plans use ECS's own blue/green deployment: ``start`` registers a copy of ``template`` (the stack's
+    revision, ``WORKER_TASK_DEFINITION``; the service's current one when unset) carrying ``SPEC_VERSION`` with the
+    new slot count; ECS stops blue itself in its CLEAN_UP stage and green when a hook returns FAILED, so ``stop``
+    and ``abort`` do nothing. :meth:`code_stale` tells the controller the fleet runs other code than ``template``:
+    it then plans the swap ``whole`` whatever the mode, which is how new worker code reaches a carry fleet.
     """
 
-    def __init__(self, service: EcsService) -> None:
+    def __init__(self, service: EcsService, template: str = "") -> None:
         self.service = service
+        self.template = template
+
+    def code_stale(self) -> bool:
+        """True when the stack's template revision is known and the service runs code copied from another one."""
+        return bool(self.template) and self.service.running_code() != self.template
 
     def start(self, plan: DeployPlan) -> None:
         if plan.mode is SwapMode.WHOLE:
-            self.service.deploy(self.service.register_revision(plan.to_version), plan.new_slots)
+            self.service.deploy(self.service.register_revision(plan.to_version, self.template), plan.new_slots)
         else:
             self.service.scale(plan.peak_workers)
 

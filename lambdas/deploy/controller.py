@@ -146,6 +146,10 @@ class DeployController:
         ACTIVE (0 = never; the hooks' ``step(allow_start=False)`` never blocks).
     swap_mode : SwapMode
         ``carry`` (default) or ``whole``: what :func:`~lambdas.deploy.plan.plan_swap` keeps.
+    code_stale : callable, optional
+        True when the fleet runs other worker code than the stack's (:meth:`lambdas.common.aws.EcsFleet.code_stale`):
+        the next swap is then planned ``whole`` (every slot on a fresh worker of the new code) whatever
+        ``swap_mode`` says. Default: never.
     clock : callable
         Epoch seconds (lease ``expires_at`` is epoch seconds).
     """
@@ -153,7 +157,8 @@ class DeployController:
     def __init__(self, control: ControlTable, leases: LeaseTable, specs: SpecStore, streams: GeoStreams,
                  fleet: Fleet, *, prefix: str = "georebal", green_timeout_s: float = 900.0,
                  drain_timeout_s: float = 900.0, stream_wait_s: float = 0.0,
-                 swap_mode: SwapMode = SwapMode.CARRY, clock: Callable[[], float] = time.time) -> None:
+                 swap_mode: SwapMode = SwapMode.CARRY, code_stale: Callable[[], bool] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.control = control
         self.leases = leases
         self.specs = specs
@@ -164,6 +169,7 @@ class DeployController:
         self.drain_timeout_s = drain_timeout_s
         self.stream_wait_s = stream_wait_s
         self.swap_mode = SwapMode(swap_mode)
+        self.code_stale = code_stale or (lambda: False)
         self.clock = clock
 
     # ------------------------------------------------------------------ state
@@ -212,9 +218,12 @@ class DeployController:
         self.control.put(PLAN, {k: v for k, v in body.items() if k != "pk"})
 
     def start_fleet(self, version: int, old_version: int | None = None) -> DeployPlan:
-        """Plan the swap, store the plan (workers read it before they claim), then start the fleet's part."""
-        plan = plan_swap(self.spec(old_version) if old_version is not None else None, self.spec(version),
-                         self.swap_mode)
+        """Plan the swap, store the plan (workers read it before they claim), then start the fleet's part.
+
+        New worker code (:attr:`code_stale`) makes the swap ``whole``: a carried slot would stay in a process of
+        the old code."""
+        mode = SwapMode.WHOLE if self.code_stale() else self.swap_mode
+        plan = plan_swap(self.spec(old_version) if old_version is not None else None, self.spec(version), mode)
         self.control.put(PLAN, plan_item(plan, PlanStatus.STARTED, self.clock()))
         self.fleet.start(plan)
         return plan
