@@ -139,7 +139,12 @@ class Workers(Construct):
             security_groups=[security_group],
             assign_public_ip=False,
             deployment_strategy=ecs.DeploymentStrategy.BLUE_GREEN,
-            bake_time=Duration.minutes(2),
+            # No bake time: ECS can still roll back (circuit breaker) while it bakes, and by then the drain hook has
+            # let blue drain and retired its stream and the router follows green; a rollback would bring back a fleet
+            # reading a deleted stream. The hooks' two holds are the bake: green proven before the flip, blue drained
+            # before ECS stops it (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/deployment-type-blue-green.html,
+            # "bake time": both revisions run and a rollback is possible until it ends).
+            bake_time=Duration.minutes(0),
             circuit_breaker=ecs.DeploymentCircuitBreaker(enable=True, rollback=True),
             propagate_tags=ecs.PropagatedTagSource.SERVICE,
             enable_ecs_managed_tags=True,

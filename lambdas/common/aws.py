@@ -524,6 +524,22 @@ class EcsService:
                     return str(e["value"])
         return current
 
+    def running_spec_version(self) -> int | None:
+        """``SPEC_VERSION`` of the revision the service runs (None: a generic carry-mode revision)."""
+        for c in self._describe(self.current_task_definition())["containerDefinitions"]:
+            for e in c.get("environment", []):
+                if e.get("name") == "SPEC_VERSION" and str(e.get("value", "")).isdigit():
+                    return int(e["value"])
+        return None
+
+    def deploying(self) -> bool:
+        """True while ECS lists more than one deployment of the service (one is rolling out or back)."""
+        try:
+            svcs = self._ecs.describe_services(cluster=self.cluster, services=[self.service])["services"]
+        except ClientError as exc:
+            raise AdapterError(f"cannot describe ECS service {self.service!r} in {self.cluster!r}: {exc}") from exc
+        return bool(svcs) and len(svcs[0].get("deployments", [])) > 1
+
     def register_revision(self, version: int, base: str = "") -> str:
         """Copy ``base`` (the stack's template revision; default: the service's current one) with
         ``SPEC_VERSION=<version>`` and ``CODE_REVISION=<base>`` on every container; return the new ARN."""
@@ -600,6 +616,18 @@ class EcsFleet:
     def code_stale(self) -> bool:
         """True when the stack's template revision is known and the service runs code copied from another one."""
         return bool(self.template) and self.service.running_code() != self.template
+
+    def reconcile(self, version: int, slots: int) -> bool:
+        """``whole`` mode, nothing in flight: if the service runs another ``SPEC_VERSION`` than the live ``version``
+        (ECS rolled a deployment back after the flip), deploy ``version`` again with ``slots`` tasks; True if it did.
+
+        The router follows control ``pk="active"``; a rollback after the flip (circuit breaker, a hook that timed
+        out) brings back the previous revision, whose stream the drain step may have deleted. Waits while ECS
+        still lists more than one deployment."""
+        if self.service.deploying() or self.service.running_spec_version() == version:
+            return False
+        self.service.deploy(self.service.register_revision(version, self.template), slots)
+        return True
 
     def start(self, plan: DeployPlan) -> None:
         if plan.mode is SwapMode.WHOLE:

@@ -1,4 +1,9 @@
-"""Roll new worker code out to an idle fleet: redeploy the live spec as a new version.
+"""Keep an idle fleet on the live spec and the stack's code.
+
+:func:`reconcile_fleet` (``whole`` mode): if ECS rolled back after the flip, the service runs the previous
+``SPEC_VERSION`` while the router follows the live one; deploy the live one again.
+
+:func:`redeploy_live_spec`: roll new worker code out to an idle fleet by redeploying the live spec as a new version.
 
 A ``cdk deploy`` that changes the worker image or its settings registers a new revision of the worker task
 definition but does not touch the service (``infra/workers.py``): the deployer learns the revision from
@@ -18,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lambdas.common.aws import SpecExists, now_iso, spec_key
+from lambdas.common.aws import EcsFleet, SpecExists, now_iso, spec_key
+from lambdas.common.config import SwapMode
 from lambdas.common.records import DESIRED, DesiredPointer, read_active, read_desired, to_item
 from lambdas.deploy.controller import DeployController
 
@@ -52,3 +58,13 @@ def redeploy_live_spec(ctl: DeployController, template: str, clock: Callable[[],
         return None
     ctl.request(n)
     return n
+
+
+def reconcile_fleet(ctl: DeployController) -> bool:
+    """``whole`` mode with nothing in flight: make the ECS service run the live version (:meth:`EcsFleet.reconcile`)."""
+    if ctl.swap_mode is not SwapMode.WHOLE or not isinstance(ctl.fleet, EcsFleet) or ctl.state().in_flight:
+        return False
+    active = read_active(ctl.control)
+    if active is None:
+        return False
+    return ctl.fleet.reconcile(active.version, len(ctl.spec(active.version).workers))

@@ -245,6 +245,11 @@ class DeployController:
         active = read_active(self.control)
         return active is not None and active.version >= version
 
+    def flipped(self, version: int) -> bool:
+        """True when control ``pk="active"`` is at ``version`` or later (the router already follows it)."""
+        active = read_active(self.control)
+        return active is not None and active.version >= version
+
     def blue_drained(self, old_version: int) -> bool:
         """True when every lease of ``old_version`` says ``drained``."""
         spec = self.spec(old_version)
@@ -291,7 +296,8 @@ class DeployController:
             try:
                 nxt = self._next(st, allow_start)
             except Exception as exc:
-                if st.status in (DEPLOYING, WAITING_GREEN) and self.clock() - st.started_at > self.green_timeout_s:
+                if (st.status in (DEPLOYING, WAITING_GREEN) and self.clock() - st.started_at > self.green_timeout_s
+                        and not (st.version is not None and self.flipped(st.version))):
                     return self.fail(st, f"v{st.version} failed and timed out after {self.green_timeout_s:g}s: {exc}")
                 raise
             if nxt is None:
@@ -354,6 +360,8 @@ class DeployController:
                         lambda: self.start_fleet(v, old))
             return self._green_timeout(st, now)
         if st.status == WAITING_GREEN:
+            if self.flipped(v):  # a stepper flipped, then crashed before saving: never roll back past the flip
+                return replace(st, status=FLIPPED, stage_since=now, reason=f"active already at v{v}"), None
             if self.green_ready(v):
                 if not self.flip(v):
                     raise DeployError(f"flip to v{v} refused: the active pointer is ahead of it")

@@ -42,7 +42,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from lambdas.common.config import SwapMode
 from lambdas.common.records import read_desired
-from lambdas.deploy.code import redeploy_live_spec
+from lambdas.deploy.code import reconcile_fleet, redeploy_live_spec
 from lambdas.deploy.controller import DeployController, DeployState
 from lambdas.deploy.runtime import config, controller
 
@@ -135,6 +135,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
                            extra={"version": version})
     ctl.stream_wait_s = stream_wait_budget(remaining_s(), cfg.stream_active_wait_s)  # per invocation
     st = ctl.step(allow_start=True)
+    if not st.in_flight and reconcile_fleet(ctl):
+        metrics.add_metric(name="FleetReconciled", unit=MetricUnit.Count, value=1)
+        logger.warning("ECS ran another spec version than the live one (rolled back after the flip?): redeployed",
+                       extra={"version": st.version})
     if not st.in_flight:
         rolled = redeploy_live_spec(ctl, cfg.worker_task_definition, ctl.clock)
         if rolled is not None:

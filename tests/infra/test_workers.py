@@ -22,7 +22,7 @@ def test_service_is_headless_blue_green_with_lifecycle_hooks(emr: Any) -> None:
             "DeploymentConfiguration": Match.object_like(
                 {
                     "Strategy": "BLUE_GREEN",
-                    "BakeTimeInMinutes": 2,
+                    "BakeTimeInMinutes": 0,
                     "DeploymentCircuitBreaker": {"Enable": True, "Rollback": True},
                     "LifecycleHooks": [
                         {
