@@ -69,6 +69,8 @@ def requested_versions(event: dict[str, Any]) -> list[int]:
             else:
                 logger.warning("ignored S3 object that is not a spec", extra={"key": key})
         return out
+    if "source" in event and "detail-type" in event:
+        return []  # an EventBridge event: its envelope has "version": "0", which is not a spec version
     if "version" in event:
         v = event["version"]
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
