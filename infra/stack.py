@@ -86,6 +86,7 @@ class GeoRebalancerStack(Stack):
                 deployer=self.deployer.function,
                 hooks=self.hooks.function,
                 router_failures=self.router.failures,
+                async_failures={"Partitioner": self.partitioner.failures, "Deployer": self.deployer.failures},
                 quarantine=self.storage.quarantine,
                 service_arn=self.service_arn,
                 service_name=service_name(config),
