@@ -121,6 +121,7 @@ class RunState:
     flips_announced: int = 0
     live: dict[str, Any] = field(default_factory=dict)  # read from moto before it stops (local.report)
     desired_after: dict[str, int | None] = field(default_factory=dict)  # manifest key -> desired version
+    faults: list[Any] = field(default_factory=list)  # local.faults injectors (--faults)
 
 
 def say(state: RunState, message: str) -> None:
@@ -292,10 +293,60 @@ def start_services(state: RunState, aws: EmbeddedAws, places: Places, scenario: 
                               warmup_timeout_s=WARMUP_TIMEOUT_S, align_s=cfg.window_s)
     for loop in (state.observer, state.notifier, state.router, state.deployer, state.replayer):
         loop.start()
+    arm_faults(state, aws)
     say(state, f"replaying {len(places)} places of {places.source!r} at {cfg.rate:g} events/s: warm-up at "
                f"simulated {scenario.sim_time(0):%H:%M} UTC until the first spec is active, then {cfg.duration_s:g}s: "
                f"steady, day/night shift ({cfg.speed:g}x simulated time), new hotspot {state.hotspot_name!r} "
                f"ramping, steady; pace: {cfg.pace()}")
+
+
+def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
+    """Arm the injectors of ``--faults`` (:mod:`local.faults`); :func:`poll_faults` drives them."""
+    from local.faults import WorkerKill, leases_from_items
+
+    cfg, fleet, deployer = state.config, state.fleet, state.deployer
+    if "worker-kill" not in cfg.faults or fleet is None:
+        return
+    ddb = aws.client("dynamodb")
+
+    def leases() -> list[Any]:
+        items: list[dict[str, Any]] = []
+        kw: dict[str, Any] = {"TableName": aws.names.leases_table, "ConsistentRead": True}
+        while True:
+            page = ddb.scan(**kw)
+            items.extend(page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return leases_from_items(items)
+            kw["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    state.faults.append(WorkerKill(fleet.processes, leases, lambda: str(deployer.ctl.state().status),
+                                   lease_s=WorkerSettings().lease_s, fallback_after_s=0.6 * cfg.duration_s))
+    say(state, f"faults armed: {', '.join(cfg.faults)}")
+
+
+def poll_faults(state: RunState) -> None:
+    for fault in state.faults:
+        was = fault.record.injected_at
+        fault.poll()
+        if was is None and fault.record.injected_at is not None:
+            say(state, f"FAULT {fault.record.fault}: {fault.record.target} killed "
+                       f"({'mid-swap' if fault.record.mid_swap else 'no swap in flight'}), holding "
+                       f"{', '.join(fault.record.leases)}")
+
+
+def fault_table(state: RunState) -> None:
+    """Print the fault table, write ``faults.json``, and fail the run if a fault did not recover in time."""
+    if not state.faults:
+        return
+    records = [f.record for f in state.faults]
+    say(state, "fault table (seconds since the run started):")
+    for r in records:
+        say(state, "  " + r.row(state.started_at))
+    (state.config.out / "faults.json").write_text(json.dumps([r.to_dict() for r in records], indent=2) + "\n")
+    bad = [r.fault for r in records if r.injected_at is None or not r.within_deadline]
+    if bad and state.failure is None:
+        state.failure = (f"fault(s) not injected or not recovered within their deadline: {', '.join(bad)} "
+                         f"(see faults.json)")
 
 
 def replay_phase(state: RunState, scenario: Scenario) -> None:
@@ -305,6 +356,7 @@ def replay_phase(state: RunState, scenario: Scenario) -> None:
     while not state.replayer.done:
         time.sleep(0.25)
         check_children(state)
+        poll_faults(state)
         flips_seen = _announce_flips(state, flips_seen)
         if state.replayer.started_at is not None and scenario.phase(state.replayer.fraction) != phase:
             phase = scenario.phase(state.replayer.fraction)
@@ -333,12 +385,14 @@ def tail_phase(state: RunState) -> None:
     while time.time() < hard_deadline and time.time() - last_progress < cfg.drain_timeout_s:
         time.sleep(1.0)
         check_children(state)
+        poll_faults(state)
         flips_seen = _announce_flips(state, flips_seen)
         state.output.refresh()
         if len(state.output.ids) > seen_out:  # still draining: a slow machine gets more time, a stall does not
             last_progress, seen_out = time.time(), len(state.output.ids)
         last_print = progress(state, last_print)
-        if sent <= state.output.ids and state.deployer.idle():
+        if sent <= state.output.ids and state.deployer.idle() and all(f.record.recovered for f in state.faults
+                                                                         if f.record.injected_at is not None):
             break
     state.output.refresh()
     state.drained_cleanly = sent <= state.output.ids
@@ -354,6 +408,7 @@ def run_loop(state: RunState) -> None:
     start_services(state, aws, places, scenario)
     replay_phase(state, scenario)
     tail_phase(state)
+    fault_table(state)
 
 
 def _announce_flips(state: RunState, seen: int) -> int:

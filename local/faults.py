@@ -1,0 +1,172 @@
+"""Faults the local loop injects (``--faults``), and what it measures about the recovery.
+
+``worker-kill``: ``kill -9`` of one live worker process while a swap is in flight (deploy status
+``waiting_green`` or ``draining``; if no swap starts before ``fallback_after_s``, whenever a worker holds a
+lease). Nothing tells the system: the fleet supervisor (:meth:`local.fleet.LocalFleet.poll`, ECS's service
+scheduler in AWS) sees the exit and starts a replacement, the killed process's leases expire after
+``lease_s`` and a live worker takes each of them over from its checkpoint. The fault is
+
+* *detected* when the supervisor recorded the exit, and
+* *recovered* when every lease the killed process held is owned by another live owner or drained,
+
+and the takeover must finish within two lease durations of the kill (issue 13's target; the seeds' lease
+systems promise 10-30 s). Events lost or doubled are the run's own invariants (every event out, the lease
+safety checks of :mod:`local.observe`); the fault table (:meth:`FaultRecord.row`) says what the system did.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+FAULTS = ("worker-kill",)
+IN_SWAP = ("waiting_green", "draining")
+TAKEOVER_LEASES = 2.0  # a killed worker's slots are taken over within this many lease durations
+
+
+class FaultError(ValueError):
+    """A bad ``--faults`` value; the message names it."""
+
+
+def parse_faults(text: str) -> tuple[str, ...]:
+    """``all`` or a comma list of :data:`FAULTS` (empty = none); raise FaultError naming a bad name."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return FAULTS
+    bad = [n for n in names if n not in FAULTS]
+    if bad:
+        raise FaultError(f"--faults: unknown fault(s) {bad!r}; known: {', '.join(FAULTS)} or all")
+    return tuple(dict.fromkeys(names))
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One lease item: ``key`` (``v<version>#<slot>``), ``owner`` (``host:pid:random``), expiry, drained."""
+
+    key: str
+    owner: str | None
+    expires_at: float
+    drained: bool
+
+    def pid(self) -> int | None:
+        parts = (self.owner or "").split(":")
+        return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
+class Process(Protocol):
+    """What the injector needs of a worker process (:class:`local.fleet.WorkerProcess`)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    exited_at: float | None
+    worker_id: str
+    version: int
+
+
+@dataclass
+class FaultRecord:
+    """One injected fault: when it was injected, detected and recovered, and what the system did."""
+
+    fault: str
+    injected_at: float | None = None
+    detected_at: float | None = None
+    recovered_at: float | None = None
+    mid_swap: bool = False
+    target: str = ""
+    leases: tuple[str, ...] = ()
+    took_over_by: dict[str, str] = field(default_factory=dict)
+    deadline_s: float = 0.0
+
+    @property
+    def recovered(self) -> bool:
+        return self.recovered_at is not None
+
+    @property
+    def within_deadline(self) -> bool:
+        return (self.recovered_at is not None and self.injected_at is not None
+                and self.recovered_at - self.injected_at <= self.deadline_s)
+
+    def row(self, t0: float) -> str:
+        """One line of the fault table (times in seconds since ``t0``)."""
+        def at(t: float | None) -> str:
+            return "-" if t is None else f"{t - t0:7.1f}s"
+
+        took = ", ".join(f"{k} -> {v}" for k, v in sorted(self.took_over_by.items())) or "-"
+        return (f"{self.fault:<12} injected {at(self.injected_at)}  detected {at(self.detected_at)}  recovered "
+                f"{at(self.recovered_at)}  ({'mid-swap' if self.mid_swap else 'not mid-swap'}; {self.target}; "
+                f"leases taken over: {took}; within {self.deadline_s:g}s: {self.within_deadline})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "recovered": self.recovered, "within_deadline": self.within_deadline}
+
+
+class WorkerKill:
+    """Inject and follow one ``worker-kill`` fault; call :meth:`poll` every fraction of a second."""
+
+    def __init__(self, processes: Callable[[], Sequence[Process]], leases: Callable[[], Sequence[Lease]],
+                 deploy_status: Callable[[], str], *, lease_s: float, fallback_after_s: float,
+                 kill: Callable[[int], None] = lambda pid: os.kill(pid, signal.SIGKILL),
+                 clock: Callable[[], float] = time.time) -> None:
+        self.processes = processes
+        self.leases = leases
+        self.deploy_status = deploy_status
+        self.kill = kill
+        self.clock = clock
+        self.armed_at = clock()
+        self.fallback_after_s = fallback_after_s
+        self.record = FaultRecord("worker-kill", deadline_s=TAKEOVER_LEASES * lease_s)
+        self._victim: Process | None = None
+        self._owner = ""
+
+    def poll(self) -> None:
+        now = self.clock()
+        if self.record.injected_at is None:
+            self._maybe_inject(now)
+        elif self.record.detected_at is None:
+            if self._victim is not None and self._victim.exited_at is not None:
+                self.record.detected_at = self._victim.exited_at
+        elif self.record.recovered_at is None:
+            self._check_takeover(now)
+
+    def _maybe_inject(self, now: float) -> None:
+        mid_swap = self.deploy_status() in IN_SWAP
+        if not mid_swap and now - self.armed_at < self.fallback_after_s:
+            return
+        held = [le for le in self.leases() if le.owner and le.expires_at > now and not le.drained]
+        for p in self.processes():
+            mine = [le for le in held if le.pid() == p.pid]
+            if p.exited_at is None and mine:
+                self._victim, self._owner = p, str(mine[0].owner)
+                self.record.leases = tuple(sorted(le.key for le in mine))
+                self.record.target = f"pid {p.pid} (slot {p.worker_id}, started for v{p.version})"
+                self.record.mid_swap = mid_swap
+                self.kill(p.pid)
+                self.record.injected_at = now
+                return
+
+    def _check_takeover(self, now: float) -> None:
+        current = {le.key: le for le in self.leases()}
+        for key in self.record.leases:
+            le = current.get(key)
+            if le is None:
+                continue  # the version was retired: nothing left to take over
+            if le.owner == self._owner and not le.drained:
+                return
+            if le.owner is None and not le.drained:
+                return
+            if le.owner != self._owner and not le.drained and le.expires_at <= now:
+                return
+            self.record.took_over_by[key] = "drained" if le.drained and le.owner == self._owner else str(le.owner)
+        self.record.recovered_at = now
+
+
+def leases_from_items(items: Sequence[dict[str, Any]]) -> list[Lease]:
+    """Lease records from DynamoDB ``Scan`` items of the leases table."""
+    return [Lease(key=i["lease_key"]["S"], owner=i["owner"]["S"] if "owner" in i else None,
+                  expires_at=float(i.get("expires_at", {}).get("N", "0")),
+                  drained=bool(i.get("drained", {}).get("BOOL", False))) for i in items]
