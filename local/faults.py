@@ -1,8 +1,8 @@
 """Faults the local loop injects (``--faults``), and what it measures about the recovery.
 
 ``worker-kill``: ``kill -9`` of one live worker process while a swap is in flight (deploy status
-``waiting_green`` or ``draining``; if no swap starts before ``fallback_after_s``, whenever a worker holds a
-lease). Nothing tells the system: the fleet supervisor (:meth:`local.fleet.LocalFleet.poll`, ECS's service
+``waiting_green`` or ``draining``, after the first deployment finished; if no swap starts within
+``fallback_after_s`` of that, whenever a worker holds a lease). Nothing tells the system: the fleet supervisor (:meth:`local.fleet.LocalFleet.poll`, ECS's service
 scheduler in AWS) sees the exit and starts a replacement, the killed process's leases expire after
 ``lease_s`` and a live worker takes each of them over from its checkpoint. The fault is
 
@@ -117,7 +117,7 @@ class WorkerKill:
         self.deploy_status = deploy_status
         self.kill = kill
         self.clock = clock
-        self.armed_at = clock()
+        self.live_since: float | None = None  # when the first deployment finished
         self.fallback_after_s = fallback_after_s
         self.record = FaultRecord("worker-kill", deadline_s=TAKEOVER_LEASES * lease_s)
         self._victim: Process | None = None
@@ -134,8 +134,13 @@ class WorkerKill:
             self._check_takeover(now)
 
     def _maybe_inject(self, now: float) -> None:
-        mid_swap = self.deploy_status() in IN_SWAP
-        if not mid_swap and now - self.armed_at < self.fallback_after_s:
+        status = self.deploy_status()
+        if self.live_since is None:
+            if status != "done":
+                return  # the first deployment is not a swap: wait until a spec is live
+            self.live_since = now
+        mid_swap = status in IN_SWAP
+        if not mid_swap and now - self.live_since < self.fallback_after_s:
             return
         held = [le for le in self.leases() if le.owner and le.expires_at > now and not le.drained]
         for p in self.processes():

@@ -76,8 +76,9 @@ def test_a_worker_is_killed_mid_swap_and_recovers_when_its_lease_is_taken_over()
 
 def test_a_takeover_later_than_two_lease_durations_is_reported_late() -> None:
     w = World()
-    w.status = "draining"
     fault = w.injector()
+    fault.poll()
+    w.status = "draining"
     fault.poll()
     w.procs[0].exited_at = w.now
     fault.poll()
@@ -89,7 +90,12 @@ def test_a_takeover_later_than_two_lease_durations_is_reported_late() -> None:
 
 def test_without_a_swap_the_kill_falls_back_after_the_delay() -> None:
     w = World()
+    w.status = "waiting_green"  # the first deployment: not a swap yet
     fault = w.injector()
+    fault.poll()
+    assert w.killed == []
+    w.status = "done"
+    fault.poll()
     w.now += 61
     w.leases["v1#w0"] = Lease("v1#w0", "host:101:aa", w.now + 9, False)  # renewed
     fault.poll()
