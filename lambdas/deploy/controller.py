@@ -9,6 +9,7 @@ Statuses and transitions (:meth:`DeployController.step` applies as many as are p
 
     idle/done/rolled_back --(a newer desired or queued version)--> deploying      start(): geo stream created
     deploying   --(stream ACTIVE)--> start_fleet() -------------> waiting_green   plan stored, fleet.start(plan)
+    waiting_green --(fleet never started)--> resume_fleet() -----> waiting_green  a crash between save and start
     waiting_green --(green_ready)--> flip() --------------------> flipped         active pointer moved forward
     waiting_green --(GREEN_TIMEOUT_S)--> rollback() ------------> rolled_back     plan rolled back, fleet.abort(plan),
                                                                                   green stream deleted, blue serves
@@ -77,6 +78,8 @@ DONE = "done"
 ROLLED_BACK = "rolled_back"
 IDLE = "idle"
 IN_FLIGHT = (DEPLOYING, WAITING_GREEN, FLIPPED, DRAINING)
+FLEET_STARTED = "fleet_started"  # plan item flag: start_fleet completed (a crash before it is resumed)
+FLEET_START_GRACE_S = 30.0  # a waiting_green swap whose fleet has not started this long after the save is resumed
 FINISHED = (IDLE, DONE, ROLLED_BACK, QUEUED)
 
 
@@ -226,6 +229,28 @@ class DeployController:
         plan = plan_swap(self.spec(old_version) if old_version is not None else None, self.spec(version), mode)
         self.control.put(PLAN, plan_item(plan, PlanStatus.STARTED, self.clock()))
         self.fleet.start(plan)
+        self._mark_fleet_started(plan)
+        return plan
+
+    def _mark_fleet_started(self, plan: DeployPlan) -> None:
+        item = self._stored_plan(plan.to_version, plan.from_version)
+        if item is not None:
+            self.control.put(PLAN, {**{k: v for k, v in item.items() if k != "pk"}, FLEET_STARTED: True})
+
+    def fleet_started(self, version: int, old_version: int | None) -> bool:
+        """True once :meth:`start_fleet` completed for this swap (the stored plan says ``fleet_started``)."""
+        item = self._stored_plan(version, old_version)
+        return item is not None and bool(item.get(FLEET_STARTED))
+
+    def resume_fleet(self, version: int, old_version: int | None) -> DeployPlan:
+        """Start the fleet's part of a swap whose stepper stopped (crashed, timed out) before it had: from the stored
+        plan if there is one (the workers may already read it), else planned and stored now."""
+        item = self._stored_plan(version, old_version)
+        if item is None:
+            return self.start_fleet(version, old_version)
+        plan = plan_from_item(item)
+        self.fleet.start(plan)
+        self._mark_fleet_started(plan)
         return plan
 
     def green_ready(self, version: int) -> bool:
@@ -362,6 +387,13 @@ class DeployController:
         if st.status == WAITING_GREEN:
             if self.flipped(v):  # a stepper flipped, then crashed before saving: never roll back past the flip
                 return replace(st, status=FLIPPED, stage_since=now, reason=f"active already at v{v}"), None
+            if (allow_start and now - st.stage_since > FLEET_START_GRACE_S
+                    and not self.fleet_started(v, st.old_version)):
+                # the stepper that moved to waiting_green stopped before the fleet started (it saves first, then
+                # starts): start it now, once; green would otherwise never come and the swap would roll back
+                old = st.old_version
+                return (replace(st, stage_since=now, reason=f"waiting for v{v} workers (fleet started on resume)"),
+                        lambda: self.resume_fleet(v, old))
             if self.green_ready(v):
                 if not self.flip(v):
                     raise DeployError(f"flip to v{v} refused: the active pointer is ahead of it")
