@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from local.config import parse_args
 from local.faults import FAULTS, FaultError, Lease, WorkerKill, leases_from_items, parse_faults
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -107,3 +113,18 @@ def test_leases_from_scan_items() -> None:
               "drained": {"BOOL": True}}, {"lease_key": {"S": "v2#w4"}}]
     assert leases_from_items(items) == [Lease("v2#w3", "h:7:x", 12.5, True), Lease("v2#w4", None, 0.0, False)]
     assert leases_from_items(items)[0].pid() == 7 and leases_from_items(items)[1].pid() is None
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_quick_run_with_all_faults_recovers_without_losing_an_event(tmp_path: Path) -> None:
+    # GIVEN the whole loop (moto, Spark, real workers) WHEN run short with every fault injected
+    proc = subprocess.run([sys.executable, "-m", "local.run", "--quick", "--faults", "all", "--out", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    # THEN it passes its invariants (no event lost, never two owners of a lease, ...) and every fault recovered
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    faults = json.loads((tmp_path / "faults.json").read_text())
+    assert [f["fault"] for f in faults] == list(FAULTS)
+    for f in faults:
+        assert f["injected_at"] is not None and f["recovered"] and f["within_deadline"], f
+    assert "fault table" in proc.stdout
