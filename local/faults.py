@@ -166,7 +166,7 @@ class WorkerKill:
                 return
             if le.owner != self._owner and not le.drained and le.expires_at <= now:
                 return
-            self.record.took_over_by[key] = "drained" if le.drained and le.owner == self._owner else str(le.owner)
+            self.record.took_over_by[key] = "drained" if le.drained else str(le.owner)
         self.record.recovered_at = now
 
 
