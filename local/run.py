@@ -213,7 +213,8 @@ def check_children(state: RunState) -> None:
     for loop in (state.notifier, state.router, state.observer, state.deployer, state.replayer):
         if isinstance(loop, LoopThread) and loop.fatal:
             raise RuntimeError(f"{loop.name} stopped: {loop.fatal}")
-    if state.spark is not None and not state.spark.alive():
+    if state.spark is not None and not state.spark.alive() and not any(
+            getattr(f, "owns_exit", lambda: False)() for f in state.faults):
         raise RuntimeError(f"the Spark job exited with code {state.spark.popen.returncode}; "
                            f"last log lines:\n{state.spark.tail()}")
 
@@ -302,10 +303,10 @@ def start_services(state: RunState, aws: EmbeddedAws, places: Places, scenario: 
 
 def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
     """Arm the injectors of ``--faults`` (:mod:`local.faults`); :func:`poll_faults` drives them."""
-    from local.faults import WorkerKill, leases_from_items
+    from local.faults import SparkKill, WorkerKill, leases_from_items
 
     cfg, fleet, deployer = state.config, state.fleet, state.deployer
-    if "worker-kill" not in cfg.faults or fleet is None:
+    if not cfg.faults or fleet is None:
         return
     ddb = aws.client("dynamodb")
 
@@ -319,8 +320,22 @@ def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
                 return leases_from_items(items)
             kw["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    state.faults.append(WorkerKill(fleet.processes, leases, lambda: str(deployer.ctl.state().status),
-                                   lease_s=WorkerSettings().lease_s, fallback_after_s=0.6 * cfg.duration_s))
+    def status() -> str:
+        return str(deployer.ctl.state().status)
+
+    if "worker-kill" in cfg.faults:
+        state.faults.append(WorkerKill(fleet.processes, leases, status, lease_s=WorkerSettings().lease_s,
+                                       fallback_after_s=0.6 * cfg.duration_s))
+    if "spark-kill" in cfg.faults:
+        def restart() -> procs.Child:
+            state.spark = start_spark(state, aws)
+            say(state, f"Spark job restarted on its checkpoint (pid {state.spark.pid})")
+            return state.spark
+
+        # after the worker kill (0.6 x duration at the latest); recovered once the new job wrote a snapshot, which
+        # takes a JVM start plus a window and its watermark
+        state.faults.append(SparkKill(lambda: state.spark, restart, status, delay_s=0.3 * cfg.duration_s,
+                                      deadline_s=SPARK_START_TIMEOUT_S + 3 * cfg.window_s))
     say(state, f"faults armed: {', '.join(cfg.faults)}")
 
 
@@ -329,9 +344,9 @@ def poll_faults(state: RunState) -> None:
         was = fault.record.injected_at
         fault.poll()
         if was is None and fault.record.injected_at is not None:
+            held = f", holding {', '.join(fault.record.leases)}" if fault.record.leases else ""
             say(state, f"FAULT {fault.record.fault}: {fault.record.target} killed "
-                       f"({'mid-swap' if fault.record.mid_swap else 'no swap in flight'}), holding "
-                       f"{', '.join(fault.record.leases)}")
+                       f"({'mid-swap' if fault.record.mid_swap else 'no swap in flight'}){held}")
 
 
 def fault_table(state: RunState) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from local.config import parse_args
-from local.faults import FAULTS, FaultError, Lease, WorkerKill, leases_from_items, parse_faults
+from local.faults import FAULTS, FaultError, Lease, SparkKill, WorkerKill, leases_from_items, parse_faults
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,6 +43,7 @@ class World:
 def test_parse_faults_takes_all_a_list_or_nothing_and_names_a_bad_one() -> None:
     assert parse_faults("all") == FAULTS
     assert parse_faults("worker-kill, worker-kill") == ("worker-kill",)
+    assert parse_faults("spark-kill,worker-kill") == ("spark-kill", "worker-kill")
     assert parse_faults("") == ()
     with pytest.raises(FaultError, match="'spark-kil'"):
         parse_faults("worker-kill,spark-kil")
@@ -128,3 +129,49 @@ def test_quick_run_with_all_faults_recovers_without_losing_an_event(tmp_path: Pa
     for f in faults:
         assert f["injected_at"] is not None and f["recovered"] and f["within_deadline"], f
     assert "fault table" in proc.stdout
+
+
+@dataclass
+class Job:
+    pid: int
+    log_path: Path
+    dead: bool = False
+
+    def alive(self) -> bool:
+        return not self.dead
+
+
+def test_spark_kill_restarts_the_job_and_recovers_on_its_next_snapshot(tmp_path: Path) -> None:
+    # GIVEN a live spec and a job whose log already has a snapshot line (from before the kill)
+    log = tmp_path / "spark.log"
+    log.write_text("[aggregation] batch=1 snapshot s3://b/snapshots/x/_manifest.json\n")
+    now = [0.0]
+    jobs = [Job(10, log)]
+    killed: list[int] = []
+
+    def restart() -> Job:
+        jobs.append(Job(11, log))
+        return jobs[-1]
+
+    fault = SparkKill(lambda: jobs[-1], restart, lambda: "done", delay_s=5.0, deadline_s=60.0,
+                      kill=killed.append, clock=lambda: now[0])
+    fault.poll()
+    assert killed == [] and not fault.owns_exit()
+    # WHEN the delay passed THEN the job is killed and its exit belongs to the fault (the loop must not fail)
+    now[0] = 6.0
+    fault.poll()
+    assert killed == [10] and fault.owns_exit()
+    # WHEN it is gone THEN the fault detects it and restarts the job
+    jobs[0].dead = True
+    now[0] = 7.0
+    fault.poll()
+    assert fault.record.detected_at == 7.0 and jobs[-1].pid == 11 and not fault.owns_exit()
+    # AND the old snapshot line does not count as recovery; a new one does
+    now[0] = 8.0
+    fault.poll()
+    assert not fault.record.recovered
+    with log.open("a") as f:
+        f.write("[aggregation] batch=2 snapshot s3://b/snapshots/y/_manifest.json\n")
+    now[0] = 40.0
+    fault.poll()
+    assert fault.record.recovered and fault.record.within_deadline
