@@ -332,9 +332,11 @@ def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
             say(state, f"Spark job restarted on its checkpoint (pid {state.spark.pid})")
             return state.spark
 
-        # after the worker kill (0.6 x duration at the latest); recovered once the new job wrote a snapshot, which
-        # takes a JVM start plus a window and its watermark
-        state.faults.append(SparkKill(lambda: state.spark, restart, status, delay_s=0.3 * cfg.duration_s,
+        # in the last steady phase, after the hotspot ramp: no snapshot comes until the restarted job wrote one (a JVM
+        # start plus a window and its watermark, 78 s in a measured --quick run), and a Spark outage during a load
+        # shift delays rebalancing by that much (that run, killed during the ramp, had one of 20 worker-windows at
+        # 105% of the cap); recovered once the new job wrote a snapshot, the tail waits for it
+        state.faults.append(SparkKill(lambda: state.spark, restart, status, delay_s=0.8 * cfg.duration_s,
                                       deadline_s=SPARK_START_TIMEOUT_S + 3 * cfg.window_s))
     say(state, f"faults armed: {', '.join(cfg.faults)}")
 
@@ -362,6 +364,13 @@ def fault_table(state: RunState) -> None:
     if bad and state.failure is None:
         state.failure = (f"fault(s) not injected or not recovered within their deadline: {', '.join(bad)} "
                          f"(see faults.json)")
+
+
+def _fault_pending(state: RunState) -> bool:
+    """True while an injected fault has not recovered and its deadline has not passed (the tail waits for it)."""
+    now = time.time()
+    return any(f.record.injected_at is not None and not f.record.recovered
+               and now - f.record.injected_at <= f.record.deadline_s for f in state.faults)
 
 
 def replay_phase(state: RunState, scenario: Scenario) -> None:
@@ -397,7 +406,7 @@ def tail_phase(state: RunState) -> None:
     sent = set(state.replayer.sent_ids)
     hard_deadline = time.time() + TAIL_HARD_LIMIT_FACTOR * cfg.drain_timeout_s
     last_progress, seen_out = time.time(), len(state.output.ids)
-    while time.time() < hard_deadline and time.time() - last_progress < cfg.drain_timeout_s:
+    while time.time() < hard_deadline and (time.time() - last_progress < cfg.drain_timeout_s or _fault_pending(state)):
         time.sleep(1.0)
         check_children(state)
         poll_faults(state)
