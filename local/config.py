@@ -165,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="inject faults during the run, a comma list or 'all': worker-kill (kill -9 of a worker "
                         "process while a swap is in flight; its slots must be taken over within two lease durations "
                         "and no event lost), spark-kill (kill -9 of the Spark job once a spec is live; restarted on "
-                        "its checkpoint, it must write a snapshot again). The report ends with a fault table (also "
+                        "its checkpoint, it must write a snapshot again), deployer-crash (the deployer dies inside the next swap's fleet "
+                        "start; a later step must start it and the swap flip). The report ends with a fault table (also "
                         "faults.json); a fault that does not recover in time fails the run (default: none)")
     p.add_argument("--quick", action="store_true",
                    help=f"a short run (about 2.5 minutes) with the same steps: {q.duration_s:g} s of replay, "

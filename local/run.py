@@ -286,7 +286,12 @@ def start_services(state: RunState, aws: EmbeddedAws, places: Places, scenario: 
     observer = state.observer = ControlObserver(aws)
     state.notifier = ManifestNotifier(aws, partitioner_handler, on_invocation=on_invocation(state, aws))
     state.router = RouterPoller(aws, router_handler, gate=lambda: observer.active_version is not None)
-    state.deployer = DeployDriver(aws, state.fleet, say=lambda m: say(state, m),
+    fleet: Any = state.fleet
+    if "deployer-crash" in cfg.faults:
+        from local.faults import CrashingFleet
+
+        fleet = CrashingFleet(state.fleet)  # the deployer's view of the fleet; the report reads state.fleet
+    state.deployer = DeployDriver(aws, fleet, say=lambda m: say(state, m),
                                   green_timeout_s=GREEN_TIMEOUT_S, drain_timeout_s=DRAIN_TIMEOUT_S)
     state.output = EnrichedReader(aws.client("s3"), aws.names.output_bucket)
     state.replayer = Replayer(aws.client("kinesis"), aws.names.ingest_stream, EventFactory(places, scenario, cfg.seed),
@@ -338,6 +343,18 @@ def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
         # 105% of the cap); recovered once the new job wrote a snapshot, the tail waits for it
         state.faults.append(SparkKill(lambda: state.spark, restart, status, delay_s=0.8 * cfg.duration_s,
                                       deadline_s=SPARK_START_TIMEOUT_S + 3 * cfg.window_s))
+    if "deployer-crash" in cfg.faults:
+        from lambdas.common.records import read_active
+        from local.faults import DeployerCrash
+
+        ctl = deployer.ctl
+
+        def active() -> int | None:
+            pointer = read_active(ctl.control)
+            return pointer.version if pointer else None
+
+        state.faults.append(DeployerCrash(ctl.fleet, ctl.fleet_started, active, status,
+                                          deadline_s=ctl.fleet_start_grace_s + GREEN_TIMEOUT_S))
     say(state, f"faults armed: {', '.join(cfg.faults)}")
 
 

@@ -153,6 +153,9 @@ class DeployController:
         True when the fleet runs other worker code than the stack's (:meth:`lambdas.common.aws.EcsFleet.code_stale`):
         the next swap is then planned ``whole`` (every slot on a fresh worker of the new code) whatever
         ``swap_mode`` says. Default: never.
+    fleet_start_grace_s : float
+        A ``waiting_green`` swap whose fleet start never completed (the stepper died between saving and starting)
+        is resumed by a step this long after the save (:meth:`resume_fleet`).
     clock : callable
         Epoch seconds (lease ``expires_at`` is epoch seconds).
     """
@@ -161,7 +164,7 @@ class DeployController:
                  fleet: Fleet, *, prefix: str = "georebal", green_timeout_s: float = 900.0,
                  drain_timeout_s: float = 900.0, stream_wait_s: float = 0.0,
                  swap_mode: SwapMode = SwapMode.CARRY, code_stale: Callable[[], bool] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 fleet_start_grace_s: float = FLEET_START_GRACE_S, clock: Callable[[], float] = time.time) -> None:
         self.control = control
         self.leases = leases
         self.specs = specs
@@ -173,6 +176,7 @@ class DeployController:
         self.stream_wait_s = stream_wait_s
         self.swap_mode = SwapMode(swap_mode)
         self.code_stale = code_stale or (lambda: False)
+        self.fleet_start_grace_s = fleet_start_grace_s
         self.clock = clock
 
     # ------------------------------------------------------------------ state
@@ -387,7 +391,7 @@ class DeployController:
         if st.status == WAITING_GREEN:
             if self.flipped(v):  # a stepper flipped, then crashed before saving: never roll back past the flip
                 return replace(st, status=FLIPPED, stage_since=now, reason=f"active already at v{v}"), None
-            if (allow_start and now - st.stage_since > FLEET_START_GRACE_S
+            if (allow_start and now - st.stage_since > self.fleet_start_grace_s
                     and not self.fleet_started(v, st.old_version)):
                 # the stepper that moved to waiting_green stopped before the fleet started (it saves first, then
                 # starts): start it now, once; green would otherwise never come and the swap would roll back

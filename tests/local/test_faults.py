@@ -11,7 +11,18 @@ from pathlib import Path
 import pytest
 
 from local.config import parse_args
-from local.faults import FAULTS, FaultError, Lease, SparkKill, WorkerKill, leases_from_items, parse_faults
+from local.faults import (
+    FAULTS,
+    CrashingFleet,
+    DeployerCrash,
+    FaultError,
+    InjectedCrash,
+    Lease,
+    SparkKill,
+    WorkerKill,
+    leases_from_items,
+    parse_faults,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -189,5 +200,48 @@ def test_spark_kill_restarts_the_job_and_recovers_on_its_next_snapshot(tmp_path:
     with log.open("a") as f:
         f.write("[aggregation] batch=2 snapshot s3://b/snapshots/y/_manifest.json\n")
     now[0] = 40.0
+    fault.poll()
+    assert fault.record.recovered and fault.record.within_deadline
+
+
+@dataclass(frozen=True)
+class Plan:
+    to_version: int
+    from_version: int | None
+
+
+class Fleet:
+    def __init__(self) -> None:
+        self.started: list[int] = []
+
+    def start(self, plan: Plan) -> None:
+        self.started.append(plan.to_version)
+
+    def poll(self) -> None:
+        self.started.append(-1)
+
+
+def test_deployer_crash_dies_once_in_the_next_swaps_fleet_start_and_recovers_when_it_flipped() -> None:
+    # GIVEN a live spec and the crashing view of the fleet
+    inner = Fleet()
+    fleet = CrashingFleet(inner)
+    state = {"status": "done", "active": 1, "started": False}
+    fault = DeployerCrash(fleet, lambda v, old: bool(state["started"]), lambda: int(state["active"]),
+                          lambda: str(state["status"]), deadline_s=65.0, clock=lambda: 100.0)
+    fault.poll()
+    assert fleet.armed and fault.record.injected_at is None
+    # WHEN the next swap starts its fleet THEN the deployer dies there, once; other calls pass through
+    with pytest.raises(InjectedCrash, match="v2"):
+        fleet.start(Plan(2, 1))
+    fleet.poll()
+    fleet.start(Plan(2, 1))
+    assert inner.started == [-1, 2]
+    fault.poll()
+    assert fault.record.injected_at == 100.0 and not fault.record.recovered
+    # WHEN a later step started the fleet but v2 has not flipped yet THEN not recovered; once flipped, recovered
+    state["started"] = True
+    fault.poll()
+    assert not fault.record.recovered
+    state["active"] = 2
     fault.poll()
     assert fault.record.recovered and fault.record.within_deadline
