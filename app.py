@@ -8,11 +8,12 @@ Settings come from cdk.json context (override with ``-c key=value``) and are val
 from __future__ import annotations
 
 import os
+import sys
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from infra.config import config_from_node
+from infra.config import ConfigError, config_from_node
 from infra.stack import GeoRebalancerStack
 
 
@@ -34,5 +35,9 @@ def build_app(app: cdk.App) -> GeoRebalancerStack:
 
 if __name__ == "__main__":
     main_app = cdk.App()
-    build_app(main_app)
+    try:
+        build_app(main_app)
+    except ConfigError as exc:  # a bad or unknown setting: one line naming it, exit 2, nothing synthesized
+        print(f"geo-rebalancer: {exc}", file=sys.stderr)
+        sys.exit(2)
     main_app.synth()

@@ -9,11 +9,17 @@ Job arguments (``--key value``): ``stream_arn``, ``snapshots`` (s3://bucket), ``
 (s3://...), optional ``quarantine``, ``costs``, ``zoom``, ``grid_zoom``, ``refine_events``,
 ``window``, ``watermark``, ``window_size`` (micro-batch interval, default ``30 seconds``).
 
-The Kinesis source is read with ``"classification": "json"`` and ``"inferSchema": "false"`` so
-that Glue does not parse or drop records: the raw record text arrives in a single string column
-and our own validation quarantines bad ones. (This could not be run here: awsglue is not
-installable outside Glue. :func:`glue_records` accepts the raw text in a ``data`` column or in
-the frame's only column, whatever Glue names it.)
+The Kinesis source is read as Glue documents it: ``classification: json`` with ``inferSchema: false``
+requires a ``schema`` (DDL), and the frame then has one column per schema field (plus ``__src_timestamp``
+with ``addRecordTimestamp``), not the record text
+(https://docs.aws.amazon.com/glue/latest/dg/aws-glue-programming-etl-connect-kinesis-home.html, "Kinesis connection
+option reference": ``schema``, ``inferSchema``, ``addRecordTimestamp``). :data:`GLUE_EVENT_SCHEMA` declares the
+event fields (``ts`` as text: epoch milliseconds or ISO-8601; ``lat``/``lon`` as numbers) and :func:`glue_records`
+rebuilds each event's JSON from them, so the shared validation (:func:`glue_jobs.transform.classify_events`)
+judges it as on EMR. What Glue cannot hand over is the text of a record that is not a JSON object: it arrives
+with every field null and is quarantined as ``missing_field`` with the rebuilt ``{}`` as its ``raw``. (awsglue is
+not installable outside Glue: :func:`main` is not run here; :func:`glue_kinesis_options` and :func:`glue_records`
+are tested against a recorded frame of the documented shape, ``tests/events/glue_kinesis_frame.json``.)
 """
 
 from __future__ import annotations
@@ -34,25 +40,33 @@ DEFAULTS: Mapping[str, str] = {
 }
 
 
-def glue_records(df: DataFrame, stream: str) -> DataFrame:
-    """``value, source`` records from Glue's Kinesis DataFrame.
+EVENT_FIELDS = ("event_id", "entity_id", "ts", "lat", "lon")  # docs/CONTRACTS.md "Events": the required fields
+GLUE_EVENT_SCHEMA = "`event_id` STRING, `entity_id` STRING, `ts` STRING, `lat` DOUBLE, `lon` DOUBLE"
+SRC_TIMESTAMP = "__src_timestamp"  # added by addRecordTimestamp (Glue 4.0+)
 
-    The record text is the ``data`` column when present, else the frame's only column; any
-    other layout is a clear error. ``source`` is ``<stream>/pk=<partitionKey>/<sequenceNumber>``
-    when Glue exposes those columns, else ``<stream>/<approximateArrivalTimestamp>`` or ``<stream>``.
+
+def glue_kinesis_options(stream_arn: str) -> dict[str, str]:
+    """The Kinesis source options of the Glue job (see the module docstring)."""
+    return {"typeOfData": "kinesis", "streamARN": stream_arn, "classification": "json", "inferSchema": "false",
+            "schema": GLUE_EVENT_SCHEMA, "addRecordTimestamp": "true", "startingPosition": "TRIM_HORIZON"}
+
+
+def glue_records(df: DataFrame, stream: str) -> DataFrame:
+    """``value, source`` records from Glue's Kinesis DataFrame (one column per :data:`GLUE_EVENT_SCHEMA` field).
+
+    ``value`` is the event rebuilt as JSON from its fields (null fields left out, so a missing or unparsable one
+    is quarantined as missing); ``source`` is ``<stream>/<__src_timestamp>`` when Glue added the arrival time,
+    else ``<stream>``. A frame without the schema's columns is a clear error naming its columns.
     """
     cols = df.columns
-    if "data" in cols:
-        value = F.col("data").cast("string")
-    elif len(cols) == 1:
-        value = F.col(f"`{cols[0]}`").cast("string")
-    else:
-        raise ValueError(f"Glue Kinesis frame: expected a 'data' column or a single raw column, got {cols!r}")
+    missing = [f for f in EVENT_FIELDS if f not in cols]
+    if missing:
+        raise ValueError(f"Glue Kinesis frame: expected the schema's columns {list(EVENT_FIELDS)!r}, "
+                         f"missing {missing!r} in {cols!r}")
+    value = F.to_json(F.struct(*[F.col(f) for f in EVENT_FIELDS]))
     parts = [F.lit(stream)]
-    if "partitionKey" in cols and "sequenceNumber" in cols:
-        parts += [F.concat(F.lit("pk="), F.col("partitionKey")), F.col("sequenceNumber")]
-    elif "approximateArrivalTimestamp" in cols:
-        parts.append(F.col("approximateArrivalTimestamp").cast("string"))
+    if SRC_TIMESTAMP in cols:
+        parts.append(F.date_format(F.col(SRC_TIMESTAMP), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"))
     return df.select(value.alias("value"), F.concat_ws("/", *parts).alias("source"))
 
 
@@ -98,13 +112,7 @@ def main() -> None:  # pragma: no cover - needs the Glue runtime (awsglue)
     job.init(args["JOB_NAME"], args)
     kinesis = glue_context.create_data_frame.from_options(
         connection_type="kinesis",
-        connection_options={
-            "typeOfData": "kinesis",
-            "streamARN": args["stream_arn"],
-            "classification": "json",
-            "inferSchema": "false",
-            "startingPosition": "TRIM_HORIZON",
-        },
+        connection_options=glue_kinesis_options(args["stream_arn"]),
         transformation_ctx="ingest",
     )
     raw = glue_records(kinesis, args["stream_arn"].rsplit("/", 1)[-1])

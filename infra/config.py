@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -35,6 +35,22 @@ _PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$")
 _VPC_RE = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _TRANSFORM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+
+# One geo-stream shard per worker slot; a shard takes up to 1,000 records/s and 1 MB/s of writes
+# (https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html). A slot's cap is max_load events per
+# window_s (events at mean cost: a slot of cheap events carries more events, and arrivals burst within a window),
+# so its mean rate must stay within SHARD_HEADROOM of the shard: 500 events/s, which also keeps 1 MB/s for events
+# of up to 2 KB on average.
+SHARD_RECORDS_PER_S = 1000
+SHARD_HEADROOM = 0.5
+# Context keys the CDK itself or its CLI put in the context (feature flags "@aws-cdk/...", "aws:cdk:..." settings,
+# lookup results "<provider>:account=...:region=..." in cdk.context.json, and these plain ones).
+CDK_CONTEXT_KEYS = frozenset({"acknowledged-issue-numbers", "cli-telemetry", "aws-cdk:enableDiffNoFail"})
+
+
+def is_cdk_context_key(key: str) -> bool:
+    return key.startswith("@") or ":" in key or key in CDK_CONTEXT_KEYS
+
 
 class ConfigError(InfraError, ValueError):
     """A context setting is missing its required shape; the message names the key and the bad value."""
@@ -210,11 +226,20 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
             f"context 'worker_memory_mib' must be a Fargate memory size for worker_cpu={worker_cpu} "
             f"{FARGATE_MEMORY[worker_cpu]}, got {_raw(ctx, 'worker_memory_mib')!r}"
         )
+    max_load = _float(ctx, "max_load", 0.0, 1e12, lo_open=True)
+    per_s = max_load / window_s
+    if per_s > SHARD_RECORDS_PER_S * SHARD_HEADROOM:
+        raise ConfigError(
+            f"context 'max_load' ({_raw(ctx, 'max_load')!r} events per window_s={window_s}) is {per_s:g} events/s per "
+            f"worker; one geo-stream shard takes {SHARD_RECORDS_PER_S} records/s, so a worker's cap must stay within "
+            f"{SHARD_RECORDS_PER_S * SHARD_HEADROOM:g}/s: max_load <= {SHARD_RECORDS_PER_S * SHARD_HEADROOM * window_s:g} "
+            f"for this window_s"
+        )
     email = _text(ctx, "alarm_email", lambda v: v == "" or bool(_EMAIL_RE.match(v)), "'' or an e-mail address")
     return GeoConfig(
         prefix=prefix,
         engine=engine,
-        max_load=_float(ctx, "max_load", 0.0, 1e12, lo_open=True),
+        max_load=max_load,
         grid_zoom=grid_zoom,
         zoom=zoom,
         refine_events=_int(ctx, "refine_events", 1, 10**9),
@@ -244,6 +269,16 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
     )
 
 
+def reject_unknown(keys: Iterable[str]) -> None:
+    """Raise :class:`ConfigError` naming every context key that is neither a setting nor the CDK's own.
+
+    ``cdk synth -c max-load=5`` would otherwise synthesize with the default ``max_load``."""
+    unknown = sorted(k for k in keys if k not in DEFAULTS and not is_cdk_context_key(k))
+    if unknown:
+        raise ConfigError(f"unknown context key(s) {unknown!r} (cdk.json or -c); known keys: {sorted(DEFAULTS)!r}")
+
+
 def config_from_node(node: Any) -> GeoConfig:
-    """Read every known key from a construct node's context (cdk.json + ``-c``) and validate."""
+    """Read every known key from a construct node's context (cdk.json + ``-c``) and validate; unknown keys fail."""
+    reject_unknown(node.get_all_context())
     return load_config({key: node.try_get_context(key) for key in DEFAULTS})

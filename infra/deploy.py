@@ -3,6 +3,12 @@
 * ``DeployerFunction`` (``lambdas/deploy/deployer.py:handler``): on a new spec (S3 ObjectCreated ``specs/``) it
   creates the version's geo stream ``<prefix>-geo-v<version>``, registers a task-definition revision carrying
   ``SPEC_VERSION`` and updates the service (ECS native blue/green starts).
+  A one-minute EventBridge schedule (``Schedule``, input ``{"action": "step"}``) advances a deployment that no
+  event would otherwise move on (a stream still CREATING when the invocation ended, a deployer that crashed
+  mid-deploy, a carry swap that outlasts one invocation, a green timeout to roll back, new worker code to roll
+  out). Each invocation bounds its own waits by its remaining time (``lambdas/deploy/deployer.py``), so a wait
+  never outlives ``DEPLOYER_TIMEOUT`` and the next tick resumes it; overlapping invocations are safe (the deploy
+  item is updated under an optimistic lock).
 * ``HooksFunction`` (``lambdas/deploy/hooks.py:handler``): the ECS blue/green lifecycle hook; holds the shift
   until green is leased and warm, flips the active pointer, holds blue until drained, retires its stream.
 
@@ -15,12 +21,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra import assets
 from infra.functions import LambdaKit, ObjectCreatedFunction
+
+DEPLOYER_TIMEOUT = Duration.minutes(3)
+STEP_EVERY = Duration.minutes(1)
+STEP_EVENT = {"action": "step"}  # lambdas/deploy/deployer.py requested_versions(): a plain step
 
 
 class HooksFunction(Construct):
@@ -39,7 +51,7 @@ class HooksFunction(Construct):
 
 
 class DeployerFunction(ObjectCreatedFunction):
-    """``function``, triggered by each new object under ``specs/`` in the specs bucket."""
+    """``function``, triggered by each new object under ``specs/`` in the specs bucket and by ``schedule`` every minute."""
 
     def __init__(
         self,
@@ -59,5 +71,13 @@ class DeployerFunction(ObjectCreatedFunction):
             entry=assets.DEPLOYER_HANDLER,
             description="Starts a blue/green deploy of the geo workers for each new spec",
             environment=environment,
-            timeout=Duration.minutes(3),  # waits up to STREAM_ACTIVE_WAIT_S (120) for the new geo stream
+            timeout=DEPLOYER_TIMEOUT,  # every wait inside is bounded by the invocation's remaining time
+        )
+        self.schedule = events.Rule(
+            self,
+            "Schedule",
+            description="Advance a stalled geo-worker deployment (deploying, waiting_green, draining)",
+            schedule=events.Schedule.rate(STEP_EVERY),
+            targets=[targets.LambdaFunction(self.function, event=events.RuleTargetInput.from_object(STEP_EVENT),
+                                            retry_attempts=0)],
         )

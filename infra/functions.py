@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_notifications as s3n
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import assets
@@ -49,6 +51,7 @@ class LambdaKit(Construct):
         environment: Mapping[str, str],
         timeout: Duration,
         memory_mb: int = 512,
+        dead_letter_queue: sqs.IQueue | None = None,
     ) -> lambda_.Function:
         log_group = logs.LogGroup(
             scope,
@@ -70,11 +73,19 @@ class LambdaKit(Construct):
             memory_size=memory_mb,
             tracing=lambda_.Tracing.ACTIVE,
             log_group=log_group,
+            dead_letter_queue=dead_letter_queue,
         )
 
 
 class ObjectCreatedFunction(Construct):
-    """``function``: a :class:`LambdaKit` function invoked for each new object under ``prefix`` in ``bucket``."""
+    """``function``: a :class:`LambdaKit` function invoked for each new object under ``prefix`` in ``bucket``;
+    ``failures``: its dead-letter queue.
+
+    S3 invokes it asynchronously; an event whose invocations all failed (Lambda retries an asynchronous invocation
+    twice) would be dropped, so it goes to ``failures`` (KMS, TLS only, 14 days) instead
+    (https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-retain-records.html); the monitoring alarms on
+    any message there.
+    """
 
     def __init__(
         self,
@@ -92,9 +103,14 @@ class ObjectCreatedFunction(Construct):
         memory_mb: int = 512,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.failures_key = kms.Key(self, "FailuresKey", description=f"{construct_id}: failed S3 events",
+                                    enable_key_rotation=True)
+        self.failures = sqs.Queue(self, "Failures", encryption=sqs.QueueEncryption.KMS,
+                                  encryption_master_key=self.failures_key, enforce_ssl=True,
+                                  retention_period=Duration.days(14))
         self.function: lambda_.Function = kit.function(
             self, "Function", entry=entry, description=description, environment=environment, timeout=timeout,
-            memory_mb=memory_mb,
+            memory_mb=memory_mb, dead_letter_queue=self.failures,
         )
         bucket.add_event_notification(
             s3.EventType.OBJECT_CREATED, s3n.LambdaDestination(self.function),

@@ -13,7 +13,8 @@ Metrics (docs/CONTRACTS.md "Metrics"):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from aws_cdk import Aws, Duration
 from aws_cdk import aws_cloudwatch as cw
@@ -47,6 +48,8 @@ class Watched:
     deployer: lambda_.IFunction
     hooks: lambda_.IFunction
     router_failures: sqs.IQueue
+    # dead-letter queues of the S3-triggered functions, by name (infra/functions.py ObjectCreatedFunction)
+    async_failures: Mapping[str, sqs.IQueue] = field(default_factory=dict)
     quarantine: s3.IBucket
     service_arn: str
     service_name: str
@@ -114,6 +117,9 @@ class Monitoring(Construct):
         self._alarm("QuarantineRate", quarantined, config.quarantine_alarm_per_5min, 1, "many events are quarantined")
         self._alarm("FailedDeploys", failed_deploys, 0, 1, "an ECS blue/green deploy of the workers failed")
         self._alarm("RouterFailures", failures_visible, 0, 1, "router batches ended in the failure queue")
+        for name, queue in watched.async_failures.items():
+            self._alarm(f"{name}DeadLetters", queue.metric_approximate_number_of_messages_visible(period=five), 0, 1,
+                        f"S3 events the {name.lower()} Lambda failed on after its retries (kept in its dead-letter queue)")
         for name, fn in (("Partitioner", watched.partitioner), ("Deployer", watched.deployer), ("Hooks", watched.hooks)):
             self._alarm(f"{name}Errors", fn.metric_errors(period=five, statistic="Sum"), 0, 1, f"the {name.lower()} Lambda failed")
         self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"{config.prefix}-geo-rebalancer")

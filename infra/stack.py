@@ -76,6 +76,8 @@ class GeoRebalancerStack(Stack):
             | ({"GEO_TRANSFORM": config.geo_transform} if config.geo_transform else {}),
         )
         self.deployer = DeployerFunction(self, "Deployer", kit=kit, specs=self.storage.specs, environment=env)
+        # the code the fleet should run (infra/workers.py): the deployer rolls it out when it differs from the fleet's
+        self.deployer.function.add_environment("WORKER_TASK_DEFINITION", self.workers.template_revision)
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -86,6 +88,7 @@ class GeoRebalancerStack(Stack):
                 deployer=self.deployer.function,
                 hooks=self.hooks.function,
                 router_failures=self.router.failures,
+                async_failures={"Partitioner": self.partitioner.failures, "Deployer": self.deployer.failures},
                 quarantine=self.storage.quarantine,
                 service_arn=self.service_arn,
                 service_name=service_name(config),
@@ -153,7 +156,7 @@ class GeoRebalancerStack(Stack):
         geo.grant_write(router)
 
         deployer = self.deployer.function
-        storage.specs.grant_read(deployer)
+        storage.specs.grant_read_write(deployer)  # lambdas/deploy/code.py republishes the live spec for new code
         tables.control.grant_read_write_data(deployer)
         tables.leases.grant_read_data(deployer)
         geo.grant_manage(deployer)

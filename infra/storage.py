@@ -1,5 +1,9 @@
-"""S3 buckets: snapshots, specs (versioned), checkpoints, quarantine, cost reports, enriched output, plus the
+"""S3 buckets: snapshots, specs, checkpoints, quarantine, cost reports, enriched output, plus the
 server-access-logs bucket they all log to.
+
+Every data bucket is versioned (an overwrite or a delete keeps the previous version: the specs are the record of
+what ran, a snapshot or checkpoint overwritten by a bad write can be recovered), with a lifecycle rule that expires
+noncurrent versions (``NONCURRENT_DAYS``; the checkpoints, rewritten every micro-batch, after one day).
 
 Every data bucket: SSE-KMS with one customer-managed key (bucket keys on), TLS-only (enforceSSL), all public
 access blocked, access logs, lifecycle rules. The access-logs bucket uses SSE-S3 (S3 log delivery cannot
@@ -17,6 +21,7 @@ from constructs import Construct
 from infra.config import GeoConfig
 
 QUARANTINE_METRICS_FILTER = "QuarantineWrites"
+NONCURRENT_DAYS = {"Specs": 90, "Checkpoints": 1}  # others: 7
 _ABORT_UPLOADS = s3.LifecycleRule(id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(7))
 
 
@@ -45,11 +50,7 @@ class Storage(Construct):
         self.snapshots = self._bucket(
             "Snapshots", [s3.LifecycleRule(id="expire-snapshots", prefix="snapshots/", expiration=Duration.days(7))]
         )
-        self.specs = self._bucket(
-            "Specs",
-            [s3.LifecycleRule(id="expire-noncurrent", noncurrent_version_expiration=Duration.days(90))],
-            versioned=True,
-        )
+        self.specs = self._bucket("Specs", [])
         self.checkpoints = self._bucket("Checkpoints", [])
         self.quarantine = self._bucket(
             "Quarantine",
@@ -78,9 +79,11 @@ class Storage(Construct):
         construct_id: str,
         rules: list[s3.LifecycleRule],
         *,
-        versioned: bool = False,
         metrics: list[s3.BucketMetrics] | None = None,
     ) -> s3.Bucket:
+        noncurrent = s3.LifecycleRule(
+            id="expire-noncurrent", noncurrent_version_expiration=Duration.days(NONCURRENT_DAYS.get(construct_id, 7))
+        )
         return s3.Bucket(
             self,
             construct_id,
@@ -89,8 +92,8 @@ class Storage(Construct):
             bucket_key_enabled=True,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
-            versioned=versioned,
-            lifecycle_rules=[_ABORT_UPLOADS, *rules],
+            versioned=True,
+            lifecycle_rules=[_ABORT_UPLOADS, noncurrent, *rules],
             server_access_logs_bucket=self.access_logs,
             server_access_logs_prefix=f"{construct_id.lower()}/",
             metrics=metrics,

@@ -1,12 +1,17 @@
 """cdk-nag (v3) acknowledgments. Each names one exact finding (``Rule[Finding]``) on the narrowest construct that
 owns it, with the reason it is acceptable here. v3 has no prefix matching: a new kind of finding fails synth.
+
+checkov acknowledgments (:class:`CheckovSkips`): resource ``Metadata.checkov.skip`` entries ``{id, comment}``, one
+per check and resource kind, with the reason; ``scripts/synth-check`` fails on any checkov finding not skipped so.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aws_cdk import Acknowledgment, CfnResource, Stack, Validations
+import jsii
+from aws_cdk import Acknowledgment, Aspects, CfnResource, IAspect, Stack, Validations
+from aws_cdk import aws_lambda as lambda_
 from constructs import IConstruct
 
 if TYPE_CHECKING:
@@ -32,8 +37,59 @@ def _arn_token(stack: Stack, construct: IConstruct) -> str:
     return f"<{stack.resolve(default.logical_id)}.Arn>"
 
 
+LOG_GROUP_SKIPS = (
+    ("CKV_AWS_158", "Operational logs only, encrypted at rest by CloudWatch Logs; event payloads that fail go to the "
+                    "KMS-encrypted quarantine bucket, not to the logs."),
+)
+FUNCTION_SKIPS = (
+    ("CKV_AWS_117", "The functions call only AWS APIs (S3, DynamoDB, Kinesis, ECS); outside a VPC they need no NAT or "
+                    "interface endpoints and start faster."),
+    ("CKV_AWS_115", "Concurrency is bounded by the event sources (router: shards x parallelization factor) and the "
+                    "control writes are conditional (optimistic locks); reserving capacity would take it from the "
+                    "account's pool."),
+    ("CKV_AWS_173", "The environment holds resource names and tuning numbers only (docs/CONTRACTS.md), no secrets; "
+                    "Lambda encrypts it at rest."),
+)
+NO_DLQ_SKIP = ("CKV_AWS_116", "Not invoked asynchronously by a source that would drop a failed event: the router's "
+                              "Kinesis source has an on-failure queue, ECS calls the hooks synchronously, CloudFormation "
+                              "calls the CDK's custom-resource handlers; the S3-triggered functions have a DLQ.")
+ACCESS_LOG_BUCKET_SKIPS = (
+    ("CKV_AWS_21", "The server-access-logs bucket holds S3's delivery logs (expired after 90 days); versioning them "
+                   "protects no data of the system."),
+    ("CKV_AWS_18", "The server-access-logs bucket is the access-log target itself; logging it to itself would loop."),
+)
+
+
+@jsii.implements(IAspect)
+class CheckovSkips:
+    """Adds ``Metadata.checkov.skip`` to the log groups, functions and the access-logs bucket (see the constants)."""
+
+    def __init__(self, access_logs: IConstruct) -> None:
+        default = access_logs.node.default_child
+        assert default is not None
+        self._access_logs_path = default.node.path  # jsii hands out a new proxy per visit: compare paths
+
+    def visit(self, node: IConstruct) -> None:
+        if not isinstance(node, CfnResource):
+            return
+        skips: tuple[tuple[str, str], ...] = ()
+        if node.cfn_resource_type == "AWS::Logs::LogGroup":
+            skips = LOG_GROUP_SKIPS
+        elif node.cfn_resource_type == "AWS::Lambda::Function":
+            has_dlq = isinstance(node, lambda_.CfnFunction) and node.dead_letter_config is not None
+            skips = FUNCTION_SKIPS if has_dlq else (*FUNCTION_SKIPS, NO_DLQ_SKIP)
+        elif node.node.path == self._access_logs_path:
+            skips = ACCESS_LOG_BUCKET_SKIPS
+        if skips:
+            node.add_metadata("checkov", {"skip": [{"id": i, "comment": c} for i, c in skips]})
+
+
 def acknowledge_findings(stack: GeoRebalancerStack) -> None:
     config = stack.config
+    Aspects.of(stack).add(CheckovSkips(stack.storage.access_logs))
+    for fn in (stack.partitioner, stack.deployer):
+        _ack(fn.failures, "AwsSolutions-SQS3",
+             "This queue is itself the dead-letter queue of an S3-triggered function; it has no further DLQ.")
     for family in GRANT_ACTION_FAMILIES:
         _ack(
             stack,

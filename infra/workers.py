@@ -2,9 +2,17 @@
 with ECS-native blue/green deployments whose lifecycle hooks invoke the hooks Lambda.
 
 The image is built from ``geo_service/Dockerfile`` with the repo root as context (a DockerImageAsset: synth only
-fingerprints it; ``cdk deploy`` builds and pushes it). The service starts at desired count 0: the deployer sets
-the count (one task per spec worker slot) and registers the task-definition revision carrying ``SPEC_VERSION``;
-the service tracks the family's latest revision.
+fingerprints it; ``cdk deploy`` builds and pushes it).
+
+A stack update never touches the running fleet: the service template has no ``DesiredCount`` (CloudFormation
+omits an unspecified desired count from the update, so the deployer's count stays; on create ECS starts one
+task, an idle generic worker until the first spec:
+https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-ecs-service.html#cfn-ecs-service-desiredcount)
+and names the task definition by family only, a string no code change alters, so CloudFormation never starts
+an ECS deployment of its own revision (which in ``whole`` mode has no ``SPEC_VERSION``). New worker code reaches
+the fleet through the deployer instead: it gets the template's revision ARN (``WORKER_TASK_DEFINITION``, see
+:attr:`Workers.template_revision`), copies it for every revision it registers, and when the running code differs
+from it, deploys the next spec (or, when idle, the live spec as a new version) as a whole-fleet swap.
 """
 
 from __future__ import annotations
@@ -44,7 +52,8 @@ def service_name(config: GeoConfig) -> str:
 
 
 class Workers(Construct):
-    """``cluster``, ``task_definition`` (``task_role``, ``execution_role``), ``service``, ``hook_role``."""
+    """``cluster``, ``task_definition`` (``task_role``, ``execution_role``), ``service``, ``hook_role``,
+    ``template_revision`` (the ARN of the revision this template registers: the code the fleet should run)."""
 
     def __init__(
         self,
@@ -120,19 +129,27 @@ class Workers(Construct):
             cluster=self.cluster,
             service_name=service_name(config),
             task_definition=self.task_definition,
+            # family only: a cdk deploy that changes the image or environment registers a revision but does not
+            # start a deployment; the deployer rolls the new code out (module docstring)
             task_definition_revision=ecs.TaskDefinitionRevision.LATEST,
-            desired_count=0,
+            # no desired_count: CloudFormation would write it back over the deployer's count on any update
             min_healthy_percent=100,
             max_healthy_percent=200,
             vpc_subnets=subnets,
             security_groups=[security_group],
             assign_public_ip=False,
             deployment_strategy=ecs.DeploymentStrategy.BLUE_GREEN,
-            bake_time=Duration.minutes(2),
+            # No bake time: ECS can still roll back (circuit breaker) while it bakes, and by then the drain hook has
+            # let blue drain and retired its stream and the router follows green; a rollback would bring back a fleet
+            # reading a deleted stream. The hooks' two holds are the bake: green proven before the flip, blue drained
+            # before ECS stops it (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/deployment-type-blue-green.html,
+            # "bake time": both revisions run and a rollback is possible until it ends).
+            bake_time=Duration.minutes(0),
             circuit_breaker=ecs.DeploymentCircuitBreaker(enable=True, rollback=True),
             propagate_tags=ecs.PropagatedTagSource.SERVICE,
             enable_ecs_managed_tags=True,
         )
+        self.template_revision: str = self.task_definition.task_definition_arn
         self.service.add_lifecycle_hook(
             ecs.DeploymentLifecycleLambdaTarget(hooks, "Hooks", lifecycle_stages=list(HOOK_STAGES), role=self.hook_role)
         )

@@ -66,6 +66,7 @@ class RunConfig:
     prefix: str = "georebal-local"
     quick: bool = False
     swap_mode: str = "carry"
+    faults: tuple[str, ...] = ()  # local/faults.py FAULTS, injected during the run (--faults)
 
     @property
     def cap(self) -> float:
@@ -162,6 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how a new spec reaches the workers: carry (a slot both specs share stays in its worker "
                         "process, which loads only what it gains; only new slots start processes) or whole (a whole "
                         f"new fleet per spec version) (default {d.swap_mode})")
+    p.add_argument("--faults", default="",
+                   help="inject faults during the run, a comma list or 'all': worker-kill (kill -9 of a worker "
+                        "process while a swap is in flight; its slots must be taken over within two lease durations "
+                        "and no event lost), spark-kill (kill -9 of the Spark job once a spec is live; restarted on "
+                        "its checkpoint, it must write a snapshot again), deployer-crash (the deployer dies inside the next swap's fleet "
+                        "start; a later step must start it and the swap flip). The report ends with a fault table (also "
+                        "faults.json); a fault that does not recover in time fails the run (default: none)")
     p.add_argument("--quick", action="store_true",
                    help=f"a short run (about 2.5 minutes) with the same steps: {q.duration_s:g} s of replay, "
                         f"{q.window_s:g} s windows; used by the test suite")
@@ -175,4 +183,8 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
     changes = {k: v for k, v in {"dataset": ns.dataset, "speed": ns.speed, "duration_s": ns.duration,
                                  "rate": ns.rate, "max_load": ns.max_load, "window_s": ns.window}.items()
                if v is not None}
-    return RunConfig(**{**base.__dict__, **changes, "out": ns.out, "seed": ns.seed, "swap_mode": ns.swap_mode})
+    from local.faults import parse_faults
+
+    faults = parse_faults(ns.faults)  # FaultError (a ValueError) naming the bad name: exit 2
+    return RunConfig(**{**base.__dict__, **changes, "out": ns.out, "seed": ns.seed, "swap_mode": ns.swap_mode,
+                        "faults": faults})

@@ -33,7 +33,6 @@ from typing import Any
 
 from local.aws import EmbeddedAws
 from local.events import s3_object_created
-from local.fleet import LocalFleet
 from local.loops import LoopThread
 
 HOOK_STAGES = ("POST_SCALE_UP", "POST_PRODUCTION_TRAFFIC_SHIFT")
@@ -62,9 +61,9 @@ class EcsDeployment:
 class DeployDriver(LoopThread):
     """Deployer + ECS lifecycle hooks over the real controller; see the module docstring."""
 
-    def __init__(self, aws: EmbeddedAws, fleet: LocalFleet, say: Callable[[str], None], *,
+    def __init__(self, aws: EmbeddedAws, fleet: Any, say: Callable[[str], None], *,
                  green_timeout_s: float, drain_timeout_s: float, callback_delay_s: int = 1,
-                 interval_s: float = 0.5) -> None:
+                 interval_s: float = 0.5, fleet_start_grace_s: float = 5.0) -> None:
         super().__init__("deployer", interval_s)
         from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, make_clients
         from lambdas.common.config import LambdaConfig
@@ -81,7 +80,9 @@ class DeployDriver(LoopThread):
                                     LeaseTable(clients.dynamodb, aws.names.leases_table),
                                     SpecStore(clients.s3, aws.names.specs_bucket), GeoStreams(clients.kinesis, cfg.geo_stream_kms_key),
                                     fleet, prefix=aws.names.prefix, green_timeout_s=green_timeout_s,
-                                    drain_timeout_s=drain_timeout_s, stream_wait_s=0.0, swap_mode=cfg.swap_mode)
+                                    drain_timeout_s=drain_timeout_s, stream_wait_s=0.0, swap_mode=cfg.swap_mode,
+                                    fleet_start_grace_s=fleet_start_grace_s)
+        self.crashes = 0  # injected deployer deaths (local/faults.py deployer-crash), not loop errors
         self._s3 = clients.s3
         self.seen_specs: set[str] = set()
         self.deployment: EcsDeployment | None = None
@@ -90,10 +91,15 @@ class DeployDriver(LoopThread):
         self.last_status: tuple[int | None, str] = (None, "idle")
 
     def step(self) -> None:
+        from local.faults import InjectedCrash
         from partitioner.contracts import SwapMode
 
         self.fleet.poll()
-        self._deployer()
+        try:
+            self._deployer()
+        except InjectedCrash as exc:  # this "invocation" died; the next tick is the next one (the schedule in AWS)
+            self.crashes += 1
+            self.say(f"deployer crashed (injected): {exc}")
         if self.swap_mode is SwapMode.WHOLE:
             self._ecs()
         st = self.ctl.state()

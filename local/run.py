@@ -123,6 +123,7 @@ class RunState:
     flips_announced: int = 0
     live: dict[str, Any] = field(default_factory=dict)  # read from moto before it stops (local.report)
     desired_after: dict[str, int | None] = field(default_factory=dict)  # manifest key -> desired version
+    faults: list[Any] = field(default_factory=list)  # local.faults injectors (--faults)
 
 
 def say(state: RunState, message: str) -> None:
@@ -214,7 +215,8 @@ def check_children(state: RunState) -> None:
     for loop in (state.notifier, state.router, state.observer, state.deployer, state.replayer):
         if isinstance(loop, LoopThread) and loop.fatal:
             raise RuntimeError(f"{loop.name} stopped: {loop.fatal}")
-    if state.spark is not None and not state.spark.alive():
+    if state.spark is not None and not state.spark.alive() and not any(
+            getattr(f, "owns_exit", lambda: False)() for f in state.faults):
         raise RuntimeError(f"the Spark job exited with code {state.spark.popen.returncode}; "
                            f"last log lines:\n{state.spark.tail()}")
 
@@ -286,7 +288,12 @@ def start_services(state: RunState, aws: EmbeddedAws, places: Places, scenario: 
     observer = state.observer = ControlObserver(aws)
     state.notifier = ManifestNotifier(aws, partitioner_handler, on_invocation=on_invocation(state, aws))
     state.router = RouterPoller(aws, router_handler, gate=lambda: observer.active_version is not None)
-    state.deployer = DeployDriver(aws, state.fleet, say=lambda m: say(state, m),
+    fleet: Any = state.fleet
+    if "deployer-crash" in cfg.faults:
+        from local.faults import CrashingFleet
+
+        fleet = CrashingFleet(state.fleet)  # the deployer's view of the fleet; the report reads state.fleet
+    state.deployer = DeployDriver(aws, fleet, say=lambda m: say(state, m),
                                   green_timeout_s=GREEN_TIMEOUT_S, drain_timeout_s=DRAIN_TIMEOUT_S)
     state.output = EnrichedReader(aws.client("s3"), aws.names.output_bucket)
     state.replayer = Replayer(aws.client("kinesis"), aws.names.ingest_stream, EventFactory(places, scenario, cfg.seed),
@@ -294,10 +301,95 @@ def start_services(state: RunState, aws: EmbeddedAws, places: Places, scenario: 
                               warmup_timeout_s=WARMUP_TIMEOUT_S, align_s=cfg.window_s)
     for loop in (state.observer, state.notifier, state.router, state.deployer, state.replayer):
         loop.start()
+    arm_faults(state, aws)
     say(state, f"replaying {len(places)} places of {places.source!r} at {cfg.rate:g} events/s: warm-up at "
                f"simulated {scenario.sim_time(0):%H:%M} UTC until the first spec is active, then {cfg.duration_s:g}s: "
                f"steady, day/night shift ({cfg.speed:g}x simulated time), new hotspot {state.hotspot_name!r} "
                f"ramping, steady; pace: {cfg.pace()}")
+
+
+def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
+    """Arm the injectors of ``--faults`` (:mod:`local.faults`); :func:`poll_faults` drives them."""
+    from local.faults import SparkKill, WorkerKill, leases_from_items
+
+    cfg, fleet, deployer = state.config, state.fleet, state.deployer
+    if not cfg.faults or fleet is None:
+        return
+    ddb = aws.client("dynamodb")
+
+    def leases() -> list[Any]:
+        items: list[dict[str, Any]] = []
+        kw: dict[str, Any] = {"TableName": aws.names.leases_table, "ConsistentRead": True}
+        while True:
+            page = ddb.scan(**kw)
+            items.extend(page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return leases_from_items(items)
+            kw["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def status() -> str:
+        return str(deployer.ctl.state().status)
+
+    if "worker-kill" in cfg.faults:
+        state.faults.append(WorkerKill(fleet.processes, leases, status, lease_s=WorkerSettings().lease_s,
+                                       fallback_after_s=0.6 * cfg.duration_s))
+    if "spark-kill" in cfg.faults:
+        def restart() -> procs.Child:
+            state.spark = start_spark(state, aws)
+            say(state, f"Spark job restarted on its checkpoint (pid {state.spark.pid})")
+            return state.spark
+
+        # in the last steady phase, after the hotspot ramp: no snapshot comes until the restarted job wrote one (a JVM
+        # start plus a window and its watermark, 78 s in a measured --quick run), and a Spark outage during a load
+        # shift delays rebalancing by that much (that run, killed during the ramp, had one of 20 worker-windows at
+        # 105% of the cap); recovered once the new job wrote a snapshot, the tail waits for it
+        state.faults.append(SparkKill(lambda: state.spark, restart, status, delay_s=0.8 * cfg.duration_s,
+                                      deadline_s=SPARK_START_TIMEOUT_S + 3 * cfg.window_s))
+    if "deployer-crash" in cfg.faults:
+        from lambdas.common.records import read_active
+        from local.faults import DeployerCrash
+
+        ctl = deployer.ctl
+
+        def active() -> int | None:
+            pointer = read_active(ctl.control)
+            return pointer.version if pointer else None
+
+        state.faults.append(DeployerCrash(ctl.fleet, ctl.fleet_started, active, status,
+                                          deadline_s=ctl.fleet_start_grace_s + GREEN_TIMEOUT_S))
+    say(state, f"faults armed: {', '.join(cfg.faults)}")
+
+
+def poll_faults(state: RunState) -> None:
+    for fault in state.faults:
+        was = fault.record.injected_at
+        fault.poll()
+        if was is None and fault.record.injected_at is not None:
+            held = f", holding {', '.join(fault.record.leases)}" if fault.record.leases else ""
+            say(state, f"FAULT {fault.record.fault}: {fault.record.target} killed "
+                       f"({'mid-swap' if fault.record.mid_swap else 'no swap in flight'}){held}")
+
+
+def fault_table(state: RunState) -> None:
+    """Print the fault table, write ``faults.json``, and fail the run if a fault did not recover in time."""
+    if not state.faults:
+        return
+    records = [f.record for f in state.faults]
+    say(state, "fault table (seconds since the run started):")
+    for r in records:
+        say(state, "  " + r.row(state.started_at))
+    (state.config.out / "faults.json").write_text(json.dumps([r.to_dict() for r in records], indent=2) + "\n")
+    bad = [r.fault for r in records if r.injected_at is None or not r.within_deadline]
+    if bad and state.failure is None:
+        state.failure = (f"fault(s) not injected or not recovered within their deadline: {', '.join(bad)} "
+                         f"(see faults.json)")
+
+
+def _fault_pending(state: RunState) -> bool:
+    """True while an injected fault has not recovered and its deadline has not passed (the tail waits for it)."""
+    now = time.time()
+    return any(f.record.injected_at is not None and not f.record.recovered
+               and now - f.record.injected_at <= f.record.deadline_s for f in state.faults)
 
 
 def replay_phase(state: RunState, scenario: Scenario) -> None:
@@ -307,6 +399,7 @@ def replay_phase(state: RunState, scenario: Scenario) -> None:
     while not state.replayer.done:
         time.sleep(0.25)
         check_children(state)
+        poll_faults(state)
         flips_seen = _announce_flips(state, flips_seen)
         if state.replayer.started_at is not None and scenario.phase(state.replayer.fraction) != phase:
             phase = scenario.phase(state.replayer.fraction)
@@ -332,15 +425,17 @@ def tail_phase(state: RunState) -> None:
     sent = set(state.replayer.sent_ids)
     hard_deadline = time.time() + TAIL_HARD_LIMIT_FACTOR * cfg.drain_timeout_s
     last_progress, seen_out = time.time(), len(state.output.ids)
-    while time.time() < hard_deadline and time.time() - last_progress < cfg.drain_timeout_s:
+    while time.time() < hard_deadline and (time.time() - last_progress < cfg.drain_timeout_s or _fault_pending(state)):
         time.sleep(1.0)
         check_children(state)
+        poll_faults(state)
         flips_seen = _announce_flips(state, flips_seen)
         state.output.refresh()
         if len(state.output.ids) > seen_out:  # still draining: a slow machine gets more time, a stall does not
             last_progress, seen_out = time.time(), len(state.output.ids)
         last_print = progress(state, last_print)
-        if sent <= state.output.ids and state.deployer.idle():
+        if sent <= state.output.ids and state.deployer.idle() and all(f.record.recovered for f in state.faults
+                                                                         if f.record.injected_at is not None):
             break
     state.output.refresh()
     state.drained_cleanly = sent <= state.output.ids
@@ -356,6 +451,7 @@ def run_loop(state: RunState) -> None:
     start_services(state, aws, places, scenario)
     replay_phase(state, scenario)
     tail_phase(state)
+    fault_table(state)
 
 
 def _announce_flips(state: RunState, seen: int) -> int:

@@ -485,6 +485,9 @@ def _chunks(entries: Sequence[PutEntry]) -> Iterable[list[int]]:
 # ---------------------------------------------------------------------------
 
 
+CODE_REVISION = "CODE_REVISION"  # env marker on a revision the deployer registered: the template revision it copies
+
+
 class EcsService:
     """The geo-worker ECS service: register a revision carrying ``SPEC_VERSION`` and set the desired count."""
 
@@ -502,17 +505,48 @@ class EcsService:
             raise AdapterError(f"ECS service {self.service!r} not found in cluster {self.cluster!r}")
         return str(svcs[0]["taskDefinition"])
 
-    def register_revision(self, version: int) -> str:
-        """Copy the service's task definition with ``SPEC_VERSION=<version>`` on every container; return its ARN."""
-        base = self.current_task_definition()
+    def _describe(self, task_definition: str) -> dict[str, Any]:
         try:
-            td = self._ecs.describe_task_definition(taskDefinition=base)["taskDefinition"]
+            return dict(self._ecs.describe_task_definition(taskDefinition=task_definition)["taskDefinition"])
         except ClientError as exc:
-            raise AdapterError(f"cannot describe task definition {base!r}: {exc}") from exc
+            raise AdapterError(f"cannot describe task definition {task_definition!r}: {exc}") from exc
+
+    def running_code(self) -> str:
+        """The code the service runs: the template revision its revision was copied from (``CODE_REVISION``), or
+        its own revision ARN when it runs a template revision itself."""
+        current = self.current_task_definition()
+        for c in self._describe(current)["containerDefinitions"]:
+            for e in c.get("environment", []):
+                if e.get("name") == CODE_REVISION and e.get("value"):
+                    return str(e["value"])
+        return current
+
+    def running_spec_version(self) -> int | None:
+        """``SPEC_VERSION`` of the revision the service runs (None: a generic carry-mode revision)."""
+        for c in self._describe(self.current_task_definition())["containerDefinitions"]:
+            for e in c.get("environment", []):
+                if e.get("name") == "SPEC_VERSION" and str(e.get("value", "")).isdigit():
+                    return int(e["value"])
+        return None
+
+    def deploying(self) -> bool:
+        """True while ECS lists more than one deployment of the service (one is rolling out or back)."""
+        try:
+            svcs = self._ecs.describe_services(cluster=self.cluster, services=[self.service])["services"]
+        except ClientError as exc:
+            raise AdapterError(f"cannot describe ECS service {self.service!r} in {self.cluster!r}: {exc}") from exc
+        return bool(svcs) and len(svcs[0].get("deployments", [])) > 1
+
+    def register_revision(self, version: int, base: str = "") -> str:
+        """Copy ``base`` (the stack's template revision; default: the service's current one) with
+        ``SPEC_VERSION=<version>`` and ``CODE_REVISION=<base>`` on every container; return the new ARN."""
+        base = base or self.current_task_definition()
+        td = self._describe(base)
+        marks = {"SPEC_VERSION": str(version), CODE_REVISION: str(td.get("taskDefinitionArn") or base)}
         containers = []
         for c in td["containerDefinitions"]:
-            env = [e for e in c.get("environment", []) if e.get("name") != "SPEC_VERSION"]
-            env.append({"name": "SPEC_VERSION", "value": str(version)})
+            env = [e for e in c.get("environment", []) if e.get("name") not in marks]
+            env.extend({"name": k, "value": v} for k, v in marks.items())
             containers.append({**c, "environment": env})
         keep = ("taskRoleArn", "executionRoleArn", "networkMode", "volumes", "placementConstraints",
                 "requiresCompatibilities", "cpu", "memory", "runtimePlatform", "ephemeralStorage", "pidMode",
@@ -565,17 +599,36 @@ class EcsFleet:
     service stops, the scheduler launches a new task to replace it"), so a drained worker does not exit: it drops
     its scale-in protection and waits, and the lowered desired count stops exactly the unprotected tasks.
 
-    ``whole`` plans use ECS's own blue/green deployment (also the path for new worker code): ``start``
-    registers the task-definition revision carrying ``SPEC_VERSION`` with the new slot count; ECS stops blue
-    itself in its CLEAN_UP stage and green when a hook returns FAILED, so ``stop`` and ``abort`` do nothing.
+    ``whole`` plans use ECS's own blue/green deployment: ``start`` registers a copy of ``template`` (the stack's
+    revision, ``WORKER_TASK_DEFINITION``; the service's current one when unset) carrying ``SPEC_VERSION`` with the
+    new slot count; ECS stops blue itself in its CLEAN_UP stage and green when a hook returns FAILED, so ``stop``
+    and ``abort`` do nothing. :meth:`code_stale` tells the controller the fleet runs other code than ``template``:
+    it then plans the swap ``whole`` whatever the mode, which is how new worker code reaches a carry fleet.
     """
 
-    def __init__(self, service: EcsService) -> None:
+    def __init__(self, service: EcsService, template: str = "") -> None:
         self.service = service
+        self.template = template
+
+    def code_stale(self) -> bool:
+        """True when the stack's template revision is known and the service runs code copied from another one."""
+        return bool(self.template) and self.service.running_code() != self.template
+
+    def reconcile(self, version: int, slots: int) -> bool:
+        """``whole`` mode, nothing in flight: if the service runs another ``SPEC_VERSION`` than the live ``version``
+        (ECS rolled a deployment back after the flip), deploy ``version`` again with ``slots`` tasks; True if it did.
+
+        The router follows control ``pk="active"``; a rollback after the flip (circuit breaker, a hook that timed
+        out) brings back the previous revision, whose stream the drain step may have deleted. Waits while ECS
+        still lists more than one deployment."""
+        if self.service.deploying() or self.service.running_spec_version() == version:
+            return False
+        self.service.deploy(self.service.register_revision(version, self.template), slots)
+        return True
 
     def start(self, plan: DeployPlan) -> None:
         if plan.mode is SwapMode.WHOLE:
-            self.service.deploy(self.service.register_revision(plan.to_version), plan.new_slots)
+            self.service.deploy(self.service.register_revision(plan.to_version, self.template), plan.new_slots)
         else:
             self.service.scale(plan.peak_workers)
 

@@ -12,7 +12,9 @@ Names (``docs/CONTRACTS.md``, "Environment variables"):
 unset = unencrypted), ``AWS_ENDPOINT_URL`` (local only), plus the
 control-plane timings ``ROUTER_SPEC_TTL_S`` (5), ``GREEN_TIMEOUT_S`` (900), ``DRAIN_TIMEOUT_S`` (900),
 ``HOOK_CALLBACK_DELAY_S`` (15) and ``STREAM_ACTIVE_WAIT_S`` (120), and ``SWAP_MODE`` (``carry``, the default:
-a new spec moves only the slots that change; ``whole``: every spec version starts a whole new fleet).
+a new spec moves only the slots that change; ``whole``: every spec version starts a whole new fleet), and
+``WORKER_TASK_DEFINITION`` (deployer: the ARN of the worker revision the stack registered, i.e. the code the
+fleet should run; unset = whatever the service runs).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ DRAIN_TIMEOUT_S = "DRAIN_TIMEOUT_S"
 HOOK_CALLBACK_DELAY_S = "HOOK_CALLBACK_DELAY_S"
 STREAM_ACTIVE_WAIT_S = "STREAM_ACTIVE_WAIT_S"
 SWAP_MODE = "SWAP_MODE"
+WORKER_TASK_DEFINITION = "WORKER_TASK_DEFINITION"
 
 DEFAULT_PREFIX = "georebal"
 DEFAULT_REGION = "us-east-1"
@@ -82,6 +85,7 @@ class LambdaConfig:
     hook_callback_delay_s: int = 15
     stream_active_wait_s: float = 120.0
     swap_mode: SwapMode = SwapMode.CARRY
+    worker_task_definition: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LambdaConfig:
@@ -111,6 +115,7 @@ class LambdaConfig:
             hook_callback_delay_s=int(_positive(HOOK_CALLBACK_DELAY_S, e.get(HOOK_CALLBACK_DELAY_S, "15"), integer=True)),
             stream_active_wait_s=_positive(STREAM_ACTIVE_WAIT_S, e.get(STREAM_ACTIVE_WAIT_S, "120")),
             swap_mode=parse_swap_mode(e.get(SWAP_MODE, "")),
+            worker_task_definition=e.get(WORKER_TASK_DEFINITION, "").strip(),
         )
 
     def require(self, *names: str) -> LambdaConfig:

@@ -9,6 +9,7 @@ Statuses and transitions (:meth:`DeployController.step` applies as many as are p
 
     idle/done/rolled_back --(a newer desired or queued version)--> deploying      start(): geo stream created
     deploying   --(stream ACTIVE)--> start_fleet() -------------> waiting_green   plan stored, fleet.start(plan)
+    waiting_green --(fleet never started)--> resume_fleet() -----> waiting_green  a crash between save and start
     waiting_green --(green_ready)--> flip() --------------------> flipped         active pointer moved forward
     waiting_green --(GREEN_TIMEOUT_S)--> rollback() ------------> rolled_back     plan rolled back, fleet.abort(plan),
                                                                                   green stream deleted, blue serves
@@ -78,6 +79,8 @@ DONE = DeployStatus.DONE
 ROLLED_BACK = DeployStatus.ROLLED_BACK
 IDLE = DeployStatus.IDLE
 IN_FLIGHT = (DEPLOYING, WAITING_GREEN, FLIPPED, DRAINING)
+FLEET_STARTED = "fleet_started"  # plan item flag: start_fleet completed (a crash before it is resumed)
+FLEET_START_GRACE_S = 30.0  # a waiting_green swap whose fleet has not started this long after the save is resumed
 FINISHED = (IDLE, DONE, ROLLED_BACK, QUEUED)
 
 
@@ -147,6 +150,13 @@ class DeployController:
         ACTIVE (0 = never; the hooks' ``step(allow_start=False)`` never blocks).
     swap_mode : SwapMode
         ``carry`` (default) or ``whole``: what :func:`~lambdas.deploy.plan.plan_swap` keeps.
+    code_stale : callable, optional
+        True when the fleet runs other worker code than the stack's (:meth:`lambdas.common.aws.EcsFleet.code_stale`):
+        the next swap is then planned ``whole`` (every slot on a fresh worker of the new code) whatever
+        ``swap_mode`` says. Default: never.
+    fleet_start_grace_s : float
+        A ``waiting_green`` swap whose fleet start never completed (the stepper died between saving and starting)
+        is resumed by a step this long after the save (:meth:`resume_fleet`).
     clock : callable
         Epoch seconds (lease ``expires_at`` is epoch seconds).
     """
@@ -154,7 +164,8 @@ class DeployController:
     def __init__(self, control: ControlTable, leases: LeaseTable, specs: SpecStore, streams: GeoStreams,
                  fleet: Fleet, *, prefix: str = "georebal", green_timeout_s: float = 900.0,
                  drain_timeout_s: float = 900.0, stream_wait_s: float = 0.0,
-                 swap_mode: SwapMode = SwapMode.CARRY, clock: Callable[[], float] = time.time) -> None:
+                 swap_mode: SwapMode = SwapMode.CARRY, code_stale: Callable[[], bool] | None = None,
+                 fleet_start_grace_s: float = FLEET_START_GRACE_S, clock: Callable[[], float] = time.time) -> None:
         self.control = control
         self.leases = leases
         self.specs = specs
@@ -165,6 +176,8 @@ class DeployController:
         self.drain_timeout_s = drain_timeout_s
         self.stream_wait_s = stream_wait_s
         self.swap_mode = SwapMode(swap_mode)
+        self.code_stale = code_stale or (lambda: False)
+        self.fleet_start_grace_s = fleet_start_grace_s
         self.clock = clock
 
     # ------------------------------------------------------------------ state
@@ -213,11 +226,36 @@ class DeployController:
         self.control.put(PLAN, {k: v for k, v in body.items() if k != "pk"})
 
     def start_fleet(self, version: int, old_version: int | None = None) -> DeployPlan:
-        """Plan the swap, store the plan (workers read it before they claim), then start the fleet's part."""
-        plan = plan_swap(self.spec(old_version) if old_version is not None else None, self.spec(version),
-                         self.swap_mode)
+        """Plan the swap, store the plan (workers read it before they claim), then start the fleet's part.
+
+        New worker code (:attr:`code_stale`) makes the swap ``whole``: a carried slot would stay in a process of
+        the old code."""
+        mode = SwapMode.WHOLE if self.code_stale() else self.swap_mode
+        plan = plan_swap(self.spec(old_version) if old_version is not None else None, self.spec(version), mode)
         self.control.put(PLAN, plan_item(plan, PlanStatus.STARTED, self.clock()))
         self.fleet.start(plan)
+        self._mark_fleet_started(plan)
+        return plan
+
+    def _mark_fleet_started(self, plan: DeployPlan) -> None:
+        item = self._stored_plan(plan.to_version, plan.from_version)
+        if item is not None:
+            self.control.put(PLAN, {**{k: v for k, v in item.items() if k != "pk"}, FLEET_STARTED: True})
+
+    def fleet_started(self, version: int, old_version: int | None) -> bool:
+        """True once :meth:`start_fleet` completed for this swap (the stored plan says ``fleet_started``)."""
+        item = self._stored_plan(version, old_version)
+        return item is not None and bool(item.get(FLEET_STARTED))
+
+    def resume_fleet(self, version: int, old_version: int | None) -> DeployPlan:
+        """Start the fleet's part of a swap whose stepper stopped (crashed, timed out) before it had: from the stored
+        plan if there is one (the workers may already read it), else planned and stored now."""
+        item = self._stored_plan(version, old_version)
+        if item is None:
+            return self.start_fleet(version, old_version)
+        plan = plan_from_item(item)
+        self.fleet.start(plan)
+        self._mark_fleet_started(plan)
         return plan
 
     def green_ready(self, version: int) -> bool:
@@ -234,6 +272,11 @@ class DeployController:
         if self.control.put_forward(ACTIVE, to_item(pointer)):
             latency_records.record_live_latency(self.control, spec, self.clock())  # issue 11; never fails the flip
             return True
+        active = read_active(self.control)
+        return active is not None and active.version >= version
+
+    def flipped(self, version: int) -> bool:
+        """True when control ``pk="active"`` is at ``version`` or later (the router already follows it)."""
         active = read_active(self.control)
         return active is not None and active.version >= version
 
@@ -283,7 +326,8 @@ class DeployController:
             try:
                 nxt = self._next(st, allow_start)
             except Exception as exc:
-                if st.status in (DEPLOYING, WAITING_GREEN) and self.clock() - st.started_at > self.green_timeout_s:
+                if (st.status in (DEPLOYING, WAITING_GREEN) and self.clock() - st.started_at > self.green_timeout_s
+                        and not (st.version is not None and self.flipped(st.version))):
                     return self.fail(st, f"v{st.version} failed and timed out after {self.green_timeout_s:g}s: {exc}")
                 raise
             if nxt is None:
@@ -346,6 +390,15 @@ class DeployController:
                         lambda: self.start_fleet(v, old))
             return self._green_timeout(st, now)
         if st.status == WAITING_GREEN:
+            if self.flipped(v):  # a stepper flipped, then crashed before saving: never roll back past the flip
+                return replace(st, status=FLIPPED, stage_since=now, reason=f"active already at v{v}"), None
+            if (allow_start and now - st.stage_since > self.fleet_start_grace_s
+                    and not self.fleet_started(v, st.old_version)):
+                # the stepper that moved to waiting_green stopped before the fleet started (it saves first, then
+                # starts): start it now, once; green would otherwise never come and the swap would roll back
+                old = st.old_version
+                return (replace(st, stage_since=now, reason=f"waiting for v{v} workers (fleet started on resume)"),
+                        lambda: self.resume_fleet(v, old))
             if self.green_ready(v):
                 if not self.flip(v):
                     raise DeployError(f"flip to v{v} refused: the active pointer is ahead of it")

@@ -11,8 +11,6 @@ Entry point ``lambdas/deploy/deployer.py:handler``. Triggers (any of):
 A version is only requested once control ``pk="desired"`` has reached it (the partitioner writes the
 spec object before moving the pointer; the deployer waits up to ``DESIRED_WAIT_S`` for it). Then
 :meth:`DeployController.step` creates the geo stream (provisioned, one shard per worker), waits for it
-to be ACTIVE (``STREAM_ACTIVE_WAIT_S``), registers the task-definition revision carrying
-:meth:`DeployController.step` creates the geo stream (provisioned, one shard per worker), waits for it
 to be ACTIVE (``STREAM_ACTIVE_WAIT_S``), stores the deploy plan and starts the fleet's part of it: in
 ``whole`` mode a task-definition revision carrying ``SPEC_VERSION`` (ECS's blue/green deployment, whose
 lifecycle hooks then hold green and drain blue); in ``carry`` mode (``SWAP_MODE``, the default) only the
@@ -21,7 +19,13 @@ keeps stepping (every ``HOOK_CALLBACK_DELAY_S``) while the deployment is in flig
 left (:func:`settle`): green ready -> flip -> blue drained -> desired count lowered. A swap that outlasts one
 invocation is resumed by the next event (the schedule's ``{"action": "step"}``). Env: ``CONTROL_TABLE``,
 ``LEASES_TABLE``, ``SPECS_BUCKET``, ``ECS_CLUSTER``, ``ECS_SERVICE``, optional ``GEO_PREFIX``,
-``GREEN_TIMEOUT_S``, ``DRAIN_TIMEOUT_S``, ``STREAM_ACTIVE_WAIT_S``, ``HOOK_CALLBACK_DELAY_S``, ``SWAP_MODE``.
+``GREEN_TIMEOUT_S``, ``DRAIN_TIMEOUT_S``, ``STREAM_ACTIVE_WAIT_S``, ``HOOK_CALLBACK_DELAY_S``, ``SWAP_MODE``,
+``WORKER_TASK_DEFINITION``.
+
+Every wait is bounded by the invocation's remaining time (:func:`stream_wait_budget`, ``SETTLE_MARGIN_S``), so
+no wait outlives the Lambda timeout; the one-minute schedule (``infra/deploy.py``) resumes what is left. When the
+deployment is finished and the fleet runs other code than the stack's template revision, the live spec is
+redeployed as a new version (:mod:`lambdas.deploy.code`).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from lambdas.common.errors import LambdaError
 from lambdas.common.records import read_desired
+from lambdas.deploy.code import reconcile_fleet, redeploy_live_spec
 from lambdas.deploy.controller import DeployController, DeployState
 from lambdas.deploy.runtime import config, controller
 from partitioner.contracts import SwapMode, parse_spec_key
@@ -63,6 +68,8 @@ def requested_versions(event: dict[str, Any]) -> list[int]:
             else:
                 logger.warning("ignored S3 object that is not a spec", extra={"key": key})
         return out
+    if "source" in event and "detail-type" in event:
+        return []  # an EventBridge event: its envelope has "version": "0", which is not a spec version
     if "version" in event:
         v = event["version"]
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -90,6 +97,13 @@ def await_desired(ctl: DeployController, version: int, wait_s: float,
 SETTLE_MARGIN_S = 20.0  # stop stepping this long before the invocation's timeout
 
 
+def stream_wait_budget(remaining_s: float, configured_s: float) -> float:
+    """How long one stream wait may block: a step in ``deploying`` waits up to twice (ACTIVE after create, ACTIVE
+    after encryption), so each gets half of what the invocation has left after the margin, at most
+    ``STREAM_ACTIVE_WAIT_S``. A stream not ACTIVE in time is picked up by the next event (the schedule)."""
+    return max(0.0, min(configured_s, (remaining_s - SETTLE_MARGIN_S) / 2.0))
+
+
 def settle(ctl: DeployController, remaining_s: float, every_s: float,
            sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> DeployState:
     """Step a carry-mode deployment every ``every_s`` while it is in flight and ``remaining_s`` (the invocation's
@@ -105,19 +119,35 @@ def settle(ctl: DeployController, remaining_s: float, every_s: float,
 @metrics.log_metrics
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Request the event's versions (if published) and advance the deployment."""
+    """Request the event's versions (if published), advance the deployment, roll out new worker code when idle."""
     ctl = controller()
+    cfg = config()
+
+    def remaining_s() -> float:
+        return float(context.get_remaining_time_in_millis()) / 1000.0
+
     for version in sorted(requested_versions(event)):
-        if await_desired(ctl, version, DESIRED_WAIT_S):
+        if await_desired(ctl, version, min(DESIRED_WAIT_S, max(0.0, remaining_s() - SETTLE_MARGIN_S))):
             st = ctl.request(version)
             logger.info("spec version requested", extra={"version": version, "queued": st.queued_version})
         else:
             metrics.add_metric(name="DeployRequestIgnored", unit=MetricUnit.Count, value=1)
             logger.warning("spec object exists but control 'desired' never reached it: not deployed",
                            extra={"version": version})
+    ctl.stream_wait_s = stream_wait_budget(remaining_s(), cfg.stream_active_wait_s)  # per invocation
     st = ctl.step(allow_start=True)
+    if not st.in_flight and reconcile_fleet(ctl):
+        metrics.add_metric(name="FleetReconciled", unit=MetricUnit.Count, value=1)
+        logger.warning("ECS ran another spec version than the live one (rolled back after the flip?): redeployed",
+                       extra={"version": st.version})
+    if not st.in_flight:
+        rolled = redeploy_live_spec(ctl, cfg.worker_task_definition, ctl.clock)
+        if rolled is not None:
+            logger.info("worker code changed: live spec redeployed as a new version", extra={"version": rolled})
+            ctl.stream_wait_s = stream_wait_budget(remaining_s(), cfg.stream_active_wait_s)
+            st = ctl.step(allow_start=True)
     if ctl.swap_mode is SwapMode.CARRY:
-        st = settle(ctl, context.get_remaining_time_in_millis() / 1000.0, config().hook_callback_delay_s)
+        st = settle(ctl, remaining_s(), cfg.hook_callback_delay_s)
     metrics.add_metric(name=f"DeployStatus_{st.status}", unit=MetricUnit.Count, value=1)
     logger.info("deploy state", extra=asdict(st))
     return asdict(st)

@@ -23,6 +23,11 @@ so the "traffic" here is the control ``pk="active"`` pointer the router follows.
   old stream is kept and the reason logged; never FAILED after the flip, because rolling back ECS
   would leave the router pointing at a stopped fleet).
 
+Nothing in :func:`handler` raises (:func:`answer`): ECS rolls the deployment back on an exception or a missing
+``hookStatus``, so a malformed payload, a missing setting or an unreadable control table are answered by
+:func:`fallback` (FAILED only provably before the flip and past ``GREEN_TIMEOUT_S``). The service has no bake
+time (``infra/workers.py``): a circuit-breaker rollback during bake would come after the drain hold retired blue.
+
 ``hookDetails.hold`` (``"green"`` or ``"drain"``) set in the service's hook configuration overrides
 the stage mapping. The hook returns its tracked version in ``hookDetails.version`` so later calls
 know which deployment they hold.
@@ -118,7 +123,8 @@ def run_hook(ctl: DeployController, event: HookEvent, callback_delay_s: int) -> 
     try:
         st = ctl.step(allow_start=False) if event.hold else ctl.state()
     except Exception as exc:  # any step failure is retried by ECS or ends in a timeout
-        return _on_error(ctl, event, callback_delay_s, exc)
+        logger.exception("deploy step failed inside the lifecycle hook", extra={"stage": event.stage, "error": str(exc)})
+        return fallback(ctl, event.hold, event.hook_details, callback_delay_s)
     tracked = event.tracked_version
     if tracked is None and st.status in (*IN_FLIGHT, ROLLED_BACK):
         tracked = st.version
@@ -132,29 +138,85 @@ def run_hook(ctl: DeployController, event: HookEvent, callback_delay_s: int) -> 
     return out
 
 
-def _on_error(ctl: DeployController, event: HookEvent, callback_delay_s: int, exc: Exception) -> dict[str, Any]:
-    logger.exception("deploy step failed inside the lifecycle hook", extra={"stage": event.stage, "error": str(exc)})
+def fallback(ctl: DeployController | None, hold: str | None, hook_details: dict[str, Any],
+             callback_delay_s: int) -> dict[str, Any]:
+    """The answer when the normal path raised: never an exception, never FAILED once the router may follow green.
+
+    FAILED only while the deployment is provably before its flip (status ``deploying``/``waiting_green`` AND the
+    active pointer below its version) and past ``GREEN_TIMEOUT_S`` (ECS rolls back; blue keeps serving).
+    SUCCEEDED when nothing is in flight (a deployment the controller did not start, e.g. ECS reconciling).
+    Otherwise (``hold`` None = unknown: a payload that did not parse) IN_PROGRESS: ECS calls again and the controller, the deployer's schedule or the
+    next call settles it. If even the control table is unreachable, IN_PROGRESS.
+    """
+    in_progress = {"hookStatus": IN_PROGRESS, "callBackDelay": callback_delay_s, "hookDetails": hook_details}
+    if ctl is None:
+        return in_progress
     try:
         st = ctl.state()
+        flipped = st.version is not None and ctl.flipped(st.version)
     except Exception:  # the control table itself is unreachable: ask ECS to call again
-        return {"hookStatus": IN_PROGRESS, "callBackDelay": callback_delay_s, "hookDetails": event.hook_details}
-    pre_flip = st.status in (DEPLOYING, WAITING_GREEN)
+        logger.exception("deploy state unreadable inside the lifecycle hook")
+        return in_progress
+    details = {**hook_details, **({"version": st.version} if st.version is not None else {})}
+    pre_flip = st.status in (DEPLOYING, WAITING_GREEN) and not flipped
     late = ctl.clock() - st.started_at > ctl.green_timeout_s
-    details = {**event.hook_details, **({"version": st.version} if st.version is not None else {})}
-    if pre_flip and late and event.hold == "green":
+    if pre_flip and late and hold != "drain":
         return {"hookStatus": FAILED, "hookDetails": details}
-    return {"hookStatus": IN_PROGRESS, "callBackDelay": callback_delay_s, "hookDetails": details}
+    if not st.in_flight:
+        return {"hookStatus": SUCCEEDED, "hookDetails": details}
+    return {**in_progress, "hookDetails": details}
+
+
+def _raw_details(event: Any) -> dict[str, Any]:
+    details = event.get("hookDetails") if isinstance(event, dict) else None
+    return dict(details) if isinstance(details, dict) else {}
+
+
+def _raw_hold(event: Any) -> str | None:
+    """The hold of a payload that did not parse, as far as it can be read (None: unknown)."""
+    if not isinstance(event, dict):
+        return None
+    h = _raw_details(event).get("hold")
+    stage = event.get("lifecycleStage")
+    return h if h in ("green", "drain") else STAGE_HOLDS.get(stage) if isinstance(stage, str) else None
+
+
+DEFAULT_CALLBACK_DELAY_S = 15  # when even the config cannot be read (lambdas/common/config.py's default)
+
+
+def answer(event: Any) -> tuple[dict[str, Any], HookEvent | None]:
+    """Parse, read the config and state and step, all inside the error handling: always a valid hookStatus.
+
+    ECS rolls the deployment back if the function raises or returns no valid ``hookStatus``
+    (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/lambda-lifecycle-hooks.html), so nothing here
+    may raise: a malformed payload or a missing setting is answered by :func:`fallback`.
+    """
+    ctl: DeployController | None = None
+    delay = DEFAULT_CALLBACK_DELAY_S
+    try:
+        delay = config().hook_callback_delay_s
+        ctl = controller()
+        hook = HookEvent.parse(event)
+    except Exception as exc:
+        logger.exception("lifecycle hook could not start", extra={"error": str(exc)})
+        return fallback(ctl, _raw_hold(event), _raw_details(event), delay), None
+    return run_hook(ctl, hook, delay), hook
 
 
 @metrics.log_metrics
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """ECS lifecycle hook entry point."""
-    hook = HookEvent.parse(event)
-    out = run_hook(controller(), hook, config().hook_callback_delay_s)
-    st = controller().state()
-    metrics.add_metric(name=f"Hook{out['hookStatus'].title().replace('_', '')}", unit=MetricUnit.Count, value=1)
-    logger.info("lifecycle hook", extra={"stage": hook.stage, "hold": hook.hold, "hook_status": out["hookStatus"],
-                                         "deploy_status": st.status, "version": st.version, "reason": st.reason,
-                                         "execution_id": hook.execution_id})
+    """ECS lifecycle hook entry point: always returns a ``hookStatus`` (see :func:`answer`)."""
+    out, hook = answer(event)
+    try:
+        metrics.add_metric(name=f"Hook{out['hookStatus'].title().replace('_', '')}", unit=MetricUnit.Count, value=1)
+        if hook is None:
+            metrics.add_metric(name="HookBadEvent", unit=MetricUnit.Count, value=1)
+        st = controller().state()
+        logger.info("lifecycle hook", extra={"stage": hook.stage if hook else None, "hold": hook.hold if hook else None,
+                                             "hook_status": out["hookStatus"], "deploy_status": st.status,
+                                             "version": st.version, "reason": st.reason,
+                                             "execution_id": hook.execution_id if hook else None})
+    except Exception:  # logging is not worth a rollback
+        logger.exception("lifecycle hook: could not log the outcome")
     return out

@@ -19,8 +19,10 @@ def controller() -> DeployController:
     """The controller over ECS (``controller.cache_clear()`` and ``config.cache_clear()`` rebuild it)."""
     cfg = config()
     c = make_clients(cfg)
+    fleet = EcsFleet(EcsService(c.ecs, cfg.ecs_cluster, cfg.ecs_service), cfg.worker_task_definition)
     return DeployController(ControlTable(c.dynamodb, cfg.control_table), LeaseTable(c.dynamodb, cfg.leases_table),
                             SpecStore(c.s3, cfg.specs_bucket), GeoStreams(c.kinesis, cfg.geo_stream_kms_key),
-                            EcsFleet(EcsService(c.ecs, cfg.ecs_cluster, cfg.ecs_service)), prefix=cfg.prefix,
+                            fleet, prefix=cfg.prefix,
                             green_timeout_s=cfg.green_timeout_s, drain_timeout_s=cfg.drain_timeout_s,
-                            stream_wait_s=cfg.stream_active_wait_s, swap_mode=cfg.swap_mode)
+                            stream_wait_s=cfg.stream_active_wait_s, swap_mode=cfg.swap_mode,
+                            code_stale=fleet.code_stale)

@@ -2,29 +2,65 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from glue_jobs.glue_entry import config_from_job_args, glue_batch_functions, glue_records
+from glue_jobs.glue_entry import (
+    EVENT_FIELDS,
+    GLUE_EVENT_SCHEMA,
+    config_from_job_args,
+    glue_batch_functions,
+    glue_kinesis_options,
+    glue_records,
+)
 from glue_jobs.snapshot import LocalStorage, read_snapshot
+from glue_jobs.transform import classify_events
 
 pytestmark = pytest.mark.spark
+EVENTS = Path(__file__).resolve().parents[1] / "events"
 
 
-def test_glue_frame_with_a_single_raw_column_maps_to_records(spark) -> None:
-    # GIVEN a frame like Glue's Kinesis source with inferSchema off (one raw string column)
-    df = spark.createDataFrame([('{"a": 1}',)], "`$json$data_infer_schema$_temporary$` string")
-    # WHEN mapped / THEN the raw text is the value and the stream names the source
-    row = glue_records(df, "ingest").first()
-    assert (row["value"], row["source"]) == ('{"a": 1}', "ingest")
+def recorded_glue_frame(spark: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """The recorded frame of Glue's Kinesis source in its documented shape (tests/events/glue_kinesis_frame.json)."""
+    recorded = json.loads((EVENTS / "glue_kinesis_frame.json").read_text())
+    rows = recorded["rows"]
+    columns = ["event_id", "entity_id", "ts", "lat", "lon", "__src_timestamp"]
+    values = [tuple(datetime.fromisoformat(r[c]) if c == "__src_timestamp" else r[c] for c in columns)
+              for r in rows]
+    return spark.createDataFrame(values, recorded["schema"]), rows
+
+
+def test_the_glue_source_declares_the_schema_its_reference_requires() -> None:
+    # GIVEN the Kinesis options THEN inferSchema off comes with a DDL schema of the event fields and arrival times
+    opts = glue_kinesis_options("arn:aws:kinesis:eu-west-1:123456789012:stream/georebal-ingest")
+    assert (opts["classification"], opts["inferSchema"], opts["addRecordTimestamp"]) == ("json", "false", "true")
+    assert opts["schema"] == GLUE_EVENT_SCHEMA
+    assert [f.split("` ")[0].strip("`") for f in GLUE_EVENT_SCHEMA.split(", ")] == list(EVENT_FIELDS)
+
+
+def test_a_recorded_glue_frame_is_validated_like_the_raw_records(spark) -> None:
+    # GIVEN a recorded frame of the documented shape (one column per schema field, __src_timestamp)
+    df, rows = recorded_glue_frame(spark)
+    # WHEN mapped to records and classified by the shared validation (keyed by source: stream/arrival time)
+    out = {r["source"]: r for r in classify_events(glue_records(df, "ingest")).collect()}
+    got = {r["event_id"] or r["sent"]: out[f"ingest/{r['__src_timestamp'][:-1]}Z"] for r in rows}
+    # THEN the valid events are valid, with their fields
+    assert got["e1"]["reason"] is None and got["e2"]["reason"] is None
+    assert (got["e1"]["event_id"], got["e1"]["lat"], got["e1"]["lon"]) == ("e1", 52.52, 13.4)
+    # AND the bad ones are quarantined as the raw text would be (out of range), or as missing fields
+    assert got["e3"]["reason"].startswith("lat_out_of_range")
+    assert got["e4"]["reason"].startswith("missing_field")
+    assert got['{"event_id": 5']["reason"].startswith("missing_field") and len(out) == len(rows)
 
 
 def test_glue_frame_of_unknown_shape_is_a_clear_error(spark) -> None:
-    # GIVEN a frame with several columns and no 'data' / WHEN mapped / THEN the error lists the columns
+    # GIVEN a frame without the schema's columns / WHEN mapped / THEN the error lists what is missing and present
     df = spark.createDataFrame([(1, 2)], "x int, y int")
-    with pytest.raises(ValueError, match=r"\['x', 'y'\]"):
+    with pytest.raises(ValueError, match=r"missing \['event_id', 'entity_id', 'ts', 'lat', 'lon'\] in \['x', 'y'\]"):
         glue_records(df, "ingest")
 
 

@@ -83,3 +83,39 @@ def test_swap_mode_defaults_to_carry_and_takes_the_control_planes_values() -> No
 
     assert load_config({}).swap_mode == "carry"
     assert [load_config({"swap_mode": m.value}).swap_mode for m in SwapMode] == ["carry", "whole"]
+
+
+@pytest.mark.parametrize(("max_load", "window_s", "ok"), [
+    (150_000, 300, True),    # 500 events/s per worker: half a shard
+    (150_001, 300, False),
+    (6_000, 10, False),      # 600 events/s
+    (5_000, 10, True),
+])
+def test_a_workers_cap_must_fit_its_shard_with_margin(max_load: int, window_s: int, ok: bool) -> None:
+    # GIVEN a cap per window THEN it is accepted only if its mean rate is within half a shard's 1,000 records/s
+    ctx = {**DEFAULTS, "max_load": max_load, "window_s": window_s, "watermark_s": min(60, window_s)}
+    if ok:
+        assert load_config(ctx).max_load == max_load
+        return
+    with pytest.raises(ConfigError) as err:
+        load_config(ctx)
+    assert str(err.value).startswith("context 'max_load'") and repr(max_load) in str(err.value)
+
+
+def test_unknown_context_keys_are_rejected_with_the_known_ones() -> None:
+    import aws_cdk as cdk
+
+    from infra.config import config_from_node
+
+    # GIVEN the CLI's spelling of a setting next to the CDK's own keys (feature flags, settings, lookups)
+    app = cdk.App(context={"max-load": "5", "@aws-cdk/core:newStyleStackSynthesis": True,
+                           "aws:cdk:enable-path-metadata": True,
+                           "availability-zones:account=123456789012:region=eu-west-1": ["eu-west-1a"]})
+    # WHEN the config is read THEN synth stops, naming the key and listing the known ones
+    with pytest.raises(ConfigError) as err:
+        config_from_node(app.node)
+    assert "['max-load']" in str(err.value) and "'max_load'" in str(err.value)
+    # AND without it the same context is accepted
+    ok = cdk.App(context={"max_load": "5", "@aws-cdk/core:newStyleStackSynthesis": True,
+                          "aws:cdk:enable-path-metadata": True})
+    assert config_from_node(ok.node).max_load == 5.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aws_cdk.assertions import Match
@@ -28,6 +29,23 @@ def test_deployer_is_triggered_by_new_specs(emr: Any) -> None:
 def test_deployer_timeout_covers_the_stream_activation_wait(emr: Any) -> None:
     # GIVEN STREAM_ACTIVE_WAIT_S = 120 (docs/CONTRACTS.md) THEN the deployer has at least 180 s
     emr.template.has_resource_properties("AWS::Lambda::Function", {"Handler": "lambdas.deploy.deployer.handler", "Timeout": 180})
+
+
+def test_a_one_minute_schedule_advances_a_stalled_deployment(emr: Any) -> None:
+    # GIVEN the rules THEN one fires every minute and invokes the deployer with a plain step
+    (deployer,) = [k for k, r in emr.resources("AWS::Lambda::Function").items()
+                   if r["Properties"].get("Handler") == "lambdas.deploy.deployer.handler"]
+    rules = [r["Properties"] for r in emr.resources("AWS::Events::Rule").values()
+             if r["Properties"].get("ScheduleExpression")]
+    assert len(rules) == 1 and rules[0]["ScheduleExpression"] == "rate(1 minute)" and rules[0]["State"] == "ENABLED"
+    (target,) = rules[0]["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [deployer, "Arn"]} and json.loads(target["Input"]) == {"action": "step"}
+    # AND EventBridge may invoke it
+    emr.template.has_resource_properties(
+        "AWS::Lambda::Permission",
+        {"Action": "lambda:InvokeFunction", "Principal": "events.amazonaws.com",
+         "FunctionName": {"Fn::GetAtt": [deployer, "Arn"]}},
+    )
 
 
 def test_deployer_may_create_and_delete_only_geo_streams(emr: Any) -> None:

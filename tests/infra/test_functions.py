@@ -38,3 +38,30 @@ def test_log_groups_have_the_configured_retention(emr: Any) -> None:
     # GIVEN log_retention_days=30 THEN every project log group keeps 30 days (AWS679... is CDK's own provider)
     groups = [g["Properties"] for k, g in emr.resources("AWS::Logs::LogGroup").items() if not k.startswith("AWS679")]
     assert groups and all(g.get("RetentionInDays") == 30 for g in groups)
+
+
+def test_s3_triggered_functions_keep_failed_events_in_an_alarmed_dead_letter_queue(emr: Any) -> None:
+    # GIVEN the functions S3 invokes asynchronously (partitioner, deployer)
+    functions = emr.resources("AWS::Lambda::Function")
+    queues = emr.resources("AWS::SQS::Queue")
+    alarms = [a["Properties"] for a in emr.resources("AWS::CloudWatch::Alarm").values()]
+    for handler in ("lambdas.partitioner.handler.handler", "lambdas.deploy.deployer.handler"):
+        (fn,) = [f["Properties"] for f in functions.values() if f["Properties"].get("Handler") == handler]
+        # THEN each has a dead-letter queue, KMS-encrypted
+        queue_id = fn["DeadLetterConfig"]["TargetArn"]["Fn::GetAtt"][0]
+        assert "KmsMasterKeyId" in queues[queue_id]["Properties"], handler
+        # AND an alarm fires on any message in it
+        assert any(a["MetricName"] == "ApproximateNumberOfMessagesVisible" and a["Threshold"] == 0
+                   and a["Dimensions"] == [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+                   for a in alarms), handler
+
+
+def test_checkov_skips_carry_a_reason_and_only_dlq_less_functions_skip_the_dlq_check(emr: Any) -> None:
+    # GIVEN the checkov acknowledgments in the resources' metadata
+    for logical_id, fn in emr.resources("AWS::Lambda::Function").items():
+        skips = {s["id"]: s["comment"] for s in fn["Metadata"]["checkov"]["skip"]}
+        # THEN every skip has a reason, and CKV_AWS_116 (DLQ) is skipped only where there is no DLQ
+        assert all(len(c) > 40 for c in skips.values()), logical_id
+        assert ("CKV_AWS_116" in skips) == ("DeadLetterConfig" not in fn["Properties"]), logical_id
+    for logical_id, group in emr.resources("AWS::Logs::LogGroup").items():
+        assert [s["id"] for s in group["Metadata"]["checkov"]["skip"]] == ["CKV_AWS_158"], logical_id

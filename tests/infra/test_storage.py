@@ -86,3 +86,19 @@ def test_data_is_retained_by_default_and_destroyable_on_request(emr: Any) -> Non
     # GIVEN the default config (retain_data true) THEN data buckets survive a stack deletion
     for bucket in _data_buckets(emr).values():
         assert bucket["DeletionPolicy"] == "Retain"
+
+
+def test_every_data_bucket_is_versioned_and_expires_noncurrent_versions(emr: Any) -> None:
+    # GIVEN each data bucket THEN an overwrite or delete keeps the previous version for a while (checkpoints: 1 day)
+    for logical_id, bucket in _data_buckets(emr).items():
+        props = bucket["Properties"]
+        assert props.get("VersioningConfiguration") == {"Status": "Enabled"}, logical_id
+        days = [r["NoncurrentVersionExpiration"]["NoncurrentDays"] for r in props["LifecycleConfiguration"]["Rules"]
+                if "NoncurrentVersionExpiration" in r]
+        expected = 90 if "Specs" in logical_id else 1 if "Checkpoints" in logical_id else 7
+        assert days == [expected], logical_id
+
+
+def test_the_access_log_bucket_acknowledges_checkov_versioning_and_logging(emr: Any) -> None:
+    (bucket,) = [b for k, b in emr.resources("AWS::S3::Bucket").items() if "AccessLogs" in k]
+    assert [s["id"] for s in bucket["Metadata"]["checkov"]["skip"]] == ["CKV_AWS_21", "CKV_AWS_18"]

@@ -17,12 +17,12 @@ def test_service_is_headless_blue_green_with_lifecycle_hooks(emr: Any) -> None:
         {
             "ServiceName": "georebal-geo-workers",
             "LaunchType": "FARGATE",
-            "DesiredCount": 0,
+            "DesiredCount": Match.absent(),
             "LoadBalancers": Match.absent(),
             "DeploymentConfiguration": Match.object_like(
                 {
                     "Strategy": "BLUE_GREEN",
-                    "BakeTimeInMinutes": 2,
+                    "BakeTimeInMinutes": 0,
                     "DeploymentCircuitBreaker": {"Enable": True, "Rollback": True},
                     "LifecycleHooks": [
                         {
@@ -105,3 +105,19 @@ def test_workers_and_deploy_lambdas_get_the_swap_mode_and_tasks_may_protect_them
     assert len(statements) == 1 and set(statements[0]["Action"]) == {"ecs:UpdateTaskProtection", "ecs:GetTaskProtection"}
     assert ":task/georebal-workers/*" in json.dumps(statements[0]["Resource"])
 
+
+
+def test_a_stack_update_leaves_the_running_fleet_alone(emr: Any) -> None:
+    # GIVEN the service THEN it has no DesiredCount (CloudFormation would write it back over the deployer's count
+    # on any update) and names the task definition by family only: a new image or setting changes the revision's
+    # ARN but not this string, so CloudFormation starts no deployment of a revision without SPEC_VERSION
+    (svc,) = emr.resources("AWS::ECS::Service").values()
+    assert "DesiredCount" not in svc["Properties"]
+    assert svc["Properties"]["TaskDefinition"] == "georebal-geo-worker"
+    # AND the deployer learns the template's revision (Ref of the task definition = its ARN) to roll new code out
+    (task_def,) = emr.resources("AWS::ECS::TaskDefinition")
+    emr.template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {"Handler": "lambdas.deploy.deployer.handler",
+         "Environment": {"Variables": Match.object_like({"WORKER_TASK_DEFINITION": {"Ref": task_def}})}},
+    )

@@ -161,9 +161,11 @@ def test_hook_passes_stages_it_does_not_hold_and_rejects_malformed_events(aws: A
     event = hook_event("ecs_hook_post_scale_up.json")
     event["lifecycleStage"] = "PRE_SCALE_UP"
     assert hooks.handler(event, CTX)["hookStatus"] == "SUCCEEDED"
-    # GIVEN a payload without a stage / WHEN handled / THEN the error names the field
+    # GIVEN a payload without a stage / WHEN parsed / THEN the error names the field
     with pytest.raises(hooks.HookEventError, match="lifecycleStage"):
-        hooks.handler({"executionDetails": {}}, CTX)
+        hooks.HookEvent.parse({"executionDetails": {}})
+    # AND the handler answers it (ECS rolls back on an exception), nothing being in flight: SUCCEEDED
+    assert hooks.handler({"executionDetails": {}}, CTX)["hookStatus"] == "SUCCEEDED"
 
 
 @pytest.mark.parametrize(("hold", "status", "tracked", "expected"), [

@@ -1,0 +1,70 @@
+"""Keep an idle fleet on the live spec and the stack's code.
+
+:func:`reconcile_fleet` (``whole`` mode): if ECS rolled back after the flip, the service runs the previous
+``SPEC_VERSION`` while the router follows the live one; deploy the live one again.
+
+:func:`redeploy_live_spec`: roll new worker code out to an idle fleet by redeploying the live spec as a new version.
+
+A ``cdk deploy`` that changes the worker image or its settings registers a new revision of the worker task
+definition but does not touch the service (``infra/workers.py``): the deployer learns the revision from
+``WORKER_TASK_DEFINITION`` and the controller plans the next swap ``whole`` while the fleet runs other code
+(:meth:`lambdas.deploy.controller.DeployController.start_fleet`). When no next swap is coming (the deployment is
+finished, nothing is queued and ``desired`` is the live version), :func:`redeploy_live_spec` publishes a copy of
+the live spec under the next version number (``specs/v<n+1>.json`` with ``If-None-Match``, then ``desired``
+moved forward, as the partitioner publishes) and requests it: that swap is an ordinary blue/green one, so green
+is proven before the flip and blue drains before it stops.
+
+One attempt per template revision (control ``pk="code"`` remembers it): if that swap rolls back (the new code
+never got ready), the fleet stays on the old code and the deployer does not loop; the next spec the partitioner
+publishes is planned ``whole`` and tries the new code again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from lambdas.common.aws import EcsFleet, SpecExists, now_iso
+from lambdas.common.records import DESIRED, DesiredPointer, read_active, read_desired, to_item
+from lambdas.deploy.controller import DeployController
+from partitioner.contracts import SwapMode, geo_stream_name, spec_key
+
+CODE = "code"  # control item: {template, version, at} of the last code rollout by a redeploy of the live spec
+
+
+def redeploy_live_spec(ctl: DeployController, template: str, clock: Callable[[], float]) -> int | None:
+    """Publish and request a copy of the live spec as version ``desired + 1`` if the fleet runs stale code and
+    nothing else would replace it; return that version, or None when nothing was done."""
+    st = ctl.state()
+    if not template or st.in_flight or st.queued_version is not None:
+        return None
+    active, desired = read_active(ctl.control), read_desired(ctl.control)
+    if active is None or desired is None or desired.version != active.version:
+        return None  # nothing live yet, or a newer spec is on its way (it will carry the code)
+    mark = ctl.control.get(CODE)
+    if mark is not None and mark.get("template") == template:
+        return None
+    if not ctl.code_stale():
+        return None
+    live = ctl.spec(active.version)
+    n = desired.version + 1
+    copy = live.replace(version=n, previous_version=live.version, stream_name=geo_stream_name(ctl.prefix, n),
+                        created_at=now_iso(clock()))
+    ctl.control.put(CODE, {"template": template, "version": n, "from_version": live.version, "at": clock()})
+    try:
+        ctl.specs.put_new(copy)
+    except SpecExists:  # the partitioner published v<n> meanwhile: that swap carries the code
+        return None
+    if not ctl.control.put_forward(DESIRED, to_item(DesiredPointer(n, spec_key(n), now_iso(clock())))):
+        return None
+    ctl.request(n)
+    return n
+
+
+def reconcile_fleet(ctl: DeployController) -> bool:
+    """``whole`` mode with nothing in flight: make the ECS service run the live version (:meth:`EcsFleet.reconcile`)."""
+    if ctl.swap_mode is not SwapMode.WHOLE or not isinstance(ctl.fleet, EcsFleet) or ctl.state().in_flight:
+        return False
+    active = read_active(ctl.control)
+    if active is None:
+        return False
+    return ctl.fleet.reconcile(active.version, len(ctl.spec(active.version).workers))

@@ -1,0 +1,307 @@
+"""Faults the local loop injects (``--faults``), and what it measures about the recovery.
+
+``deployer-crash``: the deployer dies inside the next swap's fleet start, after it saved ``waiting_green``
+(:class:`CrashingFleet` raises :class:`InjectedCrash` once; the driver ends that "invocation" like a Lambda
+that died). Nothing calls the fleet start again but the controller's resume on a later step
+(:meth:`lambdas.deploy.controller.DeployController.resume_fleet`, after ``fleet_start_grace_s``; the schedule in
+AWS). *Recovered* when that swap's fleet started and the swap flipped.
+
+``spark-kill``: ``kill -9`` of the Spark aggregation job's process group (driver and JVM) once a spec is live
+and ``delay_s`` have passed; the loop restarts it on the same checkpoint (as EMR Serverless' job retry policy or
+Glue's job restart would). *Detected* when the loop saw the process gone, *recovered* when the restarted job
+wrote a snapshot again (its log says ``snapshot``). A window in flight at the kill is recomputed from the
+checkpointed offsets; a snapshot rewritten with the same content is skipped (``glue_jobs.snapshot``).
+
+``worker-kill``: ``kill -9`` of one live worker process while a swap is in flight (deploy status
+``waiting_green`` or ``draining``, after the first deployment finished; if no swap starts within
+``fallback_after_s`` of that, whenever a worker holds a lease). Nothing tells the system: the fleet supervisor (:meth:`local.fleet.LocalFleet.poll`, ECS's service
+scheduler in AWS) sees the exit and starts a replacement, the killed process's leases expire after
+``lease_s`` and a live worker takes each of them over from its checkpoint. The fault is
+
+* *detected* when the supervisor recorded the exit, and
+* *recovered* when every lease the killed process held is owned by another live owner or drained,
+
+and the takeover must finish within two lease durations of the kill (issue 13's target; the seeds' lease
+systems promise 10-30 s). Events lost or doubled are the run's own invariants (every event out, the lease
+safety checks of :mod:`local.observe`); the fault table (:meth:`FaultRecord.row`) says what the system did.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from local.errors import LocalRunError
+
+FAULTS = ("worker-kill", "spark-kill", "deployer-crash")
+IN_SWAP = ("waiting_green", "draining")
+TAKEOVER_LEASES = 2.0  # a killed worker's slots are taken over within this many lease durations
+
+
+class FaultError(LocalRunError, ValueError):
+    """A bad ``--faults`` value; the message names it."""
+
+
+def parse_faults(text: str) -> tuple[str, ...]:
+    """``all`` or a comma list of :data:`FAULTS` (empty = none); raise FaultError naming a bad name."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return FAULTS
+    bad = [n for n in names if n not in FAULTS]
+    if bad:
+        raise FaultError(f"--faults: unknown fault(s) {bad!r}; known: {', '.join(FAULTS)} or all")
+    return tuple(dict.fromkeys(names))
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One lease item: ``key`` (``v<version>#<slot>``), ``owner`` (``host:pid:random``), expiry, drained."""
+
+    key: str
+    owner: str | None
+    expires_at: float
+    drained: bool
+
+    def pid(self) -> int | None:
+        parts = (self.owner or "").split(":")
+        return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
+class Process(Protocol):
+    """What the injector needs of a worker process (:class:`local.fleet.WorkerProcess`)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    exited_at: float | None
+    worker_id: str
+    version: int
+
+
+@dataclass
+class FaultRecord:
+    """One injected fault: when it was injected, detected and recovered, and what the system did."""
+
+    fault: str
+    injected_at: float | None = None
+    detected_at: float | None = None
+    recovered_at: float | None = None
+    mid_swap: bool = False
+    target: str = ""
+    leases: tuple[str, ...] = ()
+    took_over_by: dict[str, str] = field(default_factory=dict)
+    deadline_s: float = 0.0
+
+    @property
+    def recovered(self) -> bool:
+        return self.recovered_at is not None
+
+    @property
+    def within_deadline(self) -> bool:
+        return (self.recovered_at is not None and self.injected_at is not None
+                and self.recovered_at - self.injected_at <= self.deadline_s)
+
+    def row(self, t0: float) -> str:
+        """One line of the fault table (times in seconds since ``t0``)."""
+        def at(t: float | None) -> str:
+            return "-" if t is None else f"{t - t0:7.1f}s"
+
+        took = ", ".join(f"{k} -> {v}" for k, v in sorted(self.took_over_by.items())) or "-"
+        return (f"{self.fault:<12} injected {at(self.injected_at)}  detected {at(self.detected_at)}  recovered "
+                f"{at(self.recovered_at)}  ({'mid-swap' if self.mid_swap else 'not mid-swap'}; {self.target}; "
+                f"leases taken over: {took}; within {self.deadline_s:g}s: {self.within_deadline})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "recovered": self.recovered, "within_deadline": self.within_deadline}
+
+
+class WorkerKill:
+    """Inject and follow one ``worker-kill`` fault; call :meth:`poll` every fraction of a second."""
+
+    def __init__(self, processes: Callable[[], Sequence[Process]], leases: Callable[[], Sequence[Lease]],
+                 deploy_status: Callable[[], str], *, lease_s: float, fallback_after_s: float,
+                 kill: Callable[[int], None] = lambda pid: os.kill(pid, signal.SIGKILL),
+                 clock: Callable[[], float] = time.time) -> None:
+        self.processes = processes
+        self.leases = leases
+        self.deploy_status = deploy_status
+        self.kill = kill
+        self.clock = clock
+        self.live_since: float | None = None  # when the first deployment finished
+        self.fallback_after_s = fallback_after_s
+        self.record = FaultRecord("worker-kill", deadline_s=TAKEOVER_LEASES * lease_s)
+        self._victim: Process | None = None
+        self._owner = ""
+
+    def poll(self) -> None:
+        now = self.clock()
+        if self.record.injected_at is None:
+            self._maybe_inject(now)
+        elif self.record.detected_at is None:
+            if self._victim is not None and self._victim.exited_at is not None:
+                self.record.detected_at = self._victim.exited_at
+        elif self.record.recovered_at is None:
+            self._check_takeover(now)
+
+    def _maybe_inject(self, now: float) -> None:
+        status = self.deploy_status()
+        if self.live_since is None:
+            if status != "done":
+                return  # the first deployment is not a swap: wait until a spec is live
+            self.live_since = now
+        mid_swap = status in IN_SWAP
+        if not mid_swap and now - self.live_since < self.fallback_after_s:
+            return
+        held = [le for le in self.leases() if le.owner and le.expires_at > now and not le.drained]
+        for p in self.processes():
+            mine = [le for le in held if le.pid() == p.pid]
+            if p.exited_at is None and mine:
+                self._victim, self._owner = p, str(mine[0].owner)
+                self.record.leases = tuple(sorted(le.key for le in mine))
+                self.record.target = f"pid {p.pid} (slot {p.worker_id}, started for v{p.version})"
+                self.record.mid_swap = mid_swap
+                self.kill(p.pid)
+                self.record.injected_at = now
+                return
+
+    def _check_takeover(self, now: float) -> None:
+        current = {le.key: le for le in self.leases()}
+        for key in self.record.leases:
+            le = current.get(key)
+            if le is None:
+                continue  # the version was retired: nothing left to take over
+            if le.owner == self._owner and not le.drained:
+                return
+            if le.owner is None and not le.drained:
+                return
+            if le.owner != self._owner and not le.drained and le.expires_at <= now:
+                return
+            self.record.took_over_by[key] = "drained" if le.drained else str(le.owner)
+        self.record.recovered_at = now
+
+
+def leases_from_items(items: Sequence[dict[str, Any]]) -> list[Lease]:
+    """Lease records from DynamoDB ``Scan`` items of the leases table."""
+    return [Lease(key=i["lease_key"]["S"], owner=i["owner"]["S"] if "owner" in i else None,
+                  expires_at=float(i.get("expires_at", {}).get("N", "0")),
+                  drained=bool(i.get("drained", {}).get("BOOL", False))) for i in items]
+
+
+class SparkKill:
+    """Inject and follow one ``spark-kill`` fault: ``child()`` is the running job, ``restart()`` starts a new one."""
+
+    def __init__(self, child: Callable[[], Any], restart: Callable[[], Any], deploy_status: Callable[[], str], *,
+                 delay_s: float, deadline_s: float,
+                 kill: Callable[[int], None] = lambda pid: os.killpg(os.getpgid(pid), signal.SIGKILL),
+                 clock: Callable[[], float] = time.time) -> None:
+        self.child = child
+        self.restart = restart
+        self.deploy_status = deploy_status
+        self.kill = kill
+        self.clock = clock
+        self.delay_s = delay_s
+        self.live_since: float | None = None
+        self.record = FaultRecord("spark-kill", deadline_s=deadline_s)
+        self._restarted: Any = None
+        self._log_offset = 0
+
+    def owns_exit(self) -> bool:
+        """True while the job's exit is this fault's (the loop must restart it, not fail)."""
+        return self.record.injected_at is not None and self._restarted is None
+
+    def poll(self) -> None:
+        now = self.clock()
+        if self.record.injected_at is None:
+            if self.live_since is None:
+                if self.deploy_status() == "done":
+                    self.live_since = now
+                return
+            if now - self.live_since < self.delay_s:
+                return
+            child = self.child()
+            self.record.target = f"Spark job pid {child.pid} (driver and JVM, kill -9 of the process group)"
+            self.record.mid_swap = self.deploy_status() in IN_SWAP
+            self.kill(child.pid)
+            self.record.injected_at = now
+        elif self._restarted is None:
+            old = self.child()
+            if not old.alive():
+                self.record.detected_at = now
+                try:
+                    self._log_offset = old.log_path.stat().st_size  # the new job appends to the same log
+                except OSError:
+                    self._log_offset = 0
+                self._restarted = self.restart()
+                self.record.took_over_by["job"] = f"restarted as pid {self._restarted.pid} on the same checkpoint"
+        elif self.record.recovered_at is None and "snapshot s3://" in self._restarted_log():
+            self.record.recovered_at = now
+
+    def _restarted_log(self) -> str:
+        try:
+            with self._restarted.log_path.open("rb") as f:
+                f.seek(self._log_offset)
+                return str(f.read().decode(errors="replace"))
+        except OSError:
+            return ""
+
+
+class InjectedCrash(LocalRunError, RuntimeError):
+    """The deployer 'invocation' dies here (``deployer-crash``)."""
+
+
+class CrashingFleet:
+    """A fleet that raises :class:`InjectedCrash` in the first :meth:`start` after :meth:`arm`; else delegates."""
+
+    def __init__(self, fleet: Any) -> None:
+        self._fleet = fleet
+        self.armed = False
+        self.crashed_plan: tuple[int, int | None] | None = None
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def start(self, plan: Any) -> Any:
+        if self.armed and self.crashed_plan is None:
+            self.crashed_plan = (plan.to_version, plan.from_version)
+            raise InjectedCrash(f"deployer died while starting the fleet of v{plan.to_version}")
+        return self._fleet.start(plan)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fleet, name)
+
+
+class DeployerCrash:
+    """Follow one ``deployer-crash`` fault over a :class:`CrashingFleet` and the controller's state."""
+
+    def __init__(self, fleet: CrashingFleet, fleet_started: Callable[[int, int | None], bool],
+                 active_version: Callable[[], int | None], deploy_status: Callable[[], str], *, deadline_s: float,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.fleet = fleet
+        self.fleet_started = fleet_started
+        self.active_version = active_version
+        self.deploy_status = deploy_status
+        self.clock = clock
+        self.record = FaultRecord("deployer-crash", deadline_s=deadline_s)
+
+    def poll(self) -> None:
+        now = self.clock()
+        if not self.fleet.armed:
+            if self.deploy_status() == "done":
+                self.fleet.arm()  # the next swap's fleet start dies
+            return
+        if self.fleet.crashed_plan is None:
+            return
+        version, old = self.fleet.crashed_plan
+        if self.record.injected_at is None:
+            self.record.injected_at = self.record.detected_at = now  # the invocation error is seen at once
+            self.record.mid_swap = True
+            self.record.target = f"deployer, inside the fleet start of v{version} (after saving waiting_green)"
+        elif self.record.recovered_at is None and self.fleet_started(version, old):
+            active = self.active_version()
+            if active is not None and active >= version:
+                self.record.took_over_by["fleet"] = f"started by a later step; v{version} flipped"
+                self.record.recovered_at = now

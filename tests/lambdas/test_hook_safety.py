@@ -1,0 +1,168 @@
+"""Lifecycle hooks after the flip (issue 13, finding 2): every path answers a hookStatus, none rolls ECS back once
+the router may follow green, and an ECS rollback after the flip is undone by the deployer (moto)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from lambdas.common.aws import EcsFleet, EcsService, spec_key
+from lambdas.common.records import read_active
+from lambdas.deploy import deployer, hooks, runtime
+from lambdas.deploy.controller import DRAINING, FLIPPED, WAITING_GREEN, DeployController
+from partitioner.spec import Spec
+from tests.lambdas.conftest import CTX, Aws, FakeLambdaContext, load_event, make_spec
+
+SERVICE = ("georebal", "georebal-geo-workers")
+T0 = 1_800_000_000.0
+
+
+class ShortContext(FakeLambdaContext):
+    def get_remaining_time_in_millis(self) -> int:
+        return 25_000
+
+
+@pytest.fixture(autouse=True)
+def whole_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWAP_MODE", "whole")
+    monkeypatch.setenv("GREEN_TIMEOUT_S", "60")
+    runtime.config.cache_clear()
+    runtime.controller.cache_clear()
+
+
+def publish(aws: Aws, spec: Spec) -> None:
+    aws.specs.put_new(spec)
+    aws.control.put_forward("desired", {"version": spec.version, "spec_key": spec_key(spec.version),
+                                        "published_at": "x"})
+
+
+def event(name: str = "ecs_hook_post_scale_up.json", **changes: Any) -> dict[str, Any]:
+    e = copy.deepcopy(load_event(name))
+    for k, v in changes.items():
+        if v is None:
+            e.pop(k, None)
+        else:
+            e[k] = v
+    return e
+
+
+def two_versions(aws: Aws, now: list[float]) -> DeployController:
+    """v1 live, v2 started (waiting for green) on a controller whose clock the test moves."""
+    fleet = EcsFleet(EcsService(aws.clients.ecs, *SERVICE))
+    ctl = DeployController(aws.control, aws.leases, aws.specs, aws.streams, fleet, green_timeout_s=60,
+                           swap_mode=runtime.config().swap_mode, clock=lambda: now[0])
+    v1 = make_spec(1)
+    publish(aws, v1)
+    ctl.request(1)
+    ctl.step()
+    for w in v1.workers:
+        aws.put_lease(1, w.id, now=now[0])
+    ctl.step()
+    publish(aws, make_spec(2, loads=(900, 900, 900, 900), previous=v1))
+    ctl.request(2)
+    assert ctl.step().status == WAITING_GREEN
+    return ctl
+
+
+@pytest.mark.parametrize("bad", [
+    event(lifecycleStage=None),                    # no stage
+    event(executionDetails="not an object"),       # wrong shape
+    ["not", "an", "object"],                       # not even an object
+])
+def test_a_malformed_event_gets_a_hook_status_not_an_exception(aws: Aws, bad: Any) -> None:
+    # GIVEN nothing in flight WHEN ECS sends a payload the hook cannot parse THEN it answers (SUCCEEDED: nothing held)
+    out = hooks.handler(bad, CTX)
+    assert out["hookStatus"] == "SUCCEEDED"
+
+
+def test_a_malformed_event_after_the_flip_never_fails(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN v2 flipped and draining, far past the green timeout
+    now = [T0]
+    ctl = two_versions(aws, now)
+    for w in ctl.spec(2).workers:
+        aws.put_lease(2, w.id, now=now[0])
+    assert ctl.step().status == DRAINING
+    now[0] += 3600
+    monkeypatch.setattr(hooks, "controller", lambda: ctl)
+    # WHEN the hook gets a payload without a stage
+    out = hooks.handler(event(lifecycleStage=None), CTX)
+    # THEN it asks ECS to call again (a FAILED would roll back onto blue, which is draining)
+    assert out["hookStatus"] == "IN_PROGRESS" and out["hookDetails"]["version"] == 2
+
+
+def test_a_malformed_event_before_the_flip_fails_only_after_the_green_timeout(aws: Aws,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [T0]
+    ctl = two_versions(aws, now)
+    monkeypatch.setattr(hooks, "controller", lambda: ctl)
+    assert hooks.handler(event(lifecycleStage=None), CTX)["hookStatus"] == "IN_PROGRESS"
+    now[0] += 61
+    assert hooks.handler(event(lifecycleStage=None), CTX)["hookStatus"] == "FAILED"
+    assert read_active(aws.control).version == 1  # type: ignore[union-attr]
+
+
+def test_missing_config_is_answered_not_raised(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN the hooks function without its CONTROL_TABLE setting
+    monkeypatch.delenv("CONTROL_TABLE")
+    runtime.config.cache_clear()
+    runtime.controller.cache_clear()
+    # WHEN ECS calls it THEN it answers IN_PROGRESS (ECS calls again) instead of raising (which rolls back)
+    out = hooks.handler(event(), CTX)
+    assert out["hookStatus"] == "IN_PROGRESS" and out["callBackDelay"] == hooks.DEFAULT_CALLBACK_DELAY_S
+
+
+def test_a_flip_whose_save_was_lost_is_never_rolled_back(aws: Aws) -> None:
+    # GIVEN v2 waiting for green; a stepper flipped the active pointer, then crashed before saving FLIPPED
+    now = [T0]
+    ctl = two_versions(aws, now)
+    v2 = ctl.spec(2)
+    for w in v2.workers:
+        aws.put_lease(2, w.id, now=now[0])
+    assert ctl.flip(2)
+    # AND one green worker then died (its lease expired) and the green timeout passed
+    aws.put_lease(2, v2.workers[0].id, now=now[0], expires_in=-1)
+    now[0] += 120
+    # WHEN ECS calls the POST_SCALE_UP hook
+    out = hooks.run_hook(ctl, hooks.HookEvent.parse(event()), 15)
+    # THEN it succeeds (the router already follows v2) and the controller moved on instead of rolling back
+    assert out["hookStatus"] == "SUCCEEDED"
+    assert ctl.state().status in (FLIPPED, DRAINING) and read_active(aws.control).version == 2  # type: ignore[union-attr]
+    assert "georebal-geo-v2" in aws.stream_names()
+
+
+def spec_version_running(aws: Aws) -> int | None:
+    return EcsService(aws.clients.ecs, *SERVICE).running_spec_version()
+
+
+def test_an_ecs_rollback_after_the_flip_is_redeployed_by_the_schedule(aws: Aws) -> None:
+    # GIVEN whole mode, v1 then v2 deployed to done through the deployer and hooks
+    v1 = make_spec(1)
+    publish(aws, v1)
+    deployer.handler({"version": 1}, ShortContext())
+    for w in v1.workers:
+        aws.put_lease(1, w.id)
+    deployer.handler({"action": "step"}, ShortContext())
+    v1_revision = EcsService(aws.clients.ecs, *SERVICE).current_task_definition()
+    v2 = make_spec(2, loads=(900, 900, 900, 900), previous=v1)
+    publish(aws, v2)
+    deployer.handler({"version": 2}, ShortContext())
+    for w in v2.workers:
+        aws.put_lease(2, w.id)
+    for w in v1.workers:
+        aws.put_lease(1, w.id, drained=True, owner=None)
+    assert deployer.handler({"action": "step"}, ShortContext())["status"] == "done"
+    assert spec_version_running(aws) == 2 and aws.stream_names() == ["georebal-geo-v2"]
+    # WHEN ECS rolls the service back to v1's revision after the flip (circuit breaker, hook timeout)
+    aws.clients.ecs.update_service(cluster=SERVICE[0], service=SERVICE[1], taskDefinition=v1_revision)
+    assert spec_version_running(aws) == 1
+    # THEN the next scheduled step deploys the live version again with its slot count; the router never moved
+    deployer.handler({"action": "step"}, ShortContext())
+    svc = aws.clients.ecs.describe_services(cluster=SERVICE[0], services=[SERVICE[1]])["services"][0]
+    assert spec_version_running(aws) == 2 and svc["desiredCount"] == len(v2.workers)
+    assert read_active(aws.control).version == 2  # type: ignore[union-attr]
+    # AND once it runs the live version, a step changes nothing
+    revision = svc["taskDefinition"]
+    deployer.handler({"action": "step"}, ShortContext())
+    assert EcsService(aws.clients.ecs, *SERVICE).current_task_definition() == revision
