@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from infra.errors import InfraError
+from partitioner.contracts import geo_stream_name
 
 ENGINES = ("emr", "glue")
 # How a new spec reaches the workers (SWAP_MODE; the values of partitioner.contracts.SwapMode): "carry" keeps every
@@ -106,7 +107,7 @@ class GeoConfig:
     @property
     def geo_stream_prefix(self) -> str:
         """Name prefix of the per-version geo streams (docs/CONTRACTS.md: ``<prefix>-geo-v<version>``)."""
-        return f"{self.prefix}-geo-v"
+        return geo_stream_name(self.prefix, 0).removesuffix("0")
 
 
 DEFAULTS: dict[str, Any] = {

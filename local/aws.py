@@ -29,6 +29,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from partitioner.contracts import geo_stream_name
+
 REGION = "us-east-1"
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                      "AWS_SESSION_TOKEN": "testing"}
@@ -79,7 +81,7 @@ class Names:
 
     def geo_stream(self, version: int) -> str:
         """Return the geo stream of one spec version: ``<prefix>-geo-v<version>``."""
-        return f"{self.prefix}-geo-v{version}"
+        return geo_stream_name(self.prefix, version)
 
     @property
     def buckets(self) -> tuple[str, ...]:
