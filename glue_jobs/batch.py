@@ -28,7 +28,7 @@ from typing import Any, NamedTuple, TextIO
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from glue_jobs import transform as T
 from glue_jobs.snapshot import (

@@ -217,8 +217,9 @@ def run_stream(spark: SparkSession, stream_name: str, cfg: JobConfig, *, endpoin
                         raise exc
                     return
                 line = progress_line(q)
-                if line and last.get(q.name) != q.lastProgress.get("batchId"):
-                    last[q.name] = q.lastProgress.get("batchId")
+                batch_id = q.lastProgress.get("batchId") if q.lastProgress is not None else None
+                if line and last.get(q.name) != batch_id:
+                    last[q.name] = batch_id
                     print(line, flush=True)
     finally:
         for q in queries:

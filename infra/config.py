@@ -16,6 +16,8 @@ from typing import Any
 
 from infra.errors import InfraError
 from partitioner.contracts import geo_stream_name
+from partitioner.controller import ControlSettings
+from partitioner.errors import PartitionerError
 
 ENGINES = ("emr", "glue")
 # How a new spec reaches the workers (SWAP_MODE; the values of partitioner.contracts.SwapMode): "carry" keeps every
@@ -59,8 +61,14 @@ class ConfigError(InfraError, ValueError):
 
 @dataclass(frozen=True, kw_only=True)
 class PolicyConfig:
-    """Rebalance policy (``partitioner.policy.RebalancePolicy``), passed to the partitioner as POLICY_JSON."""
+    """The partitioner's control policy, passed as POLICY_JSON (``partitioner.controller.ControlSettings``).
 
+    ``mode`` ``predictive`` (the default: forecast, measured headroom, hysteresis) or ``reactive`` (the
+    watermark policy ``partitioner.policy.RebalancePolicy``, whose keys are the other fields: they act in
+    ``reactive`` mode only). :func:`load_config` checks the whole object with the partitioner's own parser.
+    """
+
+    mode: str
     high_watermark: float
     low_watermark: float
     max_waste_ratio: float
@@ -119,6 +127,7 @@ DEFAULTS: dict[str, Any] = {
     "refine_events": 500,
     "window_s": 300,
     "watermark_s": 60,
+    "policy_mode": "predictive",
     "high_watermark": 0.9,
     "low_watermark": 0.5,
     "max_waste_ratio": 1.25,
@@ -210,13 +219,19 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
     low = _float(ctx, "low_watermark", 0.0, 1.0)
     if low >= high:
         raise ConfigError(f"context 'low_watermark' must be < high_watermark ({high}), got {_raw(ctx, 'low_watermark')!r}")
+    mode = _text(ctx, "policy_mode", lambda v: v in ("predictive", "reactive"), "'predictive' or 'reactive'")
     policy = PolicyConfig(
+        mode=mode,
         high_watermark=high,
         low_watermark=low,
         max_waste_ratio=_float(ctx, "max_waste_ratio", 1.0, 100.0),
         cooldown_s=_int(ctx, "cooldown_s", 0, 7 * 86400),
         min_change=_float(ctx, "min_change", 0.0, 1.0),
     )
+    try:  # the one parser of POLICY_JSON, the one the partitioner Lambda runs
+        ControlSettings.from_json(policy.to_json(), where="cdk.json context (policy_mode and the policy keys)")
+    except PartitionerError as exc:
+        raise ConfigError(str(exc)) from None
     vpc_id = _text(ctx, "vpc_id", lambda v: v == "" or bool(_VPC_RE.match(v)), "'' (create a VPC) or a VPC id vpc-...")
     worker_cpu = _int(ctx, "worker_cpu", 256, 4096)
     if worker_cpu not in FARGATE_MEMORY:

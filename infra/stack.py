@@ -59,7 +59,7 @@ class GeoRebalancerStack(Stack):
         else:
             self.aggregation = GlueStreamingAggregation(self, "Aggregation", config=config, inputs=inputs)
 
-        env = self.environment()
+        env = self.shared_environment()
         kit = LambdaKit(self, "Lambda", config=config)
         self.partitioner = PartitionerFunction(self, "Partitioner", kit=kit, snapshots=self.storage.snapshots, environment=env)
         self.router = RouterFunction(self, "Router", config=config, kit=kit, stream=self.ingest.stream, environment=env)
@@ -104,7 +104,7 @@ class GeoRebalancerStack(Stack):
         acknowledge_findings(self)
 
     # -- names shared with the Lambdas and workers (docs/CONTRACTS.md "Environment variables") --------------
-    def environment(self) -> dict[str, str]:
+    def shared_environment(self) -> dict[str, str]:
         config, storage = self.config, self.storage
         return {
             "GEO_PREFIX": config.prefix,

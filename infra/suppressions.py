@@ -14,6 +14,8 @@ from aws_cdk import Acknowledgment, Aspects, CfnResource, IAspect, Stack, Valida
 from aws_cdk import aws_lambda as lambda_
 from constructs import IConstruct
 
+from infra.aggregation import EmrServerlessAggregation
+
 if TYPE_CHECKING:
     from infra.stack import GeoRebalancerStack
 
@@ -164,7 +166,7 @@ def acknowledge_findings(stack: GeoRebalancerStack) -> None:
             "Glue names its job log groups itself under /aws-glue/ (per security configuration and role); the job role "
             "may only write there.",
         )
-    if aggregation.engine == "emr":
+    if isinstance(aggregation, EmrServerlessAggregation):
         app_id = stack.resolve(aggregation.application.logical_id)
         _ack(
             aggregation,

@@ -42,7 +42,8 @@ def test_policy_json_carries_every_watermark() -> None:
     # GIVEN custom watermarks WHEN loaded
     policy = json.loads(load_config({"high_watermark": 0.8, "low_watermark": 0.3, "cooldown_s": 60}).policy.to_json())
     # THEN POLICY_JSON has the RebalancePolicy fields
-    assert policy == {"high_watermark": 0.8, "low_watermark": 0.3, "max_waste_ratio": 1.25, "cooldown_s": 60, "min_change": 0.05}
+    assert policy == {"mode": "predictive", "high_watermark": 0.8, "low_watermark": 0.3, "max_waste_ratio": 1.25,
+                      "cooldown_s": 60, "min_change": 0.05}
 
 
 @pytest.mark.parametrize(
@@ -58,6 +59,7 @@ def test_policy_json_carries_every_watermark() -> None:
         ("watermark_s", 100000),
         ("low_watermark", 0.95),
         ("high_watermark", 1.5),
+        ("policy_mode", "psychic"),
         ("vpc_id", "my-vpc"),
         ("worker_cpu", 300),
         ("worker_memory_mib", 9999),
@@ -119,3 +121,15 @@ def test_unknown_context_keys_are_rejected_with_the_known_ones() -> None:
     ok = cdk.App(context={"max_load": "5", "@aws-cdk/core:newStyleStackSynthesis": True,
                           "aws:cdk:enable-path-metadata": True})
     assert config_from_node(ok.node).max_load == 5.0
+
+
+def test_policy_mode_selects_the_policy_the_partitioner_runs() -> None:
+    # GIVEN policy_mode reactive WHEN loaded
+    text = load_config({"policy_mode": "reactive"}).policy.to_json()
+    # THEN the partitioner Lambda's own parser reads the reactive policy with the watermarks of cdk.json
+    from partitioner.controller import ControlSettings
+
+    settings = ControlSettings.from_json(text, where="POLICY_JSON")
+    assert settings.mode == "reactive" and settings.reactive.high_watermark == 0.9
+    # AND the default is the predictive policy
+    assert ControlSettings.from_json(load_config({}).policy.to_json(), where="POLICY_JSON").mode == "predictive"
