@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from infra.errors import InfraError
-from partitioner.contracts import geo_stream_name
+from partitioner.contracts import SwapMode, geo_stream_name
 from partitioner.controller import ControlSettings
 from partitioner.errors import PartitionerError
 
@@ -23,9 +23,8 @@ ENGINES = ("emr", "glue")
 # How a new spec reaches the workers (SWAP_MODE; the values of partitioner.contracts.SwapMode): "carry" keeps every
 # slot both specs share in the process holding it and scales the service by desired count; "whole" deploys a new
 # task-definition revision per spec (ECS blue/green: a whole new fleet per version).
-SWAP_MODES = ("carry", "whole")
+SWAP_MODES = tuple(m.value for m in SwapMode)
 EMR_RELEASE = "emr-spark-8.0.0"
-GLUE_VERSION = "5.1"
 # Fargate's valid (cpu, memory MiB) pairs for the sizes a geo worker uses.
 FARGATE_MEMORY = {
     256: (512, 1024, 2048),

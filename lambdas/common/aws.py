@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 KINESIS_MAX_RECORDS = 500
 KINESIS_MAX_BYTES = 5 * 1024 * 1024
-KINESIS_MAX_RECORD_BYTES = 1024 * 1024
 
 
 class AdapterError(LambdaError, RuntimeError):

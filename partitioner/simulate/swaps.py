@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SWAP_MODES = ("whole", "carry")
+from partitioner.contracts import SwapMode
+
+SWAP_MODES = (SwapMode.WHOLE.value, SwapMode.CARRY.value)  # report order
 
 
 @dataclass(frozen=True)
