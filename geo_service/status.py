@@ -10,7 +10,27 @@ from enum import StrEnum
 
 from geo_service.errors import GeoServiceError
 
-FINAL_STATES = frozenset({"drained", "released", "retired", "abandoned", "failed"})
+
+class WorkerState(StrEnum):
+    """``WorkerStatus.state`` (the ``/health`` body's ``state``): see :mod:`geo_service.worker`."""
+
+    STARTING = "starting"
+    CLAIMING = "claiming"
+    IDLE = "idle"
+    WAITING_STREAM = "waiting_stream"
+    WARMING = "warming"
+    WAITING_PREVIOUS = "waiting_previous"
+    READY = "ready"
+    DRAINING = "draining"
+    DRAINED = "drained"
+    RELEASED = "released"
+    RETIRED = "retired"
+    ABANDONED = "abandoned"
+    FAILED = "failed"
+
+
+FINAL_STATES = frozenset({WorkerState.DRAINED, WorkerState.RELEASED, WorkerState.RETIRED, WorkerState.ABANDONED,
+                          WorkerState.FAILED})
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ from geo_service.logs import get_logger, log
 from geo_service.process import BatchProcessor
 from geo_service.protection import ScaleInProtection
 from geo_service.slots import Slot, SlotFinder, SpecCache, previous_drained, region_of
-from geo_service.status import FINAL_STATES, Outcome, WorkerExited, WorkerStatus, default_owner
+from geo_service.status import FINAL_STATES, Outcome, WorkerExited, WorkerState, WorkerStatus, default_owner
 from geo_service.transform import GeoTransform, load_transform, transform_for_region
 from partitioner.contracts import SwapMode, geo_stream_name
 from partitioner.spec import Spec
@@ -110,7 +110,7 @@ class GeoWorker:
         self.log = get_logger()
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._status = WorkerStatus(state="starting", version=config.spec_version, owner=self.owner)
+        self._status = WorkerStatus(state=WorkerState.STARTING, version=config.spec_version, owner=self.owner)
         self._thread: threading.Thread | None = None
         self.leases: LeaseManager | None = None  # the lease of the slot being opened or served
         self.slot: Slot | None = None
@@ -194,7 +194,7 @@ class GeoWorker:
         except Exception as exc:
             log(self.log, logging.ERROR, "worker_failed", error=f"{type(exc).__name__}: {exc}", **self._ids())
             self._let_go()
-            self._set(state="failed", last_error=f"{type(exc).__name__}: {exc}", ready=False, exit_code=1)
+            self._set(state=WorkerState.FAILED, last_error=f"{type(exc).__name__}: {exc}", ready=False, exit_code=1)
             code = 1
         finally:
             self.heartbeats.stop()
@@ -218,11 +218,11 @@ class GeoWorker:
                 break
         if self._stop.is_set():
             self._let_go()
-            final = "abandoned" if self._abandon else "released"
+            final = WorkerState.ABANDONED if self._abandon else WorkerState.RELEASED
             self._set(state=final, ready=False, draining=False, exit_code=0)
             log(self.log, logging.INFO, "worker_stopped", final=final, **self._ids())
             return 0
-        final = "drained" if drained_any else "retired"
+        final = WorkerState.DRAINED if drained_any else WorkerState.RETIRED
         self._set(state=final, ready=False, draining=False, exit_code=0)
         log(self.log, logging.INFO, "worker_done", final=final, **self._ids())
         return 0
@@ -234,7 +234,7 @@ class GeoWorker:
     # ------------------------------------------------------------------ claiming
     def _claim(self) -> LeaseManager | None:
         """Claim the next slot, retrying every heartbeat period; None when stopping or nothing is left."""
-        self._set(state="claiming", ready=False, draining=False, worker_id=None, partition_ids=(), next_version=None)
+        self._set(state=WorkerState.CLAIMING, ready=False, draining=False, worker_id=None, partition_ids=(), next_version=None)
         pinned = self.config.worker_id is not None or self.config.spec_version is not None
         while not self._stop.is_set():
             search = self.finder.search(self._control())
@@ -250,7 +250,7 @@ class GeoWorker:
             if search.open_slots == 0 and pinned:
                 return None
             if search.open_slots == 0 and self.status().state != "idle":
-                self._set(state="idle")
+                self._set(state=WorkerState.IDLE)
                 log(self.log, logging.INFO, "idle", **self._ids())
             self._stop.wait(self.config.heartbeat_s)
         return None
@@ -270,7 +270,7 @@ class GeoWorker:
             if shards is None:
                 self._drop(manager)
                 return None
-            self._set(state="warming", partition_ids=tuple(p.id for p in spec.partitions_of(lease.worker_id)))
+            self._set(state=WorkerState.WARMING, partition_ids=tuple(p.id for p in spec.partitions_of(lease.worker_id)))
             region = region_of(spec, lease.worker_id)
             transform, gained = transform_for_region(None, self._transform_factory, region, self.config.buffer_ring)
             if self._calibration is None:
@@ -291,7 +291,7 @@ class GeoWorker:
         return slot
 
     def _wait_stream(self, manager: LeaseManager, spec: Spec, worker_id: str) -> list[Any] | None:
-        self._set(state="waiting_stream")
+        self._set(state=WorkerState.WAITING_STREAM)
         stream = self._stream_name(spec)
         next_check = 0.0
         while True:
@@ -330,7 +330,7 @@ class GeoWorker:
         self.slot, self.leases = slot, slot.leases
         with self._lock:
             served = self._status.slots_served + 1
-        self._set(state="ready", ready=True, draining=False, version=slot.version, worker_id=slot.worker_id,
+        self._set(state=WorkerState.READY, ready=True, draining=False, version=slot.version, worker_id=slot.worker_id,
                   partition_ids=tuple(sorted(slot.partition_ids)), places_loaded=slot.places_loaded,
                   places_gained=slot.places_gained, slots_served=served, next_version=None)
         try:
@@ -371,14 +371,14 @@ class GeoWorker:
                 break
             if not waited:
                 waited = True
-                self._set(state="waiting_previous")
+                self._set(state=WorkerState.WAITING_PREVIOUS)
             self._check_lease(slot.leases)
             live = (ctl.active or 0) >= slot.version  # before the flip nothing reaches this shard: poll slowly
             if self._stop.wait(self.config.poll_interval_s if live else self.config.active_poll_s):
                 return Outcome.STOPPED
         if waited:
             log(self.log, logging.INFO, "barrier_passed", waited_s=round(time.monotonic() - started, 3), **self._ids())
-            self._set(state="ready")
+            self._set(state=WorkerState.READY)
         return "ok"
 
     def _consume(self, slot: Slot) -> tuple[str, Slot | None]:
@@ -405,7 +405,7 @@ class GeoWorker:
                 ctl = self._control()
                 if ctl.active is not None and ctl.active > slot.version:
                     draining_since = now
-                    self._set(state="draining", draining=True)
+                    self._set(state=WorkerState.DRAINING, draining=True)
                     log(self.log, logging.INFO, "draining", active_version=ctl.active, **self._ids())
                 elif ctl.dropped(slot.version):
                     return self._leave(slot, Outcome.DROPPED)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from geo_testkit import Resources, make_spec, publish_spec
 
 from geo_service.aws import Clients
@@ -79,6 +81,7 @@ def test_after_the_flip_an_old_slot_whose_drainer_died_is_taken_over_first(clien
     publish(clients, resources, 2, 1)
     dead = LeaseManager(clients.dynamodb, resources.leases_table, 1, "dead", 0.01)
     dead.claim("w0001")
+    time.sleep(0.05)  # the dead owner's 10 ms lease has expired (the condition is expires_at < now)
     ctl = ControlView(active=2, plan=plan(1, 2, ("w0001",)))
     # WHEN a generic worker looks for work once the dead lease expired
     m = finder(clients, resources, owner="fresh").search(ctl).claimed
