@@ -29,7 +29,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from geo_service.errors import GeoServiceError
-from partitioner.contracts import lease_key
+from partitioner.contracts import LEASE_KEY_ATTR, LeaseRecord, lease_key, parse_lease_item
 
 Clock = Callable[[], float]
 
@@ -58,21 +58,8 @@ class Lease:
         return lease_key(self.version, self.worker_id)
 
 
-@dataclass(frozen=True)
-class LeaseState:
-    """A lease item as read back (for status checks, tests and the retired-version check)."""
-
-    worker_id: str
-    owner: str | None
-    expires_at: float
-    ready: bool
-    released: bool
-    drained: bool
-    checkpoint: Mapping[str, str]
-
-    def held_by_other(self, owner: str, now: float) -> bool:
-        """True while another owner holds it (owner set, not expired): a claim would fail."""
-        return self.owner is not None and self.owner != owner and self.expires_at >= now
+#: A lease item as read back (the one record both sides use: :class:`partitioner.contracts.LeaseRecord`).
+LeaseState = LeaseRecord
 
 
 def _n(value: float) -> dict[str, str]:
@@ -83,17 +70,12 @@ def _is_conditional_failure(exc: ClientError) -> bool:
     return bool(exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
 
 
-def _checkpoint_of(item: Mapping[str, Any]) -> dict[str, str]:
-    cp = item.get("checkpoint", {}).get("M", {})
-    return {k: v["S"] for k, v in cp.items() if "S" in v}
-
-
 def read_leases(dynamodb: Any, table: str, version: int, worker_ids: Iterable[str]) -> dict[str, LeaseState]:
     """Read the leases of ``worker_ids`` of ``version`` (strongly consistent, 100 keys per call); absent ones are left out."""
     keys = [lease_key(version, w) for w in dict.fromkeys(worker_ids)]
     out: dict[str, LeaseState] = {}
     for i in range(0, len(keys), 100):
-        pending: list[dict[str, Any]] = [{"lease_key": {"S": k}} for k in keys[i:i + 100]]
+        pending: list[dict[str, Any]] = [{LEASE_KEY_ATTR: {"S": k}} for k in keys[i:i + 100]]
         for attempt in range(8):
             if not pending:
                 break
@@ -107,20 +89,6 @@ def read_leases(dynamodb: Any, table: str, version: int, worker_ids: Iterable[st
         if pending:
             raise LeaseError(f"leases table {table!r}: {len(pending)} keys of v{version} left unprocessed")
     return out
-
-
-def parse_lease_item(item: Mapping[str, Any]) -> LeaseState:
-    """Decode a raw DynamoDB lease item."""
-    key = item["lease_key"]["S"]
-    return LeaseState(
-        worker_id=key.split("#", 1)[1] if "#" in key else key,
-        owner=item["owner"]["S"] if "owner" in item else None,
-        expires_at=float(item.get("expires_at", {}).get("N", "0")),
-        ready=bool(item.get("ready", {}).get("BOOL", False)),
-        released=bool(item.get("released", {}).get("BOOL", False)),
-        drained=bool(item.get("drained", {}).get("BOOL", False)),
-        checkpoint=_checkpoint_of(item),
-    )
 
 
 class LeaseManager:
@@ -168,7 +136,7 @@ class LeaseManager:
 
     def read(self, worker_id: str) -> LeaseState | None:
         """Read one slot's lease item (strongly consistent), None if it was never claimed."""
-        item = self._ddb.get_item(TableName=self.table, Key={"lease_key": {"S": lease_key(self.version, worker_id)}},
+        item = self._ddb.get_item(TableName=self.table, Key={LEASE_KEY_ATTR: {"S": lease_key(self.version, worker_id)}},
                                   ConsistentRead=True).get("Item")
         return parse_lease_item(item) if item else None
 
@@ -190,7 +158,7 @@ class LeaseManager:
         try:
             resp = self._ddb.update_item(
                 TableName=self.table,
-                Key={"lease_key": {"S": lease_key(self.version, worker_id)}},
+                Key={LEASE_KEY_ATTR: {"S": lease_key(self.version, worker_id)}},
                 UpdateExpression=("SET #o = :me, expires_at = :exp, heartbeat_at = :now, claimed_at = :now, "
                                   "ready = :f, released = :f, #v = :ver, worker_id = :wid, "
                                   "checkpoint = if_not_exists(checkpoint, :empty) ADD claims :one"),
@@ -209,7 +177,7 @@ class LeaseManager:
             raise
         item = resp["Attributes"]
         lease = Lease(version=self.version, worker_id=worker_id, owner=self.owner, expires_at=expires,
-                      checkpoint=_checkpoint_of(item), claims=int(item.get("claims", {}).get("N", "1")))
+                      checkpoint=dict(parse_lease_item(item).checkpoint), claims=int(item.get("claims", {}).get("N", "1")))
         with self._lock:
             self._lease = lease
         return lease
@@ -284,7 +252,7 @@ class LeaseManager:
         try:
             self._ddb.update_item(
                 TableName=self.table,
-                Key={"lease_key": {"S": lease.key}},
+                Key={LEASE_KEY_ATTR: {"S": lease.key}},
                 UpdateExpression=expression,
                 ConditionExpression="#o = :me",
                 ExpressionAttributeNames={"#o": "owner", **(names or {})},

@@ -12,6 +12,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from infra.config import GeoConfig
+from partitioner.contracts import LEASE_KEY_ATTR
 
 
 class ControlTables(Construct):
@@ -24,7 +25,7 @@ class ControlTables(Construct):
             self, "Key", description=f"{config.prefix}: control and leases tables", enable_key_rotation=True, removal_policy=removal
         )
         self.control = self._table("Control", f"{config.prefix}-control", "pk", config, removal)
-        self.leases = self._table("Leases", f"{config.prefix}-leases", "lease_key", config, removal)
+        self.leases = self._table("Leases", f"{config.prefix}-leases", LEASE_KEY_ATTR, config, removal)
 
     def _table(self, construct_id: str, name: str, key: str, config: GeoConfig, removal: RemovalPolicy) -> dynamodb.Table:
         return dynamodb.Table(

@@ -29,7 +29,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from partitioner.contracts import geo_stream_name
+from partitioner.contracts import LEASE_KEY_ATTR, geo_stream_name
 
 REGION = "us-east-1"
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
@@ -190,8 +190,8 @@ class EmbeddedAws:
                          KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
                          AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])
         ddb.create_table(TableName=self.names.leases_table, BillingMode="PAY_PER_REQUEST",
-                         KeySchema=[{"AttributeName": "lease_key", "KeyType": "HASH"}],
-                         AttributeDefinitions=[{"AttributeName": "lease_key", "AttributeType": "S"}])
+                         KeySchema=[{"AttributeName": LEASE_KEY_ATTR, "KeyType": "HASH"}],
+                         AttributeDefinitions=[{"AttributeName": LEASE_KEY_ATTR, "AttributeType": "S"}])
         kms = self.client("kms")
         key_id = kms.create_key(Description=f"{self.names.prefix}: per-version geo streams")["KeyMetadata"]["KeyId"]
         kms.create_alias(AliasName=self.names.geo_stream_key, TargetKeyId=key_id)

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from local.errors import LocalRunError
+from partitioner.contracts import LEASE_KEY_ATTR
 
 FAULTS = ("worker-kill", "spark-kill", "deployer-crash")
 IN_SWAP = ("waiting_green", "draining")
@@ -186,7 +187,7 @@ class WorkerKill:
 
 def leases_from_items(items: Sequence[dict[str, Any]]) -> list[Lease]:
     """Lease records from DynamoDB ``Scan`` items of the leases table."""
-    return [Lease(key=i["lease_key"]["S"], owner=i["owner"]["S"] if "owner" in i else None,
+    return [Lease(key=i[LEASE_KEY_ATTR]["S"], owner=i["owner"]["S"] if "owner" in i else None,
                   expires_at=float(i.get("expires_at", {}).get("N", "0")),
                   drained=bool(i.get("drained", {}).get("BOOL", False))) for i in items]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from local.aws import EmbeddedAws
 from local.loops import LoopThread
-from partitioner.contracts import parse_lease_key
+from partitioner.contracts import LEASE_KEY_ATTR, parse_lease_key
 
 
 def _plain(v: Any) -> Any:
@@ -130,7 +130,7 @@ class ControlObserver(LoopThread):
     def _observe_leases(self, leases: list[dict[str, Any]], now: float) -> None:
         by_version: dict[int, list[dict[str, Any]]] = {}
         for item in leases:
-            key = str(item.get("lease_key", ""))
+            key = str(item.get(LEASE_KEY_ATTR, ""))
             version = _version_of(key)
             if version is None:
                 continue

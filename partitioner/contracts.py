@@ -23,7 +23,10 @@ strings already in buckets, streams and tables, so old objects stay readable.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 # ---------------------------------------------------------------- event rules
 
@@ -160,6 +163,47 @@ def geo_stream_name(prefix: str, version: int) -> str:
 def lease_key(version: int, worker_id: str) -> str:
     """Return the lease item key of a slot: ``v<version>#<worker_id>``."""
     return f"v{version}#{worker_id}"
+
+
+#: The key attribute of the leases table.
+LEASE_KEY_ATTR = "lease_key"
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """A lease item as the workers write it and the control plane reads it (``docs/CONTRACTS.md``)."""
+
+    worker_id: str
+    owner: str | None
+    expires_at: float
+    ready: bool
+    released: bool
+    drained: bool
+    checkpoint: Mapping[str, str] = field(default_factory=dict)
+
+    def held_by_other(self, owner: str, now: float) -> bool:
+        """True while another owner holds it (owner set, not expired): a claim would fail."""
+        return self.owner is not None and self.owner != owner and self.expires_at >= now
+
+    def live_and_ready(self, now: float) -> bool:
+        """True while its owner holds it unexpired and marked it ready."""
+        return bool(self.owner) and self.expires_at > now and self.ready
+
+
+def parse_lease_item(item: Mapping[str, Any]) -> LeaseRecord:
+    """Decode a raw DynamoDB lease item (attribute-value form, as ``GetItem`` / ``BatchGetItem`` return it)."""
+    key = item[LEASE_KEY_ATTR]["S"]
+    parsed = parse_lease_key(key)
+    checkpoint = item.get("checkpoint", {}).get("M", {})
+    return LeaseRecord(
+        worker_id=parsed[1] if parsed else key,
+        owner=item["owner"]["S"] if "owner" in item else None,
+        expires_at=float(item.get("expires_at", {}).get("N", "0")),
+        ready=bool(item.get("ready", {}).get("BOOL", False)),
+        released=bool(item.get("released", {}).get("BOOL", False)),
+        drained=bool(item.get("drained", {}).get("BOOL", False)),
+        checkpoint={k: v["S"] for k, v in checkpoint.items() if "S" in v},
+    )
 
 
 def parse_lease_key(key: str) -> tuple[int, str] | None:

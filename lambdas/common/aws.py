@@ -24,7 +24,7 @@ from botocore.exceptions import ClientError
 
 from lambdas.common.config import LambdaConfig
 from lambdas.common.errors import LambdaError
-from partitioner.contracts import SwapMode, spec_key
+from partitioner.contracts import LEASE_KEY_ATTR, LeaseRecord, SwapMode, lease_key, parse_lease_item, spec_key
 from partitioner.errors import SpecError
 from partitioner.spec import Spec, check, spec_from_json
 
@@ -173,19 +173,8 @@ class ControlTable:
 # ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class LeaseView:
-    """One worker-slot lease as the control plane sees it."""
-
-    worker_id: str
-    owner: str | None
-    expires_at: float
-    ready: bool
-    released: bool
-    drained: bool
-
-    def live_and_ready(self, now: float) -> bool:
-        return bool(self.owner) and self.expires_at > now and self.ready
+#: One worker-slot lease as the control plane sees it (:class:`partitioner.contracts.LeaseRecord`).
+LeaseView = LeaseRecord
 
 
 class LeaseTable:
@@ -198,9 +187,9 @@ class LeaseTable:
     def states(self, version: int, worker_ids: Sequence[str]) -> dict[str, LeaseView]:
         """Return the leases that exist among ``worker_ids`` of ``version`` (absent workers are left out)."""
         out: dict[str, LeaseView] = {}
-        keys = [f"v{version}#{w}" for w in worker_ids]
+        keys = [lease_key(version, w) for w in worker_ids]
         for i in range(0, len(keys), 100):
-            pending: list[dict[str, Any]] = [{"lease_key": {"S": k}} for k in keys[i:i + 100]]
+            pending: list[dict[str, Any]] = [{LEASE_KEY_ATTR: {"S": k}} for k in keys[i:i + 100]]
             for _attempt in range(8):
                 if not pending:
                     break
@@ -210,12 +199,8 @@ class LeaseTable:
                 except ClientError as exc:
                     raise AdapterError(f"leases table {self.table!r}: batch get failed: {exc}") from exc
                 for raw in resp.get("Responses", {}).get(self.table, []):
-                    item = {k: _from_ddb(v) for k, v in raw.items()}
-                    wid = str(item["lease_key"]).split("#", 1)[1]
-                    out[wid] = LeaseView(worker_id=wid, owner=item.get("owner") or None,
-                                         expires_at=float(item.get("expires_at") or 0.0),
-                                         ready=bool(item.get("ready")), released=bool(item.get("released")),
-                                         drained=bool(item.get("drained")))
+                    lease = parse_lease_item(raw)
+                    out[lease.worker_id] = lease
                 pending = resp.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
                 if pending:
                     time.sleep(0.05 * (_attempt + 1))

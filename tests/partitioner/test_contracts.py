@@ -36,3 +36,17 @@ def test_a_bad_enriched_key_is_named() -> None:
     with pytest.raises(ValueError, match=r"'enriched/v1/w1\.jsonl'"):
         C.parse_enriched_key("enriched/v1/w1.jsonl")
     assert C.parse_lease_key("active") is None
+
+
+def test_a_lease_item_reads_back_as_the_record_both_sides_use() -> None:
+    # GIVEN a lease item as DynamoDB returns it (attribute-value form)
+    item = {C.LEASE_KEY_ATTR: {"S": C.lease_key(3, "w0002")}, "owner": {"S": "host:1:ab"}, "expires_at": {"N": "105.5"},
+            "ready": {"BOOL": True}, "drained": {"BOOL": False}, "checkpoint": {"M": {"shard-0": {"S": "4961"}}}}
+    # WHEN parsed
+    lease = C.parse_lease_item(item)
+    # THEN the slot, owner, flags and checkpoint come back, and the liveness checks read them
+    assert (lease.worker_id, lease.owner, lease.expires_at, lease.ready, lease.released) == (
+        "w0002", "host:1:ab", 105.5, True, False)
+    assert lease.checkpoint == {"shard-0": "4961"}
+    assert lease.live_and_ready(100.0) and not lease.live_and_ready(106.0)
+    assert lease.held_by_other("host:2:cd", 100.0) and not lease.held_by_other("host:1:ab", 100.0)
