@@ -464,6 +464,7 @@ def make_parser() -> argparse.ArgumentParser:
     m.add_argument("--max-load", type=_positive, default=DEMO_MAX_LOAD,
                    help=f"cap on each worker's load (default {DEMO_MAX_LOAD:g})")
     m.add_argument("--limit", type=_count, default=40, help="max partition/worker lines in the table (default 40)")
+    _quiet(m)  # accepted like every command's (demo has no progress line to silence)
     m.set_defaults(func=cmd_demo)
     return ap
 
