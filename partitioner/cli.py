@@ -371,17 +371,8 @@ def _single_zoom(p: argparse.ArgumentParser) -> None:
                    help="reject counts with rows at more than one zoom (default: a rolled-up quadtree is fine)")
 
 
-def make_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="partitioner",
-                                 description="Geo Rebalancer partitioner: build, measure and compare partition "
-                                             "specs from load per quadkey (CSV header 'quadkey,weight'). "
-                                             "'-' reads stdin or writes stdout.",
-                                 epilog="exit status: 0 ok (diff: same partitions; policy: keep), 1 diff: the "
-                                        "specs differ, 2 bad input or arguments (nothing written), 3 policy: "
-                                        "redeploy, 130 interrupted, 141 output pipe closed")
-    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_build(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``build`` sub-command."""
     b = sub.add_parser("build", help="build a spec from COUNTS.csv", description="Build a spec from load per "
                        "quadkey and print the partition table and summary.")
     b.add_argument("counts", metavar="COUNTS.csv")
@@ -400,6 +391,9 @@ def make_parser() -> argparse.ArgumentParser:
     _quiet(b)
     b.set_defaults(func=cmd_build)
 
+
+def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``evaluate`` sub-command."""
     e = sub.add_parser("evaluate", help="measure a spec under a load",
                        description="Attribute COUNTS.csv to SPEC.json and print the table (planned -> actual "
                                    "when the load differs from the spec's) and metrics.")
@@ -411,6 +405,9 @@ def make_parser() -> argparse.ArgumentParser:
     _quiet(e)
     e.set_defaults(func=cmd_evaluate)
 
+
+def _add_diff(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``diff`` sub-command."""
     d = sub.add_parser("diff", help="compare two specs", description="Partition ids added/removed/changed and "
                        "the load that keeps its partition and worker.",
                        epilog="exit status: 0 same partitions and workers, 1 the specs differ, 2 bad input")
@@ -421,6 +418,9 @@ def make_parser() -> argparse.ArgumentParser:
     _quiet(d)
     d.set_defaults(func=cmd_diff)
 
+
+def _add_geojson(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``geojson`` sub-command."""
     g = sub.add_parser("geojson", help="spec -> GeoJSON", description="Write the spec as a GeoJSON "
                        "FeatureCollection (one MultiPolygon per partition; the catch-all has null geometry).")
     g.add_argument("spec", metavar="SPEC.json")
@@ -430,6 +430,9 @@ def make_parser() -> argparse.ArgumentParser:
     _quiet(g)
     g.set_defaults(func=cmd_geojson)
 
+
+def _add_plot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``plot`` sub-command."""
     p = sub.add_parser("plot", help="draw a spec to PNG", description="Partition map (web mercator, cells "
                        "coloured by worker) with per-worker utilisation bars.")
     p.add_argument("spec", metavar="SPEC.json")
@@ -440,6 +443,9 @@ def make_parser() -> argparse.ArgumentParser:
     _quiet(p)
     p.set_defaults(func=cmd_plot)
 
+
+def _add_policy(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``policy`` sub-command."""
     q = sub.add_parser("policy", help="would the policy redeploy?", description="Decide whether CANDIDATE "
                        "should replace CURRENT under the load COUNTS.csv, and why.",
                        epilog="exit status: 0 keep the current spec, 3 redeploy (publish the candidate), 2 bad input")
@@ -454,10 +460,9 @@ def make_parser() -> argparse.ArgumentParser:
     _quiet(q)
     q.set_defaults(func=cmd_policy)
 
-    from partitioner.simulate.command import add_parser as add_simulate
 
-    add_simulate(sub, _positive).set_defaults(func=cmd_simulate)
-
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``demo`` sub-command."""
     m = sub.add_parser("demo", help="run on the bundled sample", description="Build a spec from the bundled "
                        "sample (London, zoom 15) and write spec.json, spec.geojson and map.png.")
     m.add_argument("--out", default="demo-out", metavar="DIR", help="output directory (default ./demo-out)")
@@ -466,6 +471,25 @@ def make_parser() -> argparse.ArgumentParser:
     m.add_argument("--limit", type=_count, default=40, help="max partition/worker lines in the table (default 40)")
     _quiet(m)  # accepted like every command's (demo has no progress line to silence)
     m.set_defaults(func=cmd_demo)
+
+
+def make_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="partitioner",
+                                 description="Geo Rebalancer partitioner: build, measure and compare partition "
+                                             "specs from load per quadkey (CSV header 'quadkey,weight'). "
+                                             "'-' reads stdin or writes stdout.",
+                                 epilog="exit status: 0 ok (diff: same partitions; policy: keep), 1 diff: the "
+                                        "specs differ, 2 bad input or arguments (nothing written), 3 policy: "
+                                        "redeploy, 130 interrupted, 141 output pipe closed")
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    for add in (_add_build, _add_evaluate, _add_diff, _add_geojson, _add_plot, _add_policy):
+        add(sub)
+    from partitioner.simulate.command import add_parser as add_simulate
+
+    add_simulate(sub, _positive).set_defaults(func=cmd_simulate)
+    _add_demo(sub)
     return ap
 
 
