@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from infra.errors import InfraError
-from partitioner.contracts import SwapMode, geo_stream_name
+from partitioner.contracts import SwapMode, geo_stream_prefix
 from partitioner.controller import ControlSettings
 from partitioner.errors import PartitionerError
 
@@ -114,7 +114,7 @@ class GeoConfig:
     @property
     def geo_stream_prefix(self) -> str:
         """Name prefix of the per-version geo streams (docs/CONTRACTS.md: ``<prefix>-geo-v<version>``)."""
-        return geo_stream_name(self.prefix, 0).removesuffix("0")
+        return geo_stream_prefix(self.prefix)
 
 
 DEFAULTS: dict[str, Any] = {

@@ -155,9 +155,14 @@ def cost_key(version: int, worker_id: str, epoch_s: float) -> str:
 # ---------------------------------------------------------------- streams and leases
 
 
+def geo_stream_prefix(prefix: str) -> str:
+    """Return what every geo stream name of a deployment starts with: ``<prefix>-geo-v`` (IAM resource patterns)."""
+    return f"{prefix}-geo-v"
+
+
 def geo_stream_name(prefix: str, version: int) -> str:
     """Return the geo stream of a spec version: ``<prefix>-geo-v<version>``."""
-    return f"{prefix}-geo-v{version}"
+    return f"{geo_stream_prefix(prefix)}{version}"
 
 
 def lease_key(version: int, worker_id: str) -> str:
