@@ -5,9 +5,9 @@ starts a :class:`CarryOver`. Its thread claims ``v<n+1>#w`` (the lease is heartb
 one from then on), waits for the new version's geo stream and finds the slot's shard, builds the transform
 for the slot's new region from the current one (:func:`~geo_service.transform.transform_for_region`:
 only the cells and buffer tiles the slot gains are loaded), and marks the new lease ready. The current
-slot goes on reading its shard all the while; at the flip it drains it, and then serves the prepared slot
-(after the previous version drained everywhere: the worker's barrier). :meth:`CarryOver.cancel` drops it
-(the plan was rolled back, or the worker stops).
+slot goes on reading its shard all the while; after the flip the worker serves the prepared slot beside it
+(behind the handover gate, :mod:`geo_service.handover`) until the old one drained, then alone.
+:meth:`CarryOver.cancel` drops it (the plan was rolled back, or the worker stops).
 """
 
 from __future__ import annotations

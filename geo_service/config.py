@@ -42,6 +42,7 @@ BUFFER_RING = "BUFFER_RING"
 SWAP_MODE = "SWAP_MODE"
 DRAIN_TIMEOUT_S = "DRAIN_TIMEOUT_S"
 ECS_AGENT_URI = "ECS_AGENT_URI"
+HANDOVER_MARGIN_S = "HANDOVER_MARGIN_S"
 
 DEFAULT_TRANSFORM = "geo_service.transform:ReverseGeocoder"
 _WORKER_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")  # a spec worker id; "#" would break the lease key
@@ -94,8 +95,12 @@ class WorkerConfig:
     swap_mode : SwapMode
         ``SWAP_MODE``: ``carry`` (default) or ``whole``.
     barrier_timeout_s : float
-        How long a worker of a new version waits for the previous version to drain before it reads its own
-        shard anyway (``DRAIN_TIMEOUT_S``, default 900, the controller's drain timeout).
+        How long the handover gate of a new version's slot holds records for the previous version before it
+        lets them through anyway (``DRAIN_TIMEOUT_S``, default 900, the controller's drain timeout).
+    handover_margin_s : float
+        A new version's record is processed once every slot of the old version processed what arrived in
+        its shard up to this long before it (``HANDOVER_MARGIN_S``, default 1.0: the time a put record takes to
+        become readable plus the clock difference between the worker and Kinesis; :mod:`geo_service.handover`).
     agent_uri : str or None
         ``ECS_AGENT_URI`` (set by the ECS agent in a task): the worker keeps its task's scale-in protection on
         while it holds a lease. Unset outside ECS.
@@ -124,6 +129,7 @@ class WorkerConfig:
     swap_mode: SwapMode = SwapMode.CARRY
     barrier_timeout_s: float = 900.0
     agent_uri: str | None = None
+    handover_margin_s: float = 1.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "swap_mode", parse_swap_mode(str(self.swap_mode)))
@@ -143,7 +149,8 @@ class WorkerConfig:
         for name, seconds in (("lease_s", self.lease_s), ("drain_quiet_s", self.drain_quiet_s),
                               ("cost_report_interval_s", self.cost_report_interval_s),
                               ("poll_interval_s", self.poll_interval_s), ("active_poll_s", self.active_poll_s),
-                              ("barrier_timeout_s", self.barrier_timeout_s)):
+                              ("barrier_timeout_s", self.barrier_timeout_s),
+                              ("handover_margin_s", self.handover_margin_s)):
             if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
                 raise ConfigError(f"WorkerConfig.{name} must be a positive number of seconds, got {seconds!r}")
         if not 0 <= self.health_port <= 65535:
@@ -197,6 +204,7 @@ class WorkerConfig:
             swap_mode=mode,
             barrier_timeout_s=_get(env, DRAIN_TIMEOUT_S, float, 900.0),
             agent_uri=env.get(ECS_AGENT_URI) or None,
+            handover_margin_s=_get(env, HANDOVER_MARGIN_S, float, 1.0),
         )
 
 

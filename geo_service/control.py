@@ -16,11 +16,6 @@ from typing import Any
 from geo_service.errors import GeoServiceError
 from partitioner.contracts import ControlKey, PlanStatus
 
-ACTIVE = ControlKey.ACTIVE
-PLAN = ControlKey.PLAN
-STARTED = PlanStatus.STARTED
-ROLLED_BACK = PlanStatus.ROLLED_BACK
-
 
 class ControlError(GeoServiceError, RuntimeError):
     """A control item is malformed; the message names the item and the bad field."""
@@ -38,11 +33,11 @@ class PlanView:
 
     @property
     def started(self) -> bool:
-        return self.status == STARTED
+        return self.status == PlanStatus.STARTED
 
     @property
     def rolled_back(self) -> bool:
-        return self.status == ROLLED_BACK
+        return self.status == PlanStatus.ROLLED_BACK
 
     def keeps(self, version: int, worker_id: str) -> bool:
         """True when this started carry plan moves slot ``worker_id`` of ``version`` over to ``to_version``."""
@@ -76,18 +71,18 @@ def _number(item: Mapping[str, Any], key: str, pk: str) -> int | None:
 
 def parse_plan(item: Mapping[str, Any]) -> PlanView:
     """Decode a raw ``pk="plan"`` item."""
-    to_version = _number(item, "to_version", PLAN)
+    to_version = _number(item, "to_version", ControlKey.PLAN)
     if to_version is None:
         raise ControlError(f"control item 'plan' has no 'to_version': {dict(item)!r}")
     kept = item.get("kept", {}).get("L", [])
-    return PlanView(from_version=_number(item, "from_version", PLAN), to_version=to_version,
+    return PlanView(from_version=_number(item, "from_version", ControlKey.PLAN), to_version=to_version,
                     mode=item.get("mode", {}).get("S", ""), kept=frozenset(k["S"] for k in kept if "S" in k),
                     status=item.get("status", {}).get("S", ""))
 
 
 def read_control(dynamodb: Any, table: str) -> ControlView:
     """Read ``active`` and ``plan`` in one consistent batch."""
-    keys = [{"pk": {"S": ACTIVE}}, {"pk": {"S": PLAN}}]
+    keys = [{"pk": {"S": ControlKey.ACTIVE}}, {"pk": {"S": ControlKey.PLAN}}]
     items: dict[str, Mapping[str, Any]] = {}
     for _attempt in range(5):
         resp = dynamodb.batch_get_item(RequestItems={table: {"Keys": keys, "ConsistentRead": True}})
@@ -96,7 +91,7 @@ def read_control(dynamodb: Any, table: str) -> ControlView:
         keys = resp.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
         if not keys:
             break
-    active = items.get(ACTIVE)
-    plan = items.get(PLAN)
-    return ControlView(active=_number(active, "version", ACTIVE) if active else None,
+    active = items.get(ControlKey.ACTIVE)
+    plan = items.get(ControlKey.PLAN)
+    return ControlView(active=_number(active, "version", ControlKey.ACTIVE) if active else None,
                        plan=parse_plan(plan) if plan else None)

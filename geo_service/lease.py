@@ -207,8 +207,12 @@ class LeaseManager:
         self._owned_update("SET ready = :t, ready_at = :now", {":t": {"BOOL": True}, ":now": _n(self.clock())})
 
     def mark_serving(self) -> None:
-        """Set ``serving_at``: the worker starts reading its shard (after the previous version drained)."""
+        """Set ``serving_at``: the worker processed its first record of the slot (past the handover gate)."""
         self._owned_update("SET serving_at = :now", {":now": _n(self.clock())})
+
+    def publish_caught_up(self, at: float) -> None:
+        """Set ``caught_up_at``: every record that arrived in the slot's shard before ``at`` is processed."""
+        self._owned_update("SET caught_up_at = :at", {":at": _n(at)})
 
     def checkpoint(self, shard_id: str, sequence_number: str) -> None:
         """Record the last processed sequence number of ``shard_id`` (output already written)."""

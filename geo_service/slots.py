@@ -29,6 +29,8 @@ from geo_service.aws import Clients, load_spec_from_s3
 from geo_service.config import WorkerConfig
 from geo_service.consumer import ShardConsumer, ShardInfo
 from geo_service.control import ControlView
+from geo_service.cost import CostTracker
+from geo_service.handover import OPEN, CaughtUp, GatedReader
 from geo_service.lease import Clock, LeaseManager, read_leases
 from geo_service.transform import GeoTransform
 from partitioner.contracts import SwapMode
@@ -74,6 +76,15 @@ class Slot:
     carried: bool = False
     index: SpecIndex = field(init=False)
     partition_ids: frozenset[str] = field(init=False)
+    #: Set when serving starts: the shard reader behind the handover gate (:mod:`geo_service.handover`).
+    reader: GatedReader | None = None
+    #: Everything that arrived in the shard before this time is processed (published while a plan swaps from it).
+    caught_up: CaughtUp = field(default_factory=CaughtUp)
+    #: The cost tracker serving it (kept when a carried slot starts before its old one drained).
+    tracker: CostTracker | None = None
+    #: True once its first record was processed (the lease's ``serving_at``).
+    serving: bool = False
+    timeout_logged: bool = False
 
     def __post_init__(self) -> None:
         self.index = SpecIndex(self.spec)
@@ -176,15 +187,23 @@ class SlotFinder:
         return {w for w in kept if w in old and not old[w].drained}
 
 
-def previous_drained(ctl: ControlView, version: int, specs: SpecCache, dynamodb: object, leases_table: str) -> bool:
-    """True when ``version`` may be read: every slot of the version the plan swaps from to it is drained.
+def handover_sources(ctl: ControlView, version: int, specs: SpecCache, dynamodb: object,
+                     leases_table: str) -> Callable[[], dict[str, float]] | None:
+    """What a slot of ``version`` must wait for: each slot of the version the plan swaps from, or None.
 
-    Also True when the plan is not a swap to ``version`` (a first deploy, or a later plan: the previous version
-    drained long ago, since a deployment starts only after the one before it finished).
+    None when the plan is not a swap to ``version`` (a first deploy, or a later plan: the previous version
+    drained long ago, since a deployment starts only after the one before it finished). Otherwise a function
+    that reads those slots' leases and returns each one's caught-up time (:data:`~geo_service.handover.OPEN`
+    once drained; 0 before it published one), for :class:`~geo_service.handover.HandoverGate`.
     """
     plan = ctl.plan
     if plan is None or plan.to_version != version or plan.from_version is None:
-        return True
-    ids = [w.id for w in specs.get(plan.from_version).workers]
-    states = read_leases(dynamodb, leases_table, plan.from_version, ids)
-    return all(w in states and states[w].drained for w in ids)
+        return None
+    old = plan.from_version
+    ids = [w.id for w in specs.get(old).workers]
+
+    def read() -> dict[str, float]:
+        states = read_leases(dynamodb, leases_table, old, ids)
+        return {w: (OPEN if states[w].drained else states[w].caught_up_at) if w in states else 0.0 for w in ids}
+
+    return read

@@ -3,18 +3,21 @@
 A slot is ``v<version>#<worker_id>``. Serving one (``docs/CONTRACTS.md``, "Worker lifecycle" and "Cheap
 swaps"): claim its lease (:class:`~geo_service.slots.SlotFinder`) -> find its shard of the version's geo
 stream (waits until the stream exists) -> load its region plus buffer ring into the transform -> calibrate
-(once per process) -> ``ready=true`` -> wait until the previous version drained everywhere (the
-**barrier**: a version's records are processed only after every record of the version before it, so
-each entity's order holds across the swap) -> consume: decode, locate (strays are counted, logged and
-still processed), transform (CPU time per quadkey), write ``enriched/v<v>/<worker>/<epoch_ms>.jsonl``, then
+(once per process) -> ``ready=true`` -> consume behind the **handover gate**
+(:mod:`geo_service.handover`: a record of the new version is processed once every slot of the version before
+it processed what arrived before that record, so each entity's order holds across the swap without waiting
+for the old version to drain): decode, locate (strays are counted, logged and still processed), transform
+(CPU time per quadkey), write ``enriched/v<v>/<worker>/<epoch_ms>.jsonl``, then
 checkpoint (output is at-least-once) -> once the active pointer has moved past the version, drain: no
 records for ``drain_quiet_s`` and ``MillisBehindLatest == 0`` -> ``drained=true``, release.
 
 **Carry-over** (``SWAP_MODE=carry``, the default): while it serves ``v<n>#w``, a worker whose slot the
 deploy plan keeps (control ``pk="plan"``) claims ``v<n+1>#w`` itself and prepares it in the background,
-loading only what the slot gains (:mod:`geo_service.carry`); after draining ``v<n>#w`` it serves the
-prepared slot in the same process. With nothing to carry it looks for other work; a worker started for a
-slot or version (``WORKER_ID`` / ``SPEC_VERSION``) exits once nothing is left for it, a generic one (an
+loading only what the slot gains (:mod:`geo_service.carry`); after the flip it reads the prepared slot's
+shard beside the old one (both behind the gate, so a cell that stays with it resumes within a publish period
+plus ``HANDOVER_MARGIN_S``), and once ``v<n>#w`` drained it serves the new slot alone, in the same process.
+With nothing to carry it looks for other work; a worker started for a slot or version (``WORKER_ID`` /
+``SPEC_VERSION``) exits once nothing is left for it, a generic one (an
 ECS task in carry mode) waits for work with its scale-in protection off. ``SWAP_MODE=whole``: the worker
 serves one slot of ``SPEC_VERSION``, drains and exits.
 
@@ -36,7 +39,7 @@ Usage in-process (tests, the local loop)::
 As a process: ``python -m geo_service`` (see ``geo_service/__main__.py``).
 
 States (``WorkerStatus.state``): ``starting``, ``claiming``, ``idle`` (a generic worker with nothing to
-do), ``waiting_stream``, ``warming``, ``waiting_previous`` (the barrier), ``ready`` (consuming),
+do), ``waiting_stream``, ``warming``, ``waiting_previous`` (the handover gate holds its first records), ``ready`` (consuming),
 ``draining``, then one final state: ``drained`` (its last slot drained, exit 0), ``released`` (stopped on
 request, exit 0), ``retired`` (nothing left for it, exit 0), ``abandoned`` (:meth:`GeoWorker.abandon`, leases
 left to expire), ``failed`` (exit 1).
@@ -58,13 +61,14 @@ from geo_service.config import WorkerConfig
 from geo_service.consumer import Batch, ShardConsumer, StreamNotReady, shards_for_hash_key
 from geo_service.control import ControlView, read_control
 from geo_service.cost import Calibration, CostTracker, calibrate
+from geo_service.handover import GatedReader, HandoverGate
 from geo_service.health import HealthServer
 from geo_service.heartbeat import Heartbeats
 from geo_service.lease import Clock, LeaseLost, LeaseManager
 from geo_service.logs import get_logger, log
 from geo_service.process import BatchProcessor
 from geo_service.protection import ScaleInProtection
-from geo_service.slots import Slot, SlotFinder, SpecCache, previous_drained, region_of
+from geo_service.slots import Slot, SlotFinder, SpecCache, handover_sources, region_of
 from geo_service.status import FINAL_STATES, Outcome, WorkerExited, WorkerState, WorkerStatus, default_owner
 from geo_service.transform import GeoTransform, load_transform, transform_for_region
 from partitioner.contracts import SwapMode, geo_stream_name
@@ -334,10 +338,10 @@ class GeoWorker:
                   partition_ids=tuple(sorted(slot.partition_ids)), places_loaded=slot.places_loaded,
                   places_gained=slot.places_gained, slots_served=served, next_version=None)
         try:
-            passed = self._barrier(slot)
-            if passed != "ok":
-                return self._leave(slot, passed)
-            slot.leases.mark_serving()
+            ctl = self._control()
+            if ctl.dropped(slot.version):
+                return self._leave(slot, Outcome.DROPPED)
+            self._reader(slot, ctl)
             return self._consume(slot)
         except LeaseLost:
             log(self.log, logging.WARNING, "lease_lost", **self._ids())
@@ -351,66 +355,91 @@ class GeoWorker:
             self._drop(slot.leases)
         return why, None
 
-    def _barrier(self, slot: Slot) -> str:
-        """Wait until the version before the slot's drained in every slot (:func:`~geo_service.slots.previous_drained`).
+    def _reader(self, slot: Slot, ctl: ControlView | None = None) -> GatedReader:
+        """The slot's shard reader behind its handover gate (:mod:`geo_service.handover`), made once."""
+        if slot.reader is not None:
+            return slot.reader
+        cfg = self.config
+        ctl = ctl or self._control()
+        sources = handover_sources(ctl, slot.version, self.specs, self.clients.dynamodb, cfg.leases_table)
+        if sources is None:
+            gate = HandoverGate.opened()
+        else:
+            read_leases = sources
 
-        Returns ``"ok"`` (read the shard), :attr:`Outcome.STOPPED` or :attr:`Outcome.DROPPED`. Gives up waiting after
-        ``barrier_timeout_s`` (the controller's drain timeout: it keeps the old stream then) and reads anyway.
-        """
-        started = time.monotonic()
-        waited = False
-        while True:
-            ctl = self._control()
-            if ctl.dropped(slot.version):
-                return Outcome.DROPPED
-            if previous_drained(ctl, slot.version, self.specs, self.clients.dynamodb, self.config.leases_table):
-                break
-            if time.monotonic() - started > self.config.barrier_timeout_s:
-                log(self.log, logging.WARNING, "barrier_timeout", waited_s=round(time.monotonic() - started, 3),
-                    **self._ids())
-                break
-            if not waited:
-                waited = True
-                self._set(state=WorkerState.WAITING_PREVIOUS)
-            self._check_lease(slot.leases)
-            live = (ctl.active or 0) >= slot.version  # before the flip nothing reaches this shard: poll slowly
-            if self._stop.wait(self.config.poll_interval_s if live else self.config.active_poll_s):
-                return Outcome.STOPPED
-        if waited:
-            log(self.log, logging.INFO, "barrier_passed", waited_s=round(time.monotonic() - started, 3), **self._ids())
-            self._set(state=WorkerState.READY)
-        return "ok"
+            def read() -> dict[str, float]:
+                out = read_leases()
+                old = self.slot  # this process's own slot of the old version, if it carries: fresher than its lease
+                if old is not None and old is not slot and old.version < slot.version and old.worker_id in out:
+                    out[old.worker_id] = max(out[old.worker_id], old.caught_up.at)
+                return out
+
+            gate = HandoverGate(read, margin_s=cfg.handover_margin_s, refresh_s=cfg.poll_interval_s / 2,
+                                timeout_s=cfg.barrier_timeout_s)
+        slot.reader = GatedReader(slot.consumer, gate)
+        if slot.tracker is None:
+            assert self._calibration is not None
+            slot.tracker = CostTracker(self._calibration, cfg.grid_zoom, cfg.cost_report_interval_s)
+        return slot.reader
+
+    def _step(self, slot: Slot) -> Batch:
+        """One gated poll of ``slot``'s shard: process what passed, then move its caught-up time."""
+        reader = self._reader(slot)
+        assert slot.tracker is not None
+        batch = reader.poll()
+        if batch.records:
+            if not slot.serving:
+                slot.serving = True
+                slot.leases.mark_serving()
+                log(self.log, logging.INFO, "serving", version=slot.version, worker_id=slot.worker_id,
+                    owner=self.owner, carried=slot.carried)
+            self._count(self.output.process(batch, slot, slot.tracker))
+        slot.caught_up.polled(reader.called_at, batch)
+        if reader.gate.timed_out and not slot.timeout_logged:
+            slot.timeout_logged = True
+            log(self.log, logging.WARNING, "handover_timeout", waited_s=self.config.barrier_timeout_s,
+                version=slot.version, worker_id=slot.worker_id, owner=self.owner)
+        return batch
 
     def _consume(self, slot: Slot) -> tuple[str, Slot | None]:
         cfg = self.config
-        assert self._calibration is not None
-        tracker = CostTracker(self._calibration, cfg.grid_zoom, cfg.cost_report_interval_s)
+        tracker = slot.tracker
+        assert tracker is not None
         draining_since: float | None = None
         last_record = time.monotonic()
-        next_check = 0.0
+        next_check = next_publish = 0.0
+        publish = False
         while True:
             if self._stop.is_set():
                 if not self._abandon:
                     self._report(tracker, slot, force=True)
+                    self._flush_ahead()
                 return Outcome.STOPPED, None
             self._check_lease(slot.leases)
-            batch = slot.consumer.poll()
+            batch = self._step(slot)
             if batch.records:
-                self._count(self.output.process(batch, slot, tracker))
                 last_record = time.monotonic()
+            if draining_since is None:
+                self._note_waiting(slot)
             self._report(tracker, slot, force=False)
             now = time.monotonic()
             if draining_since is None and now >= next_check:
                 next_check = now + cfg.active_poll_s
                 ctl = self._control()
+                plan = ctl.plan
+                publish = publish or (plan is not None and plan.started and plan.from_version == slot.version)
                 if ctl.active is not None and ctl.active > slot.version:
-                    draining_since = now
+                    draining_since, publish = now, True
                     self._set(state=WorkerState.DRAINING, draining=True)
                     log(self.log, logging.INFO, "draining", active_version=ctl.active, **self._ids())
                 elif ctl.dropped(slot.version):
                     return self._leave(slot, Outcome.DROPPED)
                 else:
                     self._carry_step(slot, ctl)
+            if publish and now >= next_publish:
+                next_publish = now + cfg.poll_interval_s / 2
+                slot.leases.publish_caught_up(slot.caught_up.at)
+            ahead = self._ahead()  # the prepared carried slot: nothing reaches its shard before the flip
             if draining_since is not None and self._drained(batch, now, max(draining_since, last_record)):
                 self._report(tracker, slot, force=True)
                 slot.leases.mark_drained()
@@ -418,8 +447,49 @@ class GeoWorker:
                 slot.leases.release()
                 log(self.log, logging.INFO, "drained", **self._ids())
                 return Outcome.DRAINED, self._take_carry()
-            if not batch.records:
-                self._stop.wait(cfg.poll_interval_s)
+            if not batch.records and not (ahead is not None and ahead.records):
+                self._stop.wait(cfg.poll_interval_s / 2 if self._holding(slot) else cfg.poll_interval_s)
+
+    def _holding(self, slot: Slot) -> bool:
+        """True while a gate holds records of this slot or of the carried one (they pass within a publish period)."""
+        carry = self._carry
+        slots = [slot, carry.slot] if carry is not None and carry.slot is not None else [slot]
+        return any(s.reader is not None and s.reader.holding > 0 for s in slots)
+
+    def _note_waiting(self, slot: Slot) -> None:
+        """``waiting_previous`` while the gate holds the slot's first records, ``ready`` otherwise."""
+        reader = slot.reader
+        state = WorkerState.WAITING_PREVIOUS if reader is not None and reader.holding and not slot.serving \
+            else WorkerState.READY
+        if self.status().state != state:
+            self._set(state=state)
+
+    def _ahead(self) -> Batch | None:
+        """Serve the prepared carried slot beside the old one (same process) until the old one drained."""
+        carry = self._carry
+        if carry is None or not carry.ready or carry.slot is None:
+            return None
+        nxt = carry.slot
+        try:
+            batch = self._step(nxt)
+            assert nxt.tracker is not None
+            self._report(nxt.tracker, nxt, force=False)
+            return batch
+        except LeaseLost:
+            log(self.log, logging.WARNING, "carry_lease_lost", next_version=carry.to_version, **self._ids())
+            carry.cancel(release=False)
+            self._carry = None
+            self._set(next_version=None)
+            return None
+
+    def _flush_ahead(self) -> None:
+        carry = self._carry
+        if carry is not None and carry.slot is not None and carry.slot.tracker is not None:
+            try:
+                self._report(carry.slot.tracker, carry.slot, force=True)
+            except Exception as exc:  # a stop must still release the leases
+                log(self.log, logging.WARNING, "cost_flush_failed", error=f"{type(exc).__name__}: {exc}",
+                    **self._ids())
 
     def _drained(self, batch: Batch, now: float, quiet_since: float) -> bool:
         if batch.at_end:

@@ -51,6 +51,8 @@ class WorkerSettings:
     lease_s: float = 9.0
     drain_quiet_s: float = 4.0
     cost_report_interval_s: float = 10.0
+    #: moto stamps a record's arrival on the same clock the workers read and makes it readable at once.
+    handover_margin_s: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,7 @@ class LocalFleet:
         env = {**self.base_env, "SPEC_VERSION": str(version), "WORKER_ID": wid, "HEALTH_PORT": str(port),
                "SWAP_MODE": mode.value, "LEASE_S": str(self.settings.lease_s),
                "DRAIN_QUIET_S": str(self.settings.drain_quiet_s),
+               "HANDOVER_MARGIN_S": str(self.settings.handover_margin_s),
                "COST_REPORT_INTERVAL_S": str(self.settings.cost_report_interval_s), "PYTHONUNBUFFERED": "1"}
         child = procs.start(f"worker-v{version}-{wid}", [sys.executable, "-m", "geo_service"], env, self.log_dir,
                             self.repo_root)

@@ -15,8 +15,9 @@ version's stream, and when), the deploy plans and lease tenures the observer saw
 * ``extra_worker_s``: worker-seconds the swap cost beyond the steady fleet: each started process from its
   start to the flip, plus each stopped process from the flip to its exit. A carried process costs nothing
   extra (it loads what it gains while serving);
-* ``handover_s``: for the carried slots, the median time from the flip until the process read its new
-  version's shard (it first drains its old shard, then waits for the old version to drain everywhere).
+* ``handover_s``: for the carried slots, the median time from the flip until the process processed its first
+  record of the new version (``serving_at``: its records pass the handover gate once every old slot caught up
+  past them, :mod:`geo_service.handover`; a slot that got no record is left out).
 
 **Timings** (:class:`SwapTimings`, ``report.json`` ``"swap_timings"``, the medians a simulator can take its
 swap time from): ``process_start_s`` (process started -> first lease claimed), ``warm_up_s`` (claimed ->

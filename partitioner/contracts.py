@@ -185,6 +185,8 @@ class LeaseRecord:
     released: bool
     drained: bool
     checkpoint: Mapping[str, str] = field(default_factory=dict)
+    #: Epoch s: every record that arrived in the slot's shard before it was processed (``geo_service.handover``).
+    caught_up_at: float = 0.0
 
     def held_by_other(self, owner: str, now: float) -> bool:
         """True while another owner holds it (owner set, not expired): a claim would fail."""
@@ -208,6 +210,7 @@ def parse_lease_item(item: Mapping[str, Any]) -> LeaseRecord:
         released=bool(item.get("released", {}).get("BOOL", False)),
         drained=bool(item.get("drained", {}).get("BOOL", False)),
         checkpoint={k: v["S"] for k, v in checkpoint.items() if "S" in v},
+        caught_up_at=float(item.get("caught_up_at", {}).get("N", "0")),
     )
 
 

@@ -31,11 +31,11 @@ from geo_service.worker import GeoWorker
 from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, make_clients
 from lambdas.common.config import LambdaConfig, SwapMode
 from lambdas.common.records import read_active
-from lambdas.deploy.controller import DONE, WAITING_GREEN, DeployController
+from lambdas.deploy.controller import DeployController
 from lambdas.deploy.hooks import HookEvent, run_hook
 from lambdas.deploy.plan import DeployPlan
 from lambdas.router import handler as router_handler
-from partitioner.contracts import spec_key
+from partitioner.contracts import DeployStatus, spec_key
 from partitioner.tiles import Tile, bounds
 from tests.lambdas.conftest import FakeLambdaContext, make_spec
 
@@ -182,7 +182,7 @@ def test_flip_end_to_end_every_event_processed_once(endpoint: str) -> None:
         v1 = make_spec(1, prefix=PREFIX)
         publish(v1)
         ctl.request(1)
-        until("v1 deployed", lambda: ctl.step().status == DONE)
+        until("v1 deployed", lambda: ctl.step().status == DeployStatus.DONE)
         assert read_active(control).version == 1  # type: ignore[union-attr]
         batch = make_events(0, 120)
         route(batch, 1000)
@@ -192,14 +192,14 @@ def test_flip_end_to_end_every_event_processed_once(endpoint: str) -> None:
         v2 = make_spec(2, loads=(900, 900, 900, 900), previous=v1, prefix=PREFIX)
         publish(v2)
         ctl.request(2)
-        assert ctl.step().status == WAITING_GREEN
+        assert ctl.step().status == DeployStatus.WAITING_GREEN
         batch = make_events(120, 120)
         route(batch, 2000)
         sent += batch
         # AND the POST_SCALE_UP hook holds the shift until every green partition is leased and warm, then flips
         green = HookEvent("x", "POST_SCALE_UP", "svc", "rev", {})
         first = run_hook(ctl, green, 1)
-        assert first["hookStatus"] == "IN_PROGRESS" or ctl.state().status != WAITING_GREEN
+        assert first["hookStatus"] == "IN_PROGRESS" or ctl.state().status != DeployStatus.WAITING_GREEN
         until("green ready and flipped",
               lambda: run_hook(ctl, HookEvent("x", "POST_SCALE_UP", "svc", "rev", first["hookDetails"]), 1)[
                   "hookStatus"] == "SUCCEEDED")
@@ -216,7 +216,7 @@ def test_flip_end_to_end_every_event_processed_once(endpoint: str) -> None:
         # AND the drain hook holds until blue has read its stream to the end, then blue is retired
         until("blue drained", lambda: run_hook(ctl, HookEvent("y", "POST_PRODUCTION_TRAFFIC_SHIFT", "svc", "rev",
                                                                {}), 1)["hookStatus"] == "SUCCEEDED", timeout=90)
-        assert ctl.state().status == DONE
+        assert ctl.state().status == DeployStatus.DONE
         assert f"{PREFIX}-geo-v1" not in c.kinesis.list_streams()["StreamNames"]
         assert all(w.status().state == "drained" for w in fleet.workers[1])
         assert not any(w.status().finished for w in fleet.workers[2])  # retiring blue leaves green alone
@@ -274,7 +274,7 @@ def test_carry_swaps_keep_slots_in_their_processes_and_every_entity_in_order(end
         for start, n in during:  # events while the swap is in flight: before, around and after the flip
             route_and_keep(start, n)
             ctl.step()
-        until(f"v{spec.version} deployed", lambda: ctl.step().status == DONE and ctl.state().version == spec.version,
+        until(f"v{spec.version} deployed", lambda: ctl.step().status == DeployStatus.DONE and ctl.state().version == spec.version,
               timeout=90)
 
     sent: list[dict[str, Any]] = []

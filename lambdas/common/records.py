@@ -20,12 +20,6 @@ from lambdas.common.errors import LambdaError
 from partitioner.contracts import ControlKey
 from partitioner.spec import Spec
 
-DESIRED = ControlKey.DESIRED
-ACTIVE = ControlKey.ACTIVE
-DEPLOY = ControlKey.DEPLOY
-POLICY = ControlKey.POLICY
-SNAPSHOT = ControlKey.SNAPSHOT
-LATENCY = ControlKey.LATENCY
 LATENCY_SAMPLES = 20  # the most recent flips kept in pk="latency"
 
 
@@ -57,7 +51,8 @@ class DesiredPointer:
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> DesiredPointer:
-        return cls(_int(item, "version", DESIRED), _str(item, "spec_key", DESIRED), str(item.get("published_at", "")))
+        key = ControlKey.DESIRED
+        return cls(_int(item, "version", key), _str(item, "spec_key", key), str(item.get("published_at", "")))
 
 
 @dataclass(frozen=True)
@@ -71,7 +66,8 @@ class ActivePointer:
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> ActivePointer:
-        return cls(_int(item, "version", ACTIVE), _str(item, "spec_key", ACTIVE), _str(item, "stream_name", ACTIVE),
+        key = ControlKey.ACTIVE
+        return cls(_int(item, "version", key), _str(item, "spec_key", key), _str(item, "stream_name", key),
                    str(item.get("flipped_at", "")))
 
 
@@ -107,12 +103,12 @@ class PolicyMark:
 
 
 def read_desired(control: ControlTable) -> DesiredPointer | None:
-    item = control.get(DESIRED)
+    item = control.get(ControlKey.DESIRED)
     return None if item is None else DesiredPointer.from_item(item)
 
 
 def read_active(control: ControlTable) -> ActivePointer | None:
-    item = control.get(ACTIVE)
+    item = control.get(ControlKey.ACTIVE)
     return None if item is None else ActivePointer.from_item(item)
 
 
@@ -134,14 +130,15 @@ class LatencySample:
     def from_item(cls, item: Mapping[str, Any]) -> LatencySample:
         v = item.get("latency_s")
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise RecordError(f"control item {LATENCY!r}: 'latency_s' must be a number, got {v!r}")
-        return cls(_int(item, "version", LATENCY), _str(item, "snapshot_end", LATENCY), _str(item, "live_at", LATENCY),
+            raise RecordError(f"control item {ControlKey.LATENCY!r}: 'latency_s' must be a number, got {v!r}")
+        key = ControlKey.LATENCY
+        return cls(_int(item, "version", key), _str(item, "snapshot_end", key), _str(item, "live_at", key),
                    float(v))
 
 
 def read_latency_samples(control: ControlTable) -> tuple[LatencySample, ...]:
     """The recorded snapshot-to-live samples, oldest first (empty when none or malformed)."""
-    item = control.get(LATENCY)
+    item = control.get(ControlKey.LATENCY)
     samples = item.get("samples") if item else None
     if not isinstance(samples, list):
         return ()
@@ -174,7 +171,7 @@ def record_live_latency(control: ControlTable, spec: Spec, live_at: float) -> La
     try:
         kept = [s for s in read_latency_samples(control) if s.version != spec.version]
         samples = [*kept, sample][-LATENCY_SAMPLES:]
-        control.put(LATENCY, {"samples": [asdict(s) for s in samples]})
+        control.put(ControlKey.LATENCY, {"samples": [asdict(s) for s in samples]})
     except AdapterError:
         return None
     return sample

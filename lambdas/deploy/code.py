@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lambdas.common.aws import EcsFleet, SpecExists, now_iso
-from lambdas.common.records import DESIRED, DesiredPointer, read_active, read_desired, to_item
+from lambdas.common.records import DesiredPointer, read_active, read_desired, to_item
 from lambdas.deploy.controller import DeployController
-from partitioner.contracts import SwapMode, geo_stream_name, spec_key
+from partitioner.contracts import ControlKey, SwapMode, geo_stream_name, spec_key
 
 CODE = "code"  # control item: {template, version, at} of the last code rollout by a redeploy of the live spec
 
@@ -54,7 +54,7 @@ def redeploy_live_spec(ctl: DeployController, template: str, clock: Callable[[],
         ctl.specs.put_new(copy)
     except SpecExists:  # the partitioner published v<n> meanwhile: that swap carries the code
         return None
-    if not ctl.control.put_forward(DESIRED, to_item(DesiredPointer(n, spec_key(n), now_iso(clock())))):
+    if not ctl.control.put_forward(ControlKey.DESIRED, to_item(DesiredPointer(n, spec_key(n), now_iso(clock())))):
         return None
     ctl.request(n)
     return n

@@ -65,23 +65,15 @@ from typing import Any, Protocol
 from lambdas.common import records as latency_records  # issue 11: snapshot-to-live per version
 from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, now_iso
 from lambdas.common.errors import LambdaError
-from lambdas.common.records import ACTIVE, DEPLOY, ActivePointer, read_active, read_desired, to_item
-from lambdas.deploy.plan import PLAN, DeployPlan, plan_from_item, plan_item, plan_swap
-from partitioner.contracts import DeployStatus, PlanStatus, SwapMode, geo_stream_name, spec_key
+from lambdas.common.records import ActivePointer, read_active, read_desired, to_item
+from lambdas.deploy.plan import DeployPlan, plan_from_item, plan_item, plan_swap
+from partitioner.contracts import ControlKey, DeployStatus, PlanStatus, SwapMode, geo_stream_name, spec_key
 from partitioner.spec import Spec
 
-QUEUED = DeployStatus.QUEUED
-DEPLOYING = DeployStatus.DEPLOYING
-WAITING_GREEN = DeployStatus.WAITING_GREEN
-FLIPPED = DeployStatus.FLIPPED
-DRAINING = DeployStatus.DRAINING
-DONE = DeployStatus.DONE
-ROLLED_BACK = DeployStatus.ROLLED_BACK
-IDLE = DeployStatus.IDLE
-IN_FLIGHT = (DEPLOYING, WAITING_GREEN, FLIPPED, DRAINING)
+IN_FLIGHT = (DeployStatus.DEPLOYING, DeployStatus.WAITING_GREEN, DeployStatus.FLIPPED, DeployStatus.DRAINING)
 FLEET_STARTED = "fleet_started"  # plan item flag: start_fleet completed (a crash before it is resumed)
 FLEET_START_GRACE_S = 30.0  # a waiting_green swap whose fleet has not started this long after the save is resumed
-FINISHED = (IDLE, DONE, ROLLED_BACK, QUEUED)
+FINISHED = (DeployStatus.IDLE, DeployStatus.DONE, DeployStatus.ROLLED_BACK, DeployStatus.QUEUED)
 
 
 class DeployError(LambdaError, RuntimeError):
@@ -106,7 +98,7 @@ class DeployState:
     """The ``pk="deploy"`` item."""
 
     version: int | None = None
-    status: str = IDLE
+    status: str = DeployStatus.IDLE
     started_at: float = 0.0
     updated_at: float = 0.0
     reason: str = ""
@@ -122,7 +114,7 @@ class DeployState:
             v = item.get(k)
             return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
-        return cls(version=opt("version"), status=str(item.get("status", IDLE)),
+        return cls(version=opt("version"), status=str(item.get("status", DeployStatus.IDLE)),
                    started_at=float(item.get("started_at") or 0.0), updated_at=float(item.get("updated_at") or 0.0),
                    reason=str(item.get("reason", "")), old_version=opt("old_version"),
                    queued_version=opt("queued_version"), failed_version=opt("failed_version") or 0,
@@ -182,13 +174,13 @@ class DeployController:
 
     # ------------------------------------------------------------------ state
     def state(self) -> DeployState:
-        item = self.control.get(DEPLOY)
+        item = self.control.get(ControlKey.DEPLOY)
         return DeployState() if item is None else DeployState.from_item(item)
 
     def _save(self, old: DeployState, new: DeployState) -> bool:
         now = self.clock()
         body = asdict(replace(new, updated_at=now, rev=(old.rev or 0) + 1))
-        return self.control.put_if_rev(DEPLOY, body, old.rev)
+        return self.control.put_if_rev(ControlKey.DEPLOY, body, old.rev)
 
     def spec(self, version: int) -> Spec:
         return self.specs.get(spec_key(version))
@@ -205,7 +197,7 @@ class DeployController:
         return name
 
     def _stored_plan(self, version: int, old_version: int | None) -> dict[str, Any] | None:
-        item = self.control.get(PLAN)
+        item = self.control.get(ControlKey.PLAN)
         if item is not None and item.get("to_version") == version and item.get("from_version") == old_version:
             return item
         return None
@@ -223,7 +215,7 @@ class DeployController:
         item = self._stored_plan(plan.to_version, plan.from_version)
         body = {**item, "status": status.value, "updated_at": self.clock()} if item else plan_item(
             plan, status, self.clock())
-        self.control.put(PLAN, {k: v for k, v in body.items() if k != "pk"})
+        self.control.put(ControlKey.PLAN, {k: v for k, v in body.items() if k != "pk"})
 
     def start_fleet(self, version: int, old_version: int | None = None) -> DeployPlan:
         """Plan the swap, store the plan (workers read it before they claim), then start the fleet's part.
@@ -232,7 +224,7 @@ class DeployController:
         the old code."""
         mode = SwapMode.WHOLE if self.code_stale() else self.swap_mode
         plan = plan_swap(self.spec(old_version) if old_version is not None else None, self.spec(version), mode)
-        self.control.put(PLAN, plan_item(plan, PlanStatus.STARTED, self.clock()))
+        self.control.put(ControlKey.PLAN, plan_item(plan, PlanStatus.STARTED, self.clock()))
         self.fleet.start(plan)
         self._mark_fleet_started(plan)
         return plan
@@ -240,7 +232,7 @@ class DeployController:
     def _mark_fleet_started(self, plan: DeployPlan) -> None:
         item = self._stored_plan(plan.to_version, plan.from_version)
         if item is not None:
-            self.control.put(PLAN, {**{k: v for k, v in item.items() if k != "pk"}, FLEET_STARTED: True})
+            self.control.put(ControlKey.PLAN, {**{k: v for k, v in item.items() if k != "pk"}, FLEET_STARTED: True})
 
     def fleet_started(self, version: int, old_version: int | None) -> bool:
         """True once :meth:`start_fleet` completed for this swap (the stored plan says ``fleet_started``)."""
@@ -269,7 +261,7 @@ class DeployController:
         """Move control ``pk="active"`` forward to ``version``; True if active is now at ``version`` or later."""
         spec = self.spec(version)
         pointer = ActivePointer(version, spec_key(version), self.stream_name(spec), now_iso(self.clock()))
-        if self.control.put_forward(ACTIVE, to_item(pointer)):
+        if self.control.put_forward(ControlKey.ACTIVE, to_item(pointer)):
             latency_records.record_live_latency(self.control, spec, self.clock())  # issue 11; never fails the flip
             return True
         active = read_active(self.control)
@@ -310,11 +302,11 @@ class DeployController:
         self.spec(version)  # fails loudly (SpecError naming the object) if there is no such spec
         for _ in range(10):
             st = self.state()
-            if version <= max(st.queued_version or 0, st.version or 0 if st.status != IDLE else 0):
+            if version <= max(st.queued_version or 0, st.version or 0 if st.status != DeployStatus.IDLE else 0):
                 return st
             new = replace(st, queued_version=version, reason=f"v{version} queued")
-            if st.status == IDLE:
-                new = replace(new, status=QUEUED)
+            if st.status == DeployStatus.IDLE:
+                new = replace(new, status=DeployStatus.QUEUED)
             if self._save(st, new):
                 return self.state()
         raise DeployError(f"could not record request for v{version}: control item 'deploy' kept changing")
@@ -326,7 +318,8 @@ class DeployController:
             try:
                 nxt = self._next(st, allow_start)
             except Exception as exc:
-                if (st.status in (DEPLOYING, WAITING_GREEN) and self.clock() - st.started_at > self.green_timeout_s
+                if (st.status in (DeployStatus.DEPLOYING, DeployStatus.WAITING_GREEN)
+                        and self.clock() - st.started_at > self.green_timeout_s
                         and not (st.version is not None and self.flipped(st.version))):
                     return self.fail(st, f"v{st.version} failed and timed out after {self.green_timeout_s:g}s: {exc}")
                 raise
@@ -343,7 +336,7 @@ class DeployController:
     def fail(self, st: DeployState, reason: str) -> DeployState:
         """Mark the in-flight version rolled back without needing its spec; clean up what can be cleaned."""
         v = st.version if st.version is not None else 0
-        new = replace(st, status=ROLLED_BACK, stage_since=self.clock(), failed_version=max(st.failed_version, v),
+        new = replace(st, status=DeployStatus.ROLLED_BACK, stage_since=self.clock(), failed_version=max(st.failed_version, v),
                       reason=reason)
         if self._save(st, new):
             cleanups: tuple[Callable[[], object], ...] = (lambda: self.rollback(v, st.old_version),
@@ -364,13 +357,13 @@ class DeployController:
                 return None
             active = read_active(self.control)
             old = active.version if active else None
-            return (replace(st, version=target, status=DEPLOYING, started_at=now, stage_since=now, old_version=old,
+            return (replace(st, version=target, status=DeployStatus.DEPLOYING, started_at=now, stage_since=now, old_version=old,
                             queued_version=None, reason=f"deploying v{target} (blue v{old})"),
                     lambda: self.start(target))
         if st.version is None:
             raise DeployError(f"control item 'deploy' has status {st.status!r} but no version")
         v = st.version
-        if st.status == DEPLOYING:
+        if st.status == DeployStatus.DEPLOYING:
             name = self.stream_name(self.spec(v))
             status = self.streams.status(name)
             if status is None:
@@ -386,12 +379,12 @@ class DeployController:
                 status = self.streams.status(name)
             if status == "ACTIVE":
                 old = st.old_version
-                return (replace(st, status=WAITING_GREEN, stage_since=now, reason=f"waiting for v{v} workers"),
+                return (replace(st, status=DeployStatus.WAITING_GREEN, stage_since=now, reason=f"waiting for v{v} workers"),
                         lambda: self.start_fleet(v, old))
             return self._green_timeout(st, now)
-        if st.status == WAITING_GREEN:
+        if st.status == DeployStatus.WAITING_GREEN:
             if self.flipped(v):  # a stepper flipped, then crashed before saving: never roll back past the flip
-                return replace(st, status=FLIPPED, stage_since=now, reason=f"active already at v{v}"), None
+                return replace(st, status=DeployStatus.FLIPPED, stage_since=now, reason=f"active already at v{v}"), None
             if (allow_start and now - st.stage_since > self.fleet_start_grace_s
                     and not self.fleet_started(v, st.old_version)):
                 # the stepper that moved to waiting_green stopped before the fleet started (it saves first, then
@@ -402,20 +395,20 @@ class DeployController:
             if self.green_ready(v):
                 if not self.flip(v):
                     raise DeployError(f"flip to v{v} refused: the active pointer is ahead of it")
-                return replace(st, status=FLIPPED, stage_since=now, reason=f"active flipped to v{v}"), None
+                return replace(st, status=DeployStatus.FLIPPED, stage_since=now, reason=f"active flipped to v{v}"), None
             return self._green_timeout(st, now)
-        if st.status == FLIPPED:
+        if st.status == DeployStatus.FLIPPED:
             if st.old_version is None or st.old_version >= v:
-                return replace(st, status=DONE, stage_since=now, reason=f"v{v} active (no blue to drain)"), None
-            return replace(st, status=DRAINING, stage_since=now, reason=f"draining blue v{st.old_version}"), None
-        if st.status == DRAINING:
+                return replace(st, status=DeployStatus.DONE, stage_since=now, reason=f"v{v} active (no blue to drain)"), None
+            return replace(st, status=DeployStatus.DRAINING, stage_since=now, reason=f"draining blue v{st.old_version}"), None
+        if st.status == DeployStatus.DRAINING:
             old = st.old_version if st.old_version is not None else v
             if self.blue_drained(old):
-                return (replace(st, status=DONE, stage_since=now, reason=f"v{v} active; blue v{old} drained, retired"),
+                return (replace(st, status=DeployStatus.DONE, stage_since=now, reason=f"v{v} active; blue v{old} drained, retired"),
                         lambda: self.retire(old, v))
             if now - st.stage_since > self.drain_timeout_s:
                 name = self.stream_name(self.spec(old))
-                return (replace(st, status=DONE, stage_since=now,
+                return (replace(st, status=DeployStatus.DONE, stage_since=now,
                                 reason=f"v{v} active; blue v{old} did not drain within {self.drain_timeout_s:g}s: "
                                        f"its stream {name!r} is kept for its remaining records"),
                         lambda: self.retire(old, v, delete_stream=False))
@@ -425,7 +418,7 @@ class DeployController:
         if now - st.started_at <= self.green_timeout_s:
             return None
         v = st.version if st.version is not None else 0
-        return (replace(st, status=ROLLED_BACK, stage_since=now, failed_version=max(st.failed_version, v),
+        return (replace(st, status=DeployStatus.ROLLED_BACK, stage_since=now, failed_version=max(st.failed_version, v),
                         reason=f"v{v} not ready within {self.green_timeout_s:g}s: rolled back, v{st.old_version} "
                                f"keeps serving"),
                 lambda: self.rollback(v, st.old_version))
@@ -438,5 +431,5 @@ class DeployController:
             return None
         target = max(candidates)
         floor = max(active.version if active else 0, st.failed_version,
-                    st.version if st.status == DONE and st.version else 0)
+                    st.version if st.status == DeployStatus.DONE and st.version else 0)
         return target if target > floor else None

@@ -42,18 +42,9 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from lambdas.common.errors import LambdaError
-from lambdas.deploy.controller import (
-    DEPLOYING,
-    DONE,
-    DRAINING,
-    FLIPPED,
-    IN_FLIGHT,
-    ROLLED_BACK,
-    WAITING_GREEN,
-    DeployController,
-    DeployState,
-)
+from lambdas.deploy.controller import IN_FLIGHT, DeployController, DeployState
 from lambdas.deploy.runtime import config, controller
+from partitioner.contracts import DeployStatus
 
 logger = Logger(service="deploy-hooks")
 metrics = Metrics(namespace="GeoRebalancer", service="deploy-hooks")
@@ -105,9 +96,9 @@ def decide(hold: str | None, st: DeployState, tracked: int | None) -> str:
     """Map the controller state to a hookStatus for one hold (``tracked`` = the version this hook holds)."""
     if hold is None:
         return SUCCEEDED
-    if st.status == ROLLED_BACK:
+    if st.status == DeployStatus.ROLLED_BACK:
         return FAILED if tracked == st.version else SUCCEEDED
-    if hold == "green" and st.status in (FLIPPED, DRAINING, DONE):
+    if hold == "green" and st.status in (DeployStatus.FLIPPED, DeployStatus.DRAINING, DeployStatus.DONE):
         return SUCCEEDED
     return IN_PROGRESS if st.status in IN_FLIGHT else SUCCEEDED
 
@@ -126,7 +117,7 @@ def run_hook(ctl: DeployController, event: HookEvent, callback_delay_s: int) -> 
         logger.exception("deploy step failed inside the lifecycle hook", extra={"stage": event.stage, "error": str(exc)})
         return fallback(ctl, event.hold, event.hook_details, callback_delay_s)
     tracked = event.tracked_version
-    if tracked is None and st.status in (*IN_FLIGHT, ROLLED_BACK):
+    if tracked is None and st.status in (*IN_FLIGHT, DeployStatus.ROLLED_BACK):
         tracked = st.version
     status = decide(event.hold, st, tracked)
     details = dict(event.hook_details)
@@ -158,7 +149,7 @@ def fallback(ctl: DeployController | None, hold: str | None, hook_details: dict[
         logger.exception("deploy state unreadable inside the lifecycle hook")
         return in_progress
     details = {**hook_details, **({"version": st.version} if st.version is not None else {})}
-    pre_flip = st.status in (DEPLOYING, WAITING_GREEN) and not flipped
+    pre_flip = st.status in (DeployStatus.DEPLOYING, DeployStatus.WAITING_GREEN) and not flipped
     late = ctl.clock() - st.started_at > ctl.green_timeout_s
     if pre_flip and late and hold != "drain":
         return {"hookStatus": FAILED, "hookDetails": details}

@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from lambdas.common.config import parse_swap_mode
-from partitioner.contracts import ControlKey, PlanStatus, SwapMode
+from partitioner.contracts import PlanStatus, SwapMode
 from partitioner.spec import HASH_BUCKETS, Partition, Spec
 
-PLAN = ControlKey.PLAN  # control-table key of the current deploy plan (the workers read it too)
 FULL_RANGE = (0, HASH_BUCKETS)
 
 

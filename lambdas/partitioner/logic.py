@@ -58,9 +58,6 @@ from lambdas.common.config import (
     LambdaConfig,
 )
 from lambdas.common.records import (
-    DESIRED,
-    POLICY,
-    SNAPSHOT,
     DesiredPointer,
     PolicyMark,
     SnapshotMark,
@@ -73,7 +70,7 @@ from lambdas.common.records import (
 from lambdas.partitioner.snapshot import Manifest, SnapshotRejected, parse_manifest, read_rows, verify_manifest
 from lambdas.partitioner.state import ControlStateStore
 from partitioner.build import build_spec
-from partitioner.contracts import geo_stream_name, spec_key
+from partitioner.contracts import ControlKey, geo_stream_name, spec_key
 from partitioner.controller import ControlSettings, ControlState, Step, control_step
 from partitioner.cost import apply_cost_rates
 from partitioner.counts import Counts, read_snapshot_rows
@@ -161,7 +158,7 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
     if raw is None:
         raise SnapshotRejected("missing_file", f"manifest s3://{deps.snapshots.bucket}/{manifest_key} does not exist")
     manifest = parse_manifest(raw, f"s3://{deps.snapshots.bucket}/{manifest_key}")
-    mark_item = deps.control.get(SNAPSHOT)
+    mark_item = deps.control.get(ControlKey.SNAPSHOT)
     mark = SnapshotMark.from_item(mark_item) if mark_item else None
     if mark and mark.manifest_key == manifest_key and mark.checksum == manifest.checksum:
         return Outcome("duplicate", manifest_key, f"already processed at {mark.processed_at} ({mark.outcome})",
@@ -196,7 +193,7 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
     decision = step.decision
     reasons = (*decision.reasons, *([note] if note else []))
     if step.candidate is None:
-        deps.control.put(POLICY, to_item(PolicyMark(state.last_published_at, decision.to_dict())))
+        deps.control.put(ControlKey.POLICY, to_item(PolicyMark(state.last_published_at, decision.to_dict())))
         deps.state.save(step.state)
         _mark(deps, manifest_key, manifest.checksum, manifest.window_end_iso, "held")
         return Outcome("held", manifest_key, "policy: " + "; ".join(reasons), "held", decision_reasons=reasons,
@@ -240,7 +237,7 @@ def _previous(deps: PartitionerDeps, desired: DesiredPointer | None) -> Spec | N
 
 
 def _last_published(deps: PartitionerDeps) -> float | None:
-    item = deps.control.get(POLICY)
+    item = deps.control.get(ControlKey.POLICY)
     return PolicyMark.from_item(item).last_published_at if item else None
 
 
@@ -264,13 +261,13 @@ def _publish(deps: PartitionerDeps, manifest_key: str, manifest: Manifest, candi
         raise SnapshotRejected("publish_failed", f"no free spec version after {spec.version!r} "
                                                  f"(objects exist under {spec_key(spec.version)!r})")
     stamp = now_iso(now)
-    moved = deps.control.put_forward(DESIRED, to_item(DesiredPointer(spec.version, key, stamp)))
+    moved = deps.control.put_forward(ControlKey.DESIRED, to_item(DesiredPointer(spec.version, key, stamp)))
     if not moved:
         latest = read_desired(deps.control)
         return Outcome("superseded", manifest_key,
                        f"desired already at v{latest.version if latest else '?'}; v{spec.version} left unpublished",
                        "superseded", version=spec.version, spec_key=key)
-    deps.control.put(POLICY, to_item(PolicyMark(now, {**step.decision.to_dict(), "published_version": spec.version})))
+    deps.control.put(ControlKey.POLICY, to_item(PolicyMark(now, {**step.decision.to_dict(), "published_version": spec.version})))
     deps.state.save(step.state.published(now))
     _mark(deps, manifest_key, manifest.checksum, manifest.window_end_iso, f"published v{spec.version}")
     return Outcome("published", manifest_key, "; ".join(reasons), "published", version=spec.version, spec_key=key,
@@ -283,5 +280,5 @@ def _live_utilisation(step: Step) -> float | None:
 
 
 def _mark(deps: PartitionerDeps, manifest_key: str, checksum: str, window_end: str, outcome: str) -> None:
-    deps.control.put(SNAPSHOT, to_item(SnapshotMark(manifest_key, checksum, window_end, now_iso(), outcome)),
+    deps.control.put(ControlKey.SNAPSHOT, to_item(SnapshotMark(manifest_key, checksum, window_end, now_iso(), outcome)),
                      condition="attribute_not_exists(pk) OR window_end < :w", values={":w": window_end})

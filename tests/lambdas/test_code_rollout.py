@@ -16,7 +16,8 @@ from lambdas.common.config import SwapMode
 from lambdas.common.records import read_desired
 from lambdas.deploy import deployer, runtime
 from lambdas.deploy.code import CODE, redeploy_live_spec
-from lambdas.deploy.controller import DONE, WAITING_GREEN, DeployController
+from lambdas.deploy.controller import DeployController
+from partitioner.contracts import DeployStatus
 from partitioner.spec import Spec
 from tests.lambdas.conftest import Aws, FakeLambdaContext, make_spec
 
@@ -56,10 +57,10 @@ def live(aws: Aws, ctl: DeployController, spec: Spec) -> None:
     """Deploy ``spec`` to done (its workers ready)."""
     publish(aws, spec)
     ctl.request(spec.version)
-    assert ctl.step().status == WAITING_GREEN
+    assert ctl.step().status == DeployStatus.WAITING_GREEN
     for w in spec.workers:
         aws.put_lease(spec.version, w.id)
-    assert ctl.step().status == DONE
+    assert ctl.step().status == DeployStatus.DONE
 
 
 def controller(aws: Aws, template: str, mode: SwapMode = SwapMode.CARRY) -> DeployController:
@@ -97,7 +98,7 @@ def test_a_carry_swap_after_new_code_is_planned_whole_on_the_new_code(aws: Aws) 
     # WHEN the partitioner publishes v2
     publish(aws, make_spec(2, loads=(600, 600, 600, 600), previous=v1))
     ctl.request(2)
-    assert ctl.step().status == WAITING_GREEN
+    assert ctl.step().status == DeployStatus.WAITING_GREEN
     # THEN the plan is whole (no slot stays in an old-code process) and the service runs a copy of the new template
     plan = aws.control.get("plan")
     assert plan is not None and plan["mode"] == "whole" and plan["kept"] == []
@@ -125,7 +126,7 @@ def test_an_idle_fleet_with_new_code_gets_the_live_spec_redeployed_once(aws: Aws
     # AND once it is requested nothing more is published; nor again for the same template after it finished
     assert redeploy_live_spec(ctl, template, lambda: 1001.0) is None
     assert (aws.control.get(CODE) or {}).get("template") == template
-    assert ctl.step().status == WAITING_GREEN
+    assert ctl.step().status == DeployStatus.WAITING_GREEN
     assert aws.control.get("plan")["mode"] == "whole"  # type: ignore[index]
     assert redeploy_live_spec(ctl, template, lambda: 1002.0) is None
     assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1), spec_key(2)]
@@ -168,5 +169,5 @@ def test_the_schedule_event_redeploys_the_live_spec_for_new_code(aws: Aws, monke
     # WHEN the one-minute schedule's event arrives (infra/deploy.py STEP_EVENT) with little time left
     out = deployer.handler({"action": "step"}, ShortContext())
     # THEN v2 (the live spec again) is deploying on the new code
-    assert out["version"] == 2 and out["status"] == WAITING_GREEN
+    assert out["version"] == 2 and out["status"] == DeployStatus.WAITING_GREEN
     assert container(aws, service(aws)["taskDefinition"])["image"] == "geo-worker:v2"

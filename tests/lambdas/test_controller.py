@@ -6,16 +6,8 @@ import pytest
 
 from lambdas.common.aws import EcsFleet, EcsService, GeoStreams
 from lambdas.common.records import read_active
-from lambdas.deploy.controller import (
-    DONE,
-    DRAINING,
-    ROLLED_BACK,
-    WAITING_GREEN,
-    DeployController,
-    DeployError,
-)
-from lambdas.deploy.plan import PLAN
-from partitioner.contracts import SwapMode, spec_key
+from lambdas.deploy.controller import DeployController, DeployError
+from partitioner.contracts import ControlKey, DeployStatus, SwapMode, spec_key
 from partitioner.errors import SpecError
 from partitioner.spec import Spec
 from tests.lambdas.conftest import Aws, make_spec
@@ -66,7 +58,7 @@ def deploy_v1(aws: Aws, clock: Clock, ctl: DeployController) -> Spec:
     ctl.request(1)
     ctl.step()
     leases(aws, v1, clock)
-    assert ctl.step().status == DONE
+    assert ctl.step().status == DeployStatus.DONE
     return v1
 
 
@@ -92,7 +84,7 @@ def test_first_deploy_creates_stream_starts_fleet_and_flips_when_ready(aws: Aws,
     st = ctl.step()
     # THEN the geo stream exists with one shard per worker, ECS runs one task per worker: generic tasks (carry)
     # or a revision carrying SPEC_VERSION (whole)
-    assert st.status == WAITING_GREEN and st.version == 1
+    assert st.status == DeployStatus.WAITING_GREEN and st.version == 1
     shards = aws.clients.kinesis.list_shards(StreamName="georebal-geo-v1")["Shards"]
     assert len(shards) == len(v1.workers)
     # and its server-side encryption is on, with the configured key, before any worker starts
@@ -102,7 +94,7 @@ def test_first_deploy_creates_stream_starts_fleet_and_flips_when_ready(aws: Aws,
     assert desired == len(v1.workers) and env["GEO_PREFIX"] == "georebal"
     assert env.get("SPEC_VERSION") == (None if mode is SwapMode.CARRY else "1")
     assert revisions(aws) == (1 if mode is SwapMode.CARRY else 2)
-    plan = aws.control.get(PLAN)
+    plan = aws.control.get(ControlKey.PLAN)
     assert plan is not None and (plan["from_version"], plan["to_version"], plan["mode"], plan["status"]) == (
         None, 1, mode.value, "started")
     assert plan["started"] == [w.id for w in v1.workers] and plan["kept"] == []
@@ -111,7 +103,7 @@ def test_first_deploy_creates_stream_starts_fleet_and_flips_when_ready(aws: Aws,
     leases(aws, v1, clock)
     st = ctl.step()
     # THEN active flips to v1 and, with no blue, the deployment is done
-    assert st.status == DONE
+    assert st.status == DeployStatus.DONE
     active = read_active(aws.control)
     assert active is not None and (active.version, active.stream_name) == (1, "georebal-geo-v1")
 
@@ -137,7 +129,7 @@ def test_no_flip_until_every_partition_is_leased_and_warm(aws: Aws, broken: str)
     # WHEN stepped
     st = ctl.step()
     # THEN it keeps waiting and nothing is active
-    assert st.status == WAITING_GREEN and not ctl.green_ready(1)
+    assert st.status == DeployStatus.WAITING_GREEN and not ctl.green_ready(1)
     assert read_active(aws.control) is None
 
 
@@ -149,20 +141,20 @@ def test_blue_green_flip_then_drain_then_retire(aws: Aws) -> None:
     v2 = make_spec(2, loads=(900, 900, 900, 900), previous=v1)
     publish(aws, v2)
     ctl.request(2)
-    assert ctl.step().status == WAITING_GREEN
+    assert ctl.step().status == DeployStatus.WAITING_GREEN
     assert read_active(aws.control).version == 1  # type: ignore[union-attr]
     # WHEN green is ready
     leases(aws, v2, clock)
     st = ctl.step()
     # THEN active is v2 and blue v1 is draining (its stream still there)
-    assert (st.status, st.old_version) == (DRAINING, 1)
+    assert (st.status, st.old_version) == (DeployStatus.DRAINING, 1)
     assert read_active(aws.control).version == 2  # type: ignore[union-attr]
     assert "georebal-geo-v1" in aws.stream_names()
     # WHEN every blue lease reports drained
     leases(aws, v1, clock, drained=True, owner=None)
     st = ctl.step()
     # THEN blue is retired: its stream deleted, v2's kept
-    assert st.status == DONE and "drained" in st.reason
+    assert st.status == DeployStatus.DONE and "drained" in st.reason
     assert aws.stream_names() == ["georebal-geo-v2"]
 
 
@@ -173,15 +165,15 @@ def test_green_timeout_rolls_back_and_blue_keeps_serving(aws: Aws) -> None:
     start_v2(aws, clock, ctl)
     v1 = ctl.spec(1)
     clock.now += 299
-    assert ctl.step().status == WAITING_GREEN
+    assert ctl.step().status == DeployStatus.WAITING_GREEN
     # WHEN the green timeout passes
     clock.now += 2
     st = ctl.step()
     # THEN v2 is rolled back: its stream is gone, v1 stays active, and v2 is not retried
-    assert st.status == ROLLED_BACK and "not ready within 300s" in st.reason and st.failed_version == 2
+    assert st.status == DeployStatus.ROLLED_BACK and "not ready within 300s" in st.reason and st.failed_version == 2
     assert read_active(aws.control).version == 1  # type: ignore[union-attr]
     assert aws.stream_names() == ["georebal-geo-v1"]
-    assert ctl.step().status == ROLLED_BACK
+    assert ctl.step().status == DeployStatus.ROLLED_BACK
     # WHEN a newer spec v3 is published
     publish(aws, make_spec(3, loads=(500, 500), previous=v1))
     ctl.request(3)
@@ -204,14 +196,14 @@ def test_newer_spec_supersedes_a_queued_one(aws: Aws) -> None:
         ctl.request(n)
     st = ctl.state()
     # THEN v2 continues, and v4 replaced v3 in the queue
-    assert (st.version, st.status, st.queued_version) == (2, WAITING_GREEN, 4)
+    assert (st.version, st.status, st.queued_version) == (2, DeployStatus.WAITING_GREEN, 4)
     # WHEN v2 finishes
     leases(aws, v2, clock)
     ctl.step()
     leases(aws, v1, clock, drained=True, owner=None)
     st = ctl.step()
     # THEN v4 is deployed next; v3 never gets a stream
-    assert (st.version, st.status) == (4, WAITING_GREEN)
+    assert (st.version, st.status) == (4, DeployStatus.WAITING_GREEN)
     assert "georebal-geo-v3" not in aws.stream_names()
 
 
@@ -225,12 +217,12 @@ def test_drain_timeout_finishes_but_keeps_the_old_stream(aws: Aws) -> None:
     ctl.request(2)
     ctl.step()
     leases(aws, v2, clock)
-    assert ctl.step().status == DRAINING
+    assert ctl.step().status == DeployStatus.DRAINING
     # WHEN the drain timeout passes
     clock.now += 61
     st = ctl.step()
     # THEN the deployment is done, the reason says so, and v1's stream is kept for its remaining records
-    assert st.status == DONE and "did not drain" in st.reason and "georebal-geo-v1" in st.reason
+    assert st.status == DeployStatus.DONE and "did not drain" in st.reason and "georebal-geo-v1" in st.reason
     assert "georebal-geo-v1" in aws.stream_names()
 
 
@@ -245,7 +237,7 @@ def test_concurrent_steppers_apply_a_transition_once(aws: Aws) -> None:
     b.step()
     saved = a._save(stale, stale)
     # THEN a's write is refused (optimistic lock on rev)
-    assert saved is False and a.state().status == WAITING_GREEN
+    assert saved is False and a.state().status == DeployStatus.WAITING_GREEN
 
 
 def test_unknown_version_is_refused_naming_the_object(aws: Aws) -> None:
@@ -287,30 +279,30 @@ def test_carry_swap_scales_by_the_plan_without_a_new_revision(aws: Aws) -> None:
     v2 = make_spec(2, loads=(900, 900, 900, 900), previous=v1)
     publish(aws, v2)
     ctl.request(2)
-    assert ctl.step().status == WAITING_GREEN
+    assert ctl.step().status == DeployStatus.WAITING_GREEN
     # THEN the desired count rises by the one started slot only (every old task keeps running), with no new revision
     assert service(aws)[0] == 4 and revisions(aws) == 1
-    plan = aws.control.get(PLAN)
+    plan = aws.control.get(ControlKey.PLAN)
     assert plan is not None and (plan["kept"], plan["started"], plan["stopped"], plan["status"]) == (
         ["w0001", "w0002", "w0003"], ["w0004"], [], "started")
     # WHEN green is ready (the carriers' and the new worker's leases) and then blue drained
     leases(aws, v2, clock)
-    assert ctl.step().status == DRAINING
+    assert ctl.step().status == DeployStatus.DRAINING
     leases(aws, v1, clock, drained=True, owner=None)
-    assert ctl.step().status == DONE
+    assert ctl.step().status == DeployStatus.DONE
     # THEN the count is the new slot count and the plan is done
-    assert service(aws)[0] == 4 and aws.control.get(PLAN)["status"] == "done"  # type: ignore[index]
+    assert service(aws)[0] == 4 and aws.control.get(ControlKey.PLAN)["status"] == "done"  # type: ignore[index]
     # WHEN v3 removes w0001
     v3 = make_spec(3, loads=(500, 500, 500, 500), previous=v2)
     publish(aws, v3)
     ctl.request(3)
     ctl.step()
     # THEN nothing starts (the count stays) until blue drained, then it drops by the removed slot
-    assert service(aws)[0] == 4 and aws.control.get(PLAN)["stopped"] == ["w0001"]  # type: ignore[index]
+    assert service(aws)[0] == 4 and aws.control.get(ControlKey.PLAN)["stopped"] == ["w0001"]  # type: ignore[index]
     leases(aws, v3, clock)
     ctl.step()
     leases(aws, v2, clock, drained=True, owner=None)
-    assert ctl.step().status == DONE and service(aws)[0] == 3
+    assert ctl.step().status == DeployStatus.DONE and service(aws)[0] == 3
 
 
 def test_carry_rollback_marks_the_plan_and_scales_back(aws: Aws) -> None:
@@ -323,8 +315,8 @@ def test_carry_rollback_marks_the_plan_and_scales_back(aws: Aws) -> None:
     clock.now += 301
     st = ctl.step()
     # THEN v2 is rolled back: the plan says so (carriers drop their v2 claims), the count is back to v1's, blue serves
-    assert st.status == ROLLED_BACK and service(aws)[0] == 3
-    assert aws.control.get(PLAN)["status"] == "rolled_back"  # type: ignore[index]
+    assert st.status == DeployStatus.ROLLED_BACK and service(aws)[0] == 3
+    assert aws.control.get(ControlKey.PLAN)["status"] == "rolled_back"  # type: ignore[index]
     assert read_active(aws.control).version == 1  # type: ignore[union-attr]
 
 
@@ -339,5 +331,5 @@ def test_failed_deploy_rolls_back_its_plan_without_reading_the_spec(aws: Aws) ->
     clock.now += 301
     st = ctl.step()
     # THEN the version is marked failed, its plan rolled back and the count restored from the stored plan
-    assert st.status == ROLLED_BACK and st.failed_version == 2
-    assert aws.control.get(PLAN)["status"] == "rolled_back" and service(aws)[0] == 3  # type: ignore[index]
+    assert st.status == DeployStatus.ROLLED_BACK and st.failed_version == 2
+    assert aws.control.get(ControlKey.PLAN)["status"] == "rolled_back" and service(aws)[0] == 3  # type: ignore[index]

@@ -11,8 +11,8 @@ import pytest
 from lambdas.common.aws import EcsFleet, EcsService
 from lambdas.common.records import read_active
 from lambdas.deploy import deployer, hooks, runtime
-from lambdas.deploy.controller import DONE, DRAINING, ROLLED_BACK, WAITING_GREEN, DeployController
-from partitioner.contracts import SwapMode, spec_key
+from lambdas.deploy.controller import DeployController
+from partitioner.contracts import DeployStatus, SwapMode, spec_key
 from partitioner.spec import Spec
 from tests.lambdas.conftest import CTX, Aws, FakeLambdaContext, load_event, make_spec
 
@@ -67,7 +67,7 @@ def test_deployer_starts_the_version_from_the_recorded_s3_event(aws: Aws) -> Non
     # WHEN the recorded S3 ObjectCreated event for specs/v00000001.json reaches the deployer
     out = deployer.handler(load_event("s3_spec_created.json"), CTX)
     # THEN the geo stream exists and the ECS service runs one task per worker with SPEC_VERSION=1
-    assert (out["version"], out["status"]) == (1, WAITING_GREEN)
+    assert (out["version"], out["status"]) == (1, DeployStatus.WAITING_GREEN)
     assert aws.stream_names() == ["georebal-geo-v1"]
     svc = aws.clients.ecs.describe_services(cluster="georebal", services=["georebal-geo-workers"])["services"][0]
     assert svc["desiredCount"] == len(v1.workers)
@@ -90,7 +90,7 @@ def test_deployer_direct_invoke_and_bad_version(aws: Aws) -> None:
     # GIVEN spec v1 published
     publish(aws, make_spec(1))
     # WHEN invoked directly with {"version": 1} / THEN it deploys
-    assert deployer.handler({"version": 1}, CTX)["status"] == WAITING_GREEN
+    assert deployer.handler({"version": 1}, CTX)["status"] == DeployStatus.WAITING_GREEN
     # WHEN invoked with a bad version / THEN the error names the value
     with pytest.raises(deployer.DeployEventError, match="'one'"):
         deployer.handler({"version": "one"}, CTX)
@@ -102,7 +102,7 @@ def test_hooks_hold_green_flip_then_hold_drain(aws: Aws) -> None:
     publish(aws, v1)
     deployer.handler({"version": 1}, CTX)
     ready(aws, v1)
-    assert deployer.handler({"action": "step"}, CTX)["status"] == DONE
+    assert deployer.handler({"action": "step"}, CTX)["status"] == DeployStatus.DONE
     v2 = make_spec(2, loads=(900, 900, 900, 900), previous=v1)
     publish(aws, v2)
     deployer.handler(spec_event(2), CTX)
@@ -120,7 +120,7 @@ def test_hooks_hold_green_flip_then_hold_drain(aws: Aws) -> None:
     # WHEN the drain hook runs while blue still has records
     drain = hooks.handler(hook_event("ecs_hook_post_production_traffic_shift.json"), CTX)
     # THEN it holds
-    assert drain["hookStatus"] == "IN_PROGRESS" and runtime.controller().state().status == DRAINING
+    assert drain["hookStatus"] == "IN_PROGRESS" and runtime.controller().state().status == DeployStatus.DRAINING
     # WHEN blue has drained
     ready(aws, v1, drained=True, owner=None)
     done = hooks.handler(hook_event("ecs_hook_post_production_traffic_shift.json", drain["hookDetails"]), CTX)
@@ -152,7 +152,7 @@ def test_hook_fails_on_green_timeout_so_ecs_rolls_back(aws: Aws) -> None:
                                                                  first["hookDetails"])), 15)
     # THEN the hook returns FAILED (ECS rolls back), the controller rolled back, v1 stays active
     assert again["hookStatus"] == "FAILED"
-    assert ctl.state().status == ROLLED_BACK
+    assert ctl.state().status == DeployStatus.ROLLED_BACK
     assert read_active(aws.control).version == 1  # type: ignore[union-attr]
 
 
@@ -169,13 +169,13 @@ def test_hook_passes_stages_it_does_not_hold_and_rejects_malformed_events(aws: A
 
 
 @pytest.mark.parametrize(("hold", "status", "tracked", "expected"), [
-    ("green", WAITING_GREEN, 2, "IN_PROGRESS"),
-    ("green", DRAINING, 2, "SUCCEEDED"),
-    ("green", ROLLED_BACK, 2, "FAILED"),
-    ("green", ROLLED_BACK, None, "SUCCEEDED"),
-    ("drain", DRAINING, 2, "IN_PROGRESS"),
-    ("drain", DONE, 2, "SUCCEEDED"),
-    (None, WAITING_GREEN, 2, "SUCCEEDED"),
+    ("green", DeployStatus.WAITING_GREEN, 2, "IN_PROGRESS"),
+    ("green", DeployStatus.DRAINING, 2, "SUCCEEDED"),
+    ("green", DeployStatus.ROLLED_BACK, 2, "FAILED"),
+    ("green", DeployStatus.ROLLED_BACK, None, "SUCCEEDED"),
+    ("drain", DeployStatus.DRAINING, 2, "IN_PROGRESS"),
+    ("drain", DeployStatus.DONE, 2, "SUCCEEDED"),
+    (None, DeployStatus.WAITING_GREEN, 2, "SUCCEEDED"),
 ])
 def test_decide_maps_controller_state_to_hook_status(hold: str | None, status: str, tracked: int | None,
                                                      expected: str) -> None:
@@ -197,7 +197,7 @@ def test_hook_retries_step_errors_until_the_green_timeout(aws: Aws) -> None:
     publish(aws, make_spec(2))
     ctl = make_ctl()
     ctl.request(2)
-    assert ctl.step().status == WAITING_GREEN
+    assert ctl.step().status == DeployStatus.WAITING_GREEN
     aws.clients.s3.delete_object(Bucket=aws.cfg.specs_bucket, Key=spec_key(2))
     ctl = make_ctl()
     event = hooks.HookEvent.parse(hook_event("ecs_hook_post_scale_up.json"))
@@ -207,7 +207,7 @@ def test_hook_retries_step_errors_until_the_green_timeout(aws: Aws) -> None:
     now[0] += 61
     assert hooks.run_hook(ctl, event, 15)["hookStatus"] == "FAILED"
     st = ctl.state()
-    assert (st.status, st.failed_version) == (ROLLED_BACK, 2) and "specs/v00000002.json" in st.reason
+    assert (st.status, st.failed_version) == (DeployStatus.ROLLED_BACK, 2) and "specs/v00000002.json" in st.reason
     assert "georebal-geo-v2" not in aws.stream_names()
 
 
@@ -223,7 +223,7 @@ def test_deployer_in_carry_mode_sets_only_the_desired_count(aws: Aws, monkeypatc
     out = deployer.handler(spec_event(1), ShortContext(remaining_ms=5_000))
     # THEN the stream exists, the plan is stored, and the service only got its desired count: same task definition
     svc = aws.clients.ecs.describe_services(cluster="georebal", services=["georebal-geo-workers"])["services"][0]
-    assert (out["version"], out["status"]) == (1, WAITING_GREEN) and aws.stream_names() == ["georebal-geo-v1"]
+    assert (out["version"], out["status"]) == (1, DeployStatus.WAITING_GREEN) and aws.stream_names() == ["georebal-geo-v1"]
     assert svc["desiredCount"] == len(v1.workers) and svc["taskDefinition"] == base["taskDefinition"]
     assert aws.control.get("plan")["started"] == [w.id for w in v1.workers]  # type: ignore[index]
 
@@ -236,7 +236,7 @@ def test_settle_steps_a_carry_swap_until_it_is_done_or_time_runs_out(aws: Aws) -
     v1 = make_spec(1)
     publish(aws, v1)
     ctl.request(1)
-    assert ctl.step().status == WAITING_GREEN
+    assert ctl.step().status == DeployStatus.WAITING_GREEN
     sleeps: list[float] = []
 
     def sleep(s: float) -> None:  # the workers get ready during the second wait
@@ -248,11 +248,11 @@ def test_settle_steps_a_carry_swap_until_it_is_done_or_time_runs_out(aws: Aws) -
     # WHEN settling with 100 s left, stepping every 15 s
     st = deployer.settle(ctl, 100.0, 15.0, sleep=sleep, clock=lambda: now[0])
     # THEN it stepped until the flip finished the deployment, then stopped
-    assert st.status == DONE and sleeps == [15.0, 15.0]
+    assert st.status == DeployStatus.DONE and sleeps == [15.0, 15.0]
     # WHEN a deployment never gets ready / THEN settling stops before the invocation's time is up
     publish(aws, make_spec(2, loads=(900, 900, 900, 900), previous=v1))
     ctl.request(2)
     ctl.step()
     sleeps.clear()
     st = deployer.settle(ctl, 100.0, 15.0, sleep=sleep, clock=lambda: now[0])
-    assert st.status == WAITING_GREEN and sum(sleeps) <= 100.0 - deployer.SETTLE_MARGIN_S
+    assert st.status == DeployStatus.WAITING_GREEN and sum(sleeps) <= 100.0 - deployer.SETTLE_MARGIN_S

@@ -7,8 +7,9 @@ import pytest
 from lambdas.common.aws import EcsFleet, EcsService, spec_key
 from lambdas.common.config import SwapMode
 from lambdas.deploy import deployer, runtime
-from lambdas.deploy.controller import DEPLOYING, DONE, FLEET_START_GRACE_S, WAITING_GREEN, DeployController
+from lambdas.deploy.controller import FLEET_START_GRACE_S, DeployController
 from lambdas.deploy.plan import DeployPlan
+from partitioner.contracts import DeployStatus
 from tests.lambdas.conftest import Aws, FakeLambdaContext, load_event, make_spec
 
 T0 = 1_800_000_000.0
@@ -34,14 +35,14 @@ def test_a_deploy_whose_deployer_crashed_after_saving_deploying_is_resumed_by_th
     ctl = runtime.controller()
     ctl.request(1)
     st = ctl.state()
-    assert ctl._save(st, st.__class__(**{**st.__dict__, "status": DEPLOYING, "version": 1, "queued_version": None,
+    assert ctl._save(st, st.__class__(**{**st.__dict__, "status": DeployStatus.DEPLOYING, "version": 1, "queued_version": None,
                                           "started_at": ctl.clock(), "stage_since": ctl.clock()}))
     assert aws.stream_names() == []
     # WHEN the schedule's events arrive: the rule's constant input, and the default scheduled-event shape
     assert deployer.requested_versions(load_event("eventbridge_scheduled_event.json")) == []
     out = deployer.handler({"action": "step"}, ShortContext())
     # THEN the stream is created, the fleet started and the deployment waits for green
-    assert out["status"] == WAITING_GREEN and aws.stream_names() == ["georebal-geo-v1"]
+    assert out["status"] == DeployStatus.WAITING_GREEN and aws.stream_names() == ["georebal-geo-v1"]
 
 
 class CrashOnce(EcsFleet):
@@ -68,7 +69,7 @@ def test_a_deployer_that_died_before_starting_the_fleet_is_resumed_once(aws: Aws
     ctl.request(1)
     with pytest.raises(RuntimeError, match="timed out"):
         ctl.step()
-    assert ctl.state().status == WAITING_GREEN and not ctl.fleet_started(1, None)
+    assert ctl.state().status == DeployStatus.WAITING_GREEN and not ctl.fleet_started(1, None)
     assert desired_count(aws) == 0
     # WHEN the schedule steps it within the grace period THEN nothing is started twice
     now[0] += 5
@@ -76,12 +77,12 @@ def test_a_deployer_that_died_before_starting_the_fleet_is_resumed_once(aws: Aws
     assert desired_count(aws) == 0
     # WHEN it steps after the grace period THEN the fleet of the stored plan starts, once
     now[0] += FLEET_START_GRACE_S
-    assert ctl.step().status == WAITING_GREEN
+    assert ctl.step().status == DeployStatus.WAITING_GREEN
     assert desired_count(aws) == len(spec.workers) and ctl.fleet_started(1, None)
     # AND once its workers are ready the swap completes (no green timeout, no rollback)
     for w in spec.workers:
         aws.put_lease(1, w.id, now=now[0])
-    assert ctl.step().status == DONE
+    assert ctl.step().status == DeployStatus.DONE
 
 
 def desired_count(aws: Aws) -> int:

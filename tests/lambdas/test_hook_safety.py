@@ -11,7 +11,8 @@ import pytest
 from lambdas.common.aws import EcsFleet, EcsService, spec_key
 from lambdas.common.records import read_active
 from lambdas.deploy import deployer, hooks, runtime
-from lambdas.deploy.controller import DRAINING, FLIPPED, WAITING_GREEN, DeployController
+from lambdas.deploy.controller import DeployController
+from partitioner.contracts import DeployStatus
 from partitioner.spec import Spec
 from tests.lambdas.conftest import CTX, Aws, FakeLambdaContext, load_event, make_spec
 
@@ -62,7 +63,7 @@ def two_versions(aws: Aws, now: list[float]) -> DeployController:
     ctl.step()
     publish(aws, make_spec(2, loads=(900, 900, 900, 900), previous=v1))
     ctl.request(2)
-    assert ctl.step().status == WAITING_GREEN
+    assert ctl.step().status == DeployStatus.WAITING_GREEN
     return ctl
 
 
@@ -83,7 +84,7 @@ def test_a_malformed_event_after_the_flip_never_fails(aws: Aws, monkeypatch: pyt
     ctl = two_versions(aws, now)
     for w in ctl.spec(2).workers:
         aws.put_lease(2, w.id, now=now[0])
-    assert ctl.step().status == DRAINING
+    assert ctl.step().status == DeployStatus.DRAINING
     now[0] += 3600
     monkeypatch.setattr(hooks, "controller", lambda: ctl)
     # WHEN the hook gets a payload without a stage
@@ -128,7 +129,8 @@ def test_a_flip_whose_save_was_lost_is_never_rolled_back(aws: Aws) -> None:
     out = hooks.run_hook(ctl, hooks.HookEvent.parse(event()), 15)
     # THEN it succeeds (the router already follows v2) and the controller moved on instead of rolling back
     assert out["hookStatus"] == "SUCCEEDED"
-    assert ctl.state().status in (FLIPPED, DRAINING) and read_active(aws.control).version == 2  # type: ignore[union-attr]
+    assert ctl.state().status in (DeployStatus.FLIPPED, DeployStatus.DRAINING)
+    assert read_active(aws.control).version == 2  # type: ignore[union-attr]
     assert "georebal-geo-v2" in aws.stream_names()
 
 

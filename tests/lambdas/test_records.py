@@ -7,14 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from lambdas.common.aws import EcsFleet, EcsService
-from lambdas.common.records import (
-    LATENCY,
-    LATENCY_SAMPLES,
-    median_latency_s,
-    read_latency_samples,
-    record_live_latency,
-)
+from lambdas.common.records import LATENCY_SAMPLES, median_latency_s, read_latency_samples, record_live_latency
 from lambdas.deploy.controller import DeployController
+from partitioner.contracts import ControlKey
 from partitioner.spec import Spec
 from tests.lambdas.conftest import Aws, make_spec
 
@@ -53,11 +48,11 @@ def test_samples_keep_the_last_twenty_and_replace_a_version_seen_again(aws: Aws)
 
 def test_a_spec_without_a_window_end_records_nothing(aws: Aws) -> None:
     assert record_live_latency(aws.control, make_spec(1), ENDED.timestamp()) is None
-    assert aws.control.get(LATENCY) is None and median_latency_s(read_latency_samples(aws.control)) is None
+    assert aws.control.get(ControlKey.LATENCY) is None and median_latency_s(read_latency_samples(aws.control)) is None
 
 
 def test_a_malformed_latency_item_reads_as_no_samples(aws: Aws) -> None:
-    aws.control.put(LATENCY, {"samples": [{"version": "one"}]})
+    aws.control.put(ControlKey.LATENCY, {"samples": [{"version": "one"}]})
     assert read_latency_samples(aws.control) == ()
     # and the next flip overwrites it with a good sample
     assert record_live_latency(aws.control, ended(make_spec(2)), ENDED.timestamp() + 60.0) is not None
