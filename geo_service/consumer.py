@@ -68,10 +68,19 @@ class Batch:
     records: tuple[KinesisRecord, ...]
     millis_behind_latest: int
     at_end: bool  # True when every shard for the key is closed and read to its end
+    #: A batch from :class:`geo_service.handover.GatedReader`: the checkpoint moves to ``checkpoint_sequence``
+    #: (None: it stays), which stops before the first record the gate still holds.
+    gated: bool = False
+    checkpoint_sequence: str | None = None
 
     @property
     def last_sequence(self) -> str | None:
         return self.records[-1].sequence_number if self.records else None
+
+    @property
+    def checkpoint_at(self) -> str | None:
+        """The sequence number the checkpoint moves to once this batch is processed (None: it stays)."""
+        return self.checkpoint_sequence if self.gated else self.last_sequence
 
 
 def shards_for_hash_key(kinesis: Any, stream_name: str, hash_key: str) -> list[ShardInfo]:

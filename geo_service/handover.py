@@ -6,6 +6,11 @@ in order, so those old records reached their streams no later than ``R`` reached
 each record with ``ApproximateArrivalTimestamp``). It is therefore enough that every slot of ``n`` has
 processed everything that arrived in its shard before ``R`` did.
 
+Never two readers of one cell at once (seed 003) adds one rule for a cell that **changes worker**: a record
+whose place belonged to another slot in ``n`` also waits until that slot is **drained** (a router with a stale
+cache may still put that cell's records on the old stream up to ``ROUTER_SPEC_TTL_S`` after the flip). A cell
+that stays with its slot needs only the caught-up rule: its old records are read by the same process.
+
 Each serving slot keeps a **caught-up time** (:class:`CaughtUp`): after a GetRecords call that reached the tip
 of its shard (``MillisBehindLatest == 0``) and once that batch's output is written, every record that arrived
 before the call started has been processed. While a plan swaps from its version, a slot publishes this time
@@ -14,9 +19,10 @@ and processes the prefix of records that arrived at least ``HANDOVER_MARGIN_S`` 
 time of the slots of ``n`` (:class:`HandoverGate`, :class:`GatedReader`); the rest waits. The margin covers the
 time a put record takes to become readable and the clock difference between the worker and Kinesis.
 
-So a cell that stays with its worker (the carrying process reads its old and its new shard side by side) and
-a cell that moves both resume within about one publish period plus the margin of the flip, instead of after
-every old slot drained. A wait for the drain is what remains when an old slot stops publishing (its process died
+So a cell that stays with its worker (the carrying process reads its old and its new shard side by side)
+resumes within about one publish period plus the margin of the flip instead of after every old slot drained;
+a cell that moves resumes when its old worker drained. Later records of an entity whose record is held wait
+behind it (per-entity order inside the new shard), and the checkpoint stops before the first held record. A wait for the drain is what remains when an old slot stops publishing (its process died
 and nobody took the lease over): the gate then holds until that slot is drained or ``DRAIN_TIMEOUT_S`` passed.
 
 Kinesis facts relied on: records of a shard are returned in sequence-number order with their
@@ -41,18 +47,16 @@ OPEN = math.inf
 class CaughtUp:
     """A slot's caught-up time (epoch s): every record that arrived in its shard before it was processed.
 
-    Call :meth:`polled` with the wall time the GetRecords call that read ``batch`` started
-    (:attr:`GatedReader.called_at`), after that batch's output was written.
+    :class:`GatedReader` moves it once a batch's output is written: to the wall time its GetRecords call started
+    when that call reached the tip (``MillisBehindLatest == 0``), else to just before the first record not yet
+    processed (a later record may share the last one's millisecond).
     """
 
     def __init__(self) -> None:
         self.at = 0.0
 
-    def polled(self, started_at: float, batch: Batch) -> None:
-        if batch.millis_behind_latest == 0:
-            self.at = max(self.at, started_at)
-        elif batch.records:
-            self.at = max(self.at, batch.records[-1].arrival_s - 0.001)  # a later record may share its millisecond
+    def advance(self, at: float) -> None:
+        self.at = max(self.at, at)
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ class GateState:
     limit: float
     open: bool
     timed_out: bool = False
+    drained: frozenset[str] = frozenset()  # the old slots that are drained (a moved cell of theirs may pass)
 
 
 class HandoverGate:
@@ -114,38 +119,73 @@ class HandoverGate:
         """True when the gate opened because ``timeout_s`` passed, not because the sources caught up."""
         return self._state.timed_out
 
-    def state(self, need: float | None = None) -> GateState:
-        """The current limit; re-reads the sources when it is stale and ``need`` (an arrival time) is above it."""
+    def state(self, need: float | None = None, refresh: bool = False) -> GateState:
+        """The current limit and drained sources.
+
+        Re-reads the sources when the last read is older than ``refresh_s`` and either ``refresh`` (records are
+        held) or ``need`` (an arrival time) is above the limit.
+        """
         if self._state.open:
             return self._state
         now = self._clock()
         if now - self._created > self.timeout_s:
             self._state = GateState(limit=OPEN, open=True, timed_out=True)
             return self._state
-        if need is not None and need > self._state.limit and now - self._read_at >= self.refresh_s:
+        wanted = refresh or (need is not None and need > self._state.limit)
+        if wanted and now - self._read_at >= self.refresh_s:
             self._read_at = now
-            values = list(self._sources().values())
-            low = min(values, default=OPEN)
-            self._state = GateState(limit=OPEN, open=True) if low == OPEN else GateState(limit=low - self.margin_s,
-                                                                                         open=False)
+            values = self._sources()
+            low = min(values.values(), default=OPEN)
+            drained = frozenset(w for w, v in values.items() if v == OPEN)
+            self._state = GateState(limit=OPEN, open=True, drained=drained) if low == OPEN else \
+                GateState(limit=low - self.margin_s, open=False, drained=drained)
         return self._state
+
+
+@dataclass(frozen=True)
+class Place:
+    """What the gate needs to know of a record: its entity, and which old slot owned its place (None: unknown)."""
+
+    entity: str
+    old_owner: str | None
 
 
 class GatedReader:
     """A :class:`~geo_service.consumer.ShardConsumer` whose batches hold back what the gate does not pass yet.
 
-    A batch is the longest prefix of the unread records whose arrival is at or below the gate's limit; the
-    consumer is polled again only once everything it returned has passed, so the checkpoint never moves past a
-    held record. ``millis_behind_latest`` is at least 1 while anything is held, so a held record is never
-    mistaken for a drained shard.
+    Parameters
+    ----------
+    consumer : ShardConsumer
+    gate : HandoverGate
+    classify : callable, optional
+        ``records -> [Place, ...]`` (the worker decodes and locates them in the old spec); only called while the
+        gate is closed. Without it every record is treated as a kept cell (the caught-up rule alone).
+    own : str
+        The slot id: a record whose old owner is ``own`` is a kept cell.
+
+    Notes
+    -----
+    A batch holds the records that passed, in shard order; a record is held when it arrived after the gate's
+    limit, when its place moved from another slot that is not drained yet, or when an earlier record of its
+    entity is held. The consumer is polled again only once everything it returned has passed.
+    :attr:`Batch.checkpoint_sequence` stops before the first held record (a successor re-reads the held ones),
+    ``millis_behind_latest`` is at least 1 while anything is held (a held record is never mistaken for a
+    drained shard), and :attr:`caught_up` counts only what was processed.
     """
 
-    def __init__(self, consumer: ShardConsumer, gate: HandoverGate) -> None:
+    def __init__(self, consumer: ShardConsumer, gate: HandoverGate,
+                 classify: Callable[[tuple[KinesisRecord, ...]], list[Place]] | None = None, own: str = "") -> None:
         self.consumer = consumer
         self.gate = gate
+        self.own = own
+        self._classify = classify
         self._held: tuple[KinesisRecord, ...] = ()
+        self._places: list[Place] = []
         self._held_shard = ""
         self._behind = 0
+        self._called_at = 0.0
+        self._pending_caught_up: float | None = None
+        self.caught_up = CaughtUp()
         self.released = 0
         self.called_at = 0.0  # wall time of the last GetRecords call (what a caught-up time may claim)
 
@@ -154,26 +194,58 @@ class GatedReader:
         return len(self._held)
 
     def poll(self) -> Batch:
+        """The next batch to process; call :meth:`processed` once its output is written."""
         if not self._held:
             self.called_at = time.time()
             batch = self.consumer.poll()
             if self.gate.is_open or not batch.records:
                 self.released += len(batch.records)
+                self._pending_caught_up = _caught_up_after(self.called_at, batch)
                 return batch
             self._held, self._held_shard, self._behind = batch.records, batch.shard_id, batch.millis_behind_latest
-        state = self.gate.state(need=self._held[0].arrival_s)
-        n = len(self._held) if state.open else sum(1 for _ in _prefix(self._held, state.limit))
-        out, self._held = self._held[:n], self._held[n:]
-        self.released += n
-        behind = max(self._behind, 1) if self._held else self._behind
+            self._places = self._classify(batch.records) if self._classify else [Place("", self.own)] * len(batch.records)
+        state = self.gate.state(need=self._held[0].arrival_s, refresh=True)
+        out, keep, places, checkpoint = self._split(state)
+        self._held, self._places = keep, places
+        self.released += len(out)
+        if self._held:
+            self._pending_caught_up = self._held[0].arrival_s - 0.001
+            behind = max(self._behind, 1)
+        else:
+            self._pending_caught_up = self.called_at if self._behind == 0 else (out[-1].arrival_s - 0.001 if out else None)
+            behind = self._behind
         return Batch(shard_id=self._held_shard, records=out, millis_behind_latest=behind,
-                     at_end=self.consumer.at_end and not self._held)
+                     at_end=self.consumer.at_end and not self._held, gated=True, checkpoint_sequence=checkpoint)
+
+    def processed(self) -> None:
+        """The last batch's output is written: move the caught-up time."""
+        if self._pending_caught_up is not None:
+            self.caught_up.advance(self._pending_caught_up)
+            self._pending_caught_up = None
+
+    def _split(self, state: GateState) -> tuple[tuple[KinesisRecord, ...], tuple[KinesisRecord, ...], list[Place],
+                                               str | None]:
+        if state.open:
+            return self._held, (), [], self._held[-1].sequence_number
+        out: list[KinesisRecord] = []
+        keep: list[KinesisRecord] = []
+        kept_places: list[Place] = []
+        blocked: set[str] = set()
+        checkpoint: str | None = None
+        for rec, place in zip(self._held, self._places, strict=True):
+            moved_ok = place.old_owner is None or place.old_owner == self.own or place.old_owner in state.drained
+            if rec.arrival_s <= state.limit and moved_ok and place.entity not in blocked:
+                out.append(rec)
+                if not keep:
+                    checkpoint = rec.sequence_number
+            else:
+                keep.append(rec)
+                kept_places.append(place)
+                blocked.add(place.entity)
+        return tuple(out), tuple(keep), kept_places, checkpoint
 
 
-def _prefix(records: tuple[KinesisRecord, ...], limit: float) -> list[KinesisRecord]:
-    out: list[KinesisRecord] = []
-    for r in records:
-        if r.arrival_s > limit:
-            break
-        out.append(r)
-    return out
+def _caught_up_after(called_at: float, batch: Batch) -> float | None:
+    if batch.millis_behind_latest == 0:
+        return called_at
+    return batch.records[-1].arrival_s - 0.001 if batch.records else None

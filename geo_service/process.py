@@ -72,7 +72,7 @@ class BatchProcessor:
         if strays:
             log(self.log, logging.WARNING, "stray_events", count=len(strays), sample=strays[:5], version=slot.version,
                 worker_id=slot.worker_id, owner=self.owner)
-        last = batch.last_sequence
+        last = batch.checkpoint_at  # a gated batch stops before the first record still held
         if last is not None:
             slot.leases.checkpoint(batch.shard_id, last)
         return BatchResult(len(batch.records), len(rows), len(strays), len(bad))

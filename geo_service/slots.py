@@ -27,13 +27,14 @@ from dataclasses import dataclass, field
 
 from geo_service.aws import Clients, load_spec_from_s3
 from geo_service.config import WorkerConfig
-from geo_service.consumer import ShardConsumer, ShardInfo
+from geo_service.consumer import KinesisRecord, ShardConsumer, ShardInfo
 from geo_service.control import ControlView
 from geo_service.cost import CostTracker
-from geo_service.handover import OPEN, CaughtUp, GatedReader
+from geo_service.handover import OPEN, GatedReader, Place
 from geo_service.lease import Clock, LeaseManager, read_leases
 from geo_service.transform import GeoTransform
 from partitioner.contracts import SwapMode
+from partitioner.events import ValidEvent, parse_event
 from partitioner.index import SpecIndex
 from partitioner.spec import Spec
 
@@ -78,8 +79,6 @@ class Slot:
     partition_ids: frozenset[str] = field(init=False)
     #: Set when serving starts: the shard reader behind the handover gate (:mod:`geo_service.handover`).
     reader: GatedReader | None = None
-    #: Everything that arrived in the shard before this time is processed (published while a plan swaps from it).
-    caught_up: CaughtUp = field(default_factory=CaughtUp)
     #: The cost tracker serving it (kept when a carried slot starts before its old one drained).
     tracker: CostTracker | None = None
     #: True once its first record was processed (the lease's ``serving_at``).
@@ -93,6 +92,11 @@ class Slot:
     @property
     def version(self) -> int:
         return self.spec.version
+
+    @property
+    def caught_up_at(self) -> float:
+        """Every record that arrived in its shard before this time is processed (0 before it served)."""
+        return self.reader.caught_up.at if self.reader is not None else 0.0
 
 
 def region_of(spec: Spec, worker_id: str) -> tuple[str, ...]:
@@ -207,3 +211,25 @@ def handover_sources(ctl: ControlView, version: int, specs: SpecCache, dynamodb:
         return {w: (OPEN if states[w].drained else states[w].caught_up_at) if w in states else 0.0 for w in ids}
 
     return read
+
+
+def old_places(spec: Spec) -> Callable[[tuple[KinesisRecord, ...]], list[Place]]:
+    """For the handover gate: each record's entity and the slot of ``spec`` (the old version) owning its place.
+
+    A record that is not a valid event has no place (``old_owner`` None): it only waits for the caught-up rule
+    and is quarantined when processed.
+    """
+    index = SpecIndex(spec)
+
+    def classify(records: tuple[KinesisRecord, ...]) -> list[Place]:
+        out = [Place("", None)] * len(records)
+        valid = [(i, ev) for i, r in enumerate(records) if isinstance(ev := parse_event(r.data), ValidEvent)]
+        if not valid:
+            return out
+        owners = index.locate([ev.lon for _i, ev in valid], [ev.lat for _i, ev in valid],
+                              [ev.entity_id for _i, ev in valid])
+        for (i, ev), k in zip(valid, owners.tolist(), strict=True):
+            out[i] = Place(ev.entity_id, spec.partitions[k].worker)
+        return out
+
+    return classify

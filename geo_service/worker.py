@@ -68,7 +68,7 @@ from geo_service.lease import Clock, LeaseLost, LeaseManager
 from geo_service.logs import get_logger, log
 from geo_service.process import BatchProcessor
 from geo_service.protection import ScaleInProtection
-from geo_service.slots import Slot, SlotFinder, SpecCache, handover_sources, region_of
+from geo_service.slots import Slot, SlotFinder, SpecCache, handover_sources, old_places, region_of
 from geo_service.status import FINAL_STATES, Outcome, WorkerExited, WorkerState, WorkerStatus, default_owner
 from geo_service.transform import GeoTransform, load_transform, transform_for_region
 from partitioner.contracts import SwapMode, geo_stream_name
@@ -362,21 +362,23 @@ class GeoWorker:
         cfg = self.config
         ctl = ctl or self._control()
         sources = handover_sources(ctl, slot.version, self.specs, self.clients.dynamodb, cfg.leases_table)
-        if sources is None:
+        classify = None
+        if sources is None or ctl.plan is None or ctl.plan.from_version is None:
             gate = HandoverGate.opened()
         else:
+            classify = old_places(self.specs.get(ctl.plan.from_version))
             read_leases = sources
 
             def read() -> dict[str, float]:
                 out = read_leases()
                 old = self.slot  # this process's own slot of the old version, if it carries: fresher than its lease
                 if old is not None and old is not slot and old.version < slot.version and old.worker_id in out:
-                    out[old.worker_id] = max(out[old.worker_id], old.caught_up.at)
+                    out[old.worker_id] = max(out[old.worker_id], old.caught_up_at)
                 return out
 
             gate = HandoverGate(read, margin_s=cfg.handover_margin_s, refresh_s=cfg.poll_interval_s / 2,
                                 timeout_s=cfg.barrier_timeout_s)
-        slot.reader = GatedReader(slot.consumer, gate)
+        slot.reader = GatedReader(slot.consumer, gate, classify, own=slot.worker_id)
         if slot.tracker is None:
             assert self._calibration is not None
             slot.tracker = CostTracker(self._calibration, cfg.grid_zoom, cfg.cost_report_interval_s)
@@ -394,7 +396,7 @@ class GeoWorker:
                 log(self.log, logging.INFO, "serving", version=slot.version, worker_id=slot.worker_id,
                     owner=self.owner, carried=slot.carried)
             self._count(self.output.process(batch, slot, slot.tracker))
-        slot.caught_up.polled(reader.called_at, batch)
+        reader.processed()
         if reader.gate.timed_out and not slot.timeout_logged:
             slot.timeout_logged = True
             log(self.log, logging.WARNING, "handover_timeout", waited_s=self.config.barrier_timeout_s,
@@ -438,7 +440,7 @@ class GeoWorker:
                     self._carry_step(slot, ctl)
             if publish and now >= next_publish:
                 next_publish = now + cfg.poll_interval_s / 2
-                slot.leases.publish_caught_up(slot.caught_up.at)
+                slot.leases.publish_caught_up(slot.caught_up_at)
             ahead = self._ahead()  # the prepared carried slot: nothing reaches its shard before the flip
             if draining_since is not None and self._drained(batch, now, max(draining_since, last_record)):
                 self._report(tracker, slot, force=True)

@@ -18,6 +18,10 @@ version's stream, and when), the deploy plans and lease tenures the observer saw
 * ``handover_s``: for the carried slots, the median time from the flip until the process processed its first
   record of the new version (``serving_at``: its records pass the handover gate once every old slot caught up
   past them, :mod:`geo_service.handover`; a slot that got no record is left out).
+* ``kept_lag_p99_s`` / ``moved_lag_p99_s``: the p99 lag (event sent -> output written) of the new version's
+  records that carried processes processed in the ``LAG_WINDOW_S`` after the flip, for places that stayed with
+  the slot (kept cells: no pause expected) and for places that came from another slot (moved cells: they wait
+  for the old worker's drain). Needs the specs; empty without them.
 
 **Timings** (:class:`SwapTimings`, ``report.json`` ``"swap_timings"``, the medians a simulator can take its
 swap time from): ``process_start_s`` (process started -> first lease claimed), ``warm_up_s`` (claimed ->
@@ -35,13 +39,16 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
+from partitioner.index import SpecIndex
+from partitioner.spec import Spec
 from partitioner.tiles import quadkey, tile
 
 CELL_ZOOM = 12
 SAMPLES = 5
+LAG_WINDOW_S = 10.0  # the handover lag looks at the new version's records processed this long after the flip
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,9 @@ class Processed:
     owner: str
     processed_ms: int
     cell: str
+    sent_ms: int | None = None  # the event's ``ts`` when it is epoch ms (the local loop's send time)
+    lon: float = 0.0
+    lat: float = 0.0
 
     @classmethod
     def from_json(cls, record: Mapping[str, Any], processed_ms: int | None = None) -> Processed:
@@ -63,9 +73,12 @@ class Processed:
         Raises ``KeyError``/``ValueError``/``TypeError`` on a record without the fields (the caller reports it).
         """
         when = processed_ms if processed_ms is not None else int(record["processed_at"])
+        lon, lat = float(record["lon"]), float(record["lat"])
+        ts = record.get("ts")
+        sent = int(ts) if isinstance(ts, int | float) and not isinstance(ts, bool) else None
         return cls(str(record["event_id"]), str(record["entity_id"]), int(record["spec_version"]),
-                   str(record["worker_id"]), str(record["owner"]), when,
-                   quadkey(tile(float(record["lon"]), float(record["lat"]), CELL_ZOOM)))
+                   str(record["worker_id"]), str(record["owner"]), when, quadkey(tile(lon, lat, CELL_ZOOM)), sent,
+                   lon, lat)
 
 
 @dataclass(frozen=True)
@@ -163,6 +176,8 @@ class SwapRow:
     moved_cells: int
     extra_worker_s: float
     handover_s: float | None
+    kept_lag_p99_s: float | None = None
+    moved_lag_p99_s: float | None = None
 
     @property
     def carried_share(self) -> float:
@@ -293,14 +308,49 @@ def swap_timings(flips: Sequence[Flip], plans: Mapping[int, Mapping[str, Any]], 
 
 
 def swaps_report(records: Iterable[Processed], flips: Sequence[Flip], plans: Mapping[int, Mapping[str, Any]],
-                 slots: Mapping[int, int], tenures: Iterable[Tenure], history: Iterable[Event]) -> SwapsReport:
-    """Everything of the module docstring; ``slots`` is the worker count of each spec version."""
+                 slots: Mapping[int, int], tenures: Iterable[Tenure], history: Iterable[Event],
+                 specs: Mapping[int, Spec | None] | None = None) -> SwapsReport:
+    """Everything of the module docstring; ``slots`` is the worker count of each spec version, ``specs`` the specs
+    (for the handover lag of kept and moved cells; without them those columns stay empty)."""
     recs = list(records)
     index = _Index(tenures, history)
     rows = swap_rows(flips, plans, slots, index)
+    if specs:
+        rows = [(handover_lags(row, flip, recs, specs, index), hs) for (row, hs), flip in zip(rows, flips, strict=True)]
     handovers = [h for _row, hs in rows for h in hs]
     return SwapsReport(tuple(r for r, _h in rows), swap_timings(flips, plans, index, handovers), order_check(recs),
                        reader_check(recs))
+
+
+def handover_lags(row: SwapRow, flip: Flip, records: Sequence[Processed], specs: Mapping[int, Spec | None],
+                  index: _Index) -> SwapRow:
+    """``row`` with the p99 lag (send -> output) of the new version's records that carried processes processed in
+    the :data:`LAG_WINDOW_S` after the flip, split by whether the record's place stayed with its slot (kept cell)
+    or belonged to another slot in the old version (moved cell, which waits for its old worker's drain)."""
+    old = specs.get(row.from_version)
+    if old is None:
+        return row
+    carriers = {(w, t.owner) for w in {r.worker for r in records if r.version == row.to_version}
+                if (t := index.first(row.to_version, w)) is not None
+                and (o := index.last(row.from_version, w)) is not None and o.owner == t.owner}
+    lo, hi = flip.at * 1000, (flip.at + LAG_WINDOW_S) * 1000
+    picked = [r for r in records if r.version == row.to_version and r.sent_ms is not None
+              and lo <= r.processed_ms <= hi and (r.worker, r.owner) in carriers]
+    if not picked:
+        return row
+    owners = SpecIndex(old).locate([r.lon for r in picked], [r.lat for r in picked], [r.entity for r in picked])
+    kept: list[float] = []
+    moved: list[float] = []
+    for r, k in zip(picked, owners.tolist(), strict=True):
+        (kept if old.partitions[k].worker == r.worker else moved).append((r.processed_ms - (r.sent_ms or 0)) / 1000)
+    return replace(row, kept_lag_p99_s=_p99(kept), moved_lag_p99_s=_p99(moved))
+
+
+def _p99(values: Sequence[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 3)
 
 
 def _fmt(v: float | None, unit: str = "s") -> str:
@@ -311,13 +361,16 @@ def report_lines(rep: SwapsReport) -> list[str]:
     """The report.txt section."""
     lines = ["SWAPS (carried = kept slots whose new lease went to the same process; extra worker-s = started "
              "processes' time before the flip + stopped processes' time after it; handover = flip -> carried slot "
-             "reads its new shard)",
+             f"processes its first record of the new version; lag kept / moved = p99 send -> output of the carried "
+             f"slots' new-version records in the {LAG_WINDOW_S:g} s after the flip, in cells that stayed with the slot "
+             "/ that came from another slot)",
              f"  {'swap':<9} {'mode':<6} {'slots':>5} {'kept':>5} {'carried':>8} {'started':>8} {'stopped':>8} "
-             f"{'moved cells':>11} {'extra worker-s':>15} {'handover':>9}"]
+             f"{'moved cells':>11} {'extra worker-s':>15} {'handover':>9} {'lag kept':>9} {'lag moved':>9}"]
     for r in rep.rows:
         lines.append(f"  {f'v{r.from_version}->v{r.to_version}':<9} {r.mode:<6} {r.slots:>5} {r.kept:>5} "
                      f"{r.carried:>3} {100 * r.carried_share:>3.0f}% {r.started:>8} {r.stopped:>8} "
-                     f"{r.moved_cells:>11} {r.extra_worker_s:>15.1f} {_fmt(r.handover_s):>9}")
+                     f"{r.moved_cells:>11} {r.extra_worker_s:>15.1f} {_fmt(r.handover_s):>9} "
+                     f"{_fmt(r.kept_lag_p99_s):>9} {_fmt(r.moved_lag_p99_s):>9}")
     if not rep.rows:
         lines.append("  (no swap between two versions in this run)")
     t = rep.timings
@@ -339,7 +392,8 @@ def from_run(observer: Any, fleet: Any, records: Iterable[Processed]) -> SwapsRe
              if old is not None]
     tenures = [t for held in observer.tenures.values() for t in held]
     history = fleet.history if fleet is not None else []
-    return swaps_report(records, flips, observer.plans, observer.spec_slots, tenures, history)
+    return swaps_report(records, flips, observer.plans, observer.spec_slots, tenures, history,
+                        getattr(observer, "specs", None))
 
 
 def checks(rep: SwapsReport, mode: str) -> list[tuple[str, bool, str]]:

@@ -10,9 +10,9 @@ from typing import Any
 from geo_testkit import Resources, make_spec, publish_spec, set_active, set_plan
 
 from geo_service.aws import Clients
-from geo_service.consumer import Batch, KinesisRecord, ShardConsumer, shards_for_hash_key
+from geo_service.consumer import KinesisRecord, ShardConsumer, shards_for_hash_key
 from geo_service.cost import Calibration
-from geo_service.handover import OPEN, CaughtUp, GatedReader, HandoverGate
+from geo_service.handover import OPEN, CaughtUp, GatedReader, HandoverGate, Place
 from geo_service.lease import LeaseManager
 from geo_service.worker import GeoWorker
 from partitioner.tiles import quadkey, tile
@@ -35,27 +35,16 @@ def _record(arrival_s: float, seq: int = 1) -> KinesisRecord:
 
 
 # ---------------------------------------------------------------------------- CaughtUp
-def test_a_poll_that_reached_the_tip_catches_up_to_when_it_started() -> None:
-    # GIVEN a slot caught up to 10 s
+def test_caught_up_only_moves_forward() -> None:
+    # GIVEN a caught-up time of 10 s
     c = CaughtUp()
-    c.polled(10.0, Batch("s", (), millis_behind_latest=0, at_end=False))
-    # WHEN a later call that reached the tip returns records
-    c.polled(12.5, Batch("s", (_record(12.0),), millis_behind_latest=0, at_end=False))
-    # THEN everything that arrived before the call started is processed
-    assert c.at == 12.5
-
-
-def test_a_poll_behind_the_tip_catches_up_only_to_its_last_record_and_never_moves_back() -> None:
-    # GIVEN a slot caught up to 5 s
-    c = CaughtUp()
-    c.polled(5.0, Batch("s", (), millis_behind_latest=0, at_end=False))
-    # WHEN a call behind the tip returns records up to 8 s, then an empty one behind the tip, then an older one
-    c.polled(20.0, Batch("s", (_record(7.0), _record(8.0)), millis_behind_latest=3000, at_end=False))
-    after_records = c.at
-    c.polled(21.0, Batch("s", (), millis_behind_latest=1, at_end=False))
-    c.polled(2.0, Batch("s", (), millis_behind_latest=0, at_end=False))
-    # THEN it claims just under its last record's arrival (a later record may share that millisecond), and keeps it
-    assert after_records == 8.0 - 0.001 and c.at == after_records
+    c.advance(10.0)
+    # WHEN an earlier time is reported, then a later one
+    c.advance(5.0)
+    after_earlier = c.at
+    c.advance(12.5)
+    # THEN it never moves back
+    assert (after_earlier, c.at) == (10.0, 12.5)
 
 
 # ---------------------------------------------------------------------------- HandoverGate
@@ -161,6 +150,11 @@ def test_the_gated_reader_releases_the_prefix_that_arrived_before_the_limit_and_
     # THEN only the records that arrived before the limit come out, and the rest is held (not at the tip)
     assert [json.loads(r.data)["i"] for r in first.records] == [0, 1, 2]
     assert reader.holding == 3 and first.millis_behind_latest >= 1 and not first.at_end
+    assert first.checkpoint_at == first.records[-1].sequence_number
+    # AND once processed, the slot is caught up to just before the first held record, not to the tip
+    reader.processed()
+    held_caught_up = reader.caught_up.at
+    assert held_caught_up >= first.records[-1].arrival_s
     # WHEN it polls again with the source unchanged, nothing more passes and the stream is not read past the held
     again = reader.poll()
     assert again.records == () and reader.holding == 3
@@ -169,8 +163,40 @@ def test_the_gated_reader_releases_the_prefix_that_arrived_before_the_limit_and_
     rest = reader.poll()
     # THEN the held records come out in order, and the next call reads the stream again (at its tip, empty)
     assert [json.loads(r.data)["i"] for r in rest.records] == [3, 4, 5] and reader.holding == 0
+    assert held_caught_up < rest.records[0].arrival_s
+    reader.processed()
     tail = reader.poll()
     assert tail.records == () and tail.millis_behind_latest == 0 and reader.released == 6
+    # AND a call that reached the tip catches the slot up to when that call started
+    reader.processed()
+    assert reader.caught_up.at == reader.called_at
+
+
+def test_a_moved_cell_waits_for_its_old_slot_to_drain_and_its_entity_waits_behind_it(
+        clients: Clients, resources: Resources) -> None:
+    # GIVEN slot w0002's shard with four records all older than the gate's limit: car-a in a cell that w0001
+    # owned in the old version, then car-b in a cell w0002 keeps, then car-a again, then car-c (kept)
+    stream = f"{resources.prefix}-moved"
+    consumer = _consumer(clients, stream)
+    _put(clients, stream, 4, 0)
+    time.sleep(0.3)
+    places = [Place("car-a", "w0001"), Place("car-b", "w0002"), Place("car-a", "w0002"), Place("car-c", "w0002")]
+    caught_up = {"w0001": time.time(), "w0002": time.time()}
+    gate = HandoverGate(lambda: dict(caught_up), margin_s=0.1, refresh_s=0.0, timeout_s=60.0)
+    reader = GatedReader(consumer, gate, classify=lambda records: places[:len(records)], own="w0002")
+    # WHEN it polls while w0001 is not drained
+    first = reader.poll()
+    reader.processed()
+    # THEN the kept cells of other entities pass; the moved record and the same entity's later one wait
+    assert [json.loads(r.data)["i"] for r in first.records] == [1, 3] and reader.holding == 2
+    # AND the checkpoint does not move past the held record, the slot is caught up to just before it
+    assert first.checkpoint_at is None and reader.caught_up.at < first.records[0].arrival_s
+    # WHEN w0001 drained
+    caught_up["w0001"] = OPEN
+    rest = reader.poll()
+    # THEN car-a's records come out in their order and the checkpoint reaches the last record
+    assert [json.loads(r.data)["i"] for r in rest.records] == [0, 2]
+    assert rest.checkpoint_at == rest.records[-1].sequence_number
 
 
 # ---------------------------------------------------------------------------- a carried slot, end to end

@@ -14,6 +14,8 @@ from local.swaps import (
     report_lines,
     swaps_report,
 )
+from partitioner.spec import Partition, Spec, Worker, shard_hash_key
+from partitioner.tiles import quadkey, tile
 
 A, B = "120220011", "120220013"  # two zoom-9 cells (the checks bucket points into zoom-12 cells)
 
@@ -53,6 +55,19 @@ def test_two_processes_reading_one_cell_at_once_are_caught_only_where_it_matters
     fine = [rec("e1", "c1", 1, "w1", "p1", 0), rec("e2", "c2", 1, "w1", "p1", 100), rec("e3", "c3", 1, "w2", "p2", 50),
             rec("e4", "c4", 2, "w1", "p1", 60), rec("e5", "c5", 2, "w9", "p9", 200, cell=B)]
     assert reader_check(fine).ok and reader_check(fine).checked == 2
+
+
+def _two_slot_specs() -> tuple[Spec, Spec]:
+    france, spain = quadkey(tile(2.3522, 48.8566, 5)), quadkey(tile(-3.7038, 40.4168, 5))
+
+    def spec(version: int, first: list[str]) -> Spec:
+        workers = tuple(Worker(id=f"w{i + 1:04d}", load=1.0, hash_key=shard_hash_key(i, 2)) for i in range(2))
+        parts = (Partition(id="p0001", worker="w0001", quadkeys=tuple(first), load=1.0),
+                 Partition(id="p0002", worker="w0002", quadkeys=("",), load=1.0))
+        return Spec(version=version, max_load=10.0, partitions=parts, workers=workers,
+                    previous_version=version - 1 or None, created_at="2026-11-22T00:00:00Z", strategy="test")
+
+    return spec(1, [france]), spec(2, [france, spain])
 
 
 def tenure(version: int, worker: str, pid: int, claimed: float, ready: float, serving: float | None = None,
@@ -120,3 +135,25 @@ def test_the_local_loop_takes_the_swap_mode_and_hands_it_to_the_control_plane() 
     assert parse_args([]).swap_mode == "carry"
     whole = parse_args(["--quick", "--swap-mode", "whole"])
     assert whole.swap_mode == "whole" and handler_env(whole)["SWAP_MODE"] == "whole"
+
+
+def test_the_handover_lag_splits_kept_and_moved_cells_of_carried_slots() -> None:
+    # GIVEN v1: w1 owns France (z5), w2 the rest; v2 keeps both, w1 gains Spain. A swap at t=100 s where the
+    # carried w1 processes a Paris record 0.4 s after it was sent and a Madrid record (moved from w2) 5 s after
+    v1, v2 = _two_slot_specs()
+    plans = {2: {"to_version": 2, "from_version": 1, "mode": "carry", "kept": ["w0001", "w0002"], "started": [],
+                 "stopped": [], "moved_cells": 1}}
+    tenures = [tenure(1, "w0001", 11, 1, 2, 2, 104), tenure(1, "w0002", 12, 1, 2, 2, 104),
+               tenure(2, "w0001", 11, 95, 95.5, 100.5), tenure(2, "w0002", 12, 95, 95.5, 100.5)]
+    paris = Processed("e1", "car-1", 2, "w0001", "h:11:x", 100_600, "c", 100_200, 2.3522, 48.8566)
+    madrid = Processed("e2", "car-2", 2, "w0001", "h:11:x", 106_000, "c", 101_000, -3.7038, 40.4168)
+    late = Processed("e3", "car-3", 2, "w0001", "h:11:x", 130_000, "c", 129_900, 2.3522, 48.8566)
+    # WHEN the report is computed with the specs
+    rep = swaps_report([paris, madrid, late], [Flip(1, 2, 100.0)], plans, {2: 2}, tenures, [], {1: v1, 2: v2})
+    # THEN the kept cell's lag and the moved cell's lag are reported apart (records after the window are left out)
+    (row,) = rep.rows
+    assert (row.kept_lag_p99_s, row.moved_lag_p99_s) == (0.4, 5.0)
+    assert "lag kept" in report_lines(rep)[1]
+    # AND without specs the columns stay empty
+    (bare,) = swaps_report([paris, madrid], [Flip(1, 2, 100.0)], plans, {2: 2}, tenures, []).rows
+    assert (bare.kept_lag_p99_s, bare.moved_lag_p99_s) == (None, None)
