@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,3 +70,12 @@ def set_plan(clients: Clients, res: Resources, from_version: int | None, to_vers
         "pk": {"S": "plan"}, "from_version": {"N": str(from_version)} if from_version else {"NULL": True},
         "to_version": {"N": str(to_version)}, "mode": {"S": mode}, "kept": {"L": [{"S": w} for w in kept]},
         "started": {"L": []}, "stopped": {"L": []}, "status": {"S": status}})
+
+
+def enriched_rows(clients: Clients, res: Resources) -> list[dict[str, Any]]:
+    """Every enriched output record the workers wrote so far."""
+    rows: list[dict[str, Any]] = []
+    for obj in clients.s3.list_objects_v2(Bucket=res.output_bucket, Prefix="enriched/").get("Contents", []):
+        body = clients.s3.get_object(Bucket=res.output_bucket, Key=obj["Key"])["Body"].read().decode()
+        rows += [json.loads(line) for line in body.splitlines() if line]
+    return rows

@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from geo_testkit import Resources, make_spec, publish_spec, set_active, set_plan
+from geo_testkit import Resources, enriched_rows, make_spec, publish_spec, set_active, set_plan
 
 from geo_service.aws import Clients
 from geo_service.cost import Calibration
@@ -29,14 +29,6 @@ def _put(clients: Clients, spec: Spec, worker_id: str, i: int, point: tuple[floa
     clients.kinesis.put_record(StreamName=spec.stream_name, Data=json.dumps(ev).encode(), PartitionKey=entity,
                                ExplicitHashKey=spec.worker(worker_id).hash_key)
     return str(ev["event_id"])
-
-
-def _rows(clients: Clients, res: Resources) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for obj in clients.s3.list_objects_v2(Bucket=res.output_bucket, Prefix="enriched/").get("Contents", []):
-        body = clients.s3.get_object(Bucket=res.output_bucket, Key=obj["Key"])["Body"].read().decode()
-        rows += [json.loads(line) for line in body.splitlines() if line]
-    return rows
 
 
 def _lease(clients: Clients, res: Resources, version: int, worker_id: str) -> Any:
@@ -88,7 +80,7 @@ def test_a_kept_slot_carries_over_in_its_process_and_every_old_record_goes_first
     assert st.owner == a.owner and st.places_gained > 0 and st.places_loaded == loaded_v1 + st.places_gained
     assert _lease(clients, resources, 1, "w0001").drained and _lease(clients, resources, 2, "w0001").owner == a.owner
     # AND every event came out once, each entity's v1 records processed before its v2 records
-    rows = _rows(clients, resources)
+    rows = enriched_rows(clients, resources)
     assert sorted(r["event_id"] for r in rows) == sorted(sent)
     last_v1 = max(r["processed_at"] for r in rows if r["spec_version"] == 1)
     assert min(r["processed_at"] for r in rows if r["spec_version"] == 2) > last_v1

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
-from geo_testkit import Resources, make_spec, publish_spec, set_active, set_plan
+from geo_testkit import Resources, enriched_rows, make_spec, publish_spec, set_active, set_plan
 
 from geo_service.aws import Clients
 from geo_service.consumer import KinesisRecord, ShardConsumer, shards_for_hash_key
@@ -208,14 +207,6 @@ def _event(spec_stream: str, clients: Clients, hash_key: str, i: int, version: i
     return str(ev["event_id"])
 
 
-def _rows(clients: Clients, res: Resources) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for obj in clients.s3.list_objects_v2(Bucket=res.output_bucket, Prefix="enriched/").get("Contents", []):
-        body = clients.s3.get_object(Bucket=res.output_bucket, Key=obj["Key"])["Body"].read().decode()
-        rows += [json.loads(line) for line in body.splitlines() if line]
-    return rows
-
-
 def test_a_kept_cell_resumes_on_the_new_stream_before_its_old_slot_drained(clients: Clients,
                                                                            resources: Resources) -> None:
     # GIVEN v1 active with one slot (France and the rest) served by a carry-mode worker with a long quiet period,
@@ -248,7 +239,7 @@ def test_a_kept_cell_resumes_on_the_new_stream_before_its_old_slot_drained(clien
     old = LeaseManager(clients.dynamodb, resources.leases_table, 1, "reader", 3.0).read("w0001")
     assert old is not None and not old.drained and resumed_s < cfg.drain_quiet_s
     # AND every event came out once, every v1 record processed before any v2 record
-    rows = _rows(clients, resources)
+    rows = enriched_rows(clients, resources)
     assert sorted(r["event_id"] for r in rows) == sorted(sent)
     assert max(r["processed_at"] for r in rows if r["spec_version"] == 1) < \
         min(r["processed_at"] for r in rows if r["spec_version"] == 2)
