@@ -140,28 +140,29 @@ class WindowStore:
         """
         base = self.base(batch_id)
         end_ms = F.unix_millis("window_end")
-        late = fine.where(end_ms <= base.watermark_ms).agg(F.sum("events")).first()
-        late_events = int(late[0] or 0) if late is not None else 0
-        counted = fine.where(end_ms > base.watermark_ms).select("window_start", "window_end", "quadkey", "events")
-        merged = (self._read(spark, base).unionByName(counted)
-                  .groupBy("window_start", "window_end", "quadkey").agg(F.sum("events").alias("events"))
-                  .persist())
+        fine = fine.select("window_start", "window_end", "quadkey", "events").persist()  # computed once
+        merged = None
         try:
+            late = fine.where(end_ms <= base.watermark_ms).agg(F.sum("events")).first()
+            late_events = int(late[0] or 0) if late is not None else 0
+            merged = (self._read(spark, base).unionByName(fine.where(end_ms > base.watermark_ms))
+                      .groupBy("window_start", "window_end", "quadkey").agg(F.sum("events").alias("events"))
+                      .persist())
             seen = [m for m in (base.max_event_ms, batch_max_ms) if m is not None]
             max_ms = max(seen) if seen else None
             watermark = base.watermark_ms if max_ms is None else max(base.watermark_ms, max_ms - self.delay_ms)
-            keep = merged.where(end_ms > watermark)
-            final = merged.where(end_ms <= watermark)
             slot = 1 - base.slot
-            keep.write.mode("overwrite").parquet(f"{self.root}/slot={slot}")
+            merged.where(end_ms > watermark).write.mode("overwrite").parquet(f"{self.root}/slot={slot}")
             sizes = merged.agg(F.count(F.when(end_ms > watermark, 1)),
                                F.count_distinct(F.when(end_ms <= watermark, F.col("window_end")))).first()
             rows, windows = (int(sizes[0]), int(sizes[1])) if sizes is not None else (0, 0)
             if windows:
-                emit(final)
+                emit(merged.where(end_ms <= watermark))
             self._commit(base, WindowMark(batch_id, slot, rows, max_ms, watermark))
         finally:
-            merged.unpersist()
+            fine.unpersist()
+            if merged is not None:
+                merged.unpersist()
         return WindowStep(batch_id, late_events, windows, rows, watermark)
 
     def _read(self, spark: SparkSession, mark: WindowMark) -> DataFrame:
