@@ -1,15 +1,17 @@
-"""The foreachBatch bodies and the streaming wiring every entry point shares.
+"""The foreachBatch body and the streaming wiring every entry point shares.
 
-Two streaming queries read the same source (CONTRACTS.md "Quarantine" and "Load snapshot"):
+One streaming query reads each source once (CONTRACTS.md "Aggregation job details"); its foreachBatch
+(:func:`stream_batch_fn`) takes the micro-batch's raw records and, from one cached classification:
 
-* **quarantine**: raw records -> :func:`~glue_jobs.transform.classify_events` -> records with a
-  reason -> :func:`write_quarantine_batch` (JSON lines under ``quarantine/batch=<id>/``);
-* **aggregate**: raw records -> valid events -> quadkey at ``zoom`` -> event-time windows with
-  a watermark (``append`` mode: each window is emitted once, when final) ->
+* **quarantine**: records with a reason -> :func:`write_quarantine_batch` (JSON lines under
+  ``quarantine/batch=<id>/``);
+* **windows**: valid events -> quadkey at ``zoom`` -> event-time window counts, merged into the open
+  windows kept across batches with Spark's append-mode watermark rules
+  (:class:`~glue_jobs.window_state.WindowStore`: each window emitted once, when final) ->
   :func:`write_snapshot_batch` (cost join, quadtree rollup, data files, manifest last).
 
-Each query has its own checkpoint (``<checkpoint>/aggregate``, ``<checkpoint>/quarantine``).
-The transforms hold no I/O; this module holds the driver-side I/O of one micro-batch.
+Checkpoint root: the query's offsets under ``<checkpoint>/events``, the open windows under
+``<checkpoint>/windows``. The transforms hold no I/O; this module holds the driver-side I/O of one micro-batch.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from glue_jobs.snapshot import (
     write_quarantine,
     write_snapshot,
 )
+from glue_jobs.window_state import WindowStore
 from partitioner.tiles import parse_quadkey
 
 
@@ -247,12 +250,6 @@ def write_quarantine_batch(classified: DataFrame, batch_id: int, storage: Storag
 # ---------------------------------------------------------------------------
 
 
-def fine_counts_stream(raw: DataFrame, window: T.WindowSpec, zoom: int) -> DataFrame:
-    """Streaming (or batch) fine-cell counts per window from raw ``value, source`` records."""
-    valid = T.valid_events(T.classify_events(raw))
-    return T.aggregate_cells(valid, window, zoom)
-
-
 ProgressFn = Callable[[str], None]
 
 
@@ -260,47 +257,61 @@ def _print_progress(line: str) -> None:
     print(line, flush=True)
 
 
-def snapshot_batch_fn(cfg: JobConfig, progress: ProgressFn = _print_progress) -> Callable[[DataFrame, int], None]:
-    """The aggregate query's foreachBatch body: windowed fine counts -> snapshots (manifest last).
+def stream_batch_fn(cfg: JobConfig, state_root: str,
+                    progress: ProgressFn = _print_progress) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch body of the one streaming query: raw records -> quarantine + windows -> snapshots.
 
-    Cost rates are re-read from ``cfg.costs`` at every batch (workers keep reporting).
+    Parameters
+    ----------
+    cfg : JobConfig
+    state_root : str
+        Where the open windows live between micro-batches (:class:`~glue_jobs.window_state.WindowStore`):
+        under the query's checkpoint root, so both are kept or discarded together.
+    progress : callable
+        Receives the human lines (one per quarantine write, per snapshot, and one per batch).
+
+    Notes
+    -----
+    The micro-batch (``value, source`` records) is classified once and cached, so the source is read once
+    per batch however many writes follow (the Kinesis connector's advice, see :mod:`glue_jobs.window_state`).
+    Cost rates are re-read from ``cfg.costs`` at every batch that closes a window (workers keep reporting).
     """
-    storage = storage_for(cfg.out)
+    snapshots = storage_for(cfg.out)
+    quarantine = storage_for(cfg.quarantine or cfg.out)
+    windows = WindowStore(state_root, cfg.window.watermark)
 
-    def on_fine(fine: DataFrame, batch_id: int) -> None:
-        rates, zooms = _current_rates(fine.sparkSession, cfg)
-        fine.persist()
-        try:
-            results = write_snapshot_batch(fine, batch_id, storage, cfg.rollup, rates, zooms, cfg.rows_per_file)
-        finally:
-            fine.unpersist()
-        for r in results:
+    def emit(final: DataFrame, batch_id: int) -> None:
+        rates, zooms = _current_rates(final.sparkSession, cfg)
+        for r in write_snapshot_batch(final, batch_id, snapshots, cfg.rollup, rates, zooms, cfg.rows_per_file):
             progress(f"[aggregation] batch={batch_id} snapshot {r.manifest_uri} rows={r.rows} "
                      f"events={r.total_events} rows_per_zoom={dict(sorted(r.rows_per_zoom.items()))}"
                      f"{' (unchanged retry, skipped)' if r.skipped else ''}")
 
-    return on_fine
-
-
-def quarantine_batch_fn(cfg: JobConfig, progress: ProgressFn = _print_progress) -> Callable[[DataFrame, int], None]:
-    """The quarantine query's foreachBatch body: raw ``value, source`` records -> quarantine JSON lines."""
-    storage = storage_for(cfg.quarantine or cfg.out)
-
-    def on_raw(raw_batch: DataFrame, batch_id: int) -> None:
+    def on_batch(raw_batch: DataFrame, batch_id: int) -> None:
         classified = T.classify_events(raw_batch).persist()
         try:
-            counts, uris = write_quarantine_batch(classified, batch_id, storage)
+            counts, uris = write_quarantine_batch(classified, batch_id, quarantine)
+            if counts:
+                progress(f"[aggregation] batch={batch_id} quarantined={dict(sorted(counts.items()))} "
+                         f"-> {', '.join(uris)}")
+            valid = T.valid_events(classified)
+            stats = valid.agg(F.count(F.lit(1)), F.max(F.unix_millis("ts"))).first()
+            n_valid, max_ms = (int(stats[0]), stats[1]) if stats is not None else (0, None)
+            fine = T.aggregate_cells(valid, cfg.window, cfg.rollup.zoom)
+            step = windows.advance(classified.sparkSession, fine, max_ms, batch_id,
+                                   lambda final: emit(final, batch_id))
         finally:
             classified.unpersist()
-        if counts:
-            progress(f"[aggregation] batch={batch_id} quarantined={dict(sorted(counts.items()))} -> {', '.join(uris)}")
+        progress(f"[aggregation] batch={batch_id} valid={n_valid} quarantined={sum(counts.values())} "
+                 f"late_dropped={step.late_events} watermark={_utc(step.watermark_ms * 1000).isoformat()} "
+                 f"final_windows={step.final_windows} open_rows={step.open_rows}")
 
-    return on_raw
+    return on_batch
 
 
 def start_streaming(raw: DataFrame, cfg: JobConfig, checkpoint: str, trigger: str | None = "5 seconds",
-                    progress: ProgressFn = _print_progress, query_prefix: str = "georebal") -> tuple[StreamingQuery, ...]:
-    """Start the aggregate and quarantine queries over a streaming ``value, source`` DataFrame.
+                    progress: ProgressFn = _print_progress, query_prefix: str = "georebal") -> StreamingQuery:
+    """Start the one streaming query over a streaming ``value, source`` DataFrame (one read of the source).
 
     Parameters
     ----------
@@ -308,28 +319,22 @@ def start_streaming(raw: DataFrame, cfg: JobConfig, checkpoint: str, trigger: st
         Streaming DataFrame with string columns ``value`` (record text) and ``source``.
     cfg : JobConfig
     checkpoint : str
-        Checkpoint root (local path or a URI the Spark runtime can write, e.g. ``s3://``).
+        Checkpoint root (local path or a URI the Spark runtime can write, e.g. ``s3://``): the query's
+        offsets under ``<checkpoint>/events``, its open windows under ``<checkpoint>/windows``.
     trigger : str or None
         Processing-time trigger interval; None = ``availableNow`` (process what is there, then stop).
     progress : callable
-        Receives one human line per written snapshot / quarantine batch.
+        Receives one human line per written snapshot / quarantine batch and one per micro-batch.
 
     Returns
     -------
-    tuple of StreamingQuery
-        ``(aggregate, quarantine)``; the caller awaits or stops them.
+    StreamingQuery
+        The caller awaits or stops it.
     """
-    fine = fine_counts_stream(raw, cfg.window, cfg.rollup.zoom)
-    agg = fine.writeStream.queryName(f"{query_prefix}-aggregate").outputMode("append").option(
-        "checkpointLocation", f"{checkpoint.rstrip('/')}/aggregate")
-    quar = raw.writeStream.queryName(f"{query_prefix}-quarantine").option(
-        "checkpointLocation", f"{checkpoint.rstrip('/')}/quarantine")
-    if trigger is None:
-        agg, quar = agg.trigger(availableNow=True), quar.trigger(availableNow=True)
-    else:
-        agg, quar = agg.trigger(processingTime=trigger), quar.trigger(processingTime=trigger)
-    return (agg.foreachBatch(snapshot_batch_fn(cfg, progress)).start(),
-            quar.foreachBatch(quarantine_batch_fn(cfg, progress)).start())
+    root = checkpoint.rstrip("/")
+    writer = raw.writeStream.queryName(f"{query_prefix}-aggregation").option("checkpointLocation", f"{root}/events")
+    writer = writer.trigger(availableNow=True) if trigger is None else writer.trigger(processingTime=trigger)
+    return writer.foreachBatch(stream_batch_fn(cfg, f"{root}/windows", progress)).start()
 
 
 def _current_rates(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame | None, tuple[int, ...]]:
@@ -344,11 +349,14 @@ def _current_rates(spark: SparkSession, cfg: JobConfig) -> tuple[DataFrame | Non
 
 
 def progress_line(query: StreamingQuery) -> str | None:
-    """A one-line summary of the query's last progress (input rows, late drops), or None."""
+    """A one-line summary of the query's last progress (input rows, rate, batch duration), or None.
+
+    Late drops and the watermark are in the per-batch line of :func:`stream_batch_fn` (the query holds no
+    Spark state operator: the windows live in :class:`~glue_jobs.window_state.WindowStore`).
+    """
     p = query.lastProgress
     if not p:
         return None
-    dropped = sum(int(op.get("numRowsDroppedByWatermark", 0)) for op in p.get("stateOperators", []))
-    wm = p.get("eventTime", {}).get("watermark", "-")
+    took = p.get("durationMs", {}).get("triggerExecution", "-")
     return (f"[aggregation] {p.get('name')} batch={p.get('batchId')} input_rows={p.get('numInputRows')} "
-            f"late_dropped={dropped} watermark={wm}")
+            f"trigger_ms={took}")

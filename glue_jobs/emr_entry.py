@@ -4,8 +4,9 @@ Reads the ingest stream through the runtime's bundled Kinesis connector (format
 ``aws-kinesis``, from awslabs/spark-sql-kinesis-connector; on EMR Serverless add
 ``--jars /usr/share/aws/kinesis/spark-sql-kinesis/lib/spark-streaming-sql-kinesis-connector.jar``
 to ``sparkSubmitParameters``), checkpoints to S3, and runs the shared transforms through
-:func:`glue_jobs.batch.start_streaming` (aggregate + quarantine queries, foreachBatch ->
-snapshot writer). Entry-point arguments::
+:func:`glue_jobs.batch.start_streaming`: one query, so one reader per shard, whose foreachBatch
+caches the micro-batch and writes both the quarantine and the snapshots (the connector's README, "Avoid race
+conditions": https://github.com/awslabs/spark-sql-kinesis-connector). Entry-point arguments::
 
     --stream-name NAME --region REGION --snapshots s3://BUCKET[/prefix] --checkpoint s3://BUCKET/ckpt
     [--quarantine s3://BUCKET] [--costs s3://BUCKET/costs/] [--endpoint-url URL]
@@ -81,15 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Start both queries and block until one of them terminates."""
+    """Start the streaming query and block until it terminates."""
     args = build_parser().parse_args(argv)
     cfg = config_from_args(args, out=args.snapshots)
     options = connector_options(args.stream_name, args.region, args.endpoint_url, args.starting_position)
     spark = (SparkSession.builder.appName("georebal-aggregation")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     raw = connector_records(spark.readStream.format(CONNECTOR_FORMAT).options(**options).load())
-    start_streaming(raw, cfg, args.checkpoint, parse_duration(args.trigger, "--trigger"))
-    spark.streams.awaitAnyTermination()
+    start_streaming(raw, cfg, args.checkpoint, parse_duration(args.trigger, "--trigger")).awaitTermination()
     return 0
 
 

@@ -2,8 +2,10 @@
 
 Glue-specific code is kept to :func:`main` (``awsglue`` only exists inside Glue); everything it
 calls is the shared, tested code: :func:`glue_records` maps Glue's Kinesis frame to ``value,
-source`` records, :func:`glue_batch_functions` returns the two foreachBatch bodies
-(:func:`glue_jobs.batch.snapshot_batch_fn`, :func:`glue_jobs.batch.quarantine_batch_fn`).
+source`` records, :func:`glue_batch_function` returns the one foreachBatch body
+(:func:`glue_jobs.batch.stream_batch_fn`: quarantine + windows + snapshots). The stream is read by one
+``glueContext.forEachBatch`` over the source frame, Glue's documented streaming entry point
+(https://docs.aws.amazon.com/glue/latest/dg/glue-streaming-concepts.html), so each shard has one reader.
 
 Job arguments (``--key value``): ``stream_arn``, ``snapshots`` (s3://bucket), ``checkpoint``
 (s3://...), optional ``quarantine``, ``costs``, ``zoom``, ``grid_zoom``, ``refine_events``,
@@ -31,7 +33,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from glue_jobs import transform as T
-from glue_jobs.batch import JobConfig, fine_counts_stream, quarantine_batch_fn, snapshot_batch_fn
+from glue_jobs.batch import JobConfig, stream_batch_fn
 from glue_jobs.quadkey_counts import parse_duration
 
 DEFAULTS: Mapping[str, str] = {
@@ -89,13 +91,16 @@ def config_from_job_args(args: Mapping[str, str]) -> JobConfig:
                      rollup=rollup, costs=merged["costs"] or None)
 
 
-def glue_batch_functions(cfg: JobConfig) -> tuple[Callable[[DataFrame, int], None], Callable[[DataFrame, int], None]]:
-    """The (snapshot, quarantine) foreachBatch bodies the Glue job hands to Spark."""
-    return snapshot_batch_fn(cfg), quarantine_batch_fn(cfg)
+def glue_batch_function(cfg: JobConfig, checkpoint: str) -> Callable[[DataFrame, int], None]:
+    """The foreachBatch body the Glue job hands to ``glueContext.forEachBatch``.
+
+    The open windows live under ``<checkpoint>/windows``, next to the query's offsets (``<checkpoint>/events``).
+    """
+    return stream_batch_fn(cfg, f"{checkpoint.rstrip('/')}/windows")
 
 
 def main() -> None:  # pragma: no cover - needs the Glue runtime (awsglue)
-    """Glue job body: Kinesis source -> quarantine query + aggregate query via glueContext.forEachBatch."""
+    """Glue job body: Kinesis source -> one glueContext.forEachBatch (quarantine + windows + snapshots)."""
     from awsglue.context import GlueContext
     from awsglue.job import Job
     from awsglue.utils import getResolvedOptions
@@ -116,15 +121,12 @@ def main() -> None:  # pragma: no cover - needs the Glue runtime (awsglue)
         transformation_ctx="ingest",
     )
     raw = glue_records(kinesis, args["stream_arn"].rsplit("/", 1)[-1])
-    on_snapshot, on_quarantine = glue_batch_functions(cfg)
     checkpoint = args["checkpoint"].rstrip("/")
     window_size = parse_duration(args.get("window_size", DEFAULTS["window_size"]), "--window_size")
-    (raw.writeStream.queryName("georebal-quarantine").option("checkpointLocation", f"{checkpoint}/quarantine")
-     .trigger(processingTime=window_size).foreachBatch(on_quarantine).start())
     glue_context.forEachBatch(
-        frame=fine_counts_stream(raw, cfg.window, cfg.rollup.zoom),
-        batch_function=on_snapshot,
-        options={"windowSize": window_size, "checkpointLocation": f"{checkpoint}/aggregate"},
+        frame=raw,
+        batch_function=glue_batch_function(cfg, checkpoint),
+        options={"windowSize": window_size, "checkpointLocation": f"{checkpoint}/events"},
     )
     job.commit()
 

@@ -12,7 +12,7 @@ Streaming (Spark 4 only; the local loop runs this against moto server)::
         --out s3://snapshots-bucket [--trigger 5s] [--checkpoint DIR] [--watermark 2m] ...
 
 Streaming prints one line per written snapshot / quarantine batch and per progress tick on
-stdout, and stops cleanly (queries stopped, exit 0) on SIGTERM or SIGINT. In-process callers
+stdout, and stops cleanly (query stopped, exit 0) on SIGTERM or SIGINT. In-process callers
 use :func:`run_batch` and :func:`run_stream` (with a ``threading.Event`` to stop it).
 """
 
@@ -45,6 +45,7 @@ from glue_jobs.batch import (
     write_snapshot_batch,
 )
 from glue_jobs.snapshot import storage_for
+from glue_jobs.window_state import interval_ms
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
 _UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -191,40 +192,38 @@ def run_stream(spark: SparkSession, stream_name: str, cfg: JobConfig, *, endpoin
     trigger : str
         Micro-batch interval (Spark interval string).
     stop : threading.Event, optional
-        Set it to stop the queries and return.
+        Set it to stop the query and return.
     tick_s : float
         Seconds between progress lines.
 
     Raises
     ------
     pyspark.errors.StreamingQueryException
-        If a query dies (the other one is stopped first).
+        If the query dies.
     """
     stop = stop or threading.Event()
     checkpoint = checkpoint or tempfile.mkdtemp(prefix="georebal-ckpt-")
     raw = kinesis_stream(spark, stream_name, endpoint_url, region)
-    queries = start_streaming(raw, cfg, checkpoint, trigger)
+    query = start_streaming(raw, cfg, checkpoint, trigger)
     print(f"[aggregation] streaming from kinesis stream {stream_name!r} to {cfg.out!r} "
           f"(checkpoint {checkpoint!r}, trigger {trigger!r}, window {cfg.window.length!r}, "
           f"watermark {cfg.window.watermark!r})", flush=True)
-    last: dict[str, object] = {}
+    last = None
     try:
         while not stop.wait(tick_s):
-            for q in queries:
-                if not q.isActive:
-                    exc = q.exception()
-                    if exc is not None:
-                        raise exc
-                    return
-                line = progress_line(q)
-                batch_id = q.lastProgress.get("batchId") if q.lastProgress is not None else None
-                if line and last.get(q.name) != batch_id:
-                    last[q.name] = batch_id
-                    print(line, flush=True)
+            if not query.isActive:
+                exc = query.exception()
+                if exc is not None:
+                    raise exc
+                return
+            line = progress_line(query)
+            batch_id = query.lastProgress.get("batchId") if query.lastProgress is not None else None
+            if line and last != batch_id:
+                last = batch_id
+                print(line, flush=True)
     finally:
-        for q in queries:
-            if q.isActive:
-                q.stop()
+        if query.isActive:
+            query.stop()
         print("[aggregation] stopped", flush=True)
 
 
@@ -310,9 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _seconds(interval: str) -> float:
-    n, unit = interval.split()
-    scale = {"millisecond": 0.001, "second": 1, "minute": 60, "hour": 3600, "day": 86400}[unit.rstrip("s")]
-    return int(n) * scale
+    return interval_ms(interval, "--trigger") / 1000
 
 
 if __name__ == "__main__":

@@ -401,16 +401,14 @@ def aggregate_windows(events: DataFrame, window: WindowSpec, ts_col: str = "ts",
 
     Notes
     -----
-    **Late-data policy.** On a streaming DataFrame the watermark is ``max(event time seen)
-    - window.watermark``, advanced at the end of each micro-batch. In ``append`` output mode
-    (what every entry point uses) a window is emitted exactly once, when the watermark
-    passes its end, so a snapshot is final when written. An event whose time is still
-    above the watermark is counted in its window even if it arrives out of order. An event
-    older than the watermark is **not counted** in any snapshot: Spark drops it from the
-    state, and the drop is counted in the query progress as
-    ``stateOperators[].numRowsDroppedByWatermark``, which the runners print per batch
-    (``late_dropped=``). On a batch DataFrame (backfill) the watermark is a no-op: every
-    event is counted in its window.
+    **Late-data policy** (the streaming job, :class:`glue_jobs.window_state.WindowStore`, applying Spark's
+    append-mode rules to these per-micro-batch counts): the watermark is ``max(event time seen) -
+    window.watermark``, advanced at the end of each micro-batch. A window is emitted exactly once, when the
+    watermark passes its end, so a snapshot is final when written. An event whose window is still open is
+    counted even if it arrives out of order. An event whose window ended at or before the watermark is **not
+    counted** in any snapshot, and the drop is counted in the job's per-batch progress line
+    (``late_dropped=``, once per window the event falls in). On a batch DataFrame (backfill) the watermark is a
+    no-op: every event is counted in its window.
     """
     win = F.window(F.col(ts_col), window.length, window.slide) if window.slide else F.window(
         F.col(ts_col), window.length)

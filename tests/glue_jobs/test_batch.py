@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -22,14 +24,18 @@ def _event(i: int, t: float, lon: float = 13.4, lat: float = 52.5) -> str:
     return json.dumps({"event_id": f"e{i}", "entity_id": f"u{i % 3}", "ts": int(t * 1000), "lat": lat, "lon": lon})
 
 
-def _run_available_now(spark, inbox: Path, cfg: JobConfig, checkpoint: Path) -> list[dict]:
+def _run_available_now(spark, inbox: Path, cfg: JobConfig, checkpoint: Path) -> list[str]:
     raw = spark.readStream.text(str(inbox)).select("value", F.input_file_name().alias("source"))
     lines: list[str] = []
-    queries = start_streaming(raw, cfg, str(checkpoint), trigger=None, progress=lines.append)
-    for q in queries:
-        q.awaitTermination(timeout=300)
-        assert not q.isActive and q.exception() is None
-    return [p for q in queries for p in q.recentProgress]
+    query = start_streaming(raw, cfg, str(checkpoint), trigger=None, progress=lines.append)
+    query.awaitTermination(timeout=300)
+    assert not query.isActive and query.exception() is None
+    return lines
+
+
+def _late_dropped(lines: list[str]) -> int:
+    """Sum of the ``late_dropped=`` counts of the per-batch progress lines."""
+    return sum(int(n) for line in lines for n in re.findall(r"late_dropped=(\d+)", line))
 
 
 def _snapshots(out: Path) -> dict[str, dict]:
@@ -64,8 +70,8 @@ def test_streaming_windows_watermark_late_data_and_quarantine(spark, tmp_path: P
     assert sorted(snaps) == ["2023-11-14T22:15:00Z", "2023-11-14T22:16:00Z", "2023-11-14T22:17:00Z"]
     totals = {k: v["manifest"]["total_events"] for k, v in snaps.items()}
     assert totals == {"2023-11-14T22:15:00Z": 10, "2023-11-14T22:16:00Z": 1, "2023-11-14T22:17:00Z": 1}
-    # AND the late event is counted as dropped by the watermark in the query progress
-    dropped = sum(op.get("numRowsDroppedByWatermark", 0) for p in progress for op in p.get("stateOperators", []))
+    # AND the late event is counted as dropped by the watermark in the job's progress lines
+    dropped = _late_dropped(progress)
     assert dropped == 1
     # AND the window at 300 s is still open (not written), the bad record is quarantined with its source
     quarantine = [json.loads(line) for f in (out / "quarantine").rglob("*.jsonl") for line in f.read_text().splitlines()]
@@ -75,6 +81,42 @@ def test_streaming_windows_watermark_late_data_and_quarantine(spark, tmp_path: P
     # AND the snapshot rows are a quadtree the partitioner reads: hot cells refined down to zoom 14
     counts = read_snapshot_rows(snaps["2023-11-14T22:15:00Z"]["text"], "test")
     assert counts.total == 10 and max(counts.zooms) == 14
+
+
+def test_one_streaming_query_reads_the_source_and_writes_quarantine_and_snapshots(spark, tmp_path: Path) -> None:
+    # GIVEN a directory source (one source) and a running job with a processing-time trigger
+    inbox, out, quarantine, ckpt = tmp_path / "inbox", tmp_path / "out", tmp_path / "quarantine", tmp_path / "ckpt"
+    inbox.mkdir()
+    cfg = JobConfig(out=str(out), quarantine=str(quarantine), window=T.WindowSpec("60 seconds", None, "60 seconds"),
+                    rollup=T.RollupSpec(grid_zoom=10, zoom=14, refine_events=5))
+    raw = spark.readStream.text(str(inbox)).select("value", F.input_file_name().alias("source"))
+    lines: list[str] = []
+    before = {q.id for q in spark.streams.active}
+    start_streaming(raw, cfg, str(ckpt), trigger="1 second", progress=lines.append)
+    started = [q for q in spark.streams.active if q.id not in before]
+    try:
+        # THEN exactly one streaming query reads the source (one reader per Kinesis shard)
+        assert sorted(q.name for q in started) == ["georebal-aggregation"]
+        # WHEN good and bad records arrive, then a later event closes the first window
+        (inbox / "a.jsonl").write_text("\n".join([_event(i, BASE + 5 * i) for i in range(4)] + ["[1, 2]"]) + "\n")
+        _wait_for(lambda: any("quarantined=" in line for line in lines), started[0])
+        (inbox / "b.jsonl").write_text(_event(9, BASE + 200) + "\n")
+        _wait_for(lambda: bool(_snapshots(out)), started[0])
+    finally:
+        for q in started:
+            q.stop()
+    # AND its one foreachBatch wrote the bad record to the quarantine and the good ones to the snapshot
+    bad = [json.loads(line) for f in quarantine.rglob("*.jsonl") for line in f.read_text().splitlines()]
+    assert [(q["raw"], q["reason"].split(":")[0]) for q in bad] == [("[1, 2]", "not_an_object")]
+    assert {k: v["manifest"]["total_events"] for k, v in _snapshots(out).items()} == {"2023-11-14T22:15:00Z": 4}
+
+
+def _wait_for(done, query, timeout_s: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert query.isActive, f"the query stopped: {query.exception()}"
+        assert time.monotonic() < deadline, "timed out waiting for the streaming query"
+        time.sleep(0.5)
 
 
 def test_parse_cost_rates_accepts_reports_and_csv_and_names_bad_values() -> None:

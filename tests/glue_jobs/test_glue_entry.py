@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ from glue_jobs.glue_entry import (
     EVENT_FIELDS,
     GLUE_EVENT_SCHEMA,
     config_from_job_args,
-    glue_batch_functions,
+    glue_batch_function,
     glue_kinesis_options,
     glue_records,
 )
@@ -64,24 +64,24 @@ def test_glue_frame_of_unknown_shape_is_a_clear_error(spark) -> None:
         glue_records(df, "ingest")
 
 
-def test_glue_batch_functions_write_snapshots_and_quarantine(spark, tmp_path: Path) -> None:
-    # GIVEN job arguments and one micro-batch of raw records (two valid, one bad) and its windowed counts
+def test_the_glue_batch_function_writes_quarantine_and_snapshots_from_one_frame(spark, tmp_path: Path) -> None:
+    # GIVEN job arguments and one micro-batch of raw records: two valid in one window, one bad, and one event
+    # ten minutes later whose watermark (10 min - 2 min) closes the first window
     cfg = config_from_job_args({"snapshots": str(tmp_path), "zoom": "14", "grid_zoom": "10", "refine_events": "1"})
-    on_snapshot, on_quarantine = glue_batch_functions(cfg)
+    on_batch = glue_batch_function(cfg, str(tmp_path / "ckpt"))
     raw = spark.createDataFrame(
         [('{"event_id": "1", "entity_id": "u", "ts": 1700000041000, "lat": 1.0, "lon": 1.0}', "s/1"),
          ('{"event_id": "2", "entity_id": "u", "ts": 1700000042000, "lat": 1.0, "lon": 1.0}', "s/2"),
-         ('{"event_id": 3', "s/3")], "value string, source string")
-    fine = spark.createDataFrame(
-        [(datetime(2023, 11, 14, 22, 14, tzinfo=UTC), datetime(2023, 11, 14, 22, 15, tzinfo=UTC),
-          "12222222222222", 2)], "window_start timestamp, window_end timestamp, quadkey string, events long")
-    # WHEN Glue would call them for batch 5
-    on_quarantine(raw, 5)
-    on_snapshot(fine, 5)
-    # THEN the quarantine and a verified snapshot are written
+         ('{"event_id": 3', "s/3"),
+         ('{"event_id": "4", "entity_id": "u", "ts": 1700000641000, "lat": 1.0, "lon": 1.0}', "s/4")],
+        "value string, source string")
+    # WHEN Glue would call it for batch 5
+    on_batch(raw, 5)
+    # THEN the quarantine and a verified snapshot of the closed window are written; the later window stays open
     assert (tmp_path / "quarantine/batch=00000005/part-00000.jsonl").read_text().count("\n") == 1
     manifest, _ = read_snapshot(LocalStorage(tmp_path), "snapshots/window_end=2023-11-14T22-15-00Z/")
     assert (manifest["batch_id"], manifest["total_events"], manifest["rows"]) == (5, 2, 5)
+    assert len(list((tmp_path / "snapshots").iterdir())) == 1
 
 
 def test_glue_job_arguments_are_checked() -> None:
