@@ -282,10 +282,10 @@ def axes(x: IntArray, y: IntArray, zoom: int) -> tuple[IntArray, IntArray]:
 class _Options:
     """Each component carved with each window: its pieces, their loads and the boundary load of the cuts."""
 
-    def __init__(self, comps: list[IntArray], grid: Grid, cap: float, windows: Sequence[float]) -> None:
+    def __init__(self, comps: list[IntArray], grid: Grid, cap: float, windows: Sequence[float],
+                 pairs: list[Pairs] | None) -> None:
         self.comps, self.grid, self.cap, self.windows = comps, grid, cap, windows
-        self.pairs = [neighbour_pairs(grid.x[c], grid.y[c], grid.zoom) for c in comps]
-        self.order = [np.argsort(c, kind="stable") for c in comps]
+        self.pairs = pairs if pairs is not None else [neighbour_pairs(grid.x[c], grid.y[c], grid.zoom) for c in comps]
         self.pieces: list[list[list[IntArray]]] = [[[] for _ in windows] for _ in comps]
         self.cost = [[math.inf] * len(windows) for _ in comps]
         self.piece_loads: list[list[list[float]]] = [[[] for _ in windows] for _ in comps]
@@ -297,7 +297,7 @@ class _Options:
             for k in levels:
                 pieces = carve(cells, self.grid, self.cap, window=self.windows[k])
                 self.pieces[c][k] = pieces
-                self.cost[c][k] = cut_load(cells, self.order[c], pieces, w, self.pairs[c])
+                self.cost[c][k] = cut_load(cells, pieces, w, self.pairs[c])
                 self.piece_loads[c][k] = [float(w[p].sum()) for p in pieces]
 
     def cheapest(self) -> list[int]:
@@ -318,8 +318,11 @@ class _Options:
                          self.total_cost(floor))
 
 
-def choose_cuts(comps: list[IntArray], grid: Grid, cap: float, budget: CutBudget, placed: list[float]) -> CutChoice:
+def choose_cuts(comps: list[IntArray], grid: Grid, cap: float, budget: CutBudget, placed: list[float],
+                pairs: list[Pairs] | None = None) -> CutChoice:
     """Carve each component with the window that saves the most boundary load the packing can afford.
+
+    ``pairs``: per component, its 8-neighbour pairs (positions in it) if the caller has them.
 
     Notes
     -----
@@ -336,7 +339,7 @@ def choose_cuts(comps: list[IntArray], grid: Grid, cap: float, budget: CutBudget
     """
     windows = sorted({*budget.windows, 0.0}, reverse=True)
     exact = len(windows) - 1
-    opts = _Options(comps, grid, cap, windows)
+    opts = _Options(comps, grid, cap, windows, pairs)
 
     def workers(choice: list[int]) -> int:
         return opts.workers(choice, placed, budget)
@@ -390,14 +393,14 @@ def _refine(choice: list[int], cost: list[list[float]], fits: Callable[[list[int
     return choice
 
 
-def cut_load(cells: IntArray, by_cell: IntArray, pieces: list[IntArray], w: FloatArray, pairs: Pairs) -> float:
+def cut_load(cells: IntArray, pieces: list[IntArray], w: FloatArray, pairs: Pairs) -> float:
     """Load on ``cells`` with an 8-neighbour in another of ``pieces`` (the boundary load the cuts make).
 
-    ``by_cell`` is ``argsort(cells)``; ``pairs`` are the 8-neighbour pairs of ``cells`` (positions in ``cells``).
+    ``pieces`` split ``cells`` (indices into ``w``); ``pairs`` are the 8-neighbour pairs of ``cells``
+    (positions in ``cells``).
     """
     if len(pieces) < 2:
         return 0.0
-    own = np.empty(len(cells), dtype=np.int64)
-    for k, p in enumerate(pieces):
-        own[by_cell[np.searchsorted(cells, p, sorter=by_cell)]] = k
-    return float(w[cells][boundary_mask(own, *pairs)].sum())
+    piece_of = np.empty(len(w), dtype=np.int64)
+    piece_of[np.concatenate(pieces)] = np.repeat(np.arange(len(pieces)), [len(p) for p in pieces])
+    return float(w[cells][boundary_mask(piece_of[cells], *pairs)].sum())
