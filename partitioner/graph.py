@@ -10,8 +10,6 @@ are dropped.
 
 from __future__ import annotations
 
-from itertools import pairwise
-
 import numpy as np
 import numpy.typing as npt
 from scipy.sparse import coo_matrix
@@ -95,22 +93,3 @@ def boundary_mask(labels: IntArray, i: IntArray, j: IntArray) -> npt.NDArray[np.
     edge[j[differ]] = True
     return edge
 
-
-def pairs_by_group(groups: list[IntArray], m: int, i: IntArray, j: IntArray) -> list[tuple[IntArray, IntArray]]:
-    """The pairs inside each group of nodes, renumbered to positions in that group.
-
-    ``groups`` are disjoint index arrays into ``0..m-1`` (connected components, say); a
-    pair whose two nodes are in different groups, or in none, is in no group's list.
-    Notes: one pass over the pairs for all groups (not one per group, as
-    :func:`sub_pairs` per group would be).
-    """
-    group = np.full(m, -1, dtype=np.int64)
-    pos = np.zeros(m, dtype=np.int64)
-    for g, members in enumerate(groups):
-        group[members] = g
-        pos[members] = np.arange(len(members))
-    gi = group[i]
-    inside = np.flatnonzero((gi >= 0) & (gi == group[j]))
-    by_group = inside[np.argsort(gi[inside], kind="stable")]
-    bounds = np.searchsorted(gi[by_group], np.arange(len(groups) + 1))
-    return [(pos[i[by_group[a:b]]], pos[j[by_group[a:b]]]) for a, b in pairwise(bounds.tolist())]

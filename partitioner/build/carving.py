@@ -23,10 +23,10 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.build.cuts import CutBudget, Pairs, carve, choose_cuts
+from partitioner.build.cuts import CutBudget, carve, choose_cuts
 from partitioner.build.region import Region
 from partitioner.counts import Grid
-from partitioner.graph import components, components_of_pairs, group_indices, neighbour_pairs, pairs_by_group, sub_pairs
+from partitioner.graph import components, group_indices
 from partitioner.shape import coalesce, fill_gaps, is_member, unique_pairs
 from partitioner.tiles import IntArray, arrays_to_quadkeys
 
@@ -121,27 +121,22 @@ def _blocked_cells(coarse_xy: IntArray, coarse_zoom: int, levels: int, blocked: 
     return is_blocked
 
 
-def region_labels(grid: Grid, cap: float, bridge_levels: int, window: float, budget: CutBudget | None,
-                  pairs: Pairs | None = None) -> Labels:
-    """Label every cell with its region (bridged cluster, small component or carved piece).
-
-    ``pairs``: the 8-neighbour pairs of ``grid``'s cells if the caller has them (found here otherwise).
-    """
+def region_labels(grid: Grid, cap: float, bridge_levels: int, window: float, budget: CutBudget | None) -> Labels:
+    """Label every cell with its region (bridged cluster, small component or carved piece)."""
     labels = np.full(len(grid.x), -1, dtype=np.int64)
     if len(grid.x) == 0:
         return Labels(labels, np.zeros(0, dtype=bool), 0, 0.0, 0.0)
     n_bridged, rest = 0, np.arange(len(grid.x))
     if bridge_levels > 0 and grid.zoom - bridge_levels >= 2:
         n_bridged, rest = _bridge(grid, cap, bridge_levels, labels)
-    n_labels, big, big_pairs = _small_components(grid, cap, rest, labels, n_bridged, pairs)
+    n_labels, big = _small_components(grid, cap, rest, labels, n_bridged)
     cut_load = cut_floor = 0.0
     if big:
         if budget is None:
             carved = [carve(c, grid, cap, window=window) for c in big]
         else:
             placed = np.bincount(labels[labels >= 0], weights=grid.weight[labels >= 0], minlength=n_labels)
-            carved, cut_load, cut_floor = choose_cuts(big, grid, cap, budget, [*budget.other_loads, *placed.tolist()],
-                                                      big_pairs)
+            carved, cut_load, cut_floor = choose_cuts(big, grid, cap, budget, [*budget.other_loads, *placed.tolist()])
         for pieces in carved:
             for piece in pieces:
                 labels[piece] = n_labels
@@ -166,17 +161,12 @@ def _bridge(grid: Grid, cap: float, levels: int, labels: IntArray) -> tuple[int,
     return len(ok), np.nonzero(~in_fit)[0]
 
 
-def _small_components(grid: Grid, cap: float, rest: IntArray, labels: IntArray, n_labels: int,
-                      pairs: Pairs | None) -> tuple[int, list[IntArray], list[Pairs]]:
-    """Label each component of the cells ``rest`` that fits (from ``n_labels`` on); return the count, the others
-    (cell indices) and the neighbour pairs inside each of those (positions in it)."""
+def _small_components(grid: Grid, cap: float, rest: IntArray, labels: IntArray, n_labels: int
+                      ) -> tuple[int, list[IntArray]]:
+    """Label each component of the cells ``rest`` that fits (from ``n_labels`` on); return the count and the others."""
     if len(rest) == 0:
-        return n_labels, [], []
-    if pairs is None:
-        i, j = neighbour_pairs(grid.x[rest], grid.y[rest], grid.zoom)
-    else:
-        i, j = sub_pairs(rest, len(grid.x), *pairs)
-    n, lab = components_of_pairs(len(rest), i, j)
+        return n_labels, []
+    n, lab = components(grid.x[rest], grid.y[rest], grid.zoom)
     comp_load = np.bincount(lab, weights=grid.weight[rest], minlength=n)
     small = comp_load <= cap
     remap = np.full(n, -1, dtype=np.int64)
@@ -184,9 +174,8 @@ def _small_components(grid: Grid, cap: float, rest: IntArray, labels: IntArray, 
     remap[sm] = n_labels + np.arange(len(sm))
     sel = small[lab]
     labels[rest[sel]] = remap[lab[sel]]
-    if sel.all():
-        return n_labels + len(sm), [], []
-    in_big = np.flatnonzero(~sel)
-    groups = group_indices(lab[in_big], n)
-    big = [in_big[groups[comp]] for comp in np.nonzero(~small)[0]]
-    return n_labels + len(sm), [rest[g] for g in big], pairs_by_group(big, len(rest), i, j)
+    big = rest[~sel]
+    if len(big) == 0:
+        return n_labels + len(sm), []
+    groups = group_indices(lab[~sel], n)
+    return n_labels + len(sm), [big[groups[comp]] for comp in np.nonzero(~small)[0]]

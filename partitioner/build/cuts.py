@@ -20,11 +20,14 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from partitioner.build.pour import pour_count
 from partitioner.counts import Grid
 from partitioner.graph import boundary_mask, components, components_of_pairs, group_indices, neighbour_pairs
 from partitioner.tiles import FloatArray, IntArray
+
+BoolArray = npt.NDArray[np.bool_]
 
 REFINE_COMPONENTS = 64  # components choose_cuts revisits one by one after its level-wise pass
 
@@ -73,46 +76,153 @@ class CutChoice(NamedTuple):
     cut_floor: float  # the least it could be: every component cut its cheapest way
 
 
-def carve(idx: IntArray, grid: Grid, cap: float, *, window: float = 0.0) -> list[IntArray]:
+class _Cutting(NamedTuple):
+    """How one piece is cut: the cap, its full workers of load, the window, the boundary mask to mark (or None)."""
+
+    cap: float
+    k: int
+    window: float
+    boundary: BoolArray | None
+
+
+class _Piece(NamedTuple):
+    """Cells still to carve; with ``by_x``/``by_y`` (the same cells sorted by ``(x, y)``/``(y, x)``) when known."""
+
+    cells: IntArray
+    by_x: IntArray | None = None
+    by_y: IntArray | None = None
+
+
+def carve(idx: IntArray, grid: Grid, cap: float, *, window: float = 0.0, boundary: BoolArray | None = None
+          ) -> list[IntArray]:
     """Recursively cut one connected set of cells into connected pieces within ``cap`` (see :func:`cut_at`).
 
-    ``idx`` are cell indices into ``grid``. Notes: cuts are priced from the pairs near them
+    ``idx`` are cell indices into ``grid``. With ``boundary`` (a mask over ``grid``'s cells), the
+    cells of every pair a cut separates are marked in it: the cells on the pieces' boundaries,
+    which :func:`cut_load` would find from all the pairs. Notes: cuts are priced from the pairs near them
     (:func:`_band_pairs`) and each side's connected pieces are found from its runs of cells
-    (:func:`_side_components`), so no neighbour pairs are carried down the recursion.
+    (:func:`_side_components`), so no neighbour pairs are carried down the recursion. A piece
+    that does not straddle the antimeridian carries its cells sorted along both axes down to
+    its sides (:func:`_split_sorted`), so no piece is sorted again below the first.
     """
-    x, y, w, zoom = grid.x, grid.y, grid.weight, grid.zoom
-    stack = [idx]
+    w = grid.weight
+    stack = [_sorted_piece(idx, grid)]
+    tag = np.empty(len(w), dtype=np.int64)  # scratch: the side of each cell of the piece being split
     done: list[IntArray] = []
     while stack:
-        cur = stack.pop()
+        piece = stack.pop()
+        cur = piece.cells
         load = float(w[cur].sum())
         if load <= cap * (1 + 1e-12) or len(cur) == 1:
             # a single cell cannot be cut: callers only pass cells within the real cap
             done.append(cur)
             continue
         k = math.ceil(load / cap - 1e-12)
-        u, v = axes(x[cur], y[cur], zoom)
-        # unwrapped coordinates make neighbours exactly the cells one step apart, unless a piece circles the globe
-        circles = int(max(u.max() - u.min(), v.max() - v.min())) >= (1 << zoom) - 1
-        orders = [_order(u, v)]
-        if window > 0:
-            orders.append(_order(v, u))
-        wc = w[cur]
-        pairs = neighbour_pairs(x[cur], y[cur], zoom) if circles and window > 0 else None
-        coords = [(u, v), (v, u)] if window > 0 and not circles else [None, None]
-        cuts = [cut_at(np.cumsum(wc[o]), k, cap, window, pairs, o, wc, coords[c]) for c, o in enumerate(orders)]
-        best = min(range(len(orders)), key=lambda c: cuts[c].cost)  # the first on a tie
-        cut, order = cuts[best], orders[best]
-        prim, sec = (u, v) if best == 0 else (v, u)
-        for side in (order[:cut.position], order[cut.position:]):
-            cells = cur[side]
-            n, labels = _side_components(prim[side], sec[side], None if not circles else (x[cells], y[cells], zoom))
-            if n == 1:
-                stack.append(cells)
-                continue
-            for g in group_indices(labels, n):
-                stack.append(cells[g])
+        if piece.by_x is not None:
+            stack.extend(_split_sorted(piece, grid, _Cutting(cap, k, window, boundary), tag))
+        else:
+            stack.extend(_Piece(c) for c in _split_general(cur, grid, _Cutting(cap, k, window, boundary)))
     return done
+
+
+def _sorted_piece(idx: IntArray, grid: Grid) -> _Piece:
+    """``idx`` as a piece, with its two sorted orders unless it spans half the globe's columns or more."""
+    x, y, zoom = grid.x[idx], grid.y[idx], grid.zoom
+    if len(idx) < 2 or int(x.max() - x.min()) >= (1 << zoom) // 2:
+        return _Piece(idx)
+    lo_x, lo_y = int(x.min()), int(y.min())
+    span_x, span_y = int(x.max()) - lo_x + 1, int(y.max()) - lo_y + 1
+    by_x = idx[np.argsort((x - lo_x) * span_y + (y - lo_y))]
+    by_y = idx[np.argsort((y - lo_y) * span_x + (x - lo_x))]
+    return _Piece(idx, by_x, by_y)
+
+
+def _split_sorted(piece: _Piece, grid: Grid, how: _Cutting, tag: IntArray) -> list[_Piece]:
+    """Cut a piece whose sorted orders are known; its sides (or their connected parts) keep theirs.
+
+    Notes
+    -----
+    The same cut as :func:`_split_general` makes (the orders it would sort are these ones:
+    a piece within half the globe's columns is not unwrapped), found without sorting.
+    """
+    assert piece.by_x is not None and piece.by_y is not None
+    x, y, w, zoom = grid.x, grid.y, grid.weight, grid.zoom
+    bx, by = piece.by_x, piece.by_y
+    ext_x, ext_y = int(x[bx[-1]] - x[bx[0]]), int(y[by[-1]] - y[by[0]])
+    if ext_y >= (1 << zoom) - 1:  # from pole to pole: neighbours may wrap
+        return [_Piece(c) for c in _split_general(piece.cells, grid, how)]
+    cap, k, window = how.cap, how.k, how.window
+    along_x = ext_x >= ext_y
+    views = [(bx, x, y), (by, y, x)] if along_x else [(by, y, x), (bx, x, y)]
+    if window <= 0:
+        views = views[:1]
+    cuts, coords = [], []
+    for cells, prim, sec in views:
+        wc = w[cells]
+        coords.append((prim[cells], sec[cells]) if window > 0 or how.boundary is not None else None)
+        cuts.append(cut_at(np.cumsum(wc), k, cap, window, None, np.arange(len(cells)), wc, coords[-1]))
+    best = min(range(len(views)), key=lambda c: cuts[c].cost)  # the first on a tie
+    cells, prim, sec = views[best]
+    other = views[1 - best][0] if len(views) == 2 else (by if along_x else bx)
+    pos = cuts[best].position
+    if how.boundary is not None:
+        at = coords[best]
+        assert at is not None
+        _mark_cut(how.boundary, cells, _band_pairs(pos, pos, None, *at), None, pos)
+    out: list[_Piece] = []
+    for part in (cells[:pos], cells[pos:]):
+        n, labels = _side_components(prim[part], sec[part], None)
+        groups = [part] if n == 1 else [part[g] for g in group_indices(labels, n)]
+        tag[piece.cells] = -1
+        for g, group in enumerate(groups):
+            tag[group] = g
+        kept = other[tag[other] >= 0]
+        others = [kept] if n == 1 else [kept[g] for g in group_indices(tag[kept], n)]
+        for group, mine in zip(groups, others, strict=True):
+            out.append(_Piece(group, group, mine) if cells is bx else _Piece(group, mine, group))
+    return out
+
+
+def _split_general(cur: IntArray, grid: Grid, how: _Cutting) -> list[IntArray]:
+    """Cut a piece anywhere on the globe (unwrapped at the antimeridian, neighbours wrapping if it circles it)."""
+    x, y, w, zoom = grid.x, grid.y, grid.weight, grid.zoom
+    window = how.window
+    u, v = axes(x[cur], y[cur], zoom)
+    # unwrapped coordinates make neighbours exactly the cells one step apart, unless a piece circles the globe
+    circles = int(max(u.max() - u.min(), v.max() - v.min())) >= (1 << zoom) - 1
+    orders = [_order(u, v)]
+    if window > 0:
+        orders.append(_order(v, u))
+    wc = w[cur]
+    pairs = neighbour_pairs(x[cur], y[cur], zoom) if circles and (window > 0 or how.boundary is not None) else None
+    coords = [(u, v), (v, u)] if window > 0 and not circles else [None, None]
+    cuts = [cut_at(np.cumsum(wc[o]), how.k, how.cap, window, pairs, o, wc, coords[c]) for c, o in enumerate(orders)]
+    best = min(range(len(orders)), key=lambda c: cuts[c].cost)  # the first on a tie
+    cut, order = cuts[best], orders[best]
+    prim, sec = (u, v) if best == 0 else (v, u)
+    if how.boundary is not None:
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        near = pairs if pairs is not None else _band_pairs(cut.position, cut.position, order, prim, sec)
+        _mark_cut(how.boundary, cur, near, rank, cut.position)
+    out: list[IntArray] = []
+    for side in (order[:cut.position], order[cut.position:]):
+        cells = cur[side]
+        n, labels = _side_components(prim[side], sec[side], None if not circles else (x[cells], y[cells], zoom))
+        out.extend([cells] if n == 1 else [cells[g] for g in group_indices(labels, n)])
+    return out
+
+
+def _mark_cut(boundary: BoolArray, cells: IntArray, pairs: Pairs, rank: IntArray | None, position: int) -> None:
+    """Mark in ``boundary`` the cells of the ``pairs`` (positions in ``cells``) that a cut at ``position`` separates.
+
+    ``rank``: each position's rank in the order cut (None: positions are ranks).
+    """
+    i, j = pairs
+    ri, rj = (i, j) if rank is None else (rank[i], rank[j])
+    cut = (np.minimum(ri, rj) < position) & (np.maximum(ri, rj) >= position)
+    boundary[cells[i[cut]]] = True
+    boundary[cells[j[cut]]] = True
 
 
 def _side_components(u: IntArray, v: IntArray, wrapped: tuple[IntArray, IntArray, int] | None
@@ -212,14 +322,14 @@ def cut_at(csum: FloatArray, k: int, cap: float, window: float, pairs: Pairs | N
     return Cut(int(cand[best]) + 1, float(cost[best]))
 
 
-def _band_pairs(c0: int, c1: int, order: IntArray, u: IntArray, v: IntArray) -> Pairs:
+def _band_pairs(c0: int, c1: int, order: IntArray | None, u: IntArray, v: IntArray) -> Pairs:
     """The 8-neighbour pairs that a cut at a rank in ``c0 .. c1`` (cells sorted by ``(u, v)``) can separate.
 
     A pair joins cells at most one ``u`` apart, so it straddles such a cut only if both its
     cells lie in the columns from one before the first cut's column to one after the last
     one's; those cells are a contiguous run of ranks, searched for neighbours alone.
     """
-    pu, pv = u[order], v[order]
+    pu, pv = (u, v) if order is None else (u[order], v[order])
     r0 = int(np.searchsorted(pu, pu[c0 - 1] - 1, side="left"))
     r1 = int(np.searchsorted(pu, pu[min(c1, len(pu) - 1)] + 1, side="right"))
     bu, bv = pu[r0:r1], pv[r0:r1]
@@ -233,8 +343,11 @@ def _band_pairs(c0: int, c1: int, order: IntArray, u: IntArray, v: IntArray) -> 
         hit = np.flatnonzero(codes[pos] == want)
         src.append(hit)
         dst.append(pos[hit])
+    i, j = np.concatenate(src), np.concatenate(dst)
+    if order is None:
+        return i + r0, j + r0
     band = order[r0:r1]
-    return band[np.concatenate(src)], band[np.concatenate(dst)]
+    return band[i], band[j]
 
 
 def _cut_costs(c0: int, c1: int, pairs: Pairs, order: IntArray, w: FloatArray) -> FloatArray:
@@ -282,10 +395,8 @@ def axes(x: IntArray, y: IntArray, zoom: int) -> tuple[IntArray, IntArray]:
 class _Options:
     """Each component carved with each window: its pieces, their loads and the boundary load of the cuts."""
 
-    def __init__(self, comps: list[IntArray], grid: Grid, cap: float, windows: Sequence[float],
-                 pairs: list[Pairs] | None) -> None:
+    def __init__(self, comps: list[IntArray], grid: Grid, cap: float, windows: Sequence[float]) -> None:
         self.comps, self.grid, self.cap, self.windows = comps, grid, cap, windows
-        self.pairs = pairs if pairs is not None else [neighbour_pairs(grid.x[c], grid.y[c], grid.zoom) for c in comps]
         self.pieces: list[list[list[IntArray]]] = [[[] for _ in windows] for _ in comps]
         self.cost = [[math.inf] * len(windows) for _ in comps]
         self.piece_loads: list[list[list[float]]] = [[[] for _ in windows] for _ in comps]
@@ -293,11 +404,13 @@ class _Options:
     def carve_with(self, levels: Sequence[int]) -> None:
         """Carve every component with each window of ``levels`` (indices into the windows)."""
         w = self.grid.weight
+        boundary = np.zeros(len(w), dtype=bool)
         for c, cells in enumerate(self.comps):
             for k in levels:
-                pieces = carve(cells, self.grid, self.cap, window=self.windows[k])
+                boundary[cells] = False
+                pieces = carve(cells, self.grid, self.cap, window=self.windows[k], boundary=boundary)
                 self.pieces[c][k] = pieces
-                self.cost[c][k] = cut_load(cells, pieces, w, self.pairs[c])
+                self.cost[c][k] = float(w[cells][boundary[cells]].sum())  # as cut_load finds it from all pairs
                 self.piece_loads[c][k] = [float(w[p].sum()) for p in pieces]
 
     def cheapest(self) -> list[int]:
@@ -318,11 +431,8 @@ class _Options:
                          self.total_cost(floor))
 
 
-def choose_cuts(comps: list[IntArray], grid: Grid, cap: float, budget: CutBudget, placed: list[float],
-                pairs: list[Pairs] | None = None) -> CutChoice:
+def choose_cuts(comps: list[IntArray], grid: Grid, cap: float, budget: CutBudget, placed: list[float]) -> CutChoice:
     """Carve each component with the window that saves the most boundary load the packing can afford.
-
-    ``pairs``: per component, its 8-neighbour pairs (positions in it) if the caller has them.
 
     Notes
     -----
@@ -339,7 +449,7 @@ def choose_cuts(comps: list[IntArray], grid: Grid, cap: float, budget: CutBudget
     """
     windows = sorted({*budget.windows, 0.0}, reverse=True)
     exact = len(windows) - 1
-    opts = _Options(comps, grid, cap, windows, pairs)
+    opts = _Options(comps, grid, cap, windows)
 
     def workers(choice: list[int]) -> int:
         return opts.workers(choice, placed, budget)

@@ -14,7 +14,6 @@ from partitioner.build.packing import level_workers
 from partitioner.build.pour import Liquid, Share, pour
 from partitioner.build.region import Placement, Region
 from partitioner.counts import Counts, Grid
-from partitioner.graph import neighbour_pairs
 from partitioner.tiles import IntArray, tile_codes
 
 #: When hot cells and big cells leave the packing above ``lower bound + 1`` workers, the cold
@@ -108,11 +107,10 @@ def fresh_placement(grid: Grid, cap: float, hot: HotSplit, lb: int) -> Placement
     budget = CutBudget(windows=(math.inf, 0.2 * cap, 0.1 * cap, 0.05 * cap, spare / max(lb, 1)), workers=lb + 1,
                        pack_cap=cap, other_loads=tuple(r.load for r in hot.regions),
                        liquid=tuple(q.load for q in hot.liquid))
-    pairs = neighbour_pairs(cold.x, cold.y, cold.zoom)  # found once for both carves
     best: _Candidate | None = None
     for carve_cap in (cap - margin, cap) if margin > 0 else (cap,):
-        cand = _candidate(grid, cold, cold_idx, region_labels(cold, carve_cap, BRIDGE_LEVELS, 0.0, budget, pairs),
-                          hot, cap, lb)
+        cand = _candidate(grid, cold, cold_idx, region_labels(cold, carve_cap, BRIDGE_LEVELS, 0.0, budget), hot,
+                          cap, lb)
         if best is None or cand.rank < best.rank:
             best = cand
         if cand.workers == lb + 1 and cand.labels.cut_load <= cand.labels.cut_floor:  # fits, cuts their cheapest

@@ -11,7 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from partitioner.build import CutBudget, carve_cells, pack_best_fit
-from partitioner.build.cuts import _side_components, cut_at
+from partitioner.build.cuts import (
+    _Cutting,
+    _side_components,
+    _sorted_piece,
+    _split_general,
+    _split_sorted,
+    carve,
+    cut_at,
+    cut_load,
+)
 from partitioner.counts import Grid
 from partitioner.graph import components, neighbour_pairs
 from partitioner.tiles import arrays_to_quadkeys
@@ -89,3 +98,45 @@ def test_components_from_runs_equal_components_from_cell_pairs(cells) -> None:
     n_cells, by_cells = components(u, v, 10)
     # THEN the same components, labelled in the same order (by each one's first cell)
     assert n_runs == n_cells and by_runs.tolist() == by_cells.tolist()
+
+
+def _blob(cells: set[tuple[int, int]], seed: int, shift: int) -> Grid:
+    x = (np.array([c[0] for c in cells], dtype=np.int64) + shift) % 1024
+    y = np.array([c[1] for c in cells], dtype=np.int64) + 100
+    return Grid(10, x, y, np.random.default_rng(seed).integers(1, 9, len(x)).astype(np.float64))
+
+
+@settings(max_examples=150, deadline=None)
+@given(cells=st.sets(st.tuples(st.integers(0, 11), st.integers(0, 11)), min_size=3, max_size=90),
+       seed=st.integers(0, 1000), window=st.sampled_from([0.0, math.inf, 3.0]), shift=st.sampled_from([100, 1018]))
+def test_the_boundary_carving_marks_is_the_boundary_of_its_pieces(cells, seed, window, shift) -> None:
+    # GIVEN cells with random loads, some straddling the antimeridian (shift 1018)
+    grid = _blob(cells, seed, shift)
+    idx = np.arange(len(grid.x))
+    # WHEN carved under a cap of a quarter of their load, marking the cells its cuts separate
+    marked = np.zeros(len(idx), dtype=bool)
+    pieces = carve(idx, grid, float(grid.weight.sum()) / 4, window=window, boundary=marked)
+    # THEN the marked load is the load of the cells with a neighbour in another piece (found from every pair)
+    every = cut_load(idx, pieces, grid.weight, neighbour_pairs(grid.x, grid.y, 10))
+    assert float(grid.weight[marked].sum()) == every
+    assert sorted(np.concatenate(pieces).tolist()) == idx.tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(cells=st.sets(st.tuples(st.integers(0, 11), st.integers(0, 11)), min_size=3, max_size=90),
+       seed=st.integers(0, 1000), window=st.sampled_from([0.0, math.inf, 3.0]))
+def test_a_piece_cut_from_its_sorted_orders_is_cut_as_when_sorted_afresh(cells, seed, window) -> None:
+    # GIVEN cells away from the antimeridian, as a piece with its two sorted orders
+    grid = _blob(cells, seed, 100)
+    piece = _sorted_piece(np.arange(len(grid.x)), grid)
+    total = float(grid.weight.sum())
+    how = _Cutting(total / 3, 3, window, None)
+    # WHEN cut from those orders and by sorting the cells again
+    fast = _split_sorted(piece, grid, how, np.empty(len(grid.x), dtype=np.int64))
+    slow = _split_general(piece.cells, grid, how)
+    # THEN the same sides in the same order, each carrying its cells sorted along both axes
+    assert [p.cells.tolist() for p in fast] == [c.tolist() for c in slow]
+    for p in fast:
+        assert p.by_x is not None and p.by_y is not None
+        assert p.by_x.tolist() == sorted(p.cells.tolist(), key=lambda c: (grid.x[c], grid.y[c]))
+        assert p.by_y.tolist() == sorted(p.cells.tolist(), key=lambda c: (grid.y[c], grid.x[c]))
