@@ -159,28 +159,35 @@ def _split_sorted(piece: _Piece, grid: Grid, how: _Cutting, tag: IntArray) -> li
     cuts, coords = [], []
     for cells, prim, sec in views:
         wc = w[cells]
-        coords.append((prim[cells], sec[cells]) if window > 0 or how.boundary is not None else None)
-        cuts.append(cut_at(np.cumsum(wc), k, cap, window, None, np.arange(len(cells)), wc, coords[-1]))
+        coords.append((prim[cells], sec[cells]))
+        cuts.append(cut_at(np.cumsum(wc), k, cap, window, None, None, wc, coords[-1]))
     best = min(range(len(views)), key=lambda c: cuts[c].cost)  # the first on a tie
-    cells, prim, sec = views[best]
-    other = views[1 - best][0] if len(views) == 2 else (by if along_x else bx)
-    pos = cuts[best].position
+    cells, (pu, pv), pos = views[best][0], coords[best], cuts[best].position
     if how.boundary is not None:
-        at = coords[best]
-        assert at is not None
-        _mark_cut(how.boundary, cells, _band_pairs(pos, pos, None, *at), None, pos)
+        _mark_cut(how.boundary, cells, _band_pairs(pos, pos, None, pu, pv), None, pos)
+    other = views[1 - best][0] if len(views) == 2 else (by if along_x else bx)
+    tag[cells[:pos]] = 0
+    tag[cells[pos:]] = 1
+    side_of_other = tag[other]
     out: list[_Piece] = []
-    for part in (cells[:pos], cells[pos:]):
-        n, labels = _side_components(prim[part], sec[part], None)
-        groups = [part] if n == 1 else [part[g] for g in group_indices(labels, n)]
-        tag[piece.cells] = -1
-        for g, group in enumerate(groups):
-            tag[group] = g
-        kept = other[tag[other] >= 0]
-        others = [kept] if n == 1 else [kept[g] for g in group_indices(tag[kept], n)]
-        for group, mine in zip(groups, others, strict=True):
-            out.append(_Piece(group, group, mine) if cells is bx else _Piece(group, mine, group))
+    for side, part in enumerate((slice(0, pos), slice(pos, len(cells)))):
+        mine = other[side_of_other == side]
+        for group, rest in _side_parts(cells[part], pu[part], pv[part], mine, tag):
+            out.append(_Piece(group, group, rest) if cells is bx else _Piece(group, rest, group))
     return out
+
+
+def _side_parts(cells: IntArray, u: IntArray, v: IntArray, other: IntArray, tag: IntArray
+                ) -> list[tuple[IntArray, IntArray]]:
+    """The connected parts of one side (``cells`` sorted by ``(u, v)``; ``other``: the same cells in the other
+    order), each in both orders."""
+    n, labels = _side_components(u, v, None)
+    if n == 1:
+        return [(cells, other)]
+    tag[cells] = labels
+    groups = group_indices(labels, n)
+    in_other = group_indices(tag[other], n)
+    return [(cells[g], other[h]) for g, h in zip(groups, in_other, strict=True)]
 
 
 def _split_general(cur: IntArray, grid: Grid, how: _Cutting) -> list[IntArray]:
@@ -283,7 +290,7 @@ def _order(u: IntArray, v: IntArray) -> IntArray:
     return order
 
 
-def cut_at(csum: FloatArray, k: int, cap: float, window: float, pairs: Pairs | None, order: IntArray,
+def cut_at(csum: FloatArray, k: int, cap: float, window: float, pairs: Pairs | None, order: IntArray | None,
            w: FloatArray, coords: tuple[IntArray, IntArray] | None = None) -> Cut:
     """Where to cut cells taken in ``order`` (``csum``: their running load), and the cost of that cut.
 
@@ -298,7 +305,7 @@ def cut_at(csum: FloatArray, k: int, cap: float, window: float, pairs: Pairs | N
     two cells; with ``coords``, the cells' ``(u, v)`` sorted by ``order``, only the pairs
     near the candidate cuts are searched, see :func:`_band_pairs`). That keeps hot spots whole and boundary load low, at the price of
     pieces that pack less tightly (the caller narrows the window if that costs a
-    worker).
+    worker). ``order`` None: the cells are already in order (``w``, ``pairs`` and ``coords`` by rank).
     """
     n = len(csum)
     load = float(csum[-1])
@@ -350,16 +357,19 @@ def _band_pairs(c0: int, c1: int, order: IntArray | None, u: IntArray, v: IntArr
     return band[i], band[j]
 
 
-def _cut_costs(c0: int, c1: int, pairs: Pairs, order: IntArray, w: FloatArray) -> FloatArray:
+def _cut_costs(c0: int, c1: int, pairs: Pairs, order: IntArray | None, w: FloatArray) -> FloatArray:
     """Load on the pairs each cut position ``c0 .. c1`` separates (a pair weighs the lighter of its cells).
 
     A pair at ranks ``lo < hi`` is cut by every position ``c`` with ``lo < c <= hi``; only
     the pairs that straddle some position of the range are summed.
     """
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
     i, j = pairs
-    ri, rj = rank[i], rank[j]
+    if order is None:
+        ri, rj = i, j
+    else:
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        ri, rj = rank[i], rank[j]
     lo, hi = np.minimum(ri, rj), np.maximum(ri, rj)
     rel = (lo < c1) & (hi >= c0)
     lo, hi = lo[rel], hi[rel]
