@@ -43,19 +43,21 @@ class _Cutting(NamedTuple):
     boundary: BoolArray | None
 
 
-class _Piece(NamedTuple):
-    """Cells still to carve; with ``by_x``/``by_y`` (the same cells sorted by ``(x, y)``/``(y, x)``) when known."""
+class Piece(NamedTuple):
+    """Cells to carve; with ``by_x``/``by_y`` (the same cells sorted by ``(x, y)``/``(y, x)``) when known
+    (:func:`sorted_piece`)."""
 
     cells: IntArray
     by_x: IntArray | None = None
     by_y: IntArray | None = None
 
 
-def carve(idx: IntArray, grid: Grid, cap: float, *, window: float = 0.0, boundary: BoolArray | None = None
+def carve(idx: IntArray | Piece, grid: Grid, cap: float, *, window: float = 0.0, boundary: BoolArray | None = None
           ) -> list[IntArray]:
     """Recursively cut one connected set of cells into connected pieces within ``cap`` (see :func:`cut_at`).
 
-    ``idx`` are cell indices into ``grid``. With ``boundary`` (a mask over ``grid``'s cells), the
+    ``idx`` are cell indices into ``grid``, or a :class:`Piece` of them (its sorted orders found
+    once for several carves, by :func:`sorted_piece`). With ``boundary`` (a mask over ``grid``'s cells), the
     cells of every pair a cut separates are marked in it: the cells on the pieces' boundaries,
     which :func:`cut_load` would find from all the pairs. Notes: cuts are priced from the pairs near them
     (:func:`_band_pairs`) and each side's connected pieces are found from its runs of cells
@@ -64,7 +66,7 @@ def carve(idx: IntArray, grid: Grid, cap: float, *, window: float = 0.0, boundar
     its sides (:func:`_split_sorted`), so no piece is sorted again below the first.
     """
     w = grid.weight
-    stack = [_sorted_piece(idx, grid)]
+    stack = [idx if isinstance(idx, Piece) else sorted_piece(idx, grid)]
     tag = np.empty(len(w), dtype=np.int64)  # scratch: the side of each cell of the piece being split
     done: list[IntArray] = []
     while stack:
@@ -79,23 +81,23 @@ def carve(idx: IntArray, grid: Grid, cap: float, *, window: float = 0.0, boundar
         if piece.by_x is not None:
             stack.extend(_split_sorted(piece, grid, _Cutting(cap, k, window, boundary), tag))
         else:
-            stack.extend(_Piece(c) for c in _split_general(cur, grid, _Cutting(cap, k, window, boundary)))
+            stack.extend(Piece(c) for c in _split_general(cur, grid, _Cutting(cap, k, window, boundary)))
     return done
 
 
-def _sorted_piece(idx: IntArray, grid: Grid) -> _Piece:
+def sorted_piece(idx: IntArray, grid: Grid) -> Piece:
     """``idx`` as a piece, with its two sorted orders unless it spans half the globe's columns or more."""
     x, y, zoom = grid.x[idx], grid.y[idx], grid.zoom
     if len(idx) < 2 or int(x.max() - x.min()) >= (1 << zoom) // 2:
-        return _Piece(idx)
+        return Piece(idx)
     lo_x, lo_y = int(x.min()), int(y.min())
     span_x, span_y = int(x.max()) - lo_x + 1, int(y.max()) - lo_y + 1
     by_x = idx[np.argsort((x - lo_x) * span_y + (y - lo_y))]
     by_y = idx[np.argsort((y - lo_y) * span_x + (x - lo_x))]
-    return _Piece(idx, by_x, by_y)
+    return Piece(idx, by_x, by_y)
 
 
-def _split_sorted(piece: _Piece, grid: Grid, how: _Cutting, tag: IntArray) -> list[_Piece]:
+def _split_sorted(piece: Piece, grid: Grid, how: _Cutting, tag: IntArray) -> list[Piece]:
     """Cut a piece whose sorted orders are known; its sides (or their connected parts) keep theirs.
 
     Notes
@@ -108,7 +110,7 @@ def _split_sorted(piece: _Piece, grid: Grid, how: _Cutting, tag: IntArray) -> li
     bx, by = piece.by_x, piece.by_y
     ext_x, ext_y = int(x[bx[-1]] - x[bx[0]]), int(y[by[-1]] - y[by[0]])
     if ext_y >= (1 << zoom) - 1:  # from pole to pole: neighbours may wrap
-        return [_Piece(c) for c in _split_general(piece.cells, grid, how)]
+        return [Piece(c) for c in _split_general(piece.cells, grid, how)]
     cap, k, window = how.cap, how.k, how.window
     along_x = ext_x >= ext_y
     views = [(bx, x, y), (by, y, x)] if along_x else [(by, y, x), (bx, x, y)]
@@ -127,11 +129,11 @@ def _split_sorted(piece: _Piece, grid: Grid, how: _Cutting, tag: IntArray) -> li
     tag[cells[:pos]] = 0
     tag[cells[pos:]] = 1
     side_of_other = tag[other]
-    out: list[_Piece] = []
+    out: list[Piece] = []
     for side, part in enumerate((slice(0, pos), slice(pos, len(cells)))):
         mine = other[side_of_other == side]
         for group, rest in _side_parts(cells[part], pu[part], pv[part], mine, tag):
-            out.append(_Piece(group, group, rest) if cells is bx else _Piece(group, rest, group))
+            out.append(Piece(group, group, rest) if cells is bx else Piece(group, rest, group))
     return out
 
 

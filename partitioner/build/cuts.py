@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from partitioner.build.bisection import Pairs, carve
+from partitioner.build.bisection import Pairs, carve, sorted_piece
 from partitioner.build.pour import pour_count
 from partitioner.counts import Grid
 from partitioner.graph import boundary_mask
@@ -73,9 +73,10 @@ class _Options:
         w = self.grid.weight
         boundary = np.zeros(len(w), dtype=bool)
         for c, cells in enumerate(self.comps):
+            piece = sorted_piece(cells, self.grid)  # sorted once for all the windows
             for k in levels:
                 boundary[cells] = False
-                pieces = carve(cells, self.grid, self.cap, window=self.windows[k], boundary=boundary)
+                pieces = carve(piece, self.grid, self.cap, window=self.windows[k], boundary=boundary)
                 self.pieces[c][k] = pieces
                 self.cost[c][k] = float(w[cells][boundary[cells]].sum())  # as cut_load finds it from all pairs
                 self.piece_loads[c][k] = [float(w[p].sum()) for p in pieces]

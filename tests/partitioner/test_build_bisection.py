@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from partitioner.build.bisection import (
     _Cutting,
     _side_components,
-    _sorted_piece,
     _split_general,
     _split_sorted,
     carve,
     cut_at,
+    sorted_piece,
 )
 from partitioner.build.cuts import cut_load
 from partitioner.counts import Grid
@@ -84,7 +84,7 @@ def test_the_boundary_carving_marks_is_the_boundary_of_its_pieces(cells, seed, w
 def test_a_piece_cut_from_its_sorted_orders_is_cut_as_when_sorted_afresh(cells, seed, window) -> None:
     # GIVEN cells away from the antimeridian, as a piece with its two sorted orders
     grid = _blob(cells, seed, 100)
-    piece = _sorted_piece(np.arange(len(grid.x)), grid)
+    piece = sorted_piece(np.arange(len(grid.x)), grid)
     total = float(grid.weight.sum())
     how = _Cutting(total / 3, 3, window, None)
     # WHEN cut from those orders and by sorting the cells again
