@@ -22,28 +22,32 @@ _FORWARD = ((1, 0), (0, 1), (1, 1), (1, -1))
 
 
 def neighbour_pairs(x: IntArray, y: IntArray, zoom: int) -> tuple[IntArray, IntArray]:
-    """Return index pairs ``(i, j)`` of 8-adjacent cells among the given ones (each pair once)."""
+    """Return index pairs ``(i, j)`` of 8-adjacent cells among the given ones (each pair once).
+
+    Notes
+    -----
+    The neighbours are looked up from the cells in code order (``x << zoom | y``), so the
+    searched codes come nearly sorted and each binary search starts near the last one's
+    end: several times faster than searching in input order on millions of cells. Pairs
+    come grouped by offset, in code order of ``i`` within a group.
+    """
     n = 1 << zoom
     codes = (x << zoom) | y
     order = np.argsort(codes, kind="stable")
     sorted_codes = codes[order]
+    sx, sy = sorted_codes >> zoom, sorted_codes & (n - 1)
     src: list[IntArray] = []
     dst: list[IntArray] = []
     for dx, dy in _FORWARD:
-        nx = (x + dx) % n
-        ny = y + dy
+        ny = sy + dy
         ok = (ny >= 0) & (ny < n)
-        ncodes = (nx << zoom) | np.where(ok, ny, 0)
+        ncodes = (((sx + dx) % n) << zoom) | np.where(ok, ny, 0)
         pos = np.minimum(np.searchsorted(sorted_codes, ncodes), len(sorted_codes) - 1)
-        hit = ok & (sorted_codes[pos] == ncodes)
-        i = np.nonzero(hit)[0]
-        j = order[pos[hit]]
+        at = np.flatnonzero(ok & (sorted_codes[pos] == ncodes))
+        i, j = order[at], order[pos[at]]
         keep = i != j
         src.append(i[keep])
         dst.append(j[keep])
-    if not src:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty.copy()
     return np.concatenate(src).astype(np.int64), np.concatenate(dst).astype(np.int64)
 
 
@@ -88,3 +92,4 @@ def boundary_mask(labels: IntArray, i: IntArray, j: IntArray) -> npt.NDArray[np.
     edge[i[differ]] = True
     edge[j[differ]] = True
     return edge
+

@@ -50,7 +50,7 @@ Every spec covers the whole world: a catch-all partition lists the root quadkey
 home). The catch-all is hosted by the least-loaded worker.
 
 Modules: :mod:`~partitioner.build.hot` (step 1), :mod:`~partitioner.build.carving` and
-:mod:`~partitioner.build.cuts` (steps 2-4), :mod:`~partitioner.build.packing` and
+:mod:`~partitioner.build.bisection` and :mod:`~partitioner.build.cuts` (steps 2-4), :mod:`~partitioner.build.packing` and
 :mod:`~partitioner.build.fresh` (step 5), :mod:`~partitioner.build.repair` (step 6),
 :mod:`~partitioner.build.ids` (partition and worker ids), :mod:`~partitioner.build.assemble`
 (the spec of a placement) and :mod:`~partitioner.build.seed` (the baseline).

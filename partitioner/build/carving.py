@@ -7,7 +7,7 @@ Cells are labelled with their region in three passes (:func:`region_labels`):
    tiles between its clusters included, so it is contiguous).
 2. **Components**: the other cells form 8-connected components; one within the cap is
    a region as it is.
-3. **Carving**: a component above the cap is cut into pieces (:mod:`partitioner.build.cuts`),
+3. **Carving**: a component above the cap is cut into pieces (:mod:`partitioner.build.bisection`),
    with one cut window for all or, under a :class:`~partitioner.build.cuts.CutBudget`, a
    window per component.
 
@@ -23,7 +23,8 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.build.cuts import CutBudget, carve, choose_cuts
+from partitioner.build.bisection import carve
+from partitioner.build.cuts import CutBudget, choose_cuts
 from partitioner.build.region import Region
 from partitioner.counts import Grid
 from partitioner.graph import components, group_indices
@@ -61,7 +62,7 @@ def carve_cells(grid: Grid, cap: float, *, bridge_levels: int = BRIDGE_LEVELS, f
         filling must leave alone.
     window : float
         Load that a cut may leave short of an exact multiple of ``cap`` to pass
-        through thinner columns (0: exact cuts; see :func:`partitioner.build.cuts.cut_at`).
+        through thinner columns (0: exact cuts; see :func:`partitioner.build.bisection.cut_at`).
     budget : CutBudget, optional
         Instead of one ``window`` for all, pick a window per component: the loosest
         cuts go where they save the most boundary load, as long as all regions

@@ -1,15 +1,9 @@
-"""Cutting one connected set of cells into pieces within the cap: recursive bisection and cut windows.
+"""Choosing a cut window per component: the loosest cuts where they save the most boundary load the packing affords.
 
-:func:`carve` cuts a component by recursive bisection: cells are ordered along the
-longer axis and cut where the first side holds ``k // 2`` full workers of load
-(``k = ceil(load / cap)``). The exact cut is a staircase across the longer axis
-(straight except for one step), so pieces are square-ish. A cut with a load *window*
-may leave up to that much slack to pass where the fewest loaded neighbours are
-separated, along either axis (:func:`cut_at`).
-
-:func:`choose_cuts` picks a window per component under a :class:`CutBudget`: the
-loosest cuts go to the components where they save the most boundary load, as long as
-every region still packs onto the budget's workers.
+:func:`choose_cuts` carves each component (:func:`partitioner.build.bisection.carve`) with
+the windows of a :class:`CutBudget` and picks a window per component: the loosest cuts go
+to the components where they save the most boundary load, as long as every region still
+packs onto the budget's workers.
 """
 
 from __future__ import annotations
@@ -21,15 +15,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from partitioner.build.bisection import Pairs, carve, sorted_piece
 from partitioner.build.pour import pour_count
 from partitioner.counts import Grid
-from partitioner.graph import boundary_mask, components, components_of_pairs, group_indices, neighbour_pairs
+from partitioner.graph import boundary_mask
 from partitioner.tiles import FloatArray, IntArray
 
 REFINE_COMPONENTS = 64  # components choose_cuts revisits one by one after its level-wise pass
-
-Pairs = tuple[IntArray, IntArray]
-
 
 @dataclass(frozen=True)
 class CutBudget:
@@ -38,7 +30,7 @@ class CutBudget:
     Attributes
     ----------
     windows : tuple of float
-        Cut windows to choose from (see :func:`cut_at`); 0 (exact cuts) is always
+        Cut windows to choose from (see :func:`partitioner.build.bisection.cut_at`); 0 (exact cuts) is always
         among the choices.
     workers : int
         Workers the regions must pack onto (best-fit decreasing at ``pack_cap``).
@@ -58,12 +50,6 @@ class CutBudget:
     liquid: tuple[float, ...] = ()
 
 
-class Cut(NamedTuple):
-    """Where to cut cells taken in some order (the first side is ``order[:position]``) and what it costs."""
-
-    position: int
-    cost: float
-
 
 class CutChoice(NamedTuple):
     """What :func:`choose_cuts` returns."""
@@ -73,219 +59,11 @@ class CutChoice(NamedTuple):
     cut_floor: float  # the least it could be: every component cut its cheapest way
 
 
-def carve(idx: IntArray, grid: Grid, cap: float, *, window: float = 0.0) -> list[IntArray]:
-    """Recursively cut one connected set of cells into connected pieces within ``cap`` (see :func:`cut_at`).
-
-    ``idx`` are cell indices into ``grid``. Notes: cuts are priced from the pairs near them
-    (:func:`_band_pairs`) and each side's connected pieces are found from its runs of cells
-    (:func:`_side_components`), so no neighbour pairs are carried down the recursion.
-    """
-    x, y, w, zoom = grid.x, grid.y, grid.weight, grid.zoom
-    stack = [idx]
-    done: list[IntArray] = []
-    while stack:
-        cur = stack.pop()
-        load = float(w[cur].sum())
-        if load <= cap * (1 + 1e-12) or len(cur) == 1:
-            # a single cell cannot be cut: callers only pass cells within the real cap
-            done.append(cur)
-            continue
-        k = math.ceil(load / cap - 1e-12)
-        u, v = axes(x[cur], y[cur], zoom)
-        # unwrapped coordinates make neighbours exactly the cells one step apart, unless a piece circles the globe
-        circles = int(max(u.max() - u.min(), v.max() - v.min())) >= (1 << zoom) - 1
-        orders = [_order(u, v)]
-        if window > 0:
-            orders.append(_order(v, u))
-        wc = w[cur]
-        pairs = neighbour_pairs(x[cur], y[cur], zoom) if circles and window > 0 else None
-        coords = [(u, v), (v, u)] if window > 0 and not circles else [None, None]
-        cuts = [cut_at(np.cumsum(wc[o]), k, cap, window, pairs, o, wc, coords[c]) for c, o in enumerate(orders)]
-        best = min(range(len(orders)), key=lambda c: cuts[c].cost)  # the first on a tie
-        cut, order = cuts[best], orders[best]
-        prim, sec = (u, v) if best == 0 else (v, u)
-        for side in (order[:cut.position], order[cut.position:]):
-            cells = cur[side]
-            n, labels = _side_components(prim[side], sec[side], None if not circles else (x[cells], y[cells], zoom))
-            if n == 1:
-                stack.append(cells)
-                continue
-            for g in group_indices(labels, n):
-                stack.append(cells[g])
-    return done
-
-
-def _side_components(u: IntArray, v: IntArray, wrapped: tuple[IntArray, IntArray, int] | None
-                     ) -> tuple[int, IntArray]:
-    """8-connected components of cells sorted by ``(u, v)`` (labels in order of each one's first cell).
-
-    ``wrapped``: the cells' tiles and zoom when the piece circles the globe (neighbours then wrap).
-    """
-    if _columns_connected(u, v):
-        return 1, np.zeros(len(u), dtype=np.int64)
-    if wrapped is not None:
-        return components(*wrapped)
-    return _run_components(u, v)
-
-
-def _run_components(u: IntArray, v: IntArray) -> tuple[int, IntArray]:
-    """Components from runs of cells (a column's consecutive ``v``): runs in neighbouring columns touch when
-    their ``v`` ranges come within one; the run graph is far smaller than the cell graph."""
-    n = len(u)
-    new_run = np.ones(n, dtype=bool)
-    new_run[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1] + 1)
-    starts = np.flatnonzero(new_run)
-    ends = np.append(starts[1:], n) - 1
-    ru, r0, r1 = u[starts], v[starts], v[ends]
-    base = int(v.min()) - 1
-    span = int(v.max()) - base + 2
-    key_start, key_end = ru * span + (r0 - base), ru * span + (r1 - base)  # both ascending
-    lo = np.searchsorted(key_end, (ru + 1) * span + (r0 - 1 - base), side="left")
-    hi = np.searchsorted(key_start, (ru + 1) * span + (r1 + 1 - base), side="right")
-    count = np.maximum(hi - lo, 0)
-    src = np.repeat(np.arange(len(starts)), count)
-    dst = np.repeat(lo, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
-    n_comp, run_label = components_of_pairs(len(starts), src, dst)
-    return n_comp, run_label[np.cumsum(new_run) - 1]
-
-
-def _columns_connected(u: IntArray, v: IntArray) -> bool:
-    """A quick proof that cells sorted by ``(u, v)`` are 8-connected: gapless columns, each touching the next.
-
-    False means "not proven" (the caller then computes the components).
-    """
-    if len(u) < 2:
-        return True
-    new_column = u[1:] != u[:-1]
-    if np.any(~new_column & (v[1:] != v[:-1] + 1)):  # a gap inside a column
-        return False
-    first = np.flatnonzero(np.concatenate([[True], new_column]))
-    if np.any(np.diff(u[first]) != 1):  # a missing column
-        return False
-    lo, hi = v[first], v[np.append(first[1:], len(v)) - 1]
-    return bool(np.all((lo[1:] <= hi[:-1] + 1) & (lo[:-1] <= hi[1:] + 1)))
-
-
-def _order(u: IntArray, v: IntArray) -> IntArray:
-    """Cells ordered by ``u``, then ``v`` (the pairs are unique, so any sort gives this one order)."""
-    key = (u - u.min()) * (int(v.max() - v.min()) + 1) + (v - v.min())
-    order: IntArray = np.argsort(key)
-    return order
-
-
-def cut_at(csum: FloatArray, k: int, cap: float, window: float, pairs: Pairs | None, order: IntArray,
-           w: FloatArray, coords: tuple[IntArray, IntArray] | None = None) -> Cut:
-    """Where to cut cells taken in ``order`` (``csum``: their running load), and the cost of that cut.
-
-    Notes
-    -----
-    The exact cut (``window`` 0) leaves ``k // 2`` full workers of load on the first
-    side: in the primary-axis order a staircase, straight except for one step. With
-    a ``window`` the cut may go anywhere the first side holds ``j * cap`` minus at
-    most ``window`` and both sides still fit in ``j`` and ``k - j`` workers (``j`` =
-    ``k // 2`` or ``k - k // 2``); it takes the cut through the least load, counted
-    over the 8-neighbour ``pairs`` it separates (each pair weighs the lighter of its
-    two cells; with ``coords``, the cells' ``(u, v)`` sorted by ``order``, only the pairs
-    near the candidate cuts are searched, see :func:`_band_pairs`). That keeps hot spots whole and boundary load low, at the price of
-    pieces that pack less tightly (the caller narrows the window if that costs a
-    worker).
-    """
-    n = len(csum)
-    load = float(csum[-1])
-    tol = 1 + 1e-12
-    exact = int(np.searchsorted(csum, (k // 2) * cap * tol, side="right"))
-    exact = min(max(exact, 1), n - 1)
-    if window <= 0 or (pairs is None and coords is None):
-        return Cut(exact, 0.0)
-    left = csum[:-1]  # load of the first side when cutting before position c = 1 .. n-1
-    ok = np.zeros(n - 1, dtype=bool)
-    for j in {k // 2, k - k // 2}:
-        ok |= (left <= j * cap * tol) & (left >= j * cap - window) & (load - left <= (k - j) * cap * tol)
-    if not ok.any():
-        return Cut(exact, math.inf)
-    cand = np.nonzero(ok)[0]
-    c0, c1 = int(cand[0]) + 1, int(cand[-1]) + 1
-    priced = _band_pairs(c0, c1, order, *coords) if coords is not None else pairs
-    assert priced is not None  # checked above: pairs or coords
-    cost = _cut_costs(c0, c1, priced, order, w)[cand - cand[0]]
-    best = int(np.lexsort((np.abs(left[cand] - (k // 2) * cap), cost))[0])
-    return Cut(int(cand[best]) + 1, float(cost[best]))
-
-
-def _band_pairs(c0: int, c1: int, order: IntArray, u: IntArray, v: IntArray) -> Pairs:
-    """The 8-neighbour pairs that a cut at a rank in ``c0 .. c1`` (cells sorted by ``(u, v)``) can separate.
-
-    A pair joins cells at most one ``u`` apart, so it straddles such a cut only if both its
-    cells lie in the columns from one before the first cut's column to one after the last
-    one's; those cells are a contiguous run of ranks, searched for neighbours alone.
-    """
-    pu, pv = u[order], v[order]
-    r0 = int(np.searchsorted(pu, pu[c0 - 1] - 1, side="left"))
-    r1 = int(np.searchsorted(pu, pu[min(c1, len(pu) - 1)] + 1, side="right"))
-    bu, bv = pu[r0:r1], pv[r0:r1]
-    span = int(bv.max() - bv.min()) + 3
-    codes = (bu - bu[0] + 1) * span + (bv - bv.min() + 1)  # ascending: the run is sorted by (u, v)
-    src: list[IntArray] = []
-    dst: list[IntArray] = []
-    for du, dv in ((0, 1), (1, -1), (1, 0), (1, 1)):
-        want = codes + du * span + dv
-        pos = np.minimum(np.searchsorted(codes, want), len(codes) - 1)
-        hit = np.flatnonzero(codes[pos] == want)
-        src.append(hit)
-        dst.append(pos[hit])
-    band = order[r0:r1]
-    return band[np.concatenate(src)], band[np.concatenate(dst)]
-
-
-def _cut_costs(c0: int, c1: int, pairs: Pairs, order: IntArray, w: FloatArray) -> FloatArray:
-    """Load on the pairs each cut position ``c0 .. c1`` separates (a pair weighs the lighter of its cells).
-
-    A pair at ranks ``lo < hi`` is cut by every position ``c`` with ``lo < c <= hi``; only
-    the pairs that straddle some position of the range are summed.
-    """
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    i, j = pairs
-    ri, rj = rank[i], rank[j]
-    lo, hi = np.minimum(ri, rj), np.maximum(ri, rj)
-    rel = (lo < c1) & (hi >= c0)
-    lo, hi = lo[rel], hi[rel]
-    weight = np.minimum(w[i[rel]], w[j[rel]])
-    size = c1 - c0 + 1
-    enter = np.bincount(np.maximum(lo + 1, c0) - c0, weights=weight, minlength=size)[:size]
-    leave = np.bincount(np.minimum(hi + 1 - c0, size), weights=weight, minlength=size + 1)[:size]
-    out: FloatArray = np.cumsum(enter, dtype=np.float64) - np.cumsum(leave, dtype=np.float64)
-    return out
-
-
-def axes(x: IntArray, y: IntArray, zoom: int) -> tuple[IntArray, IntArray]:
-    """Return (primary, secondary) coordinates: the longer extent first, x unwrapped at the antimeridian."""
-    n = 1 << zoom
-    lo_x, hi_x = int(x.min()), int(x.max())
-    if hi_x - lo_x < n // 2:  # cannot wrap: the gap outside [min, max] is the largest
-        xu = x - lo_x
-        ext_y = int(y.max() - y.min())
-        return (xu, y) if hi_x - lo_x >= ext_y else (y, xu)
-    ux = np.unique(x)
-    if len(ux) > 1:
-        gaps = np.diff(np.append(ux, ux[0] + n))
-        g = int(np.argmax(gaps))
-        start = int(ux[(g + 1) % len(ux)])
-        xu = (x - start) % n
-    else:
-        xu = x - x.min()
-    ext_x = int(xu.max() - xu.min())
-    ext_y = int(y.max() - y.min())
-    return (xu, y) if ext_x >= ext_y else (y, xu)
-
-
 class _Options:
     """Each component carved with each window: its pieces, their loads and the boundary load of the cuts."""
 
     def __init__(self, comps: list[IntArray], grid: Grid, cap: float, windows: Sequence[float]) -> None:
         self.comps, self.grid, self.cap, self.windows = comps, grid, cap, windows
-        self.pairs = [neighbour_pairs(grid.x[c], grid.y[c], grid.zoom) for c in comps]
-        self.order = [np.argsort(c, kind="stable") for c in comps]
         self.pieces: list[list[list[IntArray]]] = [[[] for _ in windows] for _ in comps]
         self.cost = [[math.inf] * len(windows) for _ in comps]
         self.piece_loads: list[list[list[float]]] = [[[] for _ in windows] for _ in comps]
@@ -293,11 +71,14 @@ class _Options:
     def carve_with(self, levels: Sequence[int]) -> None:
         """Carve every component with each window of ``levels`` (indices into the windows)."""
         w = self.grid.weight
+        boundary = np.zeros(len(w), dtype=bool)
         for c, cells in enumerate(self.comps):
+            piece = sorted_piece(cells, self.grid)  # sorted once for all the windows
             for k in levels:
-                pieces = carve(cells, self.grid, self.cap, window=self.windows[k])
+                boundary[cells] = False
+                pieces = carve(piece, self.grid, self.cap, window=self.windows[k], boundary=boundary)
                 self.pieces[c][k] = pieces
-                self.cost[c][k] = cut_load(cells, self.order[c], pieces, w, self.pairs[c])
+                self.cost[c][k] = float(w[cells][boundary[cells]].sum())  # as cut_load finds it from all pairs
                 self.piece_loads[c][k] = [float(w[p].sum()) for p in pieces]
 
     def cheapest(self) -> list[int]:
@@ -390,14 +171,14 @@ def _refine(choice: list[int], cost: list[list[float]], fits: Callable[[list[int
     return choice
 
 
-def cut_load(cells: IntArray, by_cell: IntArray, pieces: list[IntArray], w: FloatArray, pairs: Pairs) -> float:
+def cut_load(cells: IntArray, pieces: list[IntArray], w: FloatArray, pairs: Pairs) -> float:
     """Load on ``cells`` with an 8-neighbour in another of ``pieces`` (the boundary load the cuts make).
 
-    ``by_cell`` is ``argsort(cells)``; ``pairs`` are the 8-neighbour pairs of ``cells`` (positions in ``cells``).
+    ``pieces`` split ``cells`` (indices into ``w``); ``pairs`` are the 8-neighbour pairs of ``cells``
+    (positions in ``cells``).
     """
     if len(pieces) < 2:
         return 0.0
-    own = np.empty(len(cells), dtype=np.int64)
-    for k, p in enumerate(pieces):
-        own[by_cell[np.searchsorted(cells, p, sorter=by_cell)]] = k
-    return float(w[cells][boundary_mask(own, *pairs)].sum())
+    piece_of = np.empty(len(w), dtype=np.int64)
+    piece_of[np.concatenate(pieces)] = np.repeat(np.arange(len(pieces)), [len(p) for p in pieces])
+    return float(w[cells][boundary_mask(piece_of[cells], *pairs)].sum())

@@ -30,8 +30,8 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from partitioner.build.bisection import axes, carve
 from partitioner.build.carving import carve_cells
-from partitioner.build.cuts import axes, carve
 from partitioner.build.hot import hash_split, split_hot_cells
 from partitioner.build.ids import PARTITION_PREFIX, WORKER_PREFIX, IdAllocator, Ids, fill_blanks
 from partitioner.build.region import Placement, Region

@@ -7,13 +7,9 @@ import math
 import numpy as np
 import pytest
 from build_data import cells_of, dumbbell
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from partitioner.build import CutBudget, carve_cells, pack_best_fit
-from partitioner.build.cuts import _side_components, cut_at
 from partitioner.counts import Grid
-from partitioner.graph import components, neighbour_pairs
 from partitioner.tiles import arrays_to_quadkeys
 
 
@@ -55,37 +51,3 @@ def test_a_cut_budget_spends_slack_only_on_the_cuts_the_packing_can_afford(worke
     assert sum(any(b <= cells_of(r.quadkeys, 10) for r in regions) for b in far_blocks) == whole_dumbbells
     assert max(pack_best_fit([r.load for r in regions], 1000.0)) + 1 == workers
     assert sum(r.load for r in regions) == pytest.approx(w.sum())
-
-
-@settings(max_examples=200, deadline=None)
-@given(cells=st.sets(st.tuples(st.integers(0, 9), st.integers(0, 9)), min_size=3, max_size=60),
-       seed=st.integers(0, 1000), window=st.sampled_from([math.inf, 3.0, 10.0]), axis=st.booleans())
-def test_cut_prices_from_nearby_pairs_equal_prices_from_all_pairs(cells, seed, window, axis) -> None:
-    # GIVEN cells with random integer loads, ordered along one axis
-    x = np.array([c[0] for c in cells], dtype=np.int64) + 100
-    y = np.array([c[1] for c in cells], dtype=np.int64) + 100
-    w = np.random.default_rng(seed).integers(1, 9, len(x)).astype(np.float64)
-    u, v = (x, y) if axis else (y, x)
-    order = np.lexsort((v, u))
-    cap = float(w.sum()) / 2.5
-    k = math.ceil(float(w.sum()) / cap)
-    pairs = neighbour_pairs(x, y, 10)
-    # WHEN the cut is priced over every pair and over the pairs near the candidate cuts only
-    every = cut_at(np.cumsum(w[order]), k, cap, window, pairs, order, w)
-    near = cut_at(np.cumsum(w[order]), k, cap, window, pairs, order, w, (u, v))
-    # THEN the same cut at the same price
-    assert every == near
-
-
-@settings(max_examples=200, deadline=None)
-@given(cells=st.sets(st.tuples(st.integers(0, 12), st.integers(0, 12)), min_size=1, max_size=80))
-def test_components_from_runs_equal_components_from_cell_pairs(cells) -> None:
-    # GIVEN any cells, sorted as carving sorts a side (by column, then row)
-    ordered = sorted(cells)
-    u = np.array([c[0] for c in ordered], dtype=np.int64) + 50
-    v = np.array([c[1] for c in ordered], dtype=np.int64) + 50
-    # WHEN their 8-connected components are found from runs and from every neighbour pair
-    n_runs, by_runs = _side_components(u, v, None)
-    n_cells, by_cells = components(u, v, 10)
-    # THEN the same components, labelled in the same order (by each one's first cell)
-    assert n_runs == n_cells and by_runs.tolist() == by_cells.tolist()
