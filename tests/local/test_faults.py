@@ -1,4 +1,5 @@
-"""local.faults: the worker-kill injector kills a lease holder mid-swap and follows its takeover (issue 13)."""
+"""local.faults: the injectors and followers of ``--faults`` (issue 13), the local AWS's throttle hook, and a short
+``--faults all`` run of the whole loop."""
 
 from __future__ import annotations
 
@@ -160,6 +161,7 @@ def test_quick_run_with_all_faults_recovers_without_losing_an_event(tmp_path: Pa
     assert [f["fault"] for f in faults] == list(FAULTS)
     for f in faults:
         assert f["injected_at"] is not None and f["recovered"] and f["within_deadline"], f
+        assert not f["problems"], f  # e.g. a corrupt snapshot not rejected, a duplicate that published
     assert "fault table" in proc.stdout
     # AND no event was lost, no lease had two owners, no flip came early, the components ran to the end
     report = json.loads((tmp_path / "report.json").read_text())
