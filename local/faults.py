@@ -24,6 +24,10 @@ scheduler in AWS) sees the exit and starts a replacement, the killed process's l
 and the takeover must finish within two lease durations of the kill (issue 13's target; the seeds' lease
 systems promise 10-30 s). Events lost or doubled are the run's own invariants (every event out, the lease
 safety checks of :mod:`local.observe`); the fault table (:meth:`FaultRecord.row`) says what the system did.
+
+``stream-throttle``: :class:`StreamThrottle` (the local AWS refuses a share of the geo streams' PutRecords and
+GetRecords, :class:`local.aws.KinesisThrottle`). ``snapshot-corrupt`` and ``snapshot-dup``: :mod:`local.snapshot_faults`.
+A fault whose promise broke (:attr:`FaultRecord.problems`) fails the run like one that did not recover in time.
 """
 
 from __future__ import annotations
@@ -324,6 +328,22 @@ class Throttle(Protocol):
     def start(self, stream_prefix: str, share: float, duration_s: float, seed: int = 0) -> None: ...
 
 
+class LiveDelay:
+    """Waits until the first deployment finished and ``delay_s`` more passed."""
+
+    def __init__(self, deploy_status: Callable[[], str], delay_s: float) -> None:
+        self.deploy_status = deploy_status
+        self.delay_s = delay_s
+        self.live_since: float | None = None
+
+    def due(self, now: float) -> bool:
+        if self.live_since is None:
+            if self.deploy_status() != "done":
+                return False
+            self.live_since = now
+        return now - self.live_since >= self.delay_s
+
+
 class StreamThrottle:
     """Inject and follow ``stream-throttle``: for ``duration_s`` the local AWS refuses ``share`` of the geo streams'
     PutRecords and GetRecords with ``ProvisionedThroughputExceededException`` (:class:`local.aws.KinesisThrottle`).
@@ -343,9 +363,9 @@ class StreamThrottle:
         self.out_ids = out_ids
         self.router_failures = router_failures
         self.deploy_status = deploy_status
-        self.delay_s, self.duration_s, self.share = delay_s, duration_s, share
+        self.duration_s, self.share = duration_s, share
         self.clock = clock
-        self.live_since: float | None = None
+        self._delay = LiveDelay(deploy_status, delay_s)
         self.record = FaultRecord("stream-throttle", deadline_s=deadline_s)
         self._sent_before_end: int | None = None
         self._router_before = 0
@@ -353,11 +373,7 @@ class StreamThrottle:
     def poll(self) -> None:
         now = self.clock()
         if self.record.injected_at is None:
-            if self.live_since is None:
-                if self.deploy_status() == "done":
-                    self.live_since = now
-                return
-            if now - self.live_since >= self.delay_s:
+            if self._delay.due(now):
                 self._router_before = self.router_failures()
                 self.throttle.start(self.stream_prefix, self.share, self.duration_s)
                 self.record.injected_at = now

@@ -33,7 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from local.faults import FaultRecord
+from local.faults import FaultRecord, LiveDelay
+from local.specs_report import outcome
 
 JUDGED = ("published", "held")  # a snapshot the partitioner used (a spec published, or the policy held it)
 KINDS = ("truncated", "not-a-snapshot", "bad-rows")
@@ -59,14 +60,6 @@ class Call(Protocol):
     at: float
     result: Any
     error: str | None
-
-
-def outcome(result: Any) -> tuple[str, str]:
-    """``(status, reason)`` of the partitioner handler's first result (``("", "")`` when there is none)."""
-    results = result.get("results") if isinstance(result, dict) else None
-    if not results:
-        return "", ""
-    return str(results[0].get("status") or ""), str(results[0].get("reason") or "")
 
 
 def _window_end(key: str) -> datetime | None:
@@ -134,22 +127,6 @@ def _desired_moved(calls: Sequence[Call], desired_after: Mapping[str, int | None
     return desired_after[key] != before
 
 
-class _LiveDelay:
-    """Waits until the first deployment finished and ``delay_s`` more passed."""
-
-    def __init__(self, deploy_status: Callable[[], str], delay_s: float) -> None:
-        self.deploy_status = deploy_status
-        self.delay_s = delay_s
-        self.live_since: float | None = None
-
-    def due(self, now: float) -> bool:
-        if self.live_since is None:
-            if self.deploy_status() != "done":
-                return False
-            self.live_since = now
-        return now - self.live_since >= self.delay_s
-
-
 class SnapshotCorrupt:
     """Inject and follow ``snapshot-corrupt`` (see the module docstring); call :meth:`poll` often."""
 
@@ -160,7 +137,7 @@ class SnapshotCorrupt:
         self.calls = calls
         self.desired_after = desired_after
         self.clock = clock
-        self._delay = _LiveDelay(deploy_status, delay_s)
+        self._delay = LiveDelay(deploy_status, delay_s)
         self.record = FaultRecord("snapshot-corrupt", deadline_s=deadline_s)
         self.kinds: dict[str, str] = {}
         self.reasons: dict[str, str] = {}
@@ -189,7 +166,7 @@ class SnapshotCorrupt:
         if len(mine) < len(self.kinds) or any(key not in self.desired_after for key in mine):
             return
         for key, call in mine.items():
-            status, reason = outcome(call.result)
+            status, reason, _ = outcome(call.result)
             self.reasons[self.kinds[key]] = reason or str(call.error)
             where = key.rsplit("/", 1)[0]
             if status != "rejected":
@@ -219,7 +196,7 @@ class SnapshotDup:
         self.deliver = deliver
         self.window_s = window_s
         self.clock = clock
-        self._delay = _LiveDelay(deploy_status, delay_s)
+        self._delay = LiveDelay(deploy_status, delay_s)
         self.record = FaultRecord("snapshot-dup", deadline_s=deadline_s)
         self.held = ""
         self.duplicate = ""
@@ -268,7 +245,7 @@ class SnapshotDup:
 
     def _redeliver(self, key: str, expected: tuple[str, ...]) -> str:
         """Deliver ``key``'s event; the answer must be one of ``expected`` (a status or a rejection's reason code)."""
-        status, reason = outcome(self.deliver(key))
+        status, reason, _ = outcome(self.deliver(key))
         answer = status if status != "rejected" else reason.split(":", 1)[0]
         if answer not in expected:
             self.record.problems.append(f"{key}: expected {' or '.join(expected)}, the partitioner said {status}: "

@@ -12,7 +12,6 @@ from local.snapshot_faults import (
     SnapshotCorrupt,
     SnapshotDup,
     corrupt_snapshots,
-    outcome,
     spec_order_problems,
 )
 from tests.lambdas.conftest import Aws, aws, moto_module, snapshot_rows, t, write_test_snapshot  # noqa: F401
@@ -185,8 +184,4 @@ def test_spec_order_problems_names_a_spec_published_twice_or_backwards() -> None
     assert "v2" in twice and "2026-01-01T00:00:10Z" in twice
     assert len(spec_order_problems({3: "2026-01-01T00:00:30Z", 4: "2026-01-01T00:00:20Z"})) == 1
 
-
-def test_outcome_reads_the_first_result() -> None:
-    assert outcome(result("rejected", "stale_snapshot: x")) == ("rejected", "stale_snapshot: x")
-    assert outcome({"results": []}) == ("", "") and outcome(None) == ("", "")
 
