@@ -180,8 +180,13 @@ class ShardConsumer:
         try:
             resp = self._kinesis.get_records(ShardIterator=self._iterator, Limit=self.limit)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ExpiredIteratorException":
+            code = exc.response.get("Error", {}).get("Code")
+            if code == "ExpiredIteratorException":
                 self._iterator = None
+                return Batch(shard_id=shard_id, records=(), millis_behind_latest=1, at_end=False)
+            if code == "ProvisionedThroughputExceededException":
+                # throttled past the SDK's retries: nothing read, not caught up (no drain, no handover); the iterator
+                # stays valid and the worker's poll loop waits its interval before the next call
                 return Batch(shard_id=shard_id, records=(), millis_behind_latest=1, at_end=False)
             raise
         records = tuple(KinesisRecord.from_get_records(shard_id, r) for r in resp.get("Records", []))

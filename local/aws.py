@@ -17,8 +17,11 @@ at a time (see :class:`SerialMotoServer`).
 
 from __future__ import annotations
 
+import io
+import json
 import logging
 import os
+import random
 import socket
 import threading
 import time
@@ -118,9 +121,15 @@ class SerialMotoServer:
 
         app = DomainDispatcherApplication(create_backend_app)
         lock = threading.Lock()
+        self.throttle = KinesisThrottle()
 
         def serialised(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
             with lock:  # the whole body is produced inside the lock
+                refused = self.throttle.refuse(environ)
+                if refused is not None:
+                    start_response("400 Bad Request", [("Content-Type", "application/x-amz-json-1.1"),
+                                                       ("Content-Length", str(len(refused)))])
+                    return [refused]
                 return list(app(environ, start_response))
 
         self._server = make_server(host, port, serialised, threaded=True, request_handler=MotoRequestHandler)
@@ -134,6 +143,75 @@ class SerialMotoServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._thread.join(timeout=10)
+
+
+THROTTLED_ACTIONS = ("Kinesis_20131202.PutRecords", "Kinesis_20131202.GetRecords")
+
+
+class KinesisThrottle:
+    """The ``stream-throttle`` fault's hook: while on, refuse a share of PutRecords/GetRecords on matching streams.
+
+    moto never throttles. Real Kinesis answers a shard over its limits with ``ProvisionedThroughputExceededException``,
+    HTTP 400 (https://docs.aws.amazon.com/streams/latest/dev/kinesis-fis-provisioned-throughput.html, where AWS FIS
+    injects the same error into a share of requests; the error is in PutRecords' and GetRecords' error lists of the
+    botocore Kinesis service model). :meth:`refuse` returns that error's JSON body for a refused request, else None;
+    it runs inside the server's lock, so its counters need no lock of their own.
+    """
+
+    def __init__(self) -> None:
+        self.until = 0.0
+        self.share = 0.0
+        self.stream_prefix = ""
+        self.refused = 0
+        self.passed = 0
+        self.first_refused_at: float | None = None
+        self.last_refused_at: float | None = None
+        self._rng = random.Random(0)
+
+    def start(self, stream_prefix: str, share: float, duration_s: float, seed: int = 0) -> None:
+        """Refuse ``share`` (0-1) of the calls on streams named ``stream_prefix...`` for ``duration_s`` from now."""
+        if not 0.0 < share <= 1.0:
+            raise ValueError(f"throttle share must be in (0, 1], got {share!r}")
+        self.stream_prefix, self.share, self._rng = stream_prefix, share, random.Random(seed)
+        self.until = time.time() + duration_s
+
+    def refuse(self, environ: dict[str, Any]) -> bytes | None:
+        if time.time() >= self.until or environ.get("HTTP_X_AMZ_TARGET") not in THROTTLED_ACTIONS:
+            return None
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        environ["wsgi.input"] = io.BytesIO(body)  # moto reads it again
+        stream = _stream_of(body)
+        if not stream.startswith(self.stream_prefix):
+            return None
+        if self._rng.random() >= self.share:
+            self.passed += 1
+            return None
+        now = time.time()
+        self.refused += 1
+        self.first_refused_at = self.first_refused_at or now
+        self.last_refused_at = now
+        message = f"Rate exceeded for stream {stream} under account 123456789012."
+        return json.dumps({"__type": "ProvisionedThroughputExceededException", "message": message}).encode()
+
+
+def _stream_of(body: bytes) -> str:
+    """The stream a PutRecords/GetRecords request names (GetRecords: inside moto's shard iterator)."""
+    try:
+        doc = json.loads(body or b"{}")
+    except ValueError:
+        return ""
+    if doc.get("StreamName"):
+        return str(doc["StreamName"])
+    if doc.get("StreamARN"):
+        return str(doc["StreamARN"]).rsplit("/", 1)[-1]
+    if doc.get("ShardIterator"):
+        from moto.kinesis.utils import decompose_shard_iterator
+
+        try:
+            return decompose_shard_iterator(str(doc["ShardIterator"]))[0]
+        except (ValueError, IndexError):
+            return ""
+    return ""
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "process while a swap is in flight; its slots must be taken over within two lease durations "
                         "and no event lost), spark-kill (kill -9 of the Spark job once a spec is live; restarted on "
                         "its checkpoint, it must write a snapshot again), deployer-crash (the deployer dies inside the next swap's fleet "
-                        "start; a later step must start it and the swap flip). The report ends with a fault table (also "
+                        "start; a later step must start it and the swap flip), snapshot-corrupt (a truncated snapshot, a manifest that is "
+                        "not one, a snapshot with a bad row: each rejected, the live spec kept), snapshot-dup (the same "
+                        "S3 event twice and an older window after a newer one: nothing published twice or backwards), "
+                        "stream-throttle (ProvisionedThroughputExceededException on a share of the geo streams' "
+                        "PutRecords/GetRecords for a while: no event lost). The report ends with a fault table (also "
                         "faults.json); a fault that does not recover in time fails the run (default: none)")
     p.add_argument("--quick", action="store_true",
                    help=f"a short run (about 2.5 minutes) with the same steps: {q.duration_s:g} s of replay, "

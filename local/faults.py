@@ -24,6 +24,10 @@ scheduler in AWS) sees the exit and starts a replacement, the killed process's l
 and the takeover must finish within two lease durations of the kill (issue 13's target; the seeds' lease
 systems promise 10-30 s). Events lost or doubled are the run's own invariants (every event out, the lease
 safety checks of :mod:`local.observe`); the fault table (:meth:`FaultRecord.row`) says what the system did.
+
+``stream-throttle``: :class:`StreamThrottle` (the local AWS refuses a share of the geo streams' PutRecords and
+GetRecords, :class:`local.aws.KinesisThrottle`). ``snapshot-corrupt`` and ``snapshot-dup``: :mod:`local.snapshot_faults`.
+A fault whose promise broke (:attr:`FaultRecord.problems`) fails the run like one that did not recover in time.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from typing import Any, Protocol
 from local.errors import LocalRunError
 from partitioner.contracts import LEASE_KEY_ATTR
 
-FAULTS = ("worker-kill", "spark-kill", "deployer-crash")
+FAULTS = ("worker-kill", "spark-kill", "deployer-crash", "snapshot-corrupt", "snapshot-dup", "stream-throttle")
 IN_SWAP = ("waiting_green", "draining")
 TAKEOVER_LEASES = 2.0  # a killed worker's slots are taken over within this many lease durations
 
@@ -96,6 +100,9 @@ class FaultRecord:
     leases: tuple[str, ...] = ()
     took_over_by: dict[str, str] = field(default_factory=dict)
     deadline_s: float = 0.0
+    did: str = ""  # what the system did, in a few words (the leases taken over when empty)
+    events: str = ""  # events lost or doubled while the fault was open (:func:`events_column`)
+    problems: list[str] = field(default_factory=list)  # a broken promise (e.g. a bad snapshot published): fails the run
 
     @property
     def recovered(self) -> bool:
@@ -112,9 +119,11 @@ class FaultRecord:
             return "-" if t is None else f"{t - t0:7.1f}s"
 
         took = ", ".join(f"{k} -> {v}" for k, v in sorted(self.took_over_by.items())) or "-"
-        return (f"{self.fault:<12} injected {at(self.injected_at)}  detected {at(self.detected_at)}  recovered "
+        did = self.did or f"leases taken over: {took}"
+        broken = f"; BROKEN: {' | '.join(self.problems)}" if self.problems else ""
+        return (f"{self.fault:<15} injected {at(self.injected_at)}  detected {at(self.detected_at)}  recovered "
                 f"{at(self.recovered_at)}  ({'mid-swap' if self.mid_swap else 'not mid-swap'}; {self.target}; "
-                f"leases taken over: {took}; within {self.deadline_s:g}s: {self.within_deadline})")
+                f"did: {did}; events: {self.events or '-'}; within {self.deadline_s:g}s: {self.within_deadline}{broken})")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "recovered": self.recovered, "within_deadline": self.within_deadline}
@@ -306,3 +315,95 @@ class DeployerCrash:
             if active is not None and active >= version:
                 self.record.took_over_by["fleet"] = f"started by a later step; v{version} flipped"
                 self.record.recovered_at = now
+
+
+class Throttle(Protocol):
+    """What :class:`StreamThrottle` needs of the server's hook (:class:`local.aws.KinesisThrottle`)."""
+
+    until: float
+    refused: int
+    passed: int
+    first_refused_at: float | None
+
+    def start(self, stream_prefix: str, share: float, duration_s: float, seed: int = 0) -> None: ...
+
+
+class LiveDelay:
+    """Waits until the first deployment finished and ``delay_s`` more passed."""
+
+    def __init__(self, deploy_status: Callable[[], str], delay_s: float) -> None:
+        self.deploy_status = deploy_status
+        self.delay_s = delay_s
+        self.live_since: float | None = None
+
+    def due(self, now: float) -> bool:
+        if self.live_since is None:
+            if self.deploy_status() != "done":
+                return False
+            self.live_since = now
+        return now - self.live_since >= self.delay_s
+
+
+class StreamThrottle:
+    """Inject and follow ``stream-throttle``: for ``duration_s`` the local AWS refuses ``share`` of the geo streams'
+    PutRecords and GetRecords with ``ProvisionedThroughputExceededException`` (:class:`local.aws.KinesisThrottle`).
+
+    *Detected* at the first refused call (the router and the workers see the error), *recovered* once the throttle
+    ended and every event sent before its end came out of the workers: the router (its event source mapping
+    re-delivers failed items) and the workers (the SDK's retries, then their poll loop) rode it out.
+    """
+
+    def __init__(self, throttle: Throttle, stream_prefix: str, sent_ids: Callable[[], Sequence[str]],
+                 out_ids: Callable[[], set[str]], router_failures: Callable[[], int], deploy_status: Callable[[], str],
+                 *, delay_s: float, duration_s: float, share: float, deadline_s: float,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.throttle = throttle
+        self.stream_prefix = stream_prefix
+        self.sent_ids = sent_ids
+        self.out_ids = out_ids
+        self.router_failures = router_failures
+        self.deploy_status = deploy_status
+        self.duration_s, self.share = duration_s, share
+        self.clock = clock
+        self._delay = LiveDelay(deploy_status, delay_s)
+        self.record = FaultRecord("stream-throttle", deadline_s=deadline_s)
+        self._sent_before_end: int | None = None
+        self._router_before = 0
+
+    def poll(self) -> None:
+        now = self.clock()
+        if self.record.injected_at is None:
+            if self._delay.due(now):
+                self._router_before = self.router_failures()
+                self.throttle.start(self.stream_prefix, self.share, self.duration_s)
+                self.record.injected_at = now
+                self.record.mid_swap = self.deploy_status() in IN_SWAP
+                self.record.target = (f"{100 * self.share:.0f}% of PutRecords/GetRecords on {self.stream_prefix}* "
+                                      f"refused for {self.duration_s:g}s")
+            return
+        if self.record.detected_at is None and self.throttle.first_refused_at is not None:
+            self.record.detected_at = self.throttle.first_refused_at
+        if now < self.throttle.until or self.record.recovered_at is not None:
+            return
+        if self._sent_before_end is None:
+            self._sent_before_end = len(self.sent_ids())
+        if self.record.detected_at is not None and set(self.sent_ids()[:self._sent_before_end]) <= self.out_ids():
+            self.record.recovered_at = now
+            self.record.did = (f"{self.throttle.refused} of {self.throttle.refused + self.throttle.passed} calls refused; "
+                               f"router re-delivered {self.router_failures() - self._router_before} failed items; "
+                               f"all {self._sent_before_end} events sent before the end came out")
+
+
+def events_column(lost: int, copies: Sequence[tuple[str, int]], start_ms: int, end_ms: int) -> str:
+    """The fault table's "events lost or doubled": the run's lost events, and the extra copies written in the span.
+
+    ``copies`` is ``(event_id, written_ms)`` of every output record; an extra copy is every copy of an event after
+    its first (by write time). Lost events have no output to date them, so they are counted over the whole run.
+    """
+    seen: set[str] = set()
+    extra = 0
+    for event_id, written in sorted(copies, key=lambda c: c[1]):
+        extra += event_id in seen and start_ms <= written <= end_ms
+        seen.add(event_id)
+    repeats = len(copies) - len(seen)
+    return f"lost {lost} (whole run), doubled {extra} written while open ({repeats} in the run)"

@@ -75,7 +75,11 @@ def collect_live(state: RunState) -> None:
     s3 = aws.client("s3")
     snaps = []
     invocations = state.notifier.invocations if state.notifier else []
+    from local.specs_report import outcome
+
     for inv in invocations:
+        if outcome(inv.result)[0] == "rejected":
+            continue  # fed no spec (e.g. --faults snapshot-corrupt: maybe not even JSON); the timeline names it
         manifest = json.loads(s3.get_object(Bucket=aws.names.snapshots_bucket, Key=inv.key)["Body"].read())
         texts = []
         for i, f in enumerate(manifest.get("files", [])):

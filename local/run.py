@@ -39,6 +39,7 @@ from local.aws import EmbeddedAws, start_moto, stop_moto
 from local.config import RunConfig, parse_args
 from local.dataset import EventFactory, Places, Scenario, choose_hotspot, load_places
 from local.errors import LocalRunError
+from local.events import LambdaContext
 from local.fleet import LocalFleet, WorkerSettings
 from local.loops import Invocation, LoopThread, ManifestNotifier, RouterPoller, load_handler
 from local.observe import ControlObserver
@@ -357,7 +358,72 @@ def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
 
         state.faults.append(DeployerCrash(ctl.fleet, ctl.fleet_started, active, status,
                                           deadline_s=ctl.fleet_start_grace_s + GREEN_TIMEOUT_S))
+    arm_data_faults(state, aws, status)
     say(state, f"faults armed: {', '.join(cfg.faults)}")
+
+
+class SnapshotBucket:
+    """The snapshots bucket as :class:`local.snapshot_faults.Store` (read, write, list manifests)."""
+
+    def __init__(self, aws: EmbeddedAws) -> None:
+        self._s3, self.bucket = aws.client("s3"), aws.names.snapshots_bucket
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            return bytes(self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())
+        except self._s3.exceptions.NoSuchKey:
+            return None
+
+    def put(self, key: str, body: bytes) -> None:
+        self._s3.put_object(Bucket=self.bucket, Key=key, Body=body)
+
+    def manifests(self) -> list[str]:
+        keys = []
+        for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix="snapshots/"):
+            keys += [o["Key"] for o in page.get("Contents", []) if o["Key"].endswith("/_manifest.json")]
+        return sorted(keys)
+
+
+def arm_data_faults(state: RunState, aws: EmbeddedAws, status: Any) -> None:
+    """Arm ``snapshot-corrupt``, ``snapshot-dup`` and ``stream-throttle`` (:mod:`local.snapshot_faults`, :mod:`local.faults`).
+
+    Their moments, as shares of the replay after the first spec went live: corrupt snapshots at 20%, the held-back
+    window at 10% (it and a later window must be judged before the replay ends and the notifier stops), the
+    throttle at 30% for 15% of the replay; the kills come later (worker-kill at the next swap, spark-kill at 80%).
+    """
+    from local.events import s3_object_created
+    from local.faults import StreamThrottle
+    from local.snapshot_faults import SnapshotCorrupt, SnapshotDup
+    from partitioner.contracts import geo_stream_prefix
+
+    cfg, notifier, bucket = state.config, state.notifier, SnapshotBucket(aws)
+    assert notifier is not None
+    judged_within = 3 * cfg.window_s + WATERMARK_S + 30.0  # a window, its watermark and trigger, the partitioner
+    if "snapshot-corrupt" in cfg.faults:
+        state.faults.append(SnapshotCorrupt(bucket, lambda: list(notifier.invocations), state.desired_after, status,
+                                            delay_s=0.2 * cfg.duration_s, deadline_s=judged_within))
+    if "snapshot-dup" in cfg.faults:
+        s3 = aws.client("s3")
+
+        def deliver(key: str) -> Any:
+            head = s3.head_object(Bucket=bucket.bucket, Key=key)
+            event = s3_object_created(bucket.bucket, key, int(head["ContentLength"]), str(head.get("ETag", "")))
+            result = notifier.handler(event, LambdaContext("georebal-partitioner"))
+            first = (result.get("results") or [{}])[0]
+            say(state, f"snapshot {key.split('/')[1]}: delivered by the fault: {first.get('status')} "
+                       f"({first.get('reason')})")
+            return result
+
+        state.faults.append(SnapshotDup(bucket, lambda: list(notifier.invocations), notifier.seen.add, deliver, status,
+                                        window_s=cfg.window_s, delay_s=0.1 * cfg.duration_s,
+                                        deadline_s=2 * judged_within))
+    if "stream-throttle" in cfg.faults:
+        replayer, output, router = state.replayer, state.output, state.router
+        assert replayer is not None and output is not None and router is not None
+        state.faults.append(StreamThrottle(
+            aws.server.throttle, geo_stream_prefix(cfg.prefix), lambda: replayer.sent_ids, lambda: output.ids,
+            lambda: router.failed_items, status, delay_s=0.3 * cfg.duration_s, duration_s=0.15 * cfg.duration_s,
+            share=0.5, deadline_s=0.15 * cfg.duration_s + cfg.drain_timeout_s))
 
 
 def poll_faults(state: RunState) -> None:
@@ -366,23 +432,47 @@ def poll_faults(state: RunState) -> None:
         fault.poll()
         if was is None and fault.record.injected_at is not None:
             held = f", holding {', '.join(fault.record.leases)}" if fault.record.leases else ""
-            say(state, f"FAULT {fault.record.fault}: {fault.record.target} killed "
+            done = " killed" if fault.record.fault.endswith(("-kill", "-crash")) else ""
+            say(state, f"FAULT {fault.record.fault}: {fault.record.target}{done} "
                        f"({'mid-swap' if fault.record.mid_swap else 'no swap in flight'}){held}")
+        if fault.record.problems and len(fault.record.problems) > getattr(fault, "_announced", 0):
+            for problem in fault.record.problems[getattr(fault, "_announced", 0):]:
+                say(state, f"FAULT {fault.record.fault}: BROKEN: {problem}")
+            fault._announced = len(fault.record.problems)
 
 
 def fault_table(state: RunState) -> None:
     """Print the fault table, write ``faults.json``, and fail the run if a fault did not recover in time."""
     if not state.faults:
         return
+    from local.faults import events_column
+    from local.output import delivery
+    from local.snapshot_faults import spec_order_problems
+
     records = [f.record for f in state.faults]
+    out = state.output.records if state.output else []
+    lost = delivery(state.replayer.sent_ids if state.replayer else [], out).lost
+    copies = [(r.event_id, r.written_ms) for r in out]
+    for r in records:
+        if r.injected_at is not None:
+            end = r.recovered_at or time.time()
+            r.events = events_column(lost, copies, int(1000 * r.injected_at), int(1000 * end))
+    if any(r.fault.startswith("snapshot-") for r in records) and state.observer is not None:
+        ends = {v: str(s.source.get("window_end", "")) for v, s in state.observer.specs.items() if s is not None}
+        order = spec_order_problems(ends)
+        for r in records:
+            if r.fault.startswith("snapshot-"):
+                r.problems += order
     say(state, "fault table (seconds since the run started):")
     for r in records:
         say(state, "  " + r.row(state.started_at))
     (state.config.out / "faults.json").write_text(json.dumps([r.to_dict() for r in records], indent=2) + "\n")
     bad = [r.fault for r in records if r.injected_at is None or not r.within_deadline]
-    if bad and state.failure is None:
-        state.failure = (f"fault(s) not injected or not recovered within their deadline: {', '.join(bad)} "
-                         f"(see faults.json)")
+    broken = [f"{r.fault}: {p}" for r in records for p in r.problems]
+    if (bad or broken) and state.failure is None:
+        state.failure = "; ".join(
+            ([f"fault(s) not injected or not recovered within their deadline: {', '.join(bad)}"] if bad else [])
+            + broken) + " (see faults.json)"
 
 
 def _fault_pending(state: RunState) -> bool:

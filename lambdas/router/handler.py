@@ -4,6 +4,12 @@ Entry point ``lambdas/router/handler.py:handler``. Env: ``CONTROL_TABLE``, ``SPE
 ``QUARANTINE_BUCKET``, optional ``ROUTER_SPEC_TTL_S`` (5) and ``AWS_ENDPOINT_URL`` (local).
 Returns ``{"batchItemFailures": [{"itemIdentifier": <sequenceNumber>}, ...]}``: invalid events are
 quarantined (not failures); records whose put failed are reported, never dropped.
+
+The geo-stream puts are made by a client without SDK retries (:func:`put_client`). A put the SDK retries after
+a throttle (``ProvisionedThroughputExceededException``) backs off for seconds and can land in the stream of a
+version that was flipped away from meanwhile, after its workers drained (``DRAIN_QUIET_S`` covers
+``ROUTER_SPEC_TTL_S``, not a backoff): those records would be read by no one. Reported as failures instead,
+they are re-delivered by the event source mapping and routed with the active spec of that moment.
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
+from botocore.config import Config
 
 from lambdas.common.aws import ControlTable, GeoStreams, QuarantineSink, SpecStore, make_clients
 from lambdas.common.config import CONTROL_TABLE, QUARANTINE_BUCKET, SPECS_BUCKET, LambdaConfig
@@ -41,7 +49,17 @@ def runtime() -> Runtime:
     clients = make_clients(cfg)
     cache = ActiveSpecCache(ControlTable(clients.dynamodb, cfg.control_table), SpecStore(clients.s3, cfg.specs_bucket),
                             ttl_s=cfg.router_spec_ttl_s)
-    return Runtime(cache, GeoStreams(clients.kinesis), QuarantineSink(clients.s3, cfg.quarantine_bucket, "router"))
+    return Runtime(cache, GeoStreams(put_client(cfg)), QuarantineSink(clients.s3, cfg.quarantine_bucket, "router"))
+
+
+def put_client(cfg: LambdaConfig) -> Any:
+    """A Kinesis client whose calls are tried once (see the module docstring): a failed put is a batch item failure."""
+    retries: Any = {"total_max_attempts": 1, "mode": "standard"}  # max_attempts would count retries, not calls
+    kw: dict[str, Any] = {"region_name": cfg.region,
+                          "config": Config(retries=retries, connect_timeout=5, read_timeout=30)}
+    if cfg.endpoint_url:
+        kw["endpoint_url"] = cfg.endpoint_url
+    return boto3.client("kinesis", **kw)
 
 
 def parse_kinesis_event(event: dict[str, Any]) -> list[InputRecord]:
