@@ -27,6 +27,7 @@ record processing is caught up").
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -39,20 +40,29 @@ OPEN = math.inf
 
 
 class CaughtUp:
-    """A slot's caught-up time (epoch s): every record that arrived in its shard before it was processed.
+    """A slot's caught-up time (epoch s): every record that arrived in its shard(s) before it was processed.
 
     Call :meth:`polled` with the wall time the GetRecords call that read ``batch`` started
-    (:attr:`GatedReader.called_at`), after that batch's output was written.
+    (:attr:`GatedReader.called_at`), after that batch's output was written. A slot owning ``parts`` shards
+    (one gated reader each, :class:`SlotReader`) keeps one time per shard; :attr:`at` is their minimum.
     """
 
-    def __init__(self) -> None:
-        self.at = 0.0
+    def __init__(self, parts: int = 1) -> None:
+        self._at = [0.0] * max(1, parts)
 
-    def polled(self, started_at: float, batch: Batch) -> None:
+    @property
+    def parts(self) -> int:
+        return len(self._at)
+
+    @property
+    def at(self) -> float:
+        return min(self._at)
+
+    def polled(self, started_at: float, batch: Batch, part: int = 0) -> None:
         if batch.millis_behind_latest == 0:
-            self.at = max(self.at, started_at)
-        elif batch.records:
-            self.at = max(self.at, batch.records[-1].arrival_s - 0.001)  # a later record may share its millisecond
+            self._at[part] = max(self._at[part], started_at)
+        elif batch.records:  # a later record may share its millisecond
+            self._at[part] = max(self._at[part], batch.records[-1].arrival_s - 0.001)
 
 
 @dataclass(frozen=True)
@@ -177,3 +187,54 @@ def _prefix(records: tuple[KinesisRecord, ...], limit: float) -> list[KinesisRec
             break
         out.append(r)
     return out
+
+
+class SlotReader:
+    """A slot's gated readers, one per shard it owns (one for a one-shard worker), polled in turn.
+
+    :meth:`poll` returns the first batch with records, starting after the reader that gave the last one;
+    an empty batch of another reader (nothing to write) moves that shard's part of ``caught_up`` at once.
+    The returned batch is from reader :attr:`last` (the caller moves ``caught_up`` part ``last`` once its
+    output is written); when every reader came back empty it says ``at_end`` only if all are at their end
+    and ``millis_behind_latest`` is the largest of the round, so a slot is drained only when all its shards are.
+    With one reader, :meth:`poll` returns exactly that reader's batch.
+    """
+
+    def __init__(self, readers: list[GatedReader], caught_up: CaughtUp) -> None:
+        if not readers or len(readers) != caught_up.parts:
+            raise ValueError(f"a slot reader needs one reader per caught-up part, got {len(readers)} readers "
+                             f"for {caught_up.parts} parts")
+        self.readers = readers
+        self.gate = readers[0].gate
+        self.caught_up = caught_up
+        self.last = 0
+        self._next = 0
+
+    @property
+    def holding(self) -> int:
+        return sum(r.holding for r in self.readers)
+
+    @property
+    def released(self) -> int:
+        return sum(r.released for r in self.readers)
+
+    @property
+    def called_at(self) -> float:
+        """Wall time of the GetRecords call that gave the last returned batch."""
+        return self.readers[self.last].called_at
+
+    def poll(self) -> Batch:
+        n = len(self.readers)
+        behind, at_end, batch = 0, True, None
+        for _ in range(n):
+            i, self._next = self._next, (self._next + 1) % n
+            batch = self.readers[i].poll()
+            self.last = i
+            if n == 1:
+                return batch
+            if batch.records:  # the slot is at its end only when every shard is
+                return dataclasses.replace(batch, at_end=batch.at_end and all(r.consumer.at_end for r in self.readers))
+            self.caught_up.polled(self.readers[i].called_at, batch, i)
+            behind, at_end = max(behind, batch.millis_behind_latest), at_end and batch.at_end
+        assert batch is not None
+        return Batch(shard_id=batch.shard_id, records=(), millis_behind_latest=behind, at_end=at_end)

@@ -30,7 +30,7 @@ from geo_service.config import WorkerConfig
 from geo_service.consumer import ShardConsumer, ShardInfo
 from geo_service.control import ControlView
 from geo_service.cost import CostTracker
-from geo_service.handover import OPEN, CaughtUp, GatedReader
+from geo_service.handover import OPEN, CaughtUp, SlotReader
 from geo_service.lease import Clock, LeaseManager, read_leases
 from geo_service.transform import GeoTransform
 from partitioner.contracts import SwapMode
@@ -67,8 +67,8 @@ class Slot:
     spec: Spec
     worker_id: str
     stream: str
-    shards: list[ShardInfo]
-    consumer: ShardConsumer
+    shards: list[ShardInfo]  # every shard it reads, for logs (one lineage per owned shard: see ``consumers``)
+    consumers: tuple[ShardConsumer, ...]  # one per shard the worker owns (``Worker.shard_keys``)
     transform: GeoTransform
     region: tuple[str, ...]
     places_loaded: int
@@ -76,10 +76,11 @@ class Slot:
     carried: bool = False
     index: SpecIndex = field(init=False)
     partition_ids: frozenset[str] = field(init=False)
-    #: Set when serving starts: the shard reader behind the handover gate (:mod:`geo_service.handover`).
-    reader: GatedReader | None = None
-    #: Everything that arrived in the shard before this time is processed (published while a plan swaps from it).
-    caught_up: CaughtUp = field(default_factory=CaughtUp)
+    #: Set when serving starts: the shard readers behind the handover gate (:mod:`geo_service.handover`).
+    reader: SlotReader | None = None
+    #: Everything that arrived in its shards before this time is processed (published while a plan swaps from it);
+    #: one part per consumer.
+    caught_up: CaughtUp = field(init=False)
     #: The cost tracker serving it (kept when a carried slot starts before its old one drained).
     tracker: CostTracker | None = None
     #: True once its first record was processed (the lease's ``serving_at``).
@@ -87,6 +88,7 @@ class Slot:
     timeout_logged: bool = False
 
     def __post_init__(self) -> None:
+        self.caught_up = CaughtUp(len(self.consumers))
         self.index = SpecIndex(self.spec)
         self.partition_ids = frozenset(p.id for p in self.spec.partitions_of(self.worker_id))
 
