@@ -120,3 +120,12 @@ def test_the_local_loop_takes_the_swap_mode_and_hands_it_to_the_control_plane() 
     assert parse_args([]).swap_mode == "carry"
     whole = parse_args(["--quick", "--swap-mode", "whole"])
     assert whole.swap_mode == "whole" and handler_env(whole)["SWAP_MODE"] == "whole"
+
+
+def test_the_local_loop_hands_shards_per_worker_to_the_partitioner() -> None:
+    # GIVEN the local loop's command line WHEN parsed THEN one shard per worker by default, k on request
+    from local.config import parse_args
+    from local.run import handler_env
+
+    assert handler_env(parse_args([]))["SHARDS_PER_WORKER"] == "1"
+    assert handler_env(parse_args(["--quick", "--shards-per-worker", "2"]))["SHARDS_PER_WORKER"] == "2"
