@@ -30,7 +30,7 @@ Rules (checked by :func:`validate`):
 * A worker whose cap needs more than one shard's write rate owns ``k`` consecutive
   shards: ``hash_keys`` lists one ExplicitHashKey per shard (the first is ``hash_key``;
   written only when ``k > 1``, so one-shard specs read unchanged). The router picks one
-  of them per entity (:func:`entity_shard`), so an entity's events stay on one shard.
+  of them per entity (:func:`partitioner.shards.entity_shard`), so an entity's events stay on one shard.
   No key is listed by two workers. The geo stream has :attr:`Spec.shard_count` shards.
 """
 
@@ -66,16 +66,6 @@ def entity_bucket(entity_id: str) -> int:
     which share of a split hot cell an entity belongs to.
     """
     return int.from_bytes(hashlib.md5(entity_id.encode("utf-8")).digest()[:2], "big")
-
-
-def entity_shard(entity_id: str, shards: int) -> int:
-    """Return which of a worker's ``shards`` shards carries ``entity_id``'s events: ``entity_bucket % shards``.
-
-    One entity always maps to the same shard, so its events keep their order (one shard is ordered).
-    """
-    if shards < 1:
-        raise SpecError(f"a worker owns at least one shard, got {shards!r}")
-    return entity_bucket(entity_id) % shards
 
 
 def shard_hash_key(index: int, count: int) -> str:
@@ -255,28 +245,6 @@ def _worker_dict(w: Worker) -> dict[str, Any]:
     if w.hash_keys:
         d["hash_keys"] = list(w.hash_keys)
     return d
-
-
-def with_shards(spec: Spec, shards_per_worker: int) -> Spec:
-    """Return ``spec`` with every worker owning ``shards_per_worker`` consecutive shards of its geo stream.
-
-    Worker ``i`` of ``n`` gets the keys of shards ``i*k .. i*k+k-1`` of ``n*k`` (:func:`shard_hash_key`),
-    so its shards' hash-key ranges together are the ``i``-th ``n``-th of the key space.
-
-    Notes
-    -----
-    With ``shards_per_worker`` 1 each worker's key is ``shard_hash_key(i, n)`` and ``hash_keys`` is
-    empty: a built spec (which assigns exactly that) comes back equal.
-    """
-    k = shards_per_worker
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise SpecError(f"shards_per_worker must be an integer >= 1, got {k!r}")
-    n = len(spec.workers)
-    workers = []
-    for i, w in enumerate(spec.workers):
-        keys = tuple(shard_hash_key(i * k + j, n * k) for j in range(k))
-        workers.append(dataclasses.replace(w, hash_key=keys[0], hash_keys=keys if k > 1 else ()))
-    return spec.replace(workers=tuple(workers))
 
 
 def _drop_last_comma(lines: list[str], added: int) -> None:

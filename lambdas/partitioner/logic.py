@@ -75,7 +75,8 @@ from partitioner.controller import ControlSettings, ControlState, Step, control_
 from partitioner.cost import apply_cost_rates
 from partitioner.counts import Counts, read_snapshot_rows
 from partitioner.errors import PartitionerError, PolicyError
-from partitioner.spec import Spec, validate, with_shards
+from partitioner.shards import with_shards
+from partitioner.spec import Spec, validate
 
 Builder = Callable[..., Spec]
 MAX_VERSION_RETRIES = 3

@@ -22,7 +22,8 @@ from lambdas.common.aws import AdapterError, ControlTable, GeoStreams, PutEntry,
 from lambdas.common.records import read_active
 from partitioner.events import Rejection, ValidEvent, parse_event, quarantine_record
 from partitioner.index import SpecIndex
-from partitioner.spec import Spec, entity_shard
+from partitioner.shards import entity_shard
+from partitioner.spec import Spec
 
 Clock = Callable[[], float]
 

@@ -13,7 +13,8 @@ from geo_service.cost import Calibration
 from geo_service.lease import LeaseManager
 from geo_service.worker import GeoWorker
 from lambdas.router.routing import RoutingTable
-from partitioner.spec import Spec, with_shards
+from partitioner.shards import with_shards
+from partitioner.spec import Spec
 from partitioner.tiles import quadkey, tile
 
 PARIS = (48.8566, 2.3522)

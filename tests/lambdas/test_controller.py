@@ -9,7 +9,8 @@ from lambdas.common.records import read_active
 from lambdas.deploy.controller import DeployController, DeployError
 from partitioner.contracts import ControlKey, DeployStatus, SwapMode, spec_key
 from partitioner.errors import SpecError
-from partitioner.spec import Spec, with_shards
+from partitioner.shards import with_shards
+from partitioner.spec import Spec
 from tests.lambdas.conftest import Aws, make_spec
 
 T0 = 1_800_000_000.0

@@ -14,7 +14,8 @@ from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, r
 from partitioner.build import build_spec
 from partitioner.contracts import spec_key
 from partitioner.index import SpecIndex
-from partitioner.spec import Spec, entity_bucket, entity_shard, with_shards
+from partitioner.shards import entity_shard, with_shards
+from partitioner.spec import Spec, entity_bucket
 from partitioner.tiles import Tile, bounds, quadkey
 from tests.lambdas.conftest import CTX, Aws, grid_counts, load_event, make_spec
 

@@ -9,7 +9,8 @@ import pytest
 from spec_factory import make_spec, qk
 
 from partitioner.errors import SpecError
-from partitioner.spec import entity_bucket, entity_shard, shard_hash_key, spec_from_json, validate, with_shards
+from partitioner.shards import entity_shard, with_shards
+from partitioner.spec import entity_bucket, shard_hash_key, spec_from_json, validate
 
 
 def test_source_is_read_only_to_every_holder_and_serialises_as_given() -> None:

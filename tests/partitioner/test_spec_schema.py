@@ -13,7 +13,8 @@ from spec_factory import make_spec, qk
 
 from partitioner.build import build_spec
 from partitioner.counts import Counts, read_counts_csv
-from partitioner.spec import HASH_BUCKETS, spec_from_dict, validate, with_shards
+from partitioner.shards import with_shards
+from partitioner.spec import HASH_BUCKETS, spec_from_dict, validate
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "partitioner" / "spec.schema.json"
 SAMPLE = Path(__file__).resolve().parents[2] / "partitioner" / "data" / "sample_counts.csv"
