@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from geo_service.consumer import ShardConsumer, StreamNotReady, shards_for_hash_key
+from geo_service.consumer import ShardConsumer, StreamNotReady, worker_shards
 from geo_service.heartbeat import Heartbeats
 from geo_service.lease import LeaseManager
 from geo_service.logs import get_logger, log
@@ -96,10 +96,10 @@ class CarryOver:
         spec = self.specs.get(self.to_version)
         stream = spec.stream_name or self.stream_name(self.to_version)
         self.state = WAITING_STREAM
-        shards = None
-        while shards is None:
+        lineages = None
+        while lineages is None:
             try:
-                shards = shards_for_hash_key(self.kinesis, stream, spec.worker(self.worker_id).hash_key)
+                lineages = worker_shards(self.kinesis, stream, spec.worker(self.worker_id).shard_keys)
             except StreamNotReady:
                 if self._cancel.wait(self.retry_s):
                     return
@@ -111,10 +111,10 @@ class CarryOver:
         lease = self.manager.lease
         if self._cancel.is_set() or lease is None:
             return
-        consumer = ShardConsumer(self.kinesis, stream, shards, lease.checkpoint)
+        consumers = tuple(ShardConsumer(self.kinesis, stream, shards, lease.checkpoint) for shards in lineages)
         self.manager.mark_ready()
-        self.slot = Slot(self.manager, spec, self.worker_id, stream, shards, consumer, transform, region,
-                         int(getattr(transform, "loaded", 0)), gained, carried=True)
+        self.slot = Slot(self.manager, spec, self.worker_id, stream, [s for lin in lineages for s in lin], consumers,
+                         transform, region, int(getattr(transform, "loaded", 0)), gained, carried=True)
         self.ready_at = time.time()
         self.state = READY
         log(self.log, logging.INFO, "carry_ready", version=self.to_version, worker_id=self.worker_id,

@@ -1,7 +1,9 @@
-"""Read one worker's shard of a geo stream: locate it by hash key, resume from a checkpoint, poll.
+"""Read one worker's shard(s) of a geo stream: locate them by hash key, resume from a checkpoint, poll.
 
 Worker ``i`` of a spec reads the shard whose hash-key range contains ``workers[i].hash_key``
-(``docs/CONTRACTS.md``). Geo streams are created with one shard per worker and never
+(``docs/CONTRACTS.md``); a worker owning ``k > 1`` shards reads one shard per key of its
+``shard_keys`` (:func:`worker_shards`, one :class:`ShardConsumer` each). Geo streams are created
+with ``spec.shard_count`` shards and never
 resharded (seed 002), but if a shard was split or merged the consumer reads every
 shard whose range holds the key, parents before children (``ParentShardId``), moving on
 when a closed shard is exhausted. Positions come from the lease checkpoint map
@@ -10,7 +12,7 @@ when a closed shard is exhausted. Positions come from the lease checkpoint map
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,6 +123,23 @@ def shards_for_hash_key(kinesis: Any, stream_name: str, hash_key: str) -> list[S
     if not shards:
         raise ShardNotFound(f"no shard of geo stream {stream_name!r} contains hash key {hash_key!r}")
     return lineage_order(shards)
+
+
+def worker_shards(kinesis: Any, stream_name: str, hash_keys: Sequence[str]) -> list[list[ShardInfo]]:
+    """Return one shard lineage per shard a worker owns: :func:`shards_for_hash_key` of each of its keys.
+
+    Keys whose lineages share a shard (a stream made with fewer shards, or merged) are read as one lineage,
+    so no shard is read twice.
+    """
+    groups: list[list[ShardInfo]] = []
+    for key in hash_keys:
+        found = shards_for_hash_key(kinesis, stream_name, key)
+        ids = {s.shard_id for s in found}
+        overlapping = [g for g in groups if ids & {s.shard_id for s in g}]
+        merged = {s.shard_id: s for g in overlapping for s in g} | {s.shard_id: s for s in found}
+        groups = [g for g in groups if g not in overlapping]
+        groups.append(lineage_order(list(merged.values())))
+    return groups
 
 
 def lineage_order(shards: list[ShardInfo]) -> list[ShardInfo]:

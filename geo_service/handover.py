@@ -33,6 +33,7 @@ record processing is caught up").
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -45,7 +46,7 @@ OPEN = math.inf
 
 
 class CaughtUp:
-    """A slot's caught-up time (epoch s): every record that arrived in its shard before it was processed.
+    """A shard's caught-up time (epoch s): every record that arrived in it before that time was processed.
 
     :class:`GatedReader` moves it once a batch's output is written: to the wall time its GetRecords call started
     when that call reached the tip (``MillisBehindLatest == 0``), else to just before the first record not yet
@@ -249,3 +250,61 @@ def _caught_up_after(called_at: float, batch: Batch) -> float | None:
     if batch.millis_behind_latest == 0:
         return called_at
     return batch.records[-1].arrival_s - 0.001 if batch.records else None
+
+
+class SlotReader:
+    """A slot's gated readers, one per shard it owns (one for a one-shard worker), polled in turn.
+
+    :meth:`poll` returns the first batch with records, starting after the reader that gave the last one; an
+    empty batch of another reader (nothing to write) moves that reader's caught-up time at once. Call
+    :meth:`processed` once the returned batch's output is written. When every reader came back empty the batch
+    says ``at_end`` only if all are at their end and ``millis_behind_latest`` is the largest of the round, so a
+    slot is drained only when all its shards are. The slot's caught-up time is the smallest of its readers'.
+    With one reader, :meth:`poll` returns exactly that reader's batch.
+    """
+
+    def __init__(self, readers: list[GatedReader]) -> None:
+        if not readers:
+            raise ValueError("a slot reader needs at least one shard reader, got none")
+        self.readers = readers
+        self.gate = readers[0].gate
+        self.last = 0
+        self._next = 0
+
+    @property
+    def holding(self) -> int:
+        return sum(r.holding for r in self.readers)
+
+    @property
+    def released(self) -> int:
+        return sum(r.released for r in self.readers)
+
+    @property
+    def called_at(self) -> float:
+        """Wall time of the GetRecords call that gave the last returned batch."""
+        return self.readers[self.last].called_at
+
+    @property
+    def caught_up_at(self) -> float:
+        """Every record that arrived in any of its shards before this time is processed."""
+        return min(r.caught_up.at for r in self.readers)
+
+    def poll(self) -> Batch:
+        n = len(self.readers)
+        behind, at_end, batch = 0, True, None
+        for _ in range(n):
+            i, self._next = self._next, (self._next + 1) % n
+            batch = self.readers[i].poll()
+            self.last = i
+            if n == 1:
+                return batch
+            if batch.records:  # the slot is at its end only when every shard is
+                return dataclasses.replace(batch, at_end=batch.at_end and all(r.consumer.at_end for r in self.readers))
+            self.readers[i].processed()  # nothing to write: its caught-up time moves now
+            behind, at_end = max(behind, batch.millis_behind_latest), at_end and batch.at_end
+        assert batch is not None
+        return Batch(shard_id=batch.shard_id, records=(), millis_behind_latest=behind, at_end=at_end)
+
+    def processed(self) -> None:
+        """The last returned batch's output is written."""
+        self.readers[self.last].processed()

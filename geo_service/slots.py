@@ -30,7 +30,7 @@ from geo_service.config import WorkerConfig
 from geo_service.consumer import KinesisRecord, ShardConsumer, ShardInfo
 from geo_service.control import ControlView
 from geo_service.cost import CostTracker
-from geo_service.handover import OPEN, GatedReader, Place
+from geo_service.handover import OPEN, Place, SlotReader
 from geo_service.lease import Clock, LeaseManager, read_leases
 from geo_service.transform import GeoTransform
 from partitioner.contracts import SwapMode
@@ -68,8 +68,8 @@ class Slot:
     spec: Spec
     worker_id: str
     stream: str
-    shards: list[ShardInfo]
-    consumer: ShardConsumer
+    shards: list[ShardInfo]  # every shard it reads, for logs (one lineage per owned shard: see ``consumers``)
+    consumers: tuple[ShardConsumer, ...]  # one per shard the worker owns (``Worker.shard_keys``)
     transform: GeoTransform
     region: tuple[str, ...]
     places_loaded: int
@@ -77,8 +77,8 @@ class Slot:
     carried: bool = False
     index: SpecIndex = field(init=False)
     partition_ids: frozenset[str] = field(init=False)
-    #: Set when serving starts: the shard reader behind the handover gate (:mod:`geo_service.handover`).
-    reader: GatedReader | None = None
+    #: Set when serving starts: the shard readers behind the handover gate (:mod:`geo_service.handover`).
+    reader: SlotReader | None = None
     #: The cost tracker serving it (kept when a carried slot starts before its old one drained).
     tracker: CostTracker | None = None
     #: True once its first record was processed (the lease's ``serving_at``).
@@ -95,8 +95,8 @@ class Slot:
 
     @property
     def caught_up_at(self) -> float:
-        """Every record that arrived in its shard before this time is processed (0 before it served)."""
-        return self.reader.caught_up.at if self.reader is not None else 0.0
+        """Every record that arrived in its shards before this time is processed (0 before it served)."""
+        return self.reader.caught_up_at if self.reader is not None else 0.0
 
 
 def region_of(spec: Spec, worker_id: str) -> tuple[str, ...]:

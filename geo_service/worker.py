@@ -58,10 +58,10 @@ from typing import Any
 from geo_service.aws import Clients
 from geo_service.carry import CarryOver
 from geo_service.config import WorkerConfig
-from geo_service.consumer import Batch, ShardConsumer, StreamNotReady, shards_for_hash_key
+from geo_service.consumer import Batch, ShardConsumer, ShardInfo, StreamNotReady, worker_shards
 from geo_service.control import ControlView, read_control
 from geo_service.cost import Calibration, CostTracker, calibrate
-from geo_service.handover import GatedReader, HandoverGate
+from geo_service.handover import GatedReader, HandoverGate, SlotReader
 from geo_service.health import HealthServer
 from geo_service.heartbeat import Heartbeats
 from geo_service.lease import Clock, LeaseLost, LeaseManager
@@ -270,8 +270,8 @@ class GeoWorker:
             spec = self.specs.get(lease.version)
             log(self.log, logging.INFO, "spec_loaded", workers=len(spec.workers), partitions=len(spec.partitions),
                 stream=self._stream_name(spec), **self._ids())
-            shards = self._wait_stream(manager, spec, lease.worker_id)
-            if shards is None:
+            lineages = self._wait_stream(manager, spec, lease.worker_id)
+            if lineages is None:
                 self._drop(manager)
                 return None
             self._set(state=WorkerState.WARMING, partition_ids=tuple(p.id for p in spec.partitions_of(lease.worker_id)))
@@ -280,21 +280,24 @@ class GeoWorker:
             if self._calibration is None:
                 self._calibration = calibrate()
             stream = self._stream_name(spec)
-            consumer = ShardConsumer(self.clients.kinesis, stream, shards, lease.checkpoint)
+            consumers = tuple(ShardConsumer(self.clients.kinesis, stream, shards, lease.checkpoint)
+                              for shards in lineages)
             self._check_lease(manager)
             manager.mark_ready()
         except LeaseLost:
             self._drop(manager, release=False)
             log(self.log, logging.WARNING, "lease_lost", **self._ids())
             return None
-        slot = Slot(manager, spec, lease.worker_id, stream, shards, consumer, transform, region,
+        shards = [s for lineage in lineages for s in lineage]
+        slot = Slot(manager, spec, lease.worker_id, stream, shards, consumers, transform, region,
                     int(getattr(transform, "loaded", 0)), gained)
         log(self.log, logging.INFO, "worker_ready", shards=[s.shard_id for s in shards], region=list(region[:20]),
             region_size=len(region), places_loaded=slot.places_loaded,
             calibration_s=self._calibration.seconds_per_unit, **self._ids())
         return slot
 
-    def _wait_stream(self, manager: LeaseManager, spec: Spec, worker_id: str) -> list[Any] | None:
+    def _wait_stream(self, manager: LeaseManager, spec: Spec, worker_id: str) -> list[list[ShardInfo]] | None:
+        """One shard lineage per shard the worker owns, once the stream is active; None if stopped or dropped."""
         self._set(state=WorkerState.WAITING_STREAM)
         stream = self._stream_name(spec)
         next_check = 0.0
@@ -303,7 +306,7 @@ class GeoWorker:
                 return None
             self._check_lease(manager)
             try:
-                return shards_for_hash_key(self.clients.kinesis, stream, spec.worker(worker_id).hash_key)
+                return worker_shards(self.clients.kinesis, stream, spec.worker(worker_id).shard_keys)
             except StreamNotReady as exc:
                 if time.monotonic() >= next_check:
                     next_check = time.monotonic() + self.config.active_poll_s
@@ -355,8 +358,8 @@ class GeoWorker:
             self._drop(slot.leases)
         return why, None
 
-    def _reader(self, slot: Slot, ctl: ControlView | None = None) -> GatedReader:
-        """The slot's shard reader behind its handover gate (:mod:`geo_service.handover`), made once."""
+    def _reader(self, slot: Slot, ctl: ControlView | None = None) -> SlotReader:
+        """The slot's shard readers (one per owned shard) behind one handover gate (:mod:`geo_service.handover`)."""
         if slot.reader is not None:
             return slot.reader
         cfg = self.config
@@ -378,14 +381,14 @@ class GeoWorker:
 
             gate = HandoverGate(read, margin_s=cfg.handover_margin_s, refresh_s=cfg.poll_interval_s / 2,
                                 timeout_s=cfg.barrier_timeout_s)
-        slot.reader = GatedReader(slot.consumer, gate, classify, own=slot.worker_id)
+        slot.reader = SlotReader([GatedReader(c, gate, classify, own=slot.worker_id) for c in slot.consumers])
         if slot.tracker is None:
             assert self._calibration is not None
             slot.tracker = CostTracker(self._calibration, cfg.grid_zoom, cfg.cost_report_interval_s)
         return slot.reader
 
     def _step(self, slot: Slot) -> Batch:
-        """One gated poll of ``slot``'s shard: process what passed, then move its caught-up time."""
+        """One gated poll of ``slot``'s shards: process what passed, then move that shard's caught-up time."""
         reader = self._reader(slot)
         assert slot.tracker is not None
         batch = reader.poll()

@@ -9,6 +9,7 @@ from strings too.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -38,13 +39,16 @@ _VPC_RE = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _TRANSFORM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
-# One geo-stream shard per worker slot; a shard takes up to 1,000 records/s and 1 MB/s of writes
+# A geo-stream shard takes up to 1,000 records/s and 1 MB/s of writes
 # (https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html). A slot's cap is max_load events per
 # window_s (events at mean cost: a slot of cheap events carries more events, and arrivals burst within a window),
-# so its mean rate must stay within SHARD_HEADROOM of the shard: 500 events/s, which also keeps 1 MB/s for events
-# of up to 2 KB on average.
+# so a slot gets k shards with its mean rate within SHARD_HEADROOM of them: k = ceil(max_load / window_s / 500),
+# which also keeps 1 MB/s per shard for events of up to 2 KB on average (docs/SIZING.md "Shards per worker").
 SHARD_RECORDS_PER_S = 1000
 SHARD_HEADROOM = 0.5
+# Most shards one worker may own. The same page gives a default account quota of 1,000 shards outside us-east-1,
+# us-west-2 and eu-west-1, and a swap keeps two versions' streams: 50 shards a worker leaves room for 10 workers.
+MAX_SHARDS_PER_WORKER = 50
 # Context keys the CDK itself or its CLI put in the context (feature flags "@aws-cdk/...", "aws:cdk:..." settings,
 # lookup results "<provider>:account=...:region=..." in cdk.context.json, and these plain ones).
 CDK_CONTEXT_KEYS = frozenset({"acknowledged-issue-numbers", "cli-telemetry", "aws-cdk:enableDiffNoFail"})
@@ -109,6 +113,7 @@ class GeoConfig:
     glue_workers: int
     retain_data: bool
     swap_mode: str
+    shards_per_worker: int = 1  # SHARDS_PER_WORKER: geo-stream shards each worker owns (derived from the cap if 0)
     geo_transform: str | None = None  # GEO_TRANSFORM of the workers ("module:Class"); None = the default transform
 
     @property
@@ -150,6 +155,7 @@ DEFAULTS: dict[str, Any] = {
     "glue_workers": 2,
     "retain_data": True,
     "swap_mode": "carry",
+    "shards_per_worker": 0,
     "geo_transform": "",
 }
 
@@ -242,14 +248,7 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
             f"{FARGATE_MEMORY[worker_cpu]}, got {_raw(ctx, 'worker_memory_mib')!r}"
         )
     max_load = _float(ctx, "max_load", 0.0, 1e12, lo_open=True)
-    per_s = max_load / window_s
-    if per_s > SHARD_RECORDS_PER_S * SHARD_HEADROOM:
-        raise ConfigError(
-            f"context 'max_load' ({_raw(ctx, 'max_load')!r} events per window_s={window_s}) is {per_s:g} events/s per "
-            f"worker; one geo-stream shard takes {SHARD_RECORDS_PER_S} records/s, so a worker's cap must stay within "
-            f"{SHARD_RECORDS_PER_S * SHARD_HEADROOM:g}/s: max_load <= {SHARD_RECORDS_PER_S * SHARD_HEADROOM * window_s:g} "
-            f"for this window_s"
-        )
+    shards = shards_per_worker(ctx, max_load, window_s)
     email = _text(ctx, "alarm_email", lambda v: v == "" or bool(_EMAIL_RE.match(v)), "'' or an e-mail address")
     return GeoConfig(
         prefix=prefix,
@@ -278,10 +277,37 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
         emr_max_memory_gb=_int(ctx, "emr_max_memory_gb", 2, 24000),
         glue_workers=_int(ctx, "glue_workers", 2, 299),
         retain_data=_bool(ctx, "retain_data"),
+        shards_per_worker=shards,
         swap_mode=_text(ctx, "swap_mode", lambda v: v in SWAP_MODES, f"one of {SWAP_MODES}"),
         geo_transform=_text(ctx, "geo_transform", lambda v: v == "" or bool(_TRANSFORM_RE.match(v)),
                             "'' (the default reverse geocoder) or 'module:Class'") or None,
     )
+
+
+def shards_per_worker(ctx: Mapping[str, Any], max_load: float, window_s: int) -> int:
+    """The geo-stream shards each worker owns: ``shards_per_worker``, or (when 0) what the cap needs.
+
+    A worker's cap is ``max_load / window_s`` events/s; each shard takes :data:`SHARD_RECORDS_PER_S` records/s of
+    which a worker may plan on :data:`SHARD_HEADROOM`, so it needs ``ceil(rate / (1000 * 0.5))`` shards. An explicit
+    value below that, or a need above :data:`MAX_SHARDS_PER_WORKER`, is rejected naming the setting.
+    """
+    per_shard = SHARD_RECORDS_PER_S * SHARD_HEADROOM
+    rate = max_load / window_s
+    need = max(1, math.ceil(rate / per_shard - 1e-9))
+    given = _int(ctx, "shards_per_worker", 0, MAX_SHARDS_PER_WORKER)
+    if given == 0 and need > MAX_SHARDS_PER_WORKER:
+        raise ConfigError(
+            f"context 'max_load' ({_raw(ctx, 'max_load')!r} events per window_s={window_s}) is {rate:g} events/s per "
+            f"worker, which needs {need} geo-stream shards at {per_shard:g} events/s each; a worker owns at most "
+            f"{MAX_SHARDS_PER_WORKER}: max_load <= {MAX_SHARDS_PER_WORKER * per_shard * window_s:g} for this window_s"
+        )
+    if 0 < given < need:
+        raise ConfigError(
+            f"context 'shards_per_worker' must be >= {need} for max_load={_raw(ctx, 'max_load')!r} per "
+            f"window_s={window_s} ({rate:g} events/s per worker, {per_shard:g} per shard), got "
+            f"{_raw(ctx, 'shards_per_worker')!r}"
+        )
+    return given or need
 
 
 def reject_unknown(keys: Iterable[str]) -> None:

@@ -116,6 +116,7 @@ class GeoRebalancerStack(Stack):
             "QUARANTINE_BUCKET": storage.quarantine.bucket_name,
             "OUTPUT_BUCKET": storage.output.bucket_name,
             "MAX_LOAD": repr(config.max_load),
+            "SHARDS_PER_WORKER": str(config.shards_per_worker),
             "GRID_ZOOM": str(config.grid_zoom),
             "POLICY_JSON": config.policy.to_json(),
             "ECS_CLUSTER": cluster_name(config),

@@ -66,6 +66,7 @@ class RunConfig:
     prefix: str = "georebal-local"
     quick: bool = False
     swap_mode: str = "carry"
+    shards_per_worker: int = 1  # SHARDS_PER_WORKER of the partitioner: geo-stream shards each worker owns
     faults: tuple[str, ...] = ()  # local/faults.py FAULTS, injected during the run (--faults)
 
     @property
@@ -163,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how a new spec reaches the workers: carry (a slot both specs share stays in its worker "
                         "process, which loads only what it gains; only new slots start processes) or whole (a whole "
                         f"new fleet per spec version) (default {d.swap_mode})")
+    p.add_argument("--shards-per-worker", type=_positive(int, "--shards-per-worker"), default=d.shards_per_worker,
+                   help="geo-stream shards each worker owns (the partitioner's SHARDS_PER_WORKER; the router keeps an "
+                        f"entity on one of them, the worker reads all) (default {d.shards_per_worker})")
     p.add_argument("--faults", default="",
                    help="inject faults during the run, a comma list or 'all': worker-kill (kill -9 of a worker "
                         "process while a swap is in flight; its slots must be taken over within two lease durations "
@@ -191,4 +195,4 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
 
     faults = parse_faults(ns.faults)  # FaultError (a ValueError) naming the bad name: exit 2
     return RunConfig(**{**base.__dict__, **changes, "out": ns.out, "seed": ns.seed, "swap_mode": ns.swap_mode,
-                        "faults": faults})
+                        "shards_per_worker": ns.shards_per_worker, "faults": faults})

@@ -141,7 +141,8 @@ def handler_env(cfg: RunConfig) -> dict[str, str]:
             "ROUTER_SPEC_TTL_S": "1", "GREEN_TIMEOUT_S": f"{GREEN_TIMEOUT_S:g}",
             "DRAIN_TIMEOUT_S": f"{DRAIN_TIMEOUT_S:g}", "HOOK_CALLBACK_DELAY_S": "1", "STREAM_ACTIVE_WAIT_S": "30",
             "POLL_INTERVAL_S": "0.5", "ACTIVE_POLL_S": "1", "POWERTOOLS_SERVICE_NAME": "georebal-local", "POWERTOOLS_LOG_LEVEL": "ERROR",
-            "LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true", "SWAP_MODE": cfg.swap_mode}
+            "LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true", "SWAP_MODE": cfg.swap_mode,
+            "SHARDS_PER_WORKER": str(cfg.shards_per_worker)}
 
 
 def start_spark(state: RunState, aws: EmbeddedAws) -> procs.Child:

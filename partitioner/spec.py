@@ -27,6 +27,11 @@ Rules (checked by :func:`validate`):
 * Every partition names a worker; every worker's ``load`` is the sum of its
   partitions' loads and is at most ``max_load``. Each worker reads one shard of
   the version's geo stream: ``hash_key`` is the ExplicitHashKey that lands there.
+* A worker whose cap needs more than one shard's write rate owns ``k`` consecutive
+  shards: ``hash_keys`` lists one ExplicitHashKey per shard (the first is ``hash_key``;
+  written only when ``k > 1``, so one-shard specs read unchanged). The router picks one
+  of them per entity (:func:`partitioner.shards.entity_shard`), so an entity's events stay on one shard.
+  No key is listed by two workers. The geo stream has :attr:`Spec.shard_count` shards.
 """
 
 from __future__ import annotations
@@ -98,11 +103,24 @@ class Partition:
 
 @dataclass(frozen=True)
 class Worker:
-    """One geo worker (one ECS task, one shard of the geo stream)."""
+    """One geo worker (one ECS task) and the shard(s) of the geo stream it reads.
+
+    Notes
+    -----
+    ``hash_keys`` is empty for a one-shard worker (``hash_key`` is its key); a worker owning
+    ``k > 1`` shards lists ``k`` keys, the first equal to ``hash_key``. :attr:`shard_keys`
+    gives the keys in both cases.
+    """
 
     id: str
     load: float
     hash_key: str
+    hash_keys: tuple[str, ...] = ()
+
+    @property
+    def shard_keys(self) -> tuple[str, ...]:
+        """One ExplicitHashKey per shard this worker owns (``(hash_key,)`` for one shard)."""
+        return self.hash_keys or (self.hash_key,)
 
 
 @dataclass(frozen=True)
@@ -138,6 +156,11 @@ class Spec:
             if p.is_catch_all:
                 return p
         raise SpecError(f"spec v{self.version!r} has no catch-all partition (none lists the root quadkey '')")
+
+    @property
+    def shard_count(self) -> int:
+        """Shards of the version's geo stream: the sum of the workers' shards."""
+        return sum(len(w.shard_keys) for w in self.workers)
 
     @property
     def total_load(self) -> float:
@@ -178,7 +201,7 @@ class Spec:
             "max_load": self.max_load,
             "strategy": self.strategy,
             "stream_name": self.stream_name,
-            "workers": [{"id": w.id, "load": w.load, "hash_key": w.hash_key} for w in self.workers],
+            "workers": [_worker_dict(w) for w in self.workers],
             "partitions": parts,
             "source": _thaw(self.source),
         }
@@ -206,7 +229,8 @@ def _spec_text(spec: Spec) -> str:
             "created_at": spec.created_at, "max_load": spec.max_load, "strategy": spec.strategy,
             "stream_name": spec.stream_name}
     lines = ["{", *(f" {_enc(k)}: {json.dumps(v)}," for k, v in head.items()), ' "workers": [']
-    lines += [f'  {{"id": {_enc(w.id)}, "load": {_json_number(w.load)}, "hash_key": {_enc(w.hash_key)}}},'
+    lines += [f'  {{"id": {_enc(w.id)}, "load": {_json_number(w.load)}, "hash_key": {_enc(w.hash_key)}'
+              + (f', "hash_keys": [{", ".join(map(_enc, w.hash_keys))}]' if w.hash_keys else "") + "},"
               for w in spec.workers]
     _drop_last_comma(lines, len(spec.workers))
     lines += [" ],", ' "partitions": [']
@@ -214,6 +238,13 @@ def _spec_text(spec: Spec) -> str:
     _drop_last_comma(lines, len(spec.partitions))
     lines += [" ],", f' "source": {json.dumps(_thaw(spec.source))}', "}"]
     return "\n".join(lines)
+
+
+def _worker_dict(w: Worker) -> dict[str, Any]:
+    d: dict[str, Any] = {"id": w.id, "load": w.load, "hash_key": w.hash_key}
+    if w.hash_keys:
+        d["hash_keys"] = list(w.hash_keys)
+    return d
 
 
 def _drop_last_comma(lines: list[str], added: int) -> None:
@@ -269,7 +300,7 @@ def spec_from_dict(data: Any, where: str = "spec") -> Spec:
         raise SpecError(f"{where}: 'previous_version' must be an integer or null, got {prev!r}")
     workers = tuple(
         Worker(id=_str(w, "id", f"{where}.workers[{i}]"), load=_num(w, "load", f"{where}.workers[{i}]"),
-               hash_key=_str(w, "hash_key", f"{where}.workers[{i}]"))
+               hash_key=_str(w, "hash_key", f"{where}.workers[{i}]"), hash_keys=_keys(w, f"{where}.workers[{i}]"))
         for i, w in enumerate(_list(data, "workers", where))
     )
     parts = []
@@ -294,6 +325,16 @@ def spec_from_dict(data: Any, where: str = "spec") -> Spec:
     return Spec(version=version, max_load=_num(data, "max_load", where), partitions=tuple(parts),
                 workers=workers, previous_version=prev, created_at=str(data.get("created_at") or ""),
                 strategy=str(data.get("strategy") or ""), stream_name=stream, source=source)
+
+
+def _keys(w: Any, where: str) -> tuple[str, ...]:
+    """A worker's optional ``hash_keys``: absent, or a list of non-empty strings."""
+    v = w.get("hash_keys")
+    if v is None:
+        return ()
+    if not isinstance(v, list) or not all(isinstance(k, str) and k for k in v):
+        raise SpecError(f"{where}: 'hash_keys' must be a list of non-empty strings, got {v!r}")
+    return tuple(v)
 
 
 _NOT_DIGITS = str.maketrans("", "", "0123")
@@ -366,6 +407,9 @@ def validate(spec: Spec) -> list[str]:
             problems.append(f"worker {w.id!r} load {w.load!r} != sum of its partitions {sums.get(w.id, 0.0)!r}")
         if w.load > spec.max_load * (1 + LOAD_TOLERANCE):
             problems.append(f"worker {w.id!r} load {w.load!r} exceeds max_load {spec.max_load!r}")
+        if w.hash_keys and w.hash_keys[0] != w.hash_key:
+            problems.append(f"worker {w.id!r} hash_keys {list(w.hash_keys)!r} must start with hash_key {w.hash_key!r}")
+    problems += _duplicates("hash key", (k for w in spec.workers for k in w.shard_keys))
     catch_alls = [p.id for p in spec.partitions if p.is_catch_all]
     if len(catch_alls) != 1:
         problems.append(f"exactly one partition must list the root quadkey '' (catch-all), found {catch_alls!r}")

@@ -36,6 +36,7 @@ COSTS_BUCKET = "COSTS_BUCKET"
 QUARANTINE_BUCKET = "QUARANTINE_BUCKET"
 OUTPUT_BUCKET = "OUTPUT_BUCKET"
 MAX_LOAD = "MAX_LOAD"
+SHARDS_PER_WORKER = "SHARDS_PER_WORKER"  # geo-stream shards each worker owns (infra.config.shards_per_worker)
 GRID_ZOOM = "GRID_ZOOM"
 POLICY_JSON = "POLICY_JSON"
 ECS_CLUSTER = "ECS_CLUSTER"
@@ -72,6 +73,7 @@ class LambdaConfig:
     quarantine_bucket: str = ""
     output_bucket: str = ""
     max_load: float | None = None
+    shards_per_worker: int = 1
     grid_zoom: int = 12
     policy_json: str = ""
     ecs_cluster: str = ""
@@ -102,6 +104,7 @@ class LambdaConfig:
             quarantine_bucket=e.get(QUARANTINE_BUCKET, "").strip(),
             output_bucket=e.get(OUTPUT_BUCKET, "").strip(),
             max_load=_positive(MAX_LOAD, max_load_text) if max_load_text else None,
+            shards_per_worker=int(_positive(SHARDS_PER_WORKER, e.get(SHARDS_PER_WORKER, "1"), integer=True)),
             grid_zoom=int(_positive(GRID_ZOOM, e.get(GRID_ZOOM, "12"), integer=True)),
             policy_json=e.get(POLICY_JSON, "").strip(),
             ecs_cluster=e.get(ECS_CLUSTER, "").strip(),

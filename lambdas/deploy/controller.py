@@ -190,10 +190,10 @@ class DeployController:
 
     # ------------------------------------------------------------ primitives
     def start(self, version: int) -> str:
-        """Create the version's geo stream (provisioned, one shard per worker); return its name."""
+        """Create the version's geo stream (provisioned, each worker's shards: ``spec.shard_count``); return its name."""
         spec = self.spec(version)
         name = self.stream_name(spec)
-        self.streams.create(name, len(spec.workers))
+        self.streams.create(name, spec.shard_count)
         return name
 
     def _stored_plan(self, version: int, old_version: int | None) -> dict[str, Any] | None:

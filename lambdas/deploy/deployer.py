@@ -10,7 +10,7 @@ Entry point ``lambdas/deploy/deployer.py:handler``. Triggers (any of):
 
 A version is only requested once control ``pk="desired"`` has reached it (the partitioner writes the
 spec object before moving the pointer; the deployer waits up to ``DESIRED_WAIT_S`` for it). Then
-:meth:`DeployController.step` creates the geo stream (provisioned, one shard per worker), waits for it
+:meth:`DeployController.step` creates the geo stream (provisioned, ``spec.shard_count`` shards: each worker's ``k``), waits for it
 to be ACTIVE (``STREAM_ACTIVE_WAIT_S``), stores the deploy plan and starts the fleet's part of it: in
 ``whole`` mode a task-definition revision carrying ``SPEC_VERSION`` (ECS's blue/green deployment, whose
 lifecycle hooks then hold green and drain blue); in ``carry`` mode (``SWAP_MODE``, the default) only the

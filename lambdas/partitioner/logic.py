@@ -75,6 +75,7 @@ from partitioner.controller import ControlSettings, ControlState, Step, control_
 from partitioner.cost import apply_cost_rates
 from partitioner.counts import Counts, read_snapshot_rows
 from partitioner.errors import PartitionerError, PolicyError
+from partitioner.shards import with_shards
 from partitioner.spec import Spec, validate
 
 Builder = Callable[..., Spec]
@@ -113,6 +114,7 @@ class PartitionerDeps:
     policy: ControlSettings
     state: ControlStateStore
     build: Builder = build_spec
+    shards_per_worker: int = 1  # SHARDS_PER_WORKER: each worker owns this many geo-stream shards
     clock: Callable[[], float] = time.time
 
     @classmethod
@@ -123,7 +125,7 @@ class PartitionerDeps:
                    specs=SpecStore(clients.s3, cfg.specs_bucket),
                    costs=CostReports(clients.s3, cfg.costs_bucket) if cfg.costs_bucket else None,
                    max_load=float(cfg.max_load or 0.0), prefix=cfg.prefix, policy=load_policy(cfg.policy_json),
-                   state=ControlStateStore(clients.s3, cfg.specs_bucket))
+                   state=ControlStateStore(clients.s3, cfg.specs_bucket), shards_per_worker=cfg.shards_per_worker)
 
 
 def load_policy(policy_json: str) -> ControlSettings:
@@ -211,7 +213,8 @@ def _step(deps: PartitionerDeps, manifest: Manifest, counts: Counts, events: Cou
     def build(c: Counts, fill: float) -> Spec:
         built = deps.build(c, deps.max_load, previous=previous, version=version,
                            stream_name=geo_stream_name(deps.prefix, version), fill=fill)
-        spec = built.replace(source={**built.source, "window_end": manifest.window_end_iso})
+        spec = with_shards(built, deps.shards_per_worker).replace(
+            source={**built.source, "window_end": manifest.window_end_iso})
         problems = validate(spec)
         if problems:
             raise SnapshotRejected("invalid_spec", f"candidate spec v{spec.version!r} from {manifest.key} is invalid: "

@@ -22,6 +22,7 @@ from lambdas.common.aws import AdapterError, ControlTable, GeoStreams, PutEntry,
 from lambdas.common.records import read_active
 from partitioner.events import Rejection, ValidEvent, parse_event, quarantine_record
 from partitioner.index import SpecIndex
+from partitioner.shards import entity_shard
 from partitioner.spec import Spec
 
 Clock = Callable[[], float]
@@ -55,14 +56,27 @@ class RoutingTable:
         self.version = spec.version
         self.stream_name = stream_name
         self.index = SpecIndex(spec)
-        worker_key = {w.id: w.hash_key for w in spec.workers}
-        self.hash_keys: npt.NDArray[np.object_] = np.array([worker_key[p.worker] for p in spec.partitions],
+        worker_keys = {w.id: w.shard_keys for w in spec.workers}
+        self.hash_keys: npt.NDArray[np.object_] = np.array([worker_keys[p.worker][0] for p in spec.partitions],
                                                            dtype=object)
+        # partitions whose worker owns k > 1 shards: their keys, one per shard (entity_shard picks one)
+        self.multi: dict[int, tuple[str, ...]] = {i: worker_keys[p.worker] for i, p in enumerate(spec.partitions)
+                                                  if len(worker_keys[p.worker]) > 1}
 
     def hash_keys_for(self, lon: npt.ArrayLike, lat: npt.ArrayLike, entity_ids: Sequence[str]) -> list[str]:
-        """Return the ExplicitHashKey of each point's partition (vectorised)."""
+        """Return the ExplicitHashKey of each point's partition (vectorised).
+
+        A worker owning ``k > 1`` shards gets each entity on shard ``entity_shard(entity_id, k)`` of its keys, so
+        one entity's events stay on one shard (per-entity order) and the worker's entities spread over its shards.
+        """
         idx = self.index.locate(lon, lat, entity_ids)
-        return list(self.hash_keys[idx])
+        keys: list[str] = list(self.hash_keys[idx])
+        if self.multi:
+            for j, i in enumerate(idx.tolist()):
+                own = self.multi.get(i)
+                if own is not None:
+                    keys[j] = own[entity_shard(entity_ids[j], len(own))]
+        return keys
 
 
 class ActiveSpecCache:

@@ -45,11 +45,11 @@ def make_spec(version: int, regions: list[list[str]], stream_name: str, previous
 
 
 def publish_spec(clients: Clients, res: Resources, spec: Spec, create_stream: bool = True) -> None:
-    """Write the spec object and (optionally) create its geo stream with one shard per worker."""
+    """Write the spec object and (optionally) create its geo stream with each worker's shards (``shard_count``)."""
     clients.s3.put_object(Bucket=res.specs_bucket, Key=f"specs/v{spec.version:08d}.json", Body=spec.to_json())
     if create_stream:
         assert spec.stream_name is not None
-        clients.kinesis.create_stream(StreamName=spec.stream_name, ShardCount=len(spec.workers))
+        clients.kinesis.create_stream(StreamName=spec.stream_name, ShardCount=spec.shard_count)
         clients.kinesis.get_waiter("stream_exists").wait(StreamName=spec.stream_name,
                                                          WaiterConfig={"Delay": 0.1, "MaxAttempts": 50})
 

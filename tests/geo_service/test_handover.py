@@ -6,14 +6,16 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from geo_testkit import Resources, enriched_rows, make_spec, publish_spec, set_active, set_plan
 
 from geo_service.aws import Clients
-from geo_service.consumer import KinesisRecord, ShardConsumer, shards_for_hash_key
+from geo_service.consumer import KinesisRecord, ShardConsumer, shards_for_hash_key, worker_shards
 from geo_service.cost import Calibration
-from geo_service.handover import OPEN, CaughtUp, GatedReader, HandoverGate, Place
+from geo_service.handover import OPEN, CaughtUp, GatedReader, HandoverGate, Place, SlotReader
 from geo_service.lease import LeaseManager
 from geo_service.worker import GeoWorker
+from partitioner.spec import shard_hash_key
 from partitioner.tiles import quadkey, tile
 
 PARIS = (48.8566, 2.3522)
@@ -248,3 +250,45 @@ def test_a_kept_cell_resumes_on_the_new_stream_before_its_old_slot_drained(clien
     st2 = a.run_until(lambda s: s.version == 2 and s.carried == 1, timeout=30)
     assert st2.state == "ready"
     a.stop()
+
+
+# ---------------------------------------------------------------------------- a slot of two shards
+def test_a_two_shard_slot_is_caught_up_only_as_far_as_its_slowest_shard(clients: Clients,
+                                                                         resources: Resources) -> None:
+    # GIVEN a 2-shard stream (one worker owning both) with 3 records on the first shard, read by one SlotReader
+    stream = f"{resources.prefix}-two"
+    clients.kinesis.create_stream(StreamName=stream, ShardCount=2)
+    clients.kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.1, "MaxAttempts": 50})
+    keys = [shard_hash_key(0, 2), shard_hash_key(1, 2)]
+    lineages = worker_shards(clients.kinesis, stream, keys)
+    assert len(lineages) == 2 and lineages[0][0].shard_id != lineages[1][0].shard_id
+    for i in range(3):
+        clients.kinesis.put_record(StreamName=stream, Data=json.dumps({"i": i}).encode(), PartitionKey="k",
+                                   ExplicitHashKey=keys[0])
+    reader = SlotReader([GatedReader(ShardConsumer(clients.kinesis, stream, lin, {}), HandoverGate.opened())
+                         for lin in lineages])
+    # WHEN it polls once and the batch's output is "written"
+    before = time.time()
+    first = reader.poll()
+    reader.processed()
+    # THEN the records of the first shard come out, and the slot is not caught up: its second shard was not read
+    assert [json.loads(r.data)["i"] for r in first.records] == [0, 1, 2] and reader.last == 0
+    assert reader.caught_up_at == 0.0
+    # WHEN it polls again: both shards are at their tip and empty
+    second = reader.poll()
+    reader.processed()
+    # THEN the batch says "at the tip" for the slot and the caught-up time is past the first poll for both shards
+    assert second.records == () and second.millis_behind_latest == 0 and not second.at_end
+    assert reader.caught_up_at >= before
+    # WHEN a record reaches the second shard
+    clients.kinesis.put_record(StreamName=stream, Data=b'{"i": 9}', PartitionKey="k", ExplicitHashKey=keys[1])
+    third = reader.poll()
+    # THEN it is read from that shard's reader
+    assert [json.loads(r.data)["i"] for r in third.records] == [9] and third.shard_id == lineages[1][0].shard_id
+    assert reader.released == 4
+
+
+def test_a_slot_reader_needs_a_shard_reader() -> None:
+    # GIVEN / WHEN / THEN a slot reader without readers is refused, naming the problem
+    with pytest.raises(ValueError, match="at least one shard reader"):
+        SlotReader([])

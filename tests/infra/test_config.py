@@ -87,21 +87,40 @@ def test_swap_mode_defaults_to_carry_and_takes_the_control_planes_values() -> No
     assert [load_config({"swap_mode": m.value}).swap_mode for m in SwapMode] == ["carry", "whole"]
 
 
-@pytest.mark.parametrize(("max_load", "window_s", "ok"), [
-    (150_000, 300, True),    # 500 events/s per worker: half a shard
-    (150_001, 300, False),
-    (6_000, 10, False),      # 600 events/s
-    (5_000, 10, True),
+@pytest.mark.parametrize(("max_load", "window_s", "shards"), [
+    (10_000, 300, 1),        # the default: 33 events/s
+    (150_000, 300, 1),       # 500 events/s per worker: half a shard
+    (150_001, 300, 2),
+    (6_000, 10, 2),          # 600 events/s
+    (5_000, 10, 1),
+    (250_000, 10, 50),       # 25,000 events/s: the most shards a worker may own
 ])
-def test_a_workers_cap_must_fit_its_shard_with_margin(max_load: int, window_s: int, ok: bool) -> None:
-    # GIVEN a cap per window THEN it is accepted only if its mean rate is within half a shard's 1,000 records/s
+def test_a_workers_shards_are_derived_from_its_cap_with_margin(max_load: int, window_s: int, shards: int) -> None:
+    # GIVEN a cap per window and no shards_per_worker THEN a worker gets ceil(rate / (1,000 records/s * 0.5)) shards
     ctx = {**DEFAULTS, "max_load": max_load, "window_s": window_s, "watermark_s": min(60, window_s)}
-    if ok:
-        assert load_config(ctx).max_load == max_load
-        return
+    cfg = load_config(ctx)
+    assert (cfg.max_load, cfg.shards_per_worker) == (max_load, shards)
+
+
+def test_a_cap_beyond_the_most_shards_a_worker_may_own_is_rejected_naming_max_load() -> None:
+    # GIVEN 25,001 events/s per worker: 51 shards at 500 events/s each, above MAX_SHARDS_PER_WORKER (50)
+    ctx = {**DEFAULTS, "max_load": 250_010, "window_s": 10, "watermark_s": 10}
     with pytest.raises(ConfigError) as err:
         load_config(ctx)
-    assert str(err.value).startswith("context 'max_load'") and repr(max_load) in str(err.value)
+    assert str(err.value).startswith("context 'max_load'") and "250010" in str(err.value)
+
+
+@pytest.mark.parametrize(("given", "ok"), [(1, False), (2, True), (7, True), (51, False), ("two", False)])
+def test_an_explicit_shards_per_worker_must_fit_the_cap(given: object, ok: bool) -> None:
+    # GIVEN 600 events/s per worker (needs 2 shards) and an explicit shards_per_worker
+    ctx = {**DEFAULTS, "max_load": 6_000, "window_s": 10, "watermark_s": 10, "shards_per_worker": given}
+    if ok:
+        assert load_config(ctx).shards_per_worker == given
+        return
+    # THEN too few, too many or not a number is rejected naming the setting and the bad value
+    with pytest.raises(ConfigError) as err:
+        load_config(ctx)
+    assert str(err.value).startswith("context 'shards_per_worker'") and repr(given) in str(err.value)
 
 
 def test_unknown_context_keys_are_rejected_with_the_known_ones() -> None:

@@ -127,10 +127,11 @@ def test_every_lambda_gets_the_contract_environment(emr: Any) -> None:
     functions = [f for f in emr.resources("AWS::Lambda::Function").values() if f["Properties"]["Handler"].startswith("lambdas.")]
     assert len(functions) == 4
     required = {"GEO_PREFIX", "CONTROL_TABLE", "LEASES_TABLE", "SNAPSHOTS_BUCKET", "SPECS_BUCKET", "COSTS_BUCKET",
-                "QUARANTINE_BUCKET", "OUTPUT_BUCKET", "MAX_LOAD", "GRID_ZOOM", "POLICY_JSON", "ECS_CLUSTER", "ECS_SERVICE"}  # fmt: skip
+                "QUARANTINE_BUCKET", "OUTPUT_BUCKET", "MAX_LOAD", "SHARDS_PER_WORKER", "GRID_ZOOM", "POLICY_JSON", "ECS_CLUSTER", "ECS_SERVICE"}  # fmt: skip
     # THEN each has every contract variable, with the fixed names of the ECS cluster and service
     for function in functions:
         variables = function["Properties"]["Environment"]["Variables"]
         assert required <= set(variables)
         assert (variables["ECS_CLUSTER"], variables["ECS_SERVICE"], variables["GRID_ZOOM"]) == ("georebal-workers", "georebal-geo-workers", "12")
+        assert variables["SHARDS_PER_WORKER"] == "1"  # the default cap (10,000 per 300 s) fits half a shard
         assert "AWS_ENDPOINT_URL" not in variables

@@ -9,6 +9,7 @@ from lambdas.common.records import read_active
 from lambdas.deploy.controller import DeployController, DeployError
 from partitioner.contracts import ControlKey, DeployStatus, SwapMode, spec_key
 from partitioner.errors import SpecError
+from partitioner.shards import with_shards
 from partitioner.spec import Spec
 from tests.lambdas.conftest import Aws, make_spec
 
@@ -333,3 +334,21 @@ def test_failed_deploy_rolls_back_its_plan_without_reading_the_spec(aws: Aws) ->
     # THEN the version is marked failed, its plan rolled back and the count restored from the stored plan
     assert st.status == DeployStatus.ROLLED_BACK and st.failed_version == 2
     assert aws.control.get(ControlKey.PLAN)["status"] == "rolled_back" and service(aws)[0] == 3  # type: ignore[index]
+
+
+def test_the_geo_stream_gets_every_shard_of_every_worker(aws: Aws) -> None:
+    # GIVEN spec v1 whose 3 workers own 2 shards each
+    clock = Clock()
+    ctl = controller(aws, clock)
+    v1 = with_shards(make_spec(1), 2)
+    publish(aws, v1)
+    # WHEN its deployment starts
+    ctl.request(1)
+    ctl.step()
+    # THEN the stream has 6 shards, and each worker's keys land in two different shards of it
+    shards = aws.clients.kinesis.list_shards(StreamName="georebal-geo-v1")["Shards"]
+    assert len(shards) == v1.shard_count == 6
+    ranges = [(int(s["HashKeyRange"]["StartingHashKey"]), int(s["HashKeyRange"]["EndingHashKey"])) for s in shards]
+    for w in v1.workers:
+        hit = {i for k in w.shard_keys for i, (lo, hi) in enumerate(ranges) if lo <= int(k) <= hi}
+        assert len(hit) == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,6 +60,22 @@ def test_handler_publishes_first_spec_from_recorded_event(aws: Aws) -> None:
     assert spec.stream_name == "georebal-geo-v1"
     assert spec.total_load == pytest.approx(sum(CELLS.values()))
     assert all(w.load <= 1000 for w in spec.workers)
+
+
+def test_published_spec_gives_each_worker_the_configured_shards(aws: Aws) -> None:
+    # GIVEN SHARDS_PER_WORKER=2 in the Lambda's environment
+    cfg = LambdaConfig.from_env({"SHARDS_PER_WORKER": "2"})
+    d = deps(aws, shards_per_worker=cfg.shards_per_worker)
+    key = write_test_snapshot(aws, snapshot_rows(CELLS), t(5))
+    # WHEN the snapshot is processed
+    assert process_snapshot(d, key).status == "published"
+    # THEN every worker of the published spec owns 2 shards of a 2 * workers shard stream
+    spec = aws.specs.get(spec_key(1))
+    assert cfg.shards_per_worker == 2 and spec.shard_count == 2 * len(spec.workers)
+    assert all(len(w.shard_keys) == 2 for w in spec.workers)
+    # AND a bad value is refused naming the variable
+    with pytest.raises(ConfigError, match=re.escape("SHARDS_PER_WORKER must be a positive integer, got '1.5'")):
+        LambdaConfig.from_env({"SHARDS_PER_WORKER": "1.5"})
 
 
 def test_recorded_event_with_url_encoded_key_is_decoded(aws: Aws) -> None:

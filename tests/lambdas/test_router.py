@@ -13,6 +13,8 @@ from lambdas.router import handler as router_handler
 from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
 from partitioner.build import build_spec
 from partitioner.contracts import spec_key
+from partitioner.index import SpecIndex
+from partitioner.shards import entity_shard, with_shards
 from partitioner.spec import Spec, entity_bucket
 from partitioner.tiles import Tile, bounds, quadkey
 from tests.lambdas.conftest import CTX, Aws, grid_counts, load_event, make_spec
@@ -227,3 +229,49 @@ def test_per_record_put_failures_are_reported_exactly(aws: Aws) -> None:
     assert kinesis.calls == [500, 200]
     assert res.failed_ids == tuple(f"seq-{i}" for i in range(700) if i % 3 == 0)
     assert res.routed == 700 - len(res.failed_ids)
+
+
+def test_a_worker_with_two_shards_gets_each_entity_on_one_of_them(aws: Aws) -> None:
+    # GIVEN an active spec whose workers own 2 shards each (a 2 * workers shard stream)
+    spec = with_shards(make_spec(1), 2)
+    aws.specs.put_new(spec)
+    aws.streams.create(spec.stream_name or "", spec.shard_count)
+    aws.control.put("active", {"version": spec.version, "spec_key": spec_key(spec.version),
+                               "stream_name": spec.stream_name, "flipped_at": "2026-11-21T10:00:00Z"})
+    # WHEN 3 events each of 30 entities at one place are routed, interleaved
+    entities = [f"courier-{i}" for i in range(30)]
+    raws = [json.dumps({"event_id": f"e{i}-{e}", "entity_id": e, "ts": i, "lat": 48.8566, "lon": 2.3522}).encode()
+            for i in range(3) for e in entities]
+    res = route_batch([InputRecord(str(i), r, "t") for i, r in enumerate(raws)], RoutingTable(spec, spec.stream_name
+                                                                                              or ""),
+                      GeoStreams(aws.clients.kinesis), QuarantineSink(aws.clients.s3, aws.cfg.quarantine_bucket, "r"))
+    assert res.routed == 90 and not res.failed_ids
+    # THEN every entity's events are on one shard, in order, among its worker's two shards, and both are used
+    records = stream_records(aws, spec.stream_name or "")
+    worker = [w.id for w in spec.workers].index(SpecIndex(spec).locate_one(2.3522, 48.8566, "x").worker)
+    on: dict[str, set[int]] = {}
+    order: dict[str, list[int]] = {}
+    for shard, rec, _ in records:
+        on.setdefault(rec["entity_id"], set()).add(shard)
+        order.setdefault(rec["entity_id"], []).append(rec["ts"])
+    assert len(records) == 90 and all(len(s) == 1 for s in on.values())
+    assert set().union(*on.values()) == {2 * worker, 2 * worker + 1}
+    assert all(ts == [0, 1, 2] for ts in order.values())
+    # AND the shard is the one entity_shard names
+    assert all(on[e] == {2 * worker + entity_shard(e, 2)} for e in entities)
+
+
+def test_one_shard_workers_route_to_their_hash_key_as_before(aws: Aws) -> None:
+    # GIVEN a built spec of one-shard workers: with_shards(spec, 1) gives it back unchanged
+    spec = make_spec(1)
+    assert with_shards(spec, 1) == spec and spec.shard_count == len(spec.workers)
+    table = RoutingTable(spec, "s")
+    # WHEN keys are asked for the centre of each hot cell (one per worker) and a far point (the catch-all)
+    centres = [bounds(Tile(2000 + 4 * i, 1300, 12)) for i in range(3)]
+    lons = [(b.west + b.east) / 2 for b in centres] + [139.6503]
+    lats = [(b.south + b.north) / 2 for b in centres] + [35.6762]
+    keys = table.hash_keys_for(lons, lats, ["a", "b", "c", "d"])
+    # THEN each is the owning worker's hash_key, and the three cells go to three workers
+    idx = SpecIndex(spec)
+    owners = [idx.locate_one(lon, lat, e).worker for lon, lat, e in zip(lons, lats, "abcd", strict=True)]
+    assert keys == [spec.worker(w).hash_key for w in owners] and len(set(owners[:3])) == 3

@@ -157,3 +157,12 @@ def test_the_handover_lag_splits_kept_and_moved_cells_of_carried_slots() -> None
     # AND without specs the columns stay empty
     (bare,) = swaps_report([paris, madrid], [Flip(1, 2, 100.0)], plans, {2: 2}, tenures, []).rows
     assert (bare.kept_lag_p99_s, bare.moved_lag_p99_s) == (None, None)
+
+
+def test_the_local_loop_hands_shards_per_worker_to_the_partitioner() -> None:
+    # GIVEN the local loop's command line WHEN parsed THEN one shard per worker by default, k on request
+    from local.config import parse_args
+    from local.run import handler_env
+
+    assert handler_env(parse_args([]))["SHARDS_PER_WORKER"] == "1"
+    assert handler_env(parse_args(["--quick", "--shards-per-worker", "2"]))["SHARDS_PER_WORKER"] == "2"

@@ -13,7 +13,8 @@ from spec_factory import make_spec, qk
 
 from partitioner.build import build_spec
 from partitioner.counts import Counts, read_counts_csv
-from partitioner.spec import HASH_BUCKETS, spec_from_dict
+from partitioner.shards import with_shards
+from partitioner.spec import HASH_BUCKETS, spec_from_dict, validate
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "partitioner" / "spec.schema.json"
 SAMPLE = Path(__file__).resolve().parents[2] / "partitioner" / "data" / "sample_counts.csv"
@@ -78,3 +79,15 @@ def test_malformed_specs_are_rejected(validator, mutate, needle):
     mutate(doc)
     found = errors(validator, doc)
     assert any(needle in m for m in found), found
+
+
+def test_a_spec_whose_workers_own_several_shards_validates_and_reads_back(validator, sample):
+    # GIVEN a built spec whose workers own 3 shards each
+    spec = with_shards(build_spec(sample, 2500.0, stream_name="georebal-geo-v1"), 3)
+    doc = json.loads(spec.to_json())
+    # THEN each worker lists its 3 keys (the first is hash_key), the JSON validates and reads back equal
+    assert all(len(w["hash_keys"]) == 3 and w["hash_keys"][0] == w["hash_key"] for w in doc["workers"])
+    assert errors(validator, doc) == [] and spec_from_dict(doc) == spec and validate(spec) == []
+    assert json.loads(spec.to_json(indent=2)) == doc
+    # AND one-shard specs keep writing no hash_keys at all (read unchanged by older readers)
+    assert all("hash_keys" not in w for w in json.loads(with_shards(spec, 1).to_json())["workers"])
