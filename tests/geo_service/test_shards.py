@@ -6,7 +6,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from geo_testkit import Resources, make_spec, publish_spec, set_active
+from geo_testkit import Resources, enriched_rows, make_spec, publish_spec, set_active
 
 from geo_service.aws import Clients
 from geo_service.cost import Calibration
@@ -53,14 +53,6 @@ def _shard_of_each_event(clients: Clients, stream: str) -> dict[str, tuple[str, 
     return out
 
 
-def _output(clients: Clients, res: Resources) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for obj in clients.s3.list_objects_v2(Bucket=res.output_bucket, Prefix="enriched/v1/").get("Contents", []):
-        body = clients.s3.get_object(Bucket=res.output_bucket, Key=obj["Key"])["Body"].read().decode()
-        rows += [json.loads(line) for line in body.splitlines() if line]
-    return rows
-
-
 def test_two_shards_per_worker_keep_each_entity_on_one_shard_and_process_every_event_once(
         clients: Clients, resources: Resources) -> None:
     # GIVEN spec v1 (w0001 France, w0002 the rest) whose workers own 2 shards each: a 4-shard stream
@@ -89,7 +81,7 @@ def test_two_shards_per_worker_keep_each_entity_on_one_shard_and_process_every_e
     assert len(placed) == 200 and all(len(s) == 1 for s in shards_of.values())
     assert len({shard for shard, _ in placed.values()}) == 4
     # AND every event is processed exactly once, by the worker owning its partition
-    out = _output(clients, resources)
+    out = enriched_rows(clients, resources)  # only v1 in this test
     assert sorted(r["event_id"] for r in out) == sorted(e["event_id"] for e in events)
     assert not any(r["stray"] for r in out)
     # AND each entity's events come out in the order they were put (one shard, one reader, in sequence)
