@@ -207,7 +207,9 @@ def handover_sources(ctl: ControlView, version: int, specs: SpecCache, dynamodb:
     ids = [w.id for w in specs.get(old).workers]
 
     def read() -> dict[str, float]:
-        states = read_leases(dynamodb, leases_table, old, ids)
+        # Eventually consistent: a stale value only holds a record a little longer. Every new slot reads every
+        # old slot's lease while it holds records (N x N items per refresh, during the handover only).
+        states = read_leases(dynamodb, leases_table, old, ids, consistent=False)
         return {w: (OPEN if states[w].drained else states[w].caught_up_at) if w in states else 0.0 for w in ids}
 
     return read
