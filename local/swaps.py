@@ -21,7 +21,8 @@ version's stream, and when), the deploy plans and lease tenures the observer saw
 * ``kept_lag_p99_s`` / ``moved_lag_p99_s``: the p99 lag (event sent -> output written) of the new version's
   records that carried processes processed in the ``LAG_WINDOW_S`` after the flip, for places that stayed with
   the slot (kept cells: no pause expected) and for places that came from another slot (moved cells: they wait
-  for the old worker's drain). Needs the specs; empty without them.
+  for the old worker's drain); ``before_lag_p99_s``: the same processes' old-version records in the
+  ``LAG_WINDOW_S`` before the flip, the baseline a kept cell is compared with. Needs the specs; empty without.
 
 **Timings** (:class:`SwapTimings`, ``report.json`` ``"swap_timings"``, the medians a simulator can take its
 swap time from): ``process_start_s`` (process started -> first lease claimed), ``warm_up_s`` (claimed ->
@@ -178,6 +179,7 @@ class SwapRow:
     handover_s: float | None
     kept_lag_p99_s: float | None = None
     moved_lag_p99_s: float | None = None
+    before_lag_p99_s: float | None = None
 
     @property
     def carried_share(self) -> float:
@@ -336,6 +338,10 @@ def handover_lags(row: SwapRow, flip: Flip, records: Sequence[Processed], specs:
     lo, hi = flip.at * 1000, (flip.at + LAG_WINDOW_S) * 1000
     picked = [r for r in records if r.version == row.to_version and r.sent_ms is not None
               and lo <= r.processed_ms <= hi and (r.worker, r.owner) in carriers]
+    before = [(r.processed_ms - (r.sent_ms or 0)) / 1000 for r in records
+              if r.version == row.from_version and r.sent_ms is not None and lo - LAG_WINDOW_S * 1000 <= r.processed_ms
+              < lo and (r.worker, r.owner) in carriers]
+    row = replace(row, before_lag_p99_s=_p99(before))
     if not picked:
         return row
     owners = SpecIndex(old).locate([r.lon for r in picked], [r.lat for r in picked], [r.entity for r in picked])
@@ -363,14 +369,15 @@ def report_lines(rep: SwapsReport) -> list[str]:
              "processes' time before the flip + stopped processes' time after it; handover = flip -> carried slot "
              f"processes its first record of the new version; lag kept / moved = p99 send -> output of the carried "
              f"slots' new-version records in the {LAG_WINDOW_S:g} s after the flip, in cells that stayed with the slot "
-             "/ that came from another slot)",
+             "/ that came from another slot; lag before = their old-version records in the same span before the flip)",
              f"  {'swap':<9} {'mode':<6} {'slots':>5} {'kept':>5} {'carried':>8} {'started':>8} {'stopped':>8} "
-             f"{'moved cells':>11} {'extra worker-s':>15} {'handover':>9} {'lag kept':>9} {'lag moved':>9}"]
+             f"{'moved cells':>11} {'extra worker-s':>15} {'handover':>9} {'lag before':>10} {'lag kept':>9} "
+             f"{'lag moved':>9}"]
     for r in rep.rows:
         lines.append(f"  {f'v{r.from_version}->v{r.to_version}':<9} {r.mode:<6} {r.slots:>5} {r.kept:>5} "
                      f"{r.carried:>3} {100 * r.carried_share:>3.0f}% {r.started:>8} {r.stopped:>8} "
                      f"{r.moved_cells:>11} {r.extra_worker_s:>15.1f} {_fmt(r.handover_s):>9} "
-                     f"{_fmt(r.kept_lag_p99_s):>9} {_fmt(r.moved_lag_p99_s):>9}")
+                     f"{_fmt(r.before_lag_p99_s):>10} {_fmt(r.kept_lag_p99_s):>9} {_fmt(r.moved_lag_p99_s):>9}")
     if not rep.rows:
         lines.append("  (no swap between two versions in this run)")
     t = rep.timings

@@ -148,11 +148,13 @@ def test_the_handover_lag_splits_kept_and_moved_cells_of_carried_slots() -> None
     paris = Processed("e1", "car-1", 2, "w0001", "h:11:x", 100_600, "c", 100_200, 2.3522, 48.8566)
     madrid = Processed("e2", "car-2", 2, "w0001", "h:11:x", 106_000, "c", 101_000, -3.7038, 40.4168)
     late = Processed("e3", "car-3", 2, "w0001", "h:11:x", 130_000, "c", 129_900, 2.3522, 48.8566)
+    old = Processed("e0", "car-1", 1, "w0001", "h:11:x", 95_000, "c", 94_300, 2.3522, 48.8566)
     # WHEN the report is computed with the specs
-    rep = swaps_report([paris, madrid, late], [Flip(1, 2, 100.0)], plans, {2: 2}, tenures, [], {1: v1, 2: v2})
-    # THEN the kept cell's lag and the moved cell's lag are reported apart (records after the window are left out)
+    rep = swaps_report([old, paris, madrid, late], [Flip(1, 2, 100.0)], plans, {2: 2}, tenures, [], {1: v1, 2: v2})
+    # THEN the kept cell's lag and the moved cell's lag are reported apart (records after the window are left out),
+    # beside the carried process's lag before the flip
     (row,) = rep.rows
-    assert (row.kept_lag_p99_s, row.moved_lag_p99_s) == (0.4, 5.0)
+    assert (row.before_lag_p99_s, row.kept_lag_p99_s, row.moved_lag_p99_s) == (0.7, 0.4, 5.0)
     assert "lag kept" in report_lines(rep)[1]
     # AND without specs the columns stay empty
     (bare,) = swaps_report([paris, madrid], [Flip(1, 2, 100.0)], plans, {2: 2}, tenures, []).rows
