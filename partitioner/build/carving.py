@@ -122,15 +122,42 @@ def _blocked_cells(coarse_xy: IntArray, coarse_zoom: int, levels: int, blocked: 
     return is_blocked
 
 
-def region_labels(grid: Grid, cap: float, bridge_levels: int, window: float, budget: CutBudget | None) -> Labels:
-    """Label every cell with its region (bridged cluster, small component or carved piece)."""
+class ComponentMemo:
+    """Connected components of subsets of one grid's cells, each subset's found once.
+
+    The two carves of a fresh build (:func:`partitioner.build.fresh.fresh_placement`) mostly bridge the
+    same clusters, so they look for the components of the same cells: on millions of cells a second
+    search costs seconds.
+    """
+
+    def __init__(self, grid: Grid) -> None:
+        self._grid = grid
+        self._found: list[tuple[IntArray, tuple[int, IntArray]]] = []
+
+    def of(self, cells: IntArray) -> tuple[int, IntArray]:
+        """``(count, labels)``: the 8-connected components of the cells ``cells`` (indices into the grid)."""
+        for known, result in self._found:
+            if np.array_equal(known, cells):
+                return result
+        g = self._grid
+        result = components(g.x[cells], g.y[cells], g.zoom)
+        self._found.append((cells, result))
+        return result
+
+
+def region_labels(grid: Grid, cap: float, bridge_levels: int, window: float, budget: CutBudget | None,
+                  memo: ComponentMemo | None = None) -> Labels:
+    """Label every cell with its region (bridged cluster, small component or carved piece).
+
+    ``memo``: components already found on ``grid`` (by another call on the same grid).
+    """
     labels = np.full(len(grid.x), -1, dtype=np.int64)
     if len(grid.x) == 0:
         return Labels(labels, np.zeros(0, dtype=bool), 0, 0.0, 0.0)
     n_bridged, rest = 0, np.arange(len(grid.x))
     if bridge_levels > 0 and grid.zoom - bridge_levels >= 2:
         n_bridged, rest = _bridge(grid, cap, bridge_levels, labels)
-    n_labels, big = _small_components(grid, cap, rest, labels, n_bridged)
+    n_labels, big = _small_components(grid, cap, rest, labels, n_bridged, memo or ComponentMemo(grid))
     cut_load = cut_floor = 0.0
     if big:
         if budget is None:
@@ -162,12 +189,12 @@ def _bridge(grid: Grid, cap: float, levels: int, labels: IntArray) -> tuple[int,
     return len(ok), np.nonzero(~in_fit)[0]
 
 
-def _small_components(grid: Grid, cap: float, rest: IntArray, labels: IntArray, n_labels: int
+def _small_components(grid: Grid, cap: float, rest: IntArray, labels: IntArray, n_labels: int, memo: ComponentMemo
                       ) -> tuple[int, list[IntArray]]:
     """Label each component of the cells ``rest`` that fits (from ``n_labels`` on); return the count and the others."""
     if len(rest) == 0:
         return n_labels, []
-    n, lab = components(grid.x[rest], grid.y[rest], grid.zoom)
+    n, lab = memo.of(rest)
     comp_load = np.bincount(lab, weights=grid.weight[rest], minlength=n)
     small = comp_load <= cap
     remap = np.full(n, -1, dtype=np.int64)

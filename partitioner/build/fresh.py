@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from partitioner.build.carving import BRIDGE_LEVELS, Labels, label_regions, region_labels
+from partitioner.build.carving import BRIDGE_LEVELS, ComponentMemo, Labels, label_regions, region_labels
 from partitioner.build.cuts import CutBudget
 from partitioner.build.hot import HotSplit, split_hot_cells
 from partitioner.build.packing import level_workers
@@ -108,9 +108,10 @@ def fresh_placement(grid: Grid, cap: float, hot: HotSplit, lb: int) -> Placement
                        pack_cap=cap, other_loads=tuple(r.load for r in hot.regions),
                        liquid=tuple(q.load for q in hot.liquid))
     best: _Candidate | None = None
+    memo = ComponentMemo(cold)  # both carves mostly look for the components of the same cells
     for carve_cap in (cap - margin, cap) if margin > 0 else (cap,):
-        cand = _candidate(grid, cold, cold_idx, region_labels(cold, carve_cap, BRIDGE_LEVELS, 0.0, budget), hot,
-                          cap, lb)
+        cand = _candidate(grid, cold, cold_idx, region_labels(cold, carve_cap, BRIDGE_LEVELS, 0.0, budget, memo),
+                          hot, cap, lb)
         if best is None or cand.rank < best.rank:
             best = cand
         if cand.workers == lb + 1 and cand.labels.cut_load <= cand.labels.cut_floor:  # fits, cuts their cheapest

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from partitioner.build import build_spec, build_with_report, carve_cells
+from partitioner.build.carving import ComponentMemo
 from partitioner.counts import Grid, counts_from_pairs
+from partitioner.graph import components
 from partitioner.index import SpecIndex
 from partitioner.spec import validate
 from partitioner.tiles import arrays_to_quadkeys
@@ -61,3 +63,20 @@ def test_a_grid_coarser_than_the_bridge_levels_builds() -> None:
     listed = [q for p in spec.partitions for q in p.quadkeys if q]
     assert sorted(listed) == sorted(set(listed)) and {"0", "1", "2"} <= set(listed)
     assert len(spec.workers) == 2 and not validate(spec)
+
+
+def test_a_component_memo_finds_each_subset_once_and_each_subset_its_own_components() -> None:
+    # GIVEN two 3x3 blocks joined by one cell, and the memo of their grid
+    cells = [(x, y) for x in range(10, 13) for y in range(10, 13)] + [(13, 11)] + \
+        [(x, y) for x in range(14, 17) for y in range(10, 13)]
+    grid = Grid(8, np.array([c[0] for c in cells]), np.array([c[1] for c in cells]), np.ones(len(cells)))
+    memo = ComponentMemo(grid)
+    everything, without_bridge = np.arange(len(cells)), np.flatnonzero(grid.x != 13)
+    # WHEN asked for the components of all cells (twice, the second time as a copy) and of all but the bridge
+    first, again = memo.of(everything), memo.of(everything.copy())
+    split = memo.of(without_bridge)
+    # THEN the same answer is given again without a new search, and each subset has its own components
+    assert again is first
+    assert first[0] == 1
+    n, labels = components(grid.x[without_bridge], grid.y[without_bridge], 8)
+    assert split[0] == n == 2 and split[1].tolist() == labels.tolist()
