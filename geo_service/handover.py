@@ -43,6 +43,8 @@ from geo_service.consumer import Batch, KinesisRecord, ShardConsumer
 
 #: A source's caught-up time when it is drained (everything it will ever hold was processed).
 OPEN = math.inf
+#: A gated reader reads on while it holds records, up to this many (a few seconds of a shard's 1,000 records/s).
+MAX_HELD = 10_000
 
 
 class CaughtUp:
@@ -168,7 +170,8 @@ class GatedReader:
     -----
     A batch holds the records that passed, in shard order; a record is held when it arrived after the gate's
     limit, when its place moved from another slot that is not drained yet, or when an earlier record of its
-    entity is held. The consumer is polled again only once everything it returned has passed.
+    entity is held. While records are held the consumer is read on (up to :data:`MAX_HELD` records of the same
+    shard), so a kept cell's records behind a moved cell's pass as soon as the caught-up rule lets them.
     :attr:`Batch.checkpoint_sequence` stops before the first held record (a successor re-reads the held ones),
     ``millis_behind_latest`` is at least 1 while anything is held (a held record is never mistaken for a
     drained shard), and :attr:`caught_up` counts only what was processed.
@@ -204,7 +207,10 @@ class GatedReader:
                 self._pending_caught_up = _caught_up_after(self.called_at, batch)
                 return batch
             self._held, self._held_shard, self._behind = batch.records, batch.shard_id, batch.millis_behind_latest
-            self._places = self._classify(batch.records) if self._classify else [Place("", self.own)] * len(batch.records)
+            self._places = self._places_of(batch.records)
+        elif (not self.gate.is_open and len(self._held) < MAX_HELD and not self.consumer.at_end
+              and self.consumer.shard_id == self._held_shard):
+            self._read_behind()
         state = self.gate.state(need=self._held[0].arrival_s, refresh=True)
         out, keep, places, checkpoint = self._split(state)
         self._held, self._places = keep, places
@@ -217,6 +223,18 @@ class GatedReader:
             behind = self._behind
         return Batch(shard_id=self._held_shard, records=out, millis_behind_latest=behind,
                      at_end=self.consumer.at_end and not self._held, gated=True, checkpoint_sequence=checkpoint)
+
+    def _read_behind(self) -> None:
+        """Read on while records are held: a kept cell's records behind a moved cell's must not wait for its drain."""
+        called_at = time.time()
+        batch = self.consumer.poll()
+        self.called_at, self._behind = called_at, batch.millis_behind_latest
+        if batch.records:
+            self._held += batch.records
+            self._places += self._places_of(batch.records)
+
+    def _places_of(self, records: tuple[KinesisRecord, ...]) -> list[Place]:
+        return self._classify(records) if self._classify else [Place("", self.own)] * len(records)
 
     def processed(self) -> None:
         """The last batch's output is written: move the caught-up time."""

@@ -181,10 +181,12 @@ def test_a_moved_cell_waits_for_its_old_slot_to_drain_and_its_entity_waits_behin
     consumer = _consumer(clients, stream)
     _put(clients, stream, 4, 0)
     time.sleep(0.3)
-    places = [Place("car-a", "w0001"), Place("car-b", "w0002"), Place("car-a", "w0002"), Place("car-c", "w0002")]
+    places = {0: Place("car-a", "w0001"), 1: Place("car-b", "w0002"), 2: Place("car-a", "w0002"),
+              3: Place("car-c", "w0002"), 4: Place("car-d", "w0002"), 5: Place("car-a", "w0002")}
     caught_up = {"w0001": time.time(), "w0002": time.time()}
     gate = HandoverGate(lambda: dict(caught_up), margin_s=0.1, refresh_s=0.0, timeout_s=60.0)
-    reader = GatedReader(consumer, gate, classify=lambda records: places[:len(records)], own="w0002")
+    reader = GatedReader(consumer, gate, own="w0002",
+                         classify=lambda records: [places[json.loads(r.data)["i"]] for r in records])
     # WHEN it polls while w0001 is not drained
     first = reader.poll()
     reader.processed()
@@ -192,11 +194,19 @@ def test_a_moved_cell_waits_for_its_old_slot_to_drain_and_its_entity_waits_behin
     assert [json.loads(r.data)["i"] for r in first.records] == [1, 3] and reader.holding == 2
     # AND the checkpoint does not move past the held record, the slot is caught up to just before it
     assert first.checkpoint_at is None and reader.caught_up.at < first.records[0].arrival_s
+    # WHEN more records arrive behind the held ones (car-d in a kept cell, car-a again) and the old slots catch up
+    _put(clients, stream, 2, 4)
+    time.sleep(0.3)
+    caught_up["w0002"] = caught_up["w0001"] = time.time()
+    behind = reader.poll()
+    # THEN the reader reads on past what it holds: car-d's kept cell does not wait for w0001's drain; car-a still waits
+    assert [json.loads(r.data)["i"] for r in behind.records] == [4] and reader.holding == 3
+    assert behind.checkpoint_at is None
     # WHEN w0001 drained
     caught_up["w0001"] = OPEN
     rest = reader.poll()
     # THEN car-a's records come out in their order and the checkpoint reaches the last record
-    assert [json.loads(r.data)["i"] for r in rest.records] == [0, 2]
+    assert [json.loads(r.data)["i"] for r in rest.records] == [0, 2, 5]
     assert rest.checkpoint_at == rest.records[-1].sequence_number
 
 
