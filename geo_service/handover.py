@@ -187,7 +187,6 @@ class GatedReader:
         self._places: list[Place] = []
         self._held_shard = ""
         self._behind = 0
-        self._called_at = 0.0
         self._pending_caught_up: float | None = None
         self.caught_up = CaughtUp()
         self.released = 0
