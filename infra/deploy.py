@@ -6,7 +6,8 @@
   A one-minute EventBridge schedule (``Schedule``, input ``{"action": "step"}``) advances a deployment that no
   event would otherwise move on (a stream still CREATING when the invocation ended, a deployer that crashed
   mid-deploy, a carry swap that outlasts one invocation, a green timeout to roll back, new worker code to roll
-  out). Each invocation bounds its own waits by its remaining time (``lambdas/deploy/deployer.py``), so a wait
+  out). An EventBridge rule on the service's ``ECS Deployment State Change`` events (``DeploymentEvents``) steps it
+  as soon as ECS starts or ends a deployment or a rollback. Each invocation bounds its own waits by its remaining time (``lambdas/deploy/deployer.py``), so a wait
   never outlives ``DEPLOYER_TIMEOUT`` and the next tick resumes it; overlapping invocations are safe (the deploy
   item is updated under an optimistic lock).
 * ``HooksFunction`` (``lambdas/deploy/hooks.py:handler``): the ECS blue/green lifecycle hook; holds the shift
@@ -51,7 +52,8 @@ class HooksFunction(Construct):
 
 
 class DeployerFunction(ObjectCreatedFunction):
-    """``function``, triggered by each new object under ``specs/`` in the specs bucket and by ``schedule`` every minute."""
+    """``function``, triggered by each new object under ``specs/`` in the specs bucket, by ``schedule`` every minute
+    and by ``deployment_events`` (the ECS deployment state changes of the service ``service_arn``)."""
 
     def __init__(
         self,
@@ -61,6 +63,7 @@ class DeployerFunction(ObjectCreatedFunction):
         kit: LambdaKit,
         specs: s3.IBucket,
         environment: Mapping[str, str],
+        service_arn: str,
     ) -> None:
         super().__init__(
             scope,
@@ -80,4 +83,18 @@ class DeployerFunction(ObjectCreatedFunction):
             schedule=events.Schedule.rate(STEP_EVERY),
             targets=[targets.LambdaFunction(self.function, event=events.RuleTargetInput.from_object(STEP_EVENT),
                                             retry_attempts=0)],
+        )
+        # ECS rolls a blue/green deployment back when a lifecycle hook fails or times out, whatever the hook would
+        # have answered (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/lambda-lifecycle-hooks.html), and
+        # sends "ECS Deployment State Change" events when a deployment or a rollback starts and ends
+        # (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/ecs_service_deployment_events.html): each one
+        # steps the deployer at once, which reconciles (lambdas/deploy/code.py reconcile_fleet) instead of waiting for
+        # the schedule while the router may follow a version whose tasks ECS stopped
+        self.deployment_events = events.Rule(
+            self,
+            "DeploymentEvents",
+            description="Step the deployer on every ECS deployment state change of the geo-worker service",
+            event_pattern=events.EventPattern(source=["aws.ecs"], detail_type=["ECS Deployment State Change"],
+                                              resources=[service_arn]),
+            targets=[targets.LambdaFunction(self.function, retry_attempts=2)],
         )

@@ -75,7 +75,8 @@ class GeoRebalancerStack(Stack):
             environment={k: v for k, v in env.items() if k not in ("POLICY_JSON", "SNAPSHOTS_BUCKET")}
             | ({"GEO_TRANSFORM": config.geo_transform} if config.geo_transform else {}),
         )
-        self.deployer = DeployerFunction(self, "Deployer", kit=kit, specs=self.storage.specs, environment=env)
+        self.deployer = DeployerFunction(self, "Deployer", kit=kit, specs=self.storage.specs, environment=env,
+                                         service_arn=self.service_arn)
         # the code the fleet should run (infra/workers.py): the deployer rolls it out when it differs from the fleet's
         self.deployer.function.add_environment("WORKER_TASK_DEFINITION", self.workers.template_revision)
         self.monitoring = Monitoring(

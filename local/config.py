@@ -176,7 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "not one, a snapshot with a bad row: each rejected, the live spec kept), snapshot-dup (the same "
                         "S3 event twice and an older window after a newer one: nothing published twice or backwards), "
                         "stream-throttle (ProvisionedThroughputExceededException on a share of the geo streams' "
-                        "PutRecords/GetRecords for a while: no event lost). The report ends with a fault table (also "
+                        "PutRecords/GetRecords for a while: no event lost); with --swap-mode whole also hook-fail "
+                        "(the POST_SCALE_UP hook invocation fails before the flip: ECS rolls back, blue keeps serving) "
+                        "and hook-timeout (the POST_PRODUCTION_TRAFFIC_SHIFT hook times out after the flip: ECS rolls "
+                        "back, the deployer deploys the live version again). 'all' is every fault of the swap mode. "
+                        "The report ends with a fault table (also "
                         "faults.json); a fault that does not recover in time fails the run (default: none)")
     p.add_argument("--quick", action="store_true",
                    help=f"a short run (about 2.5 minutes) with the same steps: {q.duration_s:g} s of replay, "
@@ -193,6 +197,6 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
                if v is not None}
     from local.faults import parse_faults
 
-    faults = parse_faults(ns.faults)  # FaultError (a ValueError) naming the bad name: exit 2
+    faults = parse_faults(ns.faults, ns.swap_mode)  # FaultError (a ValueError) naming the bad name: exit 2
     return RunConfig(**{**base.__dict__, **changes, "out": ns.out, "seed": ns.seed, "swap_mode": ns.swap_mode,
                         "shards_per_worker": ns.shards_per_worker, "faults": faults})

@@ -10,12 +10,16 @@ until green is leased and warm, ``POST_PRODUCTION_TRAFFIC_SHIFT`` holds blue unt
 1. *deployer*: for each new spec object it builds the S3 event and reads its versions with
    :func:`lambdas.deploy.deployer.requested_versions`, waits for ``desired`` with
    :func:`~lambdas.deploy.deployer.await_desired`, calls ``request``, then ``step(allow_start=True)``
-   (every tick while a carry swap is in flight: a desired-count change starts no ECS deployment, so no
-   hook is called);
-2. *ECS* (``whole`` mode): when a deployment is in flight it plays the service deployment's lifecycle:
-   it calls :func:`~lambdas.deploy.hooks.run_hook` with an ECS-shaped hook event for the current stage,
-   again after ``callBackDelay`` while the answer is ``IN_PROGRESS``, moves to the next stage on
-   ``SUCCEEDED`` and ends the deployment (rolled back) on ``FAILED``;
+   (every tick while no ECS deployment is in flight: a desired-count change starts none, so no hook is called),
+   and in ``whole`` mode :func:`lambdas.deploy.code.reconcile_fleet` (the deployer's answer to ECS's deployment
+   events);
+2. *ECS* (``whole`` mode): when the fleet started an ECS deployment (:attr:`LocalFleet.ecs_deployments`: a
+   whole plan's start, or a reconcile) it plays the service deployment's lifecycle: it calls
+   :func:`~lambdas.deploy.hooks.run_hook` with an ECS-shaped hook event for the current stage, again after
+   ``callBackDelay`` while the answer is ``IN_PROGRESS``, and moves to the next stage on ``SUCCEEDED``. On
+   ``FAILED``, or an invocation that failed (``hook_fault``: the ``hook-fail`` / ``hook-timeout`` faults), it
+   rolls the deployment back as ECS does (:meth:`LocalFleet.ecs_rollback`: the new tasks stop, the service runs
+   the previous revision again);
 3. *the ECS service scheduler*: :meth:`LocalFleet.poll` records worker exits and replaces a worker that died.
 
 The controller is :class:`lambdas.deploy.controller.DeployController` over the real adapters
@@ -34,6 +38,7 @@ from typing import Any
 from local.aws import EmbeddedAws
 from local.events import s3_object_created
 from local.loops import LoopThread
+from partitioner.contracts import SwapMode
 
 HOOK_STAGES = ("POST_SCALE_UP", "POST_PRODUCTION_TRAFFIC_SHIFT")
 
@@ -47,7 +52,7 @@ class EcsDeployment:
     stage_index: int = 0
     next_call_at: float = 0.0
     hook_details: dict[str, Any] | None = None
-    outcome: str | None = None  # "SUCCEEDED" (all stages) or "FAILED" (rolled back)
+    outcome: str | None = None  # "SUCCEEDED" (all stages) or "ROLLED_BACK" (a hook failed: ECS rolled it back)
 
     def event(self) -> dict[str, Any]:
         """The lifecycle hook payload ECS sends for the current stage."""
@@ -87,12 +92,16 @@ class DeployDriver(LoopThread):
         self.seen_specs: set[str] = set()
         self.deployment: EcsDeployment | None = None
         self.deployments: list[EcsDeployment] = []
+        self._ecs_seen = 0  # how many of the fleet's ECS deployments (LocalFleet.ecs_deployments) were picked up
         self.hook_calls = 0
+        #: ``hook-fail`` / ``hook-timeout`` (local/faults.py HookFault): asked before each hook call with the
+        #: version and stage; a non-None answer says how this invocation failed, and ECS rolls the deployment back.
+        self.hook_fault: Callable[[int, str], str | None] | None = None
+        self.reconciled: list[tuple[float, str, int | None]] = []  # (at, what reconcile_fleet did, deploy version)
         self.last_status: tuple[int | None, str] = (None, "idle")
 
     def step(self) -> None:
         from local.faults import InjectedCrash
-        from partitioner.contracts import SwapMode
 
         self.fleet.poll()
         try:
@@ -121,19 +130,34 @@ class DeployDriver(LoopThread):
                     self.ctl.request(version)
         if self.deployment is None:  # a carry swap has no ECS deployment: the deployer steps it all the way
             self.ctl.step(allow_start=True)
+        if self.swap_mode is SwapMode.WHOLE:  # the deployer Lambda's reconcile (lambdas/deploy/deployer.py)
+            from lambdas.deploy.code import reconcile_fleet
+
+            done = reconcile_fleet(self.ctl)
+            if done is not None:
+                st = self.ctl.state()
+                self.reconciled.append((time.time(), done.value, st.version))
+                self.say(f"deployer: ECS rolled a deployment back; reconciled: {done.value} (deploy v{st.version} "
+                         f"{st.status})")
 
     def _ecs(self) -> None:
-        from lambdas.deploy.controller import IN_FLIGHT
         from lambdas.deploy.hooks import HookEvent, run_hook
 
-        st = self.ctl.state()
+        started: list[int] = getattr(self.fleet, "ecs_deployments", [])
         if self.deployment is None:
-            if st.status not in IN_FLIGHT or st.version is None:
-                return
-            self.deployment = EcsDeployment(st.version, str(uuid.uuid4()))
+            if self._ecs_seen >= len(started):
+                return  # ECS deploys only when the fleet started one (LocalFleet.start / reconcile)
+            self._ecs_seen = len(started)
+            self.deployment = EcsDeployment(started[-1], str(uuid.uuid4()))
             self.deployments.append(self.deployment)
         dep = self.deployment
         if time.time() < dep.next_call_at:
+            return
+        stage = HOOK_STAGES[dep.stage_index]
+        failure = self.hook_fault(dep.version, stage) if self.hook_fault is not None else None
+        if failure is not None:  # the invocation failed: no hookStatus, and ECS rolls back whatever the hook says
+            self.hook_calls += 1
+            self._rolled_back(dep, f"hook {stage} {failure}")
             return
         answer = run_hook(self.ctl, HookEvent.parse(dep.event()), self.callback_delay_s)
         self.hook_calls += 1
@@ -142,14 +166,20 @@ class DeployDriver(LoopThread):
         if status == "IN_PROGRESS":
             dep.next_call_at = time.time() + float(answer.get("callBackDelay", self.callback_delay_s))
         elif status == "FAILED":
-            dep.outcome = "FAILED"
-            self.say(f"ECS deployment of v{dep.version}: hook {HOOK_STAGES[dep.stage_index]} FAILED -> rolled back")
-            self.deployment = None
+            self._rolled_back(dep, f"hook {stage} FAILED")
         elif dep.stage_index + 1 < len(HOOK_STAGES):
             dep.stage_index += 1
         else:
             dep.outcome = "SUCCEEDED"
             self.deployment = None
+
+    def _rolled_back(self, dep: EcsDeployment, why: str) -> None:
+        """ECS rolls the deployment back: the service returns to its previous revision, the new tasks stop."""
+        dep.outcome = "ROLLED_BACK"
+        stopped = self.fleet.ecs_rollback(dep.version)
+        self.say(f"ECS deployment of v{dep.version}: {why} -> rolled back by ECS ({len(stopped)} task(s) of "
+                 f"v{dep.version} stopped; the service runs v{self.fleet.service_version}'s revision again)")
+        self.deployment = None
 
     def describe(self) -> str:
         """The controller's state in one line (for the report)."""

@@ -42,7 +42,9 @@ from typing import Any, Protocol
 from local.errors import LocalRunError
 from partitioner.contracts import LEASE_KEY_ATTR
 
-FAULTS = ("worker-kill", "spark-kill", "deployer-crash", "snapshot-corrupt", "snapshot-dup", "stream-throttle")
+FAULTS = ("worker-kill", "spark-kill", "deployer-crash", "snapshot-corrupt", "snapshot-dup", "stream-throttle",
+          "hook-fail", "hook-timeout")
+WHOLE_ONLY = ("hook-fail", "hook-timeout")  # lifecycle hooks run only in ECS blue/green deployments (whole mode)
 IN_SWAP = ("waiting_green", "draining")
 TAKEOVER_LEASES = 2.0  # a killed worker's slots are taken over within this many lease durations
 
@@ -51,14 +53,22 @@ class FaultError(LocalRunError, ValueError):
     """A bad ``--faults`` value; the message names it."""
 
 
-def parse_faults(text: str) -> tuple[str, ...]:
-    """``all`` or a comma list of :data:`FAULTS` (empty = none); raise FaultError naming a bad name."""
+def parse_faults(text: str, swap_mode: str = "carry") -> tuple[str, ...]:
+    """``all`` or a comma list of :data:`FAULTS` (empty = none); raise FaultError naming a bad name.
+
+    ``all`` is every fault that can happen in ``swap_mode``: the hook faults (:data:`WHOLE_ONLY`) only in ``whole``
+    mode, where swaps are ECS blue/green deployments with lifecycle hooks (a ``carry`` swap changes the desired count
+    only, so no hook runs); naming one in ``carry`` mode is an error."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     if names == ["all"]:
-        return FAULTS
+        return FAULTS if swap_mode == "whole" else tuple(f for f in FAULTS if f not in WHOLE_ONLY)
     bad = [n for n in names if n not in FAULTS]
     if bad:
         raise FaultError(f"--faults: unknown fault(s) {bad!r}; known: {', '.join(FAULTS)} or all")
+    hooks = [n for n in names if n in WHOLE_ONLY]
+    if hooks and swap_mode != "whole":
+        raise FaultError(f"--faults: {', '.join(hooks)} needs --swap-mode whole (got {swap_mode!r}): lifecycle hooks "
+                         f"run only in ECS blue/green deployments, and a carry swap changes the desired count only")
     return tuple(dict.fromkeys(names))
 
 
@@ -392,6 +402,97 @@ class StreamThrottle:
             self.record.did = (f"{self.throttle.refused} of {self.throttle.refused + self.throttle.passed} calls refused; "
                                f"router re-delivered {self.router_failures() - self._router_before} failed items; "
                                f"all {self._sent_before_end} events sent before the end came out")
+
+
+HOOK_FAULTS = {  # fault -> (the lifecycle stage whose invocation fails, how it fails, before the flip?)
+    "hook-fail": ("POST_SCALE_UP", "failed: the function errored before it returned a hookStatus", True),
+    "hook-timeout": ("POST_PRODUCTION_TRAFFIC_SHIFT", "timed out: the function returned no hookStatus", False),
+}
+
+
+class DeployView(Protocol):
+    """What :class:`HookFault` reads of the controller's state (:class:`lambdas.deploy.controller.DeployState`)."""
+
+    @property
+    def version(self) -> int | None: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def old_version(self) -> int | None: ...
+
+
+class HookFault:
+    """Inject and follow ``hook-fail`` (before the flip) or ``hook-timeout`` (after it), ``whole`` mode only.
+
+    The local ECS (:class:`local.deploy.DeployDriver`) asks :meth:`intercept` before each lifecycle hook call; the
+    first call of this fault's stage in a deployment that has a blue version fails, and ECS rolls the deployment
+    back whatever the hook would have answered ("If your function doesn't return a valid hookStatus, or if it
+    fails, Amazon ECS rolls back the deployment",
+    https://docs.aws.amazon.com/AmazonECS/latest/developerguide/lambda-lifecycle-hooks.html): the green tasks stop
+    and the service runs blue's revision again. The deployer (:func:`lambdas.deploy.code.reconcile_fleet`) must
+
+    * before the flip (``hook-fail`` at ``POST_SCALE_UP``): mark the version rolled back at once, blue serving;
+    * after the flip (``hook-timeout`` at ``POST_PRODUCTION_TRAFFIC_SHIFT``, the router already follows green):
+      deploy the live version again before a lease duration passes without a running worker of it.
+
+    *Detected* when the deployer reconciled (``reconciled`` entries after the injection), *recovered* when the
+    router's version has every slot served by a running worker (``served``) and, before the flip, the version is
+    marked rolled back; within :data:`TAKEOVER_LEASES` lease durations.
+    """
+
+    def __init__(self, fault: str, deploy: Callable[[], DeployView], active: Callable[[], int | None],
+                 reconciled: Callable[[], Sequence[tuple[float, str, int | None]]], served: Callable[[int], bool], *,
+                 lease_s: float, clock: Callable[[], float] = time.time) -> None:
+        self.stage, self.failure, self.pre_flip = HOOK_FAULTS[fault]
+        self.deploy = deploy
+        self.active = active
+        self.reconciled = reconciled
+        self.served = served
+        self.clock = clock
+        self.record = FaultRecord(fault, deadline_s=TAKEOVER_LEASES * lease_s)
+        self._version: int | None = None
+        self._blue: int | None = None
+
+    def intercept(self, version: int, stage: str) -> str | None:
+        """How this hook invocation fails (None: it runs normally)."""
+        if self.record.injected_at is not None or stage != self.stage:
+            return None
+        st, active = self.deploy(), self.active()
+        flipped = active is not None and active >= version
+        if st.version != version or st.old_version is None or flipped == self.pre_flip:
+            return None
+        self._version, self._blue = version, st.old_version
+        self.record.injected_at = self.clock()
+        self.record.mid_swap = True
+        self.record.target = (f"lifecycle hook {stage} of the ECS deployment of v{version} (blue v{st.old_version}, "
+                              f"{'before' if self.pre_flip else 'after'} the flip): the invocation {self.failure}")
+        return self.failure
+
+    def poll(self) -> None:
+        r, v = self.record, self._version
+        if r.injected_at is None or v is None or r.recovered_at is not None:
+            return
+        now = self.clock()
+        want = "rolled_back" if self.pre_flip else "redeployed"
+        seen = [at for at, what, _ in self.reconciled() if what == want and at >= r.injected_at]
+        if r.detected_at is None and seen:
+            r.detected_at = seen[0]
+        if r.detected_at is None:
+            return
+        active = self.active()
+        if self.pre_flip:
+            st = self.deploy()
+            if st.version == v and st.status == "rolled_back" and active is not None and active < v and self.served(active):
+                r.recovered_at = now
+                r.did = (f"ECS rolled v{v} back; the deployer marked v{v} rolled back {r.detected_at - r.injected_at:.1f}s "
+                         f"later (not after GREEN_TIMEOUT_S); blue v{active} kept serving")
+        elif active == v and self.served(v):
+            r.recovered_at = now
+            r.did = (f"ECS rolled v{v} back after the flip (its tasks stopped, blue v{self._blue}'s revision back); "
+                     f"the deployer deployed v{v} again {r.detected_at - r.injected_at:.1f}s later; every v{v} slot "
+                     f"served by a running worker {now - r.injected_at:.1f}s after the failure")
 
 
 def events_column(lost: int, copies: Sequence[tuple[str, int]], start_ms: int, end_ms: int) -> str:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,13 +98,26 @@ class LocalFleet:
         self._procs: list[WorkerProcess] = []
         self._stopping = False
         self.history: list[FleetEvent] = []
+        #: ``whole`` mode: the SPEC_VERSION the ECS service's current revision carries (None before the first
+        #: whole deployment), and every ECS deployment started (start or reconcile), in order, for the driver's hooks.
+        self.service_version: int | None = None
+        self.ecs_deployments: list[int] = []
+        self._before: dict[int, int | None] = {}  # deployed version -> the service's revision before it
 
     # ------------------------------------------------------------------ the controller's Fleet interface
     def start(self, plan: DeployPlan) -> list[WorkerProcess]:
         """Start a process per slot the plan starts (every slot of the new version in ``whole`` mode)."""
         if not plan.started and plan.mode is SwapMode.WHOLE:
             raise ValueError(f"spec v{plan.to_version} has no worker slots to start")
-        return [self._spawn(plan.to_version, wid, plan.mode) for wid in plan.started]
+        started = [self._spawn(plan.to_version, wid, plan.mode) for wid in plan.started]
+        if plan.mode is SwapMode.WHOLE:  # an ECS blue/green deployment of a revision carrying SPEC_VERSION
+            self._deployed(plan.to_version)
+        return started
+
+    def _deployed(self, version: int) -> None:
+        self._before[version] = self.service_version
+        self.service_version = version
+        self.ecs_deployments.append(version)
 
     def stop(self, plan: DeployPlan, grace_s: float = 10.0) -> None:
         """Stop the processes of the slots the plan stops (the old version drained)."""
@@ -119,6 +132,33 @@ class LocalFleet:
         """Stop the processes :meth:`start` started for the plan (rollback before the flip)."""
         started = set(plan.started)
         self._terminate([p for p in self._live() if p.version == plan.to_version and p.worker_id in started], grace_s)
+
+    # ------------------------------------------------------------------ ECS's rollback and the deployer's reconcile
+    def ecs_rollback(self, version: int, grace_s: float = 10.0) -> list[WorkerProcess]:
+        """Play ECS rolling the deployment of ``version`` back ("to the last successful service revision",
+        https://docs.aws.amazon.com/AmazonECS/latest/developerguide/lambda-lifecycle-hooks.html): the service runs
+        the revision it ran before that deployment again and the tasks of ``version`` are stopped (SIGTERM: they
+        release their leases); the previous revision's tasks keep running. Return the processes stopped."""
+        doomed = [p for p in self._live() if p.version == version]
+        self.service_version = self._before.get(version)
+        self._terminate(doomed, grace_s)
+        return doomed
+
+    def rolled_back(self, version: int) -> bool:
+        """True when the service runs another version's revision than ``version`` (see :meth:`ecs_rollback`)."""
+        return self.service_version != version
+
+    def reconcile(self, version: int, worker_ids: Sequence[str]) -> bool:
+        """Deploy ``version`` again if the service runs another revision: a process per slot of ``worker_ids``
+        with none of ``version`` running; True if it did."""
+        if self.service_version == version:
+            return False
+        running = {p.worker_id for p in self._live() if p.version == version}
+        for wid in worker_ids:
+            if wid not in running:
+                self._spawn(version, wid, SwapMode.WHOLE)
+        self._deployed(version)
+        return True
 
     # ------------------------------------------------------------------ supervision
     def poll(self) -> None:

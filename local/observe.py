@@ -12,7 +12,10 @@
 * every **tenure** of a lease (:class:`LeaseTenure`: one owner's hold of ``v<version>#<worker>``, with the
   times the worker wrote on the item: ``claimed_at``, ``ready_at``, ``serving_at``, ``drained_at``,
   ``released_at``) and every deploy **plan** (control ``pk="plan"``): the report's swap section
-  (:mod:`local.swaps`) tells from them which slots carried over in the same process.
+  (:mod:`local.swaps`) tells from them which slots carried over in the same process;
+* **served**: spans when the version control ``active`` names (the router's target) had no lease held by a
+  running worker process (owner set, unexpired, not drained, the owner's pid alive: ``alive_pids``), e.g. after
+  ECS stopped a version's tasks; the run fails if one lasts longer than a lease duration (issue 13).
 
 It reads the tables the way an operator would, so it checks the real components rather
 than trusting them.
@@ -21,6 +24,7 @@ than trusting them.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -73,8 +77,7 @@ class LeaseTenure:
     @property
     def pid(self) -> int | None:
         """The process id in the owner (``<host>:<pid>:<random>``)."""
-        parts = self.owner.split(":")
-        return int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else None
+        return _owner_pid(self.owner)
 
 
 _TENURE_TIMES = ("claimed_at", "ready_at", "serving_at", "drained_at", "released_at")
@@ -91,8 +94,13 @@ class LeaseSample:
 class ControlObserver(LoopThread):
     """Polls the control and leases tables; see the module docstring."""
 
-    def __init__(self, aws: EmbeddedAws, interval_s: float = 0.5) -> None:
+    def __init__(self, aws: EmbeddedAws, interval_s: float = 0.5,
+                 alive_pids: Callable[[], set[int]] | None = None) -> None:
         super().__init__("observer", interval_s)
+        self.alive_pids = alive_pids
+        #: (from, to, version): spans the active version had no lease held by a running process (see module doc)
+        self.unserved: list[tuple[float, float, int]] = []
+        self._unserved_since: tuple[float, int] | None = None
         ddb = __import__("boto3").resource("dynamodb", endpoint_url=aws.endpoint_url, region_name="us-east-1",
                                            aws_access_key_id="testing", aws_secret_access_key="testing")
         self.control = ddb.Table(aws.names.control_table)
@@ -126,6 +134,30 @@ class ControlObserver(LoopThread):
                 self._load_spec(version)
         self._observe_leases(leases, now)
         self._observe_control(control, now)
+        self._observe_served(leases, now)
+
+    def _observe_served(self, leases: list[dict[str, Any]], now: float) -> None:
+        """Track spans when the router's version had no slot served by a running worker process."""
+        v = self.active_version
+        if v is None or self.alive_pids is None:
+            return
+        alive = self.alive_pids()
+        served = any(_version_of(str(i.get(LEASE_KEY_ATTR, ""))) == v and i.get("owner") and not i.get("drained")
+                     and float(i.get("expires_at", 0) or 0) > now and _owner_pid(str(i["owner"])) in alive
+                     for i in leases)
+        since = self._unserved_since
+        if served and since is not None:
+            self.unserved.append((since[0], now, since[1]))
+            self._unserved_since = None
+        elif not served and since is None:
+            self._unserved_since = (now, v)
+
+    def longest_unserved(self) -> tuple[float, int | None]:
+        """The longest span (seconds) the active version had no running worker, and that version (open spans count
+        up to now)."""
+        spans = [*self.unserved, *([(self._unserved_since[0], time.time(), self._unserved_since[1])]
+                                   if self._unserved_since else [])]
+        return max(((b - a, v) for a, b, v in spans), default=(0.0, None))
 
     def _observe_leases(self, leases: list[dict[str, Any]], now: float) -> None:
         by_version: dict[int, list[dict[str, Any]]] = {}
@@ -241,6 +273,12 @@ def _scan(table: Any) -> list[dict[str, Any]]:
 def _version_of(key: str) -> int | None:
     parsed = parse_lease_key(key)
     return parsed[0] if parsed else None
+
+
+def _owner_pid(owner: str) -> int | None:
+    """The process id in a lease owner (``<host>:<pid>:<random>``)."""
+    parts = owner.split(":")
+    return int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else None
 
 
 def _all_ready(items: list[dict[str, Any]], slots: int, now: float) -> bool:

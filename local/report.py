@@ -19,6 +19,8 @@ Invariants (exit 1 when one breaks):
   (:class:`local.observe.ControlObserver`).
 * **flip safety**: ``active`` never moved to a version before all its leases were
   owned, unexpired and ready.
+* **served**: the version ``active`` names (the router's target) never went longer than one
+  lease duration without a lease held by a running worker process (``ControlObserver``).
 * **cap, at the workers**: at most 2 % of worker-windows over the cap and none above
   110 % of it (:data:`local.worker_load.MAX_OVER_CAP_SHARE`, ``MAX_UTILISATION``; what a
   worker-window is: :mod:`local.worker_load`). No worker-window at all fails it.
@@ -42,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from local import swaps
+from local.fleet import WorkerSettings
 from local.output import Delivery, delivery, read_quarantine
 from local.worker_load import (
     MAX_OVER_CAP_SHARE,
@@ -320,6 +323,12 @@ def checks(state: RunState, load: WorkerLoad) -> list[Check]:
                      f"{oc.over} of {oc.worker_windows} worker-windows over the cap ({100 * oc.share:.1f}%), "
                      f"{oc.above_limit} above {100 * MAX_UTILISATION:.0f}%, worst {worst}"
                      + ("" if oc.worker_windows else "; no worker-window measured")))
+    gap, gap_v = obs.longest_unserved() if obs is not None else (0.0, None)
+    lease_s = WorkerSettings().lease_s
+    out.append(Check(f"the router never pointed at a version with no running worker for longer than one lease "
+                     f"({lease_s:g}s)", obs is not None and gap <= lease_s,
+                     f"longest span without a running worker of the active version: {gap:.1f}s"
+                     + (f" (v{gap_v})" if gap_v is not None else "") + f"; {len(obs.unserved) if obs else 0} span(s)"))
     loop_errors = {loop.name: loop.errors for loop in _loops(state) if loop.errors}
     fatal = state.failure or state.interrupted or next((f"{loop.name}: {loop.fatal}" for loop in _loops(state)
                                                        if loop.fatal), None)

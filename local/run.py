@@ -27,6 +27,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -45,7 +46,7 @@ from local.loops import Invocation, LoopThread, ManifestNotifier, RouterPoller, 
 from local.observe import ControlObserver
 from local.output import EnrichedReader
 from local.replay import Replayer
-from partitioner.contracts import ControlKey
+from partitioner.contracts import ControlKey, lease_key
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GRID_ZOOM = 12
@@ -287,7 +288,9 @@ def start_services(state: RunState, aws: EmbeddedAws, places: Places, scenario: 
     say(state, f"Spark streaming job started (pid {state.spark.pid}, log {state.spark.log_path})")
     wait_for_spark(state, state.spark)
     state.fleet = LocalFleet(aws.environment(handler_env(cfg)), cfg.out / "logs", REPO_ROOT, WorkerSettings())
-    observer = state.observer = ControlObserver(aws)
+    fleet_now = state.fleet
+    observer = state.observer = ControlObserver(
+        aws, alive_pids=lambda: {p.pid for p in fleet_now.processes() if p.exited_at is None and p.child.alive()})
     state.notifier = ManifestNotifier(aws, partitioner_handler, on_invocation=on_invocation(state, aws))
     state.router = RouterPoller(aws, router_handler, gate=lambda: observer.active_version is not None)
     fleet: Any = state.fleet
@@ -360,7 +363,48 @@ def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
         state.faults.append(DeployerCrash(ctl.fleet, ctl.fleet_started, active, status,
                                           deadline_s=ctl.fleet_start_grace_s + GREEN_TIMEOUT_S))
     arm_data_faults(state, aws, status)
+    arm_hook_faults(state, leases)
     say(state, f"faults armed: {', '.join(cfg.faults)}")
+
+
+def arm_hook_faults(state: RunState, leases: Callable[[], list[Any]]) -> None:
+    """Arm ``hook-fail`` and ``hook-timeout`` (:class:`local.faults.HookFault`) on the local ECS's hook calls."""
+    from lambdas.common.records import read_active
+    from local.faults import WHOLE_ONLY, HookFault
+
+    cfg, fleet, deployer = state.config, state.fleet, state.deployer
+    names = [n for n in cfg.faults if n in WHOLE_ONLY]
+    if not names or fleet is None or deployer is None:
+        return
+    ctl = deployer.ctl
+
+    def active() -> int | None:
+        pointer = read_active(ctl.control)
+        return pointer.version if pointer else None
+
+    def served(version: int) -> bool:
+        """Every slot of ``version`` leased (unexpired, not drained) by a running worker process."""
+        spec = state.observer.specs.get(version) if state.observer else None
+        if spec is None:
+            return False
+        alive = {p.pid for p in fleet.processes() if p.exited_at is None and p.child.alive()}
+        now = time.time()
+        held = {le.key for le in leases() if le.owner and le.expires_at > now and not le.drained and le.pid() in alive}
+        return all(lease_key(version, w.id) in held for w in spec.workers)
+
+    faults = [HookFault(n, ctl.state, active, lambda: list(deployer.reconciled), served,
+                        lease_s=WorkerSettings().lease_s) for n in names]
+    # a swap that another deploy fault is still open on is left alone (a rollback would leave that fault's swap
+    # unable to finish: deployer-crash recovers when its swap flips)
+    others = [f for f in state.faults if f.record.fault in ("deployer-crash", "worker-kill")]
+    state.faults.extend(faults)
+
+    def intercept(version: int, stage: str) -> str | None:
+        if any(f.record.injected_at is not None and not f.record.recovered for f in others):
+            return None
+        return next((f for f in (h.intercept(version, stage) for h in faults) if f is not None), None)
+
+    deployer.hook_fault = intercept
 
 
 class SnapshotBucket:

@@ -598,17 +598,25 @@ class EcsFleet:
         """True when the stack's template revision is known and the service runs code copied from another one."""
         return bool(self.template) and self.service.running_code() != self.template
 
-    def reconcile(self, version: int, slots: int) -> bool:
-        """``whole`` mode, nothing in flight: if the service runs another ``SPEC_VERSION`` than the live ``version``
-        (ECS rolled a deployment back after the flip), deploy ``version`` again with ``slots`` tasks; True if it did.
+    def reconcile(self, version: int, worker_ids: Sequence[str]) -> bool:
+        """``whole`` mode: if the service runs another ``SPEC_VERSION`` than the live ``version`` (ECS rolled a
+        deployment back after the flip), deploy ``version`` again, a task per slot of ``worker_ids``; True if it did.
 
         The router follows control ``pk="active"``; a rollback after the flip (circuit breaker, a hook that timed
         out) brings back the previous revision, whose stream the drain step may have deleted. Waits while ECS
         still lists more than one deployment."""
         if self.service.deploying() or self.service.running_spec_version() == version:
             return False
-        self.service.deploy(self.service.register_revision(version, self.template), slots)
+        self.service.deploy(self.service.register_revision(version, self.template), len(worker_ids))
         return True
+
+    def rolled_back(self, version: int) -> bool:
+        """``whole`` mode: True when ECS ended the deployment of ``version`` on another revision (a lifecycle hook
+        failed or timed out, or the circuit breaker tripped: "If your function doesn't return a valid hookStatus, or
+        if it fails, Amazon ECS rolls back the deployment",
+        https://docs.aws.amazon.com/AmazonECS/latest/developerguide/lambda-lifecycle-hooks.html): the service is
+        steady and runs another ``SPEC_VERSION``."""
+        return not self.service.deploying() and self.service.running_spec_version() != version
 
     def start(self, plan: DeployPlan) -> None:
         if plan.mode is SwapMode.WHOLE:

@@ -1,7 +1,10 @@
 """Keep an idle fleet on the live spec and the stack's code.
 
-:func:`reconcile_fleet` (``whole`` mode): if ECS rolled back after the flip, the service runs the previous
-``SPEC_VERSION`` while the router follows the live one; deploy the live one again.
+:func:`reconcile_fleet` (``whole`` mode): ECS rolls a blue/green deployment back when a lifecycle hook fails or
+times out or the circuit breaker trips, whatever the hook would have answered. Before the flip that only ends the
+swap early: the controller marks the version rolled back at once (instead of after ``GREEN_TIMEOUT_S``) and blue
+keeps serving. After the flip the service runs the previous ``SPEC_VERSION`` while the router follows the live
+one: deploy the live one again, at once, even while blue is still draining.
 
 :func:`redeploy_live_spec`: roll new worker code out to an idle fleet by redeploying the live spec as a new version.
 
@@ -21,12 +24,14 @@ publishes is planned ``whole`` and tries the new code again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
 
-from lambdas.common.aws import EcsFleet, SpecExists, now_iso
+from lambdas.common.aws import SpecExists, now_iso
 from lambdas.common.records import DesiredPointer, read_active, read_desired, to_item
 from lambdas.deploy.controller import DeployController
-from partitioner.contracts import ControlKey, SwapMode, geo_stream_name, spec_key
+from partitioner.contracts import ControlKey, DeployStatus, SwapMode, geo_stream_name, spec_key
 
 CODE = "code"  # control item: {template, version, at} of the last code rollout by a redeploy of the live spec
 
@@ -60,11 +65,43 @@ def redeploy_live_spec(ctl: DeployController, template: str, clock: Callable[[],
     return n
 
 
-def reconcile_fleet(ctl: DeployController) -> bool:
-    """``whole`` mode with nothing in flight: make the ECS service run the live version (:meth:`EcsFleet.reconcile`)."""
-    if ctl.swap_mode is not SwapMode.WHOLE or not isinstance(ctl.fleet, EcsFleet) or ctl.state().in_flight:
-        return False
+class Reconciled(StrEnum):
+    """What :func:`reconcile_fleet` did."""
+
+    ROLLED_BACK = "rolled_back"  # ECS rolled the in-flight version back before its flip: marked rolled back
+    REDEPLOYED = "redeployed"  # the service ran another version than the live one: the live one deployed again
+
+
+@runtime_checkable
+class ReconcilableFleet(Protocol):
+    """The part of a ``whole``-mode fleet :func:`reconcile_fleet` needs (:class:`EcsFleet`, ``local.fleet.LocalFleet``)."""
+
+    def rolled_back(self, version: int) -> bool: ...
+
+    def reconcile(self, version: int, worker_ids: Sequence[str]) -> bool: ...
+
+
+def reconcile_fleet(ctl: DeployController) -> Reconciled | None:
+    """``whole`` mode: match the controller to what ECS did with its deployments (see the module docstring).
+
+    * ``waiting_green`` and the fleet says ECS rolled the version back (:meth:`lambdas.common.aws.EcsFleet.rolled_back`) before the
+      active pointer reached it: :meth:`DeployController.fail` (its stream deleted, never retried; blue serves).
+    * nothing in flight, or in flight past the flip: :meth:`lambdas.common.aws.EcsFleet.reconcile` deploys the live version again if
+      the service runs another one.
+    """
+    fleet = ctl.fleet
+    if ctl.swap_mode is not SwapMode.WHOLE or not isinstance(fleet, ReconcilableFleet):
+        return None
+    st = ctl.state()
     active = read_active(ctl.control)
-    if active is None:
-        return False
-    return ctl.fleet.reconcile(active.version, len(ctl.spec(active.version).workers))
+    v = st.version
+    if (st.status == DeployStatus.WAITING_GREEN and v is not None and ctl.fleet_started(v, st.old_version)
+            and not ctl.flipped(v) and fleet.rolled_back(v)):
+        ctl.fail(st, f"ECS rolled the deployment of v{v} back before the flip (a lifecycle hook failed or timed out): "
+                     f"v{st.old_version} keeps serving")
+        return Reconciled.ROLLED_BACK
+    if active is None or (st.in_flight and (v is None or v > active.version)):
+        return None  # before the flip the service is meant to run the version in flight
+    if fleet.reconcile(active.version, [w.id for w in ctl.spec(active.version).workers]):
+        return Reconciled.REDEPLOYED
+    return None

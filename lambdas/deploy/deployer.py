@@ -25,7 +25,10 @@ invocation is resumed by the next event (the schedule's ``{"action": "step"}``).
 Every wait is bounded by the invocation's remaining time (:func:`stream_wait_budget`, ``SETTLE_MARGIN_S``), so
 no wait outlives the Lambda timeout; the one-minute schedule (``infra/deploy.py``) resumes what is left. When the
 deployment is finished and the fleet runs other code than the stack's template revision, the live spec is
-redeployed as a new version (:mod:`lambdas.deploy.code`).
+redeployed as a new version (:mod:`lambdas.deploy.code`). In ``whole`` mode every invocation also reconciles the
+controller with what ECS did (:func:`lambdas.deploy.code.reconcile_fleet`): a deployment ECS rolled back before its
+flip (a hook invocation failed or timed out) is marked rolled back at once, and after the flip the live version is
+deployed again; the ECS deployment events of the service invoke it (``infra/deploy.py``, ``DeploymentEvents``).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from lambdas.common.errors import LambdaError
 from lambdas.common.records import read_desired
-from lambdas.deploy.code import reconcile_fleet, redeploy_live_spec
+from lambdas.deploy.code import Reconciled, reconcile_fleet, redeploy_live_spec
 from lambdas.deploy.controller import DeployController, DeployState
 from lambdas.deploy.runtime import config, controller
 from partitioner.contracts import SwapMode, parse_spec_key
@@ -136,10 +139,13 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
                            extra={"version": version})
     ctl.stream_wait_s = stream_wait_budget(remaining_s(), cfg.stream_active_wait_s)  # per invocation
     st = ctl.step(allow_start=True)
-    if not st.in_flight and reconcile_fleet(ctl):
-        metrics.add_metric(name="FleetReconciled", unit=MetricUnit.Count, value=1)
-        logger.warning("ECS ran another spec version than the live one (rolled back after the flip?): redeployed",
-                       extra={"version": st.version})
+    reconciled = reconcile_fleet(ctl)  # ECS rolled a deployment back (a hook failed or timed out)
+    if reconciled is not None:
+        metrics.add_metric(name=f"Fleet{reconciled.title().replace('_', '')}", unit=MetricUnit.Count, value=1)
+        logger.warning("ECS rolled a deployment back: " + ("the version in flight is marked rolled back" if
+                       reconciled is Reconciled.ROLLED_BACK else "the live version was deployed again"),
+                       extra={"version": st.version, "reconciled": reconciled.value})
+        st = ctl.state()
     if not st.in_flight:
         rolled = redeploy_live_spec(ctl, cfg.worker_task_definition, ctl.clock)
         if rolled is not None:

@@ -66,3 +66,19 @@ def test_hooks_function_can_read_leases_and_flip_control(emr: Any) -> None:
     # THEN DynamoDB reads/writes, geo stream deletion and service description are allowed, nothing ECS-mutating
     assert {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "kinesis:DeleteStream", "ecs:DescribeServices"} <= actions
     assert "ecs:UpdateService" not in actions and "ecs:RegisterTaskDefinition" not in actions
+
+
+def test_every_ecs_deployment_state_change_of_the_service_steps_the_deployer(emr: Any) -> None:
+    # GIVEN the rules THEN one matches the service's ECS deployment events (a rollback after a failed hook among
+    # them) and invokes the deployer with the event itself, which the deployer treats as a step
+    (deployer,) = [k for k, r in emr.resources("AWS::Lambda::Function").items()
+                   if r["Properties"].get("Handler") == "lambdas.deploy.deployer.handler"]
+    rules = [r["Properties"] for r in emr.resources("AWS::Events::Rule").values()
+             if r["Properties"].get("EventPattern", {}).get("detail-type") == ["ECS Deployment State Change"]
+             and any(t["Arn"] == {"Fn::GetAtt": [deployer, "Arn"]} for t in r["Properties"]["Targets"])]
+    assert len(rules) == 1
+    pattern = rules[0]["EventPattern"]
+    assert pattern["source"] == ["aws.ecs"] and "detail" not in pattern
+    assert "georebal-geo-workers" in json.dumps(pattern["resources"])
+    (target,) = rules[0]["Targets"]
+    assert "Input" not in target

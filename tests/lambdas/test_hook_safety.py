@@ -168,3 +168,48 @@ def test_an_ecs_rollback_after_the_flip_is_redeployed_by_the_schedule(aws: Aws) 
     revision = svc["taskDefinition"]
     deployer.handler({"action": "step"}, ShortContext())
     assert EcsService(aws.clients.ecs, *SERVICE).current_task_definition() == revision
+
+
+def whole_v1_then_v2_started(aws: Aws) -> tuple[Spec, Spec, str]:
+    """Whole mode through the deployer: v1 live; v2 published and its ECS deployment started (waiting for green)."""
+    v1 = make_spec(1)
+    publish(aws, v1)
+    deployer.handler({"version": 1}, ShortContext())
+    for w in v1.workers:
+        aws.put_lease(1, w.id)
+    deployer.handler({"action": "step"}, ShortContext())
+    v1_revision = EcsService(aws.clients.ecs, *SERVICE).current_task_definition()
+    v2 = make_spec(2, loads=(900, 900, 900, 900), previous=v1)
+    publish(aws, v2)
+    assert deployer.handler({"version": 2}, ShortContext())["status"] == DeployStatus.WAITING_GREEN
+    assert spec_version_running(aws) == 2
+    return v1, v2, v1_revision
+
+
+def test_an_ecs_rollback_before_the_flip_ends_the_swap_at_once(aws: Aws) -> None:
+    # GIVEN v2's ECS deployment in flight, not flipped
+    _, _, v1_revision = whole_v1_then_v2_started(aws)
+    # WHEN ECS rolls it back (a POST_SCALE_UP hook invocation failed) and sends its deployment event
+    aws.clients.ecs.update_service(cluster=SERVICE[0], service=SERVICE[1], taskDefinition=v1_revision)
+    out = deployer.handler(load_event("ecs_deployment_state_change.json"), ShortContext())
+    # THEN v2 is rolled back at once (not after GREEN_TIMEOUT_S), its stream deleted, and v1 keeps serving
+    assert out["status"] == DeployStatus.ROLLED_BACK and "ECS rolled the deployment of v2 back" in out["reason"]
+    assert read_active(aws.control).version == 1 and spec_version_running(aws) == 1  # type: ignore[union-attr]
+    assert aws.stream_names() == ["georebal-geo-v1"]
+
+
+def test_an_ecs_rollback_after_the_flip_is_redeployed_while_blue_still_drains(aws: Aws) -> None:
+    # GIVEN v2 flipped, v1 still draining (in flight)
+    _, v2, v1_revision = whole_v1_then_v2_started(aws)
+    for w in v2.workers:
+        aws.put_lease(2, w.id)
+    assert deployer.handler({"action": "step"}, ShortContext())["status"] == DeployStatus.DRAINING
+    # WHEN ECS rolls the service back to v1's revision (the POST_PRODUCTION_TRAFFIC_SHIFT hook timed out)
+    aws.clients.ecs.update_service(cluster=SERVICE[0], service=SERVICE[1], taskDefinition=v1_revision)
+    out = deployer.handler(load_event("ecs_deployment_state_change.json"), ShortContext())
+    # THEN the deployer deploys v2 again at once, without waiting for the drain; the router stays on v2
+    svc = aws.clients.ecs.describe_services(cluster=SERVICE[0], services=[SERVICE[1]])["services"][0]
+    assert spec_version_running(aws) == 2 and svc["desiredCount"] == len(v2.workers)
+    assert out["status"] == DeployStatus.DRAINING and read_active(aws.control).version == 2  # type: ignore[union-attr]
+    # AND v1's stream is still there for its remaining records
+    assert "georebal-geo-v1" in aws.stream_names()

@@ -24,10 +24,12 @@ from local.aws import DUMMY_CREDENTIALS, REGION, SerialMotoServer
 from local.config import parse_args
 from local.faults import (
     FAULTS,
+    WHOLE_ONLY,
     CrashingFleet,
     DeployerCrash,
     FaultError,
     FaultRecord,
+    HookFault,
     InjectedCrash,
     Lease,
     SparkKill,
@@ -39,6 +41,12 @@ from local.faults import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def test_a_hook_fault_in_carry_mode_is_a_bad_argument_naming_the_mode() -> None:
+    # GIVEN carry mode, where no swap is an ECS deployment WHEN a hook fault is asked for THEN exit-2 error naming it
+    with pytest.raises(FaultError, match=r"hook-timeout needs --swap-mode whole \(got 'carry'\)"):
+        parse_args(["--faults", "hook-timeout"])
 
 
 @dataclass
@@ -66,14 +74,16 @@ class World:
 
 
 def test_parse_faults_takes_all_a_list_or_nothing_and_names_a_bad_one() -> None:
-    assert parse_faults("all") == FAULTS
+    assert parse_faults("all", "whole") == FAULTS
+    assert parse_faults("all") == tuple(f for f in FAULTS if f not in WHOLE_ONLY)
     assert parse_faults("worker-kill, worker-kill") == ("worker-kill",)
     assert parse_faults("spark-kill,worker-kill") == ("spark-kill", "worker-kill")
     assert parse_faults("") == ()
     with pytest.raises(FaultError, match="'spark-kil'"):
         parse_faults("worker-kill,spark-kil")
     # AND the command line takes it (a bad name is a ValueError: the loop exits 2)
-    assert parse_args(["--quick", "--faults", "all"]).faults == FAULTS
+    assert parse_args(["--quick", "--faults", "all"]).faults == tuple(f for f in FAULTS if f not in WHOLE_ONLY)
+    assert parse_args(["--quick", "--swap-mode", "whole", "--faults", "all"]).faults == FAULTS
     with pytest.raises(ValueError, match="'nope'"):
         parse_args(["--faults", "nope"])
 
@@ -145,20 +155,23 @@ def test_leases_from_scan_items() -> None:
 #: invariant is left to tests/local/test_run.py: a fault-free quick run. With faults a Spark outage delays
 #: rebalancing by its restart time, and on a loaded 2-core machine the quick run's few full worker-windows vary.
 FAULT_INVARIANTS = ("no event lost or invented", "never two owners of one lease", "no flip before green was ready",
+                    "the router never pointed at a version with no running worker",
                     "never two readers of one cell at once", "per-entity order kept across every flip")
 
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_quick_run_with_all_faults_recovers_without_losing_an_event(tmp_path: Path) -> None:
-    # GIVEN the whole loop (moto, Spark, real workers) WHEN run short with every fault injected
-    proc = subprocess.run([sys.executable, "-m", "local.run", "--quick", "--faults", "all", "--out", str(tmp_path)],
-                          cwd=REPO, capture_output=True, text=True, timeout=900)
+@pytest.mark.parametrize("mode", ["carry", "whole"])
+def test_quick_run_with_all_faults_recovers_without_losing_an_event(tmp_path: Path, mode: str) -> None:
+    # GIVEN the whole loop (moto, Spark, real workers) WHEN run short with every fault of the swap mode injected
+    # (whole mode adds the lifecycle hook faults)
+    proc = subprocess.run([sys.executable, "-m", "local.run", "--quick", "--swap-mode", mode, "--faults", "all",
+                           "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=900)
     tail = proc.stdout[-3000:] + proc.stderr[-2000:]
     assert proc.returncode in (0, 1), tail  # 2 = bad arguments, 3 = a component missing
     # THEN every fault was injected and recovered in time
     faults = json.loads((tmp_path / "faults.json").read_text())
-    assert [f["fault"] for f in faults] == list(FAULTS)
+    assert [f["fault"] for f in faults] == [f for f in FAULTS if mode == "whole" or f not in WHOLE_ONLY]
     for f in faults:
         assert f["injected_at"] is not None and f["recovered"] and f["within_deadline"], f
         assert not f["problems"], f  # e.g. a corrupt snapshot not rejected, a duplicate that published
@@ -412,3 +425,76 @@ def test_a_broken_promise_is_in_the_fault_table_row() -> None:
                     did="rejected", problems=["bad-rows snapshot k was not rejected: published"])
     row = r.row(0.0)
     assert "did: rejected" in row and "BROKEN: bad-rows snapshot k was not rejected" in row
+
+
+@dataclass
+class Deploy:
+    version: int | None
+    status: str
+    old_version: int | None
+
+
+class HookWorld:
+    """The controller's state, the active version, the deployer's reconciles and what is served, on a test clock."""
+
+    def __init__(self) -> None:
+        self.now = 500.0
+        self.deploy = Deploy(2, "waiting_green", 1)
+        self.active: int | None = 1
+        self.reconciled: list[tuple[float, str, int | None]] = []
+        self.served: set[int] = {1}
+
+    def fault(self, name: str) -> HookFault:
+        return HookFault(name, lambda: self.deploy, lambda: self.active, lambda: self.reconciled,
+                         lambda v: v in self.served, lease_s=9.0, clock=lambda: self.now)
+
+
+def test_hook_fail_fails_the_first_pre_flip_green_hold_and_recovers_when_the_deployer_rolled_back() -> None:
+    # GIVEN v2 in flight before its flip, blue v1
+    w = HookWorld()
+    fault = w.fault("hook-fail")
+    # WHEN ECS calls the hooks: the drain stage is not this fault's, the green stage fails once
+    assert fault.intercept(2, "POST_PRODUCTION_TRAFFIC_SHIFT") is None
+    assert "hookStatus" in str(fault.intercept(2, "POST_SCALE_UP"))
+    assert fault.intercept(2, "POST_SCALE_UP") is None and fault.record.injected_at == 500.0
+    # THEN nothing is detected until the deployer reconciled (a redeploy is not this fault's recovery)
+    w.now += 1
+    w.reconciled.append((w.now, "redeployed", 2))
+    fault.poll()
+    assert fault.record.detected_at is None
+    w.now += 1
+    w.reconciled.append((w.now, "rolled_back", 2))
+    w.deploy = Deploy(2, "rolled_back", 1)
+    fault.poll()
+    # AND it recovered: v2 rolled back, v1 still active and served, within two lease durations
+    assert fault.record.detected_at == 502.0 and fault.record.recovered_at == 502.0 and fault.record.within_deadline
+    assert "blue v1 kept serving" in fault.record.did
+
+
+def test_hook_fail_does_not_fire_on_a_first_deployment_or_after_the_flip() -> None:
+    w = HookWorld()
+    w.deploy, w.active = Deploy(1, "waiting_green", None), None  # the first deployment: no blue to fall back on
+    fault = w.fault("hook-fail")
+    assert fault.intercept(1, "POST_SCALE_UP") is None
+    w.deploy, w.active = Deploy(2, "flipped", 1), 2
+    assert fault.intercept(2, "POST_SCALE_UP") is None and fault.record.injected_at is None
+
+
+def test_hook_timeout_fails_after_the_flip_and_recovers_only_when_the_live_version_is_served_again() -> None:
+    # GIVEN v2 flipped and draining blue v1
+    w = HookWorld()
+    w.deploy, w.active, w.served = Deploy(2, "draining", 1), 2, {2}
+    fault = w.fault("hook-timeout")
+    assert fault.intercept(2, "POST_PRODUCTION_TRAFFIC_SHIFT") is not None
+    # WHEN ECS stopped v2's tasks and the deployer redeployed v2, but no v2 worker runs yet
+    w.served = set()
+    w.now += 0.5
+    w.reconciled.append((w.now, "redeployed", 2))
+    fault.poll()
+    assert fault.record.detected_at == 500.5 and fault.record.recovered_at is None
+    # THEN it recovers once every v2 slot is served again
+    w.now += 4
+    w.served = {2}
+    fault.poll()
+    assert fault.record.recovered_at == 504.5 and fault.record.within_deadline
+    assert "deployed v2 again 0.5s later" in fault.record.did

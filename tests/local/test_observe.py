@@ -83,3 +83,27 @@ def test_plans_are_kept_by_target_version(observer: ControlObserver) -> None:
         observer._observe_control({"plan": {"pk": "plan", "to_version": to, "kept": ["w0001"], "status": "started"}},
                                   time.time())
     assert sorted(observer.plans) == [2, 3] and observer.plans[3]["kept"] == ["w0001"]
+
+
+def test_the_active_version_without_a_running_worker_is_an_unserved_span() -> None:
+    # GIVEN v2 active, its two slots held by processes 11 and 12
+    alive = {11, 12}
+    obs = ControlObserver(EmbeddedAws("http://127.0.0.1:9", Names("georebal-test"), server=None),
+                          alive_pids=lambda: set(alive))
+    obs.active_version = 2
+    t0 = time.time()
+    held = [_lease("w0001", "h:11:a", 20), _lease("w0002", "h:12:b", 20)]
+    obs._observe_served(held, t0)
+    assert obs.unserved == [] and obs.longest_unserved() == (0.0, None)
+    # WHEN both processes stop (their leases not yet expired) and, 4 s later, a new process holds a slot
+    alive.clear()
+    obs._observe_served(held, t0 + 1)
+    alive.add(13)
+    obs._observe_served([_lease("w0001", "h:13:c", 20), _lease("w0002", "h:12:b", 20)], t0 + 5)
+    # THEN one span of 4 s without a running worker of v2 is recorded
+    assert obs.unserved == [(t0 + 1, t0 + 5, 2)]
+    gap, version = obs.longest_unserved()
+    assert gap == pytest.approx(4.0) and version == 2
+    # AND a drained or expired lease does not count as served
+    obs._observe_served([_lease("w0001", "h:13:c", 20, drained=True), _lease("w0002", "h:13:c", -1)], t0 + 6)
+    assert obs.longest_unserved()[1] == 2 and obs._unserved_since == (t0 + 6, 2)
