@@ -10,6 +10,10 @@ puts an entity's events on shard :func:`entity_shard` of its worker's, so they k
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
 
 from partitioner.errors import SpecError
 from partitioner.spec import Spec, entity_bucket, shard_hash_key
@@ -23,6 +27,23 @@ def entity_shard(entity_id: str, shards: int) -> int:
     if shards < 1:
         raise SpecError(f"a worker owns at least one shard, got {shards!r}")
     return entity_bucket(entity_id) % shards
+
+
+def entity_shards(entity_ids: Sequence[str], shards: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """Vectorised :func:`entity_shard`: which of ``shards[i]`` shards carries ``entity_ids[i]``.
+
+    Notes
+    -----
+    One MD5 per entity (:func:`~partitioner.spec.entity_bucket`); the modulo is NumPy's. ``shards`` must be >= 1
+    everywhere (a worker owns at least one shard).
+    """
+    k = np.asarray(shards, dtype=np.int64)
+    if k.shape != (len(entity_ids),):
+        raise SpecError(f"one shard count per entity expected, got shape {k.shape!r} for {len(entity_ids)} entities")
+    if k.size and int(k.min()) < 1:
+        raise SpecError(f"a worker owns at least one shard, got {int(k.min())!r}")
+    buckets = np.fromiter((entity_bucket(e) for e in entity_ids), dtype=np.int64, count=len(entity_ids))
+    return buckets % k
 
 
 def with_shards(spec: Spec, shards_per_worker: int) -> Spec:

@@ -22,7 +22,7 @@ from lambdas.common.aws import AdapterError, ControlTable, GeoStreams, PutEntry,
 from lambdas.common.records import read_active
 from partitioner.events import Rejection, ValidEvent, parse_event, quarantine_record
 from partitioner.index import SpecIndex
-from partitioner.shards import entity_shard
+from partitioner.shards import entity_shards
 from partitioner.spec import Spec
 
 Clock = Callable[[], float]
@@ -57,26 +57,31 @@ class RoutingTable:
         self.stream_name = stream_name
         self.index = SpecIndex(spec)
         worker_keys = {w.id: w.shard_keys for w in spec.workers}
-        self.hash_keys: npt.NDArray[np.object_] = np.array([worker_keys[p.worker][0] for p in spec.partitions],
-                                                           dtype=object)
-        # partitions whose worker owns k > 1 shards: their keys, one per shard (entity_shard picks one)
-        self.multi: dict[int, tuple[str, ...]] = {i: worker_keys[p.worker] for i, p in enumerate(spec.partitions)
-                                                  if len(worker_keys[p.worker]) > 1}
+        own = [worker_keys[p.worker] for p in spec.partitions]
+        self.hash_keys: npt.NDArray[np.object_] = np.array([k[0] for k in own], dtype=object)
+        # per partition: its worker's shard count and keys (one row, padded); entity_shards picks the column
+        self.shards: npt.NDArray[np.int64] = np.array([len(k) for k in own], dtype=np.int64)
+        width = int(self.shards.max(initial=1))
+        self.shard_keys: npt.NDArray[np.object_] | None = None
+        if width > 1:
+            self.shard_keys = np.array([list(k) + [k[0]] * (width - len(k)) for k in own], dtype=object)
 
     def hash_keys_for(self, lon: npt.ArrayLike, lat: npt.ArrayLike, entity_ids: Sequence[str]) -> list[str]:
         """Return the ExplicitHashKey of each point's partition (vectorised).
 
-        A worker owning ``k > 1`` shards gets each entity on shard ``entity_shard(entity_id, k)`` of its keys, so
+        A worker owning ``k > 1`` shards gets each entity on shard ``entity_shard(entity_id, k)`` of its keys (one MD5
+        per entity, :func:`~partitioner.shards.entity_shards`; the rest is NumPy), so
         one entity's events stay on one shard (per-entity order) and the worker's entities spread over its shards.
         """
         idx = self.index.locate(lon, lat, entity_ids)
-        keys: list[str] = list(self.hash_keys[idx])
-        if self.multi:
-            for j, i in enumerate(idx.tolist()):
-                own = self.multi.get(i)
-                if own is not None:
-                    keys[j] = own[entity_shard(entity_ids[j], len(own))]
-        return keys
+        if self.shard_keys is None:
+            return list(self.hash_keys[idx])
+        k = self.shards[idx]
+        col = np.zeros(len(idx), dtype=np.int64)
+        multi = np.flatnonzero(k > 1)
+        if multi.size:
+            col[multi] = entity_shards([entity_ids[j] for j in multi.tolist()], k[multi])
+        return list(self.shard_keys[idx, col])
 
 
 class ActiveSpecCache:

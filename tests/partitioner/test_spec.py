@@ -9,7 +9,7 @@ import pytest
 from spec_factory import make_spec, qk
 
 from partitioner.errors import SpecError
-from partitioner.shards import entity_shard, with_shards
+from partitioner.shards import entity_shard, entity_shards, with_shards
 from partitioner.spec import entity_bucket, shard_hash_key, spec_from_json, validate
 
 
@@ -80,3 +80,16 @@ def test_shared_or_inconsistent_shard_keys_are_invalid() -> None:
     assert any("must start with hash_key" in p for p in validate(skewed))
     # AND an entity always maps to the same one of k shards
     assert entity_shard("car-1", 4) == entity_shard("car-1", 4) == entity_bucket("car-1") % 4
+
+
+def test_entity_shards_is_entity_shard_per_entity_and_rejects_a_bad_count() -> None:
+    # GIVEN entities on workers of 1, 2, 3 and 50 shards THEN the vectorised pick agrees with entity_shard
+    ids = [f"car-{i}" for i in range(40)]
+    counts = [1, 2, 3, 50] * 10
+    assert entity_shards(ids, counts).tolist() == [entity_shard(e, k) for e, k in zip(ids, counts, strict=True)]
+    assert entity_shards([], []).tolist() == []
+    # AND a count below 1 or a length mismatch is named
+    with pytest.raises(SpecError, match="at least one shard, got 0"):
+        entity_shards(["a", "b"], [1, 0])
+    with pytest.raises(SpecError, match="one shard count per entity"):
+        entity_shards(["a"], [1, 2])
