@@ -140,16 +140,7 @@ def spec_version_running(aws: Aws) -> int | None:
 
 def test_an_ecs_rollback_after_the_flip_is_redeployed_by_the_schedule(aws: Aws) -> None:
     # GIVEN whole mode, v1 then v2 deployed to done through the deployer and hooks
-    v1 = make_spec(1)
-    publish(aws, v1)
-    deployer.handler({"version": 1}, ShortContext())
-    for w in v1.workers:
-        aws.put_lease(1, w.id)
-    deployer.handler({"action": "step"}, ShortContext())
-    v1_revision = EcsService(aws.clients.ecs, *SERVICE).current_task_definition()
-    v2 = make_spec(2, loads=(900, 900, 900, 900), previous=v1)
-    publish(aws, v2)
-    deployer.handler({"version": 2}, ShortContext())
+    v1, v2, v1_revision = whole_v1_then_v2_started(aws)
     for w in v2.workers:
         aws.put_lease(2, w.id)
     for w in v1.workers:
