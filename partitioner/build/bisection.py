@@ -43,13 +43,33 @@ class _Cutting(NamedTuple):
     boundary: BoolArray | None
 
 
-class Piece(NamedTuple):
-    """Cells to carve; with ``by_x``/``by_y`` (the same cells sorted by ``(x, y)``/``(y, x)``) when known
-    (:func:`sorted_piece`)."""
+class Order(NamedTuple):
+    """Cells sorted by ``(u, v)`` with their ``u``, ``v`` and weights, gathered once and sliced down the recursion
+    (a side of a cut in this order is a slice; in the other order, a mask keeps its order)."""
 
     cells: IntArray
-    by_x: IntArray | None = None
-    by_y: IntArray | None = None
+    u: IntArray
+    v: IntArray
+    w: FloatArray
+
+    def take(self, sel: slice | IntArray | BoolArray) -> Order:
+        return Order(self.cells[sel], self.u[sel], self.v[sel], self.w[sel])
+
+
+class Piece(NamedTuple):
+    """Cells to carve; with ``by_x``/``by_y`` (the same cells sorted by ``(x, y)``/``(y, x)``, ``u`` the first
+    axis) when known (:func:`sorted_piece`)."""
+
+    cells: IntArray
+    by_x: Order | None = None
+    by_y: Order | None = None
+
+    def load(self, w: FloatArray) -> float:
+        """The piece's load, summed in the order of ``cells`` (the same float whichever copy holds them)."""
+        for order in (self.by_x, self.by_y):
+            if order is not None and order.cells is self.cells:
+                return float(order.w.sum())
+        return float(w[self.cells].sum())
 
 
 def carve(idx: IntArray | Piece, grid: Grid, cap: float, *, window: float = 0.0, boundary: BoolArray | None = None
@@ -72,7 +92,7 @@ def carve(idx: IntArray | Piece, grid: Grid, cap: float, *, window: float = 0.0,
     while stack:
         piece = stack.pop()
         cur = piece.cells
-        load = float(w[cur].sum())
+        load = piece.load(w)
         if load <= cap * (1 + 1e-12) or len(cur) == 1:
             # a single cell cannot be cut: callers only pass cells within the real cap
             done.append(cur)
@@ -92,9 +112,10 @@ def sorted_piece(idx: IntArray, grid: Grid) -> Piece:
         return Piece(idx)
     lo_x, lo_y = int(x.min()), int(y.min())
     span_x, span_y = int(x.max()) - lo_x + 1, int(y.max()) - lo_y + 1
-    by_x = idx[np.argsort((x - lo_x) * span_y + (y - lo_y))]
-    by_y = idx[np.argsort((y - lo_y) * span_x + (x - lo_x))]
-    return Piece(idx, by_x, by_y)
+    ox = np.argsort((x - lo_x) * span_y + (y - lo_y))
+    oy = np.argsort((y - lo_y) * span_x + (x - lo_x))
+    w = grid.weight[idx]
+    return Piece(idx, Order(idx[ox], x[ox], y[ox], w[ox]), Order(idx[oy], y[oy], x[oy], w[oy]))
 
 
 def _split_sorted(piece: Piece, grid: Grid, how: _Cutting, tag: IntArray) -> list[Piece]:
@@ -106,48 +127,42 @@ def _split_sorted(piece: Piece, grid: Grid, how: _Cutting, tag: IntArray) -> lis
     a piece within half the globe's columns is not unwrapped), found without sorting.
     """
     assert piece.by_x is not None and piece.by_y is not None
-    x, y, w, zoom = grid.x, grid.y, grid.weight, grid.zoom
     bx, by = piece.by_x, piece.by_y
-    ext_x, ext_y = int(x[bx[-1]] - x[bx[0]]), int(y[by[-1]] - y[by[0]])
-    if ext_y >= (1 << zoom) - 1:  # from pole to pole: neighbours may wrap
+    ext_x, ext_y = int(bx.u[-1] - bx.u[0]), int(by.u[-1] - by.u[0])
+    if ext_y >= (1 << grid.zoom) - 1:  # from pole to pole: neighbours may wrap
         return [Piece(c) for c in _split_general(piece.cells, grid, how)]
     cap, k, window = how.cap, how.k, how.window
     along_x = ext_x >= ext_y
-    views = [(bx, x, y), (by, y, x)] if along_x else [(by, y, x), (bx, x, y)]
+    views = [bx, by] if along_x else [by, bx]
     if window <= 0:
         views = views[:1]
-    cuts, coords = [], []
-    for cells, prim, sec in views:
-        wc = w[cells]
-        coords.append((prim[cells], sec[cells]))
-        cuts.append(cut_at(np.cumsum(wc), k, cap, window, None, None, wc, coords[-1]))
+    cuts = [cut_at(np.cumsum(o.w), k, cap, window, None, None, o.w, (o.u, o.v)) for o in views]
     best = min(range(len(views)), key=lambda c: cuts[c].cost)  # the first on a tie
-    cells, (pu, pv), pos = views[best][0], coords[best], cuts[best].position
+    cut, pos = views[best], cuts[best].position
     if how.boundary is not None:
-        _mark_cut(how.boundary, cells, _band_pairs(pos, pos, None, pu, pv), None, pos)
-    other = views[1 - best][0] if len(views) == 2 else (by if along_x else bx)
-    tag[cells[:pos]] = 0
-    tag[cells[pos:]] = 1
-    side_of_other = tag[other]
+        _mark_cut(how.boundary, cut.cells, _band_pairs(pos, pos, None, cut.u, cut.v), None, pos)
+    other = views[1 - best] if len(views) == 2 else (by if along_x else bx)
+    # the first side is every cell before the cut's cell in the cut's (u, v) order; the other order has the axes
+    # swapped, so its cells compare as (v, u)
+    u0, v0 = cut.u[pos], cut.v[pos]
+    first = (other.v < u0) | ((other.v == u0) & (other.u < v0))
     out: list[Piece] = []
-    for side, part in enumerate((slice(0, pos), slice(pos, len(cells)))):
-        mine = other[side_of_other == side]
-        for group, rest in _side_parts(cells[part], pu[part], pv[part], mine, tag):
-            out.append(Piece(group, group, rest) if cells is bx else Piece(group, rest, group))
+    for part, mine in ((slice(0, pos), first), (slice(pos, len(cut.cells)), ~first)):
+        for group, rest in _side_parts(cut.take(part), other.take(mine), tag):
+            out.append(Piece(group.cells, group, rest) if cut is bx else Piece(group.cells, rest, group))
     return out
 
 
-def _side_parts(cells: IntArray, u: IntArray, v: IntArray, other: IntArray, tag: IntArray
-                ) -> list[tuple[IntArray, IntArray]]:
-    """The connected parts of one side (``cells`` sorted by ``(u, v)``; ``other``: the same cells in the other
+def _side_parts(cells: Order, other: Order, tag: IntArray) -> list[tuple[Order, Order]]:
+    """The connected parts of one side (``cells`` in its cut's order; ``other``: the same cells in the other
     order), each in both orders."""
-    n, labels = _side_components(u, v, None)
+    n, labels = _side_components(cells.u, cells.v, None)
     if n == 1:
         return [(cells, other)]
-    tag[cells] = labels
+    tag[cells.cells] = labels
     groups = group_indices(labels, n)
-    in_other = group_indices(tag[other], n)
-    return [(cells[g], other[h]) for g, h in zip(groups, in_other, strict=True)]
+    in_other = group_indices(tag[other.cells], n)
+    return [(cells.take(g), other.take(h)) for g, h in zip(groups, in_other, strict=True)]
 
 
 def _split_general(cur: IntArray, grid: Grid, how: _Cutting) -> list[IntArray]:

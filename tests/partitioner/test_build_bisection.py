@@ -94,5 +94,9 @@ def test_a_piece_cut_from_its_sorted_orders_is_cut_as_when_sorted_afresh(cells, 
     assert [p.cells.tolist() for p in fast] == [c.tolist() for c in slow]
     for p in fast:
         assert p.by_x is not None and p.by_y is not None
-        assert p.by_x.tolist() == sorted(p.cells.tolist(), key=lambda c: (grid.x[c], grid.y[c]))
-        assert p.by_y.tolist() == sorted(p.cells.tolist(), key=lambda c: (grid.y[c], grid.x[c]))
+        assert p.by_x.cells.tolist() == sorted(p.cells.tolist(), key=lambda c: (grid.x[c], grid.y[c]))
+        assert p.by_y.cells.tolist() == sorted(p.cells.tolist(), key=lambda c: (grid.y[c], grid.x[c]))
+        # AND the coordinates and weights carried with each order are the cells' own
+        for order, u, v in ((p.by_x, grid.x, grid.y), (p.by_y, grid.y, grid.x)):
+            assert (order.u == u[order.cells]).all() and (order.v == v[order.cells]).all()
+            assert (order.w == grid.weight[order.cells]).all()
