@@ -37,6 +37,7 @@ from typing import Any
 
 from local.aws import EmbeddedAws
 from local.events import s3_object_created
+from local.faults import Reconcile
 from local.loops import LoopThread
 from partitioner.contracts import SwapMode
 
@@ -97,7 +98,7 @@ class DeployDriver(LoopThread):
         #: ``hook-fail`` / ``hook-timeout`` (local/faults.py HookFault): asked before each hook call with the
         #: version and stage; a non-None answer says how this invocation failed, and ECS rolls the deployment back.
         self.hook_fault: Callable[[int, str], str | None] | None = None
-        self.reconciled: list[tuple[float, str, int | None]] = []  # (at, what reconcile_fleet did, deploy version)
+        self.reconciled: list[Reconcile] = []  # what reconcile_fleet did, in order
         self.last_status: tuple[int | None, str] = (None, "idle")
 
     def step(self) -> None:
@@ -136,7 +137,7 @@ class DeployDriver(LoopThread):
             done = reconcile_fleet(self.ctl)
             if done is not None:
                 st = self.ctl.state()
-                self.reconciled.append((time.time(), done.value, st.version))
+                self.reconciled.append(Reconcile(time.time(), done.value, st.version))
                 self.say(f"deployer: ECS rolled a deployment back; reconciled: {done.value} (deploy v{st.version} "
                          f"{st.status})")
 

@@ -37,7 +37,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from local.errors import LocalRunError
 from partitioner.contracts import LEASE_KEY_ATTR
@@ -404,10 +404,28 @@ class StreamThrottle:
                                f"all {self._sent_before_end} events sent before the end came out")
 
 
-HOOK_FAULTS = {  # fault -> (the lifecycle stage whose invocation fails, how it fails, before the flip?)
-    "hook-fail": ("POST_SCALE_UP", "failed: the function errored before it returned a hookStatus", True),
-    "hook-timeout": ("POST_PRODUCTION_TRAFFIC_SHIFT", "timed out: the function returned no hookStatus", False),
+class HookFailure(NamedTuple):
+    """One hook fault: the lifecycle stage whose invocation fails, how it fails, and whether that is before the flip."""
+
+    stage: str
+    how: str
+    pre_flip: bool
+
+
+HOOK_FAULTS = {
+    "hook-fail": HookFailure("POST_SCALE_UP", "failed: the function errored before it returned a hookStatus", True),
+    "hook-timeout": HookFailure("POST_PRODUCTION_TRAFFIC_SHIFT", "timed out: the function returned no hookStatus",
+                                False),
 }
+
+
+class Reconcile(NamedTuple):
+    """What the deployer's :func:`lambdas.deploy.code.reconcile_fleet` did (``what``: a ``Reconciled`` value), when,
+    and the deploy version then (:attr:`local.deploy.DeployDriver.reconciled`)."""
+
+    at: float
+    what: str
+    version: int | None
 
 
 class DeployView(Protocol):
@@ -443,9 +461,9 @@ class HookFault:
     """
 
     def __init__(self, fault: str, deploy: Callable[[], DeployView], active: Callable[[], int | None],
-                 reconciled: Callable[[], Sequence[tuple[float, str, int | None]]], served: Callable[[int], bool], *,
+                 reconciled: Callable[[], Sequence[Reconcile]], served: Callable[[int], bool], *,
                  lease_s: float, clock: Callable[[], float] = time.time) -> None:
-        self.stage, self.failure, self.pre_flip = HOOK_FAULTS[fault]
+        self.stage, self.failure, self.pre_flip = HOOK_FAULTS[fault]  # a HookFailure
         self.deploy = deploy
         self.active = active
         self.reconciled = reconciled
@@ -476,7 +494,7 @@ class HookFault:
             return
         now = self.clock()
         want = "rolled_back" if self.pre_flip else "redeployed"
-        seen = [at for at, what, _ in self.reconciled() if what == want and at >= r.injected_at]
+        seen = [e.at for e in self.reconciled() if e.what == want and e.at >= r.injected_at]
         if r.detected_at is None and seen:
             r.detected_at = seen[0]
         if r.detected_at is None:

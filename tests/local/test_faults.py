@@ -32,6 +32,7 @@ from local.faults import (
     HookFault,
     InjectedCrash,
     Lease,
+    Reconcile,
     SparkKill,
     StreamThrottle,
     WorkerKill,
@@ -441,7 +442,7 @@ class HookWorld:
         self.now = 500.0
         self.deploy = Deploy(2, "waiting_green", 1)
         self.active: int | None = 1
-        self.reconciled: list[tuple[float, str, int | None]] = []
+        self.reconciled: list[Reconcile] = []
         self.served: set[int] = {1}
 
     def fault(self, name: str) -> HookFault:
@@ -459,11 +460,11 @@ def test_hook_fail_fails_the_first_pre_flip_green_hold_and_recovers_when_the_dep
     assert fault.intercept(2, "POST_SCALE_UP") is None and fault.record.injected_at == 500.0
     # THEN nothing is detected until the deployer reconciled (a redeploy is not this fault's recovery)
     w.now += 1
-    w.reconciled.append((w.now, "redeployed", 2))
+    w.reconciled.append(Reconcile(w.now, "redeployed", 2))
     fault.poll()
     assert fault.record.detected_at is None
     w.now += 1
-    w.reconciled.append((w.now, "rolled_back", 2))
+    w.reconciled.append(Reconcile(w.now, "rolled_back", 2))
     w.deploy = Deploy(2, "rolled_back", 1)
     fault.poll()
     # AND it recovered: v2 rolled back, v1 still active and served, within two lease durations
@@ -489,7 +490,7 @@ def test_hook_timeout_fails_after_the_flip_and_recovers_only_when_the_live_versi
     # WHEN ECS stopped v2's tasks and the deployer redeployed v2, but no v2 worker runs yet
     w.served = set()
     w.now += 0.5
-    w.reconciled.append((w.now, "redeployed", 2))
+    w.reconciled.append(Reconcile(w.now, "redeployed", 2))
     fault.poll()
     assert fault.record.detected_at == 500.5 and fault.record.recovered_at is None
     # THEN it recovers once every v2 slot is served again
