@@ -5,8 +5,8 @@ Run ``.venv/bin/python bench/bench_partitioner.py [--quick] [--skip-speed]``. Se
 1. **Shapes** per dataset (bench/datasets.py): workers vs the lower bound ceil(total/max_load),
    max worker utilisation, contiguity, median P^2/(4 pi A), boundary-load share, build time,
    for ``seed`` (the baseline) and ``compact``; then the targets of issue 2 as PASS/FAIL.
-2. **Stability**: every weight moved by up to +/-10 %, rebuilt with ``previous=spec``;
-   share of load keeping its partition id and worker (target >= 98 %).
+2. **Stability**: every weight moved by up to +/-10 % (three random draws), rebuilt with
+   ``previous=spec``; share of load keeping its partition id and worker, worst draw (target >= 98 %).
 3. **Day -> night shift** (+ a new hotspot where there was no load): the old spec's
    mismatch, the rebalance policy's decision and the load that moves (sticky rebuild vs
    rebuild from scratch).
@@ -152,18 +152,39 @@ def section_shapes(sets: list[Dataset], seed_cap: int) -> dict[str, Spec]:
     return specs
 
 
+NOISE_SEEDS = (7, 8, 9)
+
+
 def section_stability(sets: list[Dataset], specs: dict[str, Spec]) -> None:
-    print(f"\n== 2. Stability: every weight x U(0.9, 1.1), rebuilt with previous=spec (target >= "
-          f"{pct(TARGET_STABILITY)}) ==")
-    print(f"{'dataset':<16}{'kept':>8}{'moved load':>13}{'workers':>9}{'lb':>5}{'maxutil':>9}{'build s':>9}  verdict")
+    print(f"\n== 2. Stability: every weight x U(0.9, 1.1), rebuilt with previous=spec, noise draws "
+          f"{', '.join(map(str, NOISE_SEEDS))}; the worst draw counts (target >= {pct(TARGET_STABILITY)}) ==")
+    print("  (at most: the share no repair can beat, 1 - the overflow of the old spec's workers under the new load)")
+    print(f"{'dataset':<19}{'kept (each draw)':>24}{'at most':>9}{'moved load':>13}{'workers':>9}{'lb':>5}"
+          f"{'maxutil':>9}{'build s':>9}  verdict")
     for ds in sets:
-        noisy = ds.with_counts(shifts.noise(ds.counts, 0.10), f"{ds.name}~noise")
-        spec1, secs = timed_build(noisy, "compact", previous=specs[ds.name])
-        s = stability(specs[ds.name], spec1, noisy.counts)
-        m = evaluate(spec1, noisy.counts)
+        kept: list[float] = []
+        worst = None
+        for seed in NOISE_SEEDS:
+            noisy = ds.with_counts(shifts.noise(ds.counts, 0.10, seed=seed), f"{ds.name}~noise{seed}")
+            spec1, secs = timed_build(noisy, "compact", previous=specs[ds.name])
+            s = stability(specs[ds.name], spec1, noisy.counts)
+            kept.append(s.kept_share)
+            if worst is None or s.kept_share < worst[0].kept_share:
+                worst = (s, evaluate(spec1, noisy.counts), secs, _best_kept(specs[ds.name], noisy))
+        assert worst is not None
+        s, m, secs, best = worst
         ok = "PASS" if s.kept_share >= TARGET_STABILITY else "FAIL"
-        print(f"{ds.name:<16}{pct(s.kept_share):>8}{s.moved_load:>13.0f}{m.worker_count:>9}{m.lower_bound:>5}"
+        each = " / ".join(pct(k) for k in kept)
+        print(f"{ds.name:<19}{each:>24}{pct(best):>9}{s.moved_load:>13.0f}{m.worker_count:>9}{m.lower_bound:>5}"
               f"{pct(m.max_utilisation):>9}{secs:>9.2f}  {ok}", flush=True)
+
+
+def _best_kept(old: Spec, noisy: Dataset) -> float:
+    """The most load any rebuild can keep in place: every worker of ``old`` over the cap under the new load
+    must shed at least its overflow."""
+    m = evaluate(old, noisy.counts)
+    over = sum(max(0.0, w.load - old.max_load) for w in m.workers)
+    return 1.0 - over / m.total if m.total > 0 else 1.0
 
 
 def section_shift(sets: list[Dataset]) -> None:

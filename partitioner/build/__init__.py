@@ -7,7 +7,9 @@ Two strategies:
        cells when the counts carry refinement rows (recursively), else across
        several workers by entity hash: whole workers of ``max_load``, and the rest
        poured into the room the packed regions leave, on the workers of the cell's
-       neighbours first (:mod:`~partitioner.build.pour`). If hot and big cells still
+       neighbours first (:mod:`~partitioner.build.pour`); where the workers the
+       pouring needs have room to spare, each share leaves some headroom for its
+       cell to grow. If hot and big cells still
        leave the packing above the lower bound + 1, cells above half (then a
        quarter) of the cap are split by hash too.
     2. The other cells are grouped into **8-connected components**. A component
@@ -31,8 +33,10 @@ Two strategies:
        ``ceil(total / max_load)``.
     6. With a ``previous`` spec, the build first tries a **sticky repair** (keep
        every partition and worker that still fits, re-carve only overloaded
-       partitions, attach new load to neighbours with room, move whole partitions
-       off overloaded workers, empty the least-loaded workers when load falls)
+       partitions, attach new load to neighbours with room, shed exactly a
+       worker's overflow from the end of an entity-hash share where it can, else
+       move or shave its cheapest partitions, join small shares back to their
+       neighbours and empty the least-loaded workers when load falls)
        and keeps it unless it needs more workers than the fresh build and the
        lower bound + 1; otherwise the fresh build is used with ids matched to
        the previous spec by shared load.
@@ -51,7 +55,8 @@ home). The catch-all is hosted by the least-loaded worker.
 
 Modules: :mod:`~partitioner.build.hot` (step 1), :mod:`~partitioner.build.carving` and
 :mod:`~partitioner.build.bisection` and :mod:`~partitioner.build.cuts` (steps 2-4), :mod:`~partitioner.build.packing` and
-:mod:`~partitioner.build.fresh` (step 5), :mod:`~partitioner.build.repair` (step 6),
+:mod:`~partitioner.build.fresh` (step 5), :mod:`~partitioner.build.repair` with :mod:`~partitioner.build.plan`
+and :mod:`~partitioner.build.relieve` (step 6),
 :mod:`~partitioner.build.ids` (partition and worker ids), :mod:`~partitioner.build.assemble`
 (the spec of a placement) and :mod:`~partitioner.build.seed` (the baseline).
 """
@@ -71,8 +76,9 @@ from partitioner.build.fresh import fresh_build
 from partitioner.build.hot import hash_split
 from partitioner.build.ids import match_ids
 from partitioner.build.packing import level_workers, lower_bound, pack_best_fit
+from partitioner.build.plan import RepairResult
 from partitioner.build.region import Placement, Region
-from partitioner.build.repair import RepairResult, repair
+from partitioner.build.repair import repair
 from partitioner.build.seed import seed_regions
 from partitioner.counts import Counts, Grid
 from partitioner.errors import BuildError

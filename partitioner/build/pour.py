@@ -94,7 +94,8 @@ class _Rooms:
 MIN_SHARE = 0.1
 
 
-def pour(solids: Sequence[float], liquids: Sequence[Liquid], cap: float, target: int | None = None) -> Pouring:
+def pour(solids: Sequence[float], liquids: Sequence[Liquid], cap: float, target: int | None = None,
+         headroom: bool = True) -> Pouring:
     """Pack ``solids`` best fit, then pour every liquid cell into the room left (see the module docstring).
 
     Notes
@@ -104,7 +105,32 @@ def pour(solids: Sequence[float], liquids: Sequence[Liquid], cap: float, target:
     Rooms under :data:`MIN_SHARE` of the cap are left alone at first, so a cell is not
     scattered in slivers; if that needs more workers than ``target`` (any number when
     ``target`` is None) and every room helps, every room is used.
+
+    With ``headroom`` and a ``target`` the pouring leaves workers unused, the liquid is
+    poured as if each cell were larger by the first of :data:`HEADROOM` that still needs
+    at most ``target`` workers (the shares keep their real loads): a share then leaves that
+    much of its own load free on its worker, so its cell can grow that much before a sticky
+    rebuild must move any of it. All shares of one cell follow that cell's load together,
+    so a worker filled by shares swings with it; workers of many regions average out.
     """
+    plain = _pour_tight(solids, liquids, cap, target)
+    if not (headroom and liquids):
+        return plain
+    for h in HEADROOM:
+        loose = _pour_tight(solids, [q._replace(load=q.load * (1 + h)) for q in liquids], cap, plain.bins)
+        if loose.bins <= plain.bins:
+            return loose._replace(shares=[s._replace(load=(s.hi - s.lo) * liquids[s.liquid].load / HASH_BUCKETS)
+                                          for s in loose.shares])
+    return plain
+
+
+#: Headroom tried for the entity-hash shares of a fresh build, largest first, when the workers allowed
+#: (``target``) are not all needed: a share is poured as if its cell's load were this much larger.
+HEADROOM = (0.10, 0.07, 0.05, 0.03, 0.02, 0.01)
+
+
+def _pour_tight(solids: Sequence[float], liquids: Sequence[Liquid], cap: float, target: int | None) -> Pouring:
+    """:func:`pour` without headroom."""
     coarse = _pour(solids, liquids, cap, MIN_SHARE * cap)
     if target is not None and coarse.bins <= target:
         return coarse
@@ -114,7 +140,7 @@ def pour(solids: Sequence[float], liquids: Sequence[Liquid], cap: float, target:
 
 def pour_count(solids: Sequence[float], liquid_loads: Sequence[float], cap: float, target: int | None = None) -> int:
     """Workers that :func:`pour` uses for these loads (no neighbour preferences)."""
-    return pour(solids, [Liquid("", load) for load in liquid_loads], cap, target).bins
+    return _pour_tight(solids, [Liquid("", load) for load in liquid_loads], cap, target).bins
 
 
 def _pour(solids: Sequence[float], liquids: Sequence[Liquid], cap: float, min_room: float) -> Pouring:

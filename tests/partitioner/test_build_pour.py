@@ -45,7 +45,7 @@ def test_hot_cells_top_up_the_workers_regions_leave_short() -> None:
 def test_a_cell_goes_to_its_neighbours_worker_first_and_that_share_takes_the_lowest_hash_range() -> None:
     # GIVEN two regions of 0.6 on two workers and a cell of 1.3 next to the second region
     solids = [0.6, 0.6]
-    result = pour(solids, [Liquid("0231", 1.3, near=(1,))], 1.0)
+    result = pour(solids, [Liquid("0231", 1.3, near=(1,))], 1.0, headroom=False)
     # THEN the second region's worker is filled first, with hash range [0, ...); three workers in all
     first = min(result.shares, key=lambda s: s.lo)
     assert first.bin == result.bins_of[1] and first.lo == 0
@@ -56,3 +56,29 @@ def test_a_cell_goes_to_its_neighbours_worker_first_and_that_share_takes_the_low
 def test_a_cell_whose_single_bucket_is_above_the_cap_cannot_be_split() -> None:
     with pytest.raises(BuildError, match="more than 65536 entity-hash shares"):
         pour([], [Liquid("0231", 70_000.0)], 1.0)
+
+
+def test_shares_leave_headroom_for_their_cell_within_the_workers_the_pouring_needs() -> None:
+    # GIVEN two regions of 0.6 and a cell of 1.3 next to the second: 3 workers with 0.5 to spare
+    solids = [0.6, 0.6]
+    liquid = Liquid("0231", 1.3, near=(1,))
+    # WHEN poured with headroom (the default)
+    result = pour(solids, [liquid], 1.0)
+    # THEN still 3 workers, and every worker holding a share has room for that share to grow by 10 %
+    loads = _bin_loads(solids, result)
+    assert result.bins == pour(solids, [liquid], 1.0, headroom=False).bins == 3
+    for s in result.shares:
+        assert 1.0 - loads[s.bin] >= 0.10 * s.load - 1e-9
+    # AND the shares keep their real loads, adding up to the cell's
+    assert sum(s.load for s in result.shares) == pytest.approx(1.3)
+
+
+def test_headroom_never_costs_a_worker() -> None:
+    # GIVEN ten regions of 0.55 and cells of 2.2 and 1.8 caps: exactly the lower bound of 10 workers, no room spare
+    solids = [0.55] * 10
+    liquids = [Liquid("0231", 2.2), Liquid("0232", 1.8)]
+    # WHEN poured with and without headroom
+    loose, tight = pour(solids, liquids, 1.0), pour(solids, liquids, 1.0, headroom=False)
+    # THEN both use 10 workers (headroom is only what the workers needed anyway leave free)
+    assert loose.bins == tight.bins == 10
+    assert _bin_loads(solids, loose).max() <= 1.0 + 1e-9
