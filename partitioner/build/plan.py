@@ -166,9 +166,9 @@ class RepairPlan:
 
     def _cover(self, mine: list[int], excess: float) -> tuple[list[int], float]:
         """Items of one worker to move whole, and the load to give up from the ends of its entity-hash shares, that
-        together shed ``excess``: shares of :data:`SLIVER` of the cap or more give up what they can (exactly the
-        load asked); the cheapest other items found (regions, and slivers, which are never cut again) cover the
-        rest."""
+        together shed ``excess``: shares of :data:`CUT_MIN` of the cap or more give up what they can (exactly the
+        load asked); the cheapest other items found (regions, and smaller shares, which are never cut again) cover
+        the rest."""
         cut = self._cuttable(mine)
         need = excess - sum(self.load(i) for i in cut)
         if need <= self.cap * 1e-12:
