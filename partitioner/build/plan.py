@@ -154,7 +154,7 @@ class RepairPlan:
             if best is None:
                 for i in moves:
                     self.move(i, "")
-                self._trim_shares(mine, trim)
+                self._give_from_shares(mine, trim)
                 continue
             largest, shaved = best
             it = self.items[largest]
@@ -176,10 +176,12 @@ class RepairPlan:
         whole = sorted((i for i in mine if i not in cut), key=self.load)
         options = [self._moves_covering(whole, need)]
         ascending: list[int] = []
+        total = 0.0
         for i in whole:
-            if sum(self.load(k) for k in ascending) >= need:
+            if total >= need:
                 break
             ascending.append(i)
+            total += self.load(i)
         options.append(ascending)
         moves = min(options, key=lambda o: sum(self.load(i) for i in o))
         return moves, max(0.0, excess - sum(self.load(i) for i in moves))
@@ -188,7 +190,7 @@ class RepairPlan:
         """The entity-hash shares of ``mine`` that may give up part of their range (not slivers)."""
         return [i for i in mine if self.items[i].region.hash_range is not None and self.load(i) >= CUT_MIN * self.cap]
 
-    def _trim_shares(self, mine: list[int], amount: float) -> None:
+    def _give_from_shares(self, mine: list[int], amount: float) -> None:
         """Give up ``amount`` from the ends of the entity-hash shares of ``mine``, largest share first (a share
         smaller than what is left goes whole); each end given up becomes an unplaced share next to the rest."""
         for i in sorted(self._cuttable(mine), key=lambda i: -self.load(i)):

@@ -106,17 +106,21 @@ def pour(solids: Sequence[float], liquids: Sequence[Liquid], cap: float, target:
     scattered in slivers; if that needs more workers than ``target`` (any number when
     ``target`` is None) and every room helps, every room is used.
 
-    With ``headroom`` and a ``target`` the pouring leaves workers unused, the liquid is
-    poured as if each cell were larger by the first of :data:`HEADROOM` that still needs
-    at most ``target`` workers (the shares keep their real loads): a share then leaves that
-    much of its own load free on its worker, so its cell can grow that much before a sticky
-    rebuild must move any of it. All shares of one cell follow that cell's load together,
-    so a worker filled by shares swings with it; workers of many regions average out.
+    With ``headroom``, the liquid is then poured again as if each cell were larger by the
+    first of :data:`HEADROOM` that still needs no more workers than the pouring without
+    (the shares keep their real loads): a share then leaves that much of its own load free
+    on its worker, so its cell can grow that much before a sticky rebuild must move any of
+    it. Headroom never costs a worker. All shares of one cell follow that cell's load
+    together, so a worker filled by shares swings with it; workers of many regions average out.
     """
     plain = _pour_tight(solids, liquids, cap, target)
     if not (headroom and liquids):
         return plain
+    room = plain.bins * cap - sum(solids)
+    liquid = sum(q.load for q in liquids)
     for h in HEADROOM:
+        if liquid * (1 + h) > room:  # cannot fit in plain.bins workers however it is poured
+            continue
         loose = _pour_tight(solids, [q._replace(load=q.load * (1 + h)) for q in liquids], cap, plain.bins)
         if loose.bins <= plain.bins:
             return loose._replace(shares=[s._replace(load=(s.hi - s.lo) * liquids[s.liquid].load / HASH_BUCKETS)
@@ -124,8 +128,8 @@ def pour(solids: Sequence[float], liquids: Sequence[Liquid], cap: float, target:
     return plain
 
 
-#: Headroom tried for the entity-hash shares of a fresh build, largest first, when the workers allowed
-#: (``target``) are not all needed: a share is poured as if its cell's load were this much larger.
+#: Headroom tried for the entity-hash shares of a fresh build, largest first, within the workers the pouring
+#: needs anyway: a share is poured as if its cell's load were this much larger.
 HEADROOM = (0.10, 0.07, 0.05, 0.03, 0.02, 0.01)
 
 

@@ -15,10 +15,6 @@ HALF = HASH_BUCKETS // 2
 GRID = counts_from_pairs([("0231", 1.0)]).grid()  # only a shave looks at the grid; these regions list no cells
 
 
-def _loads(plan: RepairPlan) -> dict[str, float]:
-    return plan.worker_loads()
-
-
 def _shares(plan: RepairPlan, quadkey: str) -> list[tuple[tuple[int, int] | None, str, str]]:
     return sorted((it.region.hash_range, it.pid, it.worker) for it in plan.items if it.region.quadkeys == (quadkey,))
 
@@ -38,7 +34,7 @@ def test_a_worker_over_the_cap_gives_up_exactly_its_overflow_to_the_next_share_o
     k = math.ceil(10.0 / (120.0 / HASH_BUCKETS))
     assert _shares(plan, "0231") == [((0, HALF - k), "p1", "w1"), ((HALF - k, HASH_BUCKETS), "p2", "w2")]
     assert next(it for it in plan.items if it.pid == "p3").worker == "w1"
-    loads = _loads(plan)
+    loads = plan.worker_loads()
     assert loads["w1"] == pytest.approx(100.0, abs=0.01) and loads["w1"] <= 100.0
     assert loads["w2"] == pytest.approx(70.0, abs=0.01)
 
@@ -60,7 +56,7 @@ def test_an_end_no_neighbour_has_room_for_becomes_a_share_of_its_own_on_the_full
     assert len(shares) == 3
     (lo, hi), pid, worker = shares[1]
     assert (pid, worker, hi) == ("", "w3", HALF) and shares[0][0] == (0, lo)
-    assert max(_loads(plan).values()) <= 100.0
+    assert max(plan.worker_loads().values()) <= 100.0
 
 
 def test_a_worker_moves_a_small_region_and_trims_its_share_rather_than_move_its_big_cell() -> None:
@@ -93,7 +89,7 @@ def test_slivers_join_their_neighbouring_share_where_load_has_fallen_but_not_ont
         # THEN the sliver joins p1 (one share of the whole range on w1) only where w1 stays within SLIVER_FILL
         if joins:
             assert _shares(plan, "0231") == [((0, HASH_BUCKETS), "p1", "w1")]
-            assert _loads(plan)["w1"] == pytest.approx(neighbour_load + 2.5)
+            assert plan.worker_loads()["w1"] == pytest.approx(neighbour_load + 2.5)
             assert "joined" in notes[0]
         else:
             assert len(_shares(plan, "0231")) == 2 and notes == []
