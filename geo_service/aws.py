@@ -17,7 +17,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from geo_service.errors import GeoServiceError
-from partitioner.contracts import ControlKey, spec_key
+from partitioner.contracts import StreamManifest, spec_key, stream_manifest_key
 from partitioner.errors import SpecError
 from partitioner.spec import Spec, spec_from_json
 
@@ -61,16 +61,19 @@ def load_spec_from_s3(s3: Any, bucket: str, version: int) -> Spec:
     return spec
 
 
-def read_active_version(dynamodb: Any, table: str) -> int | None:
-    """Return the control table's ``pk="active"`` version, or None when there is none yet."""
-    item = dynamodb.get_item(TableName=table, Key={"pk": {"S": ControlKey.ACTIVE}}, ConsistentRead=True).get("Item")
-    if not item or "version" not in item:
-        return None
-    raw = item["version"].get("N", item["version"].get("S"))
+def load_stream_manifest(s3: Any, bucket: str, version: int) -> StreamManifest | None:
+    """Read the shard map of version ``version``'s geo stream; None while the deployer has not published it."""
+    key = stream_manifest_key(version)
     try:
-        return int(raw)
-    except (TypeError, ValueError) as exc:
-        raise AwsError(f"control table {table!r} item pk='active' has a bad version {item['version']!r}") from exc
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+            return None
+        raise AwsError(f"cannot read stream manifest s3://{bucket}/{key}: {exc.response['Error'].get('Code')!r}") from exc
+    try:
+        return StreamManifest.from_json(body, f"s3://{bucket}/{key}")
+    except ValueError as exc:
+        raise AwsError(str(exc)) from None
 
 
 def put_json(s3: Any, bucket: str, key: str, value: Mapping[str, Any]) -> None:
@@ -85,3 +88,9 @@ def put_jsonl(s3: Any, bucket: str, key: str, rows: Iterable[Mapping[str, Any]])
     s3.put_object(Bucket=bucket, Key=key, Body=("\n".join(lines) + "\n").encode("utf-8"),
                   ContentType="application/x-ndjson")
     return len(lines)
+
+
+def put_lines(s3: Any, bucket: str, key: str, lines: list[str]) -> None:
+    """Write already-serialised JSON lines to S3 as one object."""
+    s3.put_object(Bucket=bucket, Key=key, Body=("\n".join(lines) + "\n").encode("utf-8"),
+                  ContentType="application/x-ndjson")

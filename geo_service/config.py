@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from geo_service.buffer import FLUSH_BYTES, FLUSH_S
+from geo_service.consumer import MIN_INTERVAL_S
 from geo_service.errors import GeoServiceError
 from partitioner.contracts import SwapMode
 
@@ -43,6 +45,9 @@ SWAP_MODE = "SWAP_MODE"
 DRAIN_TIMEOUT_S = "DRAIN_TIMEOUT_S"
 ECS_AGENT_URI = "ECS_AGENT_URI"
 HANDOVER_MARGIN_S = "HANDOVER_MARGIN_S"
+OUTPUT_FLUSH_S = "OUTPUT_FLUSH_S"
+OUTPUT_FLUSH_BYTES = "OUTPUT_FLUSH_BYTES"
+GET_RECORDS_INTERVAL_S = "GET_RECORDS_INTERVAL_S"
 
 DEFAULT_TRANSFORM = "geo_service.transform:ReverseGeocoder"
 _WORKER_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")  # a spec worker id; "#" would break the lease key
@@ -104,6 +109,15 @@ class WorkerConfig:
     agent_uri : str or None
         ``ECS_AGENT_URI`` (set by the ECS agent in a task): the worker keeps its task's scale-in protection on
         while it holds a lease. Unset outside ECS.
+    output_flush_s : float
+        A slot's output buffer is written once its oldest row is this old (``OUTPUT_FLUSH_S``, default 10: one
+        S3 object per 10 s per slot; :mod:`geo_service.process`). During a swap's handover an old slot flushes
+        every ``poll_interval_s`` (its caught-up time moves with a flush).
+    output_flush_bytes : int
+        ... or once it holds this many bytes (``OUTPUT_FLUSH_BYTES``, default 8 MiB).
+    get_records_interval_s : float
+        Least time between two GetRecords calls on one shard (``GET_RECORDS_INTERVAL_S``, default 0.5: 2 of the
+        5 calls/s a shard allows; :mod:`geo_service.consumer`).
     """
 
     spec_version: int | None
@@ -130,6 +144,9 @@ class WorkerConfig:
     barrier_timeout_s: float = 900.0
     agent_uri: str | None = None
     handover_margin_s: float = 1.0
+    output_flush_s: float = FLUSH_S
+    output_flush_bytes: int = FLUSH_BYTES
+    get_records_interval_s: float = MIN_INTERVAL_S
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "swap_mode", parse_swap_mode(str(self.swap_mode)))
@@ -150,9 +167,13 @@ class WorkerConfig:
                               ("cost_report_interval_s", self.cost_report_interval_s),
                               ("poll_interval_s", self.poll_interval_s), ("active_poll_s", self.active_poll_s),
                               ("barrier_timeout_s", self.barrier_timeout_s),
-                              ("handover_margin_s", self.handover_margin_s)):
+                              ("handover_margin_s", self.handover_margin_s), ("output_flush_s", self.output_flush_s)):
             if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
                 raise ConfigError(f"WorkerConfig.{name} must be a positive number of seconds, got {seconds!r}")
+        if not (isinstance(self.get_records_interval_s, (int, float)) and 0 <= self.get_records_interval_s <= 60):
+            raise ConfigError(f"{GET_RECORDS_INTERVAL_S} must be in [0, 60] seconds, got {self.get_records_interval_s!r}")
+        if isinstance(self.output_flush_bytes, bool) or not 1 <= self.output_flush_bytes <= 1 << 30:
+            raise ConfigError(f"{OUTPUT_FLUSH_BYTES} must be in [1, 2**30], got {self.output_flush_bytes!r}")
         if not 0 <= self.health_port <= 65535:
             raise ConfigError(f"{HEALTH_PORT} must be in [0, 65535], got {self.health_port!r}")
         if not 0 <= self.grid_zoom <= 24:
@@ -205,6 +226,9 @@ class WorkerConfig:
             barrier_timeout_s=_get(env, DRAIN_TIMEOUT_S, float, 900.0),
             agent_uri=env.get(ECS_AGENT_URI) or None,
             handover_margin_s=_get(env, HANDOVER_MARGIN_S, float, 1.0),
+            output_flush_s=_get(env, OUTPUT_FLUSH_S, float, FLUSH_S),
+            output_flush_bytes=_get(env, OUTPUT_FLUSH_BYTES, int, FLUSH_BYTES),
+            get_records_interval_s=_get(env, GET_RECORDS_INTERVAL_S, float, MIN_INTERVAL_S),
         )
 
 

@@ -2,45 +2,45 @@
 
 Worker ``i`` of a spec reads the shard whose hash-key range contains ``workers[i].hash_key``
 (``docs/CONTRACTS.md``); a worker owning ``k > 1`` shards reads one shard per key of its
-``shard_keys`` (:func:`worker_shards`, one :class:`ShardConsumer` each). Geo streams are created
-with ``spec.shard_count`` shards and never
-resharded (seed 002), but if a shard was split or merged the consumer reads every
-shard whose range holds the key, parents before children (``ParentShardId``), moving on
-when a closed shard is exhausted. Positions come from the lease checkpoint map
-(``AFTER_SEQUENCE_NUMBER``), else ``TRIM_HORIZON``.
+``shard_keys`` (:func:`worker_shards`, one :class:`ShardConsumer` each). The shards come from the stream's
+manifest (:class:`~partitioner.contracts.StreamManifest`, written by the deploy controller once the stream is
+ACTIVE), not from Kinesis: ``DescribeStreamSummary`` allows 20 calls/s per account, so a thousand workers
+looking their shards up at once would be throttled. Geo streams are created with ``spec.shard_count`` shards
+and never resharded (seed 002), but if a shard was split or merged the consumer reads every shard whose range
+holds the key, parents before children (``ParentShardId``), moving on when a closed shard is exhausted.
+Positions come from the lease checkpoint map (``AFTER_SEQUENCE_NUMBER``), else ``TRIM_HORIZON``.
+
+``GetRecords`` allows five calls per second per shard
+(https://docs.aws.amazon.com/kinesis/latest/APIReference/API_GetRecords.html); a consumer makes at most one
+call per ``min_interval_s`` (default :data:`MIN_INTERVAL_S`: two calls a second, 40 % of the quota) and
+answers a poll that comes sooner with an empty batch (``spaced=True``) that changes nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from geo_service.aws import load_stream_manifest
 from geo_service.errors import GeoServiceError
+from geo_service.timebase import Flag
+from partitioner.contracts import ShardRange, StreamManifest
+from partitioner.spec import Spec
 
 DEFAULT_LIMIT = 1000
+#: Least time between two GetRecords calls on one shard (5 calls/s per shard is the quota).
+MIN_INTERVAL_S = 0.5
 
-
-class StreamNotReady(GeoServiceError, RuntimeError):
-    """The geo stream does not exist yet or is not ACTIVE (the deployer creates it); retry later."""
+#: One shard of a geo stream (the manifest's record).
+ShardInfo = ShardRange
 
 
 class ShardNotFound(GeoServiceError, RuntimeError):
     """No shard of the stream contains the worker's hash key (names the stream and key)."""
-
-
-@dataclass(frozen=True)
-class ShardInfo:
-    """One shard whose hash-key range contains the worker's key."""
-
-    shard_id: str
-    starting_hash_key: int
-    ending_hash_key: int
-    starting_sequence: int
-    closed: bool
-    parents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class KinesisRecord:
 
 @dataclass(frozen=True)
 class Batch:
-    """The result of one GetRecords call."""
+    """The result of one GetRecords call (or of a poll the call spacing answered without a call)."""
 
     shard_id: str
     records: tuple[KinesisRecord, ...]
@@ -74,6 +74,8 @@ class Batch:
     #: (None: it stays), which stops before the first record the gate still holds.
     gated: bool = False
     checkpoint_sequence: str | None = None
+    #: No call was made: the last one on this shard was less than ``min_interval_s`` ago.
+    spaced: bool = False
 
     @property
     def last_sequence(self) -> str | None:
@@ -85,47 +87,22 @@ class Batch:
         return self.checkpoint_sequence if self.gated else self.last_sequence
 
 
-def shards_for_hash_key(kinesis: Any, stream_name: str, hash_key: str) -> list[ShardInfo]:
-    """Return the shards of ``stream_name`` whose hash-key range contains ``hash_key``, parents first.
+def shards_for_hash_key(manifest: StreamManifest, hash_key: str) -> list[ShardInfo]:
+    """Return the shards of the manifest's stream whose hash-key range contains ``hash_key``, parents first.
 
     Raises
     ------
-    StreamNotReady
-        If the stream does not exist or is not ACTIVE yet.
     ShardNotFound
-        If the stream is active but no shard holds the key.
+        If no shard holds the key.
     """
     key = int(hash_key)
-    try:
-        status = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]["StreamStatus"]
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
-            raise StreamNotReady(f"geo stream {stream_name!r} does not exist yet") from exc
-        raise
-    if status not in ("ACTIVE", "UPDATING"):
-        raise StreamNotReady(f"geo stream {stream_name!r} is {status!r}, not ACTIVE")
-    shards: list[ShardInfo] = []
-    kwargs: dict[str, Any] = {"StreamName": stream_name}
-    while True:
-        resp = kinesis.list_shards(**kwargs)
-        for s in resp.get("Shards", []):
-            lo, hi = int(s["HashKeyRange"]["StartingHashKey"]), int(s["HashKeyRange"]["EndingHashKey"])
-            if lo <= key <= hi:
-                seq = s["SequenceNumberRange"]
-                parents = tuple(s[k] for k in ("ParentShardId", "AdjacentParentShardId") if s.get(k))
-                shards.append(ShardInfo(shard_id=s["ShardId"], starting_hash_key=lo, ending_hash_key=hi,
-                                        starting_sequence=int(seq["StartingSequenceNumber"]),
-                                        closed="EndingSequenceNumber" in seq, parents=parents))
-        token = resp.get("NextToken")
-        if not token:
-            break
-        kwargs = {"NextToken": token}
-    if not shards:
-        raise ShardNotFound(f"no shard of geo stream {stream_name!r} contains hash key {hash_key!r}")
-    return lineage_order(shards)
+    found = [s for s in manifest.shards if s.holds(key)]
+    if not found:
+        raise ShardNotFound(f"no shard of geo stream {manifest.stream_name!r} contains hash key {hash_key!r}")
+    return lineage_order(found)
 
 
-def worker_shards(kinesis: Any, stream_name: str, hash_keys: Sequence[str]) -> list[list[ShardInfo]]:
+def worker_shards(manifest: StreamManifest, hash_keys: Sequence[str]) -> list[list[ShardInfo]]:
     """Return one shard lineage per shard a worker owns: :func:`shards_for_hash_key` of each of its keys.
 
     Keys whose lineages share a shard (a stream made with fewer shards, or merged) are read as one lineage,
@@ -133,13 +110,37 @@ def worker_shards(kinesis: Any, stream_name: str, hash_keys: Sequence[str]) -> l
     """
     groups: list[list[ShardInfo]] = []
     for key in hash_keys:
-        found = shards_for_hash_key(kinesis, stream_name, key)
+        found = shards_for_hash_key(manifest, key)
         ids = {s.shard_id for s in found}
         overlapping = [g for g in groups if ids & {s.shard_id for s in g}]
         merged = {s.shard_id: s for g in overlapping for s in g} | {s.shard_id: s for s in found}
         groups = [g for g in groups if g not in overlapping]
         groups.append(lineage_order(list(merged.values())))
     return groups
+
+
+def shard_lineages(s3: Any, bucket: str, spec: Spec, worker_id: str, *, stop: Flag, retry_s: float,
+                   dropped: Callable[[], bool] = lambda: False, on_wait: Callable[[str], object] = lambda why: None,
+                   check: Callable[[], object] = lambda: None) -> list[list[ShardInfo]] | None:
+    """The shard lineages of slot ``worker_id`` of ``spec``, from its stream's manifest once it is published.
+
+    Polls the manifest (one S3 GET) every ``retry_s``, doubling up to eight times that while it is missing;
+    returns None when ``stop`` is set or ``dropped()`` says the version will never go live. ``check()`` runs
+    before each try (the worker checks its lease there) and ``on_wait(reason)`` after each miss.
+    """
+    wait = retry_s
+    while not stop.is_set():
+        check()
+        manifest = load_stream_manifest(s3, bucket, spec.version)
+        if manifest is not None:
+            return worker_shards(manifest, spec.worker(worker_id).shard_keys)
+        if dropped():
+            return None
+        on_wait(f"the manifest of v{spec.version}'s geo stream is not published yet")
+        if stop.wait(wait):
+            return None
+        wait = min(wait * 2, retry_s * 8)
+    return None
 
 
 def lineage_order(shards: list[ShardInfo]) -> list[ShardInfo]:
@@ -167,16 +168,30 @@ class ShardConsumer:
         Shard id -> last processed sequence number (the lease's ``checkpoint``).
     limit : int
         Max records per GetRecords call.
+    min_interval_s : float
+        Least time between two GetRecords calls (:data:`MIN_INTERVAL_S`); 0 turns the spacing off.
+    clock : callable
+        Monotonic seconds (the worker's timebase).
+
+    Notes
+    -----
+    A poll within ``min_interval_s`` of the last call returns an empty batch with ``spaced=True`` and
+    ``millis_behind_latest=1``: nothing is known about records that arrived since, so it neither counts as
+    caught up nor as drained.
     """
 
     def __init__(self, kinesis: Any, stream_name: str, shards: list[ShardInfo], checkpoint: Mapping[str, str],
-                 limit: int = DEFAULT_LIMIT) -> None:
+                 limit: int = DEFAULT_LIMIT, *, min_interval_s: float = MIN_INTERVAL_S,
+                 clock: Callable[[], float] | None = None) -> None:
         if not shards:
             raise ShardNotFound(f"ShardConsumer for {stream_name!r} needs at least one shard")
         self._kinesis = kinesis
         self.stream_name = stream_name
         self.shards = tuple(shards)
         self.limit = limit
+        self.min_interval_s = min_interval_s
+        self._clock = clock or time.monotonic
+        self._called_at = -float("inf")
         self._positions: dict[str, str] = dict(checkpoint)
         self._current = 0
         self._iterator: str | None = None
@@ -189,11 +204,19 @@ class ShardConsumer:
     def at_end(self) -> bool:
         return self._current >= len(self.shards)
 
+    def ready_in(self) -> float:
+        """Seconds until the call spacing allows the next GetRecords call (0: now)."""
+        return max(0.0, self._called_at + self.min_interval_s - self._clock())
+
     def poll(self) -> Batch:
         """Make one GetRecords call on the current shard and return what it read."""
         if self.at_end:
             return Batch(shard_id=self.shard_id, records=(), millis_behind_latest=0, at_end=True)
         shard_id = self.shard_id
+        now = self._clock()
+        if now - self._called_at < self.min_interval_s:
+            return Batch(shard_id=shard_id, records=(), millis_behind_latest=1, at_end=False, spaced=True)
+        self._called_at = now
         if self._iterator is None:
             self._iterator = self._new_iterator(shard_id)
         try:

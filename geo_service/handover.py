@@ -63,6 +63,21 @@ class CaughtUp:
 
 
 @dataclass(frozen=True)
+class GateReading:
+    """What the gate reads of the old version: the smallest caught-up time (:data:`OPEN` once every slot is
+    drained) and the drained slots (:class:`geo_service.handover_summary.HandoverSummary` supplies it)."""
+
+    low: float
+    drained: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, caught_up: Mapping[str, float]) -> GateReading:
+        """From each old slot's caught-up time (:data:`OPEN` when drained); no slots reads as :data:`OPEN`."""
+        return cls(low=min(caught_up.values(), default=OPEN),
+                   drained=frozenset(w for w, v in caught_up.items() if v == OPEN))
+
+
+@dataclass(frozen=True)
 class GateState:
     """What the gate let through so far: the arrival limit now, and whether it is open for good."""
 
@@ -78,8 +93,7 @@ class HandoverGate:
     Parameters
     ----------
     sources : callable
-        Returns each slot of the previous version's caught-up time (:data:`OPEN` once drained); one read of
-        the leases table per call.
+        Returns a :class:`GateReading` of the previous version (one read of its handover summary per call).
     margin_s : float
         Subtracted from the smallest caught-up time (``HANDOVER_MARGIN_S``).
     refresh_s : float
@@ -91,11 +105,12 @@ class HandoverGate:
 
     Notes
     -----
-    A source missing from the mapping counts as caught up to 0 (it has not published yet), so nothing passes
-    until it does. Once every source is :data:`OPEN` the gate stays open without reading anything more.
+    Nothing passes until the reading's ``low`` is above a record's arrival plus the margin (a slot that has not
+    published counts as caught up to 0). Once the reading is :data:`OPEN` the gate stays open without reading
+    anything more.
     """
 
-    def __init__(self, sources: Callable[[], Mapping[str, float]], *, margin_s: float, refresh_s: float,
+    def __init__(self, sources: Callable[[], GateReading], *, margin_s: float, refresh_s: float,
                  timeout_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self._sources = sources
         self.margin_s = margin_s
@@ -109,7 +124,7 @@ class HandoverGate:
     @classmethod
     def opened(cls) -> HandoverGate:
         """A gate that holds nothing (no swap into this version, or a first deploy)."""
-        gate = cls(dict, margin_s=0.0, refresh_s=1.0, timeout_s=1.0)
+        gate = cls(lambda: GateReading(OPEN), margin_s=0.0, refresh_s=1.0, timeout_s=1.0)
         gate._state = GateState(limit=OPEN, open=True)
         return gate
 
@@ -137,11 +152,9 @@ class HandoverGate:
         wanted = refresh or (need is not None and need > self._state.limit)
         if wanted and now - self._read_at >= self.refresh_s:
             self._read_at = now
-            values = self._sources()
-            low = min(values.values(), default=OPEN)
-            drained = frozenset(w for w, v in values.items() if v == OPEN)
-            self._state = GateState(limit=OPEN, open=True, drained=drained) if low == OPEN else \
-                GateState(limit=low - self.margin_s, open=False, drained=drained)
+            reading = self._sources()
+            self._state = GateState(limit=OPEN, open=True, drained=reading.drained) if reading.low == OPEN else \
+                GateState(limit=reading.low - self.margin_s, open=False, drained=reading.drained)
         return self._state
 
 
@@ -178,16 +191,18 @@ class GatedReader:
     """
 
     def __init__(self, consumer: ShardConsumer, gate: HandoverGate,
-                 classify: Callable[[tuple[KinesisRecord, ...]], list[Place]] | None = None, own: str = "") -> None:
+                 classify: Callable[[tuple[KinesisRecord, ...]], list[Place]] | None = None, own: str = "",
+                 wall: Callable[[], float] = time.time) -> None:
         self.consumer = consumer
         self.gate = gate
         self.own = own
         self._classify = classify
+        self._wall = wall
         self._held: tuple[KinesisRecord, ...] = ()
         self._places: list[Place] = []
         self._held_shard = ""
         self._behind = 0
-        self._pending_caught_up: float | None = None
+        self._pending: float | None = None  # the caught-up time reached once what was returned is written
         self.caught_up = CaughtUp()
         self.released = 0
         self.called_at = 0.0  # wall time of the last GetRecords call (what a caught-up time may claim)
@@ -197,13 +212,19 @@ class GatedReader:
         return len(self._held)
 
     def poll(self) -> Batch:
-        """The next batch to process; call :meth:`processed` once its output is written."""
+        """The next batch to process; call :meth:`processed` once its output (and all before it) is written.
+
+        A batch the consumer answered without a call (``spaced``) is returned as it is and changes nothing.
+        """
         if not self._held:
-            self.called_at = time.time()
+            called_at = self._wall()
             batch = self.consumer.poll()
+            if batch.spaced:
+                return batch
+            self.called_at = called_at
             if self.gate.is_open or not batch.records:
                 self.released += len(batch.records)
-                self._pending_caught_up = _caught_up_after(self.called_at, batch)
+                self._note(_caught_up_after(called_at, batch))
                 return batch
             self._held, self._held_shard, self._behind = batch.records, batch.shard_id, batch.millis_behind_latest
             self._places = self._places_of(batch.records)
@@ -215,18 +236,25 @@ class GatedReader:
         self._held, self._places = keep, places
         self.released += len(out)
         if self._held:
-            self._pending_caught_up = self._held[0].arrival_s - 0.001
+            self._note(self._held[0].arrival_s - 0.001)
             behind = max(self._behind, 1)
         else:
-            self._pending_caught_up = self.called_at if self._behind == 0 else (out[-1].arrival_s - 0.001 if out else None)
+            self._note(self.called_at if self._behind == 0 else (out[-1].arrival_s - 0.001 if out else None))
             behind = self._behind
         return Batch(shard_id=self._held_shard, records=out, millis_behind_latest=behind,
                      at_end=self.consumer.at_end and not self._held, gated=True, checkpoint_sequence=checkpoint)
 
+    def _note(self, at: float | None) -> None:
+        """A caught-up time this reader reaches once everything it returned so far is written."""
+        if at is not None:
+            self._pending = at if self._pending is None else max(self._pending, at)
+
     def _read_behind(self) -> None:
         """Read on while records are held: a kept cell's records behind a moved cell's must not wait for its drain."""
-        called_at = time.time()
+        called_at = self._wall()
         batch = self.consumer.poll()
+        if batch.spaced:
+            return
         self.called_at, self._behind = called_at, batch.millis_behind_latest
         if batch.records:
             self._held += batch.records
@@ -236,10 +264,10 @@ class GatedReader:
         return self._classify(records) if self._classify else [Place("", self.own)] * len(records)
 
     def processed(self) -> None:
-        """The last batch's output is written: move the caught-up time."""
-        if self._pending_caught_up is not None:
-            self.caught_up.advance(self._pending_caught_up)
-            self._pending_caught_up = None
+        """Everything returned so far is written: move the caught-up time."""
+        if self._pending is not None:
+            self.caught_up.advance(self._pending)
+            self._pending = None
 
     def _split(self, state: GateState) -> tuple[tuple[KinesisRecord, ...], tuple[KinesisRecord, ...], list[Place],
                                                str | None]:
@@ -273,11 +301,13 @@ class SlotReader:
     """A slot's gated readers, one per shard it owns (one for a one-shard worker), polled in turn.
 
     :meth:`poll` returns the first batch with records, starting after the reader that gave the last one; an
-    empty batch of another reader (nothing to write) moves that reader's caught-up time at once. Call
-    :meth:`processed` once the returned batch's output is written. When every reader came back empty the batch
-    says ``at_end`` only if all are at their end and ``millis_behind_latest`` is the largest of the round, so a
-    slot is drained only when all its shards are. The slot's caught-up time is the smallest of its readers'.
-    With one reader, :meth:`poll` returns exactly that reader's batch.
+    empty batch of another reader whose output is all written moves that reader's caught-up time at once. The
+    caller then says what became of the returned batch: :meth:`buffered` (its records went to the slot's output
+    buffer), or :meth:`processed` (nothing to write); once the buffer is written, :meth:`flushed` moves every
+    reader's caught-up time. When every reader came back empty the batch says ``at_end`` only if all are at
+    their end and ``millis_behind_latest`` is the largest of the round, so a slot is drained only when all its
+    shards are. The slot's caught-up time is the smallest of its readers'. With one reader, :meth:`poll` returns
+    exactly that reader's batch.
     """
 
     def __init__(self, readers: list[GatedReader]) -> None:
@@ -287,6 +317,7 @@ class SlotReader:
         self.gate = readers[0].gate
         self.last = 0
         self._next = 0
+        self._unflushed: set[int] = set()  # readers whose returned records are buffered, not yet written
 
     @property
     def holding(self) -> int:
@@ -308,7 +339,7 @@ class SlotReader:
 
     def poll(self) -> Batch:
         n = len(self.readers)
-        behind, at_end, batch = 0, True, None
+        behind, at_end, batch, spaced = 0, True, None, True
         for _ in range(n):
             i, self._next = self._next, (self._next + 1) % n
             batch = self.readers[i].poll()
@@ -317,11 +348,28 @@ class SlotReader:
                 return batch
             if batch.records:  # the slot is at its end only when every shard is
                 return dataclasses.replace(batch, at_end=batch.at_end and all(r.consumer.at_end for r in self.readers))
-            self.readers[i].processed()  # nothing to write: its caught-up time moves now
-            behind, at_end = max(behind, batch.millis_behind_latest), at_end and batch.at_end
+            if i not in self._unflushed:
+                self.readers[i].processed()  # nothing of it waits to be written: its caught-up time moves now
+            behind, at_end, spaced = max(behind, batch.millis_behind_latest), at_end and batch.at_end, \
+                spaced and batch.spaced
         assert batch is not None
-        return Batch(shard_id=batch.shard_id, records=(), millis_behind_latest=behind, at_end=at_end)
+        return Batch(shard_id=batch.shard_id, records=(), millis_behind_latest=behind, at_end=at_end, spaced=spaced)
+
+    def ready_in(self) -> float:
+        """Seconds until one of its shards may be read again (the call spacing: :meth:`ShardConsumer.ready_in`)."""
+        return min(r.consumer.ready_in() for r in self.readers)
+
+    def buffered(self) -> None:
+        """The last returned batch went to the output buffer: its reader's caught-up time waits for the flush."""
+        self._unflushed.add(self.last)
 
     def processed(self) -> None:
-        """The last returned batch's output is written."""
-        self.readers[self.last].processed()
+        """The last returned batch left nothing to write."""
+        if self.last not in self._unflushed:
+            self.readers[self.last].processed()
+
+    def flushed(self) -> None:
+        """The slot's output buffer was written: every reader's caught-up time moves."""
+        for reader in self.readers:
+            reader.processed()
+        self._unflushed.clear()

@@ -14,26 +14,27 @@ from collections.abc import Callable
 
 from geo_service.lease import LeaseLost, LeaseManager
 from geo_service.logs import get_logger, log
+from geo_service.timebase import SYSTEM, Task, Timebase
 
 
 class Heartbeats:
     """Heartbeats the registered leases in a daemon thread; see the module docstring."""
 
     def __init__(self, period_s: float, on_beat: Callable[[bool], object] = lambda held: None,
-                 paused: Callable[[], bool] = lambda: False) -> None:
+                 paused: Callable[[], bool] = lambda: False, timebase: Timebase = SYSTEM) -> None:
         self.period_s = period_s
+        self.timebase = timebase
         self.on_beat = on_beat
         self.paused = paused  # True: skip beats (a worker abandoning its leases, as if it died)
         self._lock = threading.Lock()
         self._held: list[LeaseManager] = []
         self._lost: set[int] = set()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._stop = timebase.event()
+        self._thread: Task | None = None
         self.log = get_logger()
 
     def start(self) -> Heartbeats:
-        self._thread = threading.Thread(target=self._run, name="geo-heartbeat", daemon=True)
-        self._thread.start()
+        self._thread = self.timebase.spawn(self._run, "geo-heartbeat")
         return self
 
     def stop(self) -> None:

@@ -221,12 +221,19 @@ class LeaseManager:
 
     def checkpoint(self, shard_id: str, sequence_number: str) -> None:
         """Record the last processed sequence number of ``shard_id`` (output already written)."""
-        self._owned_update("SET checkpoint.#s = :seq", {":seq": {"S": sequence_number}}, names={"#s": shard_id})
+        self.checkpoint_many({shard_id: sequence_number})
+
+    def checkpoint_many(self, positions: Mapping[str, str]) -> None:
+        """Record the last processed sequence number of each shard in ``positions`` in one write."""
+        if not positions:
+            return
+        items = sorted(positions.items())
+        self._owned_update("SET " + ", ".join(f"checkpoint.#s{i} = :seq{i}" for i in range(len(items))),
+                           {f":seq{i}": {"S": seq} for i, (_shard, seq) in enumerate(items)},
+                           names={f"#s{i}": shard for i, (shard, _seq) in enumerate(items)})
         with self._lock:
             if self._lease is not None:
-                cp = dict(self._lease.checkpoint)
-                cp[shard_id] = sequence_number
-                self._lease = _replace(self._lease, checkpoint=cp)
+                self._lease = _replace(self._lease, checkpoint={**self._lease.checkpoint, **positions})
 
     def mark_drained(self) -> None:
         """Set ``drained=true``: the worker read its retired stream to the end."""

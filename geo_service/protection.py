@@ -37,10 +37,14 @@ class ScaleInProtection:
         Protection period per call (ECS clears it afterwards, so a hung worker does not pin its task forever).
     renew_s : float
         While protected, the call is repeated this often (well inside ``expires_minutes``).
+    send : callable, optional
+        ``send(body) -> reply``: the request to the agent (default an HTTP ``PUT`` of ``body`` as JSON to
+        ``agent_uri``; the scale simulation counts the calls instead).
     """
 
     def __init__(self, agent_uri: str | None, expires_minutes: int = 60, renew_s: float = 900.0,
-                 clock: Callable[[], float] = time.monotonic, timeout_s: float = 3.0) -> None:
+                 clock: Callable[[], float] = time.monotonic, timeout_s: float = 3.0,
+                 send: Callable[[dict[str, object]], object] | None = None) -> None:
         if not 1 <= expires_minutes <= 2880:
             raise ValueError(f"expires_minutes must be in [1, 2880], got {expires_minutes!r}")
         self.agent_uri = agent_uri.rstrip("/") if agent_uri else None
@@ -48,6 +52,7 @@ class ScaleInProtection:
         self.renew_s = renew_s
         self.clock = clock
         self.timeout_s = timeout_s
+        self._send = send or self._put
         self.protected: bool | None = None  # last state the agent accepted
         self._sent_at = -float("inf")
         self.calls = 0
@@ -63,12 +68,9 @@ class ScaleInProtection:
         body: dict[str, object] = {"ProtectionEnabled": protect}
         if protect:
             body["ExpiresInMinutes"] = self.expires_minutes
-        req = urllib.request.Request(self.agent_uri + PROTECTION_PATH, data=json.dumps(body).encode(), method="PUT",
-                                     headers={"Content-Type": "application/json"})
         self.calls += 1
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                reply = json.loads(resp.read() or b"{}")
+            reply = self._send(body)
         except (urllib.error.URLError, OSError, ValueError) as exc:
             log(self.log, logging.WARNING, "scale_in_protection_failed", protect=protect, error=str(exc))
             return False
@@ -80,3 +82,10 @@ class ScaleInProtection:
         self._sent_at = self.clock()
         log(self.log, logging.INFO, "scale_in_protection", protect=protect, expires_minutes=self.expires_minutes)
         return True
+
+    def _put(self, body: dict[str, object]) -> object:
+        assert self.agent_uri is not None
+        req = urllib.request.Request(self.agent_uri + PROTECTION_PATH, data=json.dumps(body).encode(), method="PUT",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+            return json.loads(resp.read() or b"{}")

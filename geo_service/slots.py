@@ -2,35 +2,46 @@
 
 :class:`SlotFinder` looks for work in priority order and claims the first free lease:
 
-1. the **active** version's slots that are not drained (a slot whose holder died is taken over; a slot
+1. the slots of the version a **started plan** deploys (the fleet just started tasks for its new slots),
+   except a slot the plan keeps while its old lease ``v<from>#w`` is not drained (or not claimed yet): the
+   process holding that lease carries the slot over itself (and if that process died, rule 2 hands
+   ``v<from>#w`` to a new holder, which then carries it); once ``v<from>#w`` is drained, whoever is free may
+   take the new slot (its carrier died after the flip);
+2. the **active** version's slots that are not drained (a slot whose holder died is taken over; a slot
    the plan removes still has to be drained by someone), and, after the flip of a started plan, the old
    version's (the new version reads only once every old slot drained, so a dead drainer's slot is taken
    over and drained);
-2. the slots of the version a **started plan** deploys, except a slot the plan keeps while its old lease
-   ``v<from>#w`` is not drained: the process holding that lease carries the slot over itself (and if that
-   process died, rule 1 hands ``v<from>#w`` to a new holder, which then carries it); once ``v<from>#w`` is
-   drained, whoever is free may take the new slot (its carrier died after the flip);
 3. in ``whole`` mode only the slots of ``SPEC_VERSION``; in ``carry`` mode ``SPEC_VERSION`` (the version a
    process was started for) too, unless the plan rolled it back or a newer version superseded it.
 
 ``WORKER_ID`` restricts every rule to one slot id (in ``whole`` mode ``SPEC_VERSION`` must have it). The leases are claimed with conditional writes
 (:meth:`~geo_service.lease.LeaseManager.claim`), so the rules only decide who *tries*; two owners of a
 lease are impossible either way.
+
+**Cost of a search.** The version a started swap deploys comes first: a task the fleet started for one of its
+new slots finds it in the first page it reads. Within a version the slots are read in pages of 100 (``BatchGetItem``,
+eventually consistent: a stale page only costs a failed conditional claim or a later pass) in a random
+order, and the search stops at the first successful claim. So a new worker reads about one page, not every
+lease of every version: a thousand workers starting together read O(workers) items in all, not O(workers^2).
+A worker that found nothing waits longer before the next pass (:meth:`SlotFinder.next_pass_s`).
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from geo_service.aws import Clients, load_spec_from_s3
+from geo_service.buffer import OutputBuffer
 from geo_service.config import WorkerConfig
 from geo_service.consumer import KinesisRecord, ShardConsumer, ShardInfo
 from geo_service.control import ControlView
 from geo_service.cost import CostTracker
-from geo_service.handover import OPEN, Place, SlotReader
+from geo_service.handover import GateReading, Place, SlotReader
+from geo_service.handover_summary import Aggregator, SummaryStore
 from geo_service.lease import Clock, LeaseManager, read_leases
 from geo_service.transform import GeoTransform
 from partitioner.contracts import SwapMode
@@ -84,6 +95,13 @@ class Slot:
     #: True once its first record was processed (the lease's ``serving_at``).
     serving: bool = False
     timeout_logged: bool = False
+    #: True while a swap from this version waits on it: it publishes its caught-up time and flushes sooner.
+    publishing: bool = False
+    #: Processed output not yet written (:mod:`geo_service.process`).
+    output: OutputBuffer = field(default_factory=OutputBuffer)
+    #: Set on the new version's first slot during a swap: it writes the handover summary
+    #: (:mod:`geo_service.handover_summary`).
+    aggregator: Aggregator | None = None
 
     def __post_init__(self) -> None:
         self.index = SpecIndex(self.spec)
@@ -112,6 +130,10 @@ class Search:
     open_slots: int
 
 
+#: Leases read per BatchGetItem call (the API's limit is 100 keys).
+PAGE = 100
+
+
 class SlotFinder:
     """Claims the next slot by the rules of the module docstring."""
 
@@ -124,6 +146,8 @@ class SlotFinder:
         self.clock = clock
         self._manager = manager or (lambda v: LeaseManager(clients.dynamodb, config.leases_table, v, owner,
                                                            config.lease_s, clock=clock))
+        self._rng = random.Random(owner)
+        self._misses = 0
 
     def versions(self, ctl: ControlView) -> list[int]:
         """The versions whose slots this worker may claim, in priority order."""
@@ -131,13 +155,13 @@ class SlotFinder:
         if cfg.swap_mode is SwapMode.WHOLE:
             return [cfg.spec_version] if cfg.spec_version is not None else []
         out: list[int] = []
-        if ctl.active is not None:
-            out.append(ctl.active)
         plan = ctl.plan
+        if plan is not None and plan.started and plan.to_version > (ctl.active or 0):
+            out.append(plan.to_version)  # the slots the fleet just started tasks for
+        if ctl.active is not None and ctl.active not in out:
+            out.append(ctl.active)
         if plan is not None and plan.started and plan.from_version is not None and plan.from_version not in out:
             out.append(plan.from_version)  # flipped, still draining: a slot whose drainer died must still drain
-        if plan is not None and plan.started and plan.to_version > (ctl.active or 0):
-            out.append(plan.to_version)
         v = cfg.spec_version
         if v is not None and v not in out and not self._passed_over(v, ctl):
             out.append(v)
@@ -151,8 +175,14 @@ class SlotFinder:
         superseded = ctl.active is not None and version > ctl.active and plan.to_version > version
         return ctl.dropped(version) or superseded
 
+    def next_pass_s(self) -> float:
+        """How long to wait before the next search: a heartbeat period, doubling after each pass that claimed
+        nothing up to ``lease_s`` (an idle worker reads every lease at most once a lease; it still takes a dead
+        holder's slot over within two lease durations)."""
+        return float(min(self.config.heartbeat_s * (2 ** min(self._misses, 6)), self.config.lease_s))
+
     def search(self, ctl: ControlView) -> Search:
-        """One pass over the candidate slots; claims the first free one."""
+        """One pass over the candidate slots, a page of leases at a time; claims the first free one."""
         open_slots = 0
         now = self.clock()
         for version in self.versions(ctl):
@@ -165,52 +195,55 @@ class SlotFinder:
                 elif pin not in ids:
                     continue  # the pinned slot is not (or no longer) in this version
                 ids = [pin]
-            states = read_leases(self.clients.dynamodb, self.config.leases_table, version, ids)
-            waiting = self._carried_elsewhere(version, ids, ctl)
-            for wid in ids:
-                st = states.get(wid)
-                if st is not None and st.drained:
-                    continue
-                open_slots += 1
-                if (st is not None and st.held_by_other(self.owner, now)) or wid in waiting:
-                    continue
-                manager = self._manager(version)
-                if manager.claim(wid) is not None:
-                    return Search(manager, open_slots)
+            else:
+                self._rng.shuffle(ids)  # free slots are often contiguous (a grow appends them): spread the pages
+            for i in range(0, len(ids), PAGE):
+                page = ids[i:i + PAGE]
+                states = read_leases(self.clients.dynamodb, self.config.leases_table, version, page, consistent=False)
+                waiting = self._carried_elsewhere(version, page, ctl)
+                for wid in page:
+                    st = states.get(wid)
+                    if st is not None and st.drained:
+                        continue
+                    open_slots += 1
+                    if (st is not None and st.held_by_other(self.owner, now)) or wid in waiting:
+                        continue
+                    manager = self._manager(version)
+                    if manager.claim(wid) is not None:
+                        self._misses = 0
+                        return Search(manager, open_slots)
+        self._misses += 1
         return Search(None, open_slots)
 
-    def _carried_elsewhere(self, version: int, ids: list[str], ctl: ControlView) -> set[str]:
-        """Kept slots of ``version`` whose old lease is not drained yet: their carrier claims them (rule 2)."""
+    def _carried_elsewhere(self, version: int, page: Sequence[str], ctl: ControlView) -> set[str]:
+        """Kept slots of ``version`` whose old lease is not drained (or not even claimed) yet: their carrier claims
+        them (rule 1)."""
         plan = ctl.plan
-        if plan is None or not plan.started or plan.to_version != version or plan.from_version is None:
+        if (plan is None or not plan.started or plan.to_version != version or plan.from_version is None
+                or plan.mode != SwapMode.CARRY):
             return set()
-        kept = [w for w in ids if plan.keeps(plan.from_version, w)]
+        old_ids = {w.id for w in self.specs.get(plan.from_version).workers}
+        kept = [w for w in page if w in old_ids]
         if not kept:
             return set()
-        old = read_leases(self.clients.dynamodb, self.config.leases_table, plan.from_version, kept)
-        return {w for w in kept if w in old and not old[w].drained}
+        old = read_leases(self.clients.dynamodb, self.config.leases_table, plan.from_version, kept, consistent=False)
+        return {w for w in kept if not (w in old and old[w].drained)}
 
 
-def handover_sources(ctl: ControlView, version: int, specs: SpecCache, dynamodb: object,
-                     leases_table: str) -> Callable[[], dict[str, float]] | None:
-    """What a slot of ``version`` must wait for: each slot of the version the plan swaps from, or None.
+def handover_reading(store: SummaryStore, own_old: Callable[[], tuple[str | None, float]],
+                     aggregator: Aggregator | None = None) -> Callable[[], GateReading]:
+    """The gate's reading of the old version: the aggregator's own newest summary, else the stored one.
 
-    None when the plan is not a swap to ``version`` (a first deploy, or a later plan: the previous version
-    drained long ago, since a deployment starts only after the one before it finished). Otherwise a function
-    that reads those slots' leases and returns each one's caught-up time (:data:`~geo_service.handover.OPEN`
-    once drained; 0 before it published one), for :class:`~geo_service.handover.HandoverGate`.
+    ``own_old()`` is the old slot this process carries and its caught-up time now (``(None, 0)`` when it carries
+    none): :meth:`~geo_service.handover_summary.HandoverSummary.low_for` uses it in place of its published time.
     """
-    plan = ctl.plan
-    if plan is None or plan.to_version != version or plan.from_version is None:
-        return None
-    old = plan.from_version
-    ids = [w.id for w in specs.get(old).workers]
 
-    def read() -> dict[str, float]:
-        # Eventually consistent: a stale value only holds a record a little longer. Every new slot reads every
-        # old slot's lease while it holds records (N x N items per refresh, during the handover only).
-        states = read_leases(dynamodb, leases_table, old, ids, consistent=False)
-        return {w: (OPEN if states[w].drained else states[w].caught_up_at) if w in states else 0.0 for w in ids}
+    def read() -> GateReading:
+        summary = aggregator.latest if aggregator is not None and aggregator.latest is not None else store.read()
+        if summary is None:
+            return GateReading(low=0.0)  # nothing aggregated yet: nothing passes
+        slot, caught_up = own_old()
+        return GateReading(low=summary.low_for(slot, caught_up), drained=summary.drained)
 
     return read
 

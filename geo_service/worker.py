@@ -51,25 +51,27 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
 from geo_service.aws import Clients
 from geo_service.carry import CarryOver
 from geo_service.config import WorkerConfig
-from geo_service.consumer import Batch, ShardConsumer, ShardInfo, StreamNotReady, worker_shards
+from geo_service.consumer import Batch, ShardConsumer, ShardInfo, shard_lineages
 from geo_service.control import ControlView, read_control
 from geo_service.cost import Calibration, CostTracker, calibrate
 from geo_service.handover import GatedReader, HandoverGate, SlotReader
+from geo_service.handover_summary import Aggregator, SummaryStore
 from geo_service.health import HealthServer
 from geo_service.heartbeat import Heartbeats
 from geo_service.lease import Clock, LeaseLost, LeaseManager
 from geo_service.logs import get_logger, log
-from geo_service.process import BatchProcessor
+from geo_service.process import BatchProcessor, BatchResult
 from geo_service.protection import ScaleInProtection
-from geo_service.slots import Slot, SlotFinder, SpecCache, handover_sources, old_places, region_of
+from geo_service.slots import Slot, SlotFinder, SpecCache, handover_reading, old_places, region_of
 from geo_service.status import FINAL_STATES, Outcome, WorkerExited, WorkerState, WorkerStatus, default_owner
+from geo_service.timebase import SYSTEM, Task, Timebase
 from geo_service.transform import GeoTransform, load_transform, transform_for_region
 from partitioner.contracts import SwapMode, geo_stream_name
 from partitioner.spec import Spec
@@ -87,38 +89,47 @@ class GeoWorker:
     owner : str, optional
         Lease owner id (default host:pid:random).
     clock : callable, optional
-        Epoch seconds for lease times (default ``time.time``).
+        Epoch seconds for lease times (default ``timebase.time``).
+    timebase : Timebase, optional
+        Clocks, waits and background threads (:mod:`geo_service.timebase`; the scale simulation runs workers on a
+        virtual one).
     transform_factory : callable, optional
         Builds a transform (default: ``load_transform(config.transform)``); a carried slot builds its transform
         from the current one when it can (:func:`~geo_service.transform.transform_for_region`).
     calibration : Calibration, optional
         Skip the start-up calibration and use this one (tests); by default calibrated once per process.
+    protection : ScaleInProtection, optional
+        The task's scale-in protection (default: from ``config.agent_uri``).
     """
 
-    def __init__(self, config: WorkerConfig, clients: Clients, *, owner: str | None = None, clock: Clock = time.time,
+    def __init__(self, config: WorkerConfig, clients: Clients, *, owner: str | None = None,
+                 clock: Clock | None = None, timebase: Timebase = SYSTEM,
                  transform_factory: Callable[[], GeoTransform] | None = None,
-                 calibration: Calibration | None = None) -> None:
+                 calibration: Calibration | None = None, protection: ScaleInProtection | None = None) -> None:
         self.config = config
         self.clients = clients
         self.owner = owner or default_owner()
-        self.clock = clock
+        self.timebase = timebase
+        self.clock = clock or timebase.time
         self._transform_factory = transform_factory or (lambda: load_transform(config.transform))
         self._calibration = calibration
         self.specs = SpecCache(clients, config.specs_bucket)
-        self.finder = SlotFinder(config, clients, self.owner, self.specs, clock, manager=self._manager)
-        self.protection = ScaleInProtection(config.agent_uri)
+        self.finder = SlotFinder(config, clients, self.owner, self.specs, self.clock, manager=self._manager)
+        self.protection = protection or ScaleInProtection(config.agent_uri, clock=timebase.monotonic)
         self._abandon = False
-        self.heartbeats = Heartbeats(config.heartbeat_s, on_beat=self._protect, paused=lambda: self._abandon)
+        self.heartbeats = Heartbeats(config.heartbeat_s, on_beat=self._protect, paused=lambda: self._abandon,
+                                     timebase=timebase)
         self.output = BatchProcessor(clients, config.output_bucket, config.quarantine_bucket, config.costs_bucket,
-                                     config.grid_zoom, self.owner)
+                                     config.grid_zoom, self.owner, wall=timebase.time, monotonic=timebase.monotonic)
         self.log = get_logger()
-        self._stop = threading.Event()
+        self._stop = timebase.event()
         self._lock = threading.Lock()
         self._status = WorkerStatus(state=WorkerState.STARTING, version=config.spec_version, owner=self.owner)
-        self._thread: threading.Thread | None = None
+        self._thread: Task | None = None
         self.leases: LeaseManager | None = None  # the lease of the slot being opened or served
         self.slot: Slot | None = None
         self._carry: CarryOver | None = None
+        self._seen: ControlView | None = None
         self.health: HealthServer | None = None
 
     # ------------------------------------------------------------------ control API
@@ -126,8 +137,7 @@ class GeoWorker:
         """Run the worker in a daemon thread; returns self."""
         if self._thread is not None:
             raise RuntimeError(f"worker {self.owner!r} already started")
-        self._thread = threading.Thread(target=self.run, name=f"geo-worker-{self.owner}", daemon=True)
-        self._thread.start()
+        self._thread = self.timebase.spawn(self.run, f"geo-worker-{self.owner}")
         return self
 
     def request_stop(self) -> None:
@@ -256,7 +266,7 @@ class GeoWorker:
             if search.open_slots == 0 and self.status().state != "idle":
                 self._set(state=WorkerState.IDLE)
                 log(self.log, logging.INFO, "idle", **self._ids())
-            self._stop.wait(self.config.heartbeat_s)
+            self._stop.wait(self.finder.next_pass_s())
         return None
 
     # ------------------------------------------------------------------ opening a claimed slot
@@ -280,8 +290,7 @@ class GeoWorker:
             if self._calibration is None:
                 self._calibration = calibrate()
             stream = self._stream_name(spec)
-            consumers = tuple(ShardConsumer(self.clients.kinesis, stream, shards, lease.checkpoint)
-                              for shards in lineages)
+            consumers = tuple(self._consumer(stream, shards, lease.checkpoint) for shards in lineages)
             self._check_lease(manager)
             manager.mark_ready()
         except LeaseLost:
@@ -297,23 +306,18 @@ class GeoWorker:
         return slot
 
     def _wait_stream(self, manager: LeaseManager, spec: Spec, worker_id: str) -> list[list[ShardInfo]] | None:
-        """One shard lineage per shard the worker owns, once the stream is active; None if stopped or dropped."""
+        """One shard lineage per shard the worker owns, once the stream's manifest is published; None if stopped
+        or dropped meanwhile (:func:`shard_lineages`)."""
         self._set(state=WorkerState.WAITING_STREAM)
-        stream = self._stream_name(spec)
-        next_check = 0.0
-        while True:
-            if self._stop.is_set():
-                return None
-            self._check_lease(manager)
-            try:
-                return worker_shards(self.clients.kinesis, stream, spec.worker(worker_id).shard_keys)
-            except StreamNotReady as exc:
-                if time.monotonic() >= next_check:
-                    next_check = time.monotonic() + self.config.active_poll_s
-                    if self._control().dropped(spec.version):
-                        return None
-                    log(self.log, logging.INFO, "waiting_for_stream", reason=str(exc), **self._ids())
-                self._stop.wait(self.config.poll_interval_s)
+        return shard_lineages(self.clients.s3, self.config.specs_bucket, spec, worker_id, stop=self._stop,
+                              dropped=lambda: self._control().dropped(spec.version),
+                              retry_s=self.config.active_poll_s, on_wait=lambda why: log(
+                                  self.log, logging.INFO, "waiting_for_stream", reason=why, **self._ids()),
+                              check=lambda: self._check_lease(manager))
+
+    def _consumer(self, stream: str, shards: list[ShardInfo], checkpoint: Mapping[str, str]) -> ShardConsumer:
+        return ShardConsumer(self.clients.kinesis, stream, shards, checkpoint,
+                             min_interval_s=self.config.get_records_interval_s, clock=self.timebase.monotonic)
 
     # ------------------------------------------------------------------ serving
     def _serve_chain(self, slot: Slot) -> str:
@@ -359,38 +363,52 @@ class GeoWorker:
         return why, None
 
     def _reader(self, slot: Slot, ctl: ControlView | None = None) -> SlotReader:
-        """The slot's shard readers (one per owned shard) behind one handover gate (:mod:`geo_service.handover`)."""
+        """The slot's shard readers (one per owned shard) behind one handover gate (:mod:`geo_service.handover`).
+
+        Whether a gate is needed is read strongly consistent (once per slot): a stale view of the swap would open
+        the gate of a slot whose previous version is still being read."""
         if slot.reader is not None:
             return slot.reader
         cfg = self.config
-        ctl = ctl or self._control()
-        sources = handover_sources(ctl, slot.version, self.specs, self.clients.dynamodb, cfg.leases_table)
+        ctl = read_control(self.clients.dynamodb, cfg.control_table, consistent=True)
+        plan = ctl.plan
         classify = None
-        if sources is None or ctl.plan is None or ctl.plan.from_version is None:
+        if plan is None or plan.to_version != slot.version or plan.from_version is None:
+            # not a swap into this version (a first deploy, or a later plan: the one before it finished long ago)
             gate = HandoverGate.opened()
         else:
-            classify = old_places(self.specs.get(ctl.plan.from_version))
-            read_leases = sources
+            old_spec = self.specs.get(plan.from_version)
+            classify = old_places(old_spec)
+            old_ids = [w.id for w in old_spec.workers]
+            store = SummaryStore(self.clients.dynamodb, cfg.leases_table, slot.version, plan.from_version, old_ids)
+            if slot.spec.workers[0].id == slot.worker_id:  # the new version's first slot aggregates
+                slot.aggregator = Aggregator(store, self.owner, cfg.poll_interval_s, self.timebase.time,
+                                             self.timebase.monotonic)
 
-            def read() -> dict[str, float]:
-                out = read_leases()
+            def own_old() -> tuple[str | None, float]:
                 old = self.slot  # this process's own slot of the old version, if it carries: fresher than its lease
-                if old is not None and old is not slot and old.version < slot.version and old.worker_id in out:
-                    out[old.worker_id] = max(out[old.worker_id], old.caught_up_at)
-                return out
+                if old is not None and old is not slot and old.version == plan.from_version:
+                    return old.worker_id, old.caught_up_at
+                return None, 0.0
 
-            gate = HandoverGate(read, margin_s=cfg.handover_margin_s, refresh_s=cfg.poll_interval_s / 2,
-                                timeout_s=cfg.barrier_timeout_s)
-        slot.reader = SlotReader([GatedReader(c, gate, classify, own=slot.worker_id) for c in slot.consumers])
+            gate = HandoverGate(handover_reading(store, own_old, slot.aggregator), margin_s=cfg.handover_margin_s,
+                                refresh_s=cfg.poll_interval_s, timeout_s=cfg.barrier_timeout_s,
+                                clock=self.timebase.monotonic)
+        slot.reader = SlotReader([GatedReader(c, gate, classify, own=slot.worker_id, wall=self.timebase.time)
+                                  for c in slot.consumers])
         if slot.tracker is None:
             assert self._calibration is not None
-            slot.tracker = CostTracker(self._calibration, cfg.grid_zoom, cfg.cost_report_interval_s)
+            slot.tracker = CostTracker(self._calibration, cfg.grid_zoom, cfg.cost_report_interval_s,
+                                       clock=self.timebase.time)
         return slot.reader
 
     def _step(self, slot: Slot) -> Batch:
-        """One gated poll of ``slot``'s shards: process what passed, then move that shard's caught-up time."""
+        """One gated poll of ``slot``'s shards: transform what passed into the slot's output buffer, write the
+        buffer when it is due (then the checkpoints and caught-up times move)."""
         reader = self._reader(slot)
         assert slot.tracker is not None
+        if slot.aggregator is not None:
+            slot.aggregator.step()
         batch = reader.poll()
         if batch.records:
             if not slot.serving:
@@ -399,53 +417,73 @@ class GeoWorker:
                 log(self.log, logging.INFO, "serving", version=slot.version, worker_id=slot.worker_id,
                     owner=self.owner, carried=slot.carried)
             self._count(self.output.process(batch, slot, slot.tracker))
-        reader.processed()
+            reader.buffered()
+        else:
+            reader.processed()
+        self._flush(slot)
         if reader.gate.timed_out and not slot.timeout_logged:
             slot.timeout_logged = True
             log(self.log, logging.WARNING, "handover_timeout", waited_s=self.config.barrier_timeout_s,
                 version=slot.version, worker_id=slot.worker_id, owner=self.owner)
         return batch
 
+    def _flush(self, slot: Slot, force: bool = False) -> None:
+        """Write the slot's output buffer when it is due (sooner while a swap's handover waits on this slot)."""
+        cfg = self.config
+        flush_s = min(cfg.output_flush_s, cfg.poll_interval_s) if slot.publishing else cfg.output_flush_s
+        if not (force or slot.output.due(self.timebase.monotonic(), flush_s, cfg.output_flush_bytes)):
+            return
+        written = self.output.flush(slot)
+        if slot.reader is not None:
+            slot.reader.flushed()
+        if written is not None:
+            with self._lock:
+                st = self._status
+                self._status = dataclasses.replace(st, events_out=st.events_out + written.rows,
+                                                   quarantined=st.quarantined + written.quarantined)
+
     def _consume(self, slot: Slot) -> tuple[str, Slot | None]:
         cfg = self.config
         tracker = slot.tracker
         assert tracker is not None
+        clock = self.timebase.monotonic
         draining_since: float | None = None
-        last_record = time.monotonic()
+        last_record = clock()
         next_check = next_publish = 0.0
-        publish = False
         while True:
             if self._stop.is_set():
                 if not self._abandon:
-                    self._report(tracker, slot, force=True)
+                    self._finish(slot)
                     self._flush_ahead()
                 return Outcome.STOPPED, None
             self._check_lease(slot.leases)
             batch = self._step(slot)
             if batch.records:
-                last_record = time.monotonic()
+                last_record = clock()
             if draining_since is None:
                 self._note_waiting(slot)
             self._report(tracker, slot, force=False)
-            now = time.monotonic()
+            now = clock()
             if draining_since is None and now >= next_check:
                 next_check = now + cfg.active_poll_s
                 ctl = self._control()
                 plan = ctl.plan
-                publish = publish or (plan is not None and plan.started and plan.from_version == slot.version)
+                slot.publishing = slot.publishing or (plan is not None and plan.started
+                                                      and plan.from_version == slot.version)
                 if ctl.active is not None and ctl.active > slot.version:
-                    draining_since, publish = now, True
+                    draining_since, slot.publishing = now, True
                     self._set(state=WorkerState.DRAINING, draining=True)
                     log(self.log, logging.INFO, "draining", active_version=ctl.active, **self._ids())
                 elif ctl.dropped(slot.version):
                     return self._leave(slot, Outcome.DROPPED)
                 else:
                     self._carry_step(slot, ctl)
-            if publish and now >= next_publish:
-                next_publish = now + cfg.poll_interval_s / 2
+            if slot.publishing and now >= next_publish:
+                next_publish = now + cfg.poll_interval_s
                 slot.leases.publish_caught_up(slot.caught_up_at)
             ahead = self._ahead()  # the prepared carried slot: nothing reaches its shard before the flip
             if draining_since is not None and self._drained(batch, now, max(draining_since, last_record)):
+                self._flush(slot, force=True)
                 self._report(tracker, slot, force=True)
                 slot.leases.mark_drained()
                 self.heartbeats.remove(slot.leases)
@@ -453,7 +491,33 @@ class GeoWorker:
                 log(self.log, logging.INFO, "drained", **self._ids())
                 return Outcome.DRAINED, self._take_carry()
             if not batch.records and not (ahead is not None and ahead.records):
-                self._stop.wait(cfg.poll_interval_s / 2 if self._holding(slot) else cfg.poll_interval_s)
+                self._stop.wait(self._idle_wait(slot, batch))
+
+    def _finish(self, slot: Slot) -> None:
+        """On a stop request: write what is buffered and the last cost report (a failure is logged: the leases
+        must still be released, and a successor re-reads from the last checkpoint)."""
+        try:
+            self._flush(slot, force=True)
+            assert slot.tracker is not None
+            self._report(slot.tracker, slot, force=True)
+        except Exception as exc:
+            log(self.log, logging.WARNING, "final_flush_failed", error=f"{type(exc).__name__}: {exc}", **self._ids())
+
+    def _idle_wait(self, slot: Slot, batch: Batch) -> float:
+        """How long to pause after a step that read nothing: the poll interval (half of it while a gate holds
+        records), but no longer than until the call spacing lets a shard be read again when that is what stopped
+        the read, or until an output buffer is due."""
+        cfg = self.config
+        wait = cfg.poll_interval_s / 2 if self._holding(slot) else cfg.poll_interval_s
+        carry = self._carry
+        slots = [slot, carry.slot] if carry is not None and carry.ready and carry.slot is not None else [slot]
+        now = self.timebase.monotonic()
+        for s in slots:
+            flush_s = min(cfg.output_flush_s, cfg.poll_interval_s) if s.publishing else cfg.output_flush_s
+            wait = min(wait, s.output.due_in(now, flush_s))
+            if s.reader is not None and batch.spaced:
+                wait = min(wait, s.reader.ready_in())
+        return max(wait, 0.001)
 
     def _holding(self, slot: Slot) -> bool:
         """True while a gate holds records of this slot or of the carried one (they pass within a publish period)."""
@@ -490,11 +554,7 @@ class GeoWorker:
     def _flush_ahead(self) -> None:
         carry = self._carry
         if carry is not None and carry.slot is not None and carry.slot.tracker is not None:
-            try:
-                self._report(carry.slot.tracker, carry.slot, force=True)
-            except Exception as exc:  # a stop must still release the leases
-                log(self.log, logging.WARNING, "cost_flush_failed", error=f"{type(exc).__name__}: {exc}",
-                    **self._ids())
+            self._finish(carry.slot)
 
     def _drained(self, batch: Batch, now: float, quiet_since: float) -> bool:
         if batch.at_end:
@@ -505,8 +565,9 @@ class GeoWorker:
     def _carry_step(self, slot: Slot, ctl: ControlView) -> None:
         """Start preparing the slot's next version when the plan keeps it; drop a preparation the plan dropped."""
         plan = ctl.plan
-        keep = (self.config.swap_mode is SwapMode.CARRY and plan is not None
-                and plan.keeps(slot.version, slot.worker_id))
+        keep = (self.config.swap_mode is SwapMode.CARRY and plan is not None and plan.started
+                and plan.from_version == slot.version
+                and plan.keeps(slot.version, slot.worker_id, self._ids_of(plan.to_version)))
         carry = self._carry
         if carry is not None and (not keep or plan is None or carry.to_version != plan.to_version):
             log(self.log, logging.INFO, "carry_dropped", next_version=carry.to_version, **self._ids())
@@ -515,9 +576,11 @@ class GeoWorker:
             self._set(next_version=None)
         if keep and self._carry is None and plan is not None:
             self._carry = CarryOver(slot, plan.to_version, manager=self._manager(plan.to_version), specs=self.specs,
-                                    kinesis=self.clients.kinesis, heartbeats=self.heartbeats,
-                                    transform_factory=self._transform_factory, buffer_ring=self.config.buffer_ring,
-                                    retry_s=self.config.heartbeat_s, stream_name=self._version_stream).start()
+                                    clients=self.clients, specs_bucket=self.config.specs_bucket,
+                                    heartbeats=self.heartbeats, transform_factory=self._transform_factory,
+                                    buffer_ring=self.config.buffer_ring, retry_s=self.config.heartbeat_s,
+                                    stream_name=self._version_stream, consumer=self._consumer,
+                                    timebase=self.timebase).start()
             self._set(next_version=plan.to_version)
             log(self.log, logging.INFO, "carry_started", next_version=plan.to_version, **self._ids())
 
@@ -535,20 +598,34 @@ class GeoWorker:
 
     # ------------------------------------------------------------------ helpers
     def _control(self) -> ControlView:
-        return read_control(self.clients.dynamodb, self.config.control_table)
+        """The control view, never older than one this process already saw (eventually consistent reads can
+        return an older value than an earlier read: a drain or a carry-over must not be undone by one)."""
+        ctl = read_control(self.clients.dynamodb, self.config.control_table)
+        seen = self._seen
+        if seen is not None:
+            active = max((v for v in (ctl.active, seen.active) if v is not None), default=None)
+            plan = ctl.plan
+            if seen.plan is not None and (plan is None or (plan.to_version, plan.updated_at)
+                                          < (seen.plan.to_version, seen.plan.updated_at)):
+                plan = seen.plan
+            ctl = ControlView(active=active, plan=plan)
+        self._seen = ctl
+        return ctl
+
+    def _ids_of(self, version: int) -> frozenset[str]:
+        return frozenset(w.id for w in self.specs.get(version).workers)
 
     def _report(self, tracker: CostTracker, slot: Slot, force: bool) -> None:
         if self.output.report_costs(tracker, slot, force):
             with self._lock:
                 self._status = dataclasses.replace(self._status, cost_reports=self._status.cost_reports + 1)
 
-    def _count(self, result: Any) -> None:
+    def _count(self, result: BatchResult) -> None:
+        """Count a processed batch (its rows and quarantined records count once written: :meth:`_flush`)."""
         with self._lock:
             st = self._status
-            self._status = dataclasses.replace(
-                st, records_read=st.records_read + result.records, events_out=st.events_out + result.events_out,
-                strays=st.strays + result.strays, quarantined=st.quarantined + result.quarantined,
-                batches=st.batches + 1)
+            self._status = dataclasses.replace(st, records_read=st.records_read + result.records,
+                                               strays=st.strays + result.strays, batches=st.batches + 1)
 
     def _protect(self, holds_any: bool) -> None:
         if not self._abandon:

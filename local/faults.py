@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from local.errors import LocalRunError
-from partitioner.contracts import LEASE_KEY_ATTR
+from partitioner.contracts import LEASE_KEY_ATTR, parse_lease_key
 
 FAULTS = ("worker-kill", "spark-kill", "deployer-crash", "snapshot-corrupt", "snapshot-dup", "stream-throttle",
           "hook-fail", "hook-timeout")
@@ -205,10 +205,12 @@ class WorkerKill:
 
 
 def leases_from_items(items: Sequence[dict[str, Any]]) -> list[Lease]:
-    """Lease records from DynamoDB ``Scan`` items of the leases table."""
+    """Lease records from DynamoDB ``Scan`` items of the leases table (other items, such as a swap's handover
+    summary, are skipped)."""
     return [Lease(key=i[LEASE_KEY_ATTR]["S"], owner=i["owner"]["S"] if "owner" in i else None,
                   expires_at=float(i.get("expires_at", {}).get("N", "0")),
-                  drained=bool(i.get("drained", {}).get("BOOL", False))) for i in items]
+                  drained=bool(i.get("drained", {}).get("BOOL", False))) for i in items
+            if parse_lease_key(i[LEASE_KEY_ATTR]["S"]) is not None]
 
 
 class SparkKill:

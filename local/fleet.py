@@ -53,6 +53,9 @@ class WorkerSettings:
     cost_report_interval_s: float = 10.0
     #: moto stamps a record's arrival on the same clock the workers read and makes it readable at once.
     handover_margin_s: float = 0.25
+    #: A slot's output buffer is written this often (AWS default 10 s against 300 s windows; the local loop's
+    #: windows are 15 s, so its flush is scaled down with them).
+    output_flush_s: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,7 @@ class LocalFleet:
                "SWAP_MODE": mode.value, "LEASE_S": str(self.settings.lease_s),
                "DRAIN_QUIET_S": str(self.settings.drain_quiet_s),
                "HANDOVER_MARGIN_S": str(self.settings.handover_margin_s),
+               "OUTPUT_FLUSH_S": str(self.settings.output_flush_s),
                "COST_REPORT_INTERVAL_S": str(self.settings.cost_report_interval_s), "PYTHONUNBUFFERED": "1"}
         child = procs.start(f"worker-v{version}-{wid}", [sys.executable, "-m", "geo_service"], env, self.log_dir,
                             self.repo_root)

@@ -22,6 +22,7 @@ strings already in buckets, streams and tables, so old objects stay readable.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -74,8 +75,7 @@ class ControlKey(StrEnum):
     POLICY = "policy"      # the partitioner policy's last decision
     SNAPSHOT = "snapshot"  # the last snapshot the partitioner processed (idempotence)
     LATENCY = "latency"    # snapshot-to-live samples recorded at each flip
-
-
+    SWAP = "swap"          # the few fields of "plan" a worker reads (SwapHead): a small item every worker polls
 
 
 class SwapMode(StrEnum):
@@ -96,6 +96,65 @@ class PlanStatus(StrEnum):
     STARTED = "started"
     ROLLED_BACK = "rolled_back"
     DONE = "done"
+
+
+@dataclass(frozen=True)
+class SwapHead:
+    """Control ``pk="swap"``: what a worker needs of the deploy plan, small enough for every worker to poll.
+
+    The full plan (``pk="plan"``: kept, started and stopped slot lists, per-slot gains) grows with the number of
+    workers; a thousand workers polling it would read O(workers) bytes each, O(workers^2) in all, from one item
+    (one DynamoDB partition: 3,000 read units/s,
+    https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html). A worker derives
+    what the plan does to its own slot from the two specs instead (:meth:`keeps`): in ``carry`` mode a slot of both
+    specs is kept, in ``whole`` mode none is (``lambdas/deploy/plan.py`` ``plan_swap``).
+    """
+
+    from_version: int | None
+    to_version: int
+    mode: str
+    status: str
+    updated_at: float = 0.0
+
+    @property
+    def started(self) -> bool:
+        return self.status == PlanStatus.STARTED
+
+    @property
+    def rolled_back(self) -> bool:
+        return self.status == PlanStatus.ROLLED_BACK
+
+    def keeps(self, version: int, worker_id: str, new_ids: frozenset[str] | set[str]) -> bool:
+        """True when this started carry swap moves slot ``worker_id`` of ``version`` over to ``to_version``.
+
+        ``new_ids`` are the worker ids of ``to_version``'s spec."""
+        return (self.started and self.mode == SwapMode.CARRY and self.from_version == version
+                and self.to_version > version and worker_id in new_ids)
+
+    def to_item(self) -> dict[str, Any]:
+        """The item's attributes as plain values (``pk`` excluded)."""
+        return {"from_version": self.from_version, "to_version": self.to_version, "mode": self.mode,
+                "status": self.status, "updated_at": self.updated_at}
+
+    @classmethod
+    def from_raw(cls, item: Mapping[str, Mapping[str, Any]]) -> SwapHead:
+        """Decode a raw DynamoDB ``pk="swap"`` item; ``ValueError`` naming the bad attribute."""
+        def number(key: str) -> int | None:
+            attr = item.get(key)
+            if attr is None or "NULL" in attr:
+                return None
+            try:
+                return int(attr.get("N", attr.get("S")))
+            except (TypeError, ValueError):
+                raise ValueError(f"control item 'swap' has a bad {key!r}: {dict(attr)!r}") from None
+
+        to_version = number("to_version")
+        if to_version is None:
+            raise ValueError(f"control item 'swap' has no 'to_version': {dict(item)!r}")
+        updated = item.get("updated_at", {}).get("N", "0")
+        return cls(from_version=number("from_version"), to_version=to_version,
+                   mode=str(item.get("mode", {}).get("S", "")), status=str(item.get("status", {}).get("S", "")),
+                   updated_at=float(updated))
 
 
 class DeployStatus(StrEnum):
@@ -163,6 +222,78 @@ def geo_stream_prefix(prefix: str) -> str:
 def geo_stream_name(prefix: str, version: int) -> str:
     """Return the geo stream of a spec version: ``<prefix>-geo-v<version>``."""
     return f"{geo_stream_prefix(prefix)}{version}"
+
+
+def stream_manifest_key(version: int) -> str:
+    """Return the S3 key (specs bucket) of a geo stream's shard map: ``streams/v<version:08d>.json``.
+
+    The deploy controller writes it once the stream is ACTIVE, before any worker is told about the version, so
+    workers find their shards with one S3 GET instead of Kinesis ``DescribeStreamSummary`` (20 calls/s per
+    account) and ``ListShards`` calls: a thousand workers opening their slots at once stay far below both
+    (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_DescribeStreamSummary.html).
+    """
+    return f"streams/v{version:08d}.json"
+
+
+@dataclass(frozen=True)
+class ShardRange:
+    """One shard of a geo stream: its hash-key range, first sequence number and parents (``ListShards``)."""
+
+    shard_id: str
+    starting_hash_key: int
+    ending_hash_key: int
+    starting_sequence: int
+    closed: bool = False
+    parents: tuple[str, ...] = ()
+
+    def holds(self, hash_key: int) -> bool:
+        return self.starting_hash_key <= hash_key <= self.ending_hash_key
+
+    @classmethod
+    def from_list_shards(cls, entry: Mapping[str, Any]) -> ShardRange:
+        """One entry of a Kinesis ``ListShards`` response's ``Shards``."""
+        seq = entry["SequenceNumberRange"]
+        return cls(shard_id=str(entry["ShardId"]), starting_hash_key=int(entry["HashKeyRange"]["StartingHashKey"]),
+                   ending_hash_key=int(entry["HashKeyRange"]["EndingHashKey"]),
+                   starting_sequence=int(seq["StartingSequenceNumber"]), closed="EndingSequenceNumber" in seq,
+                   parents=tuple(str(entry[k]) for k in ("ParentShardId", "AdjacentParentShardId") if entry.get(k)))
+
+
+@dataclass(frozen=True)
+class StreamManifest:
+    """A geo stream's shards as the deploy controller listed them (:func:`stream_manifest_key`)."""
+
+    version: int
+    stream_name: str
+    shards: tuple[ShardRange, ...]
+
+    def to_json(self) -> str:
+        return json.dumps({"version": self.version, "stream_name": self.stream_name,
+                           "shards": [{"shard_id": s.shard_id, "starting_hash_key": str(s.starting_hash_key),
+                                       "ending_hash_key": str(s.ending_hash_key),
+                                       "starting_sequence": str(s.starting_sequence), "closed": s.closed,
+                                       "parents": list(s.parents)} for s in self.shards]}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, data: bytes | str, where: str) -> StreamManifest:
+        """Parse a manifest; ``ValueError`` naming ``where`` and the bad value."""
+        try:
+            doc = json.loads(data)
+            shards = tuple(ShardRange(shard_id=str(s["shard_id"]), starting_hash_key=int(s["starting_hash_key"]),
+                                      ending_hash_key=int(s["ending_hash_key"]),
+                                      starting_sequence=int(s["starting_sequence"]), closed=bool(s["closed"]),
+                                      parents=tuple(str(p) for p in s["parents"])) for s in doc["shards"])
+            return cls(version=int(doc["version"]), stream_name=str(doc["stream_name"]), shards=shards)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{where}: not a stream manifest ({type(exc).__name__}: {exc})") from None
+
+
+def handover_key(version: int) -> str:
+    """Return the leases-table key of the handover summary of a swap into ``version``: ``handover#v<version>``.
+
+    It never parses as a :func:`lease_key` (those start with ``v``), so lease readers and scans skip it.
+    """
+    return f"handover#v{version}"
 
 
 def lease_key(version: int, worker_id: str) -> str:

@@ -24,7 +24,17 @@ from botocore.exceptions import ClientError
 
 from lambdas.common.config import LambdaConfig
 from lambdas.common.errors import LambdaError
-from partitioner.contracts import LEASE_KEY_ATTR, LeaseRecord, SwapMode, lease_key, parse_lease_item, spec_key
+from partitioner.contracts import (
+    LEASE_KEY_ATTR,
+    LeaseRecord,
+    ShardRange,
+    StreamManifest,
+    SwapMode,
+    lease_key,
+    parse_lease_item,
+    spec_key,
+    stream_manifest_key,
+)
 from partitioner.errors import SpecError
 from partitioner.spec import Spec, check, spec_from_json
 
@@ -256,6 +266,16 @@ class SpecStore:
             raise SpecError(f"spec object s3://{self.bucket}/{spec_key(version)} holds version {spec.version!r}")
         return spec
 
+    def put_stream_manifest(self, manifest: StreamManifest) -> str:
+        """Write a geo stream's shard map (:func:`~partitioner.contracts.stream_manifest_key`); return its key."""
+        key = stream_manifest_key(manifest.version)
+        try:
+            self._s3.put_object(Bucket=self.bucket, Key=key, Body=manifest.to_json().encode(),
+                                ContentType="application/json")
+        except ClientError as exc:
+            raise AdapterError(f"cannot write stream manifest s3://{self.bucket}/{key}: {exc}") from exc
+        return key
+
 
 class ObjectStore:
     """Plain reads of one bucket (snapshots)."""
@@ -371,6 +391,17 @@ class PutEntry:
     explicit_hash_key: str
 
 
+@dataclass(frozen=True)
+class ShardQuota:
+    """The account's provisioned-shard quota in the region and how many shards are open now."""
+
+    limit: int
+    open: int
+
+    def room_for(self, shards: int) -> bool:
+        return self.open + shards <= self.limit
+
+
 class GeoStreams:
     """The per-version geo streams: create (provisioned), encrypt, status, delete, put_records.
 
@@ -409,6 +440,30 @@ class GeoStreams:
                                f"{self.kms_key!r}: {exc}") from exc
         return True
 
+    def shard_quota(self) -> ShardQuota:
+        """The account's shard quota and open shards in this region (``DescribeLimits``: one call per second per
+        account, https://docs.aws.amazon.com/kinesis/latest/APIReference/API_DescribeLimits.html)."""
+        try:
+            resp = self._k.describe_limits()
+        except ClientError as exc:
+            raise AdapterError(f"cannot read the Kinesis shard quota (DescribeLimits): {exc}") from exc
+        return ShardQuota(limit=int(resp["ShardLimit"]), open=int(resp["OpenShardCount"]))
+
+    def shards(self, name: str) -> tuple[ShardRange, ...]:
+        """Every shard of ``name`` (``ListShards``, paginated; 1,000 calls/s per stream,
+        https://docs.aws.amazon.com/kinesis/latest/APIReference/API_ListShards.html)."""
+        out: list[ShardRange] = []
+        kwargs: dict[str, Any] = {"StreamName": name}
+        try:
+            while True:
+                resp = self._k.list_shards(**kwargs)
+                out += [ShardRange.from_list_shards(s) for s in resp.get("Shards", [])]
+                if not resp.get("NextToken"):
+                    return tuple(out)
+                kwargs = {"NextToken": resp["NextToken"]}
+        except ClientError as exc:
+            raise AdapterError(f"cannot list the shards of geo stream {name!r}: {exc}") from exc
+
     def status(self, name: str) -> str | None:
         """Return the stream status (``CREATING``, ``ACTIVE``, ...) or None when it does not exist."""
         try:
@@ -438,7 +493,7 @@ class GeoStreams:
     def put_records(self, name: str, entries: Sequence[PutEntry]) -> list[int]:
         """Put ``entries`` in order-preserving chunks; return the indices that failed (never raises per record)."""
         failed: list[int] = []
-        for chunk in _chunks(entries):
+        for chunk in chunk_entries(entries):
             batch = [{"Data": entries[i].data, "PartitionKey": entries[i].partition_key,
                       "ExplicitHashKey": entries[i].explicit_hash_key} for i in chunk]
             try:
@@ -450,7 +505,8 @@ class GeoStreams:
         return failed
 
 
-def _chunks(entries: Sequence[PutEntry]) -> Iterable[list[int]]:
+def chunk_entries(entries: Sequence[PutEntry]) -> Iterable[list[int]]:
+    """Indices of ``entries`` in order, in PutRecords-sized chunks (500 records, 5 MiB)."""
     chunk: list[int] = []
     size = 0
     for i, e in enumerate(entries):

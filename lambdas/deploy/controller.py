@@ -67,7 +67,16 @@ from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, 
 from lambdas.common.errors import LambdaError
 from lambdas.common.records import ActivePointer, read_active, read_desired, to_item
 from lambdas.deploy.plan import DeployPlan, plan_from_item, plan_item, plan_swap
-from partitioner.contracts import ControlKey, DeployStatus, PlanStatus, SwapMode, geo_stream_name, spec_key
+from partitioner.contracts import (
+    ControlKey,
+    DeployStatus,
+    PlanStatus,
+    StreamManifest,
+    SwapHead,
+    SwapMode,
+    geo_stream_name,
+    spec_key,
+)
 from partitioner.spec import Spec
 
 IN_FLIGHT = (DeployStatus.DEPLOYING, DeployStatus.WAITING_GREEN, DeployStatus.FLIPPED, DeployStatus.DRAINING)
@@ -196,6 +205,35 @@ class DeployController:
         self.streams.create(name, spec.shard_count)
         return name
 
+    def publish_shards(self, version: int) -> StreamManifest:
+        """List the ACTIVE geo stream's shards once and publish them for the workers (one S3 object).
+
+        Workers read this manifest instead of calling Kinesis: ``DescribeStreamSummary`` allows 20 calls/s per
+        account, and a thousand workers opening their slots at once would be throttled
+        (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_DescribeStreamSummary.html)."""
+        spec = self.spec(version)
+        name = self.stream_name(spec)
+        manifest = StreamManifest(version=version, stream_name=name, shards=self.streams.shards(name))
+        self.specs.put_stream_manifest(manifest)
+        return manifest
+
+    def shard_shortfall(self, version: int) -> str | None:
+        """Why the account cannot open ``version``'s geo stream now (None when it can).
+
+        A swap keeps the old version's stream open beside the new one until the old drained, so the new stream's
+        shards must fit beside every shard already open in the account and region (the default quota is 20,000
+        shards in us-east-1, us-west-2 and eu-west-1 and 1,000 or 6,000 elsewhere,
+        https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html). ``CreateStream`` beyond
+        the quota fails with ``LimitExceededException``; checking first keeps the old version serving and says why.
+        """
+        need = self.spec(version).shard_count
+        quota = self.streams.shard_quota()
+        if quota.room_for(need):
+            return None
+        return (f"v{version} not deployed: its geo stream needs {need} shards and {quota.open} of the account's "
+                f"{quota.limit} shard quota are open in this region ({quota.open + need} > {quota.limit}); the old "
+                f"version keeps serving. Raise the Kinesis shard quota (Service Quotas) or lower max_load's worker count")
+
     def _stored_plan(self, version: int, old_version: int | None) -> dict[str, Any] | None:
         item = self.control.get(ControlKey.PLAN)
         if item is not None and item.get("to_version") == version and item.get("from_version") == old_version:
@@ -215,7 +253,14 @@ class DeployController:
         item = self._stored_plan(plan.to_version, plan.from_version)
         body = {**item, "status": status.value, "updated_at": self.clock()} if item else plan_item(
             plan, status, self.clock())
-        self.control.put(ControlKey.PLAN, {k: v for k, v in body.items() if k != "pk"})
+        self._store_plan(plan, status, {k: v for k, v in body.items() if k != "pk"})
+
+    def _store_plan(self, plan: DeployPlan, status: PlanStatus, item: Mapping[str, Any]) -> None:
+        """Write the plan (``pk="plan"``, the controller's record) and then its head (``pk="swap"``, what workers poll)."""
+        self.control.put(ControlKey.PLAN, item)
+        head = SwapHead(from_version=plan.from_version, to_version=plan.to_version, mode=plan.mode.value,
+                        status=status.value, updated_at=self.clock())
+        self.control.put(ControlKey.SWAP, head.to_item())
 
     def start_fleet(self, version: int, old_version: int | None = None) -> DeployPlan:
         """Plan the swap, store the plan (workers read it before they claim), then start the fleet's part.
@@ -224,7 +269,8 @@ class DeployController:
         the old code."""
         mode = SwapMode.WHOLE if self.code_stale() else self.swap_mode
         plan = plan_swap(self.spec(old_version) if old_version is not None else None, self.spec(version), mode)
-        self.control.put(ControlKey.PLAN, plan_item(plan, PlanStatus.STARTED, self.clock()))
+        self.publish_shards(version)
+        self._store_plan(plan, PlanStatus.STARTED, plan_item(plan, PlanStatus.STARTED, self.clock()))
         self.fleet.start(plan)
         self._mark_fleet_started(plan)
         return plan
@@ -357,6 +403,11 @@ class DeployController:
                 return None
             active = read_active(self.control)
             old = active.version if active else None
+            short = self.shard_shortfall(target)
+            if short is not None:  # the old version keeps serving; this version is not retried (failed_version)
+                return (replace(st, version=target, status=DeployStatus.ROLLED_BACK, started_at=now, stage_since=now,
+                                old_version=old, queued_version=None, failed_version=max(st.failed_version, target),
+                                reason=short), None)
             return (replace(st, version=target, status=DeployStatus.DEPLOYING, started_at=now, stage_since=now, old_version=old,
                             queued_version=None, reason=f"deploying v{target} (blue v{old})"),
                     lambda: self.start(target))

@@ -8,6 +8,8 @@ from typing import Any
 
 from geo_service.aws import Clients
 from geo_service.config import WorkerConfig
+from lambdas.common.aws import ControlTable, GeoStreams
+from partitioner.contracts import ControlKey, StreamManifest, SwapHead, stream_manifest_key
 from partitioner.spec import Partition, Spec, Worker, shard_hash_key
 
 
@@ -29,6 +31,7 @@ class Resources:
             "specs_bucket": self.specs_bucket, "costs_bucket": self.costs_bucket,
             "output_bucket": self.output_bucket, "prefix": self.prefix, "lease_s": 3.0, "drain_quiet_s": 0.6,
             "cost_report_interval_s": 60.0, "poll_interval_s": 0.05, "active_poll_s": 0.1, "swap_mode": "whole",
+            "get_records_interval_s": 0.05, "output_flush_s": 0.1,
         }
         base.update(overrides)
         return WorkerConfig(**base)
@@ -45,13 +48,30 @@ def make_spec(version: int, regions: list[list[str]], stream_name: str, previous
 
 
 def publish_spec(clients: Clients, res: Resources, spec: Spec, create_stream: bool = True) -> None:
-    """Write the spec object and (optionally) create its geo stream with each worker's shards (``shard_count``)."""
+    """Write the spec object and (optionally) create its geo stream with each worker's shards (``shard_count``)
+    and publish the stream's manifest, as the deploy controller does once the stream is ACTIVE."""
     clients.s3.put_object(Bucket=res.specs_bucket, Key=f"specs/v{spec.version:08d}.json", Body=spec.to_json())
     if create_stream:
         assert spec.stream_name is not None
-        clients.kinesis.create_stream(StreamName=spec.stream_name, ShardCount=spec.shard_count)
-        clients.kinesis.get_waiter("stream_exists").wait(StreamName=spec.stream_name,
-                                                         WaiterConfig={"Delay": 0.1, "MaxAttempts": 50})
+        create_stream_with_manifest(clients, res, spec.stream_name, spec.version, spec.shard_count)
+
+
+def create_stream_with_manifest(clients: Clients, res: Resources, stream: str, version: int, shards: int) -> None:
+    """Create ``stream`` and publish its shard manifest for ``version`` in the specs bucket."""
+    clients.kinesis.create_stream(StreamName=stream, ShardCount=shards)
+    clients.kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.1, "MaxAttempts": 50})
+    publish_manifest(clients, res, stream, version)
+
+
+def stream_manifest(clients: Clients, stream: str, version: int = 1) -> StreamManifest:
+    """The stream's shards as the deploy controller lists them (``ListShards``)."""
+    return StreamManifest(version=version, stream_name=stream, shards=GeoStreams(clients.kinesis).shards(stream))
+
+
+def publish_manifest(clients: Clients, res: Resources, stream: str, version: int) -> None:
+    """Write the stream's manifest where workers look for it (``streams/v<version>.json`` in the specs bucket)."""
+    manifest = stream_manifest(clients, stream, version)
+    clients.s3.put_object(Bucket=res.specs_bucket, Key=stream_manifest_key(version), Body=manifest.to_json())
 
 
 def set_active(clients: Clients, res: Resources, version: int) -> None:
@@ -63,13 +83,19 @@ def set_active(clients: Clients, res: Resources, version: int) -> None:
 
 
 
-def set_plan(clients: Clients, res: Resources, from_version: int | None, to_version: int, kept: list[str],
+def set_plan(clients: Clients, res: Resources, from_version: int | None, to_version: int,
              status: str = "started", mode: str = "carry") -> None:
-    """Write control ``pk="plan"`` as the deploy controller does (``lambdas/deploy/plan.py`` ``plan_item``)."""
-    clients.dynamodb.put_item(TableName=res.control_table, Item={
-        "pk": {"S": "plan"}, "from_version": {"N": str(from_version)} if from_version else {"NULL": True},
-        "to_version": {"N": str(to_version)}, "mode": {"S": mode}, "kept": {"L": [{"S": w} for w in kept]},
-        "started": {"L": []}, "stopped": {"L": []}, "status": {"S": status}})
+    """Write control ``pk="swap"``, the plan's head every worker reads, as the deploy controller does.
+
+    The ``updated_at`` of each call is later than the one before (workers never go back to an older head)."""
+    global _PLAN_WRITES
+    _PLAN_WRITES += 1
+    head = SwapHead(from_version=from_version, to_version=to_version, mode=mode, status=status,
+                    updated_at=float(_PLAN_WRITES))
+    ControlTable(clients.dynamodb, res.control_table).put(ControlKey.SWAP, head.to_item())
+
+
+_PLAN_WRITES = 0
 
 
 def enriched_rows(clients: Clients, res: Resources) -> list[dict[str, Any]]:

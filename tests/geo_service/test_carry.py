@@ -60,7 +60,7 @@ def test_a_kept_slot_carries_over_in_its_process_and_every_old_record_goes_first
     sent = [_put(clients, v1, "w0001", i, PARIS, f"car-{i % 3}") for i in range(6)]
     a.run_until(lambda s: s.events_out == 6, timeout=30)
     # WHEN the deploy plan keeps both slots in v2
-    set_plan(clients, resources, 1, 2, ["w0001", "w0002"])
+    set_plan(clients, resources, 1, 2)
     # THEN each worker claims its v2 slot itself and makes it ready while it keeps serving v1
     for w, wid in ((a, "w0001"), (b, "w0002")):
         w.run_until(lambda s: s.next_version == 2, timeout=30)
@@ -94,13 +94,13 @@ def test_a_rolled_back_plan_releases_the_prepared_slot(clients: Clients, resourc
     _two_versions(clients, resources)
     a = _worker(clients, resources, worker_id="w0001")
     a.wait_ready(timeout=60)
-    set_plan(clients, resources, 1, 2, ["w0001"])
+    set_plan(clients, resources, 1, 2)
     a.run_until(lambda s: s.next_version == 2, timeout=30)
     deadline = time.monotonic() + 30
     while not ((st := _lease(clients, resources, 2, "w0001")) and st.ready) and time.monotonic() < deadline:
         time.sleep(0.05)
     # WHEN the controller rolls v2 back
-    set_plan(clients, resources, 1, 2, ["w0001"], status="rolled_back")
+    set_plan(clients, resources, 1, 2, status="rolled_back")
     a.run_until(lambda s: s.next_version is None, timeout=30)
     # THEN the v2 lease is released and the worker keeps serving v1
     st = _lease(clients, resources, 2, "w0001")
@@ -120,7 +120,7 @@ def test_a_new_worker_leaves_a_kept_slot_to_its_carrier_but_takes_it_over_when_t
     set_active(clients, resources, 1)
     a = _worker(clients, resources, lease_s=lease_s)
     a.wait_ready(timeout=60)
-    set_plan(clients, resources, 1, 2, ["w0001"])
+    set_plan(clients, resources, 1, 2)
     # WHEN a generic worker B (no slot, no version) starts
     b = GeoWorker(resources.config(None, swap_mode="carry", lease_s=lease_s), clients, calibration=FAST_CAL).start()
     # THEN B does not take the kept v2 slot: A claims it

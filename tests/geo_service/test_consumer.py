@@ -5,9 +5,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from geo_testkit import Resources, make_spec, publish_manifest, publish_spec, stream_manifest
 
 from geo_service.aws import Clients
-from geo_service.consumer import ShardConsumer, ShardNotFound, StreamNotReady, shards_for_hash_key
+from geo_service.consumer import ShardConsumer, ShardNotFound, shard_lineages, shards_for_hash_key
+from geo_service.timebase import SYSTEM
 from partitioner.spec import shard_hash_key
 
 
@@ -23,6 +25,10 @@ def _put(clients: Clients, stream: str, hash_key: str, payloads: list[str]) -> l
                                        ExplicitHashKey=hash_key)["SequenceNumber"] for p in payloads]
 
 
+def _consumer(clients: Clients, stream: str, shards: list, checkpoint: dict[str, str]) -> ShardConsumer:
+    return ShardConsumer(clients.kinesis, stream, shards, checkpoint, min_interval_s=0.0)
+
+
 def _drain(consumer: ShardConsumer, polls: int = 10) -> list[str]:
     got: list[str] = []
     for _ in range(polls):
@@ -34,7 +40,8 @@ def test_each_worker_hash_key_lands_in_its_own_shard(clients: Clients) -> None:
     # GIVEN a 4-shard stream (one per worker, as the deployer creates it)
     stream = _stream(clients, 4)
     # WHEN the shard of each worker's hash key is looked up
-    found = [shards_for_hash_key(clients.kinesis, stream, shard_hash_key(i, 4)) for i in range(4)]
+    manifest = stream_manifest(clients, stream)
+    found = [shards_for_hash_key(manifest, shard_hash_key(i, 4)) for i in range(4)]
     # THEN each worker gets exactly one shard, all different, and its key is inside the range
     assert all(len(f) == 1 for f in found)
     assert len({f[0].shard_id for f in found}) == 4
@@ -48,10 +55,10 @@ def test_consumer_reads_only_its_shard_and_resumes_after_the_checkpoint(clients:
     key0, key1 = shard_hash_key(0, 2), shard_hash_key(1, 2)
     seqs = _put(clients, stream, key0, ["a", "b", "c"])
     _put(clients, stream, key1, ["x", "y"])
-    shards = shards_for_hash_key(clients.kinesis, stream, key0)
+    shards = shards_for_hash_key(stream_manifest(clients, stream), key0)
     # WHEN worker 0 reads from the start, and a successor resumes after the checkpoint of "b"
-    first = _drain(ShardConsumer(clients.kinesis, stream, shards, {}))
-    resumed = _drain(ShardConsumer(clients.kinesis, stream, shards, {shards[0].shard_id: seqs[1]}))
+    first = _drain(_consumer(clients, stream, shards, {}))
+    resumed = _drain(_consumer(clients, stream, shards, {shards[0].shard_id: seqs[1]}))
     # THEN worker 0 sees only its records, in order, and the successor only what follows the checkpoint
     assert first == ["a", "b", "c"]
     assert resumed == ["c"]
@@ -60,7 +67,7 @@ def test_consumer_reads_only_its_shard_and_resumes_after_the_checkpoint(clients:
 def test_empty_poll_reports_caught_up(clients: Clients) -> None:
     # GIVEN a consumer on an empty shard
     stream = _stream(clients, 1)
-    consumer = ShardConsumer(clients.kinesis, stream, shards_for_hash_key(clients.kinesis, stream, "0"), {})
+    consumer = _consumer(clients, stream, shards_for_hash_key(stream_manifest(clients, stream), "0"), {})
     # WHEN it polls
     batch = consumer.poll()
     # THEN there are no records and it is not behind
@@ -72,23 +79,63 @@ def test_split_shard_is_read_parent_first_then_child(clients: Clients) -> None:
     stream = _stream(clients, 1)
     key = str(3 * (1 << 126))  # in the upper half
     _put(clients, stream, key, ["old1", "old2"])
-    parent = shards_for_hash_key(clients.kinesis, stream, key)[0].shard_id
+    parent = shards_for_hash_key(stream_manifest(clients, stream), key)[0].shard_id
     clients.kinesis.split_shard(StreamName=stream, ShardToSplit=parent, NewStartingHashKey=str(1 << 127))
     _put(clients, stream, key, ["new1"])
     # WHEN the key's shards are read
-    shards = shards_for_hash_key(clients.kinesis, stream, key)
-    consumer = ShardConsumer(clients.kinesis, stream, shards, {})
+    shards = shards_for_hash_key(stream_manifest(clients, stream), key)
+    consumer = _consumer(clients, stream, shards, {})
     got = _drain(consumer)
     # THEN the closed parent comes first and the child follows
     assert [s.closed for s in shards] == [True, False] and shards[0].shard_id == parent
     assert got == ["old1", "old2", "new1"]
 
 
-def test_missing_stream_is_not_ready_and_missing_key_is_named(clients: Clients) -> None:
-    # GIVEN no stream named "nope", and a stream
-    stream = _stream(clients, 1)
-    # WHEN / THEN looking up a missing stream says not ready; an out-of-space key is named
-    with pytest.raises(StreamNotReady, match="'nope' does not exist"):
-        shards_for_hash_key(clients.kinesis, "nope", "0")
+def test_a_key_outside_every_shard_is_named(clients: Clients) -> None:
+    # GIVEN a stream's manifest WHEN a key outside the hash-key space is looked up THEN the error names it
+    manifest = stream_manifest(clients, _stream(clients, 1))
     with pytest.raises(ShardNotFound, match=str(1 << 129)):
-        shards_for_hash_key(clients.kinesis, stream, str(1 << 129))
+        shards_for_hash_key(manifest, str(1 << 129))
+
+
+def test_polls_closer_than_the_spacing_make_no_call(clients: Clients) -> None:
+    # GIVEN a consumer that may call GetRecords at most once per 0.5 s, on a fake clock, and a record
+    stream = _stream(clients, 1)
+    _put(clients, stream, "0", ["a"])
+    now = [100.0]
+    calls: list[int] = []
+    clients.kinesis.meta.events.register("before-call.kinesis.GetRecords", lambda **kw: calls.append(1))
+    consumer = ShardConsumer(clients.kinesis, stream, shards_for_hash_key(stream_manifest(clients, stream), "0"), {},
+                             min_interval_s=0.5, clock=lambda: now[0])
+    # WHEN it polls three times 0.3 s apart
+    batches = []
+    for _ in range(3):
+        batches.append(consumer.poll())
+        now[0] += 0.3
+    # THEN only the first and third polls called Kinesis; the second is a spaced batch that claims nothing
+    assert [b.spaced for b in batches] == [False, True, False] and len(calls) == 2
+    assert [r.data for r in batches[0].records] == [b"a"] and batches[1].millis_behind_latest >= 1
+
+
+def test_a_slot_waits_for_its_stream_manifest_then_finds_its_shard(clients: Clients, resources: Resources) -> None:
+    # GIVEN a published spec whose stream exists but whose manifest is not published yet
+    spec = make_spec(1, [[""]], stream_name=f"{resources.prefix}-geo-v1")
+    publish_spec(clients, resources, spec, create_stream=False)
+    clients.kinesis.create_stream(StreamName=spec.stream_name, ShardCount=1)
+    stop = SYSTEM.event()
+    waits: list[str] = []
+
+    def publish_on_second_wait(why: str) -> None:
+        waits.append(why)
+        if len(waits) == 2:
+            publish_manifest(clients, resources, str(spec.stream_name), 1)
+
+    # WHEN the slot looks for its shards
+    lineages = shard_lineages(clients.s3, resources.specs_bucket, spec, "w0001", stop=stop, retry_s=0.01,
+                              on_wait=publish_on_second_wait)
+    # THEN it waited (naming why) until the manifest came, then found its one shard
+    assert len(waits) == 2 and "manifest" in waits[0]
+    assert lineages is not None and len(lineages) == 1 and len(lineages[0]) == 1
+    # AND a stopped search returns None without waiting
+    stop.set()
+    assert shard_lineages(clients.s3, resources.specs_bucket, spec, "w0002", stop=stop, retry_s=10.0) is None

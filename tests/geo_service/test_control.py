@@ -1,4 +1,4 @@
-"""What a worker reads of the control table: the active version and the deploy plan."""
+"""What a worker reads of the control table: the active version and the swap head."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pytest
 from geo_testkit import Resources, set_active, set_plan
 
 from geo_service.aws import Clients
-from geo_service.control import ControlError, ControlView, PlanView, parse_plan, read_control
+from geo_service.control import ControlError, ControlView, parse_swap, read_control
+from partitioner.contracts import SwapHead
 
 
 def test_nothing_deployed_reads_as_empty(clients: Clients, resources: Resources) -> None:
@@ -14,26 +15,29 @@ def test_nothing_deployed_reads_as_empty(clients: Clients, resources: Resources)
     assert read_control(clients.dynamodb, resources.control_table) == ControlView(None, None)
 
 
-def test_active_and_plan_are_read_together(clients: Clients, resources: Resources) -> None:
-    # GIVEN v3 active and a started carry plan 3 -> 4 keeping w0001, then a first-deploy plan with no from_version
+def test_active_and_swap_head_are_read_together(clients: Clients, resources: Resources) -> None:
+    # GIVEN v3 active and a started carry swap 3 -> 4, then a rolled-back first deploy with no from_version
     set_active(clients, resources, 3)
-    set_plan(clients, resources, 3, 4, ["w0001"])
-    ctl = read_control(clients.dynamodb, resources.control_table)
-    # THEN both are there and the plan keeps w0001 of v3 (not of any other version)
-    assert ctl.active == 3 and ctl.plan == PlanView(3, 4, "carry", frozenset({"w0001"}), "started")
-    assert ctl.plan.keeps(3, "w0001") and not ctl.plan.keeps(2, "w0001") and not ctl.plan.keeps(3, "w0002")
-    set_plan(clients, resources, None, 1, [], status="rolled_back")
-    ctl = read_control(clients.dynamodb, resources.control_table)
+    set_plan(clients, resources, 3, 4)
+    ctl = read_control(clients.dynamodb, resources.control_table, consistent=True)
+    # THEN both are there; the swap keeps a slot of v3 that v4 has too (not of another version, not one v4 lacks)
+    assert ctl.active == 3 and ctl.plan is not None
+    assert (ctl.plan.from_version, ctl.plan.to_version, ctl.plan.mode, ctl.plan.status) == (3, 4, "carry", "started")
+    new_ids = frozenset({"w0001"})
+    assert ctl.plan.keeps(3, "w0001", new_ids) and not ctl.plan.keeps(2, "w0001", new_ids)
+    assert not ctl.plan.keeps(3, "w0002", new_ids)
+    set_plan(clients, resources, None, 1, status="rolled_back")
+    ctl = read_control(clients.dynamodb, resources.control_table, consistent=True)
     assert ctl.plan is not None and ctl.plan.from_version is None and ctl.plan.rolled_back
 
 
 def test_a_rolled_back_version_is_dropped_until_something_flips_past_it() -> None:
-    # GIVEN a rolled-back plan to v5 WHEN v4 is active THEN v5 is dropped; a whole-mode plan never keeps a slot
-    rolled = PlanView(4, 5, "carry", frozenset({"w1"}), "rolled_back")
+    # GIVEN a rolled-back swap to v5 WHEN v4 is active THEN v5 is dropped; a whole-mode swap never keeps a slot
+    rolled = SwapHead(4, 5, "carry", "rolled_back")
     assert ControlView(4, rolled).dropped(5) and not ControlView(4, rolled).dropped(4)
-    assert not PlanView(4, 5, "whole", frozenset({"w1"}), "started").keeps(4, "w1")
+    assert not SwapHead(4, 5, "whole", "started").keeps(4, "w1", frozenset({"w1"}))
 
 
-def test_a_plan_without_its_target_is_rejected_naming_it() -> None:
+def test_a_swap_head_without_its_target_is_rejected_naming_it() -> None:
     with pytest.raises(ControlError, match="to_version"):
-        parse_plan({"pk": {"S": "plan"}, "from_version": {"N": "1"}})
+        parse_swap({"pk": {"S": "swap"}, "from_version": {"N": "1"}})

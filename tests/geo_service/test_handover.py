@@ -7,12 +7,12 @@ import json
 import time
 
 import pytest
-from geo_testkit import Resources, enriched_rows, make_spec, publish_spec, set_active, set_plan
+from geo_testkit import Resources, enriched_rows, make_spec, publish_spec, set_active, set_plan, stream_manifest
 
 from geo_service.aws import Clients
 from geo_service.consumer import KinesisRecord, ShardConsumer, shards_for_hash_key, worker_shards
 from geo_service.cost import Calibration
-from geo_service.handover import OPEN, CaughtUp, GatedReader, HandoverGate, Place, SlotReader
+from geo_service.handover import OPEN, CaughtUp, GatedReader, GateReading, HandoverGate, Place, SlotReader
 from geo_service.lease import LeaseManager
 from geo_service.worker import GeoWorker
 from partitioner.spec import shard_hash_key
@@ -54,9 +54,9 @@ def test_the_gate_passes_what_arrived_a_margin_before_the_slowest_source() -> No
     reads: list[int] = []
     values = {"w0001": 100.0, "w0002": 103.0}
 
-    def sources() -> dict[str, float]:
+    def sources() -> GateReading:
         reads.append(1)
-        return dict(values)
+        return GateReading.of(values)
 
     clock = Clock()
     gate = HandoverGate(sources, margin_s=0.5, refresh_s=1.0, timeout_s=60.0, clock=clock)
@@ -77,7 +77,7 @@ def test_the_gate_does_not_read_the_sources_for_a_record_it_already_passes() -> 
     # GIVEN a gate whose limit is 99.5 s
     reads: list[int] = []
     clock = Clock()
-    gate = HandoverGate(lambda: reads.append(1) or {"w0001": 100.0}, margin_s=0.5, refresh_s=0.0, timeout_s=60.0,
+    gate = HandoverGate(lambda: reads.append(1) or GateReading(100.0), margin_s=0.5, refresh_s=0.0, timeout_s=60.0,
                         clock=clock)
     gate.state(need=101.0)
     # WHEN records below the limit ask
@@ -91,7 +91,7 @@ def test_a_source_that_has_not_published_holds_everything_until_every_source_dra
     # GIVEN one old slot caught up, one that never published (0)
     values = {"w0001": 100.0, "w0002": 0.0}
     clock = Clock()
-    gate = HandoverGate(lambda: dict(values), margin_s=0.5, refresh_s=0.0, timeout_s=60.0, clock=clock)
+    gate = HandoverGate(lambda: GateReading.of(values), margin_s=0.5, refresh_s=0.0, timeout_s=60.0, clock=clock)
     # WHEN a record asks
     state = gate.state(need=50.0)
     # THEN nothing passes
@@ -105,7 +105,7 @@ def test_a_source_that_has_not_published_holds_everything_until_every_source_dra
 def test_the_gate_opens_after_its_timeout_and_says_so() -> None:
     # GIVEN a source that never catches up
     clock = Clock()
-    gate = HandoverGate(lambda: {"w0001": 0.0}, margin_s=0.5, refresh_s=0.0, timeout_s=30.0, clock=clock)
+    gate = HandoverGate(lambda: GateReading(0.0), margin_s=0.5, refresh_s=0.0, timeout_s=30.0, clock=clock)
     assert not gate.state(need=1.0).open
     # WHEN the timeout passes
     clock.now = 30.5
@@ -125,7 +125,8 @@ def test_an_opened_gate_passes_everything() -> None:
 def _consumer(clients: Clients, stream: str) -> ShardConsumer:
     clients.kinesis.create_stream(StreamName=stream, ShardCount=1)
     clients.kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.1, "MaxAttempts": 50})
-    return ShardConsumer(clients.kinesis, stream, shards_for_hash_key(clients.kinesis, stream, "0"), {})
+    return ShardConsumer(clients.kinesis, stream, shards_for_hash_key(stream_manifest(clients, stream), "0"), {},
+                         min_interval_s=0.0)
 
 
 def _put(clients: Clients, stream: str, n: int, start: int) -> None:
@@ -144,7 +145,7 @@ def test_the_gated_reader_releases_the_prefix_that_arrived_before_the_limit_and_
     time.sleep(0.3)
     _put(clients, stream, 3, 3)
     caught_up = {"w0001": mid}
-    reader = GatedReader(consumer, HandoverGate(lambda: dict(caught_up), margin_s=0.1, refresh_s=0.0,
+    reader = GatedReader(consumer, HandoverGate(lambda: GateReading.of(caught_up), margin_s=0.1, refresh_s=0.0,
                                                 timeout_s=60.0))
     # WHEN it polls
     first = reader.poll()
@@ -184,7 +185,7 @@ def test_a_moved_cell_waits_for_its_old_slot_to_drain_and_its_entity_waits_behin
     places = {0: Place("car-a", "w0001"), 1: Place("car-b", "w0002"), 2: Place("car-a", "w0002"),
               3: Place("car-c", "w0002"), 4: Place("car-d", "w0002"), 5: Place("car-a", "w0002")}
     caught_up = {"w0001": time.time(), "w0002": time.time()}
-    gate = HandoverGate(lambda: dict(caught_up), margin_s=0.1, refresh_s=0.0, timeout_s=60.0)
+    gate = HandoverGate(lambda: GateReading.of(caught_up), margin_s=0.1, refresh_s=0.0, timeout_s=60.0)
     reader = GatedReader(consumer, gate, own="w0002",
                          classify=lambda records: [places[json.loads(r.data)["i"]] for r in records])
     # WHEN it polls while w0001 is not drained
@@ -234,7 +235,7 @@ def test_a_kept_cell_resumes_on_the_new_stream_before_its_old_slot_drained(clien
     key = v1.worker("w0001").hash_key
     sent = [_event(str(v1.stream_name), clients, key, i, 1) for i in range(4)]
     a.run_until(lambda s: s.events_out == 4, timeout=30)
-    set_plan(clients, resources, 1, 2, ["w0001"])
+    set_plan(clients, resources, 1, 2)
     a.run_until(lambda s: s.next_version == 2, timeout=30)
     reader = LeaseManager(clients.dynamodb, resources.leases_table, 2, "reader", 3.0)
     deadline = time.monotonic() + 30
@@ -270,13 +271,13 @@ def test_a_two_shard_slot_is_caught_up_only_as_far_as_its_slowest_shard(clients:
     clients.kinesis.create_stream(StreamName=stream, ShardCount=2)
     clients.kinesis.get_waiter("stream_exists").wait(StreamName=stream, WaiterConfig={"Delay": 0.1, "MaxAttempts": 50})
     keys = [shard_hash_key(0, 2), shard_hash_key(1, 2)]
-    lineages = worker_shards(clients.kinesis, stream, keys)
+    lineages = worker_shards(stream_manifest(clients, stream), keys)
     assert len(lineages) == 2 and lineages[0][0].shard_id != lineages[1][0].shard_id
     for i in range(3):
         clients.kinesis.put_record(StreamName=stream, Data=json.dumps({"i": i}).encode(), PartitionKey="k",
                                    ExplicitHashKey=keys[0])
-    reader = SlotReader([GatedReader(ShardConsumer(clients.kinesis, stream, lin, {}), HandoverGate.opened())
-                         for lin in lineages])
+    reader = SlotReader([GatedReader(ShardConsumer(clients.kinesis, stream, lin, {}, min_interval_s=0.0),
+                                     HandoverGate.opened()) for lin in lineages])
     # WHEN it polls once and the batch's output is "written"
     before = time.time()
     first = reader.poll()

@@ -7,9 +7,10 @@ import time
 from geo_testkit import Resources, make_spec, publish_spec
 
 from geo_service.aws import Clients
-from geo_service.control import ControlView, PlanView
+from geo_service.control import ControlView
 from geo_service.lease import LeaseManager
 from geo_service.slots import SlotFinder, SpecCache
+from partitioner.contracts import SwapHead
 
 
 def finder(clients: Clients, res: Resources, owner: str = "me", **overrides: object) -> SlotFinder:
@@ -18,29 +19,34 @@ def finder(clients: Clients, res: Resources, owner: str = "me", **overrides: obj
     return SlotFinder(cfg, clients, owner, SpecCache(clients, res.specs_bucket))
 
 
-def plan(from_version: int | None, to_version: int, kept: tuple[str, ...] = (), status: str = "started") -> PlanView:
-    return PlanView(from_version, to_version, "carry", frozenset(kept), status)
+def _quadkey(i: int, zoom: int = 6) -> str:
+    """A distinct zoom-6 quadkey per index (base-4 digits)."""
+    return "".join(str((i >> (2 * k)) & 3) for k in reversed(range(zoom)))
+
+
+def plan(from_version: int | None, to_version: int, status: str = "started") -> SwapHead:
+    return SwapHead(from_version, to_version, "carry", status)
 
 
 def publish(clients: Clients, res: Resources, version: int, slots: int) -> None:
-    regions = [[f"0{i}"] for i in range(slots - 1)] + [[""]]
+    regions = [[_quadkey(i)] for i in range(slots - 1)] + [[""]]
     publish_spec(clients, res, make_spec(version, regions, stream_name=f"{res.prefix}-geo-v{version}"),
                  create_stream=False)
 
 
-def test_active_orphans_come_before_the_new_version_and_kept_slots_wait_for_their_carrier(
+def test_a_started_swaps_new_slots_come_first_then_active_orphans_and_kept_slots_wait_for_their_carrier(
         clients: Clients, resources: Resources) -> None:
-    # GIVEN v1 active with w0001 held live and w0002 free, and a plan to v2 keeping both and adding w0003
+    # GIVEN v1 active with w0001 held live and w0002 free, and a carry swap to v2 keeping both and adding w0003
     publish(clients, resources, 1, 2)
     publish(clients, resources, 2, 3)
     LeaseManager(clients.dynamodb, resources.leases_table, 1, "carrier", 60.0).claim("w0001")
-    ctl = ControlView(active=1, plan=plan(1, 2, ("w0001", "w0002")))
+    ctl = ControlView(active=1, plan=plan(1, 2))
     # WHEN three generic workers look for work one after the other
     got = [finder(clients, resources, owner=f"fresh-{i}").search(ctl).claimed for i in range(3)]
-    # THEN the first takes v1's free slot, the second v2's new slot w0003, the third nothing: v2#w0001 and v2#w0002
-    # are left to the holders of v1#w0001 (alive) and v1#w0002 (the first worker: it carries the slot itself)
+    # THEN the first takes v2's new slot w0003, the second v1's free slot, the third nothing: v2#w0001 and v2#w0002
+    # are left to the holders of v1#w0001 (alive) and v1#w0002 (the second worker: it carries the slot itself)
     keys = [m.lease.key if m and m.lease else None for m in got]
-    assert keys == ["v1#w0002", "v2#w0003", None]
+    assert keys == ["v2#w0003", "v1#w0002", None]
     # WHEN v1#w0001 is drained (its carrier moved on after the flip and then died)
     lm = LeaseManager(clients.dynamodb, resources.leases_table, 1, "carrier", 60.0)
     lm.claim("w0001")
@@ -82,8 +88,30 @@ def test_after_the_flip_an_old_slot_whose_drainer_died_is_taken_over_first(clien
     dead = LeaseManager(clients.dynamodb, resources.leases_table, 1, "dead", 0.01)
     dead.claim("w0001")
     time.sleep(0.05)  # the dead owner's 10 ms lease has expired (the condition is expires_at < now)
-    ctl = ControlView(active=2, plan=plan(1, 2, ("w0001",)))
+    ctl = ControlView(active=2, plan=plan(1, 2))
     # WHEN a generic worker looks for work once the dead lease expired
     m = finder(clients, resources, owner="fresh").search(ctl).claimed
     # THEN it takes the old slot (the new version's workers wait for it to drain), not the new one
     assert m is not None and m.lease is not None and m.lease.key == "v1#w0001"
+
+
+def test_a_new_worker_reads_about_one_page_of_leases_however_large_the_fleet(clients: Clients,
+                                                                           resources: Resources) -> None:
+    # GIVEN v1 active with 400 slots, all held, and a started swap to v2 with 500 slots (the 100 new ones free)
+    publish(clients, resources, 1, 400)
+    publish(clients, resources, 2, 500)
+    held = [{"PutRequest": {"Item": {"lease_key": {"S": f"v{version}#w{i:04d}"}, "owner": {"S": "holder"},
+                                     "expires_at": {"N": str(time.time() + 600)}}}}
+            for version in (1, 2) for i in range(1, 401)]
+    for i in range(0, len(held), 25):
+        clients.dynamodb.batch_write_item(RequestItems={resources.leases_table: held[i:i + 25]})
+    calls: list[str] = []
+    clients.dynamodb.meta.events.register("before-call.dynamodb.BatchGetItem", lambda **kw: calls.append("b"))
+    ctl = ControlView(active=1, plan=plan(1, 2))
+    # WHEN five fresh workers look for work
+    got = [finder(clients, resources, owner=f"fresh-{i}").search(ctl).claimed for i in range(5)]
+    # THEN each claims a new v2 slot, having read one page of leases (plus its kept slots' old leases) each,
+    # not the 900 leases of both versions
+    assert all(m is not None and m.lease is not None and m.lease.version == 2
+               and int(m.lease.worker_id[1:]) > 400 for m in got)
+    assert len(calls) <= 5 * 2

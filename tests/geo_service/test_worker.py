@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from geo_testkit import Resources, make_spec, publish_spec, set_active
+from geo_testkit import Resources, create_stream_with_manifest, make_spec, publish_spec, set_active
 
 from geo_service.aws import Clients
 from geo_service.cost import Calibration
@@ -172,8 +172,8 @@ def test_green_worker_waits_for_its_stream_and_does_not_drain_before_its_flip(cl
     set_active(clients, resources, 5)
     w = _worker(clients, resources, 6, calibration=FAST_CAL)
     w.run_until(lambda s: s.state == "waiting_stream", timeout=30)
-    # WHEN the deployer creates the stream
-    clients.kinesis.create_stream(StreamName=spec.stream_name, ShardCount=1)
+    # WHEN the deployer creates the stream and publishes its manifest
+    create_stream_with_manifest(clients, resources, str(spec.stream_name), 6, 1)
     status = w.wait_ready(timeout=30)
     time.sleep(1.0)  # several active-pointer polls and quiet periods
     # THEN it became ready and keeps serving (an older active version is not a reason to drain)

@@ -129,7 +129,7 @@ def test_an_idle_fleet_with_new_code_gets_the_live_spec_redeployed_once(aws: Aws
     assert ctl.step().status == DeployStatus.WAITING_GREEN
     assert aws.control.get("plan")["mode"] == "whole"  # type: ignore[index]
     assert redeploy_live_spec(ctl, template, lambda: 1002.0) is None
-    assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1), spec_key(2)]
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == [spec_key(1), spec_key(2)]
 
 
 def test_nothing_is_redeployed_when_the_code_is_current_or_unknown(aws: Aws) -> None:
@@ -140,7 +140,7 @@ def test_nothing_is_redeployed_when_the_code_is_current_or_unknown(aws: Aws) -> 
     # THEN neither the current template nor an unset one publishes anything
     assert redeploy_live_spec(ctl, first, lambda: 0.0) is None
     assert redeploy_live_spec(ctl, "", lambda: 0.0) is None
-    assert aws.keys(aws.cfg.specs_bucket) == [spec_key(1)]
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == [spec_key(1)]
 
 
 @pytest.mark.parametrize(("remaining", "configured", "expected"), [

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from lambdas.common.aws import EcsFleet, EcsService, GeoStreams
+from lambdas.common.aws import EcsFleet, EcsService, GeoStreams, ShardQuota
 from lambdas.common.records import read_active
 from lambdas.deploy.controller import DeployController, DeployError
-from partitioner.contracts import ControlKey, DeployStatus, SwapMode, spec_key
+from partitioner.contracts import ControlKey, DeployStatus, StreamManifest, SwapMode, spec_key, stream_manifest_key
 from partitioner.errors import SpecError
 from partitioner.shards import with_shards
 from partitioner.spec import Spec
@@ -352,3 +354,61 @@ def test_the_geo_stream_gets_every_shard_of_every_worker(aws: Aws) -> None:
     for w in v1.workers:
         hit = {i for k in w.shard_keys for i, (lo, hi) in enumerate(ranges) if lo <= int(k) <= hi}
         assert len(hit) == 2
+
+
+class QuotaStreams(GeoStreams):
+    """The account's shard quota as a low one (moto reports a fixed 6,000-shard quota with none open)."""
+
+    def __init__(self, inner: GeoStreams, limit: int, open_shards: int) -> None:
+        super().__init__(inner._k, inner.kms_key)
+        self.quota = ShardQuota(limit=limit, open=open_shards)
+
+    def shard_quota(self) -> ShardQuota:
+        return self.quota
+
+
+def test_a_version_whose_stream_exceeds_the_shard_quota_is_refused_and_the_old_one_keeps_serving(aws: Aws) -> None:
+    # GIVEN v1 live, and an account whose shard quota has room for 3 more shards only
+    clock = Clock()
+    ctl = controller(aws, clock)
+    deploy_v1(aws, clock, ctl)
+    ctl.streams = QuotaStreams(aws.streams, limit=6, open_shards=3)
+    before = aws.stream_names()
+    # WHEN v2 (4 workers, 4 shards) is requested
+    v2 = make_spec(2, loads=(900, 900, 900, 900), previous=make_spec(1))
+    publish(aws, v2)
+    ctl.request(2)
+    st = ctl.step()
+    # THEN it is refused before CreateStream, saying how many shards it needs and what the quota allows
+    assert st.status == DeployStatus.ROLLED_BACK and st.failed_version == 2
+    assert "needs 4 shards" in st.reason and "3 of the account's 6" in st.reason
+    assert aws.stream_names() == before
+    active = read_active(aws.control)
+    assert active is not None and active.version == 1
+    # AND with room for it the next version deploys
+    ctl.streams = QuotaStreams(aws.streams, limit=100, open_shards=3)
+    v3 = make_spec(3, loads=(900, 900, 900, 900), previous=make_spec(1))
+    publish(aws, v3)
+    ctl.request(3)
+    assert ctl.step().status == DeployStatus.WAITING_GREEN
+
+
+def test_the_workers_get_the_stream_manifest_and_a_small_swap_head_before_the_fleet_starts(aws: Aws) -> None:
+    # GIVEN v1 live and v2 started
+    clock = Clock()
+    ctl = controller(aws, clock)
+    v2 = start_v2(aws, clock, ctl)
+    # THEN the stream manifest lists every shard of v2's stream, and the swap head says what the plan does
+    body = aws.clients.s3.get_object(Bucket=aws.cfg.specs_bucket, Key=stream_manifest_key(2))["Body"].read()
+    manifest = StreamManifest.from_json(body, "test")
+    assert manifest.stream_name == ctl.stream_name(v2) and len(manifest.shards) == v2.shard_count
+    head = aws.control.get(ControlKey.SWAP)
+    assert head is not None and (head["from_version"], head["to_version"], head["mode"], head["status"]) == (
+        1, 2, "carry", "started")
+    # AND the head is far smaller than the plan, whose slot lists grow with the fleet
+    plan = aws.control.get(ControlKey.PLAN)
+    assert plan is not None and len(json.dumps(head)) < len(json.dumps(plan))
+    # WHEN the swap is rolled back THEN the head says so too
+    ctl.rollback(2, 1)
+    head = aws.control.get(ControlKey.SWAP)
+    assert head is not None and head["status"] == "rolled_back"

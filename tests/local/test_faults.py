@@ -40,6 +40,7 @@ from local.faults import (
     leases_from_items,
     parse_faults,
 )
+from partitioner.contracts import StreamManifest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -362,7 +363,8 @@ def test_a_worker_read_throttled_past_its_retries_reads_nothing_and_is_not_caugh
     # GIVEN a record on the geo stream and a worker's consumer whose client tries once
     k = kinesis(server.url, attempts=1)
     put(k, "t-geo-v1")
-    consumer = ShardConsumer(k, "t-geo-v1", shards_for_hash_key(k, "t-geo-v1", "1"), {})
+    manifest = StreamManifest(1, "t-geo-v1", GeoStreams(k).shards("t-geo-v1"))
+    consumer = ShardConsumer(k, "t-geo-v1", shards_for_hash_key(manifest, "1"), {}, min_interval_s=0.0)
     server.throttle.start("t-geo-v", 1.0, 60.0)
     try:
         # WHEN it polls under the throttle THEN nothing is read and the shard is not caught up (no drain)
