@@ -1,0 +1,275 @@
+"""The scale simulation's actors: the ECS service scheduler, the deployer Lambda, the router Lambdas.
+
+Each runs as a thread on the simulated clock (:mod:`local.scale.simtime`) and calls the project's own code:
+
+* :class:`EcsScheduler` plays ECS itself (not project code): it reads the worker service's desired count from
+  moto's ECS and starts light in-process workers (:class:`geo_service.worker.GeoWorker` on the simulated clock,
+  with a transform that does nothing, a fixed calibration, and the scale-in protection calls counted instead of
+  sent to an agent) after a launch delay, or stops idle ones when the count falls. The deploy controller's
+  ``UpdateService`` and ``DescribeServices`` calls are the project's and are counted.
+* :class:`Deployer` is the deployer Lambda: a newly published version is requested and stepped at once (the S3
+  event), and while a deployment is in flight it steps every ``step_s`` (``HOOK_CALLBACK_DELAY_S``, 15 s),
+  otherwise every minute (the schedule). It runs :class:`lambdas.deploy.controller.DeployController` over
+  :class:`lambdas.common.aws.EcsFleet`.
+* :class:`Router` is the router Lambda's concurrent containers, one per ingest shard (the event source mapping
+  polls each shard and invokes with up to ``router_batch_size`` = 500 records). Each container keeps its own
+  :class:`lambdas.router.routing.ActiveSpecCache` (a control-table read every ``ROUTER_SPEC_TTL_S`` = 5 s and an
+  S3 GET per new version). One invocation in ``sample`` is routed by :func:`lambdas.router.routing.route_batch`
+  and put into moto for real (the workers read and process those events); every other invocation goes through
+  the same routing (:meth:`RoutingTable.hash_keys_for`, :func:`lambdas.common.aws.chunk_entries`) and its
+  ``PutRecords`` call is counted by the same rules without being sent (moto takes ~0.1 ms per record: 100,000
+  events per simulated second could not be sent).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from geo_service.aws import Clients as WorkerClients
+from geo_service.config import WorkerConfig
+from geo_service.cost import Calibration
+from geo_service.protection import ScaleInProtection
+from geo_service.status import WorkerState
+from geo_service.worker import GeoWorker
+from lambdas.common.aws import ControlTable, GeoStreams, PutEntry, QuarantineSink, SpecStore, chunk_entries
+from lambdas.deploy.controller import DeployController
+from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
+from local.scale.simtime import SimTime
+from local.scale.world import EventSource
+from partitioner.contracts import DeployStatus, spec_key
+from partitioner.spec import Spec
+
+log = logging.getLogger(__name__)
+
+#: Calibration the light workers use instead of measuring one (a real task calibrates once at start-up).
+CALIBRATION = Calibration(seconds_per_unit=0.004)
+#: An idle generic worker (no lease) is what ECS may stop on a scale-in: every other task is protected.
+IDLE = (WorkerState.IDLE, WorkerState.CLAIMING, WorkerState.STARTING)
+
+
+class NullTransform:
+    """The light workers' transform: no reference data, nothing added to the event."""
+
+    def __init__(self) -> None:
+        self.loaded = 0
+
+    def load_region(self, quadkeys: Sequence[str], buffer_ring: int) -> None:
+        self.loaded = len(quadkeys)
+
+    def apply(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        return {}
+
+
+@dataclass
+class Launch:
+    """One task of the worker service: launched at ``at``, its worker once running."""
+
+    at: float
+    worker: GeoWorker | None = None
+
+
+class EcsScheduler:
+    """ECS's service scheduler for the worker service (see the module docstring)."""
+
+    def __init__(self, sim: SimTime, ecs: Any, cluster: str, service: str, *, config: WorkerConfig,
+                 clients: WorkerClients, launch_delay_s: float, on_protect: Callable[[dict[str, object]], object],
+                 period_s: float = 1.0) -> None:
+        self.sim = sim
+        self._ecs = ecs
+        self.cluster = cluster
+        self.service = service
+        self.config = config
+        self.clients = clients
+        self.launch_delay_s = launch_delay_s
+        self.on_protect = on_protect
+        self.period_s = period_s
+        self.tasks: list[Launch] = []
+        self.started = 0
+        self.stopped = 0
+        self._stop = sim.event()
+
+    def desired(self) -> int:
+        svc = self._ecs.describe_services(cluster=self.cluster, services=[self.service])["services"][0]
+        return int(svc["desiredCount"])
+
+    def run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self.reconcile()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def reconcile(self) -> None:
+        now = self.sim.time()
+        for task in self.tasks:
+            if task.worker is None and task.at <= now:
+                task.worker = self._start_worker()
+        self.tasks = [t for t in self.tasks if t.worker is None or t.worker.status().state not in
+                      (WorkerState.RELEASED, WorkerState.RETIRED, WorkerState.FAILED, WorkerState.ABANDONED)]
+        surplus = len(self.tasks) - self.desired()
+        if surplus > 0:
+            pending = [t for t in self.tasks if t.worker is None]
+            for t in pending[:surplus]:
+                self.tasks.remove(t)
+            surplus -= min(surplus, len(pending))
+            idle = [t for t in self.tasks if t.worker is not None and t.worker.status().state in IDLE]
+            for t in idle[:surplus]:
+                assert t.worker is not None
+                t.worker.request_stop()
+                self.stopped += 1
+        else:
+            self.tasks += [Launch(now + self.launch_delay_s) for _ in range(-surplus)]
+
+    def _start_worker(self) -> GeoWorker:
+        self.started += 1
+        protection = ScaleInProtection("sim://ecs-agent", clock=self.sim.monotonic, send=self.on_protect)
+        worker = GeoWorker(self.config, self.clients, owner=f"task-{self.started:05d}", timebase=self.sim,
+                           transform_factory=NullTransform, calibration=CALIBRATION, protection=protection)
+        return worker.start()
+
+    @property
+    def workers(self) -> list[GeoWorker]:
+        return [t.worker for t in self.tasks if t.worker is not None]
+
+
+class Deployer:
+    """The deployer Lambda on the simulated clock (see the module docstring)."""
+
+    def __init__(self, sim: SimTime, controller: DeployController, specs: SpecStore, control: ControlTable, *,
+                 step_s: float = 15.0, schedule_s: float = 60.0) -> None:
+        self.sim = sim
+        self.controller = controller
+        self.specs = specs
+        self.control = control
+        self.step_s = step_s
+        self.schedule_s = schedule_s
+        self.published: list[int] = []
+        self.states: list[tuple[float, str, int | None]] = []
+        self._wake = sim.event()
+        self._stop = sim.event()
+
+    def publish(self, spec: Spec) -> None:
+        """What the partitioner Lambda does: the spec object, then the desired pointer; S3 then invokes us."""
+        self.specs.put_new(spec)
+        self.control.put_forward("desired", {"version": spec.version, "spec_key": spec_key(spec.version),
+                                             "published_at": f"{self.sim.time():.3f}"})
+        self.published.append(spec.version)
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            for v in self.published:
+                self.controller.request(v)
+            self.published.clear()
+            st = self.controller.step()
+            if not self.states or self.states[-1][1:] != (st.status, st.version):
+                self.states.append((self.sim.time(), st.status, st.version))
+                log.info("deploy v%s: %s (%s)", st.version, st.status, st.reason)
+            self._wake = self.sim.event()
+            self._wake.wait(self.step_s if st.in_flight else self.schedule_s)
+
+    def done(self, version: int) -> bool:
+        st = self.controller.state()
+        return st.version == version and st.status in (DeployStatus.DONE, DeployStatus.ROLLED_BACK)
+
+
+@dataclass
+class RouterStats:
+    """What the router did: events routed (sent and counted), invocations, and what failed."""
+
+    routed: int = 0
+    sent: int = 0
+    failed: int = 0
+    invocations: int = 0
+    sent_ids: list[str] = field(default_factory=list)
+
+
+class _SharedParse(SpecStore):
+    """A container's spec store: its own S3 GET per version, but the parse shared by every container of the
+    simulation (a real container parses its own copy; sharing only saves this machine's memory)."""
+
+    def __init__(self, s3: Any, bucket: str, parsed: dict[str, Spec]) -> None:
+        super().__init__(s3, bucket)
+        self.parsed = parsed
+
+    def get(self, key: str) -> Spec:
+        self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        if key not in self.parsed:
+            self.parsed[key] = super().get(key)
+        return self.parsed[key]
+
+
+class Router:
+    """The router Lambda's containers (see the module docstring)."""
+
+    def __init__(self, sim: SimTime, *, control: ControlTable, s3: Any, specs_bucket: str, streams: GeoStreams,
+                 quarantine: QuarantineSink, events: Callable[[], EventSource], events_per_s: float,
+                 containers: int, sample: int, count_put: Callable[[str, list[PutEntry], float], None],
+                 tick_s: float = 0.5, payload_bytes: int = 110) -> None:
+        self.sim = sim
+        self.streams = streams
+        self.quarantine = quarantine
+        self.events = events
+        self.events_per_s = events_per_s
+        self.sample = sample
+        self.count_put = count_put
+        self.tick_s = tick_s
+        self.payload = b" " * payload_bytes
+        parsed: dict[str, Spec] = {}
+        self.caches = [ActiveSpecCache(control, _SharedParse(s3, specs_bucket, parsed), ttl_s=5.0,
+                                       clock=sim.monotonic) for _ in range(containers)]
+        self.stats = RouterStats()
+        self._stop = sim.event()
+        self._turn = 0
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> None:
+        while not self._stop.wait(self.tick_s):
+            self.tick()
+
+    def tick(self) -> None:
+        per = round(self.events_per_s * self.tick_s / len(self.caches))
+        for cache in self.caches:
+            table = cache.current()
+            if table is None or per == 0:
+                continue
+            self.stats.invocations += 1
+            self._turn += 1
+            if self._turn % self.sample == 0:
+                self._send(table, per)
+            else:
+                self._count(table, per)
+
+    def _send(self, table: RoutingTable, n: int) -> None:
+        ev = self.events().take(n)
+        records = [InputRecord(eid, d, "sim") for eid, d in zip(ev.event_ids, ev.data, strict=True)]
+        result = route_batch(records, table, self.streams, self.quarantine)
+        self.stats.routed += result.routed
+        self.stats.sent += result.routed
+        self.stats.failed += len(result.failed_ids)
+        failed = set(result.failed_ids)
+        self.stats.sent_ids += [eid for eid in ev.event_ids if eid not in failed]
+
+    def _count(self, table: RoutingTable, n: int) -> None:
+        ev = self.events().take(n, encode=False)
+        keys = table.hash_keys_for(ev.lon, ev.lat, ev.entity_ids)
+        entries = [PutEntry(self.payload, e, k) for e, k in zip(ev.entity_ids, keys, strict=True)]
+        for chunk in chunk_entries(entries):
+            self.count_put(table.stream_name, [entries[i] for i in chunk], self.sim.time())
+        self.stats.routed += n
+
+
+def router_containers(events_per_s: float) -> int:
+    """Concurrent router containers: one per ingest shard of an on-demand stream carrying ``events_per_s``
+    (a shard takes 1,000 records/s of writes; the event source mapping invokes one container per shard)."""
+    return max(1, math.ceil(events_per_s / 1000.0))
