@@ -15,6 +15,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from infra.config import ConfigError, config_from_node
 from infra.stack import GeoRebalancerStack
+from infra.suppressions import write_acknowledgements
 
 
 def build_app(app: cdk.App) -> GeoRebalancerStack:
@@ -29,15 +30,16 @@ def build_app(app: cdk.App) -> GeoRebalancerStack:
     stack = GeoRebalancerStack(app, f"{config.prefix}-geo-rebalancer", config=config, env=env)
     cdk.Tags.of(stack).add("project", "geo-rebalancer")
     cdk.Tags.of(stack).add("geo-rebalancer:prefix", config.prefix)
-    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True, write_suppressions_to_cloud_formation=True))
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True, write_suppressions_to_cloud_formation=False))
     return stack
 
 
 if __name__ == "__main__":
     main_app = cdk.App()
     try:
-        build_app(main_app)
+        stack = build_app(main_app)
     except ConfigError as exc:  # a bad or unknown setting: one line naming it, exit 2, nothing synthesized
         print(f"geo-rebalancer: {exc}", file=sys.stderr)
         sys.exit(2)
     main_app.synth()
+    write_acknowledgements(stack, main_app.outdir)

@@ -175,14 +175,15 @@ class ShardConsumer:
 
     Notes
     -----
-    A poll within ``min_interval_s`` of the last call returns an empty batch with ``spaced=True`` and
+    ``spacing`` (shared by the process's consumers) holds the last call per shard, so two consumers of one
+    shard in one process keep the spacing together. A poll within ``min_interval_s`` of the last call returns an empty batch with ``spaced=True`` and
     ``millis_behind_latest=1``: nothing is known about records that arrived since, so it neither counts as
     caught up nor as drained.
     """
 
     def __init__(self, kinesis: Any, stream_name: str, shards: list[ShardInfo], checkpoint: Mapping[str, str],
                  limit: int = DEFAULT_LIMIT, *, min_interval_s: float = MIN_INTERVAL_S,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None, spacing: dict[str, float] | None = None) -> None:
         if not shards:
             raise ShardNotFound(f"ShardConsumer for {stream_name!r} needs at least one shard")
         self._kinesis = kinesis
@@ -191,7 +192,9 @@ class ShardConsumer:
         self.limit = limit
         self.min_interval_s = min_interval_s
         self._clock = clock or time.monotonic
-        self._called_at = -float("inf")
+        # last GetRecords call per "<stream>/<shard>", shared by every consumer of the process (a carried slot's
+        # reader prepared ahead and the slot's own reader may read one shard in the same second)
+        self._spacing: dict[str, float] = {} if spacing is None else spacing
         self._positions: dict[str, str] = dict(checkpoint)
         self._current = 0
         self._iterator: str | None = None
@@ -206,7 +209,10 @@ class ShardConsumer:
 
     def ready_in(self) -> float:
         """Seconds until the call spacing allows the next GetRecords call (0: now)."""
-        return max(0.0, self._called_at + self.min_interval_s - self._clock())
+        return max(0.0, self._called_at() + self.min_interval_s - self._clock())
+
+    def _called_at(self) -> float:
+        return self._spacing.get(f"{self.stream_name}/{self.shard_id}", -float("inf"))
 
     def poll(self) -> Batch:
         """Make one GetRecords call on the current shard and return what it read."""
@@ -214,9 +220,9 @@ class ShardConsumer:
             return Batch(shard_id=self.shard_id, records=(), millis_behind_latest=0, at_end=True)
         shard_id = self.shard_id
         now = self._clock()
-        if now - self._called_at < self.min_interval_s:
+        if now - self._called_at() < self.min_interval_s:
             return Batch(shard_id=shard_id, records=(), millis_behind_latest=1, at_end=False, spaced=True)
-        self._called_at = now
+        self._spacing[f"{self.stream_name}/{shard_id}"] = now
         if self._iterator is None:
             self._iterator = self._new_iterator(shard_id)
         try:

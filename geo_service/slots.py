@@ -49,9 +49,12 @@ from partitioner.events import ValidEvent, parse_event
 from partitioner.index import SpecIndex
 from partitioner.spec import Spec
 
+SPEC_CACHE = 3  # parsed specs a worker keeps: the versions of a swap (from, to) and the one after it
+
 
 class SpecCache:
-    """Specs by version (immutable objects: each is read from S3 once)."""
+    """Specs by version (immutable objects), at most :data:`SPEC_CACHE` of the newest (a 1M-quadkey spec of ~1,100
+    workers is ~84 MB parsed; the worker has 1 GiB by default)."""
 
     def __init__(self, clients: Clients, bucket: str) -> None:
         self._clients = clients
@@ -65,7 +68,7 @@ class SpecCache:
                 return self._specs[version]
         spec = load_spec_from_s3(self._clients.s3, self._bucket, version)
         with self._lock:
-            if len(self._specs) > 8:
+            while len(self._specs) >= SPEC_CACHE:  # the oldest goes; a version still in use is read again
                 self._specs.pop(min(self._specs))
             self._specs[version] = spec
         return spec

@@ -110,6 +110,7 @@ class GeoWorker:
         self.clients = clients
         self.owner = owner or default_owner()
         self.timebase = timebase
+        self._get_records_at: dict[str, float] = {}  # last GetRecords per "<stream>/<shard>" (ShardConsumer spacing)
         self.clock = clock or timebase.time
         self._transform_factory = transform_factory or (lambda: load_transform(config.transform))
         self._calibration = calibration
@@ -317,7 +318,8 @@ class GeoWorker:
 
     def _consumer(self, stream: str, shards: list[ShardInfo], checkpoint: Mapping[str, str]) -> ShardConsumer:
         return ShardConsumer(self.clients.kinesis, stream, shards, checkpoint,
-                             min_interval_s=self.config.get_records_interval_s, clock=self.timebase.monotonic)
+                             min_interval_s=self.config.get_records_interval_s, clock=self.timebase.monotonic,
+                             spacing=self._get_records_at)
 
     # ------------------------------------------------------------------ serving
     def _serve_chain(self, slot: Slot) -> str:

@@ -113,6 +113,7 @@ class GeoConfig:
     glue_workers: int
     retain_data: bool
     swap_mode: str
+    ingest_shards: int = 0  # 0: on-demand ingest stream; N: provisioned with N shards
     shards_per_worker: int = 1  # SHARDS_PER_WORKER: geo-stream shards each worker owns (derived from the cap if 0)
     geo_transform: str | None = None  # GEO_TRANSFORM of the workers ("module:Class"); None = the default transform
 
@@ -138,7 +139,7 @@ DEFAULTS: dict[str, Any] = {
     "cooldown_s": 600,
     "min_change": 0.05,
     "vpc_id": "",
-    "nat_gateways": 1,
+    "nat_gateways": 2,
     "lease_s": 30,
     "worker_cpu": 512,
     "worker_memory_mib": 1024,
@@ -154,6 +155,7 @@ DEFAULTS: dict[str, Any] = {
     "emr_max_memory_gb": 64,
     "glue_workers": 2,
     "retain_data": True,
+    "ingest_shards": 0,
     "swap_mode": "carry",
     "shards_per_worker": 0,
     "geo_transform": "",
@@ -277,6 +279,7 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
         emr_max_memory_gb=_int(ctx, "emr_max_memory_gb", 2, 24000),
         glue_workers=_int(ctx, "glue_workers", 2, 299),
         retain_data=_bool(ctx, "retain_data"),
+        ingest_shards=_int(ctx, "ingest_shards", 0, 10000),
         shards_per_worker=shards,
         swap_mode=_text(ctx, "swap_mode", lambda v: v in SWAP_MODES, f"one of {SWAP_MODES}"),
         geo_transform=_text(ctx, "geo_transform", lambda v: v == "" or bool(_TRANSFORM_RE.match(v)),

@@ -33,6 +33,10 @@ from infra.functions import LambdaKit, ObjectCreatedFunction
 
 DEPLOYER_TIMEOUT = Duration.minutes(3)
 STEP_EVERY = Duration.minutes(1)
+# The deployer and the hooks parse the live spec and the next one (a swap plans from both): ~84 MB each parsed
+# for a 1M-quadkey spec of ~1,100 workers, on ~150 MB of runtime; 512 MB left one spec of headroom, and a hooks
+# function out of memory makes ECS roll the deployment back. They run for seconds a minute, so 1 GB costs little.
+CONTROL_MEMORY_MB = 1024
 STEP_EVENT = {"action": "step"}  # lambdas/deploy/deployer.py requested_versions(): a plain step
 
 
@@ -48,6 +52,7 @@ class HooksFunction(Construct):
             description="ECS blue/green lifecycle hook: green ready, flip, blue drained",
             environment=environment,
             timeout=Duration.minutes(1),
+            memory_mb=CONTROL_MEMORY_MB,
         )
 
 
@@ -75,6 +80,7 @@ class DeployerFunction(ObjectCreatedFunction):
             description="Starts a blue/green deploy of the geo workers for each new spec",
             environment=environment,
             timeout=DEPLOYER_TIMEOUT,  # every wait inside is bounded by the invocation's remaining time
+            memory_mb=CONTROL_MEMORY_MB,
         )
         self.schedule = events.Rule(
             self,

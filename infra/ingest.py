@@ -25,8 +25,12 @@ class IngestStream(Construct):
         self.stream = kinesis.Stream(
             self,
             "Stream",
-            stream_name=f"{config.prefix}-ingest",
-            stream_mode=kinesis.StreamMode.ON_DEMAND,
+            # retained (retain_data): a generated name, so a redeploy after `cdk destroy` does not collide with it
+            stream_name=None if config.retain_data else f"{config.prefix}-ingest",
+            # ingest_shards=0: on-demand (pays per GB in and out); N > 0: provisioned N shards, cheaper for a steady
+            # known rate (https://aws.amazon.com/kinesis/data-streams/pricing/; docs/COST.md)
+            stream_mode=kinesis.StreamMode.PROVISIONED if config.ingest_shards else kinesis.StreamMode.ON_DEMAND,
+            shard_count=config.ingest_shards or None,
             encryption=kinesis.StreamEncryption.KMS,
             encryption_key=self.key,
             retention_period=Duration.hours(24),

@@ -39,6 +39,9 @@ SPEC_AGE = "SpecAgeSeconds"
 ROUTER_ITERATOR_AGE_MS = 60_000
 
 
+SPEC_AGE_PERIODS = 3  # windows without a snapshot before the SpecAge alarm fires on missing data
+
+
 @dataclass(frozen=True, kw_only=True)
 class Watched:
     """What the dashboard watches."""
@@ -81,7 +84,11 @@ class Monitoring(Construct):
         utilisation = cw.Metric(
             namespace=NAMESPACE, metric_name=WORKER_UTILISATION, dimensions_map=dims, statistic="Maximum", period=five
         )
-        spec_age = cw.Metric(namespace=NAMESPACE, metric_name=SPEC_AGE, dimensions_map=dims, statistic="Maximum", period=five)
+        # one data point per snapshot (every window_s): a period of at least one window, so only a missed snapshot
+        # leaves a period empty
+        snapshot_period = Duration.seconds(max(300, -(-config.window_s // 60) * 60))
+        spec_age = cw.Metric(namespace=NAMESPACE, metric_name=SPEC_AGE, dimensions_map=dims, statistic="Maximum",
+                             period=snapshot_period)
         iterator_age = watched.router.metric("IteratorAge", statistic="Maximum", period=Duration.minutes(1))
         quarantined = cw.Metric(
             namespace="AWS/S3",
@@ -112,7 +119,14 @@ class Monitoring(Construct):
         failures_visible = watched.router_failures.metric_approximate_number_of_messages_visible(period=five)
         self.alarms: dict[str, cw.Alarm] = {}
         self._alarm("WorkerUtilisation", utilisation, config.utilisation_alarm, 3, "a worker's load exceeds its share")
-        self._alarm("SpecAge", spec_age, config.spec_age_alarm_s, 1, "the active spec is older than spec_age_alarm_s")
+        # The partitioner emits SpecAge once per snapshot: no data means no snapshot (the Spark job or the
+        # partitioner stopped), which is exactly what must not stay silent. CloudWatch evaluates missing data as
+        # breaching when told to (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html
+        # "Configuring how CloudWatch alarms treat missing data").
+        self._alarm("SpecAge", spec_age, config.spec_age_alarm_s, SPEC_AGE_PERIODS,
+                    "the active spec is older than spec_age_alarm_s, or no snapshot reached the partitioner for "
+                    f"{SPEC_AGE_PERIODS} windows",
+                    missing=cw.TreatMissingData.BREACHING)
         self._alarm("RouterIteratorAge", iterator_age, ROUTER_ITERATOR_AGE_MS, 5, "the router falls behind the ingest stream")
         self._alarm("QuarantineRate", quarantined, config.quarantine_alarm_per_5min, 1, "many events are quarantined")
         self._alarm("FailedDeploys", failed_deploys, 0, 1, "an ECS blue/green deploy of the workers failed")
@@ -122,7 +136,7 @@ class Monitoring(Construct):
                         f"S3 events the {name.lower()} Lambda failed on after its retries (kept in its dead-letter queue)")
         for name, fn in (("Partitioner", watched.partitioner), ("Deployer", watched.deployer), ("Hooks", watched.hooks)):
             self._alarm(f"{name}Errors", fn.metric_errors(period=five, statistic="Sum"), 0, 1, f"the {name.lower()} Lambda failed")
-        self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"{config.prefix}-geo-rebalancer")
+        self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"{config.prefix}-geo-rebalancer-{Aws.REGION}")
         self.dashboard.add_widgets(
             cw.GraphWidget(title="Worker utilisation (max, from cost reports)", left=[utilisation], width=12),
             cw.GraphWidget(title="Active spec age (s)", left=[spec_age], width=12),
@@ -142,7 +156,8 @@ class Monitoring(Construct):
         )
         self.dashboard.add_widgets(cw.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=24))
 
-    def _alarm(self, name: str, metric: cw.IMetric, threshold: float, periods: int, description: str) -> None:
+    def _alarm(self, name: str, metric: cw.IMetric, threshold: float, periods: int, description: str, *,
+               missing: cw.TreatMissingData = cw.TreatMissingData.NOT_BREACHING) -> None:
         alarm = cw.Alarm(
             self,
             f"{name}Alarm",
@@ -150,7 +165,7 @@ class Monitoring(Construct):
             threshold=threshold,
             evaluation_periods=periods,
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            treat_missing_data=missing,
             alarm_description=f"Geo Rebalancer: {description}",
         )
         alarm.add_alarm_action(cw_actions.SnsAction(self.topic))

@@ -1,9 +1,9 @@
 """Network: reuse a VPC by id (context ``vpc_id``) or create one.
 
-A created VPC has public and private-with-egress subnets in two AZs, ``nat_gateways`` NAT gateway(s) (default 1)
-and free gateway endpoints for S3 and DynamoDB, which carry the bulk of the traffic (snapshots, specs, leases).
-Kinesis, ECR, CloudWatch Logs and the other APIs go through the NAT: one NAT gateway costs less than the six or
-more interface endpoints per AZ the workers and the Spark job would need. VPC flow logs go to CloudWatch Logs.
+A created VPC has public and private-with-egress subnets in two AZs, ``nat_gateways`` NAT gateways (default 2: one
+per AZ, so one AZ's outage does not cut the other's egress), free gateway endpoints for S3 and DynamoDB (snapshots,
+specs, output, leases) and an interface endpoint for Kinesis (every event, twice). ECR, CloudWatch Logs, STS and the
+EMR/Glue APIs go through the NAT: little data, fewer dollars than an endpoint each. VPC flow logs go to CloudWatch Logs.
 """
 
 from __future__ import annotations
@@ -57,3 +57,22 @@ class Network(Construct):
             allow_all_outbound=False,
         )
         self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to AWS APIs")
+        if not config.vpc_id:
+            self._kinesis_endpoint()
+
+    def _kinesis_endpoint(self) -> None:
+        """Kinesis carries every event twice inside the VPC (the Spark job reads the ingest stream, the workers
+        their geo streams): through an interface endpoint at 0.01 USD/GB instead of NAT processing at 0.045 USD/GB
+        (https://aws.amazon.com/privatelink/pricing/, https://aws.amazon.com/vpc/pricing/). Private DNS makes the
+        SDK's default endpoint resolve to it, so nothing else changes; only the workload group may reach it."""
+        endpoint_sg = ec2.SecurityGroup(self, "KinesisEndpointSg", vpc=self.vpc, allow_all_outbound=False,
+                                        description="Kinesis interface endpoint: HTTPS from the workload group only")
+        endpoint_sg.add_ingress_rule(self.security_group, ec2.Port.tcp(443), "HTTPS from workers and the Spark job")
+        self.kinesis_endpoint = self.vpc.add_interface_endpoint(
+            "Kinesis",
+            service=ec2.InterfaceVpcEndpointAwsService.KINESIS_STREAMS,
+            subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+            private_dns_enabled=True,
+            security_groups=[endpoint_sg],
+            open=False,
+        )

@@ -7,10 +7,13 @@ per check and resource kind, with the reason; ``scripts/synth-check`` fails on a
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import jsii
-from aws_cdk import Acknowledgment, Aspects, CfnResource, IAspect, Stack, Validations
+from aws_cdk import Acknowledgment, Aspects, CfnResource, DefaultStackSynthesizer, IAspect, Stack, Validations
 from aws_cdk import aws_lambda as lambda_
 from constructs import IConstruct
 
@@ -19,6 +22,7 @@ from infra.aggregation import EmrServerlessAggregation
 if TYPE_CHECKING:
     from infra.stack import GeoRebalancerStack
 
+BOOTSTRAP_QUALIFIER_CONTEXT = "@aws-cdk/core:bootstrapQualifier"
 IAM4_LAMBDA_BASIC = "AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]"
 # Action families the CDK grant helpers emit for one named bucket or key (never s3:* or kms:*).
 GRANT_ACTION_FAMILIES = (
@@ -27,9 +31,38 @@ GRANT_ACTION_FAMILIES = (
 )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Ack:
+    """One acknowledged cdk-nag finding: the construct path it is scoped to, the rule id, the reason."""
+
+    path: str
+    rule: str
+    reason: str
+
+
+ACK_METADATA = "geo-rebalancer:acknowledgement"  # stack metadata type (cloud assembly manifest, not the template)
+
+
 def _ack(scope: IConstruct, finding: str, reason: str) -> None:
+    """Acknowledge ``finding`` on ``scope`` and record it as stack metadata: the cloud assembly's manifest and
+    :func:`write_acknowledgements` list it. Not in the template: cdk-nag's CloudFormation metadata for the
+    acknowledgements was 79 % of its bytes."""
     rule = finding if finding.startswith("AwsSolutions::") else f"AwsSolutions::{finding}"
     Validations.of(scope).acknowledge(Acknowledgment(id=rule, reason=reason))
+    Stack.of(scope).node.add_metadata(ACK_METADATA, asdict(Ack(scope.node.path, rule, reason)))
+
+
+def acknowledgements(stack: Stack) -> list[Ack]:
+    """Every finding :func:`acknowledge_findings` acknowledged in ``stack``, in order."""
+    return [Ack(**entry.data) for entry in stack.node.metadata if entry.type == ACK_METADATA]
+
+
+def write_acknowledgements(stack: Stack, outdir: str) -> Path:
+    """Write ``<outdir>/<stack>.acknowledgements.json`` (path, rule, reason per acknowledgement) beside the
+    template, where ``scripts/synth-check`` reports them; return the file."""
+    out = Path(outdir) / f"{stack.artifact_id}.acknowledgements.json"
+    out.write_text(json.dumps([asdict(a) for a in acknowledgements(stack)], indent=1) + "\n", encoding="utf-8")
+    return out
 
 
 def _arn_token(stack: Stack, construct: IConstruct) -> str:
@@ -84,6 +117,13 @@ class CheckovSkips:
             skips = ACCESS_LOG_BUCKET_SKIPS
         if skips:
             node.add_metadata("checkov", {"skip": [{"id": i, "comment": c} for i, c in skips]})
+
+
+def bootstrap_qualifier(stack: Stack) -> str:
+    """The bootstrap qualifier the stack's assets bucket is named with: ``-c @aws-cdk/core:bootstrapQualifier=...``
+    when set, else CDK's default (``hnb659fds``)."""
+    found = stack.node.try_get_context(BOOTSTRAP_QUALIFIER_CONTEXT)
+    return str(found) if found else DefaultStackSynthesizer.DEFAULT_QUALIFIER
 
 
 def acknowledge_findings(stack: GeoRebalancerStack) -> None:
@@ -145,7 +185,8 @@ def acknowledge_findings(stack: GeoRebalancerStack) -> None:
     )
     _ack(
         stack,
-        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-hnb659fds-assets-<AWS::AccountId>-<AWS::Region>/*]",
+        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-{bootstrap_qualifier(stack)}-assets-"
+        "<AWS::AccountId>-<AWS::Region>/*]",
         "Read access to the CDK asset bucket for the Spark job's entry script and code zip; asset keys are content hashes.",
     )
     _ack(

@@ -31,7 +31,10 @@ class ControlTables(Construct):
         return dynamodb.Table(
             self,
             construct_id,
-            table_name=name,
+            # A retained table outlives `cdk destroy`; a fixed name would make the next deploy with the same prefix
+            # fail ("already exists"). Retained tables get CloudFormation's generated name (every reader takes the
+            # name from the stack: environment variables and outputs).
+            table_name=None if config.retain_data else name,
             partition_key=dynamodb.Attribute(name=key, type=dynamodb.AttributeType.STRING),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,

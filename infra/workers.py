@@ -1,8 +1,10 @@
 """Geo workers: ECS cluster, Fargate task definition from the worker image asset, and a headless Fargate service
 with ECS-native blue/green deployments whose lifecycle hooks invoke the hooks Lambda.
 
-The image is built from ``geo_service/Dockerfile`` with the repo root as context (a DockerImageAsset: synth only
-fingerprints it; ``cdk deploy`` builds and pushes it).
+The image is built from ``geo_service/Dockerfile`` with the repo root as context (a DockerImageAsset: synth stages
+the context into ``cdk.out/asset.<hash>/``; ``cdk deploy`` builds that directory and pushes the image). The staged
+context holds exactly what the Dockerfile copies (:func:`image_excludes`, parsed from its ``COPY`` lines), so a new
+``COPY`` line needs no second list.
 
 A stack update never touches the running fleet: the service template has no ``DesiredCount`` (CloudFormation
 omits an unspecified desired count from the update, so the deployer's count stays; on create ECS starts one
@@ -30,17 +32,25 @@ from constructs import Construct
 
 from infra import assets
 from infra.config import GeoConfig
+from infra.dockerfile import context_excludes
 from infra.functions import retention
 
-# The image needs only partitioner/ and geo_service/ (as geo_service/Dockerfile.dockerignore says): an allowlist
-# keeps the fingerprint and the build context small (.venv*, node_modules, cdk.out never enter it).
-IMAGE_EXCLUDES = ["**", "!partitioner/", "!partitioner/**", "!geo_service/", "!geo_service/**", "**/__pycache__", "**/*.pyc"]
 # Lifecycle stages the hooks Lambda handles (docs/CONTRACTS.md "Worker lifecycle, readiness and drain").
 HOOK_STAGES = (
     ecs.DeploymentLifecycleStage.POST_SCALE_UP,  # hold green until every slot is leased and warm, then flip
     ecs.DeploymentLifecycleStage.POST_PRODUCTION_TRAFFIC_SHIFT,  # hold until blue has drained; retire its stream
 )
 CONTAINER_NAME = "worker"
+
+
+def image_excludes() -> list[str]:
+    """The worker image asset's allowlist: what ``geo_service/Dockerfile`` copies, and the Dockerfile.
+
+    An allowlist keeps the fingerprint and the staged context small (``.venv*``, ``node_modules``, ``cdk.out`` never
+    enter it); CDK stages with these patterns only (it ignores ``geo_service/Dockerfile.dockerignore``, which BuildKit
+    reads for a build from the repo root).
+    """
+    return context_excludes(assets.require(assets.WORKER_DOCKERFILE).file, assets.REPO_ROOT)
 
 
 def cluster_name(config: GeoConfig) -> str:
@@ -98,7 +108,7 @@ class Workers(Construct):
             directory=str(assets.REPO_ROOT),
             file=dockerfile.path,
             platform=ecr_assets.Platform.LINUX_AMD64,
-            exclude=IMAGE_EXCLUDES,
+            exclude=image_excludes(),
         )
         self.container = self.task_definition.add_container(
             CONTAINER_NAME,

@@ -26,7 +26,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
@@ -221,6 +221,7 @@ class EmbeddedAws:
     endpoint_url: str
     names: Names
     server: SerialMotoServer
+    _session: boto3.session.Session = field(default_factory=boto3.session.Session, repr=False, compare=False)
 
     def environment(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """Return the environment variables every component of the loop gets."""
@@ -243,9 +244,15 @@ class EmbeddedAws:
         env.update(extra or {})
         return env
 
+    def resource(self, service: str) -> Any:
+        """Return a boto3 resource for ``service`` bound to the moto endpoint (the harness's session)."""
+        return self._session.resource(service, endpoint_url=self.endpoint_url, region_name=REGION,
+                                      aws_access_key_id="testing", aws_secret_access_key="testing")
+
     def client(self, service: str) -> Any:
         """Return a boto3 client for ``service`` bound to the moto endpoint."""
-        return boto3.client(service, endpoint_url=self.endpoint_url, region_name=REGION,
+        # the harness's session: its calls (observer, replayer, report) are not the system's (local.calls)
+        return self._session.client(service, endpoint_url=self.endpoint_url, region_name=REGION,
                             aws_access_key_id="testing", aws_secret_access_key="testing",
                             config=Config(retries={"max_attempts": 5, "mode": "standard"},
                                           max_pool_connections=20))

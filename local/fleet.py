@@ -36,6 +36,7 @@ from pathlib import Path
 from lambdas.deploy.plan import DeployPlan
 from local import procs
 from local.aws import free_port
+from local.calls import CALL_LOG_DIR
 from partitioner.contracts import SwapMode
 
 #: A slot's process is restarted at most this many times within RESTART_WINDOW_S (a worker that cannot start,
@@ -117,6 +118,10 @@ class LocalFleet:
             self._deployed(plan.to_version)
         return started
 
+    def advance(self, plan: DeployPlan) -> bool:
+        """Every process of the plan started in :meth:`start`: nothing more to launch."""
+        return True
+
     def _deployed(self, version: int) -> None:
         self._before[version] = self.service_version
         self.service_version = version
@@ -188,8 +193,9 @@ class LocalFleet:
                "HANDOVER_MARGIN_S": str(self.settings.handover_margin_s),
                "OUTPUT_FLUSH_S": str(self.settings.output_flush_s),
                "COST_REPORT_INTERVAL_S": str(self.settings.cost_report_interval_s), "PYTHONUNBUFFERED": "1"}
-        child = procs.start(f"worker-v{version}-{wid}", [sys.executable, "-m", "geo_service"], env, self.log_dir,
-                            self.repo_root)
+        # with GEO_CALL_LOG_DIR set, the worker runs under local.calls, which counts its AWS calls
+        argv = [sys.executable, "-m", *(("local.calls",) if CALL_LOG_DIR in env else ()), "geo_service"]
+        child = procs.start(f"worker-v{version}-{wid}", argv, env, self.log_dir, self.repo_root)
         proc = WorkerProcess(version, wid, mode, port, child)
         with self._lock:
             self._procs.append(proc)

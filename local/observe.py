@@ -101,8 +101,8 @@ class ControlObserver(LoopThread):
         #: (from, to, version): spans the active version had no lease held by a running process (see module doc)
         self.unserved: list[tuple[float, float, int]] = []
         self._unserved_since: tuple[float, int] | None = None
-        ddb = __import__("boto3").resource("dynamodb", endpoint_url=aws.endpoint_url, region_name="us-east-1",
-                                           aws_access_key_id="testing", aws_secret_access_key="testing")
+        self.last_step_at = 0.0  # wall time of the last completed step (open spans end there)
+        ddb = aws.resource("dynamodb")
         self.control = ddb.Table(aws.names.control_table)
         self.leases = ddb.Table(aws.names.leases_table)
         self.records: dict[str, dict[str, Any]] = {}
@@ -127,8 +127,10 @@ class ControlObserver(LoopThread):
         # Control first, leases second: readiness is set before a flip and stays set, so a flip seen
         # in this control scan always has its green readiness visible in the lease scan after it.
         control = {str(i["pk"]): _plain(i) for i in _scan(self.control)}
+        now = time.time()  # before the lease scan: an item read later was at least this fresh (a slow scan on a
+        # loaded machine must not make a renewed lease look expired)
         leases = [_plain(i) for i in _scan(self.leases)]
-        now = time.time()
+        self.last_step_at = time.time()
         for version in self._published_versions():
             if version not in self.specs:
                 self._load_spec(version)
@@ -155,8 +157,10 @@ class ControlObserver(LoopThread):
     def longest_unserved(self) -> tuple[float, int | None]:
         """The longest span (seconds) the active version had no running worker, and that version (open spans count
         up to now)."""
-        spans = [*self.unserved, *([(self._unserved_since[0], time.time(), self._unserved_since[1])]
-                                   if self._unserved_since else [])]
+        # an open span counts up to the last observation, not to the report: the teardown that stops the workers
+        # comes after the last step, and the time it takes says nothing about the run
+        since = self._unserved_since
+        spans = [*self.unserved, *([(since[0], max(since[0], self.last_step_at), since[1])] if since else [])]
         return max(((b - a, v) for a, b, v in spans), default=(0.0, None))
 
     def _observe_leases(self, leases: list[dict[str, Any]], now: float) -> None:

@@ -383,7 +383,7 @@ def _loops(state: RunState) -> list[Any]:
 
 def finish(state: RunState) -> int:
     """Print and write the report; return 0 if every invariant held, else 1."""
-    from local import specs_report
+    from local import calls, specs_report
 
     cfg = state.config
     cfg.out.mkdir(parents=True, exist_ok=True)
@@ -417,6 +417,11 @@ def finish(state: RunState) -> int:
     results = checks(state, load)
     results += [Check(name, ok, detail) for name, ok, detail in swaps.checks(swaps_rep, cfg.swap_mode)]
     results.append(Check("the report was written completely", not report_errors, "; ".join(report_errors) or "ok"))
+    if state.calls is not None:
+        budget_lines, below = calls.section(state.calls, cfg.out / "calls")
+        text += ["", *budget_lines]
+        results.append(Check("every AWS API at or below half its documented quota (local/calls.py)", not below,
+                             "; ".join(below) or "ok"))
     text += ["", "INVARIANTS"] + [f"  [{'PASS' if c.ok else 'FAIL'}] {c.name}: {c.detail}" for c in results]
     errors = [(loop.name, e) for loop in _loops(state) for e in loop.errors]
     if errors:

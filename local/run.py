@@ -37,6 +37,7 @@ import numpy as np
 
 from local import procs
 from local.aws import EmbeddedAws, start_moto, stop_moto
+from local.calls import CALL_LOG_DIR, count_this_process
 from local.config import RunConfig, parse_args
 from local.dataset import EventFactory, Places, Scenario, choose_hotspot, load_places
 from local.errors import LocalRunError
@@ -46,6 +47,7 @@ from local.loops import Invocation, LoopThread, ManifestNotifier, RouterPoller, 
 from local.observe import ControlObserver
 from local.output import EnrichedReader
 from local.replay import Replayer
+from partitioner.aws_budget.calls import CallLog
 from partitioner.contracts import ControlKey, lease_key
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -108,6 +110,8 @@ class RunState:
     notifier: ManifestNotifier | None = None
     router: RouterPoller | None = None
     observer: ControlObserver | None = None
+    #: the AWS calls of the handlers run in this process (the workers write theirs to <out>/calls/)
+    calls: CallLog | None = None
     deployer: Any = None
     fleet: LocalFleet | None = None
     spark: procs.Child | None = None
@@ -282,12 +286,14 @@ def start_services(state: RunState, aws: EmbeddedAws, places: Places, scenario: 
     from local.deploy import DeployDriver
 
     cfg = state.config
+    state.calls = count_this_process(CallLog())  # before any handler makes its clients
     partitioner_handler = load_handler("lambdas.partitioner.handler:handler")
     router_handler = load_handler("lambdas.router.handler:handler")
     state.spark = start_spark(state, aws)
     say(state, f"Spark streaming job started (pid {state.spark.pid}, log {state.spark.log_path})")
     wait_for_spark(state, state.spark)
-    state.fleet = LocalFleet(aws.environment(handler_env(cfg)), cfg.out / "logs", REPO_ROOT, WorkerSettings())
+    state.fleet = LocalFleet({**aws.environment(handler_env(cfg)), CALL_LOG_DIR: str(cfg.out / "calls")},
+                             cfg.out / "logs", REPO_ROOT, WorkerSettings())
     fleet_now = state.fleet
     observer = state.observer = ControlObserver(
         aws, alive_pids=lambda: {p.pid for p in fleet_now.processes() if p.exited_at is None and p.child.alive()})
@@ -622,7 +628,7 @@ def teardown(state: RunState) -> None:
 def prepare_out(out: Path) -> None:
     """Create the output folder and clear what a previous run left (specs, figures, logs, reports)."""
     out.mkdir(parents=True, exist_ok=True)
-    for sub in ("specs", "logs"):
+    for sub in ("specs", "logs", "calls"):
         shutil.rmtree(out / sub, ignore_errors=True)
     for old in [*out.glob("*.png"), out / "report.txt", out / "report.json"]:
         old.unlink(missing_ok=True)

@@ -105,6 +105,9 @@ class ThreadFleet:
         for w in self.workers.get(plan.to_version, []):
             w.stop(timeout=30)
 
+    def advance(self, plan: DeployPlan) -> bool:
+        return True
+
     def all(self) -> list[GeoWorker]:
         return [w for ws in self.workers.values() for w in ws]
 

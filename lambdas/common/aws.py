@@ -224,6 +224,9 @@ class LeaseTable:
 # ---------------------------------------------------------------------------
 
 
+SPEC_CACHE = 3  # parsed specs a SpecStore keeps (SpecStore._remember)
+
+
 class SpecStore:
     """Immutable spec objects in the specs bucket (parsed specs cached by key: they never change)."""
 
@@ -242,23 +245,32 @@ class SpecStore:
             if error_code(exc) in ("PreconditionFailed", "ConditionalRequestConflict"):
                 raise SpecExists(f"spec s3://{self.bucket}/{key} already exists; specs are never overwritten") from exc
             raise AdapterError(f"cannot write spec s3://{self.bucket}/{key}: {exc}") from exc
-        self._cache[key] = spec
+        self._remember(key, spec)
         return key
 
     def get(self, key: str) -> Spec:
         """Read, parse and validate the spec at ``key``; raise SpecError naming the object."""
         if key in self._cache:
-            return self._cache[key]
+            spec = self._cache.pop(key)
+            self._cache[key] = spec  # most recently used last
+            return spec
         where = f"s3://{self.bucket}/{key}"
         try:
             body = self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
         except ClientError as exc:
             raise SpecError(f"cannot read spec {where}: {error_code(exc) or exc}") from exc
         spec = check(spec_from_json(body, where))
-        if len(self._cache) > 16:
+        self._remember(key, spec)
+        return spec
+
+    def _remember(self, key: str, spec: Spec) -> None:
+        """Keep at most :data:`SPEC_CACHE` parsed specs, the most recently used: a swap needs the active spec and
+        the one it swaps to (and the previous one while it drains). A 1M-quadkey spec of ~1,100 workers is ~84 MB
+        parsed, so an unbounded cache (17 were kept before) fills a 1 GB function."""
+        self._cache.pop(key, None)
+        while len(self._cache) >= SPEC_CACHE:
             self._cache.pop(next(iter(self._cache)))
         self._cache[key] = spec
-        return spec
 
     def get_version(self, version: int) -> Spec:
         spec = self.get(spec_key(version))
@@ -606,6 +618,14 @@ class EcsService:
         except ClientError as exc:
             raise AdapterError(f"cannot update ECS service {self.service!r} to {task_definition!r}: {exc}") from exc
 
+    def desired_count(self) -> int:
+        """The service's desired count now (one DescribeServices)."""
+        try:
+            svcs = self._ecs.describe_services(cluster=self.cluster, services=[self.service])["services"]
+        except ClientError as exc:
+            raise AdapterError(f"cannot describe ECS service {self.service!r} in {self.cluster!r}: {exc}") from exc
+        return int(svcs[0].get("desiredCount", 0)) if svcs else 0
+
     def scale(self, desired: int) -> None:
         """Set only the desired count: the current tasks keep running, ECS adds or removes tasks.
 
@@ -626,6 +646,9 @@ class EcsService:
         except ClientError as exc:
             raise AdapterError(f"cannot set the desired count of ECS service {self.service!r} to {desired}: "
                                f"{exc}") from exc
+
+
+LAUNCH_STEP = 40  # tasks the deployer adds to the worker service per step (EcsFleet.advance)
 
 
 class EcsFleet:
@@ -678,7 +701,25 @@ class EcsFleet:
         if plan.mode is SwapMode.WHOLE:
             self.service.deploy(self.service.register_revision(plan.to_version, self.template), plan.new_slots)
         else:
-            self.service.scale(plan.peak_workers)
+            self.advance(plan)
+
+    def advance(self, plan: DeployPlan) -> bool:
+        """``carry``: raise the desired count one step (at most :data:`LAUNCH_STEP` tasks) toward
+        ``plan.peak_workers``; True once it is there. ``whole``: ECS launches the green fleet itself (True).
+
+        Fargate launches tasks from a token bucket of 100 per account and region refilled at 20 per second
+        (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/throttling.html); the deployer steps every
+        ``HOOK_CALLBACK_DELAY_S`` (15 s), so a step of 40 keeps any second at 40 % of the bucket and the sustained
+        rate near 3 per second, and leaves the rest of the account's launches to other services. A
+        thousand-slot fleet then starts in about 6 minutes, within the 15-minute green timeout."""
+        if plan.mode is SwapMode.WHOLE:
+            return True
+        target = plan.peak_workers
+        current = self.service.desired_count()
+        if current == target:
+            return True
+        self.service.scale(target if current > target else min(target, current + LAUNCH_STEP))
+        return current > target or current + LAUNCH_STEP >= target
 
     def stop(self, plan: DeployPlan) -> None:
         if plan.mode is SwapMode.CARRY:

@@ -85,6 +85,9 @@ FLEET_START_GRACE_S = 30.0  # a waiting_green swap whose fleet has not started t
 FINISHED = (DeployStatus.IDLE, DeployStatus.DONE, DeployStatus.ROLLED_BACK, DeployStatus.QUEUED)
 
 
+ADVANCE_EVERY_S = 5.0  # see DeployController(advance_every_s=)
+
+
 class DeployError(LambdaError, RuntimeError):
     """The controller cannot proceed (e.g. a requested version has no spec); the message says why."""
 
@@ -100,6 +103,10 @@ class Fleet(Protocol):
 
     def abort(self, plan: DeployPlan) -> Any:
         """Rollback before the flip: stop what :meth:`start` started (kept slots drop their claims themselves)."""
+
+    def advance(self, plan: DeployPlan) -> bool:
+        """While green warms up: start the next part of what :meth:`start` began (a fleet that paces its launches);
+        True once everything the plan starts was launched."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +165,9 @@ class DeployController:
     fleet_start_grace_s : float
         A ``waiting_green`` swap whose fleet start never completed (the stepper died between saving and starting)
         is resumed by a step this long after the save (:meth:`resume_fleet`).
+    advance_every_s : float
+        A ``waiting_green`` step lets the fleet launch its next part (:meth:`Fleet.advance`) only this long after
+        the fleet started, so the step that started it does not launch a second part in the same second.
     clock : callable
         Epoch seconds (lease ``expires_at`` is epoch seconds).
     """
@@ -166,7 +176,8 @@ class DeployController:
                  fleet: Fleet, *, prefix: str = "georebal", green_timeout_s: float = 900.0,
                  drain_timeout_s: float = 900.0, stream_wait_s: float = 0.0,
                  swap_mode: SwapMode = SwapMode.CARRY, code_stale: Callable[[], bool] | None = None,
-                 fleet_start_grace_s: float = FLEET_START_GRACE_S, clock: Callable[[], float] = time.time) -> None:
+                 fleet_start_grace_s: float = FLEET_START_GRACE_S, advance_every_s: float = ADVANCE_EVERY_S,
+                 clock: Callable[[], float] = time.time) -> None:
         self.control = control
         self.leases = leases
         self.specs = specs
@@ -179,6 +190,7 @@ class DeployController:
         self.swap_mode = SwapMode(swap_mode)
         self.code_stale = code_stale or (lambda: False)
         self.fleet_start_grace_s = fleet_start_grace_s
+        self.advance_every_s = advance_every_s
         self.clock = clock
 
     # ------------------------------------------------------------------ state
@@ -295,6 +307,14 @@ class DeployController:
         self.fleet.start(plan)
         self._mark_fleet_started(plan)
         return plan
+
+    def advance_fleet(self, version: int, old_version: int | None) -> bool:
+        """Let the fleet launch the next part of a started swap (see :meth:`Fleet.advance`); True once all of it
+        was launched (or the fleet has not started it yet: :meth:`resume_fleet` does that)."""
+        item = self._stored_plan(version, old_version)
+        if item is None or not item.get(FLEET_STARTED):
+            return True
+        return bool(self.fleet.advance(plan_from_item(item)))
 
     def green_ready(self, version: int) -> bool:
         """True when every worker of ``version`` has a live lease (owner, not expired) marked ready."""
@@ -443,6 +463,10 @@ class DeployController:
                 old = st.old_version
                 return (replace(st, stage_since=now, reason=f"waiting for v{v} workers (fleet started on resume)"),
                         lambda: self.resume_fleet(v, old))
+            # not in the step that started the fleet: one launch step per deployer step (EcsFleet.advance)
+            if (allow_start and now - st.stage_since >= self.advance_every_s
+                    and not self.advance_fleet(v, st.old_version)):
+                return self._green_timeout(st, now)
             if self.green_ready(v):
                 if not self.flip(v):
                     raise DeployError(f"flip to v{v} refused: the active pointer is ahead of it")

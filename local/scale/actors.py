@@ -77,7 +77,7 @@ class EcsScheduler:
 
     def __init__(self, sim: SimTime, ecs: Any, cluster: str, service: str, *, config: WorkerConfig,
                  clients: WorkerClients, launch_delay_s: float, on_protect: Callable[[dict[str, object]], object],
-                 period_s: float = 1.0) -> None:
+                 on_launch: Callable[[float], None], period_s: float = 1.0) -> None:
         self.sim = sim
         self._ecs = ecs
         self.cluster = cluster
@@ -86,6 +86,7 @@ class EcsScheduler:
         self.clients = clients
         self.launch_delay_s = launch_delay_s
         self.on_protect = on_protect
+        self.on_launch = on_launch
         self.period_s = period_s
         self.tasks: list[Launch] = []
         self.started = 0
@@ -123,6 +124,8 @@ class EcsScheduler:
                 self.stopped += 1
         else:
             self.tasks += [Launch(now + self.launch_delay_s) for _ in range(-surplus)]
+            for _ in range(-surplus):
+                self.on_launch(now)  # Fargate takes a launch token when the task is placed, not when it runs
 
     def _start_worker(self) -> GeoWorker:
         self.started += 1

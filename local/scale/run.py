@@ -19,6 +19,7 @@ above half its quota, a swap did not complete, or an event put on a geo stream i
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import logging
 import sys
@@ -26,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,9 @@ from local.scale.actors import Deployer, EcsScheduler, Router, router_containers
 from local.scale.memo import shared_objects
 from local.scale.simtime import SimTime
 from local.scale.world import EventSource, World, build_world
+from partitioner.aws_budget.calls import CallLog, watch
+from partitioner.aws_budget.report import BudgetRow, budget, failures, rates_per_api, render
+from partitioner.aws_budget.usage import ACCOUNT, Usage
 from partitioner.contracts import LEASE_KEY_ATTR, DeployStatus, SwapMode, parse_enriched_key
 from partitioner.shards import with_shards
 
@@ -105,10 +109,24 @@ class ScaleResult:
     wall_s: float = 0.0
     sim_s: float = 0.0
     errors: list[str] = field(default_factory=list)
+    calls: CallLog = field(default_factory=CallLog, repr=False)
+    #: the simulated epoch second the run started at (phases count from it; the call log is in epoch seconds)
+    sim_start: float = 0.0
+    #: S3 PUTs of output objects per slot per second during the steady phase (target <= 0.1); None when no slot
+    #: wrote two objects in it (records reach the slots too rarely: raise ``--sent-per-worker-s``)
+    steady_output_puts: float | None = None
+
+    def budget(self) -> list[BudgetRow]:
+        return budget(self.calls)
+
+    def rates(self) -> dict[str, float]:
+        """Every API's calls (or units) per simulated second over the whole run."""
+        return rates_per_api(self.calls, max(1.0, self.sim_s))
 
     @property
     def ok(self) -> bool:
-        return all(p.ok for p in self.phases) and self.events_missing == 0 and not self.errors
+        return (all(p.ok for p in self.phases) and self.events_missing == 0 and not self.errors
+                and not failures(self.budget()))
 
 
 def _clients(config: Config) -> dict[str, Any]:
@@ -154,15 +172,13 @@ def worker_config(names: Names, cluster_prefix: str) -> WorkerConfig:
                         prefix=cluster_prefix, swap_mode=SwapMode.CARRY)
 
 
-def run(cfg: ScaleConfig, *, watch: Callable[[Any, Callable[[], float]], None],
-        count_put: Callable[[str, list[PutEntry], float], None],
-        count_protection: Callable[[float], None], progress: Callable[[str], None] = print) -> ScaleResult:
-    """Run the scenario of the module docstring; ``watch(client, clock)`` counts a client's calls,
-    ``count_put`` a PutRecords call made without sending, ``count_protection`` a scale-in protection call."""
+def run(cfg: ScaleConfig, progress: Callable[[str], None] = print) -> ScaleResult:
+    """Run the scenario of the module docstring; every AWS call lands in ``result.calls`` per simulated second."""
     started = time.monotonic()
     threading.stack_size(512 * 1024)
     sim = SimTime()
-    result = ScaleResult(cfg)
+    calls = CallLog(clock=sim.time)
+    result = ScaleResult(cfg, calls=calls)
     progress(f"building the world: {cfg.workers} slots from real places ...")
     world = _shard(build_world(cfg.workers, seed=cfg.seed), cfg.shards_per_worker)
     result.slots = tuple(len(v.spec.workers) for v in world.versions)
@@ -174,10 +190,11 @@ def run(cfg: ScaleConfig, *, watch: Callable[[Any, Callable[[], float]], None],
         cluster, service = _create_resources(quiet, names)
         counted = _clients(retries)
         for client in counted.values():
-            watch(client, sim.time)
+            watch(client.meta.events, calls)
         put_client = boto3.client("kinesis", region_name=REGION,
                                   config=Config(retries={"total_max_attempts": 1, "mode": "standard"}))
-        watch(put_client, sim.time)
+        watch(put_client.meta.events, calls)
+        shard_of = ShardLookup(quiet["kinesis"])
         control = ControlTable(counted["dynamodb"], names.control_table)
         specs = SpecStore(counted["s3"], names.specs_bucket)
         controller = DeployController(control, LeaseTable(counted["dynamodb"], names.leases_table), specs,
@@ -189,7 +206,8 @@ def run(cfg: ScaleConfig, *, watch: Callable[[Any, Callable[[], float]], None],
                            clients=WorkerClients(s3=counted["s3"], kinesis=counted["kinesis"],
                                                  dynamodb=counted["dynamodb"]),
                            launch_delay_s=cfg.launch_delay_s,
-                           on_protect=lambda body: _protected(count_protection, sim.time()))
+                           on_protect=lambda body: _protected(calls),
+                           on_launch=lambda at: calls.add([Usage("fargate.task_launches", ACCOUNT, 1)], at=at))
         source: list[EventSource] = [EventSource(world.versions[0].counts, entities=50 * cfg.workers, seed=cfg.seed)]
         containers = router_containers(cfg.events_per_s)
         sample = max(1, round(cfg.events_per_s / max(1.0, cfg.sent_per_worker_s * cfg.workers)))
@@ -197,7 +215,7 @@ def run(cfg: ScaleConfig, *, watch: Callable[[Any, Callable[[], float]], None],
                         streams=GeoStreams(put_client),
                         quarantine=QuarantineSink(counted["s3"], names.quarantine_bucket, "router"),
                         events=lambda: source[0], events_per_s=cfg.events_per_s, containers=containers,
-                        sample=sample, count_put=count_put)
+                        sample=sample, count_put=lambda stream, entries, at: shard_of.count(calls, stream, entries, at))
         for actor, name in ((ecs.run, "ecs"), (deployer.run, "deployer"), (router.run, "router")):
             sim.spawn(actor, name)
 
@@ -206,6 +224,8 @@ def run(cfg: ScaleConfig, *, watch: Callable[[Any, Callable[[], float]], None],
             deadline = sim.now + cfg.phase_timeout_s
             while sim.now < deadline and not until():
                 sim.run_for(1.0)
+                # a level, not a rate: the router's containers (one per ingest shard) and the deployer
+                calls.add([Usage("lambda.concurrency", ACCOUNT, float(containers + 1))], at=sim.now - 1.0)
                 if int(sim.now - sim.start) % 10 == 0:
                     progress(f"  t={sim.now - sim.start:5.0f}s  {name}: tasks {len(ecs.workers)}  "
                              f"{_deploy_line(controller)}  routed {router.stats.routed}  "
@@ -251,13 +271,65 @@ def run(cfg: ScaleConfig, *, watch: Callable[[Any, Callable[[], float]], None],
         result.errors = [*sim.errors, *([f"{router.stats.failed} router puts failed"] if router.stats.failed else [])]
     result.sim_s = sim.now - sim.start
     result.wall_s = time.monotonic() - started
+    result.sim_start = sim.start
+    result.steady_output_puts = _steady_output_puts(result, names.output_bucket)
     return result
 
 
-def _protected(count: Callable[[float], None], at: float) -> dict[str, object]:
-    """The ECS agent's answer to a scale-in protection request (counted as the ECS call it makes)."""
-    count(at)
+def _steady_output_puts(result: ScaleResult, output_bucket: str) -> float | None:
+    """Output objects written per slot per second in the steady phase (every slot serving, no swap): the number of
+    intervals between a slot's consecutive objects over their summed length (a window's edges would count a part
+    of an interval as a whole one). Calls are logged in whole seconds, so an interval reads 1 s short or long."""
+    steady = next((p for p in result.phases if p.name == "steady"), None)
+    if steady is None:
+        return None
+    lo, hi = result.sim_start + steady.start, result.sim_start + steady.end
+    gaps, span = 0, 0.0
+    for row in result.calls.series():
+        if row.key == "s3.put.prefix" and row.scope.startswith(f"{output_bucket}/"):
+            times = sorted(t for t in row.seconds if lo <= t < hi)
+            if len(times) >= 2:
+                gaps += sum(int(row.seconds[t]) for t in times) - 1
+                span += times[-1] - times[0]
+    return gaps / span if span else None
+
+
+def _protected(calls: CallLog) -> dict[str, object]:
+    """The ECS agent's answer to a scale-in protection request (counted as the ECS call the agent makes for it)."""
+    calls.add([Usage("ecs.UpdateTaskProtection", ACCOUNT, 1)])
     return {}
+
+
+class ShardLookup:
+    """The shard of each hash key of a geo stream (its shard list, read once per stream), so that the router's
+    invocations that are counted rather than sent still count per shard (records and bytes)."""
+
+    def __init__(self, kinesis: Any) -> None:
+        self._kinesis = kinesis
+        self._streams: dict[str, tuple[list[int], list[str]]] = {}
+
+    def _ranges(self, stream: str) -> tuple[list[int], list[str]]:
+        if stream not in self._streams:
+            shards, token = [], {"StreamName": stream}
+            while True:
+                resp = self._kinesis.list_shards(**token)
+                shards += [s for s in resp["Shards"] if "EndingSequenceNumber" not in s["SequenceNumberRange"]]
+                if not resp.get("NextToken"):
+                    break
+                token = {"NextToken": resp["NextToken"]}
+            shards.sort(key=lambda s: int(s["HashKeyRange"]["StartingHashKey"]))
+            self._streams[stream] = ([int(s["HashKeyRange"]["StartingHashKey"]) for s in shards],
+                                     [str(s["ShardId"]) for s in shards])
+        return self._streams[stream]
+
+    def count(self, calls: CallLog, stream: str, entries: list[PutEntry], at: float) -> None:
+        starts, ids = self._ranges(stream)
+        found = [Usage("kinesis.PutRecords", ACCOUNT, 1)]
+        for e in entries:
+            shard = f"{stream}/{ids[bisect.bisect_right(starts, int(e.explicit_hash_key)) - 1]}"
+            size = len(e.data) + len(e.partition_key)
+            found += [Usage("kinesis.PutRecords.records", shard, 1), Usage("kinesis.PutRecords.bytes", shard, size)]
+        calls.add(found, at=at)
 
 
 def _shard(world: World, k: int) -> World:
@@ -287,10 +359,19 @@ def _output_ids(s3: Any, bucket: str) -> set[str]:
         token = {"ContinuationToken": resp["NextContinuationToken"]}
 
 
+def _plain(value: Any) -> Any:
+    if isinstance(value, list):
+        return [asdict(v) if is_dataclass(v) and not isinstance(v, type) else v for v in value]
+    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
+
+
 def to_json(result: ScaleResult) -> dict[str, Any]:
-    d = asdict(result)
+    d = {f.name: _plain(getattr(result, f.name)) for f in fields(result) if f.name != "calls"}
     d["config"] = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(result.config).items()}
     d["ok"] = result.ok
+    d["budget"] = [{"key": r.key, "scope": r.scope, "scopes": r.scopes, "peak": r.peak, "sustained": r.sustained,
+                    "total": r.total, "margin": r.margin, "ok": r.ok} for r in result.budget()]
+    d["rates"] = result.rates()
     return d
 
 
@@ -317,19 +398,37 @@ def parse_args(argv: list[str] | None = None) -> ScaleConfig:
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    counts: dict[str, int] = {}
-
-    def watch(client: Any, clock: Callable[[], float]) -> None:
-        def hook(model: Any, **_kw: Any) -> None:
-            counts[model.name] = counts.get(model.name, 0) + 1
-        client.meta.events.register("before-call.*.*", hook)
-
-    result = run(cfg, watch=watch, count_put=lambda stream, entries, at: None, count_protection=lambda at: None)
+    result = run(cfg)
     cfg.out.mkdir(parents=True, exist_ok=True)
-    (cfg.out / "result.json").write_text(json.dumps({**to_json(result), "calls": counts}, indent=2, default=str))
-    print(json.dumps(counts, indent=1, sort_keys=True))
-    print(f"{'OK' if result.ok else 'FAILED'}: {result.sim_s:.0f} simulated s in {result.wall_s:.0f} s wall")
+    (cfg.out / "result.json").write_text(json.dumps(to_json(result), indent=2, default=str))
+    (cfg.out / "calls.json").write_text(json.dumps(result.calls.to_json()))
+    print(summary(result))
+    print(f"wrote {cfg.out / 'result.json'} and {cfg.out / 'calls.json'}")
     return 0 if result.ok else 1
+
+
+def summary(result: ScaleResult) -> str:
+    """The phases, the events, the budget table and the verdict, as printed by ``python -m local.scale``."""
+    cfg = result.config
+    lines = [f"scale simulation: {cfg.workers} slots (v1..v3: {', '.join(map(str, result.slots))}), "
+             f"{cfg.events_per_s:,.0f} events/s routed, k={cfg.shards_per_worker}"]
+    lines += [f"  {p.name:26} {'done' if p.ok else 'NOT DONE':9} t={p.start:6.0f}..{p.end:6.0f}s  {p.detail}"
+              for p in result.phases]
+    lines.append(f"  events routed {result.events_routed:,}; put into moto {result.events_sent:,}; "
+                 f"in the output {result.events_out:,}; missing {result.events_missing}; "
+                 f"tasks launched {result.tasks_started}")
+    puts = result.steady_output_puts
+    lines.append(f"  output objects in the steady phase: "
+                 f"{'not measured (no slot wrote two)' if puts is None else f'{puts:.3f}'} S3 PUTs per slot per second "
+                 f"(OUTPUT_FLUSH_S {WorkerConfig.output_flush_s:g} s; during a swap the old slots write every poll "
+                 f"interval until they drain)")
+    rows = result.budget()
+    lines += ["", render(rows, f"AWS API budget at {cfg.workers} workers")]
+    bad = failures(rows)
+    lines += [f"  BELOW 2x: {b}" for b in bad]
+    lines += [f"  error: {e}" for e in result.errors]
+    lines.append(f"{'OK' if result.ok else 'FAILED'}: {result.sim_s:.0f} simulated s in {result.wall_s:.0f} s wall")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

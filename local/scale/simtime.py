@@ -27,6 +27,8 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from local.errors import LocalRunError
+
 log = logging.getLogger(__name__)
 
 #: A thread that keeps the turn this long in wall time is stuck on something outside the simulated clock.
@@ -35,7 +37,7 @@ STALL_S = 120.0
 EPOCH = 1_795_478_400.0
 
 
-class SimError(RuntimeError):
+class SimError(LocalRunError, RuntimeError):
     """The simulation cannot go on (a thread waited outside the timebase, or a thread failed)."""
 
 

@@ -117,6 +117,25 @@ def test_polls_closer_than_the_spacing_make_no_call(clients: Clients) -> None:
     assert [r.data for r in batches[0].records] == [b"a"] and batches[1].millis_behind_latest >= 1
 
 
+def test_two_consumers_of_one_shard_in_a_process_share_the_spacing(clients: Clients) -> None:
+    # GIVEN two consumers of the same shard (a carried slot's reader prepared ahead and the slot's own) sharing the
+    # process's spacing map, on a fake clock
+    stream = _stream(clients, 1)
+    now = [100.0]
+    calls: list[int] = []
+    clients.kinesis.meta.events.register("before-call.kinesis.GetRecords", lambda **kw: calls.append(1))
+    shards = shards_for_hash_key(stream_manifest(clients, stream), "0")
+    spacing: dict[str, float] = {}
+    first, second = (ShardConsumer(clients.kinesis, stream, shards, {}, min_interval_s=0.5, clock=lambda: now[0],
+                                   spacing=spacing) for _ in range(2))
+    # WHEN both poll in the same instant, then again 0.5 s later
+    polled = [first.poll().spaced, second.poll().spaced]
+    now[0] += 0.5
+    polled += [second.poll().spaced, first.poll().spaced]
+    # THEN one call per 0.5 s reached the shard, whichever consumer made it
+    assert polled == [False, True, False, True] and len(calls) == 2
+
+
 def test_a_slot_waits_for_its_stream_manifest_then_finds_its_shard(clients: Clients, resources: Resources) -> None:
     # GIVEN a published spec whose stream exists but whose manifest is not published yet
     spec = make_spec(1, [[""]], stream_name=f"{resources.prefix}-geo-v1")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from aws_cdk.assertions import Match
 
 
@@ -82,3 +83,9 @@ def test_every_ecs_deployment_state_change_of_the_service_steps_the_deployer(emr
     assert "georebal-geo-workers" in json.dumps(pattern["resources"])
     (target,) = rules[0]["Targets"]
     assert "Input" not in target
+
+
+@pytest.mark.parametrize("handler", ["lambdas.deploy.deployer.handler", "lambdas.deploy.hooks.handler"])
+def test_the_deployer_and_the_hooks_have_room_for_two_large_specs(emr: Any, handler: str) -> None:
+    # GIVEN the functions that parse the live and the next spec THEN each has 1 GB (512 MB held one 1M-quadkey spec)
+    emr.template.has_resource_properties("AWS::Lambda::Function", {"Handler": handler, "MemorySize": 1024})

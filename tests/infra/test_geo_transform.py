@@ -12,6 +12,7 @@ from aws_cdk.assertions import Match, Template
 
 from app import build_app
 from infra.config import ConfigError, load_config
+from infra.dockerfile import copy_sources
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,8 +41,14 @@ def test_a_set_transform_reaches_the_worker_container(tmp_path: Path) -> None:
                                                               "Value": "transforms.geofence:Geofences"}])})]})
 
 
-def test_the_worker_image_copies_the_transforms_folder() -> None:
+def test_a_build_from_the_repo_root_keeps_every_copy_source_too() -> None:
+    # GIVEN the Dockerfile and the ignore file BuildKit reads beside it for `docker build -f geo_service/Dockerfile .`
+    # (CDK does not read it: its staged context is checked in test_worker_image.py)
     dockerfile = (REPO / "geo_service" / "Dockerfile").read_text()
     ignore = (REPO / "geo_service" / "Dockerfile.dockerignore").read_text().split()
-    assert "COPY transforms/ /app/transforms/" in dockerfile
-    assert "!transforms/" in ignore and "!transforms/**" in ignore
+    # WHEN the Dockerfile's COPY sources are read THEN transforms/ is one, and the ignore file re-includes each
+    sources = copy_sources(dockerfile)
+    assert "transforms/" in sources
+    for source in sources:
+        top = source.split("/")[0]
+        assert f"!{top}/" in ignore and f"!{top}/**" in ignore, source

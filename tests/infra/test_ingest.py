@@ -9,11 +9,11 @@ from aws_cdk.assertions import Match
 
 def test_ingest_stream_is_on_demand_and_kms_encrypted(emr: Any) -> None:
     # GIVEN the synthesized stack WHEN the Kinesis stream is inspected
-    # THEN it is on-demand, named from the prefix, encrypted with a CMK
+    # THEN it is on-demand, retained under a generated name (a redeploy after destroy does not collide), encrypted
     emr.template.has_resource_properties(
         "AWS::Kinesis::Stream",
         {
-            "Name": "georebal-ingest",
+            "Name": Match.absent(),
             "StreamModeDetails": {"StreamMode": "ON_DEMAND"},
             "StreamEncryption": {"EncryptionType": "KMS", "KeyId": {"Fn::GetAtt": [Match.string_like_regexp("^IngestKey"), "Arn"]}},
         },
@@ -22,3 +22,12 @@ def test_ingest_stream_is_on_demand_and_kms_encrypted(emr: Any) -> None:
     emr.template.has_resource_properties("AWS::KMS::Key", {"Description": "georebal: ingest stream encryption", "EnableKeyRotation": True})
     # AND the stream is the only CloudFormation-managed stream (geo streams are created at run time)
     assert len(emr.resources("AWS::Kinesis::Stream")) == 1
+
+
+def test_a_provisioned_ingest_stream_and_fixed_names_when_not_retained(custom: Any) -> None:
+    # GIVEN ingest_shards=4 and retain_data=false WHEN synthesized (the fixture)
+    synth = custom
+    # THEN the stream is provisioned with 4 shards under the prefix's name (destroyed with the stack)
+    synth.template.has_resource_properties(
+        "AWS::Kinesis::Stream", {"Name": "georebal-ingest", "ShardCount": 4, "StreamModeDetails": {"StreamMode": "PROVISIONED"}})
+    synth.template.has_resource_properties("AWS::DynamoDB::Table", {"TableName": "georebal-control"})

@@ -49,5 +49,19 @@ def test_failed_deploys_rule_matches_the_worker_service(emr: Any) -> None:
 
 def test_dashboard_and_encrypted_topic(emr: Any) -> None:
     # GIVEN the dashboard and the topic THEN both exist; the topic is KMS-encrypted
-    emr.template.has_resource_properties("AWS::CloudWatch::Dashboard", {"DashboardName": "georebal-geo-rebalancer"})
     emr.template.has_resource_properties("AWS::SNS::Topic", {"TopicName": "georebal-alarms", "KmsMasterKeyId": Match.any_value()})
+
+
+def test_a_silent_snapshot_pipeline_raises_the_spec_age_alarm(emr: Any) -> None:
+    # GIVEN the SpecAge alarm THEN missing data (no snapshot: the Spark job or the partitioner stopped) breaches,
+    # after three windows, not on one late window
+    emr.template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {"MetricName": "SpecAgeSeconds", "TreatMissingData": "breaching", "EvaluationPeriods": 3, "Period": 300})
+
+
+def test_the_dashboard_name_carries_the_region(emr: Any) -> None:
+    # GIVEN the dashboard THEN its name has the region in it (the same prefix in two regions does not collide)
+    emr.template.has_resource_properties(
+        "AWS::CloudWatch::Dashboard",
+        {"DashboardName": {"Fn::Join": ["", ["georebal-geo-rebalancer-", {"Ref": "AWS::Region"}]]}})

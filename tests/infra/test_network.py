@@ -1,4 +1,4 @@
-"""infra.network: a created VPC with one NAT gateway, free S3/DynamoDB endpoints, flow logs, egress-only SG."""
+"""infra.network: a created VPC with a NAT gateway per AZ, a Kinesis interface endpoint, free S3/DynamoDB endpoints, flow logs, egress-only SG."""
 
 from __future__ import annotations
 
@@ -10,13 +10,16 @@ from aws_cdk.assertions import Match
 from infra.config import load_config
 
 
-def test_created_vpc_has_one_nat_gateway_and_gateway_endpoints(emr: Any) -> None:
+def test_created_vpc_has_a_nat_gateway_per_az_and_endpoints_for_the_bulk_traffic(emr: Any) -> None:
     # GIVEN the default config (no vpc_id) WHEN synthesized
-    # THEN a VPC with a single NAT gateway, two AZs of private subnets, and S3 + DynamoDB gateway endpoints
+    # THEN a VPC with a NAT gateway in each of its two AZs (no single-AZ egress), S3 + DynamoDB gateway endpoints,
+    # and a Kinesis interface endpoint with private DNS (every event crosses Kinesis twice; NAT data costs 4.5x)
     emr.template.resource_count_is("AWS::EC2::VPC", 1)
-    emr.template.resource_count_is("AWS::EC2::NatGateway", 1)
+    emr.template.resource_count_is("AWS::EC2::NatGateway", 2)
     endpoints = [e["Properties"] for e in emr.resources("AWS::EC2::VPCEndpoint").values()]
-    assert sorted(e["VpcEndpointType"] for e in endpoints) == ["Gateway", "Gateway"]
+    assert sorted(e["VpcEndpointType"] for e in endpoints) == ["Gateway", "Gateway", "Interface"]
+    (kinesis,) = [e for e in endpoints if e["VpcEndpointType"] == "Interface"]
+    assert "kinesis-streams" in str(kinesis["ServiceName"]) and kinesis["PrivateDnsEnabled"] is True
     assert len([s for s in emr.resources("AWS::EC2::Subnet").values() if s["Properties"]["MapPublicIpOnLaunch"] is False]) == 2
     # AND flow logs go to CloudWatch Logs
     emr.template.has_resource_properties("AWS::EC2::FlowLog", {"LogDestinationType": "cloud-watch-logs", "TrafficType": "ALL"})

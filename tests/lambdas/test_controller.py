@@ -412,3 +412,25 @@ def test_the_workers_get_the_stream_manifest_and_a_small_swap_head_before_the_fl
     ctl.rollback(2, 1)
     head = aws.control.get(ControlKey.SWAP)
     assert head is not None and head["status"] == "rolled_back"
+
+
+def test_a_large_fleet_starts_in_launch_steps_within_fargates_bucket(aws: Aws) -> None:
+    # GIVEN a first spec of more than 80 slots in carry mode (Fargate: a bucket of 100 launches refilled at 20/s)
+    clock = Clock()
+    ctl = controller(aws, clock)
+    v1 = make_spec(1, loads=(900,) * 90)
+    slots = len(v1.workers)
+    assert 80 < slots <= 120
+    publish(aws, v1)
+    ctl.request(1)
+    # WHEN the deployer steps every 15 s
+    counts = []
+    for _ in range(4):
+        ctl.step()
+        counts.append(service(aws)[0])
+        clock.now += 15
+    # THEN the desired count rises by at most LAUNCH_STEP (40) per step, never two steps in one
+    assert counts == [40, 80, slots, slots]
+    # AND green is judged as usual once every slot's lease is ready
+    leases(aws, v1, clock)
+    assert ctl.step().status == DeployStatus.DONE

@@ -107,3 +107,6 @@ def test_the_active_version_without_a_running_worker_is_an_unserved_span() -> No
     # AND a drained or expired lease does not count as served
     obs._observe_served([_lease("w0001", "h:13:c", 20, drained=True), _lease("w0002", "h:13:c", -1)], t0 + 6)
     assert obs.longest_unserved()[1] == 2 and obs._unserved_since == (t0 + 6, 2)
+    # AND a span still open counts up to the last observation, not to whenever the report is written
+    obs.last_step_at = t0 + 16
+    assert obs.longest_unserved() == (pytest.approx(10.0), 2)

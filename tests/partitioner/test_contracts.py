@@ -20,7 +20,7 @@ def test_stored_strings_are_the_ones_already_in_buckets_streams_and_tables() -> 
     assert C.cost_key(2, "w0001", 1_795_000_000.9) == "costs/v2/w0001/1795000000.json"
     assert C.geo_quarantine_key(2, "w0001", 5) == "quarantine/geo/v2/w0001/5.jsonl"
     assert C.geo_stream_name("georebal", 4) == "georebal-geo-v4"
-    assert [k.value for k in C.ControlKey] == ["desired", "active", "deploy", "plan", "policy", "snapshot", "latency"]
+    assert [k.value for k in C.ControlKey] == ["desired", "active", "deploy", "plan", "policy", "snapshot", "latency", "swap"]
     assert C.REASON_CODES == ("unparsable_json", "not_an_object", "missing_field", "bad_type", "nan",
                               "lat_out_of_range", "lon_out_of_range", "bad_timestamp")
 

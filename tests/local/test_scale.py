@@ -1,0 +1,45 @@
+"""local.scale: the scale simulation at a small size, end to end: both swaps complete, no event lost, every AWS call
+counted and within half its quota. (The sizes that show linear growth run in bench/bench_scale.py.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from partitioner.aws_budget.report import MIN_MARGIN
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_a_small_fleet_swaps_twice_within_every_quota(tmp_path: Path) -> None:
+    # GIVEN 10 light workers on the worker's own code, 200 events/s routed and all of them sent (every router
+    # invocation puts its records, so every slot receives records continuously), on a simulated clock
+    proc = subprocess.run([sys.executable, "-m", "local.scale", "--workers", "10", "--events-per-s", "200",
+                           "--sent-per-worker-s", "20", "--steady", "40", "--out", str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+    # WHEN the fleet starts, moves 5 % of its load and grows by 20 %
+    result = json.loads((tmp_path / "result.json").read_text())
+    tail = proc.stdout[-4000:] + proc.stderr[-2000:]
+    # THEN every phase completed and every event put on a geo stream came out
+    assert [(p["name"], p["ok"]) for p in result["phases"]] == [
+        ("deploy v1 (fleet start)", True), ("steady", True), ("swap v2 (load moves)", True),
+        ("swap v3 (more workers)", True), ("drain and flush", True)], tail
+    assert result["events_sent"] > 0 and result["events_missing"] == 0, tail
+    assert result["slots"][2] > result["slots"][1]  # v3 grows
+    # AND in steady state each slot writes one output object per OUTPUT_FLUSH_S (10 s): 0.1 PUT/s, not one a batch
+    puts = result["steady_output_puts"]
+    assert puts is not None and 0.05 <= puts <= 0.1 / 0.95, tail
+    # AND every API with a documented quota stayed at or below half of it, and the run says so
+    rows = {r["key"]: r for r in result["budget"]}
+    assert all(r["margin"] is None or r["margin"] >= MIN_MARGIN for r in rows.values()), rows
+    assert proc.returncode == 0 and result["ok"], tail
+    # AND the calls the review found growing with the fleet are gone from the workers: the shard list is read once
+    # per geo stream (the deployer's manifest), not by every worker; DescribeStreamSummary is the deployer's alone
+    assert rows["kinesis.ListShards"]["total"] == 3
+    assert rows["kinesis.DescribeStreamSummary"]["sustained"] < 1.0
+    assert "AWS API budget at 10 workers" in proc.stdout
