@@ -18,6 +18,7 @@ answers a poll that comes sooner with an empty batch (``spaced=True``) that chan
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -155,6 +156,27 @@ def lineage_order(shards: list[ShardInfo]) -> list[ShardInfo]:
     return ordered
 
 
+class CallSpacing:
+    """The last GetRecords call per ``"<stream>/<shard>"`` of a process, shared by its consumers and threads: a
+    call is allowed only ``interval`` after the previous one on the same shard (check and mark under one lock)."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def ready_in(self, key: str, now: float, interval: float) -> float:
+        with self._lock:
+            return max(0.0, self._last.get(key, -float("inf")) + interval - now)
+
+    def take(self, key: str, now: float, interval: float) -> bool:
+        """True (and the call is marked at ``now``) if ``interval`` passed since the last call on ``key``."""
+        with self._lock:
+            if now - self._last.get(key, -float("inf")) < interval:
+                return False
+            self._last[key] = now
+            return True
+
+
 class ShardConsumer:
     """Polls the shard(s) holding one hash key, resuming after the checkpointed sequence numbers.
 
@@ -183,7 +205,7 @@ class ShardConsumer:
 
     def __init__(self, kinesis: Any, stream_name: str, shards: list[ShardInfo], checkpoint: Mapping[str, str],
                  limit: int = DEFAULT_LIMIT, *, min_interval_s: float = MIN_INTERVAL_S,
-                 clock: Callable[[], float] | None = None, spacing: dict[str, float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None, spacing: CallSpacing | None = None) -> None:
         if not shards:
             raise ShardNotFound(f"ShardConsumer for {stream_name!r} needs at least one shard")
         self._kinesis = kinesis
@@ -194,7 +216,7 @@ class ShardConsumer:
         self._clock = clock or time.monotonic
         # last GetRecords call per "<stream>/<shard>", shared by every consumer of the process (a carried slot's
         # reader prepared ahead and the slot's own reader may read one shard in the same second)
-        self._spacing: dict[str, float] = {} if spacing is None else spacing
+        self._spacing = CallSpacing() if spacing is None else spacing
         self._positions: dict[str, str] = dict(checkpoint)
         self._current = 0
         self._iterator: str | None = None
@@ -209,10 +231,7 @@ class ShardConsumer:
 
     def ready_in(self) -> float:
         """Seconds until the call spacing allows the next GetRecords call (0: now)."""
-        return max(0.0, self._called_at() + self.min_interval_s - self._clock())
-
-    def _called_at(self) -> float:
-        return self._spacing.get(f"{self.stream_name}/{self.shard_id}", -float("inf"))
+        return self._spacing.ready_in(f"{self.stream_name}/{self.shard_id}", self._clock(), self.min_interval_s)
 
     def poll(self) -> Batch:
         """Make one GetRecords call on the current shard and return what it read."""
@@ -220,9 +239,8 @@ class ShardConsumer:
             return Batch(shard_id=self.shard_id, records=(), millis_behind_latest=0, at_end=True)
         shard_id = self.shard_id
         now = self._clock()
-        if now - self._called_at() < self.min_interval_s:
+        if not self._spacing.take(f"{self.stream_name}/{shard_id}", now, self.min_interval_s):
             return Batch(shard_id=shard_id, records=(), millis_behind_latest=1, at_end=False, spaced=True)
-        self._spacing[f"{self.stream_name}/{shard_id}"] = now
         if self._iterator is None:
             self._iterator = self._new_iterator(shard_id)
         try:

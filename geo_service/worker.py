@@ -58,7 +58,7 @@ from typing import Any
 from geo_service.aws import Clients
 from geo_service.carry import CarryOver
 from geo_service.config import WorkerConfig
-from geo_service.consumer import Batch, ShardConsumer, ShardInfo, shard_lineages
+from geo_service.consumer import Batch, CallSpacing, ShardConsumer, ShardInfo, shard_lineages
 from geo_service.control import ControlView, read_control
 from geo_service.cost import Calibration, CostTracker, calibrate
 from geo_service.handover import GatedReader, HandoverGate, SlotReader
@@ -110,7 +110,7 @@ class GeoWorker:
         self.clients = clients
         self.owner = owner or default_owner()
         self.timebase = timebase
-        self._get_records_at: dict[str, float] = {}  # last GetRecords per "<stream>/<shard>" (ShardConsumer spacing)
+        self._get_records_at = CallSpacing()  # GetRecords spacing per shard, shared by the process's consumers
         self.clock = clock or timebase.time
         self._transform_factory = transform_factory or (lambda: load_transform(config.transform))
         self._calibration = calibration

@@ -7,7 +7,8 @@ needs no boto3: it only talks to the ``register`` method of a botocore event emi
 Notes
 -----
 * ``provide-client-params`` carries the caller's parameters (before serialisation); they are kept in the request
-  context so that ``after-call`` can read both the parameters and the parsed response.
+  context, with the time the call was made, so that ``after-call`` can read both the parameters and the parsed
+  response and record the call in the second it was sent (a slow answer would otherwise move it).
   https://boto3.amazonaws.com/v1/documentation/api/latest/guide/events.html
 * A log is per process; :meth:`CallLog.to_json` and :meth:`CallLog.merge` combine the logs of several processes.
 """
@@ -24,9 +25,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from partitioner.aws_budget.quotas import BudgetError
-from partitioner.aws_budget.usage import IteratorMap, Usage, usages
+from partitioner.aws_budget.usage import ACCOUNT, IteratorMap, Usage, usages
 
 _PARAMS = "aws_budget_params"
+_SENT_AT = "aws_budget_sent_at"
 
 
 class _Emitter(Protocol):
@@ -58,11 +60,18 @@ class CallLog:
             for u in items:
                 self._usage[(u.key, u.scope)][second] += u.amount * times
 
+    def now(self) -> float:
+        return self._clock()
+
     def record_call(self, service: str, op: str, params: dict[str, Any], response: dict[str, Any],
-                    attempts: int = 1) -> None:
+                    attempts: int = 1, at: float | None = None) -> None:
+        """Record one call made at ``at`` (when it was sent: AWS counts a request when it arrives, so a slow
+        answer must not move it into the next second)."""
         with self._lock:
             found = usages(service, op, params, response, self.iterators)
-        self.add(found, times=float(attempts))
+        self.add(found, at=at, times=float(attempts))
+        if attempts > 1:  # each retry is a call against the quota too; the row says how many of them were retries
+            self.add([Usage(f"retries.{service}.{op}", ACCOUNT, float(attempts - 1))], at=at)
 
     def series(self) -> list[Series]:
         with self._lock:
@@ -100,13 +109,15 @@ def watch(events: _Emitter, log: CallLog) -> None:
 
     def keep_params(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
         context[_PARAMS] = dict(params)
+        context[_SENT_AT] = log.now()
 
     def after(http_response: Any, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
         attempts = 1 + int((parsed.get("ResponseMetadata") or {}).get("RetryAttempts", 0) or 0)
-        log.record_call(_service(model), model.name, context.get(_PARAMS, {}), parsed, attempts)
+        log.record_call(_service(model), model.name, context.get(_PARAMS, {}), parsed, attempts,
+                        context.get(_SENT_AT))
 
     def failed(exception: Exception, model: Any, context: dict[str, Any], **_: Any) -> None:
-        log.record_call(_service(model), model.name, context.get(_PARAMS, {}), {}, 1)
+        log.record_call(_service(model), model.name, context.get(_PARAMS, {}), {}, 1, context.get(_SENT_AT))
 
     events.register("provide-client-params", keep_params, unique_id="aws-budget-params")
     events.register("after-call", after, unique_id="aws-budget-after")

@@ -8,7 +8,7 @@ import pytest
 from geo_testkit import Resources, make_spec, publish_manifest, publish_spec, stream_manifest
 
 from geo_service.aws import Clients
-from geo_service.consumer import ShardConsumer, ShardNotFound, shard_lineages, shards_for_hash_key
+from geo_service.consumer import CallSpacing, ShardConsumer, ShardNotFound, shard_lineages, shards_for_hash_key
 from geo_service.timebase import SYSTEM
 from partitioner.spec import shard_hash_key
 
@@ -125,7 +125,7 @@ def test_two_consumers_of_one_shard_in_a_process_share_the_spacing(clients: Clie
     calls: list[int] = []
     clients.kinesis.meta.events.register("before-call.kinesis.GetRecords", lambda **kw: calls.append(1))
     shards = shards_for_hash_key(stream_manifest(clients, stream), "0")
-    spacing: dict[str, float] = {}
+    spacing = CallSpacing()
     first, second = (ShardConsumer(clients.kinesis, stream, shards, {}, min_interval_s=0.5, clock=lambda: now[0],
                                    spacing=spacing) for _ in range(2))
     # WHEN both poll in the same instant, then again 0.5 s later
