@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from collections import Counter
+from itertools import pairwise
 
 import pytest
 from geo_testkit import Resources, make_spec, publish_manifest, publish_spec, stream_manifest
@@ -134,6 +136,35 @@ def test_two_consumers_of_one_shard_in_a_process_share_the_spacing(clients: Clie
     polled += [second.poll().spaced, first.poll().spaced]
     # THEN one call per 0.5 s reached the shard, whichever consumer made it
     assert polled == [False, True, False, True] and len(calls) == 2
+
+
+def test_the_spacing_counts_from_when_a_slow_call_returned(clients: Clients) -> None:
+    # GIVEN a consumer spaced at 0.5 s whose first poll also fetches an iterator, and every Kinesis call takes 0.3 s
+    # on a fake clock; the times the GetRecords calls were sent are recorded
+    stream = _stream(clients, 1)
+    now = [99.8]
+    sent: list[float] = []
+
+    def slow(**_: object) -> None:
+        now[0] += 0.3
+
+    def send(**_: object) -> None:
+        sent.append(now[0])
+        slow()
+
+    clients.kinesis.meta.events.register("before-call.kinesis.GetShardIterator", slow)
+    clients.kinesis.meta.events.register("before-call.kinesis.GetRecords", send)
+    consumer = ShardConsumer(clients.kinesis, stream, shards_for_hash_key(stream_manifest(clients, stream), "0"), {},
+                             min_interval_s=0.5, clock=lambda: now[0])
+    # WHEN it polls every 0.1 s for 3 s, as a busy poll loop would
+    for _ in range(30):
+        consumer.poll()
+        now[0] += 0.1
+    # THEN consecutive calls were sent at least 0.5 s apart, so no wall-clock second holds three of them (the first
+    # call, sent 0.3 s late after GetShardIterator, used to share a second with the next two)
+    gaps = [b - a for a, b in pairwise(sent)]
+    per_second = Counter(int(t) for t in sent)
+    assert len(sent) >= 3 and min(gaps) >= 0.5 - 1e-9 and max(per_second.values()) <= 2, (sent, per_second)
 
 
 def test_a_slot_waits_for_its_stream_manifest_then_finds_its_shard(clients: Clients, resources: Resources) -> None:
