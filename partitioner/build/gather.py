@@ -108,7 +108,7 @@ def gather(workers_of: Sequence[int], loads: Sequence[float], movable: Sequence[
     order = [movable[k] for k in np.argsort(np.asarray([keys[i] for i in movable], dtype=np.int64), kind="stable")]
     sweep = [w for w in sorted(range(n), key=lambda w: (home[w], w)) if target[w] > 0]
     left = _sweep(order, loads, sweep, target, room, out)
-    _place_left(left, loads, room, out, cap)
+    _place_left(left, loads, room, out, cap, movable)
     return out
 
 
@@ -123,7 +123,7 @@ def _sweep(order: list[int], loads: Sequence[float], sweep: list[int], target: l
         skipped: list[int] = []
         queue = carry
         carry_at = 0
-        while True:
+        while got < target[w] or last:
             if carry_at < len(queue):
                 i = queue[carry_at]
                 carry_at += 1
@@ -138,22 +138,55 @@ def _sweep(order: list[int], loads: Sequence[float], sweep: list[int], target: l
                 if len(skipped) > LOOK_AHEAD:
                     break
                 continue
-            if not last and got + ld - target[w] > target[w] - got:  # taking it overshoots more than stopping
-                skipped.append(i)
-                break
             out[i] = w
             got += ld
+            if not last and got >= target[w]:
+                break
         room[w] -= got
         carry = skipped + queue[carry_at:]
     return carry + order[pos:]
 
 
-def _place_left(left: list[int], loads: Sequence[float], room: list[float], out: list[int], cap: float) -> None:
-    """Put each region left over on the worker with the most room (largest first), a new worker if none fits."""
-    for i in sorted(left, key=lambda i: -loads[i]):
+def _place_left(left: list[int], loads: Sequence[float], room: list[float], out: list[int], cap: float,
+                movable: Sequence[int]) -> None:
+    """Put each region left over on the worker with the most room (largest first).
+
+    Where none has room, a smaller movable region makes way: it leaves a worker whose room and its load
+    together take the region, and is placed in turn (the regions in hand only get smaller, so this ends).
+    Only when no region can make way does a new worker start.
+    """
+    on: dict[int, list[int]] = {}
+    waiting = set(left)
+    for j in movable:
+        if j not in waiting:
+            on.setdefault(out[j], []).append(j)
+    pending = sorted(left, key=lambda i: loads[i])
+    while pending:
+        i = pending.pop()
         w = max(range(len(room)), key=room.__getitem__)
         if room[w] + 1e-9 < loads[i]:
-            room.append(cap)
-            w = len(room) - 1
+            way = _make_way(loads[i], loads, room, on)
+            if way is None:
+                room.append(cap)
+                w = len(room) - 1
+            else:
+                w, j = way
+                on[w].remove(j)
+                room[w] += loads[j]
+                pending.append(j)
         out[i] = w
         room[w] -= loads[i]
+        on.setdefault(w, []).append(i)
+
+
+def _make_way(need: float, loads: Sequence[float], room: list[float], on: dict[int, list[int]]
+              ) -> tuple[int, int] | None:
+    """``(worker, region)``: the smallest movable region lighter than ``need`` whose leaving makes room for it."""
+    best: tuple[float, int, int] | None = None
+    for w, regions in on.items():
+        short = need - room[w] - 1e-9
+        for j in regions:
+            ld = loads[j]
+            if short <= ld < need and (best is None or ld < best[0]):
+                best = (ld, w, j)
+    return None if best is None else (best[1], best[2])
