@@ -26,10 +26,11 @@ import numpy.typing as npt
 from partitioner.build.bisection import carve
 from partitioner.build.cuts import CutBudget, choose_cuts
 from partitioner.build.region import Region
+from partitioner.build.territory import Squares
 from partitioner.counts import Grid
 from partitioner.graph import components, group_indices
 from partitioner.shape import coalesce, fill_gaps, is_member, unique_pairs
-from partitioner.tiles import IntArray, arrays_to_quadkeys
+from partitioner.tiles import FloatArray, IntArray, arrays_to_quadkeys
 
 BRIDGE_LEVELS = 3  # cells within the same or adjacent 8x8 block of grid cells may share a region
 
@@ -42,6 +43,7 @@ class Labels(NamedTuple):
     n_regions: int
     cut_load: float  # boundary load of the cuts (with a budget; else 0)
     cut_floor: float  # the least cut_load any choice of windows could reach (with a budget; else 0)
+    whole: int = 0  # regions 0 .. whole - 1 are whole (bridged clusters and small components); the rest carved pieces
 
 
 def carve_cells(grid: Grid, cap: float, *, bridge_levels: int = BRIDGE_LEVELS, fill: bool = False,
@@ -85,10 +87,19 @@ def carve_cells(grid: Grid, cap: float, *, bridge_levels: int = BRIDGE_LEVELS, f
 def label_regions(grid: Grid, labels: Labels, *, bridge_levels: int, fill: bool, blocked: IntArray | None
                   ) -> list[Region]:
     """The regions of :func:`region_labels`' labels: gaps filled, cells listed as quadtree squares."""
+    squares, loads = label_squares(grid, labels, bridge_levels=bridge_levels, fill=fill, blocked=blocked)
+    return squares_to_regions(squares, loads)
+
+
+def label_squares(grid: Grid, labels: Labels, *, bridge_levels: int, fill: bool, blocked: IntArray | None
+                  ) -> tuple[Squares, FloatArray]:
+    """The squares each region of :func:`region_labels`' labels lists (gaps filled), and each region's load."""
     n = labels.n_regions
-    if n == 0:
-        return []
     x, y, zoom, lab_of = grid.x, grid.y, grid.zoom, labels.labels
+    loads = np.bincount(lab_of, weights=grid.weight, minlength=n) if n else np.zeros(0)
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return Squares(empty, empty, empty, empty), loads
     is_coarse = labels.coarse[lab_of]
     b = bridge_levels if is_coarse.any() else 0  # no bridged region (e.g. a grid above zoom bridge_levels + 2)
     c_lab, c_code = unique_pairs(lab_of[is_coarse], ((x[is_coarse] >> b) << (zoom - b)) | (y[is_coarse] >> b))
@@ -98,15 +109,21 @@ def label_regions(grid: Grid, labels: Labels, *, bridge_levels: int, fill: bool,
         gx, gy, gl = fill_gaps(fx, fy, fl, zoom, blocked=_blocked_cells(cx[:, 1:], zoom - b, b, blocked, zoom))
         fx, fy, fl = np.concatenate([fx, gx]), np.concatenate([fy, gy]), np.concatenate([fl, gl])
     sx, sy, sz, sl = coalesce(fx, fy, zoom, fl)
-    lx = np.concatenate([cx[:, 1], sx])
-    ly = np.concatenate([cx[:, 2], sy])
-    lz = np.concatenate([np.full(len(cx), zoom - b, dtype=np.int64), sz])
-    lab = np.concatenate([cx[:, 0], sl])
-    order = np.lexsort((ly, lx, lz, lab))
-    qks = np.array(arrays_to_quadkeys(lx[order], ly[order], lz[order]), dtype=object)
-    bounds = np.searchsorted(lab[order], np.arange(n + 1))
-    loads = np.bincount(lab_of, weights=grid.weight, minlength=n)
-    return [Region(tuple(qks[bounds[r]:bounds[r + 1]]), float(loads[r])) for r in range(n)]
+    return Squares(np.concatenate([cx[:, 1], sx]), np.concatenate([cx[:, 2], sy]),
+                   np.concatenate([np.full(len(cx), zoom - b, dtype=np.int64), sz]),
+                   np.concatenate([cx[:, 0], sl])), loads
+
+
+def squares_to_regions(squares: Squares, loads: FloatArray) -> list[Region]:
+    """One region per item ``0 .. len(loads) - 1``: its squares as quadkeys (coarsest first, then by x, y)."""
+    n = len(loads)
+    if n == 0:
+        return []
+    order = np.lexsort((squares.y, squares.x, squares.z, squares.item))
+    qks = np.array(arrays_to_quadkeys(squares.x[order], squares.y[order], squares.z[order]), dtype=object)
+    bounds = np.searchsorted(squares.item[order], np.arange(n + 1)).tolist()
+    load_list = loads.tolist()
+    return [Region(tuple(qks[bounds[r]:bounds[r + 1]]), float(load_list[r])) for r in range(n)]
 
 
 def _blocked_cells(coarse_xy: IntArray, coarse_zoom: int, levels: int, blocked: IntArray | None, zoom: int
@@ -158,6 +175,7 @@ def region_labels(grid: Grid, cap: float, bridge_levels: int, window: float, bud
     if bridge_levels > 0 and grid.zoom - bridge_levels >= 2:
         n_bridged, rest = _bridge(grid, cap, bridge_levels, labels)
     n_labels, big = _small_components(grid, cap, rest, labels, n_bridged, memo or ComponentMemo(grid))
+    n_whole = n_labels
     cut_load = cut_floor = 0.0
     if big:
         if budget is None:
@@ -170,7 +188,7 @@ def region_labels(grid: Grid, cap: float, bridge_levels: int, window: float, bud
                 labels[piece] = n_labels
                 n_labels += 1
     coarse = np.concatenate([np.ones(n_bridged, dtype=bool), np.zeros(n_labels - n_bridged, dtype=bool)])
-    return Labels(labels, coarse, n_labels, cut_load, cut_floor)
+    return Labels(labels, coarse, n_labels, cut_load, cut_floor, n_whole)
 
 
 def _bridge(grid: Grid, cap: float, levels: int, labels: IntArray) -> tuple[int, IntArray]:

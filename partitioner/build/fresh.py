@@ -7,18 +7,31 @@ from typing import NamedTuple
 
 import numpy as np
 
-from partitioner.build.carving import BRIDGE_LEVELS, ComponentMemo, Labels, label_regions, region_labels
+from partitioner.build.carving import (
+    BRIDGE_LEVELS,
+    ComponentMemo,
+    Labels,
+    label_squares,
+    region_labels,
+    squares_to_regions,
+)
 from partitioner.build.cuts import CutBudget
+from partitioner.build.gather import gather, hilbert
 from partitioner.build.hot import HotSplit, split_hot_cells
 from partitioner.build.packing import level_workers
 from partitioner.build.pour import Liquid, Share, pour
 from partitioner.build.region import Placement, Region
+from partitioner.build.territory import Squares, territories
 from partitioner.counts import Counts, Grid
-from partitioner.tiles import IntArray, tile_codes
+from partitioner.tiles import FloatArray, IntArray, quadkeys_to_arrays, tile_codes
 
 #: When hot cells and big cells leave the packing above ``lower bound + 1`` workers, the cold
 #: cells above these shares of the cap are split by entity hash too, in turn (they fill rooms).
 LIQUEFY = (0.5, 0.25)
+#: Whole regions of at most this share of the cap are gathered by place into territories (see :func:`settle`).
+GATHER_SHARE = 0.1
+#: A territory's squares grow at most this many zooms above the grid.
+TERRITORY_LEVELS = 8
 
 
 class _Candidate(NamedTuple):
@@ -117,10 +130,46 @@ def fresh_placement(grid: Grid, cap: float, hot: HotSplit, lb: int) -> Placement
         if cand.workers == lb + 1 and cand.labels.cut_load <= cand.labels.cut_floor:  # fits, cuts their cheapest
             break
     assert best is not None
-    regions = label_regions(cold, best.labels, bridge_levels=BRIDGE_LEVELS, fill=True,
-                            blocked=tile_codes(grid.x[taken], grid.y[taken], grid.zoom))
+    squares, loads = label_squares(cold, best.labels, bridge_levels=BRIDGE_LEVELS, fill=True,
+                                   blocked=tile_codes(grid.x[taken], grid.y[taken], grid.zoom))
     shares = [Region((hot.liquid[s.liquid].quadkey,), s.load, (s.lo, s.hi)) for s in best.shares]
-    return Placement(tuple(hot.regions + regions + shares), tuple(best.workers_of))
+    return settle(grid.zoom, cap, hot.regions, squares, loads, best.labels.whole, shares, best.workers_of)
+
+
+def settle(zoom: int, cap: float, fixed: list[Region], squares: Squares, loads: FloatArray, whole: int,
+           shares: list[Region], workers_of: list[int]) -> Placement:
+    """Gather the small whole regions by place and merge each worker's into territories.
+
+    ``fixed``: regions that keep their squares (pieces of hot cells); ``squares`` and ``loads``: the carved
+    regions (the first ``whole`` of them whole clusters or components); ``shares``: entity-hash shares;
+    ``workers_of``: the worker of each, in that order. Whole regions of at most :data:`GATHER_SHARE` of
+    the cap move along the Hilbert curve (:func:`partitioner.build.gather.gather`) and grow into
+    territories up to :data:`TERRITORY_LEVELS` zooms above the grid
+    (:func:`partitioner.build.territory.territories`).
+    """
+    n_fixed, n_carved = len(fixed), len(loads)
+    hx, hy, hz = quadkeys_to_arrays([q for r in fixed for q in r.quadkeys])
+    sx, sy, sz = quadkeys_to_arrays([r.quadkeys[0] for r in shares])
+    hitem = np.repeat(np.arange(n_fixed, dtype=np.int64), [len(r.quadkeys) for r in fixed])
+    items = Squares(np.concatenate([hx, squares.x]), np.concatenate([hy, squares.y]),
+                    np.concatenate([hz, squares.z]), np.concatenate([hitem, squares.item + n_fixed]))
+    n_items = n_fixed + n_carved
+    item_load = np.concatenate([np.array([r.load for r in fixed], dtype=np.float64), loads])
+    movable = np.zeros(n_items, dtype=bool)
+    movable[n_fixed:n_fixed + whole] = loads[:whole] <= GATHER_SHARE * cap
+    top = max(zoom, int(items.z.max()) if len(items.z) else zoom, int(sz.max()) if len(sz) else zoom)
+    first = np.full(n_items, len(items.z), dtype=np.int64)
+    np.minimum.at(first, items.item, np.arange(len(items.z)))
+    fx = np.concatenate([items.x[first] << (top - items.z[first]), sx << (top - sz)])
+    fy = np.concatenate([items.y[first] << (top - items.z[first]), sy << (top - sz)])
+    keys = hilbert(fx, fy, top).tolist()
+    all_loads = item_load.tolist() + [r.load for r in shares]
+    workers = gather(workers_of, all_loads, np.flatnonzero(movable).tolist(), keys, cap)
+    terr = territories(items, Squares(sx, sy, sz, np.zeros(len(sx), dtype=np.int64)),
+                       np.asarray(workers[:n_items], dtype=np.int64), item_load, movable,
+                       max(1, zoom - TERRITORY_LEVELS))
+    regions = squares_to_regions(terr.squares, terr.loads)
+    return Placement(tuple(regions + shares), tuple(terr.workers.tolist() + workers[n_items:]))
 
 
 def _candidate(grid: Grid, cold: Grid, cold_idx: IntArray, carved: Labels, hot: HotSplit, cap: float, lb: int
