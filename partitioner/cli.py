@@ -52,6 +52,7 @@ Exit status
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -173,10 +174,11 @@ def cmd_build(args: argparse.Namespace) -> int:
                                    version=args.version, stream_name=args.stream_name)
         spec = report.spec
         progress.step("measuring the spec")
-        metrics = evaluate(spec, counts)
+        text = spec.to_json() + "\n"
+        metrics = dataclasses.replace(evaluate(spec, counts), spec_bytes=len(text.encode()))
         moved = stability(previous, spec, counts) if previous is not None else None
         progress.step(f"writing {args.output}")
-        write_text(args.output, spec.to_json() + "\n")
+        write_text(args.output, text)
         if args.json:
             write_text(args.json, json.dumps(metrics.to_dict(), indent=1) + "\n")
     print(render_table(metrics, limit=args.limit), file=out)
@@ -203,7 +205,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         progress.step(f"reading {args.spec}")
         spec = read_spec(args.spec, "SPEC")
         progress.step("measuring the spec")
-        metrics = evaluate(spec, counts)
+        metrics = dataclasses.replace(evaluate(spec, counts), spec_bytes=len((spec.to_json() + "\n").encode()))
         if args.json:
             write_text(args.json, json.dumps(metrics.to_dict(), indent=1) + "\n")
     print(render_table(metrics, limit=args.limit), file=out)

@@ -40,7 +40,7 @@ from partitioner.errors import CountsError
 from partitioner.index import tree_keys
 from partitioner.rollup import check_rollup, nearest_ancestors
 from partitioner.shape import is_member
-from partitioner.tiles import IntArray, arrays_to_quadkeys, quadkeys_to_arrays
+from partitioner.tiles import IntArray, arrays_to_quadkeys, quadkeys_to_arrays, unique_ints
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -140,7 +140,7 @@ class Counts:
     @property
     def zooms(self) -> tuple[int, ...]:
         """The distinct zooms present, shallowest first."""
-        return tuple(int(z) for z in np.unique(self.tiles.z))
+        return tuple(int(z) for z in unique_ints(self.tiles.z))
 
     @property
     def grid_zoom(self) -> int:
@@ -210,7 +210,7 @@ class Counts:
     def _leaves(self) -> Cells:
         t = self.tiles
         tree = self._tree
-        if not tree.refined.any() and len(np.unique(t.z)) == 1:
+        if not tree.refined.any() and len(unique_ints(t.z)) == 1:
             return Cells(t.x, t.y, t.z, self.weights)
         g = tree.grid
         ref = self.refinement_cells()

@@ -34,7 +34,7 @@ from scipy.sparse.csgraph import connected_components
 
 from partitioner.index import Listed, SpecIndex, has_square_inside, morton
 from partitioner.spec import Spec
-from partitioner.tiles import FloatArray, IntArray, arrays_to_quadkeys, quadkeys_to_arrays
+from partitioner.tiles import FloatArray, IntArray, arrays_to_quadkeys, quadkeys_to_arrays, unique_ints
 
 GEOMETRY_BUDGET = 50_000_000  # max ring cells looked up to measure the regions' shapes
 
@@ -77,7 +77,7 @@ def region_cells(spec: Spec, index: SpecIndex, regions: Sequence[int], zoom: int
         out_l.append(labels[deep])
         out_x.append(x[deep] >> shift)
         out_y.append(y[deep] >> shift)
-    for depth in np.unique(zoom - z[~deep]):
+    for depth in unique_ints(zoom - z[~deep]):
         sel = (~deep) & (zoom - z == depth)
         side = 1 << int(depth)
         off = np.arange(side, dtype=np.int64)
@@ -251,7 +251,7 @@ def square_shapes(spec: Spec, regions: Sequence[int], zoom: int, index: SpecInde
     i, j = np.concatenate(ring.src), np.concatenate(ring.dst)
     graph = coo_matrix((np.ones(len(i), dtype=np.int8), (i, j)), shape=(m, m))
     _, comp_of = connected_components(graph, directed=False)
-    pairs = np.unique((sq.lab << 32) | comp_of.astype(np.int64))
+    pairs = unique_ints((sq.lab << 32) | comp_of.astype(np.int64))
     comps = np.bincount(pairs >> 32, minlength=n_labels).astype(np.int64)
     perimeter = np.bincount(sq.lab, weights=ring.perim, minlength=n_labels)
     has = area > 0
@@ -302,7 +302,7 @@ class _Ring:
         settled = whole | empty
         self._meet(own[settled], np.where(whole, holder, -1)[settled], side[settled])
         rest = np.flatnonzero(~settled)
-        for s in np.unique(side[rest]).tolist():
+        for s in unique_ints(side[rest]).tolist():
             self._side_cells(own[rest][side[rest] == s], d[rest][side[rest] == s], int(s))
 
     def _side_cells(self, own: IntArray, d: IntArray, s: int) -> None:

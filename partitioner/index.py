@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from partitioner.errors import SpecError
 from partitioner.spec import HASH_BUCKETS, Partition, Spec, entity_bucket
-from partitioner.tiles import IntArray, quadkeys_to_arrays, tile_codes, tiles_xy
+from partitioner.tiles import IntArray, quadkeys_to_arrays, tile_codes, tiles_xy, unique_ints
 
 LOOKUP_ZOOM = 24
 MORTON_ZOOM = 30  # quadtree codes of tiles up to this zoom fit an int64
@@ -102,7 +102,7 @@ class SpecIndex:
             return out
         b = np.zeros(len(split), dtype=np.int64) if buckets is None else np.asarray(buckets, dtype=np.int64)[split]
         groups = -out[split] - 1
-        for g in np.unique(groups).tolist():
+        for g in unique_ints(groups).tolist():
             sel = groups == g
             k = np.searchsorted(self._group_lo[g], b[sel], side="right") - 1
             out[split[sel]] = self._group_part[g][np.maximum(k, 0)]
@@ -209,7 +209,7 @@ class SpecIndex:
             sel = z <= zoom
             flat = None
             keys = tree_keys(x[sel], y[sel], z[sel])
-            if (zoom <= MORTON_ZOOM and len(np.unique(keys)) == len(keys)
+            if (zoom <= MORTON_ZOOM and len(unique_ints(keys)) == len(keys)
                     and not has_square_inside(x[sel], y[sel], z[sel]).any()):
                 d = zoom - z[sel]
                 start = morton(x[sel] << d, y[sel] << d)
@@ -312,5 +312,5 @@ def has_square_inside(x: IntArray, y: IntArray, z: IntArray) -> npt.NDArray[np.b
 
 def by_zoom(z: IntArray) -> Iterator[tuple[int, npt.NDArray[np.bool_]]]:
     """Yield ``(zoom, mask)`` for each distinct zoom in ``z``, shallowest first."""
-    for zoom in np.unique(z):
+    for zoom in unique_ints(z):
         yield int(zoom), z == zoom

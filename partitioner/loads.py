@@ -33,7 +33,7 @@ from partitioner.counts import Counts
 from partitioner.index import SpecIndex
 from partitioner.metrics import lower_bound
 from partitioner.spec import HASH_BUCKETS, Spec
-from partitioner.tiles import IntArray
+from partitioner.tiles import IntArray, unique_ints
 
 FloatArray = npt.NDArray[np.float64]
 OVER = 1e-9  # utilisation tolerance above 1.0 before a worker counts as over its cap
@@ -94,7 +94,7 @@ class SpecLoads:
     def owners(self, cells: Cells) -> IntArray:
         """Owner of each cell: a partition index (>= 0) or ``-(group + 1)`` for a hash-split cell."""
         out = np.empty(len(cells.x), dtype=np.int64)
-        for zoom in np.unique(cells.z):
+        for zoom in unique_ints(cells.z):
             sel = cells.z == zoom
             out[sel] = self.index.locate_groups_xy(cells.x[sel], cells.y[sel], int(zoom))
         return out

@@ -163,10 +163,18 @@ class SpecMetrics:
     median_compactness: float
     boundary_load_share: float
     unlisted_load: float  # load that only the catch-all owns
+    spec_bytes: int = 0  # size of the spec's JSON as the CLI writes it (0: not measured)
 
     @property
     def worker_count(self) -> int:
         return len(self.workers)
+
+    @property
+    def regions_per_worker(self) -> tuple[float, int]:
+        """Median and largest number of regions a worker owns (the catch-all not counted)."""
+        catch_all = {p.id for p in self.partitions if p.is_catch_all}
+        per = [sum(1 for pid in w.partitions if pid not in catch_all) for w in self.workers]
+        return (float(np.median(per)), max(per)) if per else (0.0, 0)
 
     @property
     def region_count(self) -> int:
@@ -193,8 +201,10 @@ class SpecMetrics:
         d["partitions"] = [asdict(p) for p in self.partitions]
         d["workers"] = [{**asdict(w), "partitions": list(w.partitions)} for w in self.workers]
         d["non_contiguous"] = list(self.non_contiguous)
+        median_regions, max_regions = self.regions_per_worker
         d.update(worker_count=self.worker_count, region_count=self.region_count, waste_ratio=self.waste_ratio,
-                 mismatch=self.mismatch)
+                 mismatch=self.mismatch, median_regions_per_worker=median_regions,
+                 max_regions_per_worker=max_regions)
         safe: dict[str, Any] = _json_safe(d)
         return safe
 

@@ -84,15 +84,19 @@ def render_table(m: SpecMetrics, *, limit: int | None = 40) -> str:
 
 
 def summary_line(m: SpecMetrics) -> str:
-    """A two-line summary: workers vs lower bound, load per worker, contiguity, shape, boundary load."""
+    """A three-line summary: workers vs lower bound, load per worker, contiguity, shape, boundary load, regions per
+    worker and the spec's size."""
     contig = "yes" if m.contiguous else f"NO ({', '.join(m.non_contiguous[:5])})"
     compact = f"{m.median_compactness:.2f}" if math.isfinite(m.median_compactness) else "-"
     ratio = f"{m.waste_ratio:.2f}" if math.isfinite(m.waste_ratio) else "-"
+    median_regions, max_regions = m.regions_per_worker
     return (f"Workers: {m.worker_count} (lower bound {m.lower_bound}, ratio {ratio}) | "
             f"load per worker, % of the cap: max {_pct(m.max_utilisation)}, mean {_pct(m.mean_utilisation)}, "
             f"median {_pct(m.median_utilisation)}\n"
             f"Contiguous: {contig} | median P^2/(4piA): {compact} | "
-            f"boundary-load share: {_pct(m.boundary_load_share)} | total load {fmt_load(m.total)}")
+            f"boundary-load share: {_pct(m.boundary_load_share)} | total load {fmt_load(m.total)}\n"
+            f"Regions: {m.region_count:,}, per worker median {median_regions:g}, max {max_regions}"
+            + (f" | spec {m.spec_bytes / 1e6:.2f} MB of JSON" if m.spec_bytes else ""))
 
 
 def render_stability(s: Stability, d: SpecDiff | None = None) -> str:

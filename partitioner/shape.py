@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.tiles import IntArray
+from partitioner.tiles import IntArray, unique_ints
 
 #: The four edge neighbours.
 _EDGES = ((1, 0), (-1, 0), (0, 1), (0, -1))
@@ -116,7 +116,7 @@ def unique_pairs(a: IntArray, b: IntArray) -> tuple[IntArray, IntArray]:
         return a, b
     span = int(b.max()) + 1
     if int(a.max()) < (1 << 62) // span:
-        key = np.unique(a * span + b)
+        key = unique_ints(a * span + b)
         return key // span, key % span
     order = np.lexsort((b, a))
     a, b = a[order], b[order]

@@ -312,3 +312,21 @@ def tile_codes(x: npt.ArrayLike, y: npt.ArrayLike, zoom: int) -> IntArray:
     """Return one int64 per tile at one zoom: ``x << zoom | y`` (unique within the zoom)."""
     z = check_zoom(zoom)
     return (np.asarray(x, dtype=np.int64) << z) | np.asarray(y, dtype=np.int64)
+
+
+def unique_ints(a: npt.ArrayLike) -> IntArray:
+    """The distinct values of a 1-D integer array, ascending (``np.unique`` without its hash path).
+
+    Notes
+    -----
+    NumPy 2.3+ answers a plain ``np.unique`` on integers with a hash table and then sorts; on 1.5M int64 codes that
+    took 1.45 s here against 0.02 s for a sort and a neighbour mask, and the compact build calls it once per gap
+    filling round. The result is the same: sorted distinct values.
+    """
+    s = np.sort(np.asarray(a, dtype=np.int64), kind="stable")
+    if len(s) < 2:
+        return s
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from partitioner.counts import Grid
 from partitioner.graph import components, components_of_pairs, group_indices, neighbour_pairs
-from partitioner.tiles import FloatArray, IntArray
+from partitioner.tiles import FloatArray, IntArray, unique_ints
 
 BoolArray = npt.NDArray[np.bool_]
 
@@ -364,7 +364,7 @@ def axes(x: IntArray, y: IntArray, zoom: int) -> tuple[IntArray, IntArray]:
         xu = x - lo_x
         ext_y = int(y.max() - y.min())
         return (xu, y) if hi_x - lo_x >= ext_y else (y, xu)
-    ux = np.unique(x)
+    ux = unique_ints(x)
     if len(ux) > 1:
         gaps = np.diff(np.append(ux, ux[0] + n))
         g = int(np.argmax(gaps))

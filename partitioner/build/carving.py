@@ -96,7 +96,8 @@ def label_squares(grid: Grid, labels: Labels, *, bridge_levels: int, fill: bool,
     """The squares each region of :func:`region_labels`' labels lists (gaps filled), and each region's load."""
     n = labels.n_regions
     x, y, zoom, lab_of = grid.x, grid.y, grid.zoom, labels.labels
-    loads = np.bincount(lab_of, weights=grid.weight, minlength=n) if n else np.zeros(0)
+    loads: FloatArray = np.asarray(np.bincount(lab_of, weights=grid.weight, minlength=n) if n else np.zeros(0),
+                                   dtype=np.float64)
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
         return Squares(empty, empty, empty, empty), loads

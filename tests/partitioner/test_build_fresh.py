@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from build_data import regions_connected
+from spec_factory import make_counts, qk
 
+from partitioner.build import build_spec
 from partitioner.build.fresh import fresh_placement
 from partitioner.build.hot import split_hot_cells
 from partitioner.build.packing import lower_bound
 from partitioner.counts import Counts
+from partitioner.metrics import evaluate
 
 
 def test_fresh_placement_packs_hot_shares_and_carved_regions_within_the_lower_bound_plus_one(metro: Counts) -> None:
@@ -28,3 +32,24 @@ def test_fresh_placement_packs_hot_shares_and_carved_regions_within_the_lower_bo
     assert placement.worker_count <= lb + 1
     per_worker = np.bincount(placement.workers_of, weights=[r.load for r in placement.regions])
     assert per_worker.max() <= cap * (1 + 1e-9)
+
+
+def test_a_worker_of_many_small_islands_owns_a_few_territories_that_hold_only_its_own_load() -> None:
+    # GIVEN 3,000 islands of one to four cells scattered over a continent at zoom 12, ~60 islands per worker
+    rng = np.random.default_rng(5)
+    x0, y0 = rng.integers(1800, 2300, 3000), rng.integers(1200, 1600, 3000)
+    cells = {qk(int(x + dx), int(y + dy), 12): float(rng.integers(1, 20))
+             for x, y, k in zip(x0, y0, rng.integers(1, 5, 3000), strict=True)
+             for dx, dy in ((0, 0), (1, 0), (0, 1), (1, 1))[:k]}
+    counts = make_counts(cells, "islands")
+    cap = counts.total / 49.5
+    # WHEN a compact spec is built and measured under the same load
+    spec = build_spec(counts, cap)
+    m = evaluate(spec, counts)
+    median_regions, _ = m.regions_per_worker
+    # THEN each worker owns a few regions instead of its ~60 islands, every region is one piece, and the load each
+    # worker gets is the load it was planned for (no territory reaches into another worker's cells)
+    assert median_regions <= 15 and m.contiguous and regions_connected(spec, 12)
+    assert m.worker_count <= m.lower_bound + 1 and m.max_utilisation <= 1 + 1e-9
+    for w in m.workers:
+        assert w.load == pytest.approx(w.planned_load, rel=1e-9, abs=1e-9)

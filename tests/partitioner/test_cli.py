@@ -43,6 +43,23 @@ def test_build_writes_a_valid_spec_and_prints_the_table(tmp_path, capsys):
     assert json.loads((tmp_path / "m.json").read_text())["lower_bound"] == 12
 
 
+def test_build_and_evaluate_report_regions_per_worker_and_the_specs_size(built, tmp_path, capsys):
+    # GIVEN the sample built into a spec file
+    size = built.stat().st_size
+    # WHEN it is evaluated under the sample's load, with the metrics as JSON
+    assert main(["evaluate", str(SAMPLE_COUNTS), str(built), "--json", str(tmp_path / "m.json")]) == 0
+    text = capsys.readouterr().out
+    m = json.loads((tmp_path / "m.json").read_text())
+    # THEN the summary and the JSON give the regions per worker and the size of the spec's JSON as written
+    per_worker: dict[str, int] = {}
+    for p in load_spec(built).partitions:
+        if not p.is_catch_all:
+            per_worker[p.worker] = per_worker.get(p.worker, 0) + 1
+    assert m["spec_bytes"] == size and f"spec {size / 1e6:.2f} MB of JSON" in text
+    assert m["max_regions_per_worker"] == max(per_worker.values())
+    assert f"per worker median {m['median_regions_per_worker']:g}, max {m['max_regions_per_worker']}" in text
+
+
 def test_build_with_previous_reports_stability(built, tmp_path, capsys):
     out = tmp_path / "v2.json"
     assert main(["build", str(SAMPLE_COUNTS), "--max-load", "2500", "-o", str(out), "--previous", str(built)]) == 0

@@ -29,6 +29,7 @@ from partitioner.tiles import (
     tile,
     tile_codes,
     tiles_xy,
+    unique_ints,
     valid_lonlat_mask,
 )
 
@@ -196,3 +197,14 @@ def test_tiles_outside_their_zoom_grid_are_rejected() -> None:
         parent(Tile(0, 0, 0))
     with pytest.raises(InvalidTileError, match="MAX_ZOOM"):
         children(Tile(0, 0, MAX_ZOOM))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-(1 << 62), (1 << 62)), max_size=300))
+def test_unique_ints_gives_the_sorted_distinct_values_as_numpys_unique_does(values: list[int]) -> None:
+    # GIVEN any integers, repeated or not, in any order
+    a = np.asarray(values, dtype=np.int64)
+    # WHEN their distinct values are taken
+    got = unique_ints(a)
+    # THEN they are numpy's np.unique, ascending, as int64
+    assert got.dtype == np.int64 and got.tolist() == np.unique(a).tolist()
