@@ -163,7 +163,7 @@ class Counts:
 
     @cached_property
     def _grid_pairs(self) -> tuple[IntArray, IntArray]:
-        # imported here: reading counts must not need scipy (the Spark job's environment reads snapshots too)
+        # imported here: only measuring needs the pairs (reading counts stays light for the Spark job)
         from partitioner.graph import neighbour_pairs
 
         g = self.grid()

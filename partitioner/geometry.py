@@ -29,9 +29,8 @@ from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
+from partitioner.graph import component_roots
 from partitioner.index import Listed, SpecIndex, has_square_inside, morton
 from partitioner.spec import Spec
 from partitioner.tiles import FloatArray, IntArray, arrays_to_quadkeys, quadkeys_to_arrays, unique_ints
@@ -249,9 +248,8 @@ def square_shapes(spec: Spec, regions: Sequence[int], zoom: int, index: SpecInde
     ring.sides()
     ring.corners()
     i, j = np.concatenate(ring.src), np.concatenate(ring.dst)
-    graph = coo_matrix((np.ones(len(i), dtype=np.int8), (i, j)), shape=(m, m))
-    _, comp_of = connected_components(graph, directed=False)
-    pairs = unique_ints((sq.lab << 32) | comp_of.astype(np.int64))
+    comp_of = component_roots(m, i, j)
+    pairs = unique_ints((sq.lab << 32) | comp_of)
     comps = np.bincount(pairs >> 32, minlength=n_labels).astype(np.int64)
     perimeter = np.bincount(sq.lab, weights=ring.perim, minlength=n_labels)
     has = area > 0

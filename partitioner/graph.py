@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
-from partitioner.tiles import IntArray
+from partitioner.tiles import IntArray, unique_ints
 
 # the four "forward" offsets; with their mirror images they make the 8-neighbourhood
 _FORWARD = ((1, 0), (0, 1), (1, 1), (1, -1))
@@ -60,9 +58,37 @@ def components_of_pairs(m: int, i: IntArray, j: IntArray) -> tuple[int, IntArray
     """Return ``(count, labels)``: connected components of ``m`` nodes joined by the pairs ``(i, j)``."""
     if m == 0:
         return 0, np.zeros(0, dtype=np.int64)
-    graph = coo_matrix((np.ones(len(i), dtype=np.int8), (i, j)), shape=(m, m))
-    count, labels = connected_components(graph, directed=False)
-    return int(count), labels.astype(np.int64)
+    root = component_roots(m, i, j)
+    firsts = unique_ints(root)
+    return len(firsts), np.searchsorted(firsts, root).astype(np.int64)
+
+
+def component_roots(m: int, i: IntArray, j: IntArray) -> IntArray:
+    """The smallest node of each node's connected component (``m`` nodes joined by the pairs ``(i, j)``).
+
+    Notes
+    -----
+    Vectorised union by minimum with pointer jumping: each round hooks every root that has a pair to a smaller
+    root onto the smallest such root, then points every node at its root. Pointers only ever decrease, so there
+    is no cycle; it ends when every pair joins one root, in about ``log2`` of the longest chain of roots rounds.
+    Labelling components by the rank of their smallest node gives the labels SciPy's ``connected_components``
+    gives (it labels components in order of their first node), without importing SciPy (0.2 s of every start).
+    """
+    parent = np.arange(m, dtype=np.int64)
+    a, b = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
+    while len(a):
+        ra, rb = parent[a], parent[b]
+        differ = ra != rb
+        if not differ.any():
+            break
+        a, b, ra, rb = a[differ], b[differ], ra[differ], rb[differ]  # pairs already joined never matter again
+        np.minimum.at(parent, np.maximum(ra, rb), np.minimum(ra, rb))
+        while True:
+            jumped = parent[parent]
+            if np.array_equal(jumped, parent):
+                break
+            parent = jumped
+    return parent
 
 
 def sub_pairs(keep: IntArray, m: int, i: IntArray, j: IntArray) -> tuple[IntArray, IntArray]:

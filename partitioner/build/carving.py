@@ -30,7 +30,7 @@ from partitioner.build.territory import Squares
 from partitioner.counts import Grid
 from partitioner.graph import components, group_indices
 from partitioner.shape import coalesce, fill_gaps, is_member, unique_pairs
-from partitioner.tiles import FloatArray, IntArray, arrays_to_quadkeys
+from partitioner.tiles import FloatArray, IntArray, arrays_to_quadkeys, tile_codes
 
 BRIDGE_LEVELS = 3  # cells within the same or adjacent 8x8 block of grid cells may share a region
 
@@ -91,9 +91,13 @@ def label_regions(grid: Grid, labels: Labels, *, bridge_levels: int, fill: bool,
     return squares_to_regions(squares, loads)
 
 
-def label_squares(grid: Grid, labels: Labels, *, bridge_levels: int, fill: bool, blocked: IntArray | None
-                  ) -> tuple[Squares, FloatArray]:
-    """The squares each region of :func:`region_labels`' labels lists (gaps filled), and each region's load."""
+def label_squares(grid: Grid, labels: Labels, *, bridge_levels: int, fill: bool, blocked: IntArray | None,
+                  unfilled: npt.NDArray[np.bool_] | None = None) -> tuple[Squares, FloatArray]:
+    """The squares each region of :func:`region_labels`' labels lists (gaps filled), and each region's load.
+
+    ``unfilled``: a mask over the labels whose regions claim no gaps (their cells still block the others'); the
+    fresh build passes the small islands that become territories, whose growth covers their gaps anyway.
+    """
     n = labels.n_regions
     x, y, zoom, lab_of = grid.x, grid.y, grid.zoom, labels.labels
     loads: FloatArray = np.asarray(np.bincount(lab_of, weights=grid.weight, minlength=n) if n else np.zeros(0),
@@ -107,7 +111,11 @@ def label_squares(grid: Grid, labels: Labels, *, bridge_levels: int, fill: bool,
     cx = np.stack([c_lab, c_code >> (zoom - b), c_code & ((1 << (zoom - b)) - 1)], axis=1)
     fx, fy, fl = x[~is_coarse], y[~is_coarse], lab_of[~is_coarse]
     if fill and len(fx):
-        gx, gy, gl = fill_gaps(fx, fy, fl, zoom, blocked=_blocked_cells(cx[:, 1:], zoom - b, b, blocked, zoom))
+        claims = np.ones(len(fx), dtype=bool) if unfilled is None else ~unfilled[fl]
+        stay = tile_codes(fx[~claims], fy[~claims], zoom)
+        also = stay if blocked is None else np.concatenate([blocked, stay])
+        gx, gy, gl = fill_gaps(fx[claims], fy[claims], fl[claims], zoom,
+                               blocked=_blocked_cells(cx[:, 1:], zoom - b, b, also, zoom))
         fx, fy, fl = np.concatenate([fx, gx]), np.concatenate([fy, gy]), np.concatenate([fl, gl])
     sx, sy, sz, sl = coalesce(fx, fy, zoom, fl)
     return Squares(np.concatenate([cx[:, 1], sx]), np.concatenate([cx[:, 2], sy]),

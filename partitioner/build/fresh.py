@@ -133,10 +133,21 @@ def fresh_placement(grid: Grid, cap: float, hot: HotSplit, lb: int) -> Placement
         if cand.workers == lb + 1 and cand.labels.cut_load <= cand.labels.cut_floor:  # fits, cuts their cheapest
             break
     assert best is not None
+    unfilled = None
+    if fragmented(best.workers_of):  # the small islands grow into territories: no gap filling for them
+        region_load = np.bincount(best.labels.labels, weights=cold.weight, minlength=best.labels.n_regions)
+        unfilled = np.arange(best.labels.n_regions) < best.labels.whole
+        unfilled &= region_load <= GATHER_SHARE * cap
     squares, loads = label_squares(cold, best.labels, bridge_levels=BRIDGE_LEVELS, fill=True,
-                                   blocked=tile_codes(grid.x[taken], grid.y[taken], grid.zoom))
+                                   blocked=tile_codes(grid.x[taken], grid.y[taken], grid.zoom), unfilled=unfilled)
     shares = [Region((hot.liquid[s.liquid].quadkey,), s.load, (s.lo, s.hi)) for s in best.shares]
     return settle(grid.zoom, cap, hot.regions, squares, loads, best.labels.whole, shares, best.workers_of)
+
+
+def fragmented(workers_of: list[int]) -> bool:
+    """True when the workers hold more than :data:`FRAGMENTED` regions on average (``workers_of``: each region's
+    worker): the build then gathers the small islands into territories."""
+    return len(workers_of) > FRAGMENTED * len(set(workers_of))
 
 
 def settle(zoom: int, cap: float, fixed: list[Region], squares: Squares, loads: FloatArray, whole: int,
@@ -158,7 +169,7 @@ def settle(zoom: int, cap: float, fixed: list[Region], squares: Squares, loads: 
     worker owning a few regions instead of hundreds, paid only on fragmented data.
     """
     n_fixed, n_carved = len(fixed), len(loads)
-    if len(workers_of) <= FRAGMENTED * len(set(workers_of)):  # few regions per worker: keep their shapes
+    if not fragmented(workers_of):  # few regions per worker: keep their shapes
         return Placement(tuple(fixed + squares_to_regions(squares, loads) + shares), tuple(workers_of))
     hx, hy, hz = quadkeys_to_arrays([q for r in fixed for q in r.quadkeys])
     sx, sy, sz = quadkeys_to_arrays([r.quadkeys[0] for r in shares])

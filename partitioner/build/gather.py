@@ -10,11 +10,13 @@ quadtree squares around them hold no one else's load (:mod:`partitioner.build.te
 Notes
 -----
 * Only the regions passed as ``movable`` move; every other region keeps its worker.
-* A worker takes the next regions of the curve while that brings it closer to the small load it
-  had (its *target*) and it stays within the cap; a region that does not fit is skipped (it goes
-  to the next worker), looking at most :data:`LOOK_AHEAD` regions ahead. Loads move between
-  workers by at most about one small region, and the last worker takes what is left; what still
-  does not fit goes to the worker with the most room (a new worker only if none has room).
+* A worker takes the next regions of the curve until it reaches the small load it had (its
+  *target*), within the cap; a region that does not fit is skipped (it goes to the next worker),
+  looking at most :data:`LOOK_AHEAD` regions ahead. Each worker may overshoot its target by up to one
+  small region, and the overshoots add up along the sweep, so a worker late in the sweep can end
+  with less small load than it had (never more than the cap). The last worker takes what is left;
+  what still does not fit goes to the worker with the most room, any worker (a new worker only if
+  none has room and no smaller region can make way).
 * The Hilbert curve (unlike the Z-order of quadkeys) never jumps: neighbours along it are
   neighbours on the map, and every quadtree square is one stretch of it.
 """
@@ -83,7 +85,7 @@ def gather(workers_of: Sequence[int], loads: Sequence[float], movable: Sequence[
     -----
     Workers take their runs in the order of the curve position of their heaviest fixed region
     (their *home*; a worker without one by its first small region), so a run tends to start near the
-    home. A worker with no small load takes none.
+    home. In the sweep, a worker with no small load takes none (leftovers may still go to it).
     """
     out = list(workers_of)
     if not movable:
@@ -152,7 +154,7 @@ def _place_left(left: list[int], loads: Sequence[float], room: list[float], out:
     """Put each region left over on the worker with the most room (largest first).
 
     Where none has room, a smaller movable region makes way: it leaves a worker whose room and its load
-    together take the region, and is placed in turn (the regions in hand only get smaller, so this ends).
+    together take the region, and is placed in turn (it ends: every step places more load than it takes back).
     Only when no region can make way does a new worker start.
     """
     on: dict[int, list[int]] = {}

@@ -23,7 +23,9 @@ Notes
 * Pure squares of two workers never nest (the larger would hold the other's square), and two
   squares of one worker that nest grow to the same square, so the grown squares are disjoint.
 * An island's squares are 8-connected, so they grow into one region: an island's load lands in one
-  territory.
+  territory. Squares already coarser than ``min_zoom`` do not grow but still join what they touch.
+* Inputs as :func:`partitioner.build.carving.label_squares` gives them: the squares of different items
+  never nest, and every movable item lists at least one square.
 """
 
 from __future__ import annotations
@@ -135,8 +137,9 @@ def _grow(squares: Squares, blockers: Squares, worker: IntArray, movable: npt.ND
     change = np.flatnonzero(owners[1:] != owners[:-1]) + 1
     bounds = np.append(change, len(owners))
     run_end = bounds[np.searchsorted(bounds, np.arange(len(owners)), side="right")]
-    mov = movable[squares.item]
-    x, y, z = squares.x[mov], squares.y[mov], squares.z[mov]
+    mov = np.flatnonzero(movable[squares.item])
+    mov = mov[np.argsort(start[mov], kind="stable")]  # Morton order: each level's ancestors come sorted too, so
+    x, y, z = squares.x[mov], squares.y[mov], squares.z[mov]  # each binary search starts near the last one's end
     w = worker[squares.item[mov]]
     best = z.copy()
     alive = z > min_zoom
@@ -155,7 +158,8 @@ def _grow(squares: Squares, blockers: Squares, worker: IntArray, movable: npt.ND
         alive[k[~pure]] = False
         zoom -= 1
     d = z - best
-    return x >> d, y >> d, best
+    back = np.argsort(mov, kind="stable")  # the squares' own order again
+    return (x >> d)[back], (y >> d)[back], best[back]
 
 
 def _touching(x: IntArray, y: IntArray, z: IntArray, w: IntArray, keys: IntArray, min_zoom: int
@@ -168,7 +172,7 @@ def _touching(x: IntArray, y: IntArray, z: IntArray, w: IntArray, keys: IntArray
         nx = (x + dx) & ((np.int64(1) << z) - 1)  # the antimeridian: columns wrap
         ny = y + dy
         ok = (ny >= 0) & (ny < (np.int64(1) << z))
-        for zoom in range(int(z.max()), min_zoom - 1, -1):
+        for zoom in range(int(z.max()), min(min_zoom, int(z.min())) - 1, -1):  # squares coarser than min_zoom too
             k = np.flatnonzero(ok & (z >= zoom))
             if len(k) == 0:
                 continue

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from partitioner.build import level_workers, lower_bound, pack_best_fit
 
@@ -39,3 +41,38 @@ def test_lower_bound_is_the_ceiling_with_float_noise_tolerated() -> None:
     assert lower_bound(300.1, 100.0) == 4
     assert lower_bound(0.1 + 0.2, 0.1) == 3
     assert lower_bound(0.0, 100.0) == 1
+
+
+def _item_by_item(loads: list[float], cap: float) -> list[int]:
+    """Best-fit decreasing placing one item at a time (the reference for the run-at-a-time packing)."""
+    import bisect
+
+    order = sorted(range(len(loads)), key=lambda i: -loads[i])
+    residuals: list[float] = []
+    bins_at: list[int] = []
+    assign = [0] * len(loads)
+    n_bins, eps = 0, cap * 1e-9
+    for i in order:
+        need = loads[i]
+        pos = bisect.bisect_left(residuals, need - eps)
+        if pos < len(residuals):
+            b, r = bins_at.pop(pos), residuals.pop(pos) - need
+        else:
+            b, r, n_bins = n_bins, cap - need, n_bins + 1
+        assign[i] = b
+        ins = bisect.bisect_left(residuals, r)
+        residuals.insert(ins, r)
+        bins_at.insert(ins, b)
+    seen: dict[int, int] = {}
+    return [seen.setdefault(a, len(seen)) for a in assign]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from([0.1, 0.3, 1.0, 2.0, 3.0, 7.5, 10.0, 33.3, 50.0, 99.9, 100.0]) | st.floats(0.0, 100.0),
+                max_size=300))
+def test_runs_of_equal_loads_pack_exactly_as_one_item_at_a_time(loads: list[float]) -> None:
+    # GIVEN loads with many repeats (small regions of 1, 2, 3 events) and some of any size, cap 100
+    # WHEN packed best-fit decreasing
+    got = pack_best_fit(loads, 100.0)
+    # THEN every item is on the bin the item-by-item packing puts it on
+    assert got == _item_by_item(loads, 100.0)

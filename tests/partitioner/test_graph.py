@@ -80,3 +80,31 @@ def test_boundary_mask_marks_the_cells_with_a_neighbour_of_another_label() -> No
     labels = np.array([0, 0, 1, 1, 1, 2])
     # THEN the two cells on the a|b edge are on a boundary; the far ends and the lone cell are not
     assert boundary_mask(labels, *neighbour_pairs(x, y, 10)).tolist() == [False, True, True, False, False, False]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 60).flatmap(lambda m: st.tuples(
+    st.just(m), st.lists(st.tuples(st.integers(0, m - 1), st.integers(0, m - 1)), max_size=120))))
+def test_components_of_pairs_label_as_scipys_connected_components_do(case: tuple[int, list[tuple[int, int]]]) -> None:
+    # GIVEN any graph of m nodes (self-pairs and repeated pairs included)
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    m, edges = case
+    i = np.array([e[0] for e in edges], dtype=np.int64)
+    j = np.array([e[1] for e in edges], dtype=np.int64)
+    # WHEN its components are labelled without SciPy
+    count, labels = components_of_pairs(m, i, j)
+    # THEN the count and every label are SciPy's (components numbered in order of their first node)
+    want_count, want = connected_components(coo_matrix((np.ones(len(i)), (i, j)), shape=(m, m)), directed=False)
+    assert count == want_count and labels.tolist() == want.tolist()
+
+
+def test_a_long_chain_is_one_component_in_few_rounds() -> None:
+    # GIVEN 200,000 nodes joined in one chain listed in reverse order (the worst order for hooking by minimum)
+    m = 200_000
+    i, j = np.arange(m - 1, 0, -1, dtype=np.int64), np.arange(m - 2, -1, -1, dtype=np.int64)
+    # WHEN its components are labelled
+    count, labels = components_of_pairs(m, i, j)
+    # THEN there is one component
+    assert count == 1 and not labels.any()
