@@ -33,7 +33,9 @@ import numpy.typing as npt
 
 from partitioner.build.bisection import carve
 from partitioner.build.carving import carve_cells
+from partitioner.build.fresh import FRAGMENTED, GATHER_SHARE, TERRITORY_LEVELS
 from partitioner.build.hot import hash_split, split_hot_cells
+from partitioner.build.nearby import merge_territories, place_nearby
 from partitioner.build.plan import RepairPlan, RepairResult, region_of, shave
 from partitioner.build.region import Region
 from partitioner.build.relieve import Leaves, relieve
@@ -90,9 +92,18 @@ def repair(previous: Spec, counts: Counts, cap: float, target_workers: int) -> R
             plan.add(r, "", "")
     # 4. workers over the cap shed their overflow; everything unplaced is packed best-fit
     plan.shed_overflow(grid, survey.qks, notes)
+    spread = len(plan.items) > FRAGMENTED * max(1, len(previous.workers))  # fragmented: keep the spec small
+    if spread:
+        near = place_nearby(plan, grid.zoom, GATHER_SHARE * cap)
+        if near:
+            notes.append(f"{near} new small regions placed next to their neighbours' workers")
     plan.place_unassigned([w.id for w in previous.workers])
     plan.join_slivers(notes)
     plan.consolidate(target_workers, notes)
+    if spread:
+        fewer = merge_territories(plan, grid.zoom, GATHER_SHARE * cap, TERRITORY_LEVELS)
+        if fewer:
+            notes.append(f"small regions merged into territories: {fewer} fewer regions")
     return plan.result(previous, notes)
 
 
