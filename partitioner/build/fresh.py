@@ -16,7 +16,7 @@ from partitioner.build.carving import (
     squares_to_regions,
 )
 from partitioner.build.cuts import CutBudget
-from partitioner.build.gather import gather, hilbert
+from partitioner.build.gather import curve_keys, gather
 from partitioner.build.hot import HotSplit, split_hot_cells
 from partitioner.build.packing import level_workers
 from partitioner.build.pour import Liquid, Share, pour
@@ -134,7 +134,7 @@ def fresh_placement(grid: Grid, cap: float, hot: HotSplit, lb: int) -> Placement
             break
     assert best is not None
     unfilled = None
-    if fragmented(best.workers_of):  # the small islands grow into territories: no gap filling for them
+    if fragmented(len(best.workers_of), len(set(best.workers_of))):  # the small islands grow into territories: no gap filling for them
         region_load = np.bincount(best.labels.labels, weights=cold.weight, minlength=best.labels.n_regions)
         unfilled = np.arange(best.labels.n_regions) < best.labels.whole
         unfilled &= region_load <= GATHER_SHARE * cap
@@ -144,10 +144,10 @@ def fresh_placement(grid: Grid, cap: float, hot: HotSplit, lb: int) -> Placement
     return settle(grid.zoom, cap, hot.regions, squares, loads, best.labels.whole, shares, best.workers_of)
 
 
-def fragmented(workers_of: list[int]) -> bool:
-    """True when the workers hold more than :data:`FRAGMENTED` regions on average (``workers_of``: each region's
-    worker): the build then gathers the small islands into territories."""
-    return len(workers_of) > FRAGMENTED * len(set(workers_of))
+def fragmented(regions: int, workers: int) -> bool:
+    """True when ``workers`` hold more than :data:`FRAGMENTED` of the ``regions`` on average: a build (fresh or
+    sticky) then merges the small islands into territories."""
+    return regions > FRAGMENTED * max(1, workers)
 
 
 def settle(zoom: int, cap: float, fixed: list[Region], squares: Squares, loads: FloatArray, whole: int,
@@ -169,7 +169,7 @@ def settle(zoom: int, cap: float, fixed: list[Region], squares: Squares, loads: 
     worker owning a few regions instead of hundreds, paid only on fragmented data.
     """
     n_fixed, n_carved = len(fixed), len(loads)
-    if not fragmented(workers_of):  # few regions per worker: keep their shapes
+    if not fragmented(len(workers_of), len(set(workers_of))):  # few regions per worker: keep their shapes
         return Placement(tuple(fixed + squares_to_regions(squares, loads) + shares), tuple(workers_of))
     hx, hy, hz = quadkeys_to_arrays([q for r in fixed for q in r.quadkeys])
     sx, sy, sz = quadkeys_to_arrays([r.quadkeys[0] for r in shares])
@@ -183,9 +183,8 @@ def settle(zoom: int, cap: float, fixed: list[Region], squares: Squares, loads: 
     top = max(zoom, int(items.z.max()) if len(items.z) else zoom, int(sz.max()) if len(sz) else zoom)
     first = np.full(n_items, len(items.z), dtype=np.int64)
     np.minimum.at(first, items.item, np.arange(len(items.z)))
-    fx = np.concatenate([items.x[first] << (top - items.z[first]), sx << (top - sz)])
-    fy = np.concatenate([items.y[first] << (top - items.z[first]), sy << (top - sz)])
-    keys = hilbert(fx, fy, top).tolist()
+    keys = curve_keys(np.concatenate([items.x[first], sx]), np.concatenate([items.y[first], sy]),
+                      np.concatenate([items.z[first], sz]), top).tolist()
     all_loads = item_load.tolist() + [r.load for r in shares]
     workers = gather(workers_of, all_loads, np.flatnonzero(movable).tolist(), keys, cap)
     terr = territories(items, Squares(sx, sy, sz, np.zeros(len(sx), dtype=np.int64)),

@@ -58,6 +58,12 @@ def hilbert(x: IntArray, y: IntArray, zoom: int) -> IntArray:
     return d
 
 
+def curve_keys(x: IntArray, y: IntArray, z: IntArray, top: int) -> IntArray:
+    """Hilbert position at zoom ``top`` of the first (top-left) cell of each square ``(x, y, z)`` (``z <= top``)."""
+    z = np.asarray(z, dtype=np.int64)
+    return hilbert(np.asarray(x, dtype=np.int64) << (top - z), np.asarray(y, dtype=np.int64) << (top - z), top)
+
+
 def gather(workers_of: Sequence[int], loads: Sequence[float], movable: Sequence[int], keys: Sequence[int],
            cap: float) -> list[int]:
     """Hand the ``movable`` regions out again along the curve, each worker keeping about its load.

@@ -22,15 +22,16 @@ from __future__ import annotations
 import numpy as np
 
 from partitioner.build.carving import squares_to_regions
-from partitioner.build.gather import hilbert
+from partitioner.build.gather import curve_keys
 from partitioner.build.plan import Item, RepairPlan
 from partitioner.build.territory import Squares, territories
 from partitioner.tiles import IntArray, quadkeys_to_arrays
 
 
-def _first_cells(items: list[Item], top: int) -> tuple[IntArray, IntArray]:
+def _curve_keys(items: list[Item], top: int) -> IntArray:
+    """Hilbert position of each item's first square."""
     x, y, z = quadkeys_to_arrays([it.region.quadkeys[0] for it in items])
-    return x << (top - z), y << (top - z)
+    return curve_keys(x, y, z, top)
 
 
 def place_nearby(plan: RepairPlan, zoom: int, small: float) -> int:
@@ -43,12 +44,10 @@ def place_nearby(plan: RepairPlan, zoom: int, small: float) -> int:
     if not new or not placed:
         return 0
     top = max(zoom, *(len(items[i].region.quadkeys[0]) for i in new + placed))
-    px, py = _first_cells([items[i] for i in placed], top)
-    pkeys = hilbert(px, py, top)
+    pkeys = _curve_keys([items[i] for i in placed], top)
     order = np.argsort(pkeys, kind="stable")
     pkeys, placed_sorted = pkeys[order], [placed[k] for k in order.tolist()]
-    nx, ny = _first_cells([items[i] for i in new], top)
-    pos = np.searchsorted(pkeys, hilbert(nx, ny, top)).tolist()
+    pos = np.searchsorted(pkeys, _curve_keys([items[i] for i in new], top)).tolist()
     wl = plan.worker_loads()
     done = 0
     for i, p in zip(new, pos, strict=True):
@@ -84,18 +83,16 @@ def merge_territories(plan: RepairPlan, zoom: int, small: float, levels: int) ->
     terr = territories(Squares(x, y, z, item), Squares(bx, by, bz, np.zeros(len(bx), dtype=np.int64)), worker,
                        load, movable, max(1, zoom - levels))
     regions = squares_to_regions(terr.squares, terr.loads)
-    # each region keeps the id (and cells, if it is one item) of its largest member
+    # each region keeps the id of its largest member that has one (and its cells, if it is one item)
     members: dict[int, list[int]] = {}
     for k, r in enumerate(terr.of_item.tolist()):
         members.setdefault(r, []).append(k)
     merged: list[Item] = []
     for r, region in enumerate(regions):
-        group = members.get(r, [])
+        group = [items[listed[k]] for k in sorted(members.get(r, []), key=lambda k: -load[k])]
         if not group:
             continue
-        lead = max(group, key=lambda k: (load[k], -k))
-        it = items[listed[lead]]
-        named = next((items[listed[k]].pid for k in sorted(group, key=lambda k: -load[k]) if items[listed[k]].pid), "")
-        merged.append(Item(region, named or it.pid, wids[int(terr.workers[r])], it.cells if len(group) == 1 else None))
+        pid = next((it.pid for it in group if it.pid), "")
+        merged.append(Item(region, pid, wids[int(terr.workers[r])], group[0].cells if len(group) == 1 else None))
     plan.items = merged + [items[i] for i in shares] + [items[i] for i in others]
     return len(listed) - len(merged)

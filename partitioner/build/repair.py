@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from partitioner.build.bisection import carve
 from partitioner.build.carving import carve_cells
-from partitioner.build.fresh import FRAGMENTED, GATHER_SHARE, TERRITORY_LEVELS
+from partitioner.build.fresh import GATHER_SHARE, TERRITORY_LEVELS, fragmented
 from partitioner.build.hot import hash_split, split_hot_cells
 from partitioner.build.nearby import merge_territories, place_nearby
 from partitioner.build.plan import RepairPlan, RepairResult, region_of, shave
@@ -92,7 +92,7 @@ def repair(previous: Spec, counts: Counts, cap: float, target_workers: int) -> R
             plan.add(r, "", "")
     # 4. workers over the cap shed their overflow; everything unplaced is packed best-fit
     plan.shed_overflow(grid, survey.qks, notes)
-    spread = len(plan.items) > FRAGMENTED * max(1, len(previous.workers))  # fragmented: keep the spec small
+    spread = fragmented(len(plan.items), len(previous.workers))  # keep the spec small
     if spread:
         near = place_nearby(plan, grid.zoom, GATHER_SHARE * cap)
         if near:
