@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("partitioner", "lambdas", "geo_service", "glue_jobs", "local", "infra", "transforms", "contracts")
+PACKAGES = ("partitioner", "lambdas", "geo_service", "glue_jobs", "local", "infra", "transforms")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 
@@ -45,22 +45,22 @@ class Breach:
         return f"{self.where}: {self.what}"
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def runtime_modules() -> dict[str, Path]:
+def runtime_modules(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
     found: dict[str, Path] = {}
-    for package in PACKAGES:
-        base = ROOT / package
+    for package in packages:
+        base = root / package
         if not base.is_dir():
             continue
         for path in sorted(base.rglob("*.py")):
             if "__pycache__" not in path.parts:
-                found[module_name(path)] = path
+                found[module_name(path, root)] = path
     return found
 
 
@@ -139,39 +139,37 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def layer_of(module: str) -> tuple[str, int] | None:
+def layer_of(module: str, layers: dict[str, tuple[str, ...]]) -> tuple[str, int] | None:
     """(package, rank) of a module in a layered package; the package's own modules rank above every layer."""
     package, _, rest = module.partition(".")
-    order = LAYERS.get(package)
+    order = layers.get(package)
     if order is None:
         return None
     sub = rest.partition(".")[0]
-    if sub in order and "." in rest:
-        return package, order.index(sub)
-    if sub in order:  # the sub-package's __init__
+    if sub in order:  # a module of the layer, or the layer's __init__
         return package, order.index(sub)
     return package, len(order)
 
 
-def upward(graph: dict[str, set[str]]) -> list[Breach]:
+def upward(graph: dict[str, set[str]], layers: dict[str, tuple[str, ...]]) -> list[Breach]:
     breaches = []
     for source, targets in sorted(graph.items()):
-        here = layer_of(source)
+        here = layer_of(source, layers)
         if here is None:
             continue
         for target in sorted(targets):
-            there = layer_of(target)
+            there = layer_of(target, layers)
             if there is not None and there[0] == here[0] and there[1] > here[1]:
                 breaches.append(Breach(source, f"imports {target}, a layer above it"))
     return breaches
 
 
-def sizes(modules: dict[str, Path]) -> list[Breach]:
+def sizes(modules: dict[str, Path], root: Path) -> list[Breach]:
     breaches = []
-    for name, path in sorted(modules.items()):
+    for path in sorted(modules.values()):
         text = path.read_text()
         lines = text.count("\n")
-        where = str(path.relative_to(ROOT))
+        where = str(path.relative_to(root))
         if lines > MAX_MODULE_LINES:
             breaches.append(Breach(where, f"{lines} lines (at most {MAX_MODULE_LINES})"))
         for node in ast.walk(ast.parse(text)):
@@ -184,19 +182,21 @@ def sizes(modules: dict[str, Path]) -> list[Breach]:
     return breaches
 
 
-def check() -> list[Breach]:
-    modules = runtime_modules()
+def check(
+    root: Path = ROOT, packages: tuple[str, ...] = PACKAGES, layers: dict[str, tuple[str, ...]] | None = None
+) -> tuple[int, list[Breach]]:
+    """(modules checked, breaches) for the packages under ``root``."""
+    modules = runtime_modules(root, packages)
     graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
     breaches = [Breach(" <-> ".join(c), "import cycle") for c in cycles(graph)]
-    return breaches + upward(graph) + sizes(modules)
+    return len(modules), breaches + upward(graph, LAYERS if layers is None else layers) + sizes(modules, root)
 
 
 def main() -> int:
-    breaches = check()
+    checked, breaches = check()
     for breach in breaches:
         print(breach)
-    modules = runtime_modules()
-    print(f"structure: {len(modules)} modules checked, {len(breaches)} breaches")
+    print(f"structure: {checked} modules checked, {len(breaches)} breaches")
     return 1 if breaches else 0
 
 
