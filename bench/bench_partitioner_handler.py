@@ -85,7 +85,7 @@ def setup(endpoint: str, n: int, max_load: float) -> tuple[str, str]:
 
 def child(endpoint: str, key: str, max_load: float, mode: str, out: Any) -> None:
     os.environ.update(ENV, AWS_ENDPOINT_URL=endpoint, MAX_LOAD=str(max_load))
-    from lambdas.common.aws import make_clients
+    from lambdas.common.clients import make_clients
     from lambdas.common.config import LambdaConfig
     from lambdas.common.records import read_desired
     from lambdas.partitioner.logic import PartitionerDeps, process_snapshot

@@ -71,8 +71,11 @@ class DeployDriver(LoopThread):
                  green_timeout_s: float, drain_timeout_s: float, callback_delay_s: int = 1,
                  interval_s: float = 0.5, fleet_start_grace_s: float = 5.0) -> None:
         super().__init__("deployer", interval_s)
-        from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, make_clients
+        from lambdas.common.clients import make_clients
         from lambdas.common.config import LambdaConfig
+        from lambdas.common.dynamodb import ControlTable, LeaseTable
+        from lambdas.common.kinesis import GeoStreams
+        from lambdas.common.s3 import SpecStore
         from lambdas.deploy.controller import DeployController
 
         cfg = LambdaConfig.from_env()
@@ -190,7 +193,7 @@ class DeployDriver(LoopThread):
     def idle(self) -> bool:
         """True when no deployment is in flight and nothing newer than the deployed version is queued."""
         from lambdas.common.records import read_desired
-        from lambdas.deploy.controller import IN_FLIGHT
+        from lambdas.deploy.state import IN_FLIGHT
 
         st = self.ctl.state()
         desired = read_desired(self.ctl.control)

@@ -28,9 +28,12 @@ from geo_service.aws import make_clients as make_worker_clients
 from geo_service.config import WorkerConfig
 from geo_service.cost import Calibration
 from geo_service.worker import GeoWorker
-from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, make_clients
+from lambdas.common.clients import make_clients
 from lambdas.common.config import LambdaConfig, SwapMode
+from lambdas.common.dynamodb import ControlTable, LeaseTable
+from lambdas.common.kinesis import GeoStreams
 from lambdas.common.records import read_active
+from lambdas.common.s3 import SpecStore
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.hooks import HookEvent, run_hook
 from lambdas.deploy.plan import DeployPlan

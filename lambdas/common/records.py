@@ -15,8 +15,9 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from lambdas.common.aws import AdapterError, ControlTable, now_iso
-from lambdas.common.errors import LambdaError
+from lambdas.common.dynamodb import ControlTable
+from lambdas.common.errors import AdapterError, LambdaError
+from lambdas.common.timestamps import now_iso
 from partitioner.contracts import ControlKey
 from partitioner.spec import Spec
 

@@ -28,8 +28,9 @@ from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from lambdas.common.aws import SpecExists, now_iso
 from lambdas.common.records import DesiredPointer, read_active, read_desired, to_item
+from lambdas.common.s3 import SpecExists
+from lambdas.common.timestamps import now_iso
 from lambdas.deploy.controller import DeployController
 from partitioner.contracts import ControlKey, DeployStatus, SwapMode, geo_stream_name, spec_key
 
@@ -84,9 +85,9 @@ class ReconcilableFleet(Protocol):
 def reconcile_fleet(ctl: DeployController) -> Reconciled | None:
     """``whole`` mode: match the controller to what ECS did with its deployments (see the module docstring).
 
-    * ``waiting_green`` and the fleet says ECS rolled the version back (:meth:`lambdas.common.aws.EcsFleet.rolled_back`) before the
+    * ``waiting_green`` and the fleet says ECS rolled the version back (:meth:`lambdas.deploy.fleet.EcsFleet.rolled_back`) before the
       active pointer reached it: :meth:`DeployController.fail` (its stream deleted, never retried; blue serves).
-    * nothing in flight, or in flight past the flip: :meth:`lambdas.common.aws.EcsFleet.reconcile` deploys the live version again if
+    * nothing in flight, or in flight past the flip: :meth:`lambdas.deploy.fleet.EcsFleet.reconcile` deploys the live version again if
       the service runs another one.
     """
     fleet = ctl.fleet

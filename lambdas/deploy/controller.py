@@ -1,6 +1,7 @@
 """DeployController: the blue/green deploy state machine, the same in AWS (hooks) and in the local loop.
 
-One deployment at a time, persisted in control ``pk="deploy"`` (optimistic lock on ``rev``)::
+One deployment at a time, persisted in control ``pk="deploy"`` (:class:`lambdas.deploy.state.DeployState`,
+optimistic lock on ``rev``)::
 
     {version, status, started_at, updated_at, reason,          # the contract's fields
      old_version, queued_version, failed_version, stage_since, rev}
@@ -33,11 +34,12 @@ are the same in both modes.
 * ``deploying`` and ``waiting_green`` also time out after ``GREEN_TIMEOUT_S`` counted from ``started_at``;
   if evaluating the next step raises (say the version's spec became unreadable) past that timeout,
   :meth:`fail` marks the version rolled back without needing its spec; before it, the error propagates.
-* The primitive steps are public so a driver can run them one by one: :meth:`start`,
-  :meth:`green_ready`, :meth:`flip`, :meth:`blue_drained`, :meth:`retire`, :meth:`rollback`.
+* The primitive steps (:class:`lambdas.deploy.steps.SwapSteps`, which the controller is) are public so a
+  driver can run them one by one: :meth:`start`, :meth:`green_ready`, :meth:`flip`, :meth:`blue_drained`,
+  :meth:`retire`, :meth:`rollback`. This module holds the transitions: which step a status leads to, and when.
 
-The fleet is an adapter (:class:`Fleet`: ``start(plan)``, ``stop(plan)``, ``abort(plan)``):
-:class:`lambdas.common.aws.EcsFleet` in AWS (``carry``: the service's desired count only; ``whole``: a
+The fleet is an adapter (:class:`lambdas.deploy.fleet.Fleet`: ``start(plan)``, ``stop(plan)``, ``abort(plan)``):
+:class:`lambdas.deploy.fleet.EcsFleet` in AWS (``carry``: the service's desired count only; ``whole``: a
 task-definition revision carrying ``SPEC_VERSION``, i.e. ECS's own blue/green deployment), worker processes
 in the local loop (``local/fleet.py``'s ``LocalFleet``, same three methods).
 
@@ -58,96 +60,33 @@ lifecycle hook calls ``step(allow_start=False)`` and maps the status to ``hookSt
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
-from typing import Any, Protocol
+from collections.abc import Callable
+from dataclasses import asdict, replace
 
-from lambdas.common import records as latency_records  # issue 11: snapshot-to-live per version
-from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, now_iso
-from lambdas.common.errors import LambdaError
-from lambdas.common.records import ActivePointer, read_active, read_desired, to_item
-from lambdas.deploy.plan import DeployPlan, plan_from_item, plan_item, plan_swap
-from partitioner.contracts import (
-    ControlKey,
-    DeployStatus,
-    PlanStatus,
-    StreamManifest,
-    SwapHead,
-    SwapMode,
-    geo_stream_name,
-    spec_key,
-)
-from partitioner.spec import Spec
+from lambdas.common.dynamodb import ControlTable, LeaseTable
+from lambdas.common.kinesis import GeoStreams
+from lambdas.common.records import read_active, read_desired
+from lambdas.common.s3 import SpecStore
+from lambdas.deploy.errors import DeployError
+from lambdas.deploy.fleet import Fleet
+from lambdas.deploy.state import FINISHED, DeployState
+from lambdas.deploy.steps import SwapSteps
+from partitioner.contracts import ControlKey, DeployStatus, SwapMode, geo_stream_name
 
-IN_FLIGHT = (DeployStatus.DEPLOYING, DeployStatus.WAITING_GREEN, DeployStatus.FLIPPED, DeployStatus.DRAINING)
-FLEET_STARTED = "fleet_started"  # plan item flag: start_fleet completed (a crash before it is resumed)
 FLEET_START_GRACE_S = 30.0  # a waiting_green swap whose fleet has not started this long after the save is resumed
-FINISHED = (DeployStatus.IDLE, DeployStatus.DONE, DeployStatus.ROLLED_BACK, DeployStatus.QUEUED)
-
-
 ADVANCE_EVERY_S = 5.0  # see DeployController(advance_every_s=)
 
-
-class DeployError(LambdaError, RuntimeError):
-    """The controller cannot proceed (e.g. a requested version has no spec); the message says why."""
-
-
-class Fleet(Protocol):
-    """Where workers run: ECS (AWS) or local processes. Each call gets the swap's :class:`DeployPlan`."""
-
-    def start(self, plan: DeployPlan) -> Any:
-        """Before the flip: fresh workers for ``plan.started`` (kept slots are claimed by their own workers)."""
-
-    def stop(self, plan: DeployPlan) -> Any:
-        """After the old version drained: stop the workers of ``plan.stopped`` (they drained and exit)."""
-
-    def abort(self, plan: DeployPlan) -> Any:
-        """Rollback before the flip: stop what :meth:`start` started (kept slots drop their claims themselves)."""
-
-    def advance(self, plan: DeployPlan) -> bool:
-        """While green warms up: start the next part of what :meth:`start` began (a fleet that paces its launches);
-        True once everything the plan starts was launched."""
+#: The next deployment item and the step to run once it is saved (None: the item alone is the transition).
+Transition = tuple[DeployState, Callable[[], object] | None]
 
 
-@dataclass(frozen=True)
-class DeployState:
-    """The ``pk="deploy"`` item."""
-
-    version: int | None = None
-    status: str = DeployStatus.IDLE
-    started_at: float = 0.0
-    updated_at: float = 0.0
-    reason: str = ""
-    old_version: int | None = None
-    queued_version: int | None = None
-    failed_version: int = 0
-    stage_since: float = 0.0
-    rev: int | None = None
-
-    @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> DeployState:
-        def opt(k: str) -> int | None:
-            v = item.get(k)
-            return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-        return cls(version=opt("version"), status=str(item.get("status", DeployStatus.IDLE)),
-                   started_at=float(item.get("started_at") or 0.0), updated_at=float(item.get("updated_at") or 0.0),
-                   reason=str(item.get("reason", "")), old_version=opt("old_version"),
-                   queued_version=opt("queued_version"), failed_version=opt("failed_version") or 0,
-                   stage_since=float(item.get("stage_since") or 0.0), rev=opt("rev"))
-
-    @property
-    def in_flight(self) -> bool:
-        return self.status in IN_FLIGHT
-
-
-class DeployController:
+class DeployController(SwapSteps):
     """Blue/green deploy of spec versions; see the module docstring.
 
     Parameters
     ----------
     control, leases, specs, streams
-        Adapters (:mod:`lambdas.common.aws`).
+        Adapters (:mod:`lambdas.common.dynamodb`, :mod:`lambdas.common.s3`, :mod:`lambdas.common.kinesis`).
     fleet : Fleet
     prefix : str
         Resource prefix (geo stream ``<prefix>-geo-v<n>`` when a spec has no ``stream_name``).
@@ -159,7 +98,7 @@ class DeployController:
     swap_mode : SwapMode
         ``carry`` (default) or ``whole``: what :func:`~lambdas.deploy.plan.plan_swap` keeps.
     code_stale : callable, optional
-        True when the fleet runs other worker code than the stack's (:meth:`lambdas.common.aws.EcsFleet.code_stale`):
+        True when the fleet runs other worker code than the stack's (:meth:`lambdas.deploy.fleet.EcsFleet.code_stale`):
         the next swap is then planned ``whole`` (every slot on a fresh worker of the new code) whatever
         ``swap_mode`` says. Default: never.
     fleet_start_grace_s : float
@@ -178,20 +117,13 @@ class DeployController:
                  swap_mode: SwapMode = SwapMode.CARRY, code_stale: Callable[[], bool] | None = None,
                  fleet_start_grace_s: float = FLEET_START_GRACE_S, advance_every_s: float = ADVANCE_EVERY_S,
                  clock: Callable[[], float] = time.time) -> None:
-        self.control = control
-        self.leases = leases
-        self.specs = specs
-        self.streams = streams
-        self.fleet = fleet
-        self.prefix = prefix
+        super().__init__(control, leases, specs, streams, fleet, prefix=prefix, swap_mode=swap_mode,
+                         code_stale=code_stale, clock=clock)
         self.green_timeout_s = green_timeout_s
         self.drain_timeout_s = drain_timeout_s
         self.stream_wait_s = stream_wait_s
-        self.swap_mode = SwapMode(swap_mode)
-        self.code_stale = code_stale or (lambda: False)
         self.fleet_start_grace_s = fleet_start_grace_s
         self.advance_every_s = advance_every_s
-        self.clock = clock
 
     # ------------------------------------------------------------------ state
     def state(self) -> DeployState:
@@ -202,165 +134,6 @@ class DeployController:
         now = self.clock()
         body = asdict(replace(new, updated_at=now, rev=(old.rev or 0) + 1))
         return self.control.put_if_rev(ControlKey.DEPLOY, body, old.rev)
-
-    def spec(self, version: int) -> Spec:
-        return self.specs.get(spec_key(version))
-
-    def stream_name(self, spec: Spec) -> str:
-        return spec.stream_name or geo_stream_name(self.prefix, spec.version)
-
-    # ------------------------------------------------------------ primitives
-    def start(self, version: int) -> str:
-        """Create the version's geo stream (provisioned, each worker's shards: ``spec.shard_count``); return its name."""
-        spec = self.spec(version)
-        name = self.stream_name(spec)
-        self.streams.create(name, spec.shard_count)
-        return name
-
-    def publish_shards(self, version: int) -> StreamManifest:
-        """List the ACTIVE geo stream's shards once and publish them for the workers (one S3 object).
-
-        Workers read this manifest instead of calling Kinesis: ``DescribeStreamSummary`` allows 20 calls/s per
-        account, and a thousand workers opening their slots at once would be throttled
-        (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_DescribeStreamSummary.html)."""
-        spec = self.spec(version)
-        name = self.stream_name(spec)
-        manifest = StreamManifest(version=version, stream_name=name, shards=self.streams.shards(name))
-        self.specs.put_stream_manifest(manifest)
-        return manifest
-
-    def shard_shortfall(self, version: int) -> str | None:
-        """Why the account cannot open ``version``'s geo stream now (None when it can).
-
-        A swap keeps the old version's stream open beside the new one until the old drained, so the new stream's
-        shards must fit beside every shard already open in the account and region (the default quota is 20,000
-        shards in us-east-1, us-west-2 and eu-west-1 and 1,000 or 6,000 elsewhere,
-        https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html). ``CreateStream`` beyond
-        the quota fails with ``LimitExceededException``; checking first keeps the old version serving and says why.
-        """
-        need = self.spec(version).shard_count
-        quota = self.streams.shard_quota()
-        if quota.room_for(need):
-            return None
-        return (f"v{version} not deployed: its geo stream needs {need} shards and {quota.open} of the account's "
-                f"{quota.limit} shard quota are open in this region ({quota.open + need} > {quota.limit}); the old "
-                f"version keeps serving. Raise the Kinesis shard quota (Service Quotas) or lower max_load's worker count")
-
-    def _stored_plan(self, version: int, old_version: int | None) -> dict[str, Any] | None:
-        item = self.control.get(ControlKey.PLAN)
-        if item is not None and item.get("to_version") == version and item.get("from_version") == old_version:
-            return item
-        return None
-
-    def plan(self, version: int, old_version: int | None) -> DeployPlan:
-        """The swap from ``old_version`` to ``version``: as stored when it started (no spec needed), else planned now."""
-        item = self._stored_plan(version, old_version)
-        if item is not None:
-            return plan_from_item(item)
-        old = self.spec(old_version) if old_version is not None else None
-        return plan_swap(old, self.spec(version), self.swap_mode)
-
-    def mark_plan(self, plan: DeployPlan, status: PlanStatus) -> None:
-        """Set the status of ``plan`` at control ``pk="plan"`` (stored anew if it is not the stored one)."""
-        item = self._stored_plan(plan.to_version, plan.from_version)
-        body = {**item, "status": status.value, "updated_at": self.clock()} if item else plan_item(
-            plan, status, self.clock())
-        self._store_plan(plan, status, {k: v for k, v in body.items() if k != "pk"})
-
-    def _store_plan(self, plan: DeployPlan, status: PlanStatus, item: Mapping[str, Any]) -> None:
-        """Write the plan (``pk="plan"``, the controller's record) and then its head (``pk="swap"``, what workers poll)."""
-        self.control.put(ControlKey.PLAN, item)
-        head = SwapHead(from_version=plan.from_version, to_version=plan.to_version, mode=plan.mode.value,
-                        status=status.value, updated_at=self.clock())
-        self.control.put(ControlKey.SWAP, head.to_item())
-
-    def start_fleet(self, version: int, old_version: int | None = None) -> DeployPlan:
-        """Plan the swap, store the plan (workers read it before they claim), then start the fleet's part.
-
-        New worker code (:attr:`code_stale`) makes the swap ``whole``: a carried slot would stay in a process of
-        the old code."""
-        mode = SwapMode.WHOLE if self.code_stale() else self.swap_mode
-        plan = plan_swap(self.spec(old_version) if old_version is not None else None, self.spec(version), mode)
-        self.publish_shards(version)
-        self._store_plan(plan, PlanStatus.STARTED, plan_item(plan, PlanStatus.STARTED, self.clock()))
-        self.fleet.start(plan)
-        self._mark_fleet_started(plan)
-        return plan
-
-    def _mark_fleet_started(self, plan: DeployPlan) -> None:
-        item = self._stored_plan(plan.to_version, plan.from_version)
-        if item is not None:
-            self.control.put(ControlKey.PLAN, {**{k: v for k, v in item.items() if k != "pk"}, FLEET_STARTED: True})
-
-    def fleet_started(self, version: int, old_version: int | None) -> bool:
-        """True once :meth:`start_fleet` completed for this swap (the stored plan says ``fleet_started``)."""
-        item = self._stored_plan(version, old_version)
-        return item is not None and bool(item.get(FLEET_STARTED))
-
-    def resume_fleet(self, version: int, old_version: int | None) -> DeployPlan:
-        """Start the fleet's part of a swap whose stepper stopped (crashed, timed out) before it had: from the stored
-        plan if there is one (the workers may already read it), else planned and stored now."""
-        item = self._stored_plan(version, old_version)
-        if item is None:
-            return self.start_fleet(version, old_version)
-        plan = plan_from_item(item)
-        self.fleet.start(plan)
-        self._mark_fleet_started(plan)
-        return plan
-
-    def advance_fleet(self, version: int, old_version: int | None) -> bool:
-        """Let the fleet launch the next part of a started swap (see :meth:`Fleet.advance`); True once all of it
-        was launched (or the fleet has not started it yet: :meth:`resume_fleet` does that)."""
-        item = self._stored_plan(version, old_version)
-        if item is None or not item.get(FLEET_STARTED):
-            return True
-        return bool(self.fleet.advance(plan_from_item(item)))
-
-    def green_ready(self, version: int) -> bool:
-        """True when every worker of ``version`` has a live lease (owner, not expired) marked ready."""
-        spec = self.spec(version)
-        states = self.leases.states(version, [w.id for w in spec.workers])
-        now = self.clock()
-        return all(w.id in states and states[w.id].live_and_ready(now) for w in spec.workers)
-
-    def flip(self, version: int) -> bool:
-        """Move control ``pk="active"`` forward to ``version``; True if active is now at ``version`` or later."""
-        spec = self.spec(version)
-        pointer = ActivePointer(version, spec_key(version), self.stream_name(spec), now_iso(self.clock()))
-        if self.control.put_forward(ControlKey.ACTIVE, to_item(pointer)):
-            latency_records.record_live_latency(self.control, spec, self.clock())  # issue 11; never fails the flip
-            return True
-        active = read_active(self.control)
-        return active is not None and active.version >= version
-
-    def flipped(self, version: int) -> bool:
-        """True when control ``pk="active"`` is at ``version`` or later (the router already follows it)."""
-        active = read_active(self.control)
-        return active is not None and active.version >= version
-
-    def blue_drained(self, old_version: int) -> bool:
-        """True when every lease of ``old_version`` says ``drained``."""
-        spec = self.spec(old_version)
-        states = self.leases.states(old_version, [w.id for w in spec.workers])
-        return all(w.id in states and states[w.id].drained for w in spec.workers)
-
-    def retire(self, old_version: int, version: int, *, delete_stream: bool = True) -> None:
-        """Stop the workers the plan of ``old_version -> version`` stops and (unless told not to) delete the old stream."""
-        plan = self.plan(version, old_version)
-        self.fleet.stop(plan)
-        self.mark_plan(plan, PlanStatus.DONE)
-        if delete_stream:
-            self.streams.delete(self.stream_name(self.spec(old_version)))
-
-    def rollback(self, version: int, old_version: int | None = None) -> None:
-        """Abandon ``version`` before its flip: drop its plan, stop what it started, delete its stream; blue serves."""
-        active = read_active(self.control)
-        if active is not None and active.version >= version:
-            raise DeployError(f"cannot roll back v{version}: the active pointer already moved to v{active.version}")
-        plan = self.plan(version, old_version)
-        self.mark_plan(plan, PlanStatus.ROLLED_BACK)  # first: kept slots release their claims on the new version
-        self.fleet.abort(plan)
-        self.streams.delete(self.stream_name(self.spec(version)))
 
     # ---------------------------------------------------------- orchestration
     def request(self, version: int) -> DeployState:
@@ -414,82 +187,109 @@ class DeployController:
                     continue
         return self.state()
 
-    def _next(self, st: DeployState, allow_start: bool) -> tuple[DeployState, Callable[[], object] | None] | None:
-        """Return (next state, side effect to run after saving it) or None when nothing can happen now."""
+    # ------------------------------------------------------------ transitions
+    def _next(self, st: DeployState, allow_start: bool) -> Transition | None:
+        """Return (next state, side effect to run after saving it) or None when nothing can happen now.
+
+        The transition table: a finished deployment may start the next version; each in-flight status has its
+        own transition (:meth:`_from_deploying`, :meth:`_from_waiting_green`, :meth:`_from_flipped`,
+        :meth:`_from_draining`)."""
         now = self.clock()
         if st.status in FINISHED:
-            target = self._target(st)
-            if target is None or not allow_start:
-                return None
-            active = read_active(self.control)
-            old = active.version if active else None
-            short = self.shard_shortfall(target)
-            if short is not None:  # the old version keeps serving; this version is not retried (failed_version)
-                return (replace(st, version=target, status=DeployStatus.ROLLED_BACK, started_at=now, stage_since=now,
-                                old_version=old, queued_version=None, failed_version=max(st.failed_version, target),
-                                reason=short), None)
-            return (replace(st, version=target, status=DeployStatus.DEPLOYING, started_at=now, stage_since=now, old_version=old,
-                            queued_version=None, reason=f"deploying v{target} (blue v{old})"),
-                    lambda: self.start(target))
+            return self._from_finished(st, now, allow_start)
         if st.version is None:
             raise DeployError(f"control item 'deploy' has status {st.status!r} but no version")
-        v = st.version
-        if st.status == DeployStatus.DEPLOYING:
-            name = self.stream_name(self.spec(v))
+        in_flight: dict[str, Callable[[DeployState, int, float, bool], Transition | None]] = {
+            DeployStatus.DEPLOYING: self._from_deploying,
+            DeployStatus.WAITING_GREEN: self._from_waiting_green,
+            DeployStatus.FLIPPED: self._from_flipped,
+            DeployStatus.DRAINING: self._from_draining,
+        }
+        transition = in_flight.get(st.status)
+        return None if transition is None else transition(st, st.version, now, allow_start)
+
+    def _from_finished(self, st: DeployState, now: float, allow_start: bool) -> Transition | None:
+        """idle/done/rolled_back/queued -> deploying (start: the geo stream), or -> rolled_back when the account
+        has no room for its shards; nothing without a newer version or when starts are not allowed."""
+        target = self._target(st)
+        if target is None or not allow_start:
+            return None
+        active = read_active(self.control)
+        old = active.version if active else None
+        short = self.shard_shortfall(target)
+        if short is not None:  # the old version keeps serving; this version is not retried (failed_version)
+            return (replace(st, version=target, status=DeployStatus.ROLLED_BACK, started_at=now, stage_since=now,
+                            old_version=old, queued_version=None, failed_version=max(st.failed_version, target),
+                            reason=short), None)
+        return (replace(st, version=target, status=DeployStatus.DEPLOYING, started_at=now, stage_since=now, old_version=old,
+                        queued_version=None, reason=f"deploying v{target} (blue v{old})"),
+                lambda: self.start(target))
+
+    def _from_deploying(self, st: DeployState, v: int, now: float, allow_start: bool) -> Transition | None:
+        """deploying -> waiting_green (start_fleet) once the geo stream is ACTIVE and encrypted; else the green
+        timeout."""
+        name = self.stream_name(self.spec(v))
+        status = self.streams.status(name)
+        if status is None:
+            self.start(v)
+        wait = self.stream_wait_s > 0 and allow_start  # hooks never block
+        if status != "ACTIVE" and wait:
+            self.streams.wait_active(name, self.stream_wait_s)
             status = self.streams.status(name)
-            if status is None:
-                self.start(v)
-            wait = self.stream_wait_s > 0 and allow_start  # hooks never block
-            if status != "ACTIVE" and wait:
+        if status == "ACTIVE" and self.streams.start_encryption(name):
+            # encryption goes on before any worker reads or the router puts; the stream is UPDATING meanwhile
+            if wait:
                 self.streams.wait_active(name, self.stream_wait_s)
-                status = self.streams.status(name)
-            if status == "ACTIVE" and self.streams.start_encryption(name):
-                # encryption goes on before any worker reads or the router puts; the stream is UPDATING meanwhile
-                if wait:
-                    self.streams.wait_active(name, self.stream_wait_s)
-                status = self.streams.status(name)
-            if status == "ACTIVE":
-                old = st.old_version
-                return (replace(st, status=DeployStatus.WAITING_GREEN, stage_since=now, reason=f"waiting for v{v} workers"),
-                        lambda: self.start_fleet(v, old))
+            status = self.streams.status(name)
+        if status == "ACTIVE":
+            old = st.old_version
+            return (replace(st, status=DeployStatus.WAITING_GREEN, stage_since=now, reason=f"waiting for v{v} workers"),
+                    lambda: self.start_fleet(v, old))
+        return self._green_timeout(st, now)
+
+    def _from_waiting_green(self, st: DeployState, v: int, now: float, allow_start: bool) -> Transition | None:
+        """waiting_green -> flipped once green is ready (or already flipped); resumes or advances the fleet's
+        start meanwhile; else the green timeout."""
+        if self.flipped(v):  # a stepper flipped, then crashed before saving: never roll back past the flip
+            return replace(st, status=DeployStatus.FLIPPED, stage_since=now, reason=f"active already at v{v}"), None
+        if (allow_start and now - st.stage_since > self.fleet_start_grace_s
+                and not self.fleet_started(v, st.old_version)):
+            # the stepper that moved to waiting_green stopped before the fleet started (it saves first, then
+            # starts): start it now, once; green would otherwise never come and the swap would roll back
+            old = st.old_version
+            return (replace(st, stage_since=now, reason=f"waiting for v{v} workers (fleet started on resume)"),
+                    lambda: self.resume_fleet(v, old))
+        # not in the step that started the fleet: one launch step per deployer step (EcsFleet.advance)
+        if (allow_start and now - st.stage_since >= self.advance_every_s
+                and not self.advance_fleet(v, st.old_version)):
             return self._green_timeout(st, now)
-        if st.status == DeployStatus.WAITING_GREEN:
-            if self.flipped(v):  # a stepper flipped, then crashed before saving: never roll back past the flip
-                return replace(st, status=DeployStatus.FLIPPED, stage_since=now, reason=f"active already at v{v}"), None
-            if (allow_start and now - st.stage_since > self.fleet_start_grace_s
-                    and not self.fleet_started(v, st.old_version)):
-                # the stepper that moved to waiting_green stopped before the fleet started (it saves first, then
-                # starts): start it now, once; green would otherwise never come and the swap would roll back
-                old = st.old_version
-                return (replace(st, stage_since=now, reason=f"waiting for v{v} workers (fleet started on resume)"),
-                        lambda: self.resume_fleet(v, old))
-            # not in the step that started the fleet: one launch step per deployer step (EcsFleet.advance)
-            if (allow_start and now - st.stage_since >= self.advance_every_s
-                    and not self.advance_fleet(v, st.old_version)):
-                return self._green_timeout(st, now)
-            if self.green_ready(v):
-                if not self.flip(v):
-                    raise DeployError(f"flip to v{v} refused: the active pointer is ahead of it")
-                return replace(st, status=DeployStatus.FLIPPED, stage_since=now, reason=f"active flipped to v{v}"), None
-            return self._green_timeout(st, now)
-        if st.status == DeployStatus.FLIPPED:
-            if st.old_version is None or st.old_version >= v:
-                return replace(st, status=DeployStatus.DONE, stage_since=now, reason=f"v{v} active (no blue to drain)"), None
-            return replace(st, status=DeployStatus.DRAINING, stage_since=now, reason=f"draining blue v{st.old_version}"), None
-        if st.status == DeployStatus.DRAINING:
-            old = st.old_version if st.old_version is not None else v
-            if self.blue_drained(old):
-                return (replace(st, status=DeployStatus.DONE, stage_since=now, reason=f"v{v} active; blue v{old} drained, retired"),
-                        lambda: self.retire(old, v))
-            if now - st.stage_since > self.drain_timeout_s:
-                name = self.stream_name(self.spec(old))
-                return (replace(st, status=DeployStatus.DONE, stage_since=now,
-                                reason=f"v{v} active; blue v{old} did not drain within {self.drain_timeout_s:g}s: "
-                                       f"its stream {name!r} is kept for its remaining records"),
-                        lambda: self.retire(old, v, delete_stream=False))
+        if self.green_ready(v):
+            if not self.flip(v):
+                raise DeployError(f"flip to v{v} refused: the active pointer is ahead of it")
+            return replace(st, status=DeployStatus.FLIPPED, stage_since=now, reason=f"active flipped to v{v}"), None
+        return self._green_timeout(st, now)
+
+    def _from_flipped(self, st: DeployState, v: int, now: float, allow_start: bool) -> Transition | None:
+        """flipped -> draining, or -> done when there is no older version to drain."""
+        if st.old_version is None or st.old_version >= v:
+            return replace(st, status=DeployStatus.DONE, stage_since=now, reason=f"v{v} active (no blue to drain)"), None
+        return replace(st, status=DeployStatus.DRAINING, stage_since=now, reason=f"draining blue v{st.old_version}"), None
+
+    def _from_draining(self, st: DeployState, v: int, now: float, allow_start: bool) -> Transition | None:
+        """draining -> done (retire blue) once blue drained, or past the drain timeout (its stream kept)."""
+        old = st.old_version if st.old_version is not None else v
+        if self.blue_drained(old):
+            return (replace(st, status=DeployStatus.DONE, stage_since=now, reason=f"v{v} active; blue v{old} drained, retired"),
+                    lambda: self.retire(old, v))
+        if now - st.stage_since > self.drain_timeout_s:
+            name = self.stream_name(self.spec(old))
+            return (replace(st, status=DeployStatus.DONE, stage_since=now,
+                            reason=f"v{v} active; blue v{old} did not drain within {self.drain_timeout_s:g}s: "
+                                   f"its stream {name!r} is kept for its remaining records"),
+                    lambda: self.retire(old, v, delete_stream=False))
         return None
 
-    def _green_timeout(self, st: DeployState, now: float) -> tuple[DeployState, Callable[[], object]] | None:
+    def _green_timeout(self, st: DeployState, now: float) -> Transition | None:
         if now - st.started_at <= self.green_timeout_s:
             return None
         v = st.version if st.version is not None else 0

@@ -45,8 +45,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from lambdas.common.errors import LambdaError
 from lambdas.common.records import read_desired
 from lambdas.deploy.code import Reconciled, reconcile_fleet, redeploy_live_spec
-from lambdas.deploy.controller import DeployController, DeployState
+from lambdas.deploy.controller import DeployController
 from lambdas.deploy.runtime import config, controller
+from lambdas.deploy.state import DeployState
 from partitioner.contracts import SwapMode, parse_spec_key
 
 logger = Logger(service="deployer")

@@ -42,8 +42,9 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from lambdas.common.errors import LambdaError
-from lambdas.deploy.controller import IN_FLIGHT, DeployController, DeployState
+from lambdas.deploy.controller import DeployController
 from lambdas.deploy.runtime import config, controller
+from lambdas.deploy.state import IN_FLIGHT, DeployState
 from partitioner.contracts import DeployStatus
 
 logger = Logger(service="deploy-hooks")

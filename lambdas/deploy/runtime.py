@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import functools
 
-from lambdas.common.aws import ControlTable, EcsFleet, EcsService, GeoStreams, LeaseTable, SpecStore, make_clients
+from lambdas.common.clients import make_clients
 from lambdas.common.config import CONTROL_TABLE, ECS_CLUSTER, ECS_SERVICE, LEASES_TABLE, SPECS_BUCKET, LambdaConfig
+from lambdas.common.dynamodb import ControlTable, LeaseTable
+from lambdas.common.ecs import EcsService
+from lambdas.common.kinesis import GeoStreams
+from lambdas.common.s3 import SpecStore
 from lambdas.deploy.controller import DeployController
+from lambdas.deploy.fleet import EcsFleet
 
 
 @functools.cache

@@ -17,7 +17,7 @@ from urllib.parse import unquote_plus
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from lambdas.common.aws import make_clients
+from lambdas.common.clients import make_clients
 from lambdas.common.config import LambdaConfig
 from lambdas.common.records import read_active
 from lambdas.partitioner.logic import Outcome, PartitionerDeps, process_snapshot

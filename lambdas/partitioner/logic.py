@@ -39,16 +39,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lambdas.common.aws import (
-    AdapterError,
-    Clients,
-    ControlTable,
-    CostReports,
-    ObjectStore,
-    SpecExists,
-    SpecStore,
-    now_iso,
-)
+from lambdas.common.clients import Clients
 from lambdas.common.config import (
     CONTROL_TABLE,
     MAX_LOAD,
@@ -57,6 +48,8 @@ from lambdas.common.config import (
     ConfigError,
     LambdaConfig,
 )
+from lambdas.common.dynamodb import ControlTable
+from lambdas.common.errors import AdapterError
 from lambdas.common.records import (
     DesiredPointer,
     PolicyMark,
@@ -67,6 +60,8 @@ from lambdas.common.records import (
     read_latency_samples,
     to_item,
 )
+from lambdas.common.s3 import CostReports, ObjectStore, SpecExists, SpecStore
+from lambdas.common.timestamps import now_iso
 from lambdas.partitioner.snapshot import Manifest, SnapshotRejected, parse_manifest, read_rows, verify_manifest
 from lambdas.partitioner.state import ControlStateStore
 from partitioner.build import build_spec

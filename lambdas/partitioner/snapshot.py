@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from lambdas.common.aws import ObjectStore
 from lambdas.common.errors import LambdaError
+from lambdas.common.s3 import ObjectStore
 from partitioner import csvscan
 
 SNAPSHOT_FORMAT = "geo-rebalancer.snapshot/1"

@@ -17,7 +17,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from lambdas.common.aws import AdapterError, error_code
+from lambdas.common.clients import error_code
+from lambdas.common.errors import AdapterError
 from partitioner.controller import ControlState
 from partitioner.errors import PolicyError
 

@@ -25,8 +25,11 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
 
-from lambdas.common.aws import ControlTable, GeoStreams, QuarantineSink, SpecStore, make_clients
+from lambdas.common.clients import make_clients
 from lambdas.common.config import CONTROL_TABLE, QUARANTINE_BUCKET, SPECS_BUCKET, LambdaConfig
+from lambdas.common.dynamodb import ControlTable
+from lambdas.common.kinesis import GeoStreams
+from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router.routing import ActiveSpecCache, InputRecord, route_batch
 
 logger = Logger(service="router")

@@ -18,8 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from lambdas.common.aws import AdapterError, ControlTable, GeoStreams, PutEntry, QuarantineSink, SpecStore, now_iso
+from lambdas.common.dynamodb import ControlTable
+from lambdas.common.errors import AdapterError
+from lambdas.common.kinesis import GeoStreams, PutEntry
 from lambdas.common.records import read_active
+from lambdas.common.s3 import QuarantineSink, SpecStore
+from lambdas.common.timestamps import now_iso
 from partitioner.events import Rejection, ValidEvent, parse_event, quarantine_record
 from partitioner.index import SpecIndex
 from partitioner.shards import entity_shards

@@ -35,7 +35,9 @@ from geo_service.cost import Calibration
 from geo_service.protection import ScaleInProtection
 from geo_service.status import WorkerState
 from geo_service.worker import GeoWorker
-from lambdas.common.aws import ControlTable, GeoStreams, PutEntry, QuarantineSink, SpecStore, chunk_entries
+from lambdas.common.dynamodb import ControlTable
+from lambdas.common.kinesis import GeoStreams, PutEntry, chunk_entries
+from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.deploy.controller import DeployController
 from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
 from local.scale.simtime import SimTime

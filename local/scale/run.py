@@ -38,17 +38,12 @@ from botocore.config import Config
 
 from geo_service.aws import Clients as WorkerClients
 from geo_service.config import WorkerConfig
-from lambdas.common.aws import (
-    ControlTable,
-    EcsFleet,
-    EcsService,
-    GeoStreams,
-    LeaseTable,
-    PutEntry,
-    QuarantineSink,
-    SpecStore,
-)
+from lambdas.common.dynamodb import ControlTable, LeaseTable
+from lambdas.common.ecs import EcsService
+from lambdas.common.kinesis import GeoStreams, PutEntry
+from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.deploy.controller import DeployController
+from lambdas.deploy.fleet import EcsFleet
 from local.aws import Names
 from local.scale.actors import Deployer, EcsScheduler, Router, router_containers
 from local.scale.memo import shared_objects

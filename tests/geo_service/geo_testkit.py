@@ -8,7 +8,8 @@ from typing import Any
 
 from geo_service.aws import Clients
 from geo_service.config import WorkerConfig
-from lambdas.common.aws import ControlTable, GeoStreams
+from lambdas.common.dynamodb import ControlTable
+from lambdas.common.kinesis import GeoStreams
 from partitioner.contracts import ControlKey, StreamManifest, SwapHead, stream_manifest_key
 from partitioner.spec import Partition, Spec, Worker, shard_hash_key
 

@@ -15,8 +15,11 @@ from moto import mock_aws
 from moto.core.models import MockAWS
 
 from glue_jobs.snapshot import S3Storage, SnapshotMeta, SnapshotRow, write_snapshot
-from lambdas.common.aws import Clients, ControlTable, GeoStreams, LeaseTable, SpecStore, make_clients
+from lambdas.common.clients import Clients, make_clients
 from lambdas.common.config import LambdaConfig
+from lambdas.common.dynamodb import ControlTable, LeaseTable
+from lambdas.common.kinesis import GeoStreams
+from lambdas.common.s3 import SpecStore
 from partitioner.build import build_spec
 from partitioner.counts import counts_from_pairs
 from partitioner.spec import Spec

@@ -1,4 +1,4 @@
-"""New worker code reaches the fleet (issue 13, finding 1) and the deployer's waits fit its timeout (finding 3).
+"""New worker code reaches the fleet, and the deployer's waits for a geo stream fit in its invocation's timeout.
 
 A ``cdk deploy`` registers a new template revision without touching the service; the deployer gets its ARN
 (``WORKER_TASK_DEFINITION``) and rolls it out: the next swap is planned ``whole`` on a copy of it, and an idle
@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from lambdas.common.aws import CODE_REVISION, EcsFleet, EcsService, spec_key
 from lambdas.common.config import SwapMode
+from lambdas.common.ecs import CODE_REVISION, EcsService
 from lambdas.common.records import read_desired
 from lambdas.deploy import deployer, runtime
 from lambdas.deploy.code import CODE, redeploy_live_spec
 from lambdas.deploy.controller import DeployController
-from partitioner.contracts import DeployStatus
+from lambdas.deploy.fleet import EcsFleet
+from partitioner.contracts import DeployStatus, spec_key
 from partitioner.spec import Spec
 from tests.lambdas.conftest import Aws, FakeLambdaContext, make_spec
 

@@ -6,9 +6,12 @@ import json
 
 import pytest
 
-from lambdas.common.aws import EcsFleet, EcsService, GeoStreams, ShardQuota
+from lambdas.common.ecs import EcsService
+from lambdas.common.kinesis import GeoStreams, ShardQuota
 from lambdas.common.records import read_active
-from lambdas.deploy.controller import DeployController, DeployError
+from lambdas.deploy.controller import DeployController
+from lambdas.deploy.errors import DeployError
+from lambdas.deploy.fleet import EcsFleet
 from partitioner.contracts import ControlKey, DeployStatus, StreamManifest, SwapMode, spec_key, stream_manifest_key
 from partitioner.errors import SpecError
 from partitioner.shards import with_shards

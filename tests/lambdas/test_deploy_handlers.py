@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from lambdas.common.aws import EcsFleet, EcsService
+from lambdas.common.ecs import EcsService
 from lambdas.common.records import read_active
 from lambdas.deploy import deployer, hooks, runtime
 from lambdas.deploy.controller import DeployController
+from lambdas.deploy.fleet import EcsFleet
 from partitioner.contracts import DeployStatus, SwapMode, spec_key
 from partitioner.spec import Spec
 from tests.lambdas.conftest import CTX, Aws, FakeLambdaContext, load_event, make_spec
@@ -180,7 +181,7 @@ def test_hook_passes_stages_it_does_not_hold_and_rejects_malformed_events(aws: A
 def test_decide_maps_controller_state_to_hook_status(hold: str | None, status: str, tracked: int | None,
                                                      expected: str) -> None:
     # GIVEN a controller state for v2 / WHEN mapped / THEN the hookStatus follows the hold's rule
-    from lambdas.deploy.controller import DeployState
+    from lambdas.deploy.state import DeployState
 
     assert hooks.decide(hold, DeployState(version=2, status=status), tracked) == expected
 

@@ -1,15 +1,16 @@
-"""The deployer's one-minute schedule advances a stalled deployment (issue 13, finding 3; moto)."""
+"""The deployer's one-minute schedule advances a stalled deployment (a deployer that died mid-swap; moto)."""
 
 from __future__ import annotations
 
 import pytest
 
-from lambdas.common.aws import EcsFleet, EcsService, spec_key
 from lambdas.common.config import SwapMode
+from lambdas.common.ecs import EcsService
 from lambdas.deploy import deployer, runtime
 from lambdas.deploy.controller import FLEET_START_GRACE_S, DeployController
+from lambdas.deploy.fleet import EcsFleet
 from lambdas.deploy.plan import DeployPlan
-from partitioner.contracts import DeployStatus
+from partitioner.contracts import DeployStatus, spec_key
 from tests.lambdas.conftest import Aws, FakeLambdaContext, load_event, make_spec
 
 T0 = 1_800_000_000.0

@@ -1,5 +1,5 @@
-"""Lifecycle hooks after the flip (issue 13, finding 2): every path answers a hookStatus, none rolls ECS back once
-the router may follow green, and an ECS rollback after the flip is undone by the deployer (moto)."""
+"""Lifecycle hooks around the flip: every path answers a hookStatus, none rolls ECS back once the router may
+follow green, and an ECS rollback after the flip is undone by the deployer (moto)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from lambdas.common.aws import EcsFleet, EcsService, spec_key
+from lambdas.common.ecs import EcsService
 from lambdas.common.records import read_active
 from lambdas.deploy import deployer, hooks, runtime
 from lambdas.deploy.controller import DeployController
-from partitioner.contracts import DeployStatus
+from lambdas.deploy.fleet import EcsFleet
+from partitioner.contracts import DeployStatus, spec_key
 from partitioner.spec import Spec
 from tests.lambdas.conftest import CTX, Aws, FakeLambdaContext, load_event, make_spec
 

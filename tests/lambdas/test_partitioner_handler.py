@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from lambdas.common.aws import ObjectStore
 from lambdas.common.config import ConfigError, LambdaConfig
 from lambdas.common.records import read_desired
+from lambdas.common.s3 import ObjectStore
 from lambdas.partitioner import handler as partitioner_handler
 from lambdas.partitioner.logic import PartitionerDeps, apply_cost_rates, load_policy, process_snapshot
 from lambdas.partitioner.state import CONTROL_STATE_KEY

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from lambdas.common.aws import ObjectStore
+from lambdas.common.s3 import ObjectStore
 from lambdas.partitioner.snapshot import SnapshotRejected, parse_manifest, read_rows
 from partitioner.counts import read_snapshot_rows
 from tests.lambdas.conftest import Aws

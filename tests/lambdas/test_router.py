@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from lambdas.common.aws import ControlTable, GeoStreams, QuarantineSink, SpecStore
+from lambdas.common.dynamodb import ControlTable
+from lambdas.common.kinesis import GeoStreams
+from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router import handler as router_handler
 from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
 from partitioner.build import build_spec

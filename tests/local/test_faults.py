@@ -17,8 +17,9 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from geo_service.consumer import ShardConsumer, shards_for_hash_key
-from lambdas.common.aws import GeoStreams, PutEntry, make_clients
+from lambdas.common.clients import make_clients
 from lambdas.common.config import LambdaConfig
+from lambdas.common.kinesis import GeoStreams, PutEntry
 from lambdas.router.handler import put_client
 from local.aws import DUMMY_CREDENTIALS, REGION, SerialMotoServer
 from local.config import parse_args

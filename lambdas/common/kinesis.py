@@ -1,0 +1,159 @@
+"""Kinesis adapter: the per-version geo streams (create, encrypt, shards, status, delete, put records).
+
+Every spec version gets its own provisioned stream (``docs/CONTRACTS.md``); the deploy controller creates and
+deletes them, the router puts records in PutRecords-sized chunks (:func:`chunk_entries`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from lambdas.common.clients import error_code
+from lambdas.common.errors import AdapterError
+from partitioner.contracts import ShardRange
+
+KINESIS_MAX_RECORDS = 500
+KINESIS_MAX_BYTES = 5 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class PutEntry:
+    """One record for a geo stream."""
+
+    data: bytes
+    partition_key: str
+    explicit_hash_key: str
+
+
+@dataclass(frozen=True)
+class ShardQuota:
+    """The account's provisioned-shard quota in the region and how many shards are open now."""
+
+    limit: int
+    open: int
+
+    def room_for(self, shards: int) -> bool:
+        return self.open + shards <= self.limit
+
+
+class GeoStreams:
+    """The per-version geo streams: create (provisioned), encrypt, status, delete, put_records.
+
+    ``kms_key`` (``GEO_STREAM_KMS_KEY``: key ARN, id or alias) is the key the deployer turns
+    server-side encryption on with; None leaves streams unencrypted (the router, which only puts,
+    needs no key).
+    """
+
+    def __init__(self, kinesis: Any, kms_key: str | None = None) -> None:
+        self._k = kinesis
+        self.kms_key = kms_key
+
+    def create(self, name: str, shards: int) -> None:
+        """Create ``name`` with ``shards`` shards (provisioned); an existing stream is left as it is."""
+        try:
+            self._k.create_stream(StreamName=name, ShardCount=shards, StreamModeDetails={"StreamMode": "PROVISIONED"})
+        except ClientError as exc:
+            if error_code(exc) != "ResourceInUseException":
+                raise AdapterError(f"cannot create geo stream {name!r} with {shards} shards: {exc}") from exc
+
+    def start_encryption(self, name: str) -> bool:
+        """Turn on KMS encryption of the ACTIVE stream ``name`` unless it is on; True if it was started now.
+
+        The stream is ``UPDATING`` for a few seconds after a start (wait for ``ACTIVE`` again);
+        records put after that are encrypted. Without a ``kms_key`` this does nothing.
+        """
+        if not self.kms_key:
+            return False
+        try:
+            summary = self._k.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]
+            if summary.get("EncryptionType") == "KMS":
+                return False
+            self._k.start_stream_encryption(StreamName=name, EncryptionType="KMS", KeyId=self.kms_key)
+        except ClientError as exc:
+            raise AdapterError(f"cannot turn on KMS encryption of geo stream {name!r} with key "
+                               f"{self.kms_key!r}: {exc}") from exc
+        return True
+
+    def shard_quota(self) -> ShardQuota:
+        """The account's shard quota and open shards in this region (``DescribeLimits``: one call per second per
+        account, https://docs.aws.amazon.com/kinesis/latest/APIReference/API_DescribeLimits.html)."""
+        try:
+            resp = self._k.describe_limits()
+        except ClientError as exc:
+            raise AdapterError(f"cannot read the Kinesis shard quota (DescribeLimits): {exc}") from exc
+        return ShardQuota(limit=int(resp["ShardLimit"]), open=int(resp["OpenShardCount"]))
+
+    def shards(self, name: str) -> tuple[ShardRange, ...]:
+        """Every shard of ``name`` (``ListShards``, paginated; 1,000 calls/s per stream,
+        https://docs.aws.amazon.com/kinesis/latest/APIReference/API_ListShards.html)."""
+        out: list[ShardRange] = []
+        kwargs: dict[str, Any] = {"StreamName": name}
+        try:
+            while True:
+                resp = self._k.list_shards(**kwargs)
+                out += [ShardRange.from_list_shards(s) for s in resp.get("Shards", [])]
+                if not resp.get("NextToken"):
+                    return tuple(out)
+                kwargs = {"NextToken": resp["NextToken"]}
+        except ClientError as exc:
+            raise AdapterError(f"cannot list the shards of geo stream {name!r}: {exc}") from exc
+
+    def status(self, name: str) -> str | None:
+        """Return the stream status (``CREATING``, ``ACTIVE``, ...) or None when it does not exist."""
+        try:
+            return str(self._k.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamStatus"])
+        except ClientError as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                return None
+            raise AdapterError(f"cannot describe geo stream {name!r}: {exc}") from exc
+
+    def wait_active(self, name: str, timeout_s: float, poll_s: float = 2.0) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.status(name) == "ACTIVE":
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s)
+
+    def delete(self, name: str) -> None:
+        """Delete ``name`` (and its consumers); a missing stream is fine."""
+        try:
+            self._k.delete_stream(StreamName=name, EnforceConsumerDeletion=True)
+        except ClientError as exc:
+            if error_code(exc) != "ResourceNotFoundException":
+                raise AdapterError(f"cannot delete geo stream {name!r}: {exc}") from exc
+
+    def put_records(self, name: str, entries: Sequence[PutEntry]) -> list[int]:
+        """Put ``entries`` in order-preserving chunks; return the indices that failed (never raises per record)."""
+        failed: list[int] = []
+        for chunk in chunk_entries(entries):
+            batch = [{"Data": entries[i].data, "PartitionKey": entries[i].partition_key,
+                      "ExplicitHashKey": entries[i].explicit_hash_key} for i in chunk]
+            try:
+                resp = self._k.put_records(StreamName=name, Records=batch)
+            except ClientError:
+                failed += chunk
+                continue
+            failed += [i for i, r in zip(chunk, resp["Records"], strict=True) if r.get("ErrorCode")]
+        return failed
+
+
+def chunk_entries(entries: Sequence[PutEntry]) -> Iterable[list[int]]:
+    """Indices of ``entries`` in order, in PutRecords-sized chunks (500 records, 5 MiB)."""
+    chunk: list[int] = []
+    size = 0
+    for i, e in enumerate(entries):
+        n = len(e.data) + len(e.partition_key.encode())
+        if chunk and (len(chunk) >= KINESIS_MAX_RECORDS or size + n > KINESIS_MAX_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(i)
+        size += n
+    if chunk:
+        yield chunk
