@@ -1,0 +1,104 @@
+"""The swap section of the local report (local.report.swaps), on hand-made runs."""
+
+from __future__ import annotations
+
+from local.fleet import FleetEvent
+from local.observe import LeaseTenure
+from local.output import Processed
+from local.report.swaps import Flip, checks, report_json, report_lines, swaps_report
+from partitioner.spec import Partition, Spec, Worker, shard_hash_key
+from partitioner.tiles import quadkey, tile
+
+
+def _two_slot_specs() -> tuple[Spec, Spec]:
+    france, spain = quadkey(tile(2.3522, 48.8566, 5)), quadkey(tile(-3.7038, 40.4168, 5))
+
+    def spec(version: int, first: list[str]) -> Spec:
+        workers = tuple(Worker(id=f"w{i + 1:04d}", load=1.0, hash_key=shard_hash_key(i, 2)) for i in range(2))
+        parts = (Partition(id="p0001", worker="w0001", quadkeys=tuple(first), load=1.0),
+                 Partition(id="p0002", worker="w0002", quadkeys=("",), load=1.0))
+        return Spec(version=version, max_load=10.0, partitions=parts, workers=workers,
+                    previous_version=version - 1 or None, created_at="2026-11-22T00:00:00Z", strategy="test")
+
+    return spec(1, [france]), spec(2, [france, spain])
+
+
+def tenure(version: int, worker: str, pid: int, claimed: float, ready: float, serving: float | None = None,
+           drained: float | None = None) -> LeaseTenure:
+    return LeaseTenure(f"v{version}#{worker}", version, worker, f"h:{pid}:x", claimed, claimed, ready, serving, drained,
+                       drained)
+
+
+def test_swap_rows_count_carried_started_stopped_and_extra_worker_seconds() -> None:
+    # GIVEN v1 on processes 11 (w1) and 12 (w2), and a carry swap to v2 at t=100 that keeps w1 (same process),
+    # removes w2 (its process drains until 106 and exits at 107) and starts w3 (process 13, started at 90)
+    plans = {2: {"to_version": 2, "from_version": 1, "mode": "carry", "kept": ["w1"], "started": ["w3"],
+                 "stopped": ["w2"], "moved_cells": 7}}
+    tenures = [tenure(1, "w1", 11, 1, 2, 2, 104), tenure(1, "w2", 12, 1, 2.5, 2.5, 106),
+               tenure(2, "w1", 11, 95, 95.5, 105), tenure(2, "w3", 13, 92, 94, 105)]
+    history = [FleetEvent(0.0, "start", 1, "w1", 11), FleetEvent(0.0, "start", 1, "w2", 12),
+               FleetEvent(90.0, "start", 2, "w3", 13), FleetEvent(107.0, "exit", 1, "w2", 12, 0)]
+    # WHEN the report is computed
+    rep = swaps_report([], [Flip(1, 2, 100.0)], plans, {1: 2, 2: 2}, tenures, history)
+    # THEN one row: 1 of 2 slots carried, 1 started, 1 stopped; extra = 10 s before the flip + 7 s after it
+    (row,) = rep.rows
+    assert (row.kept, row.carried, row.started, row.stopped, row.moved_cells) == (1, 1, 1, 1, 7)
+    assert row.carried_share == 0.5 and row.extra_worker_s == 17.0 and row.handover_s == 5.0
+    # AND the timings: processes claim 1 s (v1) or 2 s (w3) after starting, warm 1-2 s, the carried slot took 0.5 s
+    t = rep.timings
+    assert (t.process_start_s, t.carry_prepare_s, t.drain_s, t.handover_s) == (1.0, 0.5, 5.0, 5.0)
+    assert t.samples["process_start"] == 3
+    # AND the JSON and text forms carry it
+    doc = report_json(rep)
+    want = {"from": 1, "to": 2, "carried": 1, "started": 1, "stopped": 1, "moved_cells": 7, "extra_worker_s": 17.0}
+    assert doc["swaps"][0].items() >= want.items()
+    assert doc["median_carried_share"] == 0.5 and any("v1->v2" in line for line in report_lines(rep))
+
+
+def test_whole_swap_carries_nothing_and_pays_for_both_fleets() -> None:
+    # GIVEN a whole swap at t=100: v2's two processes start at 80, v1's two exit at 105
+    plans = {2: {"to_version": 2, "from_version": 1, "mode": "whole", "kept": [], "started": ["w1", "w2"],
+                 "stopped": ["w1", "w2"], "moved_cells": 3}}
+    tenures = [tenure(1, "w1", 11, 1, 2, 2, 104), tenure(1, "w2", 12, 1, 2, 2, 104),
+               tenure(2, "w1", 21, 82, 85, 104), tenure(2, "w2", 22, 82, 85, 104)]
+    history = [FleetEvent(80.0, "start", 2, "w1", 21), FleetEvent(80.0, "start", 2, "w2", 22),
+               FleetEvent(105.0, "exit", 1, "w1", 11, 0), FleetEvent(105.0, "exit", 1, "w2", 12, 0)]
+    # WHEN computed THEN nothing carried; extra = 2 x 20 s before + 2 x 5 s after the flip
+    (row,) = swaps_report([], [Flip(1, 2, 100.0)], plans, {2: 2}, tenures, history).rows
+    assert (row.carried, row.started, row.stopped, row.extra_worker_s, row.handover_s) == (0, 2, 2, 50.0, None)
+
+
+def test_the_carry_share_invariant_applies_to_carry_runs_and_fails_below_80_percent() -> None:
+    # GIVEN a run whose swaps carried 1 of 2 slots WHEN checked in carry mode THEN the share invariant fails
+    plans = {2: {"mode": "carry", "kept": ["w1"], "stopped": [], "moved_cells": 1}}
+    rep = swaps_report([], [Flip(1, 2, 100.0)], plans, {2: 2},
+                       [tenure(1, "w1", 11, 1, 2), tenure(2, "w1", 11, 95, 96, 105)], [])
+    got = {name: ok for name, ok, _ in checks(rep, "carry")}
+    assert got == {"never two readers of one cell at once": True, "per-entity order kept across every flip": True,
+                   "the median swap carries over >= 80% of slots in their processes": False}
+    # AND a whole run is not held to it
+    assert len(checks(rep, "whole")) == 2
+
+
+def test_the_handover_lag_splits_kept_and_moved_cells_of_carried_slots() -> None:
+    # GIVEN v1: w1 owns France (z5), w2 the rest; v2 keeps both, w1 gains Spain. A swap at t=100 s where the
+    # carried w1 processes a Paris record 0.4 s after it was sent and a Madrid record (moved from w2) 5 s after
+    v1, v2 = _two_slot_specs()
+    plans = {2: {"to_version": 2, "from_version": 1, "mode": "carry", "kept": ["w0001", "w0002"], "started": [],
+                 "stopped": [], "moved_cells": 1}}
+    tenures = [tenure(1, "w0001", 11, 1, 2, 2, 104), tenure(1, "w0002", 12, 1, 2, 2, 104),
+               tenure(2, "w0001", 11, 95, 95.5, 100.5), tenure(2, "w0002", 12, 95, 95.5, 100.5)]
+    paris = Processed("e1", "car-1", 2, "w0001", "h:11:x", 100_600, "c", 100_200, 2.3522, 48.8566)
+    madrid = Processed("e2", "car-2", 2, "w0001", "h:11:x", 106_000, "c", 101_000, -3.7038, 40.4168)
+    late = Processed("e3", "car-3", 2, "w0001", "h:11:x", 130_000, "c", 129_900, 2.3522, 48.8566)
+    old = Processed("e0", "car-1", 1, "w0001", "h:11:x", 95_000, "c", 94_300, 2.3522, 48.8566)
+    # WHEN the report is computed with the specs
+    rep = swaps_report([old, paris, madrid, late], [Flip(1, 2, 100.0)], plans, {2: 2}, tenures, [], {1: v1, 2: v2})
+    # THEN the kept cell's lag and the moved cell's lag are reported apart (records after the window are left out),
+    # beside the carried process's lag before the flip
+    (row,) = rep.rows
+    assert (row.before_lag_p99_s, row.kept_lag_p99_s, row.moved_lag_p99_s) == (0.7, 0.4, 5.0)
+    assert "lag kept" in report_lines(rep)[1]
+    # AND without specs the columns stay empty
+    (bare,) = swaps_report([paris, madrid], [Flip(1, 2, 100.0)], plans, {2: 2}, tenures, []).rows
+    assert (bare.kept_lag_p99_s, bare.moved_lag_p99_s) == (None, None)
