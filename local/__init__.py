@@ -8,9 +8,15 @@ stream whose load moves and prints a report. See :mod:`local.run` for the flow.
 Modules
 -------
 run
-    Entry point, orchestration, progress line, teardown, exit codes.
-config
-    Command line (``--help``) and :class:`~local.config.RunConfig`.
+    Entry point: start, watch, stop whatever happened, the report, exit codes.
+state
+    RunState: what the run started and saw (the report reads it); ``say`` for the timeline.
+start, phases
+    Bringing the components up in order; watching the replay and the tail (progress line,
+    fail-fast checks, flips).
+config, environment
+    Command line (``--help``) and :class:`~local.config.RunConfig`; the control-plane timings
+    and the environment the handlers and workers get.
 aws
     moto server start/stop, resource names and creation, component environment.
 dataset
@@ -18,10 +24,13 @@ dataset
     steady, new hotspot, steady), event factory, deliberately bad events.
 replay
     The producer thread (PutRecords at a rate, warm-up until the first spec is active).
+spark
+    The Spark aggregation job in streaming local mode (start, wait until it streams).
 events
     Real-shaped Lambda inputs: S3 notification, Kinesis batch, Lambda context.
-loops
-    S3-notification -> partitioner handler; Kinesis event source mapping -> router handler.
+loops, outcomes
+    S3-notification -> partitioner handler; Kinesis event source mapping -> router handler;
+    what the partitioner answered.
 deploy
     Deployer + ECS lifecycle hooks over the real DeployController.
 fleet
@@ -29,10 +38,16 @@ fleet
 observe
     Watches the control and leases tables: flips, green ready, drained, lease and flip safety.
 output
-    Enriched output and quarantine readers; delivery and utilisation checks.
-report, specs_report, figures
-    The end-of-run report, its spec sections (tables, seed comparison, JSON/GeoJSON, maps) and
-    the utilisation figure.
+    Enriched output and quarantine readers; the delivery check.
+faults
+    ``--faults``: the injectors, how they are armed on a running loop, the fault table.
+report
+    The end-of-run report: utilisation at the workers, spec sections (tables, old spec under
+    new load, JSON/GeoJSON, maps), flips, swaps, invariants, the utilisation figure.
+calls
+    Every AWS call counted per API and second, against AWS's quotas.
 procs
     Child process start/stop (process groups, die with the runner).
+scale
+    ``python -m local.scale``: the control plane at fleet scale on a simulated clock.
 """

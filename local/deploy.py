@@ -23,7 +23,7 @@ until green is leased and warm, ``POST_PRODUCTION_TRAFFIC_SHIFT`` holds blue unt
 3. *the ECS service scheduler*: :meth:`LocalFleet.poll` records worker exits and replaces a worker that died.
 
 The controller is :class:`lambdas.deploy.controller.DeployController` over the real adapters
-(:mod:`lambdas.common.aws`) against moto, with :class:`local.fleet.LocalFleet` as its fleet; the swap mode is
+(the adapters in ``lambdas.common``: dynamodb, s3, kinesis) against moto, with :class:`local.fleet.LocalFleet` as its fleet; the swap mode is
 ``SWAP_MODE`` of the environment (``carry`` by default).
 """
 
@@ -37,7 +37,8 @@ from typing import Any
 
 from local.aws import EmbeddedAws
 from local.events import s3_object_created
-from local.faults import Reconcile
+from local.faults.deployer_crash import InjectedCrash
+from local.faults.hooks import Reconcile
 from local.loops import LoopThread
 from partitioner.contracts import SwapMode
 
@@ -91,22 +92,20 @@ class DeployDriver(LoopThread):
                                     fleet, prefix=aws.names.prefix, green_timeout_s=green_timeout_s,
                                     drain_timeout_s=drain_timeout_s, stream_wait_s=0.0, swap_mode=cfg.swap_mode,
                                     fleet_start_grace_s=fleet_start_grace_s)
-        self.crashes = 0  # injected deployer deaths (local/faults.py deployer-crash), not loop errors
+        self.crashes = 0  # injected deployer deaths (local/faults/deployer_crash.py), not loop errors
         self._s3 = clients.s3
         self.seen_specs: set[str] = set()
         self.deployment: EcsDeployment | None = None
         self.deployments: list[EcsDeployment] = []
         self._ecs_seen = 0  # how many of the fleet's ECS deployments (LocalFleet.ecs_deployments) were picked up
         self.hook_calls = 0
-        #: ``hook-fail`` / ``hook-timeout`` (local/faults.py HookFault): asked before each hook call with the
+        #: ``hook-fail`` / ``hook-timeout`` (local/faults/hooks.py HookFault): asked before each hook call with the
         #: version and stage; a non-None answer says how this invocation failed, and ECS rolls the deployment back.
         self.hook_fault: Callable[[int, str], str | None] | None = None
         self.reconciled: list[Reconcile] = []  # what reconcile_fleet did, in order
         self.last_status: tuple[int | None, str] = (None, "idle")
 
     def step(self) -> None:
-        from local.faults import InjectedCrash
-
         self.fleet.poll()
         try:
             self._deployer()

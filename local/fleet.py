@@ -1,6 +1,6 @@
 """LocalFleet: the deploy controller's fleet adapter with real worker processes.
 
-It does locally what the ECS service does in AWS (``lambdas.common.aws.EcsFleet``), one
+It does locally what the ECS service does in AWS (``lambdas.deploy.fleet.EcsFleet``), one
 ``python -m geo_service`` process per worker, each pinned to one slot id (``WORKER_ID``), with the
 version it was started for (``SPEC_VERSION``), the swap mode (``SWAP_MODE``), the worker environment of
 CONTRACTS ("Worker lifecycle"), its own health port and log file (``<out>/logs/worker-v<version>-<slot>.log``):

@@ -5,7 +5,8 @@
   and the event's own fields (``ts`` among them). Delivery is at-least-once; consumers
   dedupe by ``event_id``. The worker writes one object per batch it processed and names
   it by the write time (``epoch_ms``), so the key says *when* the worker did the work:
-  :mod:`local.worker_load` counts utilisation from it.
+  :mod:`local.report.worker_load` counts utilisation from it. Each line becomes an :class:`OutRecord`
+  (what the report counts) and a :class:`Processed` (what the swap checks read: entity, process, zoom-12 cell).
 * Quarantine: JSON lines ``{"reason": "<code>: <detail>", "raw", "source", "quarantined_at"}``
   anywhere in the quarantine bucket: the aggregation job writes under ``aggregation/`` (the
   local run's ``--quarantine`` root), Lambdas under ``quarantine/<source>/`` (the router).
@@ -18,12 +19,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from local.swaps import Processed
 from partitioner.contracts import parse_enriched_key
+from partitioner.tiles import quadkey, tile
+
+CELL_ZOOM = 12  # the swap checks look at zoom-12 cells (:mod:`local.report.swap_checks`)
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,34 @@ class OutRecord:
     owner: str = ""  # the worker process (``<host>:<pid>:<random>``); one process may serve a slot across versions
 
 
+@dataclass(frozen=True)
+class Processed:
+    """One enriched record as the checks need it (``processed_ms``: when its batch was processed, epoch ms)."""
+
+    event_id: str
+    entity: str
+    version: int
+    worker: str
+    owner: str
+    processed_ms: int
+    cell: str
+    sent_ms: int | None = None  # the event's ``ts`` when it is epoch ms (the local loop's send time)
+    lon: float = 0.0
+    lat: float = 0.0
+
+    @classmethod
+    def from_json(cls, record: Mapping[str, Any], processed_ms: int | None = None) -> Processed:
+        """From an enriched line's object; ``processed_ms`` defaults to its ``processed_at`` field.
+
+        Raises ``KeyError``/``ValueError``/``TypeError`` on a record without the fields (the caller reports it).
+        """
+        when = processed_ms if processed_ms is not None else int(record["processed_at"])
+        lon, lat = float(record["lon"]), float(record["lat"])
+        ts = record.get("ts")
+        sent = int(ts) if isinstance(ts, int | float) and not isinstance(ts, bool) else None
+        return cls(str(record["event_id"]), str(record["entity_id"]), int(record["spec_version"]),
+                   str(record["worker_id"]), str(record["owner"]), when, quadkey(tile(lon, lat, CELL_ZOOM)), sent,
+                   lon, lat)
 
 
 def read_jsonl_objects(s3: Any, bucket: str, prefix: str) -> Iterable[tuple[str, str]]:
@@ -65,7 +96,7 @@ class EnrichedReader:
         self.records: list[OutRecord] = []
         self.ids: set[str] = set()
         self.problems: list[str] = []
-        self.processed: list[Processed] = []  # what the swap checks read (local.swaps): entity, process, cell
+        self.processed: list[Processed] = []  # what the swap checks read (local.report.swap_checks): entity, process, cell
 
     def refresh(self) -> int:
         """Read objects not read yet; return how many records they held."""

@@ -10,13 +10,13 @@ Each runs as a thread on the simulated clock (:mod:`local.scale.simtime`) and ca
 * :class:`Deployer` is the deployer Lambda: a newly published version is requested and stepped at once (the S3
   event), and while a deployment is in flight it steps every ``step_s`` (``HOOK_CALLBACK_DELAY_S``, 15 s),
   otherwise every minute (the schedule). It runs :class:`lambdas.deploy.controller.DeployController` over
-  :class:`lambdas.common.aws.EcsFleet`.
+  :class:`lambdas.deploy.fleet.EcsFleet`.
 * :class:`Router` is the router Lambda's concurrent containers, one per ingest shard (the event source mapping
   polls each shard and invokes with up to ``router_batch_size`` = 500 records). Each container keeps its own
   :class:`lambdas.router.routing.ActiveSpecCache` (a control-table read every ``ROUTER_SPEC_TTL_S`` = 5 s and an
   S3 GET per new version). One invocation in ``sample`` is routed by :func:`lambdas.router.routing.route_batch`
   and put into moto for real (the workers read and process those events); every other invocation goes through
-  the same routing (:meth:`RoutingTable.hash_keys_for`, :func:`lambdas.common.aws.chunk_entries`) and its
+  the same routing (:meth:`RoutingTable.hash_keys_for`, :func:`lambdas.common.kinesis.chunk_entries`) and its
   ``PutRecords`` call is counted by the same rules without being sent (moto takes ~0.1 ms per record: 100,000
   events per simulated second could not be sent).
 """

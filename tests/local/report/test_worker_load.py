@@ -1,15 +1,15 @@
-"""Utilisation measured at the workers: windows by write time, worker-windows, the over-cap target, cost."""
+"""local.report.worker_load: utilisation measured at the workers: windows by write time, worker-windows, the
+over-cap target, cost."""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 
 from geo_service.cost import Calibration, CostReport
 from local.output import OutRecord
-from local.worker_load import (
+from local.report.worker_load import (
     CostSample,
     Span,
     cost_sample,
@@ -193,16 +193,3 @@ def test_cpu_of_a_window_no_report_covers_is_unknown() -> None:
     load = measure(records, [CostSample(1, "w1", 0.0, 14.0, 0.7, 7)], live_spans([(1, 0.0)]), Span(0.0, 20.0), W, CAP)
     # THEN window 1's CPU is not known (it is not 0.2 s: the last 6 s were not reported)
     assert load.cpu_known["v1/w1"] == (True, False)
-
-
-def test_figure_stays_readable_with_many_workers(tmp_path: Path) -> None:
-    # GIVEN 24 workers over 12 windows, one of them over the cap once
-    from local.figures import plot_utilisation
-
-    records = [r for w in range(24) for r in _records(f"w{w:04d}", 1 + w // 12, {i: 4 + (w + i) % 5
-                                                                                   for i in range(12)})]
-    records += _records("w0000", 1, {3: 8})
-    load = measure(records, [], live_spans([(1, 0.0), (2, 65.0)]), Span(5.0, 115.0), W, CAP)
-    # WHEN plotted THEN a PNG is written (tests/local cannot judge readability: look at it, see the README)
-    path = plot_utilisation(load, [(1, 0.0), (2, 65.0)], tmp_path / "u.png", 0.0, "24 workers")
-    assert path.stat().st_size > 20_000 and load.over_cap().over == 1

@@ -1,6 +1,6 @@
-"""The local report's swap section and the checks a swap must pass, from what the run recorded.
+"""The local report's swap section and the swap invariants, from what the run recorded.
 
-Inputs: the enriched records (one :class:`Processed` per output line: which process read the event from which
+Inputs: the enriched records (one :class:`local.output.Processed` per output line: which process read the event from which
 version's stream, and when), the deploy plans and lease tenures the observer saw
 (:class:`local.observe.ControlObserver`), the flips, and the local fleet's process history
 (:class:`local.fleet.FleetEvent`).
@@ -29,10 +29,8 @@ swap time from): ``process_start_s`` (process started -> first lease claimed), `
 ready), ``carry_prepare_s`` (a carried slot's new lease claimed -> ready), ``drain_s`` (flip -> old lease
 drained).
 
-**Checks**: :func:`order_check` (for each entity, every record read from stream n was processed before any
-of its records from a stream m > n) and :func:`reader_check` (never two readers of one cell at once: for each
-zoom-12 cell, the processing intervals of different processes overlap neither across versions nor within one
-slot of one version; different slots of one version may share a cell, split by entity or by finer squares).
+**Checks** (:func:`checks`): the two of :mod:`local.report.swap_checks` (per-entity order, never two readers of
+one cell at once), and in ``carry`` mode the median swap's carried share.
 """
 
 from __future__ import annotations
@@ -43,88 +41,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
+from local.output import Processed
+from local.report.swap_checks import Check, order_check, reader_check
 from partitioner.index import SpecIndex
 from partitioner.spec import Spec
-from partitioner.tiles import quadkey, tile
 
-CELL_ZOOM = 12
-SAMPLES = 5
 LAG_WINDOW_S = 10.0  # the handover lag looks at the new version's records processed this long after the flip
-
-
-@dataclass(frozen=True)
-class Processed:
-    """One enriched record as the checks need it (``processed_ms``: when its batch was processed, epoch ms)."""
-
-    event_id: str
-    entity: str
-    version: int
-    worker: str
-    owner: str
-    processed_ms: int
-    cell: str
-    sent_ms: int | None = None  # the event's ``ts`` when it is epoch ms (the local loop's send time)
-    lon: float = 0.0
-    lat: float = 0.0
-
-    @classmethod
-    def from_json(cls, record: Mapping[str, Any], processed_ms: int | None = None) -> Processed:
-        """From an enriched line's object; ``processed_ms`` defaults to its ``processed_at`` field.
-
-        Raises ``KeyError``/``ValueError``/``TypeError`` on a record without the fields (the caller reports it).
-        """
-        when = processed_ms if processed_ms is not None else int(record["processed_at"])
-        lon, lat = float(record["lon"]), float(record["lat"])
-        ts = record.get("ts")
-        sent = int(ts) if isinstance(ts, int | float) and not isinstance(ts, bool) else None
-        return cls(str(record["event_id"]), str(record["entity_id"]), int(record["spec_version"]),
-                   str(record["worker_id"]), str(record["owner"]), when, quadkey(tile(lon, lat, CELL_ZOOM)), sent,
-                   lon, lat)
-
-
-@dataclass(frozen=True)
-class Check:
-    """One swap invariant: how much it looked at, how many violations, a few examples."""
-
-    checked: int
-    violations: int
-    sample: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return self.violations == 0
-
-
-def order_check(records: Iterable[Processed]) -> Check:
-    """Per entity: the last record of stream n processed before the first of any stream m > n."""
-    spans: dict[str, dict[int, list[int]]] = defaultdict(dict)
-    for r in records:
-        span = spans[r.entity].setdefault(r.version, [r.processed_ms, r.processed_ms])
-        span[0], span[1] = min(span[0], r.processed_ms), max(span[1], r.processed_ms)
-    bad: list[str] = []
-    for entity, by_version in sorted(spans.items()):
-        versions = sorted(by_version)
-        bad += [f"{entity}: a v{n} record processed at {by_version[n][1]} ms, after a v{m} one at {by_version[m][0]} ms"
-                for i, n in enumerate(versions) for m in versions[i + 1:] if by_version[n][1] >= by_version[m][0]]
-    return Check(len(spans), len(bad), tuple(bad[:SAMPLES]))
-
-
-def reader_check(records: Iterable[Processed]) -> Check:
-    """No cell read by two processes at once (see the module docstring for which pairs count)."""
-    spans: dict[str, dict[tuple[int, str, str], list[int]]] = defaultdict(dict)
-    for r in records:
-        span = spans[r.cell].setdefault((r.version, r.worker, r.owner), [r.processed_ms, r.processed_ms])
-        span[0], span[1] = min(span[0], r.processed_ms), max(span[1], r.processed_ms)
-    bad: list[str] = []
-    for cell, readers in sorted(spans.items()):
-        items = sorted(readers.items(), key=lambda kv: kv[1][0])
-        for i, ((v1, w1, o1), (a1, b1)) in enumerate(items):
-            for (v2, w2, o2), (a2, b2) in items[i + 1:]:
-                if a2 > b1:
-                    break  # sorted by start: no later reader overlaps this one
-                if o1 != o2 and (v1 != v2 or w1 == w2):
-                    bad.append(f"cell {cell}: {o1} (v{v1}/{w1}, {a1}-{b1} ms) and {o2} (v{v2}/{w2}, {a2}-{b2} ms)")
-    return Check(len(spans), len(bad), tuple(bad[:SAMPLES]))
 
 
 class Tenure(Protocol):

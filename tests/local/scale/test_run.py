@@ -12,7 +12,7 @@ import pytest
 
 from partitioner.aws_budget.report import MIN_MARGIN
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.slow

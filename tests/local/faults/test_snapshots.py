@@ -1,4 +1,4 @@
-"""local.snapshot_faults: corrupt, duplicate and out-of-order snapshots against the real partitioner (issue 13)."""
+"""local.faults.snapshots: corrupt, duplicate and out-of-order snapshots against the real partitioner."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from lambdas.common.records import read_desired
 from lambdas.partitioner.logic import PartitionerDeps, process_snapshot
-from local.snapshot_faults import (
+from local.faults.snapshots import (
     KINDS,
     SnapshotCorrupt,
     SnapshotDup,
@@ -103,7 +103,7 @@ def test_corrupt_fault_is_detected_on_rejection_and_recovered_on_the_next_judged
     kinds = {"snapshots/fault-truncated-x/_manifest.json": "truncated",
              "snapshots/fault-not-a-snapshot-x/_manifest.json": "not-a-snapshot",
              "snapshots/fault-bad-rows-x/_manifest.json": "bad-rows"}
-    monkeypatch.setattr("local.snapshot_faults.corrupt_snapshots", lambda *a: dict(kinds))
+    monkeypatch.setattr("local.faults.snapshots.corrupt_snapshots", lambda *a: dict(kinds))
     calls: list[Call] = [Call(W.format(10), 90.0, result("published"))]
     desired_after: dict[str, int | None] = {W.format(10): 1}
     fault = corrupt_fault(calls, desired_after)
@@ -122,7 +122,7 @@ def test_corrupt_fault_is_detected_on_rejection_and_recovered_on_the_next_judged
 
 def test_a_corrupt_snapshot_that_is_published_breaks_the_run(monkeypatch: Any) -> None:
     kinds = {"snapshots/fault-bad-rows-x/_manifest.json": "bad-rows"}
-    monkeypatch.setattr("local.snapshot_faults.corrupt_snapshots", lambda *a: dict(kinds))
+    monkeypatch.setattr("local.faults.snapshots.corrupt_snapshots", lambda *a: dict(kinds))
     calls = [Call(W.format(10), 90.0, result("published"))]
     desired_after: dict[str, int | None] = {W.format(10): 1}
     fault = corrupt_fault(calls, desired_after)

@@ -1,25 +1,24 @@
-"""Report sections about specs: partition tables, the seed's comparisons, spec files, maps.
+"""Report sections about specs: partition tables, the old-spec-under-new-load comparisons, spec files, maps.
 
 For every spec version the run published it writes ``specs/v<N>.json`` (the spec as
 published) and ``specs/v<N>.geojson`` (:mod:`partitioner.geojson`), prints the partition
-table, and for every snapshot the partitioner saw it prints the seed's comparison
-(``shared/seeds/000``): the spec that was live under the new load (its *mismatch*, the
-highest worker utilisation, e.g. "264%") against the spec rebuilt from that load, or why
-the policy declined to publish one. These are **the snapshot's estimates** of the load
-(what the partitioner saw), not what the workers processed: the report leads with the
-latter (:mod:`local.worker_load`). Maps of the partitions before and after each flip come
+table, and for every snapshot the partitioner saw it prints the *allocation mismatch*
+comparison that motivates rebalancing: the spec that was live, under the new load (its
+*mismatch*, the highest worker utilisation, e.g. "264%": the capacity a static partitioning
+would need to survive the shift), against the spec rebuilt from that load, or why the
+policy declined to publish one. These are **the snapshot's estimates** of the load (what
+the partitioner saw), not what the workers processed: the report leads with the latter
+(:mod:`local.report.worker_load`). Maps of the partitions before and after each flip come
 from :mod:`partitioner.plot`.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from local.run import RunState
-    from local.worker_load import WorkerLoad
+from local.outcomes import outcome
+from local.state import RunState
 
 
 def snapshot_counts(snap: dict[str, Any]) -> Any:
@@ -30,7 +29,7 @@ def snapshot_counts(snap: dict[str, Any]) -> Any:
 
 
 def comparison_lines(state: RunState) -> tuple[list[dict[str, Any]], dict[int, Any], list[str]]:
-    """Per snapshot: the live spec under the new load vs the spec rebuilt from it (seed 000).
+    """Per snapshot: the live spec under the new load (its mismatch) vs the spec rebuilt from it.
 
     Returns the JSON rows, the counts each published version was built from, and the lines.
     """
@@ -81,19 +80,6 @@ def comparison_lines(state: RunState) -> tuple[list[dict[str, Any]], dict[int, A
             row |= {"published": False, "declined": reason if status == "held" else "", "reason": reason}
         rows.append(row)
     return rows, built_from, [*lines, *details]
-
-
-def outcome(result: Any) -> tuple[str, str, int | None]:
-    """(status, reason, version) of the partitioner handler's result for one manifest.
-
-    Status is ``published``, ``held`` (the policy declined), ``duplicate``, ``rejected`` or
-    ``superseded`` (:class:`lambdas.partitioner.logic.Outcome`).
-    """
-    if isinstance(result, dict) and isinstance(result.get("results"), list) and result["results"]:
-        r = result["results"][0]
-        version = r.get("version")
-        return str(r.get("status")), str(r.get("reason") or ""), version if isinstance(version, int) else None
-    return "unknown", json.dumps(result, default=str)[:160], None
 
 
 def write(state: RunState) -> tuple[dict[str, Any], list[str], list[Path]]:
@@ -152,21 +138,3 @@ def _maps(state: RunState, specs: dict[int, Any], built_from: dict[int, Any]) ->
                                               title=f"v{previous} planned vs the new load (rebuilt as v{v})"))
         previous = v
     return [Path(f) for f in figures]
-
-
-def utilisation_figure(state: RunState, load: WorkerLoad, flips: list[tuple[int, float]]) -> list[Path]:
-    """Write ``utilisation.png``: utilisation at the workers per window, the scenario's phases, ``flips``."""
-    from local.dataset import HOTSPOT, SHIFT
-    from local.figures import plot_utilisation
-
-    if not load.received:
-        return []
-    cfg, r = state.config, state.replayer
-    phases = []
-    if r is not None and r.started_at is not None:
-        phases = [(name, r.started_at + lo * cfg.duration_s, r.started_at + hi * cfg.duration_s)
-                  for name, (lo, hi) in (("day/night shift", SHIFT), ("hotspot ramp", HOTSPOT))]
-    path = plot_utilisation(load, flips, cfg.out / "utilisation.png", state.started_at,
-                            f"Utilisation measured at the workers: events received per {cfg.window_s:g}s window "
-                            f"(cap {cfg.cap:g}), seed {cfg.seed}", phases)
-    return [path]

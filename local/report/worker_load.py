@@ -47,7 +47,7 @@ Partial windows are shown (in parentheses in the report) but never counted. A wo
 processed nothing at all does not appear; a live worker with no events in a window counts
 at 0 %.
 
-**The target** (issue 11): at most :data:`MAX_OVER_CAP_SHARE` of the worker-windows over
+**The target** every run is held to: at most :data:`MAX_OVER_CAP_SHARE` of the worker-windows over
 the cap, none above :data:`MAX_UTILISATION` x the cap. A run with no worker-window fails
 it: nothing was measured.
 

@@ -1,60 +1,13 @@
-"""The swap section and swap checks of the local report (local.swaps), on hand-made runs."""
+"""The swap section of the local report (local.report.swaps), on hand-made runs."""
 
 from __future__ import annotations
 
 from local.fleet import FleetEvent
 from local.observe import LeaseTenure
-from local.swaps import (
-    Flip,
-    Processed,
-    checks,
-    order_check,
-    reader_check,
-    report_json,
-    report_lines,
-    swaps_report,
-)
+from local.output import Processed
+from local.report.swaps import Flip, checks, report_json, report_lines, swaps_report
 from partitioner.spec import Partition, Spec, Worker, shard_hash_key
 from partitioner.tiles import quadkey, tile
-
-A, B = "120220011", "120220013"  # two zoom-9 cells (the checks bucket points into zoom-12 cells)
-
-
-def rec(event: str, entity: str, version: int, worker: str, owner: str, ms: int, cell: str = A) -> Processed:
-    return Processed(event, entity, version, worker, owner, ms, cell)
-
-
-def test_record_from_an_enriched_line() -> None:
-    # GIVEN an enriched line's object WHEN read THEN the entity, process, version and the point's zoom-12 cell are kept
-    r = Processed.from_json({"event_id": "e1", "entity_id": "car-1", "spec_version": 3, "worker_id": "w0002",
-                             "owner": "h:12:ab", "processed_at": 1000, "lat": 48.8566, "lon": 2.3522})
-    assert (r.entity, r.version, r.owner, r.processed_ms, len(r.cell)) == ("car-1", 3, "h:12:ab", 1000, 12)
-    assert r.cell.startswith("12022001")
-
-
-def test_an_entity_read_from_the_new_stream_before_the_old_one_is_done_breaks_order() -> None:
-    # GIVEN car-1's last v1 record processed after its first v2 record, and car-2 in order
-    records = [rec("e1", "car-1", 1, "w1", "p1", 100), rec("e2", "car-1", 2, "w2", "p2", 90),
-               rec("e3", "car-2", 1, "w1", "p1", 50), rec("e4", "car-2", 2, "w1", "p1", 60)]
-    # WHEN checked THEN one violation, naming car-1
-    got = order_check(records)
-    assert (got.checked, got.violations) == (2, 1) and "car-1" in got.sample[0]
-    # AND in order it passes
-    assert order_check([rec("e1", "car-1", 1, "w1", "p1", 80), rec("e2", "car-1", 2, "w2", "p2", 90)]).ok
-
-
-def test_two_processes_reading_one_cell_at_once_are_caught_only_where_it_matters() -> None:
-    # GIVEN cell A read by p1 (v1) until 100 ms and by p2 (v2) from 90 ms: a cross-version overlap
-    overlap = [rec("e1", "c1", 1, "w1", "p1", 0), rec("e2", "c2", 1, "w1", "p1", 100),
-               rec("e3", "c3", 2, "w2", "p2", 90)]
-    assert reader_check(overlap).violations == 1
-    # AND a takeover within one slot of one version that overlaps is caught too
-    assert reader_check([rec("e1", "c1", 1, "w1", "p1", 0), rec("e2", "c1", 1, "w1", "p1", 100),
-                         rec("e3", "c1", 1, "w1", "p3", 50)]).violations == 1
-    # BUT two slots of one version sharing a cell (hash split or finer squares) and a carried process are fine
-    fine = [rec("e1", "c1", 1, "w1", "p1", 0), rec("e2", "c2", 1, "w1", "p1", 100), rec("e3", "c3", 1, "w2", "p2", 50),
-            rec("e4", "c4", 2, "w1", "p1", 60), rec("e5", "c5", 2, "w9", "p9", 200, cell=B)]
-    assert reader_check(fine).ok and reader_check(fine).checked == 2
 
 
 def _two_slot_specs() -> tuple[Spec, Spec]:
@@ -127,16 +80,6 @@ def test_the_carry_share_invariant_applies_to_carry_runs_and_fails_below_80_perc
     assert len(checks(rep, "whole")) == 2
 
 
-def test_the_local_loop_takes_the_swap_mode_and_hands_it_to_the_control_plane() -> None:
-    # GIVEN the local loop's command line WHEN parsed THEN carry by default, whole on request, and SWAP_MODE follows
-    from local.config import parse_args
-    from local.run import handler_env
-
-    assert parse_args([]).swap_mode == "carry"
-    whole = parse_args(["--quick", "--swap-mode", "whole"])
-    assert whole.swap_mode == "whole" and handler_env(whole)["SWAP_MODE"] == "whole"
-
-
 def test_the_handover_lag_splits_kept_and_moved_cells_of_carried_slots() -> None:
     # GIVEN v1: w1 owns France (z5), w2 the rest; v2 keeps both, w1 gains Spain. A swap at t=100 s where the
     # carried w1 processes a Paris record 0.4 s after it was sent and a Madrid record (moved from w2) 5 s after
@@ -159,12 +102,3 @@ def test_the_handover_lag_splits_kept_and_moved_cells_of_carried_slots() -> None
     # AND without specs the columns stay empty
     (bare,) = swaps_report([paris, madrid], [Flip(1, 2, 100.0)], plans, {2: 2}, tenures, []).rows
     assert (bare.kept_lag_p99_s, bare.moved_lag_p99_s) == (None, None)
-
-
-def test_the_local_loop_hands_shards_per_worker_to_the_partitioner() -> None:
-    # GIVEN the local loop's command line WHEN parsed THEN one shard per worker by default, k on request
-    from local.config import parse_args
-    from local.run import handler_env
-
-    assert handler_env(parse_args([]))["SHARDS_PER_WORKER"] == "1"
-    assert handler_env(parse_args(["--quick", "--shards-per-worker", "2"]))["SHARDS_PER_WORKER"] == "2"

@@ -11,7 +11,7 @@ each under a manifest key the S3 notification delivers to the partitioner like a
 *Detected* when the partitioner rejected all three (each with one line naming the bad value and the object it came
 from), *recovered* when a real snapshot after them was judged (published or held by the policy). A corrupt snapshot
 that is not rejected, a rejection spanning lines or not naming its object, or a desired pointer that moved on a
-corrupt snapshot's invocation is a broken promise (:attr:`local.faults.FaultRecord.problems`): the run fails.
+corrupt snapshot's invocation is a broken promise (:attr:`local.faults.record.FaultRecord.problems`): the run fails.
 
 ``snapshot-dup``: S3 event notifications are delivered at least once and not in order
 (https://docs.aws.amazon.com/AmazonS3/latest/userguide/EventNotifications.html, "Event ordering and duplicate
@@ -33,8 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from local.faults import FaultRecord, LiveDelay
-from local.specs_report import outcome
+from local.faults.record import FaultRecord, LiveDelay
+from local.outcomes import outcome
 
 JUDGED = ("published", "held")  # a snapshot the partitioner used (a spec published, or the policy held it)
 KINDS = ("truncated", "not-a-snapshot", "bad-rows")

@@ -1,7 +1,7 @@
 """The run's own figure: utilisation measured at the workers over time (PNG, matplotlib Agg).
 
 Partition maps come from :mod:`partitioner.plot`; this module only draws what is specific
-to a run (:class:`local.worker_load.WorkerLoad`). It stays readable with many workers: per
+to a run (:class:`local.report.worker_load.WorkerLoad`). It stays readable with many workers: per
 window a bar from the least to the most loaded counted worker, the max, p90 and median as
 lines, each worker-window as a small dot (red when over the cap), partial windows as
 hollow rings (a triangle near the top when off the scale, as the warm-up backlog is); the
@@ -19,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from local.worker_load import MAX_UTILISATION, WorkerLoad
+from local.dataset import HOTSPOT, SHIFT
+from local.report.worker_load import MAX_UTILISATION, WorkerLoad
+from local.state import RunState
 
 
 def plot_utilisation(load: WorkerLoad, flips: Sequence[tuple[int, float]], path: Path, t0: float, title: str,
@@ -29,7 +31,7 @@ def plot_utilisation(load: WorkerLoad, flips: Sequence[tuple[int, float]], path:
     Parameters
     ----------
     load
-        Events and CPU per worker per window (:func:`local.worker_load.measure`).
+        Events and CPU per worker per window (:func:`local.report.worker_load.measure`).
     flips
         ``(new_version, epoch_s)`` of each flip, drawn as vertical lines.
     path
@@ -131,3 +133,18 @@ def _cpu_panel(ax: Any, load: WorkerLoad, x: np.ndarray) -> None:
     ax.set_ylabel(f"transform CPU, ms\nper {load.window_s:g}s window")
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+def utilisation_figure(state: RunState, load: WorkerLoad, flips: list[tuple[int, float]]) -> list[Path]:
+    """Write ``utilisation.png``: utilisation at the workers per window, the scenario's phases, ``flips``."""
+    if not load.received:
+        return []
+    cfg, r = state.config, state.replayer
+    phases = []
+    if r is not None and r.started_at is not None:
+        phases = [(name, r.started_at + lo * cfg.duration_s, r.started_at + hi * cfg.duration_s)
+                  for name, (lo, hi) in (("day/night shift", SHIFT), ("hotspot ramp", HOTSPOT))]
+    path = plot_utilisation(load, flips, cfg.out / "utilisation.png", state.started_at,
+                            f"Utilisation measured at the workers: events received per {cfg.window_s:g}s window "
+                            f"(cap {cfg.cap:g}), seed {cfg.seed}", phases)
+    return [path]

@@ -1,4 +1,4 @@
-"""Unit tests of the local loop's own pieces (no Spark, no moto): dataset, config, output checks."""
+"""local.dataset: the places, the load scenario (day/night shift, hotspot ramp), the events and the bad events."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from local.config import QUICK, RunConfig, parse_args
 from local.dataset import HOTSPOT, SHIFT, EventFactory, Places, Scenario, bad_events, diurnal, load_places, place_rates
-from local.output import OutRecord, delivery
 
 REASONS = {"unparsable_json", "not_an_object", "missing_field", "bad_type", "nan", "lat_out_of_range",
            "lon_out_of_range", "bad_timestamp"}
@@ -44,16 +42,6 @@ def test_hotspot_ramps_instead_of_spiking() -> None:
     assert shares[0] < shares[1] < shares[2]
     assert scenario.hotspot_level(mid) == pytest.approx(0.5)
     assert scenario.phase(mid) == "new hotspot" and scenario.phase(HOTSPOT[0]) == "day/night shift + new hotspot"
-
-
-def test_default_pace_is_one_a_fleet_can_follow() -> None:
-    # GIVEN the default and the quick run settings
-    for cfg in (RunConfig(), parse_args(["--quick"])):
-        # THEN the hotspot ramps over at least four snapshot windows (seed 000: viral events ramp over minutes)
-        assert (HOTSPOT[1] - HOTSPOT[0]) * cfg.duration_s >= 4 * cfg.window_s, cfg
-        # AND a window moves the day/night line by at most 40 simulated minutes
-        assert cfg.speed * cfg.window_s <= 40 * 60, cfg
-        assert "the hotspot ramps over" in cfg.pace()
 
 
 def test_diurnal_is_bounded_and_low_at_night() -> None:
@@ -97,31 +85,3 @@ def test_csv_dataset_errors_name_the_line(tmp_path: Path) -> None:
 def test_unknown_dataset_is_rejected_by_name() -> None:
     with pytest.raises(ValueError, match="'mars'"):
         load_places("mars")
-
-
-def test_quick_defaults_and_explicit_flags_win() -> None:
-    # GIVEN --quick with an explicit --duration WHEN parsed THEN quick settings apply except the explicit one
-    cfg = parse_args(["--quick", "--duration", "30", "--out", "x"])
-    assert cfg.quick and cfg.duration_s == 30.0 and cfg.window_s == QUICK["window_s"] and cfg.out == Path("x")
-    # AND the default cap is a third of one window's events
-    assert RunConfig(rate=100, window_s=15).cap == 500.0
-
-
-def test_bad_flag_values_exit_with_usage_error() -> None:
-    with pytest.raises(SystemExit) as exc:
-        parse_args(["--speed", "0"])
-    assert exc.value.code == 2
-
-
-def _rec(eid: str, worker: str = "w0001", version: int = 1, ts_ms: int = 0) -> OutRecord:
-    return OutRecord(eid, version, worker, "p0001", ts_ms, ts_ms + 500)
-
-
-def test_delivery_counts_lost_duplicates_and_unexpected() -> None:
-    # GIVEN three events sent; out: e1 twice (blue and green), e2 once, and an id nobody sent
-    records = [_rec("e1"), _rec("e1", version=2), _rec("e2"), _rec("zz")]
-    # WHEN compared
-    d = delivery(["e1", "e2", "e3"], records)
-    # THEN e3 is lost, zz unexpected, and the e1 duplicate is removed by dedupe
-    assert (d.lost, d.unexpected, d.duplicates, d.out_unique) == (1, 1, 1, 3)
-    assert d.lost_sample == ("e3",) and not d.ok

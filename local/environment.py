@@ -1,0 +1,33 @@
+"""What the loop's components are told: the fixed control-plane timings and the handlers' environment.
+
+The partitioner, router and deploy handlers run in this process and the workers in child processes; both read
+their settings from the environment (:func:`handler_env`, beside the AWS names of :meth:`local.aws.EmbeddedAws.
+environment`). The timings are the local loop's, much shorter than the AWS defaults, so that a run of a few
+minutes sees several deployments.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from local.config import RunConfig
+
+#: The working directory of every child process (the Spark job, the workers): the repository's root.
+REPO_ROOT = Path(__file__).resolve().parent.parent
+GRID_ZOOM = 12
+#: Control-plane timings of the local loop (AWS defaults are 900 s): a green fleet that is not
+#: leased and warm within GREEN_TIMEOUT_S is rolled back; blue gets DRAIN_TIMEOUT_S to drain.
+GREEN_TIMEOUT_S = 60.0
+DRAIN_TIMEOUT_S = 60.0
+
+
+def handler_env(cfg: RunConfig) -> dict[str, str]:
+    """Environment of the in-process handlers beyond the AWS names (cap, zoom, policy)."""
+    policy = {"cooldown_s": cfg.cooldown_s, "target_fill": cfg.target_fill, "high_watermark": cfg.high_watermark}
+    return {"MAX_LOAD": f"{cfg.cap:g}", "GRID_ZOOM": str(GRID_ZOOM), "POLICY_JSON": json.dumps(policy),
+            "ROUTER_SPEC_TTL_S": "1", "GREEN_TIMEOUT_S": f"{GREEN_TIMEOUT_S:g}",
+            "DRAIN_TIMEOUT_S": f"{DRAIN_TIMEOUT_S:g}", "HOOK_CALLBACK_DELAY_S": "1", "STREAM_ACTIVE_WAIT_S": "30",
+            "POLL_INTERVAL_S": "0.5", "ACTIVE_POLL_S": "1", "POWERTOOLS_SERVICE_NAME": "georebal-local", "POWERTOOLS_LOG_LEVEL": "ERROR",
+            "LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true", "SWAP_MODE": cfg.swap_mode,
+            "SHARDS_PER_WORKER": str(cfg.shards_per_worker)}

@@ -1,0 +1,177 @@
+"""Wiring the injectors of ``--faults`` to a running loop: what each one watches, kills, delays or intercepts.
+
+:func:`arm_faults` is called once every component started (:func:`local.start.start_services`); it hands each
+injector the loop's own views (the fleet's processes, the leases table, the deploy controller's state, the
+notifier's invocations, the local AWS's throttle) and appends it to :attr:`local.state.RunState.faults`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from local import procs
+from local.aws import EmbeddedAws
+from local.environment import GREEN_TIMEOUT_S
+from local.events import LambdaContext, s3_object_created
+from local.faults.deployer_crash import DeployerCrash
+from local.faults.hooks import HookFault
+from local.faults.names import WHOLE_ONLY
+from local.faults.snapshots import SnapshotCorrupt, SnapshotDup
+from local.faults.spark_kill import SparkKill
+from local.faults.stream_throttle import StreamThrottle
+from local.faults.worker_kill import WorkerKill, leases_from_items
+from local.fleet import WorkerSettings
+from local.spark import SPARK_START_TIMEOUT_S, WATERMARK_S, start_spark
+from local.state import RunState, say
+from partitioner.contracts import geo_stream_prefix, lease_key
+
+
+def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
+    """Arm the injectors of ``--faults`` (:mod:`local.faults`); :func:`local.faults.follow.poll_faults` drives them."""
+    cfg, fleet, deployer = state.config, state.fleet, state.deployer
+    if not cfg.faults or fleet is None:
+        return
+    ddb = aws.client("dynamodb")
+
+    def leases() -> list[Any]:
+        items: list[dict[str, Any]] = []
+        kw: dict[str, Any] = {"TableName": aws.names.leases_table, "ConsistentRead": True}
+        while True:
+            page = ddb.scan(**kw)
+            items.extend(page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return leases_from_items(items)
+            kw["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def status() -> str:
+        return str(deployer.ctl.state().status)
+
+    if "worker-kill" in cfg.faults:
+        state.faults.append(WorkerKill(fleet.processes, leases, status, lease_s=WorkerSettings().lease_s,
+                                       fallback_after_s=0.6 * cfg.duration_s))
+    if "spark-kill" in cfg.faults:
+        def restart() -> procs.Child:
+            state.spark = start_spark(state, aws)
+            say(state, f"Spark job restarted on its checkpoint (pid {state.spark.pid})")
+            return state.spark
+
+        # in the last steady phase, after the hotspot ramp: no snapshot comes until the restarted job wrote one (a JVM
+        # start plus a window and its watermark, 78 s in a measured --quick run), and a Spark outage during a load
+        # shift delays rebalancing by that much (that run, killed during the ramp, had one of 20 worker-windows at
+        # 105% of the cap); recovered once the new job wrote a snapshot, the tail waits for it
+        state.faults.append(SparkKill(lambda: state.spark, restart, status, delay_s=0.8 * cfg.duration_s,
+                                      deadline_s=SPARK_START_TIMEOUT_S + 3 * cfg.window_s))
+    if "deployer-crash" in cfg.faults:
+        from lambdas.common.records import read_active
+
+        ctl = deployer.ctl
+
+        def active() -> int | None:
+            pointer = read_active(ctl.control)
+            return pointer.version if pointer else None
+
+        state.faults.append(DeployerCrash(ctl.fleet, ctl.fleet_started, active, status,
+                                          deadline_s=ctl.fleet_start_grace_s + GREEN_TIMEOUT_S))
+    arm_data_faults(state, aws, status)
+    arm_hook_faults(state, leases)
+    say(state, f"faults armed: {', '.join(cfg.faults)}")
+
+
+def arm_hook_faults(state: RunState, leases: Callable[[], list[Any]]) -> None:
+    """Arm ``hook-fail`` and ``hook-timeout`` (:class:`local.faults.hooks.HookFault`) on the local ECS's hook calls."""
+    from lambdas.common.records import read_active
+
+    cfg, fleet, deployer = state.config, state.fleet, state.deployer
+    names = [n for n in cfg.faults if n in WHOLE_ONLY]
+    if not names or fleet is None or deployer is None:
+        return
+    ctl = deployer.ctl
+
+    def active() -> int | None:
+        pointer = read_active(ctl.control)
+        return pointer.version if pointer else None
+
+    def served(version: int) -> bool:
+        """Every slot of ``version`` leased (unexpired, not drained) by a running worker process."""
+        spec = state.observer.specs.get(version) if state.observer else None
+        if spec is None:
+            return False
+        alive = {p.pid for p in fleet.processes() if p.exited_at is None and p.child.alive()}
+        now = time.time()
+        held = {le.key for le in leases() if le.owner and le.expires_at > now and not le.drained and le.pid() in alive}
+        return all(lease_key(version, w.id) in held for w in spec.workers)
+
+    faults = [HookFault(n, ctl.state, active, lambda: list(deployer.reconciled), served,
+                        lease_s=WorkerSettings().lease_s) for n in names]
+    # a swap that another deploy fault is still open on is left alone (a rollback would leave that fault's swap
+    # unable to finish: deployer-crash recovers when its swap flips)
+    others = [f for f in state.faults if f.record.fault in ("deployer-crash", "worker-kill")]
+    state.faults.extend(faults)
+
+    def intercept(version: int, stage: str) -> str | None:
+        if any(f.record.injected_at is not None and not f.record.recovered for f in others):
+            return None
+        return next((f for f in (h.intercept(version, stage) for h in faults) if f is not None), None)
+
+    deployer.hook_fault = intercept
+
+
+class SnapshotBucket:
+    """The snapshots bucket as :class:`local.faults.snapshots.Store` (read, write, list manifests)."""
+
+    def __init__(self, aws: EmbeddedAws) -> None:
+        self._s3, self.bucket = aws.client("s3"), aws.names.snapshots_bucket
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            return bytes(self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())
+        except self._s3.exceptions.NoSuchKey:
+            return None
+
+    def put(self, key: str, body: bytes) -> None:
+        self._s3.put_object(Bucket=self.bucket, Key=key, Body=body)
+
+    def manifests(self) -> list[str]:
+        keys = []
+        for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix="snapshots/"):
+            keys += [o["Key"] for o in page.get("Contents", []) if o["Key"].endswith("/_manifest.json")]
+        return sorted(keys)
+
+
+def arm_data_faults(state: RunState, aws: EmbeddedAws, status: Any) -> None:
+    """Arm ``snapshot-corrupt``, ``snapshot-dup`` and ``stream-throttle`` (:mod:`local.faults.snapshots`, :mod:`local.faults.stream_throttle`).
+
+    Their moments, as shares of the replay after the first spec went live: corrupt snapshots at 20%, the held-back
+    window at 10% (it and a later window must be judged before the replay ends and the notifier stops), the
+    throttle at 30% for 15% of the replay; the kills come later (worker-kill at the next swap, spark-kill at 80%).
+    """
+    cfg, notifier, bucket = state.config, state.notifier, SnapshotBucket(aws)
+    assert notifier is not None
+    judged_within = 3 * cfg.window_s + WATERMARK_S + 30.0  # a window, its watermark and trigger, the partitioner
+    if "snapshot-corrupt" in cfg.faults:
+        state.faults.append(SnapshotCorrupt(bucket, lambda: list(notifier.invocations), state.desired_after, status,
+                                            delay_s=0.2 * cfg.duration_s, deadline_s=judged_within))
+    if "snapshot-dup" in cfg.faults:
+        s3 = aws.client("s3")
+
+        def deliver(key: str) -> Any:
+            head = s3.head_object(Bucket=bucket.bucket, Key=key)
+            event = s3_object_created(bucket.bucket, key, int(head["ContentLength"]), str(head.get("ETag", "")))
+            result = notifier.handler(event, LambdaContext("georebal-partitioner"))
+            first = (result.get("results") or [{}])[0]
+            say(state, f"snapshot {key.split('/')[1]}: delivered by the fault: {first.get('status')} "
+                       f"({first.get('reason')})")
+            return result
+
+        state.faults.append(SnapshotDup(bucket, lambda: list(notifier.invocations), notifier.seen.add, deliver, status,
+                                        window_s=cfg.window_s, delay_s=0.1 * cfg.duration_s,
+                                        deadline_s=2 * judged_within))
+    if "stream-throttle" in cfg.faults:
+        replayer, output, router = state.replayer, state.output, state.router
+        assert replayer is not None and output is not None and router is not None
+        state.faults.append(StreamThrottle(
+            aws.server.throttle, geo_stream_prefix(cfg.prefix), lambda: replayer.sent_ids, lambda: output.ids,
+            lambda: router.failed_items, status, delay_s=0.3 * cfg.duration_s, duration_s=0.15 * cfg.duration_s,
+            share=0.5, deadline_s=0.15 * cfg.duration_s + cfg.drain_timeout_s))

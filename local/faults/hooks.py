@@ -1,0 +1,122 @@
+"""``hook-fail`` and ``hook-timeout``: an ECS lifecycle hook invocation fails, and ECS rolls the deployment back.
+
+Only in ``--swap-mode whole``, where a swap is an ECS blue/green service deployment with lifecycle hooks
+(:class:`local.deploy.DeployDriver` plays it); see :class:`HookFault`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, Protocol
+
+from local.faults.record import TAKEOVER_LEASES, FaultRecord
+
+
+class HookFailure(NamedTuple):
+    """One hook fault: the lifecycle stage whose invocation fails, how it fails, and whether that is before the flip."""
+
+    stage: str
+    how: str
+    pre_flip: bool
+
+
+HOOK_FAULTS = {
+    "hook-fail": HookFailure("POST_SCALE_UP", "failed: the function errored before it returned a hookStatus", True),
+    "hook-timeout": HookFailure("POST_PRODUCTION_TRAFFIC_SHIFT", "timed out: the function returned no hookStatus",
+                                False),
+}
+
+
+class Reconcile(NamedTuple):
+    """What the deployer's :func:`lambdas.deploy.code.reconcile_fleet` did (``what``: a ``Reconciled`` value), when,
+    and the deploy version then (:attr:`local.deploy.DeployDriver.reconciled`)."""
+
+    at: float
+    what: str
+    version: int | None
+
+
+class DeployView(Protocol):
+    """What :class:`HookFault` reads of the controller's state (:class:`lambdas.deploy.controller.DeployState`)."""
+
+    @property
+    def version(self) -> int | None: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def old_version(self) -> int | None: ...
+
+
+class HookFault:
+    """Inject and follow ``hook-fail`` (before the flip) or ``hook-timeout`` (after it), ``whole`` mode only.
+
+    The local ECS (:class:`local.deploy.DeployDriver`) asks :meth:`intercept` before each lifecycle hook call; the
+    first call of this fault's stage in a deployment that has a blue version fails, and ECS rolls the deployment
+    back whatever the hook would have answered ("If your function doesn't return a valid hookStatus, or if it
+    fails, Amazon ECS rolls back the deployment",
+    https://docs.aws.amazon.com/AmazonECS/latest/developerguide/lambda-lifecycle-hooks.html): the green tasks stop
+    and the service runs blue's revision again. The deployer (:func:`lambdas.deploy.code.reconcile_fleet`) must
+
+    * before the flip (``hook-fail`` at ``POST_SCALE_UP``): mark the version rolled back at once, blue serving;
+    * after the flip (``hook-timeout`` at ``POST_PRODUCTION_TRAFFIC_SHIFT``, the router already follows green):
+      deploy the live version again before a lease duration passes without a running worker of it.
+
+    *Detected* when the deployer reconciled (``reconciled`` entries after the injection), *recovered* when the
+    router's version has every slot served by a running worker (``served``) and, before the flip, the version is
+    marked rolled back; within :data:`TAKEOVER_LEASES` lease durations.
+    """
+
+    def __init__(self, fault: str, deploy: Callable[[], DeployView], active: Callable[[], int | None],
+                 reconciled: Callable[[], Sequence[Reconcile]], served: Callable[[int], bool], *,
+                 lease_s: float, clock: Callable[[], float] = time.time) -> None:
+        self.stage, self.failure, self.pre_flip = HOOK_FAULTS[fault]  # a HookFailure
+        self.deploy = deploy
+        self.active = active
+        self.reconciled = reconciled
+        self.served = served
+        self.clock = clock
+        self.record = FaultRecord(fault, deadline_s=TAKEOVER_LEASES * lease_s)
+        self._version: int | None = None
+        self._blue: int | None = None
+
+    def intercept(self, version: int, stage: str) -> str | None:
+        """How this hook invocation fails (None: it runs normally)."""
+        if self.record.injected_at is not None or stage != self.stage:
+            return None
+        st, active = self.deploy(), self.active()
+        flipped = active is not None and active >= version
+        if st.version != version or st.old_version is None or flipped == self.pre_flip:
+            return None
+        self._version, self._blue = version, st.old_version
+        self.record.injected_at = self.clock()
+        self.record.mid_swap = True
+        self.record.target = (f"lifecycle hook {stage} of the ECS deployment of v{version} (blue v{st.old_version}, "
+                              f"{'before' if self.pre_flip else 'after'} the flip): the invocation {self.failure}")
+        return self.failure
+
+    def poll(self) -> None:
+        r, v = self.record, self._version
+        if r.injected_at is None or v is None or r.recovered_at is not None:
+            return
+        now = self.clock()
+        want = "rolled_back" if self.pre_flip else "redeployed"
+        seen = [e.at for e in self.reconciled() if e.what == want and e.at >= r.injected_at]
+        if r.detected_at is None and seen:
+            r.detected_at = seen[0]
+        if r.detected_at is None:
+            return
+        active = self.active()
+        if self.pre_flip:
+            st = self.deploy()
+            if st.version == v and st.status == "rolled_back" and active is not None and active < v and self.served(active):
+                r.recovered_at = now
+                r.did = (f"ECS rolled v{v} back; the deployer marked v{v} rolled back {r.detected_at - r.injected_at:.1f}s "
+                         f"later (not after GREEN_TIMEOUT_S); blue v{active} kept serving")
+        elif active == v and self.served(v):
+            r.recovered_at = now
+            r.did = (f"ECS rolled v{v} back after the flip (its tasks stopped, blue v{self._blue}'s revision back); "
+                     f"the deployer deployed v{v} again {r.detected_at - r.injected_at:.1f}s later; every v{v} slot "
+                     f"served by a running worker {now - r.injected_at:.1f}s after the failure")

@@ -1,0 +1,74 @@
+"""``stream-throttle``: the local AWS refuses a share of the geo streams' PutRecords and GetRecords for a while.
+
+The refusal is Kinesis's own (``ProvisionedThroughputExceededException``, :class:`local.aws.KinesisThrottle`); the
+router and the workers must ride it out without losing an event.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from local.faults.record import IN_SWAP, FaultRecord, LiveDelay
+
+
+class Throttle(Protocol):
+    """What :class:`StreamThrottle` needs of the server's hook (:class:`local.aws.KinesisThrottle`)."""
+
+    until: float
+    refused: int
+    passed: int
+    first_refused_at: float | None
+
+    def start(self, stream_prefix: str, share: float, duration_s: float, seed: int = 0) -> None: ...
+
+
+class StreamThrottle:
+    """Inject and follow ``stream-throttle``: for ``duration_s`` the local AWS refuses ``share`` of the geo streams'
+    PutRecords and GetRecords with ``ProvisionedThroughputExceededException`` (:class:`local.aws.KinesisThrottle`).
+
+    *Detected* at the first refused call (the router and the workers see the error), *recovered* once the throttle
+    ended and every event sent before its end came out of the workers: the router (its event source mapping
+    re-delivers failed items) and the workers (the SDK's retries, then their poll loop) rode it out.
+    """
+
+    def __init__(self, throttle: Throttle, stream_prefix: str, sent_ids: Callable[[], Sequence[str]],
+                 out_ids: Callable[[], set[str]], router_failures: Callable[[], int], deploy_status: Callable[[], str],
+                 *, delay_s: float, duration_s: float, share: float, deadline_s: float,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.throttle = throttle
+        self.stream_prefix = stream_prefix
+        self.sent_ids = sent_ids
+        self.out_ids = out_ids
+        self.router_failures = router_failures
+        self.deploy_status = deploy_status
+        self.duration_s, self.share = duration_s, share
+        self.clock = clock
+        self._delay = LiveDelay(deploy_status, delay_s)
+        self.record = FaultRecord("stream-throttle", deadline_s=deadline_s)
+        self._sent_before_end: int | None = None
+        self._router_before = 0
+
+    def poll(self) -> None:
+        now = self.clock()
+        if self.record.injected_at is None:
+            if self._delay.due(now):
+                self._router_before = self.router_failures()
+                self.throttle.start(self.stream_prefix, self.share, self.duration_s)
+                self.record.injected_at = now
+                self.record.mid_swap = self.deploy_status() in IN_SWAP
+                self.record.target = (f"{100 * self.share:.0f}% of PutRecords/GetRecords on {self.stream_prefix}* "
+                                      f"refused for {self.duration_s:g}s")
+            return
+        if self.record.detected_at is None and self.throttle.first_refused_at is not None:
+            self.record.detected_at = self.throttle.first_refused_at
+        if now < self.throttle.until or self.record.recovered_at is not None:
+            return
+        if self._sent_before_end is None:
+            self._sent_before_end = len(self.sent_ids())
+        if self.record.detected_at is not None and set(self.sent_ids()[:self._sent_before_end]) <= self.out_ids():
+            self.record.recovered_at = now
+            self.record.did = (f"{self.throttle.refused} of {self.throttle.refused + self.throttle.passed} calls refused; "
+                               f"router re-delivered {self.router_failures() - self._router_before} failed items; "
+                               f"all {self._sent_before_end} events sent before the end came out")

@@ -1,0 +1,122 @@
+"""Watching the running loop: the replay phase, the tail phase, the progress line and the fail-fast checks.
+
+:func:`replay_phase` follows the replay until it sent its last event; :func:`tail_phase` then stops rebalancing
+and waits for every event to come out and deployments (and faults) to finish. Both poll the faults
+(:mod:`local.faults.follow`), announce flips and fail fast when a component died (:func:`check_children`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from local.dataset import Scenario
+from local.faults.follow import fault_pending, poll_faults
+from local.loops import LoopThread
+from local.state import RunState, say
+
+#: The tail gives up after drain_timeout_s without new output, and never waits longer than this
+#: many drain timeouts in total.
+TAIL_HARD_LIMIT_FACTOR = 3
+
+
+def status_line(state: RunState) -> str:
+    """The progress line: events, snapshots, specs, active version, workers, flips, output."""
+    r, n, o, f = state.replayer, state.notifier, state.observer, state.fleet
+    sent = len(r.sent_ids) if r else 0
+    specs = sorted(v for v, s in (o.specs.items() if o else []) if s is not None)
+    per_version = " ".join(f"v{v}:{f.alive(v)}" for v in f.versions()) if f else ""
+    phase = "warm-up" if r is None or r.warming_up else f"replay {100 * r.fraction:3.0f}%"
+    if r is not None and r.started_at is not None:
+        assert state.scenario is not None
+        phase += f" {state.scenario.phase(r.fraction)} (sim {state.scenario.sim_time(r.fraction):%H:%M} UTC)"
+    return (f"t={time.time() - state.started_at:5.0f}s  {phase}  "
+            f"sent {sent}  routed {state.router.records_in if state.router else 0}  "
+            f"out {len(state.output.ids) if state.output else 0}  snapshots {len(n.invocations) if n else 0}  "
+            f"specs {','.join(f'v{v}' for v in specs) or '-'}  "
+            f"active {f'v{o.active_version}' if o and o.active_version else '-'}  "
+            f"workers {f.alive() if f else 0} ({per_version})  flips {len(o.flips) if o else 0}")
+
+
+def progress(state: RunState, last_print: float) -> float:
+    """Redraw the status line (TTY, every second) or print it (logs, every 5 s)."""
+    now = time.time()
+    if sys.stdout.isatty():
+        print("\r\x1b[2K" + status_line(state), end="", flush=True)
+        return now
+    if now - last_print >= 5.0:
+        print(status_line(state), flush=True)
+        return now
+    return last_print
+
+
+def check_children(state: RunState) -> None:
+    """Fail fast when a loop died or the Spark job exited."""
+    for loop in (state.notifier, state.router, state.observer, state.deployer, state.replayer):
+        if isinstance(loop, LoopThread) and loop.fatal:
+            raise RuntimeError(f"{loop.name} stopped: {loop.fatal}")
+    if state.spark is not None and not state.spark.alive() and not any(
+            getattr(f, "owns_exit", lambda: False)() for f in state.faults):
+        raise RuntimeError(f"the Spark job exited with code {state.spark.popen.returncode}; "
+                           f"last log lines:\n{state.spark.tail()}")
+
+
+def announce_flips(state: RunState, seen: int) -> int:
+    """Say every flip the observer saw after the first ``seen``; return how many it saw."""
+    assert state.observer is not None
+    flips = state.observer.flips
+    for old, new, _at in flips[seen:]:
+        say(state, f"FLIP active spec v{old if old is not None else '-'} -> v{new}")
+    return len(flips)
+
+
+def replay_phase(state: RunState, scenario: Scenario) -> None:
+    """Watch the replay until it is done: progress, phases, flips, output."""
+    assert state.replayer is not None and state.output is not None
+    last_print, flips_seen, last_out_read, phase = 0.0, 0, 0.0, ""
+    while not state.replayer.done:
+        time.sleep(0.25)
+        check_children(state)
+        poll_faults(state)
+        flips_seen = announce_flips(state, flips_seen)
+        if state.replayer.started_at is not None and scenario.phase(state.replayer.fraction) != phase:
+            phase = scenario.phase(state.replayer.fraction)
+            say(state, f"replay phase: {phase} (simulated {scenario.sim_time(state.replayer.fraction):%H:%M} UTC)")
+        if time.time() - last_out_read > 5:
+            state.output.refresh()
+            last_out_read = time.time()
+        last_print = progress(state, last_print)
+    state.flips_announced = flips_seen
+
+
+def tail_phase(state: RunState) -> None:
+    """After the replay: stop rebalancing, wait for every event to come out and deployments to end."""
+    assert state.replayer is not None and state.output is not None and state.notifier is not None
+    cfg = state.config
+    state.replay_ended_at = time.time()
+    state.notifier.stop()  # the stream ended: no more rebalancing, let in-flight deployments finish
+    say(state, f"replay done: {len(state.replayer.sent_ids)} valid events and "
+               f"{sum(state.replayer.bad_sent.values())} bad ones sent; snapshot notifications stopped; "
+               f"waiting for every event to come out and deployments to finish (gives up after "
+               f"{cfg.drain_timeout_s:g}s without new output, or {TAIL_HARD_LIMIT_FACTOR * cfg.drain_timeout_s:g}s)")
+    last_print, flips_seen = 0.0, state.flips_announced
+    sent = set(state.replayer.sent_ids)
+    hard_deadline = time.time() + TAIL_HARD_LIMIT_FACTOR * cfg.drain_timeout_s
+    last_progress, seen_out = time.time(), len(state.output.ids)
+    while time.time() < hard_deadline and (time.time() - last_progress < cfg.drain_timeout_s or fault_pending(state)):
+        time.sleep(1.0)
+        check_children(state)
+        poll_faults(state)
+        flips_seen = announce_flips(state, flips_seen)
+        state.output.refresh()
+        if len(state.output.ids) > seen_out:  # still draining: a slow machine gets more time, a stall does not
+            last_progress, seen_out = time.time(), len(state.output.ids)
+        last_print = progress(state, last_print)
+        if sent <= state.output.ids and state.deployer.idle() and all(f.record.recovered for f in state.faults
+                                                                         if f.record.injected_at is not None):
+            break
+    state.output.refresh()
+    state.drained_cleanly = sent <= state.output.ids
+    in_flight = "" if state.deployer.idle() else f"; deployment still in flight at shutdown: {state.deployer.describe()}"
+    say(state, ("all events out" if state.drained_cleanly else
+                f"tail timeout: {len(sent - state.output.ids)} events not out yet") + in_flight)

@@ -1,0 +1,176 @@
+"""The report put together: ``report.txt`` (also printed), ``report.json``, the spec files and figures; the exit code.
+
+:func:`finish` lays the sections out in this order: utilisation at the workers (:mod:`local.report.utilisation`),
+the timeline, the spec sections (:mod:`local.report.specs`), the flips (:mod:`local.report.flips`), quarantined
+events and events in vs out (:func:`io_lines`), the swaps (:mod:`local.report.swaps`), the AWS budget
+(:mod:`local.calls`), the invariants and what the run showed (:mod:`local.report.invariants`), then a summary.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from local import calls
+from local.output import Delivery, delivery
+from local.report import specs, swaps
+from local.report.figures import utilisation_figure
+from local.report.flips import flip_times, flips_section
+from local.report.invariants import Check, checks, demonstrated, loops
+from local.report.utilisation import as_percent, utilisation_json, utilisation_section
+from local.report.worker_load import Span, WorkerLoad, live_spans, measure, measured_span
+from local.state import RunState
+
+
+def measure_run(state: RunState) -> WorkerLoad:
+    """Utilisation at the workers (:mod:`local.report.worker_load`) for this run."""
+    cfg, r = state.config, state.replayer
+    records = state.output.records if state.output else []
+    live_from = r.started_at if r is not None and r.started_at is not None else float("inf")
+    replay_end = r.ended_at if r is not None and r.ended_at is not None else (state.replay_ended_at or 0.0)
+    span = measured_span(records, live_from, replay_end) if live_from < float("inf") else Span(0.0, 0.0)
+    return measure(records, state.live.get("costs", []), live_spans(flip_times(state)), span, cfg.window_s, cfg.cap)
+
+
+def io_lines(state: RunState, d: Delivery) -> list[str]:
+    """Quarantined events by reason, and events in vs out."""
+    q = state.live.get("quarantine")
+    bad = state.replayer.bad_sent if state.replayer else {}
+    lines = ["", "QUARANTINED EVENTS (injected on purpose: one per reason code, bad_type twice)",
+             f"  injected: {sum(bad.values())} {dict(sorted(bad.items()))}"]
+    if q is not None:
+        lines.append(f"  quarantined records: {q.total} by reason {dict(sorted(q.by_reason.items()))} "
+                     f"by writer {q.by_writer}")
+    return [*lines, "", "EVENTS IN vs OUT", f"  valid events sent {d.sent}; enriched records {d.out_records}; unique "
+            f"event_ids out {d.out_unique}; duplicates (at-least-once, removed by dedupe) {d.duplicates}; "
+            f"lost {d.lost}; unexpected {d.unexpected}",
+            f"  router: {state.router.records_in if state.router else 0} ingest records read, "
+            f"{state.router.invocations if state.router else 0} invocations, "
+            f"{state.router.failed_items if state.router else 0} batch item failures retried",
+            f"  cost reports by version: {state.live.get('cost_reports', {})}"]
+
+
+@dataclass(frozen=True, slots=True)
+class Sections:
+    """The report's sections up to the swaps, and what the invariants and ``report.json`` take from them."""
+
+    text: list[str]
+    spec_json: dict[str, Any]
+    figures: list[Path]
+    flips: list[dict[str, Any]]
+    delivered: Delivery
+    swap_report: swaps.SwapsReport
+    #: parts of the report that could not be written (they fail "the report was written completely")
+    errors: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Every invariant, the loops' errors and what the run showed."""
+
+    checks: list[Check]
+    loop_errors: list[tuple[str, str]]
+    shown: list[tuple[str, bool, str]]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+def sections(state: RunState, load: WorkerLoad, wall: float) -> Sections:
+    """Write the spec files and figures; lay out every section from the header to the swaps."""
+    cfg = state.config
+    text = ["", "=" * 100, f"GEO REBALANCER LOCAL RUN: {wall:.0f}s wall, dataset {cfg.dataset!r}, "
+            f"{cfg.rate:g} events/s for {cfg.duration_s:g}s at {cfg.speed:g}x, cap {cfg.cap:g} per "
+            f"{cfg.window_s:g}s window, seed {cfg.seed}", "=" * 100, "", *utilisation_section(state, load),
+            "", "TIMELINE", *state.events_log, ""]
+    report_errors: list[str] = []
+    try:
+        spec_json, spec_lines, figures = specs.write(state)
+    except Exception as exc:  # another component's library broke: still write the rest of the report
+        report_errors.append(f"spec sections (tables, comparisons, maps, GeoJSON) failed: {type(exc).__name__}: {exc}")
+        spec_json, spec_lines, figures = {}, [f"SPEC SECTIONS FAILED: {report_errors[-1]}"], []
+    text += spec_lines
+    built_for = {int(v): e["metrics"]["max_utilisation"] for v, e in spec_json.get("versions", {}).items()
+                 if "metrics" in e}
+    flips, flip_lines = flips_section(state, load, built_for)
+    text += ["", *flip_lines]
+    try:
+        figures += utilisation_figure(state, load, flip_times(state))
+    except Exception as exc:
+        report_errors.append(f"utilisation figure failed: {type(exc).__name__}: {exc}")
+    report_errors += state.live.get("cost_problems", [])[:5]
+    sent = state.replayer.sent_ids if state.replayer else []
+    d = delivery(sent, state.output.records if state.output else [])
+    text += io_lines(state, d)
+    swaps_rep = swaps.from_run(state.observer, state.fleet, state.output.processed if state.output else [])
+    text += ["", *swaps.report_lines(swaps_rep)]
+    return Sections(text, spec_json, figures, flips, d, swaps_rep, report_errors)
+
+
+def invariants(state: RunState, load: WorkerLoad, body: Sections) -> tuple[Verdict, list[str]]:
+    """Judge the run; also return the AWS budget section (empty when this process counted no call)."""
+    results = checks(state, load)
+    results += [Check(name, ok, detail) for name, ok, detail in swaps.checks(body.swap_report, state.config.swap_mode)]
+    results.append(Check("the report was written completely", not body.errors, "; ".join(body.errors) or "ok"))
+    budget: list[str] = []
+    if state.calls is not None:
+        budget_lines, below = calls.section(state.calls, state.config.out / "calls")
+        budget = ["", *budget_lines]
+        results.append(Check("every AWS API at or below half its documented quota (local/calls.py)", not below,
+                             "; ".join(below) or "ok"))
+    errors = [(loop.name, e) for loop in loops(state) for e in loop.errors]
+    return Verdict(results, errors, demonstrated(state, body.spec_json)), budget
+
+
+def closing(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict, wall: float) -> list[str]:
+    """The invariants, the loop errors, what the run showed, the files, the summary and the result."""
+    errors = verdict.loop_errors
+    text = ["", "INVARIANTS"] + [f"  [{'PASS' if c.ok else 'FAIL'}] {c.name}: {c.detail}" for c in verdict.checks]
+    if errors:
+        text += ["", f"LOOP ERRORS ({len(errors)}; first 5)"] + [f"  {n}: {e.strip()[-600:]}" for n, e in errors[:5]]
+    text += ["", "WHAT THIS RUN SHOWED"] + [f"  [{'yes' if ok else 'NO '}] {what}: {detail}"
+                                          for what, ok, detail in verdict.shown]
+    text += ["", f"files in {state.config.out}: " + ", ".join(["report.txt", "report.json",
+                                                               *(p.name for p in body.figures),
+                                                               "specs/v*.json", "specs/v*.geojson", "logs/"])]
+    oc, d = load.over_cap(), body.delivered
+    text.append(f"SUMMARY: {oc.over} of {oc.worker_windows} worker-windows over the cap ({100 * oc.share:.1f}%), worst "
+                f"{as_percent(oc.worst.utilisation if oc.worst else None)} at the workers; events in {d.sent}, out "
+                f"{d.out_unique} unique; {len(body.flips)} flips; {wall:.0f}s wall")
+    text.append(f"RESULT: {'OK' if verdict.ok else 'FAILED'}")
+    return text
+
+
+def document(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict, wall: float) -> dict[str, Any]:
+    """``report.json``: the configuration, the timeline and every section as data."""
+    cfg = state.config
+    return {"config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()} | {"cap": cfg.cap},
+            "wall_s": wall, "timeline": state.events_log, "specs": body.spec_json, "flips": body.flips,
+            "utilisation": utilisation_json(load),
+            "quarantine": asdict(q) if (q := state.live.get("quarantine")) is not None else None,
+            "bad_injected": state.replayer.bad_sent if state.replayer else {},
+            "delivery": asdict(body.delivered), "invariants": [asdict(c) for c in verdict.checks],
+            "loop_errors": [{"loop": n, "error": e} for n, e in verdict.loop_errors], "ok": verdict.ok,
+            "figures": [p.name for p in body.figures],
+            "demonstrated": [{"what": w, "ok": ok, "detail": d} for w, ok, d in verdict.shown],
+            **swaps.report_json(body.swap_report)}
+
+
+def finish(state: RunState) -> int:
+    """Print and write the report; return 0 if every invariant held, else 1."""
+    cfg = state.config
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    wall = (state.finished_at or time.time()) - state.started_at
+    load = measure_run(state)
+    body = sections(state, load, wall)
+    verdict, budget = invariants(state, load, body)
+    report_text = "\n".join(body.text + budget + closing(state, load, body, verdict, wall))
+    print(report_text, flush=True)
+    (cfg.out / "report.txt").write_text(report_text + "\n")
+    (cfg.out / "report.json").write_text(json.dumps(document(state, load, body, verdict, wall), indent=1,
+                                                    default=str) + "\n")
+    return 0 if verdict.ok else 1

@@ -1,0 +1,92 @@
+"""The report's INVARIANTS (exit 1 when one breaks) and WHAT THIS RUN SHOWED (what a run is meant to show).
+
+The invariants of the loop itself: delivery, lease safety, flip safety, served, the cap at the workers and the
+components (:func:`checks`); the swap invariants are :func:`local.report.swaps.checks`, the AWS budget
+:func:`local.calls.section`. See :mod:`local.report` for what each means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from local.fleet import WorkerSettings
+from local.output import delivery
+from local.report.utilisation import as_percent
+from local.report.worker_load import MAX_OVER_CAP_SHARE, MAX_UTILISATION, WorkerLoad
+from local.state import RunState
+
+
+@dataclass(frozen=True)
+class Check:
+    """One invariant: name, whether it held, and the evidence."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def checks(state: RunState, load: WorkerLoad) -> list[Check]:
+    """Evaluate the invariants of the module docstring."""
+    out: list[Check] = []
+    sent = state.replayer.sent_ids if state.replayer else []
+    d = delivery(sent, state.output.records if state.output else [])
+    problems = state.output.problems if state.output else []
+    out.append(Check("no event lost or invented (after dedupe by event_id)", d.ok and not problems,
+                     f"in {d.sent}, out {d.out_unique} unique of {d.out_records} records "
+                     f"({d.duplicates} at-least-once duplicates removed), lost {d.lost} {list(d.lost_sample)}, "
+                     f"unexpected {d.unexpected} {list(d.unexpected_sample)}, unreadable lines {len(problems)}"))
+    obs = state.observer
+    lease_v = [v for v in (obs.violations if obs else []) if v.startswith("two owners")]
+    out.append(Check("never two owners of one lease", obs is not None and not lease_v,
+                     f"{len(obs.owner_changes) if obs else 0} owner changes seen; " + ("; ".join(lease_v) or "ok")))
+    flip_v = [v for v in (obs.violations if obs else []) if v.startswith("flip")]
+    out.append(Check("no flip before green was ready", obs is not None and not flip_v,
+                     f"{len(obs.flips) if obs else 0} flips; " + ("; ".join(flip_v) or "ok")))
+    other_v = [v for v in (obs.violations if obs else []) if not v.startswith(("two owners", "flip"))]
+    oc = load.over_cap()
+    worst = f"{as_percent(oc.worst.utilisation)} ({oc.worst.key})" if oc.worst else "-"
+    out.append(Check(f"at most {100 * MAX_OVER_CAP_SHARE:g}% of worker-windows over the cap and none above "
+                     f"{100 * MAX_UTILISATION:.0f}%, measured at the workers", oc.ok,
+                     f"{oc.over} of {oc.worker_windows} worker-windows over the cap ({100 * oc.share:.1f}%), "
+                     f"{oc.above_limit} above {100 * MAX_UTILISATION:.0f}%, worst {worst}"
+                     + ("" if oc.worker_windows else "; no worker-window measured")))
+    gap, gap_v = obs.longest_unserved() if obs is not None else (0.0, None)
+    lease_s = WorkerSettings().lease_s
+    out.append(Check(f"the router never pointed at a version with no running worker for longer than one lease "
+                     f"({lease_s:g}s)", obs is not None and gap <= lease_s,
+                     f"longest span without a running worker of the active version: {gap:.1f}s"
+                     + (f" (v{gap_v})" if gap_v is not None else "") + f"; {len(obs.unserved) if obs else 0} span(s)"))
+    loop_errors = {loop.name: loop.errors for loop in loops(state) if loop.errors}
+    fatal = state.failure or state.interrupted or next((f"{loop.name}: {loop.fatal}" for loop in loops(state)
+                                                       if loop.fatal), None)
+    out.append(Check("components ran to the end and every event came out before the tail timeout",
+                     fatal is None and state.drained_cleanly and not other_v,
+                     f"failure: {fatal or 'none'}; all events out: {state.drained_cleanly}; "
+                     f"loop errors: {sum(len(e) for e in loop_errors.values())}; other: {other_v or 'none'}"))
+    return out
+
+
+def demonstrated(state: RunState, spec_json: dict[str, Any]) -> list[tuple[str, bool, str]]:
+    """What the run was meant to show (not invariants: a short run may not reach all of them)."""
+    obs = state.observer
+    rebalances = [(o, n) for o, n, _ in (obs.flips if obs else []) if o is not None]
+    rows = spec_json.get("comparisons", [])
+    declined = [r for r in rows if r.get("status") == "held"]
+    compared = [r for r in rows if r.get("published") and "old_mismatch" in r]
+    worst = max(compared, key=lambda r: r["old_mismatch"], default=None)
+    return [
+        ("at least two rebalances with blue/green flips", len(rebalances) >= 2,
+         ", ".join(f"v{o}->v{n}" for o, n in rebalances) or "none"),
+        ("the policy declining a redeploy", bool(declined),
+         f"{len(declined)} snapshot(s) held" + (f", e.g. {declined[0]['declined'][:150]}" if declined else "")),
+        ("old spec under new load vs rebuilt spec (seed 000; the snapshot's estimate)", worst is not None,
+         f"largest: v{worst['old_version']} at {100 * worst['old_mismatch']:.0f}% of the cap under the snapshot that "
+         f"triggered v{worst['new_version']} (rebuilt: {100 * worst['new_mismatch']:.0f}%)" if worst
+         else "no rebalance compared"),
+    ]
+
+
+def loops(state: RunState) -> list[Any]:
+    """The loop threads the run started (each has a ``name``, ``errors`` and ``fatal``)."""
+    return [x for x in (state.replayer, state.notifier, state.router, state.deployer, state.observer) if x is not None]

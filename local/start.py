@@ -1,0 +1,112 @@
+"""Bringing the loop up: the scenario, moto as AWS, then Spark, the loops, the fleet and the replay, in that order.
+
+:func:`build_scenario` draws the load scenario from the seed, :func:`start_aws` starts moto and creates the
+resources, :func:`start_services` starts every component (see the picture in :mod:`local.run`) and arms the faults
+of ``--faults`` (:mod:`local.faults.arm`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from local.aws import EmbeddedAws, start_moto
+from local.calls import CALL_LOG_DIR, count_this_process
+from local.dataset import EventFactory, Places, Scenario, choose_hotspot, load_places
+from local.deploy import DeployDriver
+from local.environment import DRAIN_TIMEOUT_S, GREEN_TIMEOUT_S, REPO_ROOT, handler_env
+from local.faults.arm import arm_faults
+from local.faults.deployer_crash import CrashingFleet
+from local.fleet import LocalFleet, WorkerSettings
+from local.loops import Invocation, ManifestNotifier, RouterPoller, load_handler
+from local.observe import ControlObserver
+from local.outcomes import summarise
+from local.output import EnrichedReader
+from local.replay import Replayer
+from local.spark import start_spark, wait_for_spark
+from local.state import RunState, say
+from partitioner.aws_budget.calls import CallLog
+from partitioner.contracts import ControlKey
+
+#: How long the replay may stay in warm-up (no active spec yet) before the run fails.
+WARMUP_TIMEOUT_S = 240.0
+
+
+def build_scenario(state: RunState) -> tuple[Places, Scenario]:
+    """Load the places and draw the scenario (start hour, hotspot) from the seed."""
+    cfg = state.config
+    places = load_places(cfg.dataset)
+    rng = np.random.default_rng(cfg.seed)
+    scenario = Scenario(start_utc_hour=float(rng.uniform(3.0, 6.0)), shift_s=cfg.shift_s,
+                        hotspot_place=choose_hotspot(places, rng))
+    state.scenario, state.places_source = scenario, places.source
+    state.hotspot_name = places.names[scenario.hotspot_place]
+    return places, scenario
+
+
+def start_aws(state: RunState) -> EmbeddedAws:
+    """Start moto, point this process's handlers at it, create the resources."""
+    cfg = state.config
+    aws = start_moto(cfg.prefix)
+    state.aws = aws
+    os.environ.update(aws.environment(handler_env(cfg)))
+    # The in-process partitioner balances on event counts, so the cap and the utilisation the report
+    # measures share one unit; workers still write cost reports (counted in the report).
+    os.environ.pop("COSTS_BUCKET", None)
+    aws.create_resources(ingest_shards=2)
+    say(state, f"moto server (AWS) at {aws.endpoint_url}; stream, buckets and tables created "
+               f"(prefix {cfg.prefix}); cap {cfg.cap:g} events per {cfg.window_s:g}s window; policy: build to "
+               f"{100 * cfg.target_fill:.0f}%, redeploy above {100 * cfg.high_watermark:.0f}%, cooldown {cfg.cooldown_s:g}s")
+    return aws
+
+
+def on_invocation(state: RunState, aws: EmbeddedAws) -> Any:
+    """Return the notifier's callback: note the desired version after the call and announce it."""
+    ddb = aws.client("dynamodb")  # used by the notifier thread only
+
+    def report(inv: Invocation) -> None:
+        item = ddb.get_item(TableName=aws.names.control_table, Key={"pk": {"S": ControlKey.DESIRED}},
+                            ConsistentRead=True).get("Item")
+        desired = int(item["version"]["N"]) if item and "version" in item else None
+        before = max((v for v in state.desired_after.values() if v is not None), default=None)
+        state.desired_after[inv.key] = desired
+        what = f"ERROR {inv.error}" if inv.error else summarise(inv.result)
+        verdict = f"PUBLISHED v{desired}" if desired != before else "no new spec"
+        say(state, f"snapshot {inv.key.split('/')[1]}: {verdict} ({what})")
+    return report
+
+
+def start_services(state: RunState, aws: EmbeddedAws, places: Places, scenario: Scenario) -> None:
+    """Start Spark, then the observer, the S3 notifier, the router ESM, the deployer and the replay."""
+    cfg = state.config
+    state.calls = count_this_process(CallLog())  # before any handler makes its clients
+    partitioner_handler = load_handler("lambdas.partitioner.handler:handler")
+    router_handler = load_handler("lambdas.router.handler:handler")
+    state.spark = start_spark(state, aws)
+    say(state, f"Spark streaming job started (pid {state.spark.pid}, log {state.spark.log_path})")
+    wait_for_spark(state, state.spark)
+    state.fleet = LocalFleet({**aws.environment(handler_env(cfg)), CALL_LOG_DIR: str(cfg.out / "calls")},
+                             cfg.out / "logs", REPO_ROOT, WorkerSettings())
+    fleet_now = state.fleet
+    observer = state.observer = ControlObserver(
+        aws, alive_pids=lambda: {p.pid for p in fleet_now.processes() if p.exited_at is None and p.child.alive()})
+    state.notifier = ManifestNotifier(aws, partitioner_handler, on_invocation=on_invocation(state, aws))
+    state.router = RouterPoller(aws, router_handler, gate=lambda: observer.active_version is not None)
+    fleet: Any = state.fleet
+    if "deployer-crash" in cfg.faults:
+        fleet = CrashingFleet(state.fleet)  # the deployer's view of the fleet; the report reads state.fleet
+    state.deployer = DeployDriver(aws, fleet, say=lambda m: say(state, m),
+                                  green_timeout_s=GREEN_TIMEOUT_S, drain_timeout_s=DRAIN_TIMEOUT_S)
+    state.output = EnrichedReader(aws.client("s3"), aws.names.output_bucket)
+    state.replayer = Replayer(aws.client("kinesis"), aws.names.ingest_stream, EventFactory(places, scenario, cfg.seed),
+                              cfg.rate, cfg.duration_s, live=lambda: observer.active_version is not None,
+                              warmup_timeout_s=WARMUP_TIMEOUT_S, align_s=cfg.window_s)
+    for loop in (state.observer, state.notifier, state.router, state.deployer, state.replayer):
+        loop.start()
+    arm_faults(state, aws)
+    say(state, f"replaying {len(places)} places of {places.source!r} at {cfg.rate:g} events/s: warm-up at "
+               f"simulated {scenario.sim_time(0):%H:%M} UTC until the first spec is active, then {cfg.duration_s:g}s: "
+               f"steady, day/night shift ({cfg.speed:g}x simulated time), new hotspot {state.hotspot_name!r} "
+               f"ramping, steady; pace: {cfg.pace()}")

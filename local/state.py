@@ -1,0 +1,66 @@
+"""What one local run started and saw: :class:`RunState`, filled while the loop runs and read by the report.
+
+Every part of the loop (:mod:`local.start`, :mod:`local.phases`, :mod:`local.faults`) writes into the state and
+:func:`say` keeps the notable events for the report's timeline; :mod:`local.report` reads the state after the loop
+stopped. The state imports only the components it holds, never the modules that fill or read it.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from local import procs
+from local.aws import EmbeddedAws
+from local.config import RunConfig
+from local.dataset import Scenario
+from local.fleet import LocalFleet
+from local.loops import ManifestNotifier, RouterPoller
+from local.observe import ControlObserver
+from local.output import EnrichedReader
+from local.replay import Replayer
+from partitioner.aws_budget.calls import CallLog
+
+
+@dataclass
+class RunState:
+    """Everything the report needs after the loop stopped."""
+
+    config: RunConfig
+    started_at: float
+    aws: EmbeddedAws | None = None
+    replayer: Replayer | None = None
+    notifier: ManifestNotifier | None = None
+    router: RouterPoller | None = None
+    observer: ControlObserver | None = None
+    #: the AWS calls of the handlers run in this process (the workers write theirs to <out>/calls/)
+    calls: CallLog | None = None
+    deployer: Any = None
+    fleet: LocalFleet | None = None
+    spark: procs.Child | None = None
+    output: EnrichedReader | None = None
+    scenario: Scenario | None = None
+    places_source: str = ""
+    hotspot_name: str = ""
+    events_log: list[str] = field(default_factory=list)
+    failure: str | None = None
+    interrupted: str | None = None
+    drained_cleanly: bool = False
+    replay_ended_at: float | None = None
+    finished_at: float | None = None
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="georebal-local-")))
+    flips_announced: int = 0
+    live: dict[str, Any] = field(default_factory=dict)  # read from moto before it stops (local.report.collect)
+    desired_after: dict[str, int | None] = field(default_factory=dict)  # manifest key -> desired version
+    faults: list[Any] = field(default_factory=list)  # local.faults injectors (--faults)
+
+
+def say(state: RunState, message: str) -> None:
+    """Print a notable event on its own line (and keep it for the report)."""
+    line = f"[{time.time() - state.started_at:6.1f}s] {message}"
+    state.events_log.append(line)
+    print(("\r\x1b[2K" if sys.stdout.isatty() else "") + line, flush=True)

@@ -1,0 +1,52 @@
+"""local.faults.deployer_crash: the deployer dies once in the next swap's fleet start; a later step finishes it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from local.faults.deployer_crash import CrashingFleet, DeployerCrash, InjectedCrash
+
+
+@dataclass(frozen=True)
+class Plan:
+    to_version: int
+    from_version: int | None
+
+
+class Fleet:
+    def __init__(self) -> None:
+        self.started: list[int] = []
+
+    def start(self, plan: Plan) -> None:
+        self.started.append(plan.to_version)
+
+    def poll(self) -> None:
+        self.started.append(-1)
+
+
+def test_deployer_crash_dies_once_in_the_next_swaps_fleet_start_and_recovers_when_it_flipped() -> None:
+    # GIVEN a live spec and the crashing view of the fleet
+    inner = Fleet()
+    fleet = CrashingFleet(inner)
+    state = {"status": "done", "active": 1, "started": False}
+    fault = DeployerCrash(fleet, lambda v, old: bool(state["started"]), lambda: int(state["active"]),
+                          lambda: str(state["status"]), deadline_s=65.0, clock=lambda: 100.0)
+    fault.poll()
+    assert fleet.armed and fault.record.injected_at is None
+    # WHEN the next swap starts its fleet THEN the deployer dies there, once; other calls pass through
+    with pytest.raises(InjectedCrash, match="v2"):
+        fleet.start(Plan(2, 1))
+    fleet.poll()
+    fleet.start(Plan(2, 1))
+    assert inner.started == [-1, 2]
+    fault.poll()
+    assert fault.record.injected_at == 100.0 and not fault.record.recovered
+    # WHEN a later step started the fleet but v2 has not flipped yet THEN not recovered; once flipped, recovered
+    state["started"] = True
+    fault.poll()
+    assert not fault.record.recovered
+    state["active"] = 2
+    fault.poll()
+    assert fault.record.recovered and fault.record.within_deadline

@@ -1,0 +1,80 @@
+"""local.faults.hooks: ``hook-fail`` before the flip and ``hook-timeout`` after it, and how each recovers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from local.faults.hooks import HookFault, Reconcile
+
+
+@dataclass
+class Deploy:
+    version: int | None
+    status: str
+    old_version: int | None
+
+
+class HookWorld:
+    """The controller's state, the active version, the deployer's reconciles and what is served, on a test clock."""
+
+    def __init__(self) -> None:
+        self.now = 500.0
+        self.deploy = Deploy(2, "waiting_green", 1)
+        self.active: int | None = 1
+        self.reconciled: list[Reconcile] = []
+        self.served: set[int] = {1}
+
+    def fault(self, name: str) -> HookFault:
+        return HookFault(name, lambda: self.deploy, lambda: self.active, lambda: self.reconciled,
+                         lambda v: v in self.served, lease_s=9.0, clock=lambda: self.now)
+
+
+def test_hook_fail_fails_the_first_pre_flip_green_hold_and_recovers_when_the_deployer_rolled_back() -> None:
+    # GIVEN v2 in flight before its flip, blue v1
+    w = HookWorld()
+    fault = w.fault("hook-fail")
+    # WHEN ECS calls the hooks: the drain stage is not this fault's, the green stage fails once
+    assert fault.intercept(2, "POST_PRODUCTION_TRAFFIC_SHIFT") is None
+    assert "hookStatus" in str(fault.intercept(2, "POST_SCALE_UP"))
+    assert fault.intercept(2, "POST_SCALE_UP") is None and fault.record.injected_at == 500.0
+    # THEN nothing is detected until the deployer reconciled (a redeploy is not this fault's recovery)
+    w.now += 1
+    w.reconciled.append(Reconcile(w.now, "redeployed", 2))
+    fault.poll()
+    assert fault.record.detected_at is None
+    w.now += 1
+    w.reconciled.append(Reconcile(w.now, "rolled_back", 2))
+    w.deploy = Deploy(2, "rolled_back", 1)
+    fault.poll()
+    # AND it recovered: v2 rolled back, v1 still active and served, within two lease durations
+    assert fault.record.detected_at == 502.0 and fault.record.recovered_at == 502.0 and fault.record.within_deadline
+    assert "blue v1 kept serving" in fault.record.did
+
+
+def test_hook_fail_does_not_fire_on_a_first_deployment_or_after_the_flip() -> None:
+    w = HookWorld()
+    w.deploy, w.active = Deploy(1, "waiting_green", None), None  # the first deployment: no blue to fall back on
+    fault = w.fault("hook-fail")
+    assert fault.intercept(1, "POST_SCALE_UP") is None
+    w.deploy, w.active = Deploy(2, "flipped", 1), 2
+    assert fault.intercept(2, "POST_SCALE_UP") is None and fault.record.injected_at is None
+
+
+def test_hook_timeout_fails_after_the_flip_and_recovers_only_when_the_live_version_is_served_again() -> None:
+    # GIVEN v2 flipped and draining blue v1
+    w = HookWorld()
+    w.deploy, w.active, w.served = Deploy(2, "draining", 1), 2, {2}
+    fault = w.fault("hook-timeout")
+    assert fault.intercept(2, "POST_PRODUCTION_TRAFFIC_SHIFT") is not None
+    # WHEN ECS stopped v2's tasks and the deployer redeployed v2, but no v2 worker runs yet
+    w.served = set()
+    w.now += 0.5
+    w.reconciled.append(Reconcile(w.now, "redeployed", 2))
+    fault.poll()
+    assert fault.record.detected_at == 500.5 and fault.record.recovered_at is None
+    # THEN it recovers once every v2 slot is served again
+    w.now += 4
+    w.served = {2}
+    fault.poll()
+    assert fault.record.recovered_at == 504.5 and fault.record.within_deadline
+    assert "deployed v2 again 0.5s later" in fault.record.did

@@ -1,0 +1,158 @@
+"""local.faults.stream_throttle and what it relies on: the local AWS's Kinesis throttle hook
+(:class:`local.aws.KinesisThrottle`), the router's put tried once, a worker's read throttled past its retries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from geo_service.consumer import ShardConsumer, shards_for_hash_key
+from lambdas.common.clients import make_clients
+from lambdas.common.config import LambdaConfig
+from lambdas.common.kinesis import GeoStreams, PutEntry
+from lambdas.router.handler import put_client
+from local.aws import DUMMY_CREDENTIALS, REGION, SerialMotoServer
+from local.faults.stream_throttle import StreamThrottle
+from partitioner.contracts import StreamManifest
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[SerialMotoServer]:
+    """A local AWS (moto behind the serial server) with a geo stream and an ingest stream."""
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in DUMMY_CREDENTIALS.items():
+            mp.setenv(key, value)  # the router's put client reads them, as in a Lambda
+        srv = SerialMotoServer().start()
+        k = kinesis(srv.url, attempts=1)
+        for name in ("t-geo-v1", "t-ingest"):
+            k.create_stream(StreamName=name, ShardCount=1)
+        yield srv
+        srv.stop()
+
+
+def kinesis(url: str, attempts: int) -> Any:
+    return boto3.client("kinesis", endpoint_url=url, region_name=REGION, aws_access_key_id="testing",
+                        aws_secret_access_key="testing",
+                        config=Config(retries={"total_max_attempts": attempts, "mode": "standard"}))
+
+
+def put(k: Any, stream: str, n: int = 1) -> dict[str, Any]:
+    return dict(k.put_records(StreamName=stream, Records=[{"Data": b"x", "PartitionKey": "e"}] * n))
+
+
+def test_the_throttle_refuses_a_share_of_geo_stream_puts_and_reads_with_the_documented_error(
+        server: SerialMotoServer) -> None:
+    k = kinesis(server.url, attempts=1)
+    it = k.get_shard_iterator(StreamName="t-geo-v1", ShardId="shardId-000000000000",
+                              ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+    # GIVEN every call on t-geo-v* refused
+    server.throttle.start("t-geo-v", 1.0, 60.0)
+    try:
+        # THEN a put and a read on the geo stream get ProvisionedThroughputExceededException, HTTP 400
+        for call in (lambda: put(k, "t-geo-v1"), lambda: k.get_records(ShardIterator=it)):
+            with pytest.raises(ClientError) as err:
+                call()
+            assert err.value.response["Error"]["Code"] == "ProvisionedThroughputExceededException"
+            assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+        # AND other streams and other calls pass
+        assert put(k, "t-ingest")["FailedRecordCount"] == 0
+        k.describe_stream_summary(StreamName="t-geo-v1")
+        assert server.throttle.refused == 2 and server.throttle.first_refused_at is not None
+        # WHEN half the calls are refused THEN some pass and some do not
+        server.throttle.start("t-geo-v", 0.5, 60.0, seed=3)
+        ok = 0
+        for _ in range(20):
+            try:
+                put(k, "t-geo-v1")
+                ok += 1
+            except ClientError:
+                pass
+        assert 0 < ok < 20
+    finally:
+        server.throttle.until = 0.0
+    # WHEN the throttle ended THEN every call passes
+    assert put(k, "t-geo-v1")["FailedRecordCount"] == 0
+    assert k.get_records(ShardIterator=it)["Records"]
+
+
+def test_router_puts_are_tried_once_so_a_throttled_put_is_re_delivered_not_retried_late(
+        server: SerialMotoServer) -> None:
+    # GIVEN the geo stream throttled, and the router's put client
+    cfg = LambdaConfig.from_env({"AWS_ENDPOINT_URL": server.url, "AWS_REGION": REGION})
+    entries = [PutEntry(b"x", "e", "1")] * 3
+    server.throttle.start("t-geo-v", 1.0, 60.0)
+    try:
+        before = server.throttle.refused
+        # WHEN the router puts THEN the put fails at once (one call), every entry reported failed
+        assert GeoStreams(put_client(cfg)).put_records("t-geo-v1", entries) == [0, 1, 2]
+        assert server.throttle.refused - before == 1
+        # AND the clients the rest of the Lambdas use would have retried (and landed seconds later)
+        before = server.throttle.refused
+        GeoStreams(make_clients(cfg).kinesis).put_records("t-geo-v1", entries)
+        assert server.throttle.refused - before > 1
+    finally:
+        server.throttle.until = 0.0
+
+
+def test_a_worker_read_throttled_past_its_retries_reads_nothing_and_is_not_caught_up(
+        server: SerialMotoServer) -> None:
+    # GIVEN a record on the geo stream and a worker's consumer whose client tries once
+    k = kinesis(server.url, attempts=1)
+    put(k, "t-geo-v1")
+    manifest = StreamManifest(1, "t-geo-v1", GeoStreams(k).shards("t-geo-v1"))
+    consumer = ShardConsumer(k, "t-geo-v1", shards_for_hash_key(manifest, "1"), {}, min_interval_s=0.0)
+    server.throttle.start("t-geo-v", 1.0, 60.0)
+    try:
+        # WHEN it polls under the throttle THEN nothing is read and the shard is not caught up (no drain)
+        batch = consumer.poll()
+        assert batch.records == () and batch.millis_behind_latest > 0 and not batch.at_end
+    finally:
+        server.throttle.until = 0.0
+    # WHEN the throttle ended THEN the same consumer reads on
+    assert consumer.poll().records
+
+
+class Throttle:
+    def __init__(self) -> None:
+        self.until = 0.0
+        self.refused = self.passed = 0
+        self.first_refused_at: float | None = None
+        self.started: list[tuple[str, float, float]] = []
+
+    def start(self, stream_prefix: str, share: float, duration_s: float, seed: int = 0) -> None:
+        self.started.append((stream_prefix, share, duration_s))
+        self.until = 100.0 + duration_s
+
+
+def test_stream_throttle_recovers_when_every_event_sent_before_its_end_came_out() -> None:
+    # GIVEN a live spec and a throttle armed 5 s later for 10 s
+    now = [90.0]
+    sent = ["a", "b"]
+    out: set[str] = set()
+    t = Throttle()
+    fault = StreamThrottle(t, "p-geo-v", lambda: sent, lambda: out, lambda: 4, lambda: "done", delay_s=5.0,
+                           duration_s=10.0, share=0.5, deadline_s=60.0, clock=lambda: now[0])
+    fault.poll()
+    now[0] = 100.0
+    fault.poll()
+    assert t.started == [("p-geo-v", 0.5, 10.0)] and fault.record.injected_at == 100.0
+    # WHEN a call was refused THEN detected; while it lasts, not recovered
+    t.first_refused_at, t.refused, t.passed = 100.5, 3, 5
+    now[0] = 105.0
+    fault.poll()
+    assert fault.record.detected_at == 100.5 and not fault.record.recovered
+    # WHEN it ended but an event sent before the end is not out THEN not recovered; once out, recovered
+    now[0] = 111.0
+    fault.poll()
+    sent.append("c")  # sent after the end: not waited for
+    out.add("a")
+    fault.poll()
+    assert not fault.record.recovered
+    out.add("b")
+    fault.poll()
+    assert fault.record.recovered and "3 of 8 calls refused" in fault.record.did

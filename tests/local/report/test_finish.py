@@ -1,0 +1,73 @@
+"""local.report.finish: the whole report of a hand-made run, its sections in order, its files and its exit code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from local.aws import EmbeddedAws, Names
+from local.config import RunConfig
+from local.observe import ControlObserver
+from local.report.finish import finish
+from local.state import RunState
+
+T0 = 1_800_000_000.0
+SECTIONS = ("UTILISATION AT THE WORKERS", "TIMELINE", "THE SNAPSHOT'S ESTIMATE", "PARTITION TABLES", "FLIPS",
+            "QUARANTINED EVENTS", "EVENTS IN vs OUT", "SWAPS", "INVARIANTS", "WHAT THIS RUN SHOWED", "SUMMARY",
+            "RESULT: FAILED")
+
+
+def loop(name: str, **fields: Any) -> Any:
+    return SimpleNamespace(name=name, errors=[], fatal=None, **fields)
+
+
+def quiet_run(out: Path) -> RunState:
+    """A run that sent nothing and saw no flip: every invariant holds but the cap, which measured no worker-window."""
+    # No request is made: the observer's clients are only created.
+    observer = ControlObserver(EmbeddedAws("http://127.0.0.1:9", Names("georebal-test"), server=None))
+    state = RunState(config=RunConfig(out=out), started_at=T0, workdir=out / "work", observer=observer,
+                     finished_at=T0 + 90.0, drained_cleanly=True, events_log=["[   1.0s] started"])
+    state.replayer = loop("replayer", sent_ids=[], bad_sent={"nan": 1}, started_at=T0 + 10, ended_at=T0 + 70)
+    state.output = SimpleNamespace(records=[], processed=[], problems=[])
+    state.notifier = loop("notifier", invocations=[])
+    state.router = loop("router", records_in=0, invocations=0, failed_items=0)
+    return state
+
+
+def test_the_report_lays_out_every_section_in_order_and_fails_on_the_broken_invariant(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN a run that measured no worker-window WHEN the report is written
+    code = finish(quiet_run(tmp_path))
+    # THEN it exits 1, naming the one invariant that broke
+    text = (tmp_path / "report.txt").read_text()
+    assert code == 1 and text.rstrip("\n") == capsys.readouterr().out.rstrip("\n")
+    failed = [line for line in text.splitlines() if line.startswith("  [FAIL]")]
+    assert len(failed) == 1 and "no worker-window measured" in failed[0]
+    # AND every section is there, in order
+    at = [text.index(title) for title in SECTIONS]
+    assert at == sorted(at)
+    # AND report.json holds the same verdict and every section as data
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert doc["ok"] is False and [i["ok"] for i in doc["invariants"]].count(False) == 1
+    assert {"config", "timeline", "specs", "flips", "utilisation", "delivery", "swaps", "swap_timings",
+            "demonstrated"} <= doc.keys()
+    assert doc["timeline"] == ["[   1.0s] started"] and doc["bad_injected"] == {"nan": 1}
+
+
+def test_a_section_that_cannot_be_written_fails_the_run_but_not_the_report(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN the spec sections' library broken
+    def broken(state: RunState) -> Any:
+        raise RuntimeError("no plot for you")
+
+    monkeypatch.setattr("local.report.specs.write", broken)
+    # WHEN the report is written THEN the rest of it is, and the failure is an invariant naming the cause
+    assert finish(quiet_run(tmp_path)) == 1
+    text = (tmp_path / "report.txt").read_text()
+    assert "SPEC SECTIONS FAILED" in text and "INVARIANTS" in text
+    assert "[FAIL] the report was written completely: spec sections (tables, comparisons, maps, GeoJSON) failed: " \
+           "RuntimeError: no plot for you" in text
