@@ -32,8 +32,8 @@ from typing import Any
 from geo_service.aws import Clients as WorkerClients
 from geo_service.config import WorkerConfig
 from geo_service.cost import Calibration
+from geo_service.lifecycle import WorkerState
 from geo_service.protection import ScaleInProtection
-from geo_service.status import WorkerState
 from geo_service.worker import GeoWorker
 from lambdas.common.aws import ControlTable, GeoStreams, PutEntry, QuarantineSink, SpecStore, chunk_entries
 from lambdas.deploy.controller import DeployController
