@@ -1,78 +1,76 @@
-"""Carry-over: the process serving ``v<n>#w`` prepares ``v<n+1>#w`` in the background while it keeps serving.
+"""Carry-over: the process serving ``v<n>#w`` opens ``v<n+1>#w`` ahead while it keeps serving.
 
-When the deploy plan keeps slot ``w`` (``pk="plan"``, status ``started``, ``w`` in ``kept``), the worker
-starts a :class:`CarryOver`. Its thread claims ``v<n+1>#w`` (the lease is heartbeated with the current
-one from then on), waits for the new version's geo stream and finds the slot's shard, builds the transform
-for the slot's new region from the current one (:func:`~geo_service.transform.transform_for_region`:
-only the cells and buffer tiles the slot gains are loaded), and marks the new lease ready. The current
-slot goes on reading its shard all the while; after the flip the worker serves the prepared slot beside it
-(behind the handover gate, :mod:`geo_service.handover`) until the old one drained, then alone.
+When the deploy plan keeps slot ``w`` (control ``pk="swap"``: a started ``carry`` swap from ``n``, and ``w`` still
+in the new version's spec), the worker's :class:`Carrier` starts a :class:`CarryOver`. Its thread claims
+``v<n+1>#w`` and opens it like any slot (:func:`~geo_service.opening.open_slot`: the lease is heartbeated with the
+current one from then on; it waits for the new version's geo stream, builds the transform for the slot's new region
+from the current one, loading only the cells and buffer tiles the slot gains; then the new lease is marked ready).
+The current slot goes on reading its shard all the while; after the flip the worker polls the prepared slot beside
+it (behind the handover gate, :mod:`geo_service.handover`) until the old one drained, then serves it alone.
 :meth:`CarryOver.cancel` drops it (the plan was rolled back, or the worker stops).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
 
-from geo_service.aws import Clients
-from geo_service.consumer import ShardConsumer, ShardInfo, shard_lineages
-from geo_service.heartbeat import Heartbeats
-from geo_service.lease import LeaseManager
-from geo_service.logs import get_logger, log
-from geo_service.slots import Slot, SpecCache, region_of
-from geo_service.timebase import SYSTEM, Task, Timebase
-from geo_service.transform import GeoTransform, transform_for_region
-
-CLAIMING, WAITING_STREAM, WARMING, READY, FAILED, CANCELLED = (
-    "claiming", "waiting_stream", "warming", "ready", "failed", "cancelled")
+from geo_service.consumer import Batch
+from geo_service.context import WorkerContext
+from geo_service.control import ControlView
+from geo_service.lease import LeaseLost, LeaseManager
+from geo_service.lifecycle import OPENING_TRANSITIONS, OpeningState, check_transition
+from geo_service.logs import log
+from geo_service.opening import OpenWatch, open_slot
+from geo_service.runner import SlotRunner
+from geo_service.slots import Slot
+from geo_service.timebase import Task
+from partitioner.contracts import SwapMode
+from partitioner.spec import Spec
 
 
 class CarryOver:
-    """Prepares the carried slot ``v<to_version>#<current.worker_id>``; see the module docstring."""
+    """Opens the carried slot ``v<to_version>#<current.worker_id>`` in a background thread; see the module
+    docstring. Its :attr:`state` follows :data:`~geo_service.lifecycle.OPENING_TRANSITIONS`."""
 
-    def __init__(self, current: Slot, to_version: int, *, manager: LeaseManager, specs: SpecCache, clients: Clients,
-                 specs_bucket: str, heartbeats: Heartbeats, transform_factory: Callable[[], GeoTransform],
-                 buffer_ring: int, retry_s: float, stream_name: Callable[[int], str],
-                 consumer: Callable[[str, list[ShardInfo], Mapping[str, str]], ShardConsumer],
-                 timebase: Timebase = SYSTEM) -> None:
+    def __init__(self, ctx: WorkerContext, current: Slot, to_version: int, *, manager: LeaseManager) -> None:
+        self.ctx = ctx
         self.current = current
         self.to_version = to_version
         self.worker_id = current.worker_id
         self.manager = manager
-        self.specs = specs
-        self.clients = clients
-        self.specs_bucket = specs_bucket
-        self.heartbeats = heartbeats
-        self.transform_factory = transform_factory
-        self.buffer_ring = buffer_ring
-        self.retry_s = retry_s
-        self.stream_name = stream_name
-        self.consumer = consumer
-        self.timebase = timebase
-        self.state = CLAIMING
+        self.retry_s = ctx.config.heartbeat_s
+        self._state = OpeningState.CLAIMING
         self.error: str | None = None
         self.slot: Slot | None = None
-        self.started_at = timebase.time()
+        self.started_at = ctx.timebase.time()
         self.ready_at: float | None = None
-        self._cancel = timebase.event()
+        self._warm_from = 0.0
+        self._cancel = ctx.timebase.event()
         self._thread: Task | None = None
-        self.log = get_logger()
+        self.log = ctx.log
+
+    @property
+    def state(self) -> OpeningState:
+        return self._state
+
+    @state.setter
+    def state(self, new: OpeningState) -> None:
+        self._state = check_transition(OPENING_TRANSITIONS, self._state, new)
 
     def start(self) -> CarryOver:
-        self._thread = self.timebase.spawn(self._run, f"carry-v{self.to_version}")
+        self._thread = self.ctx.timebase.spawn(self._run, f"carry-v{self.to_version}")
         return self
 
     @property
     def ready(self) -> bool:
-        return self.state == READY and self.slot is not None and not self.heartbeats.lost(self.manager)
+        return self.state == OpeningState.READY and self.slot is not None and not self.ctx.heartbeats.lost(self.manager)
 
     def cancel(self, release: bool = True) -> None:
         """Stop preparing; release the new lease unless told not to (a worker abandoning its leases)."""
         self._cancel.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
-        self.heartbeats.remove(self.manager)
+        self.ctx.heartbeats.remove(self.manager)
         if release and self.manager.lease is not None:
             try:
                 self.manager.release()
@@ -81,14 +79,20 @@ class CarryOver:
                     version=self.to_version, worker_id=self.worker_id)
         else:
             self.manager.forget()
-        if self.state != READY:
-            self.state = CANCELLED
+        if self.state != OpeningState.READY:
+            self.state = OpeningState.CANCELLED
+
+    def _advance(self, state: OpeningState) -> None:
+        """A state change of the opening thread; none after a cancellation (the carry-over is gone by then)."""
+        if self.state != OpeningState.CANCELLED:
+            self.state = state
 
     def _run(self) -> None:
         try:
             self._prepare()
         except Exception as exc:
-            self.state, self.error = FAILED, f"{type(exc).__name__}: {exc}"
+            self.error = f"{type(exc).__name__}: {exc}"
+            self._advance(OpeningState.FAILED)
             log(self.log, logging.ERROR, "carry_failed", error=self.error, version=self.to_version,
                 worker_id=self.worker_id, owner=self.manager.owner)
 
@@ -96,31 +100,101 @@ class CarryOver:
         while self.manager.claim(self.worker_id) is None:
             if self._cancel.wait(self.retry_s):
                 return
-        self.heartbeats.add(self.manager)
         log(self.log, logging.INFO, "carry_claimed", version=self.to_version, worker_id=self.worker_id,
             owner=self.manager.owner, from_version=self.current.version)
-        spec = self.specs.get(self.to_version)
-        stream = spec.stream_name or self.stream_name(self.to_version)
-        self.state = WAITING_STREAM
-        lineages = shard_lineages(self.clients.s3, self.specs_bucket, spec, self.worker_id, stop=self._cancel,
-                                  retry_s=self.retry_s)
-        if lineages is None:
+        watch = OpenWatch(stop=self._cancel, retry_s=self.retry_s, on_state=self._opening,
+                          go_on=lambda: not self._cancel.is_set() and self.manager.lease is not None)
+        slot = open_slot(self.ctx, self.manager, watch, base=self.current.transform, carried=True)
+        if slot is None:
             return
-        self.state = WARMING
-        region = region_of(spec, self.worker_id)
-        started = self.timebase.monotonic()
-        transform, gained = transform_for_region(self.current.transform, self.transform_factory, region,
-                                                 self.buffer_ring)
-        lease = self.manager.lease
-        if self._cancel.is_set() or lease is None:
-            return
-        consumers = tuple(self.consumer(stream, shards, lease.checkpoint) for shards in lineages)
-        self.manager.mark_ready()
-        self.slot = Slot(self.manager, spec, self.worker_id, stream, [s for lin in lineages for s in lin], consumers,
-                         transform, region, int(getattr(transform, "loaded", 0)), gained, carried=True)
-        self.ready_at = self.timebase.time()
-        self.state = READY
+        self.slot = slot
+        self.ready_at = self.ctx.timebase.time()
+        self._advance(OpeningState.READY)
         log(self.log, logging.INFO, "carry_ready", version=self.to_version, worker_id=self.worker_id,
-            owner=self.manager.owner, region_size=len(region), places_gained=gained,
-            places_loaded=self.slot.places_loaded, warm_s=round(self.timebase.monotonic() - started, 3),
+            owner=self.manager.owner, region_size=len(slot.region), places_gained=slot.places_gained,
+            places_loaded=slot.places_loaded, warm_s=round(self.ctx.timebase.monotonic() - self._warm_from, 3),
             prepare_s=round(self.ready_at - self.started_at, 3))
+
+    def _opening(self, state: OpeningState, spec: Spec) -> None:
+        if state == OpeningState.WARMING:
+            self._warm_from = self.ctx.timebase.monotonic()
+        self._advance(state)
+
+
+class Carrier:
+    """The carry-over of the slot a worker serves: at most one :class:`CarryOver` at a time, started and dropped
+    as the deploy plan says; the :class:`~geo_service.runner.Companion` of the slot's runner."""
+
+    def __init__(self, ctx: WorkerContext) -> None:
+        self.ctx = ctx
+        self.carry: CarryOver | None = None
+
+    @property
+    def opening(self) -> Slot | None:
+        return self.carry.slot if self.carry is not None else None
+
+    @property
+    def prepared(self) -> Slot | None:
+        carry = self.carry
+        return carry.slot if carry is not None and carry.ready and carry.slot is not None else None
+
+    def follow(self, slot: Slot, ctl: ControlView) -> None:
+        """Start opening the slot's next version when the plan keeps it; drop an opening the plan dropped."""
+        ctx, plan = self.ctx, ctl.plan
+        keep = (ctx.config.swap_mode is SwapMode.CARRY and plan is not None and plan.started
+                and plan.from_version == slot.version
+                and plan.keeps(slot.version, slot.worker_id, ctx.ids_of(plan.to_version)))
+        carry = self.carry
+        if carry is not None and (not keep or plan is None or carry.to_version != plan.to_version):
+            log(ctx.log, logging.INFO, "carry_dropped", next_version=carry.to_version, **ctx.ids())
+            carry.cancel()
+            self.carry = None
+            ctx.set(next_version=None)
+        if keep and self.carry is None and plan is not None:
+            self.carry = CarryOver(ctx, slot, plan.to_version, manager=ctx.manager(plan.to_version)).start()
+            ctx.set(next_version=plan.to_version)
+            log(ctx.log, logging.INFO, "carry_started", next_version=plan.to_version, **ctx.ids())
+
+    def step_ahead(self) -> Batch | None:
+        """Poll the prepared slot beside the served one (same process) until the served one drained."""
+        carry, nxt = self.carry, self.prepared
+        if carry is None or nxt is None:
+            return None
+        runner = SlotRunner(self.ctx, nxt)
+        try:
+            batch = runner.process_records()
+            runner.report()
+            return batch
+        except LeaseLost:
+            log(self.ctx.log, logging.WARNING, "carry_lease_lost", next_version=carry.to_version, **self.ctx.ids())
+            carry.cancel(release=False)
+            self.carry = None
+            self.ctx.set(next_version=None)
+            return None
+
+    def take(self) -> Slot | None:
+        """The prepared next slot, if it is ready and still ours; else drop the preparation."""
+        carry, self.carry = self.carry, None
+        if carry is None:
+            return None
+        if carry.ready and carry.slot is not None and carry.manager.valid():
+            return carry.slot
+        log(self.ctx.log, logging.WARNING, "carry_not_ready", next_version=carry.to_version, state=carry.state,
+            error=carry.error, **self.ctx.ids())
+        carry.cancel()
+        return None
+
+    def finish_ahead(self) -> None:
+        """On a stop request: write what the slot opened ahead buffered, and its last cost report."""
+        slot = self.opening
+        if slot is not None and slot.tracker is not None:
+            SlotRunner(self.ctx, slot).shutdown_requested()
+
+    def cancel(self, release: bool) -> LeaseManager | None:
+        """On stop or failure: stop the opening (releasing its lease unless ``release`` is false); return its lease
+        manager (None without a carry-over)."""
+        carry, self.carry = self.carry, None
+        if carry is None:
+            return None
+        carry.cancel(release=release)
+        return carry.manager

@@ -6,7 +6,8 @@ Worker ``i`` of a spec reads the shard whose hash-key range contains ``workers[i
 manifest (:class:`~partitioner.contracts.StreamManifest`, written by the deploy controller once the stream is
 ACTIVE), not from Kinesis: ``DescribeStreamSummary`` allows 20 calls/s per account, so a thousand workers
 looking their shards up at once would be throttled. Geo streams are created with ``spec.shard_count`` shards
-and never resharded (seed 002), but if a shard was split or merged the consumer reads every shard whose range
+and never resharded (a new spec gets a new stream instead: a reshard would move keys between shards and break
+the per-key order of their records), but if a shard was split or merged the consumer reads every shard whose range
 holds the key, parents before children (``ParentShardId``), moving on when a closed shard is exhausted.
 Positions come from the lease checkpoint map (``AFTER_SEQUENCE_NUMBER``), else ``TRIM_HORIZON``.
 

@@ -1,12 +1,14 @@
 """The handover across a swap, per record: a new version's record waits only for what arrived before it.
 
-Per-entity order across a flip (seed 002) needs: every record of the old version ``n`` that the router put
+Per-entity order across a flip (an entity's records are processed in the order the router put them, also when
+a new version's stream takes its cell over) needs: every record of the old version ``n`` that the router put
 before a record ``R`` of the new version ``m`` is processed before ``R``. The router puts an entity's records
 in order, so those old records reached their streams no later than ``R`` reached its own (Kinesis stamps
 each record with ``ApproximateArrivalTimestamp``). It is therefore enough that every slot of ``n`` has
 processed everything that arrived in its shard before ``R`` did.
 
-Never two readers of one cell at once (seed 003) adds one rule for a cell that **changes worker**: a record
+Never two readers of one cell at once (a cell belongs to one lease holder at a time, as a shard does in
+lease-based consumer rebalancing) adds one rule for a cell that **changes worker**: a record
 whose place belonged to another slot in ``n`` also waits until that slot is **drained** (a router with a stale
 cache may still put that cell's records on the old stream up to ``ROUTER_SPEC_TTL_S`` after the flip). A cell
 that stays with its slot needs only the caught-up rule: its old records are read by the same process.

@@ -1,43 +1,29 @@
-"""A worker's status (the ``/health`` body) and the ids it uses: see :mod:`geo_service.worker`."""
+"""A worker's status (the ``/health`` body), the board that holds it, and the ids it uses.
+
+The status is an immutable snapshot; :class:`StatusBoard` replaces it under a lock and checks every change of
+``state`` against the worker's transition table (:data:`~geo_service.lifecycle.WORKER_TRANSITIONS`).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
+import threading
 import uuid
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from geo_service.errors import GeoServiceError
+from geo_service.lifecycle import FINAL_STATES, WORKER_TRANSITIONS, WorkerState, check_transition
 
 
-class WorkerState(StrEnum):
-    """``WorkerStatus.state`` (the ``/health`` body's ``state``): see :mod:`geo_service.worker`."""
-
-    STARTING = "starting"
-    CLAIMING = "claiming"
-    IDLE = "idle"
-    WAITING_STREAM = "waiting_stream"
-    WARMING = "warming"
-    WAITING_PREVIOUS = "waiting_previous"
-    READY = "ready"
-    DRAINING = "draining"
-    DRAINED = "drained"
-    RELEASED = "released"
-    RETIRED = "retired"
-    ABANDONED = "abandoned"
-    FAILED = "failed"
-
-
-FINAL_STATES = frozenset({WorkerState.DRAINED, WorkerState.RELEASED, WorkerState.RETIRED, WorkerState.ABANDONED,
-                          WorkerState.FAILED})
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WorkerStatus:
     """A snapshot of a worker's progress (also the ``/health`` body)."""
 
-    state: str
+    state: WorkerState
     version: int | None
     owner: str
     worker_id: str | None = None
@@ -80,6 +66,40 @@ class Outcome(StrEnum):
     STOPPED = "stopped"
     LOST = "lost"
     DROPPED = "dropped"  # the slot's version was rolled back before it went live
+
+
+class StatusBoard:
+    """The worker's current :class:`WorkerStatus`, replaced under a lock (the ``/health`` thread reads it).
+
+    Raises
+    ------
+    IllegalTransition
+        From :meth:`set` when ``state`` changes in a way :data:`~geo_service.lifecycle.WORKER_TRANSITIONS` does
+        not allow.
+    """
+
+    def __init__(self, status: WorkerStatus) -> None:
+        self._lock = threading.Lock()
+        self._status = status
+
+    def get(self) -> WorkerStatus:
+        """The current snapshot."""
+        with self._lock:
+            return self._status
+
+    def set(self, **changes: Any) -> None:
+        """Replace fields; a new ``state`` must be a legal transition from the current one."""
+        with self._lock:
+            if "state" in changes:
+                changes["state"] = check_transition(WORKER_TRANSITIONS, self._status.state,
+                                                    WorkerState(changes["state"]))
+            self._status = dataclasses.replace(self._status, **changes)
+
+    def count(self, **increments: int) -> None:
+        """Add to counters (``records_read``, ``events_out``, ...) in one replacement."""
+        with self._lock:
+            st = self._status
+            self._status = dataclasses.replace(st, **{k: getattr(st, k) + n for k, n in increments.items()})
 
 
 def default_owner() -> str:

@@ -32,8 +32,8 @@ from typing import Any
 from geo_service.aws import Clients as WorkerClients
 from geo_service.config import WorkerConfig
 from geo_service.cost import Calibration
+from geo_service.lifecycle import WorkerState
 from geo_service.protection import ScaleInProtection
-from geo_service.status import WorkerState
 from geo_service.worker import GeoWorker
 from lambdas.common.dynamodb import ControlTable
 from lambdas.common.kinesis import GeoStreams, PutEntry, chunk_entries

@@ -12,7 +12,8 @@ from geo_testkit import Resources, create_stream_with_manifest, make_spec, publi
 from geo_service.aws import Clients
 from geo_service.cost import Calibration
 from geo_service.lease import LeaseManager
-from geo_service.worker import GeoWorker, WorkerExited, WorkerStatus
+from geo_service.status import WorkerExited, WorkerStatus
+from geo_service.worker import GeoWorker
 from partitioner.index import SpecIndex
 from partitioner.spec import Spec
 from partitioner.tiles import quadkey, tile

@@ -1,0 +1,156 @@
+"""What one worker process shares between the slots it opens and serves.
+
+A :class:`WorkerContext` is built once per process by the shell (:class:`geo_service.worker.GeoWorker`) and handed
+to the parts that work on slots: :func:`~geo_service.opening.open_slot`, the per-slot runner
+(:mod:`geo_service.runner`) and the carry-over (:mod:`geo_service.carry`). It holds the configuration, the AWS
+clients, the clocks, the spec cache, the heartbeats, the output writer, the status board and the stop flag, plus
+the few things that change while the process runs: the calibration (measured once), the slot being served and its
+lease, and the newest control view seen.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from geo_service.aws import Clients
+from geo_service.config import WorkerConfig
+from geo_service.consumer import CallSpacing, ShardConsumer, ShardInfo
+from geo_service.control import ControlView, read_control
+from geo_service.cost import Calibration
+from geo_service.heartbeat import Heartbeats
+from geo_service.lease import Clock, LeaseLost, LeaseManager
+from geo_service.logs import get_logger, log
+from geo_service.process import BatchProcessor
+from geo_service.protection import ScaleInProtection
+from geo_service.slots import Slot, SpecCache
+from geo_service.status import StatusBoard, WorkerStatus
+from geo_service.timebase import Timebase
+from geo_service.transform import GeoTransform
+from partitioner.contracts import geo_stream_name
+from partitioner.spec import Spec
+
+
+class WorkerContext:
+    """The shared parts of one worker process; see the module docstring.
+
+    Parameters
+    ----------
+    config : WorkerConfig
+    clients : Clients
+    owner : str
+        The lease owner id of this process.
+    clock : callable
+        Epoch seconds for lease times.
+    timebase : Timebase
+    transform_factory : callable
+        Builds a transform for a slot opened from nothing.
+    calibration : Calibration or None
+        The CPU calibration, None until the first slot is opened (:meth:`calibration` is then measured).
+    protection : ScaleInProtection
+        Held while the process holds a lease (after every heartbeat), unless it abandons its leases.
+    board : StatusBoard
+    """
+
+    def __init__(self, config: WorkerConfig, clients: Clients, *, owner: str, clock: Clock, timebase: Timebase,
+                 transform_factory: Callable[[], GeoTransform], calibration: Calibration | None,
+                 protection: ScaleInProtection, board: StatusBoard) -> None:
+        self.config = config
+        self.clients = clients
+        self.owner = owner
+        self.clock = clock
+        self.timebase = timebase
+        self.transform_factory = transform_factory
+        self.calibration = calibration
+        self.protection = protection
+        self.board = board
+        self.log = get_logger()
+        self.stop = timebase.event()
+        #: True once the process abandons its leases (as if it died): no heartbeat, no release, no protection.
+        self.abandon = False
+        self.specs = SpecCache(clients, config.specs_bucket)
+        self.heartbeats = Heartbeats(config.heartbeat_s, on_beat=self._protect, paused=lambda: self.abandon,
+                                     timebase=timebase)
+        self.output = BatchProcessor(clients, config.output_bucket, config.quarantine_bucket, config.costs_bucket,
+                                     config.grid_zoom, owner, wall=timebase.time, monotonic=timebase.monotonic)
+        self.spacing = CallSpacing()  # GetRecords spacing per shard, shared by the process's consumers
+        #: The lease of the slot being opened or served, and the slot being served (not the one carried over).
+        self.leases: LeaseManager | None = None
+        self.slot: Slot | None = None
+        self._seen: ControlView | None = None
+
+    # ------------------------------------------------------------------ status
+    def status(self) -> WorkerStatus:
+        return self.board.get()
+
+    def set(self, **changes: Any) -> None:
+        """Change the status (a new ``state`` must be a legal transition)."""
+        self.board.set(**changes)
+
+    def ids(self) -> dict[str, Any]:
+        """The ids every log line of the process carries: version and slot served, owner."""
+        st = self.board.get()
+        return {"version": st.version, "worker_id": st.worker_id, "owner": self.owner}
+
+    # ------------------------------------------------------------------ reads
+    def control(self) -> ControlView:
+        """The control view, never older than one this process already saw (eventually consistent reads can
+        return an older value than an earlier read: a drain or a carry-over must not be undone by one)."""
+        ctl = read_control(self.clients.dynamodb, self.config.control_table)
+        seen = self._seen
+        if seen is not None:
+            active = max((v for v in (ctl.active, seen.active) if v is not None), default=None)
+            plan = ctl.plan
+            if seen.plan is not None and (plan is None or (plan.to_version, plan.updated_at)
+                                          < (seen.plan.to_version, seen.plan.updated_at)):
+                plan = seen.plan
+            ctl = ControlView(active=active, plan=plan)
+        self._seen = ctl
+        return ctl
+
+    def ids_of(self, version: int) -> frozenset[str]:
+        """The slot ids of ``version``'s spec."""
+        return frozenset(w.id for w in self.specs.get(version).workers)
+
+    def stream_name(self, spec: Spec) -> str:
+        """The geo stream of ``spec``'s version (named in the spec, else derived from the prefix)."""
+        return spec.stream_name or geo_stream_name(self.config.prefix, spec.version)
+
+    # ------------------------------------------------------------------ factories
+    def manager(self, version: int) -> LeaseManager:
+        """A lease manager of ``version`` for this process."""
+        return LeaseManager(self.clients.dynamodb, self.config.leases_table, version, self.owner,
+                            self.config.lease_s, clock=self.clock)
+
+    def consumer(self, stream: str, shards: list[ShardInfo], checkpoint: Mapping[str, str]) -> ShardConsumer:
+        """A reader of one shard lineage, spaced with every other reader of the process."""
+        return ShardConsumer(self.clients.kinesis, stream, shards, checkpoint,
+                             min_interval_s=self.config.get_records_interval_s, clock=self.timebase.monotonic,
+                             spacing=self.spacing)
+
+    # ------------------------------------------------------------------ leases
+    def check_lease(self, manager: LeaseManager) -> None:
+        """Raise LeaseLost (and forget the lease) if a heartbeat found it taken over or it expired."""
+        if self.heartbeats.lost(manager) or not manager.valid():
+            manager.forget()
+            raise LeaseLost(f"lease of {self.owner!r} lost or expired")
+
+    def drop(self, manager: LeaseManager, release: bool = True) -> None:
+        """Stop heartbeating ``manager``'s lease; release it (a failure is logged) or just forget it."""
+        self.heartbeats.remove(manager)
+        if release:
+            self._safe_release(manager)
+        else:
+            manager.forget()
+
+    def _safe_release(self, manager: LeaseManager) -> None:
+        try:
+            if manager.release():
+                log(self.log, logging.INFO, "lease_released", **self.ids())
+        except Exception as exc:
+            log(self.log, logging.WARNING, "release_failed", error=f"{type(exc).__name__}: {exc}", **self.ids())
+
+    def _protect(self, holds_any: bool) -> None:
+        if not self.abandon:
+            self.protection.hold(holds_any)
