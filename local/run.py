@@ -49,6 +49,7 @@ from local.output import EnrichedReader
 from local.replay import Replayer
 from partitioner.aws_budget.calls import CallLog
 from partitioner.contracts import ControlKey, lease_key
+from partitioner.contracts.env import EnvVar
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GRID_ZOOM = 12
@@ -142,12 +143,12 @@ def say(state: RunState, message: str) -> None:
 def handler_env(cfg: RunConfig) -> dict[str, str]:
     """Environment of the in-process handlers beyond the AWS names (cap, zoom, policy)."""
     policy = {"cooldown_s": cfg.cooldown_s, "target_fill": cfg.target_fill, "high_watermark": cfg.high_watermark}
-    return {"MAX_LOAD": f"{cfg.cap:g}", "GRID_ZOOM": str(GRID_ZOOM), "POLICY_JSON": json.dumps(policy),
-            "ROUTER_SPEC_TTL_S": "1", "GREEN_TIMEOUT_S": f"{GREEN_TIMEOUT_S:g}",
-            "DRAIN_TIMEOUT_S": f"{DRAIN_TIMEOUT_S:g}", "HOOK_CALLBACK_DELAY_S": "1", "STREAM_ACTIVE_WAIT_S": "30",
-            "POLL_INTERVAL_S": "0.5", "ACTIVE_POLL_S": "1", "POWERTOOLS_SERVICE_NAME": "georebal-local", "POWERTOOLS_LOG_LEVEL": "ERROR",
-            "LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true", "SWAP_MODE": cfg.swap_mode,
-            "SHARDS_PER_WORKER": str(cfg.shards_per_worker)}
+    return {EnvVar.MAX_LOAD: f"{cfg.cap:g}", EnvVar.GRID_ZOOM: str(GRID_ZOOM), EnvVar.POLICY_JSON: json.dumps(policy),
+            EnvVar.ROUTER_SPEC_TTL_S: "1", EnvVar.GREEN_TIMEOUT_S: f"{GREEN_TIMEOUT_S:g}",
+            EnvVar.DRAIN_TIMEOUT_S: f"{DRAIN_TIMEOUT_S:g}", EnvVar.HOOK_CALLBACK_DELAY_S: "1", EnvVar.STREAM_ACTIVE_WAIT_S: "30",
+            EnvVar.POLL_INTERVAL_S: "0.5", EnvVar.ACTIVE_POLL_S: "1", "POWERTOOLS_SERVICE_NAME": "georebal-local", "POWERTOOLS_LOG_LEVEL": "ERROR",
+            "LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true", EnvVar.SWAP_MODE: cfg.swap_mode,
+            EnvVar.SHARDS_PER_WORKER: str(cfg.shards_per_worker)}
 
 
 def start_spark(state: RunState, aws: EmbeddedAws) -> procs.Child:
@@ -273,7 +274,7 @@ def start_aws(state: RunState) -> EmbeddedAws:
     os.environ.update(aws.environment(handler_env(cfg)))
     # The in-process partitioner balances on event counts, so the cap and the utilisation the report
     # measures share one unit; workers still write cost reports (counted in the report).
-    os.environ.pop("COSTS_BUCKET", None)
+    os.environ.pop(EnvVar.COSTS_BUCKET, None)
     aws.create_resources(ingest_shards=2)
     say(state, f"moto server (AWS) at {aws.endpoint_url}; stream, buckets and tables created "
                f"(prefix {cfg.prefix}); cap {cfg.cap:g} events per {cfg.window_s:g}s window; policy: build to "
