@@ -1,9 +1,8 @@
-"""Worker configuration: the environment variable names (one place) and a typed, validated config.
+"""Worker configuration: a typed, validated config read from the environment variables of
+:class:`partitioner.contracts.env.EnvVar` (the one place the names are spelled, with who sets each one).
 
-The names match ``docs/CONTRACTS.md`` ("Environment variables" and "Worker lifecycle,
-readiness and drain"); the shared ones are also in ``lambdas/common/config.py``.
-:func:`WorkerConfig.from_env` reads them once at start-up; a bad value raises
-:class:`ConfigError` naming the variable and the value.
+:func:`WorkerConfig.from_env` reads them once at start-up; a bad value raises :class:`ConfigError` naming the
+variable and the value.
 """
 
 from __future__ import annotations
@@ -20,34 +19,7 @@ from geo_service.buffer import FLUSH_BYTES, FLUSH_S
 from geo_service.consumer import MIN_INTERVAL_S
 from geo_service.errors import GeoServiceError
 from partitioner.contracts import SwapMode
-
-SPEC_VERSION = "SPEC_VERSION"
-WORKER_ID = "WORKER_ID"
-GEO_PREFIX = "GEO_PREFIX"
-CONTROL_TABLE = "CONTROL_TABLE"
-LEASES_TABLE = "LEASES_TABLE"
-SPECS_BUCKET = "SPECS_BUCKET"
-COSTS_BUCKET = "COSTS_BUCKET"
-OUTPUT_BUCKET = "OUTPUT_BUCKET"
-QUARANTINE_BUCKET = "QUARANTINE_BUCKET"
-AWS_ENDPOINT_URL = "AWS_ENDPOINT_URL"
-AWS_REGION = "AWS_REGION"
-LEASE_S = "LEASE_S"
-DRAIN_QUIET_S = "DRAIN_QUIET_S"
-COST_REPORT_INTERVAL_S = "COST_REPORT_INTERVAL_S"
-HEALTH_PORT = "HEALTH_PORT"
-GEO_TRANSFORM = "GEO_TRANSFORM"
-GRID_ZOOM = "GRID_ZOOM"
-POLL_INTERVAL_S = "POLL_INTERVAL_S"
-ACTIVE_POLL_S = "ACTIVE_POLL_S"
-BUFFER_RING = "BUFFER_RING"
-SWAP_MODE = "SWAP_MODE"
-DRAIN_TIMEOUT_S = "DRAIN_TIMEOUT_S"
-ECS_AGENT_URI = "ECS_AGENT_URI"
-HANDOVER_MARGIN_S = "HANDOVER_MARGIN_S"
-OUTPUT_FLUSH_S = "OUTPUT_FLUSH_S"
-OUTPUT_FLUSH_BYTES = "OUTPUT_FLUSH_BYTES"
-GET_RECORDS_INTERVAL_S = "GET_RECORDS_INTERVAL_S"
+from partitioner.contracts.env import EnvVar
 
 DEFAULT_TRANSFORM = "geo_service.transform:ReverseGeocoder"
 _WORKER_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")  # a spec worker id; "#" would break the lease key
@@ -151,17 +123,17 @@ class WorkerConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "swap_mode", parse_swap_mode(str(self.swap_mode)))
         if self.spec_version is None and self.swap_mode is SwapMode.WHOLE:
-            raise ConfigError(f"{SPEC_VERSION} is required when {SWAP_MODE}={SwapMode.WHOLE.value!r}")
+            raise ConfigError(f"{EnvVar.SPEC_VERSION} is required when {EnvVar.SWAP_MODE}={SwapMode.WHOLE.value!r}")
         if self.spec_version is not None and (isinstance(self.spec_version, bool)
                                               or not isinstance(self.spec_version, int) or self.spec_version < 1):
-            raise ConfigError(f"{SPEC_VERSION} must be an integer >= 1, got {self.spec_version!r}")
+            raise ConfigError(f"{EnvVar.SPEC_VERSION} must be an integer >= 1, got {self.spec_version!r}")
         for name, value in (("control_table", self.control_table), ("leases_table", self.leases_table),
                             ("specs_bucket", self.specs_bucket), ("costs_bucket", self.costs_bucket),
                             ("output_bucket", self.output_bucket)):
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"WorkerConfig.{name} must be a non-empty string, got {value!r}")
         if self.worker_id is not None and not _WORKER_ID_RE.match(self.worker_id):
-            raise ConfigError(f"{WORKER_ID} must be a spec worker id like 'w0001' (letters, digits, '_.-'), "
+            raise ConfigError(f"{EnvVar.WORKER_ID} must be a spec worker id like 'w0001' (letters, digits, '_.-'), "
                               f"got {self.worker_id!r}")
         for name, seconds in (("lease_s", self.lease_s), ("drain_quiet_s", self.drain_quiet_s),
                               ("cost_report_interval_s", self.cost_report_interval_s),
@@ -171,17 +143,18 @@ class WorkerConfig:
             if not (isinstance(seconds, (int, float)) and math.isfinite(seconds) and seconds > 0):
                 raise ConfigError(f"WorkerConfig.{name} must be a positive number of seconds, got {seconds!r}")
         if not (isinstance(self.get_records_interval_s, (int, float)) and 0 <= self.get_records_interval_s <= 60):
-            raise ConfigError(f"{GET_RECORDS_INTERVAL_S} must be in [0, 60] seconds, got {self.get_records_interval_s!r}")
+            raise ConfigError(f"{EnvVar.GET_RECORDS_INTERVAL_S} must be in [0, 60] seconds, "
+                              f"got {self.get_records_interval_s!r}")
         if isinstance(self.output_flush_bytes, bool) or not 1 <= self.output_flush_bytes <= 1 << 30:
-            raise ConfigError(f"{OUTPUT_FLUSH_BYTES} must be in [1, 2**30], got {self.output_flush_bytes!r}")
+            raise ConfigError(f"{EnvVar.OUTPUT_FLUSH_BYTES} must be in [1, 2**30], got {self.output_flush_bytes!r}")
         if not 0 <= self.health_port <= 65535:
-            raise ConfigError(f"{HEALTH_PORT} must be in [0, 65535], got {self.health_port!r}")
+            raise ConfigError(f"{EnvVar.HEALTH_PORT} must be in [0, 65535], got {self.health_port!r}")
         if not 0 <= self.grid_zoom <= 24:
-            raise ConfigError(f"{GRID_ZOOM} must be in [0, 24], got {self.grid_zoom!r}")
+            raise ConfigError(f"{EnvVar.GRID_ZOOM} must be in [0, 24], got {self.grid_zoom!r}")
         if not 0 <= self.buffer_ring <= 8:
-            raise ConfigError(f"{BUFFER_RING} must be in [0, 8], got {self.buffer_ring!r}")
+            raise ConfigError(f"{EnvVar.BUFFER_RING} must be in [0, 8], got {self.buffer_ring!r}")
         if ":" not in self.transform:
-            raise ConfigError(f"{GEO_TRANSFORM} must be 'module:Class', got {self.transform!r}")
+            raise ConfigError(f"{EnvVar.GEO_TRANSFORM} must be 'module:Class', got {self.transform!r}")
         if not self.quarantine_bucket:
             object.__setattr__(self, "quarantine_bucket", self.output_bucket)
 
@@ -198,37 +171,37 @@ class WorkerConfig:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WorkerConfig:
         """Read the configuration from environment variables (``os.environ`` by default)."""
         env = os.environ if environ is None else environ
-        mode = parse_swap_mode(env.get(SWAP_MODE, ""))
-        version = _get(env, SPEC_VERSION, int) if mode is SwapMode.WHOLE or (env.get(SPEC_VERSION) or "").strip() \
-            else None
+        mode = parse_swap_mode(env.get(EnvVar.SWAP_MODE, ""))
+        pinned = mode is SwapMode.WHOLE or bool((env.get(EnvVar.SPEC_VERSION) or "").strip())
+        version = _get(env, EnvVar.SPEC_VERSION, int) if pinned else None
         return cls(
             spec_version=version,
-            control_table=_get(env, CONTROL_TABLE, str),
-            leases_table=_get(env, LEASES_TABLE, str),
-            specs_bucket=_get(env, SPECS_BUCKET, str),
-            costs_bucket=_get(env, COSTS_BUCKET, str),
-            output_bucket=_get(env, OUTPUT_BUCKET, str),
-            quarantine_bucket=env.get(QUARANTINE_BUCKET, ""),
-            worker_id=env.get(WORKER_ID) or None,
-            prefix=env.get(GEO_PREFIX) or "georebal",
-            endpoint_url=env.get(AWS_ENDPOINT_URL) or None,
-            region=env.get(AWS_REGION) or env.get("AWS_DEFAULT_REGION") or None,
-            lease_s=_get(env, LEASE_S, float, 30.0),
-            drain_quiet_s=_get(env, DRAIN_QUIET_S, float, 10.0),
-            cost_report_interval_s=_get(env, COST_REPORT_INTERVAL_S, float, 300.0),
-            health_port=_get(env, HEALTH_PORT, int, 0),
-            transform=env.get(GEO_TRANSFORM) or DEFAULT_TRANSFORM,
-            grid_zoom=_get(env, GRID_ZOOM, int, 12),
-            poll_interval_s=_get(env, POLL_INTERVAL_S, float, 1.0),
-            active_poll_s=_get(env, ACTIVE_POLL_S, float, 2.0),
-            buffer_ring=_get(env, BUFFER_RING, int, 1),
+            control_table=_get(env, EnvVar.CONTROL_TABLE, str),
+            leases_table=_get(env, EnvVar.LEASES_TABLE, str),
+            specs_bucket=_get(env, EnvVar.SPECS_BUCKET, str),
+            costs_bucket=_get(env, EnvVar.COSTS_BUCKET, str),
+            output_bucket=_get(env, EnvVar.OUTPUT_BUCKET, str),
+            quarantine_bucket=env.get(EnvVar.QUARANTINE_BUCKET, ""),
+            worker_id=env.get(EnvVar.WORKER_ID) or None,
+            prefix=env.get(EnvVar.GEO_PREFIX) or "georebal",
+            endpoint_url=env.get(EnvVar.AWS_ENDPOINT_URL) or None,
+            region=env.get(EnvVar.AWS_REGION) or env.get(EnvVar.AWS_DEFAULT_REGION) or None,
+            lease_s=_get(env, EnvVar.LEASE_S, float, 30.0),
+            drain_quiet_s=_get(env, EnvVar.DRAIN_QUIET_S, float, 10.0),
+            cost_report_interval_s=_get(env, EnvVar.COST_REPORT_INTERVAL_S, float, 300.0),
+            health_port=_get(env, EnvVar.HEALTH_PORT, int, 0),
+            transform=env.get(EnvVar.GEO_TRANSFORM) or DEFAULT_TRANSFORM,
+            grid_zoom=_get(env, EnvVar.GRID_ZOOM, int, 12),
+            poll_interval_s=_get(env, EnvVar.POLL_INTERVAL_S, float, 1.0),
+            active_poll_s=_get(env, EnvVar.ACTIVE_POLL_S, float, 2.0),
+            buffer_ring=_get(env, EnvVar.BUFFER_RING, int, 1),
             swap_mode=mode,
-            barrier_timeout_s=_get(env, DRAIN_TIMEOUT_S, float, 900.0),
-            agent_uri=env.get(ECS_AGENT_URI) or None,
-            handover_margin_s=_get(env, HANDOVER_MARGIN_S, float, 1.0),
-            output_flush_s=_get(env, OUTPUT_FLUSH_S, float, FLUSH_S),
-            output_flush_bytes=_get(env, OUTPUT_FLUSH_BYTES, int, FLUSH_BYTES),
-            get_records_interval_s=_get(env, GET_RECORDS_INTERVAL_S, float, MIN_INTERVAL_S),
+            barrier_timeout_s=_get(env, EnvVar.DRAIN_TIMEOUT_S, float, 900.0),
+            agent_uri=env.get(EnvVar.ECS_AGENT_URI) or None,
+            handover_margin_s=_get(env, EnvVar.HANDOVER_MARGIN_S, float, 1.0),
+            output_flush_s=_get(env, EnvVar.OUTPUT_FLUSH_S, float, FLUSH_S),
+            output_flush_bytes=_get(env, EnvVar.OUTPUT_FLUSH_BYTES, int, FLUSH_BYTES),
+            get_records_interval_s=_get(env, EnvVar.GET_RECORDS_INTERVAL_S, float, MIN_INTERVAL_S),
         )
 
 
@@ -238,7 +211,7 @@ def parse_swap_mode(text: str) -> SwapMode:
     try:
         return SwapMode(value)
     except ValueError:
-        raise ConfigError(f"{SWAP_MODE} must be one of {[m.value for m in SwapMode]}, got {text!r}") from None
+        raise ConfigError(f"{EnvVar.SWAP_MODE} must be one of {[m.value for m in SwapMode]}, got {text!r}") from None
 
 
 def _get(env: Mapping[str, str], name: str, parse: Callable[[str], T], default: T | None = None) -> T:

@@ -12,7 +12,7 @@ import sys
 import urllib.error
 import urllib.request
 
-from geo_service.config import HEALTH_PORT
+from partitioner.contracts.env import EnvVar
 
 
 def probe(port: int, timeout_s: float = 2.0) -> bool:
@@ -25,11 +25,11 @@ def probe(port: int, timeout_s: float = 2.0) -> bool:
 
 
 def main() -> int:
-    raw = os.environ.get(HEALTH_PORT, "0").strip() or "0"
+    raw = os.environ.get(EnvVar.HEALTH_PORT, "0").strip() or "0"
     try:
         port = int(raw)
     except ValueError:
-        print(f"{HEALTH_PORT}={raw!r} is not a port number", file=sys.stderr)
+        print(f"{EnvVar.HEALTH_PORT}={raw!r} is not a port number", file=sys.stderr)
         return 1
     return 0 if port == 0 or probe(port) else 1
 

@@ -108,7 +108,18 @@ class EmrServerlessAggregation(Construct):
         self.log_group = logs.LogGroup(
             self, "Logs", retention=retention(config.log_retention_days), removal_policy=RemovalPolicy.DESTROY
         )
-        self.application = emrs.CfnApplication(
+        self.application = self._application(config, subnets, security_group)
+        self.settings = job_settings(config, inputs, engine="emr", code_hash=self.code.asset_hash + self.entry.asset_hash)
+        self.arguments = emr_arguments(self.settings)
+        self.job_run = self._job_run(config)
+        self.job_run.node.add_dependency(self.job_role)
+        self._grant_job_role()
+
+    def _application(
+        self, config: GeoConfig, subnets: list[ec2.ISubnet], security_group: ec2.ISecurityGroup
+    ) -> emrs.CfnApplication:
+        """The Spark application in the private subnets: starts on a job run, stops after 15 idle minutes."""
+        return emrs.CfnApplication(
             self,
             "Application",
             name=f"{config.prefix}-aggregation",
@@ -127,19 +138,19 @@ class EmrServerlessAggregation(Construct):
                 security_group_ids=[security_group.security_group_id],
             ),
         )
-        self.settings = job_settings(config, inputs, engine="emr", code_hash=self.code.asset_hash + self.entry.asset_hash)
-        self.arguments = emr_arguments(self.settings)
+
+    def _start_job_run(self, config: GeoConfig) -> cr.AwsSdkCall:
+        """``StartJobRun`` of the streaming job (``mode=STREAMING``), logging to :attr:`log_group`."""
         submit = (
             f"--jars {EMR_KINESIS_CONNECTOR} --conf spark.submit.pyFiles={self.code.s3_object_url} "
             "--conf spark.executor.cores=2 --conf spark.executor.memory=4g --conf spark.driver.cores=1 "
             "--conf spark.driver.memory=2g --conf spark.sql.shuffle.partitions=8"
         )
-        application_id = self.application.attr_application_id
-        start = cr.AwsSdkCall(
+        return cr.AwsSdkCall(
             service="emr-serverless",
             action="startJobRun",
             parameters={
-                "applicationId": application_id,
+                "applicationId": self.application.attr_application_id,
                 "executionRoleArn": self.job_role.role_arn,
                 "name": f"{config.prefix}-aggregation",
                 "mode": "STREAMING",
@@ -159,13 +170,18 @@ class EmrServerlessAggregation(Construct):
             },
             physical_resource_id=cr.PhysicalResourceId.from_response("jobRunId"),
         )
+
+    def _job_run(self, config: GeoConfig) -> cr.AwsCustomResource:
+        """Starts the job run on create and on a change of its code or arguments; cancels it on delete."""
+        start = self._start_job_run(config)
+        application_id = self.application.attr_application_id
         job_runs = Stack.of(self).format_arn(
             service="emr-serverless", resource="/applications", resource_name=f"{application_id}/jobruns/*"
         )
         application_arn = Stack.of(self).format_arn(
             service="emr-serverless", resource="/applications", resource_name=application_id
         )
-        self.job_run = cr.AwsCustomResource(
+        return cr.AwsCustomResource(
             self,
             "JobRun",
             resource_type="Custom::EmrServerlessStreamingJobRun",
@@ -193,7 +209,9 @@ class EmrServerlessAggregation(Construct):
             install_latest_aws_sdk=False,
             timeout=Duration.minutes(5),
         )
-        self.job_run.node.add_dependency(self.job_role)
+
+    def _grant_job_role(self) -> None:
+        """The job writes its log group and reads its entry script and code zip."""
         self.log_group.grant_write(self.job_role)
         # EMR Serverless's CloudWatch logging also describes the group and its streams before writing.
         self.job_role.add_to_policy(
@@ -220,17 +238,7 @@ class GlueStreamingAggregation(Construct):
         super().__init__(scope, construct_id)
         self.engine = "glue"
         self.job_role = _job_role(self, "glue.amazonaws.com", "Glue streaming aggregation job")
-        self.key = kms.Key(self, "Key", description=f"{config.prefix}: Glue job logs and bookmarks", enable_key_rotation=True)
-        self.key.add_to_resource_policy(
-            iam.PolicyStatement(
-                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
-                principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
-                resources=["*"],
-                conditions={
-                    "ArnLike": {"kms:EncryptionContext:aws:logs:arn": f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:*"}
-                },
-            )
-        )
+        self.key = self._key(config)
         self.security_configuration = glue.SecurityConfiguration(
             self,
             "Security",
@@ -246,7 +254,28 @@ class GlueStreamingAggregation(Construct):
         )
         self.arguments = glue_arguments(self.settings)
         job_name = f"{config.prefix}-aggregation"
-        self.job = glue.PySparkStreamingJob(
+        self.job = self._job(config, job_name)
+        self.job_run = self._job_run(job_name)
+        self.job_run.node.add_dependency(self.job)
+        self._grant_job_role()
+
+    def _key(self, config: GeoConfig) -> kms.Key:
+        """The KMS key of the job's logs, bookmarks and S3 writes; CloudWatch Logs may use it for this account."""
+        key = kms.Key(self, "Key", description=f"{config.prefix}: Glue job logs and bookmarks", enable_key_rotation=True)
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                principals=[iam.ServicePrincipal(f"logs.{Aws.REGION}.amazonaws.com")],
+                resources=["*"],
+                conditions={
+                    "ArnLike": {"kms:EncryptionContext:aws:logs:arn": f"arn:{Aws.PARTITION}:logs:{Aws.REGION}:{Aws.ACCOUNT_ID}:*"}
+                },
+            )
+        )
+        return key
+
+    def _job(self, config: GeoConfig, job_name: str) -> glue.PySparkStreamingJob:
+        return glue.PySparkStreamingJob(
             self,
             "Job",
             job_name=job_name,
@@ -262,6 +291,9 @@ class GlueStreamingAggregation(Construct):
             continuous_logging=glue.ContinuousLoggingProps(enabled=True),
             default_arguments=self.arguments,
         )
+
+    def _job_run(self, job_name: str) -> cr.AwsCustomResource:
+        """Starts a run on create and on update; stops it on delete."""
         job_arn = Stack.of(self).format_arn(service="glue", resource="job", resource_name=job_name)
         # The checkpoint argument changes with the job's code and settings, so a change starts a new run (and the
         # old run is stopped when CloudFormation deletes the replaced physical resource).
@@ -271,7 +303,7 @@ class GlueStreamingAggregation(Construct):
             parameters={"JobName": job_name, "Arguments": {"--checkpoint": self.arguments["--checkpoint"]}},
             physical_resource_id=cr.PhysicalResourceId.from_response("JobRunId"),
         )
-        self.job_run = cr.AwsCustomResource(
+        return cr.AwsCustomResource(
             self,
             "JobRun",
             resource_type="Custom::GlueStreamingJobRun",
@@ -288,7 +320,9 @@ class GlueStreamingAggregation(Construct):
             install_latest_aws_sdk=False,
             timeout=Duration.minutes(5),
         )
-        self.job_run.node.add_dependency(self.job)
+
+    def _grant_job_role(self) -> None:
+        """The job uses its key, writes Glue's own log groups, and puts metrics in the ``Glue`` namespace only."""
         self.key.grant_encrypt_decrypt(self.job_role)
         glue_logs = Stack.of(self).format_arn(
             service="logs", resource="log-group", resource_name="/aws-glue/*", arn_format=ArnFormat.COLON_RESOURCE_NAME
@@ -307,3 +341,6 @@ class GlueStreamingAggregation(Construct):
             )
         )
 
+
+#: The aggregation construct of either engine (context ``engine``).
+AggregationJob = EmrServerlessAggregation | GlueStreamingAggregation

@@ -211,44 +211,17 @@ def _text(ctx: Mapping[str, Any], key: str, check: Callable[[str], bool], what: 
 
 
 def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
-    """Parse and validate the settings; raises :class:`ConfigError` naming the first bad key."""
+    """Parse and validate the settings; raises :class:`ConfigError` naming the first bad key.
+
+    The keys are checked in a fixed order (the order of the calls below), so the first bad one is reported.
+    """
     prefix = _text(ctx, "prefix", lambda v: bool(_PREFIX_RE.match(v)), "3-20 chars of a-z, 0-9, '-' starting with a letter")
     engine = _text(ctx, "engine", lambda v: v in ENGINES, f"one of {ENGINES}")
-    grid_zoom = _int(ctx, "grid_zoom", 1, 20)
-    zoom = _int(ctx, "zoom", 1, 23)
-    if zoom < grid_zoom:
-        raise ConfigError(f"context 'zoom' must be >= grid_zoom ({grid_zoom}), got {_raw(ctx, 'zoom')!r}")
-    window_s = _int(ctx, "window_s", 10, 86400)
-    watermark_s = _int(ctx, "watermark_s", 1, 86400)
-    if watermark_s > window_s:
-        raise ConfigError(f"context 'watermark_s' must be <= window_s ({window_s}), got {_raw(ctx, 'watermark_s')!r}")
-    high = _float(ctx, "high_watermark", 0.0, 1.0, lo_open=True)
-    low = _float(ctx, "low_watermark", 0.0, 1.0)
-    if low >= high:
-        raise ConfigError(f"context 'low_watermark' must be < high_watermark ({high}), got {_raw(ctx, 'low_watermark')!r}")
-    mode = _text(ctx, "policy_mode", lambda v: v in ("predictive", "reactive"), "'predictive' or 'reactive'")
-    policy = PolicyConfig(
-        mode=mode,
-        high_watermark=high,
-        low_watermark=low,
-        max_waste_ratio=_float(ctx, "max_waste_ratio", 1.0, 100.0),
-        cooldown_s=_int(ctx, "cooldown_s", 0, 7 * 86400),
-        min_change=_float(ctx, "min_change", 0.0, 1.0),
-    )
-    try:  # the one parser of POLICY_JSON, the one the partitioner Lambda runs
-        ControlSettings.from_json(policy.to_json(), where="cdk.json context (policy_mode and the policy keys)")
-    except PartitionerError as exc:
-        raise ConfigError(str(exc)) from None
+    grid_zoom, zoom = _zooms(ctx)
+    window_s, watermark_s = _window(ctx)
+    policy = _policy(ctx)
     vpc_id = _text(ctx, "vpc_id", lambda v: v == "" or bool(_VPC_RE.match(v)), "'' (create a VPC) or a VPC id vpc-...")
-    worker_cpu = _int(ctx, "worker_cpu", 256, 4096)
-    if worker_cpu not in FARGATE_MEMORY:
-        raise ConfigError(f"context 'worker_cpu' must be one of {sorted(FARGATE_MEMORY)}, got {_raw(ctx, 'worker_cpu')!r}")
-    worker_memory = _int(ctx, "worker_memory_mib", 512, 30720)
-    if worker_memory not in FARGATE_MEMORY[worker_cpu]:
-        raise ConfigError(
-            f"context 'worker_memory_mib' must be a Fargate memory size for worker_cpu={worker_cpu} "
-            f"{FARGATE_MEMORY[worker_cpu]}, got {_raw(ctx, 'worker_memory_mib')!r}"
-        )
+    worker_cpu, worker_memory = _worker_size(ctx)
     max_load = _float(ctx, "max_load", 0.0, 1e12, lo_open=True)
     shards = shards_per_worker(ctx, max_load, window_s)
     email = _text(ctx, "alarm_email", lambda v: v == "" or bool(_EMAIL_RE.match(v)), "'' or an e-mail address")
@@ -285,6 +258,60 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
         geo_transform=_text(ctx, "geo_transform", lambda v: v == "" or bool(_TRANSFORM_RE.match(v)),
                             "'' (the default reverse geocoder) or 'module:Class'") or None,
     )
+
+
+def _zooms(ctx: Mapping[str, Any]) -> tuple[int, int]:
+    """``grid_zoom`` and ``zoom`` (the events' zoom, at least the grid's)."""
+    grid_zoom = _int(ctx, "grid_zoom", 1, 20)
+    zoom = _int(ctx, "zoom", 1, 23)
+    if zoom < grid_zoom:
+        raise ConfigError(f"context 'zoom' must be >= grid_zoom ({grid_zoom}), got {_raw(ctx, 'zoom')!r}")
+    return grid_zoom, zoom
+
+
+def _window(ctx: Mapping[str, Any]) -> tuple[int, int]:
+    """``window_s`` and ``watermark_s`` (at most one window)."""
+    window_s = _int(ctx, "window_s", 10, 86400)
+    watermark_s = _int(ctx, "watermark_s", 1, 86400)
+    if watermark_s > window_s:
+        raise ConfigError(f"context 'watermark_s' must be <= window_s ({window_s}), got {_raw(ctx, 'watermark_s')!r}")
+    return window_s, watermark_s
+
+
+def _policy(ctx: Mapping[str, Any]) -> PolicyConfig:
+    """The policy keys, checked by the parser of POLICY_JSON the partitioner Lambda runs."""
+    high = _float(ctx, "high_watermark", 0.0, 1.0, lo_open=True)
+    low = _float(ctx, "low_watermark", 0.0, 1.0)
+    if low >= high:
+        raise ConfigError(f"context 'low_watermark' must be < high_watermark ({high}), got {_raw(ctx, 'low_watermark')!r}")
+    mode = _text(ctx, "policy_mode", lambda v: v in ("predictive", "reactive"), "'predictive' or 'reactive'")
+    policy = PolicyConfig(
+        mode=mode,
+        high_watermark=high,
+        low_watermark=low,
+        max_waste_ratio=_float(ctx, "max_waste_ratio", 1.0, 100.0),
+        cooldown_s=_int(ctx, "cooldown_s", 0, 7 * 86400),
+        min_change=_float(ctx, "min_change", 0.0, 1.0),
+    )
+    try:  # the one parser of POLICY_JSON, the one the partitioner Lambda runs
+        ControlSettings.from_json(policy.to_json(), where="cdk.json context (policy_mode and the policy keys)")
+    except PartitionerError as exc:
+        raise ConfigError(str(exc)) from None
+    return policy
+
+
+def _worker_size(ctx: Mapping[str, Any]) -> tuple[int, int]:
+    """``worker_cpu`` and ``worker_memory_mib``: a pair Fargate offers."""
+    worker_cpu = _int(ctx, "worker_cpu", 256, 4096)
+    if worker_cpu not in FARGATE_MEMORY:
+        raise ConfigError(f"context 'worker_cpu' must be one of {sorted(FARGATE_MEMORY)}, got {_raw(ctx, 'worker_cpu')!r}")
+    worker_memory = _int(ctx, "worker_memory_mib", 512, 30720)
+    if worker_memory not in FARGATE_MEMORY[worker_cpu]:
+        raise ConfigError(
+            f"context 'worker_memory_mib' must be a Fargate memory size for worker_cpu={worker_cpu} "
+            f"{FARGATE_MEMORY[worker_cpu]}, got {_raw(ctx, 'worker_memory_mib')!r}"
+        )
+    return worker_cpu, worker_memory
 
 
 def shards_per_worker(ctx: Mapping[str, Any], max_load: float, window_s: int) -> int:

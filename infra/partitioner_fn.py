@@ -13,7 +13,8 @@ from infra import assets
 from infra.functions import LambdaKit, ObjectCreatedFunction
 
 # bench/bench_partitioner_handler.py measured 2,435 MB peak at 4M quadkeys / 1,134 workers: 4,096 MB leaves 40 %
-# headroom (the floor is 25 %); Lambda allots CPU in proportion to memory, so the build also runs faster.
+# headroom (at least 25 % is kept, so a bigger snapshot than the benchmark's does not run the function out of
+# memory); Lambda allots CPU in proportion to memory, so the build also runs faster.
 PARTITIONER_MEMORY_MB = 4096
 
 

@@ -5,13 +5,15 @@ and a single stack keeps them free of cross-stack export cycles (``cdk deploy --
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from aws_cdk import ArnFormat, Aws, CfnOutput, Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra.aggregation import EmrServerlessAggregation, GlueStreamingAggregation, JobInputs
+from infra.aggregation import AggregationJob, EmrServerlessAggregation, GlueStreamingAggregation, JobInputs
 from infra.config import GeoConfig
 from infra.deploy import DeployerFunction, HooksFunction
 from infra.functions import LambdaKit
@@ -23,9 +25,10 @@ from infra.outputs import OperatorOutputs
 from infra.partitioner_fn import PartitionerFunction
 from infra.router import RouterFunction
 from infra.storage import Storage
-from infra.suppressions import acknowledge_findings
+from infra.suppressions import FindingOwners, acknowledge_findings
 from infra.tables import ControlTables
 from infra.workers import Workers, cluster_name, service_name
+from partitioner.contracts.env import EnvVar
 
 
 class GeoRebalancerStack(Stack):
@@ -39,6 +42,27 @@ class GeoRebalancerStack(Stack):
         self.storage = Storage(self, "Storage", config=config)
         self.tables = ControlTables(self, "Tables", config=config)
         self.geo_streams = GeoStreams(self, "GeoStreams", config=config)
+        self.aggregation: AggregationJob = self._aggregation()
+        env = self.shared_environment()
+        kit = LambdaKit(self, "Lambda", config=config)
+        self.partitioner = PartitionerFunction(self, "Partitioner", kit=kit, snapshots=self.storage.snapshots, environment=env)
+        self.router = RouterFunction(self, "Router", config=config, kit=kit, stream=self.ingest.stream, environment=env)
+        self.hooks = HooksFunction(self, "Hooks", kit=kit, environment=env)
+        self.workers = self._workers(env)
+        self.deployer = DeployerFunction(self, "Deployer", kit=kit, specs=self.storage.specs, environment=env,
+                                         service_arn=self.service_arn)
+        # the code the fleet should run (infra/workers.py): the deployer rolls it out when it differs from the fleet's
+        self.deployer.function.add_environment(EnvVar.WORKER_TASK_DEFINITION, self.workers.template_revision)
+        self.monitoring = Monitoring(self, "Monitoring", config=config, watched=self._watched())
+        self._grant()
+        self._outputs()
+        OperatorOutputs(self, "OperatorOutputs", dashboard=self.monitoring.dashboard, alarms=self.monitoring.alarms,
+                        functions=self._functions_by_name(), worker_logs=self.workers.log_group,
+                        job_logs=getattr(self.aggregation, "log_group", None))
+        acknowledge_findings(self, self._finding_owners())
+
+    def _aggregation(self) -> AggregationJob:
+        """The Spark job of the configured engine (context ``engine``), reading the ingest stream."""
         inputs = JobInputs(
             stream=self.ingest.stream,
             snapshots=self.storage.snapshots,
@@ -46,84 +70,81 @@ class GeoRebalancerStack(Stack):
             checkpoints=self.storage.checkpoints,
             costs=self.storage.costs,
         )
-        self.aggregation: EmrServerlessAggregation | GlueStreamingAggregation
-        if config.engine == "emr":
-            self.aggregation = EmrServerlessAggregation(
-                self,
-                "Aggregation",
-                config=config,
-                inputs=inputs,
-                subnets=self.network.vpc.select_subnets(subnet_type=self.network.private_subnets.subnet_type).subnets,
-                security_group=self.network.security_group,
-            )
-        else:
-            self.aggregation = GlueStreamingAggregation(self, "Aggregation", config=config, inputs=inputs)
+        if self.config.engine != "emr":
+            return GlueStreamingAggregation(self, "Aggregation", config=self.config, inputs=inputs)
+        return EmrServerlessAggregation(
+            self,
+            "Aggregation",
+            config=self.config,
+            inputs=inputs,
+            subnets=self.network.vpc.select_subnets(subnet_type=self.network.private_subnets.subnet_type).subnets,
+            security_group=self.network.security_group,
+        )
 
-        env = self.shared_environment()
-        kit = LambdaKit(self, "Lambda", config=config)
-        self.partitioner = PartitionerFunction(self, "Partitioner", kit=kit, snapshots=self.storage.snapshots, environment=env)
-        self.router = RouterFunction(self, "Router", config=config, kit=kit, stream=self.ingest.stream, environment=env)
-        self.hooks = HooksFunction(self, "Hooks", kit=kit, environment=env)
-        self.workers = Workers(
+    def _workers(self, env: Mapping[str, str]) -> Workers:
+        """The worker fleet: the shared environment without what only the Lambdas read, plus the transform."""
+        lambdas_only = (EnvVar.POLICY_JSON, EnvVar.SNAPSHOTS_BUCKET)
+        transform: dict[str, str] = {EnvVar.GEO_TRANSFORM: self.config.geo_transform} if self.config.geo_transform else {}
+        return Workers(
             self,
             "Workers",
-            config=config,
+            config=self.config,
             vpc=self.network.vpc,
             subnets=self.network.private_subnets,
             security_group=self.network.security_group,
             hooks=self.hooks.function,
-            environment={k: v for k, v in env.items() if k not in ("POLICY_JSON", "SNAPSHOTS_BUCKET")}
-            | ({"GEO_TRANSFORM": config.geo_transform} if config.geo_transform else {}),
+            environment={k: v for k, v in env.items() if k not in lambdas_only} | transform,
         )
-        self.deployer = DeployerFunction(self, "Deployer", kit=kit, specs=self.storage.specs, environment=env,
-                                         service_arn=self.service_arn)
-        # the code the fleet should run (infra/workers.py): the deployer rolls it out when it differs from the fleet's
-        self.deployer.function.add_environment("WORKER_TASK_DEFINITION", self.workers.template_revision)
-        self.monitoring = Monitoring(
-            self,
-            "Monitoring",
-            config=config,
-            watched=Watched(
-                router=self.router.function,
-                partitioner=self.partitioner.function,
-                deployer=self.deployer.function,
-                hooks=self.hooks.function,
-                router_failures=self.router.failures,
-                async_failures={"Partitioner": self.partitioner.failures, "Deployer": self.deployer.failures},
-                quarantine=self.storage.quarantine,
-                service_arn=self.service_arn,
-                service_name=service_name(config),
-                cluster_name=cluster_name(config),
-            ),
-        )
-        self._grant()
-        self._outputs()
-        OperatorOutputs(self, "OperatorOutputs", dashboard=self.monitoring.dashboard, alarms=self.monitoring.alarms,
-                        functions={"Router": self.router.function, "Partitioner": self.partitioner.function,
-                                   "Deployer": self.deployer.function, "Hooks": self.hooks.function},
-                        worker_logs=self.workers.log_group, job_logs=getattr(self.aggregation, "log_group", None))
-        acknowledge_findings(self)
 
-    # -- names shared with the Lambdas and workers (docs/CONTRACTS.md "Environment variables") --------------
+    def _functions_by_name(self) -> dict[str, lambda_.Function]:
+        return {"Router": self.router.function, "Partitioner": self.partitioner.function,
+                "Deployer": self.deployer.function, "Hooks": self.hooks.function}
+
+    def _watched(self) -> Watched:
+        return Watched(
+            router=self.router.function,
+            partitioner=self.partitioner.function,
+            deployer=self.deployer.function,
+            hooks=self.hooks.function,
+            router_failures=self.router.failures,
+            async_failures={"Partitioner": self.partitioner.failures, "Deployer": self.deployer.failures},
+            quarantine=self.storage.quarantine,
+            service_arn=self.service_arn,
+            service_name=service_name(self.config),
+            cluster_name=cluster_name(self.config),
+        )
+
+    def _finding_owners(self) -> FindingOwners:
+        return FindingOwners(
+            config=self.config,
+            storage=self.storage,
+            s3_dead_letters=(self.partitioner.failures, self.deployer.failures),
+            router_failures=self.router.failures,
+            functions=(self.partitioner.function, self.router.function, self.deployer.function, self.hooks.function),
+            worker_task=self.workers.task_definition,
+            aggregation=self.aggregation,
+        )
+
+    # -- names shared with the Lambdas and workers (partitioner/contracts/env.py) ----------------------------
     def shared_environment(self) -> dict[str, str]:
         config, storage = self.config, self.storage
         return {
-            "GEO_PREFIX": config.prefix,
-            "CONTROL_TABLE": self.tables.control.table_name,
-            "LEASES_TABLE": self.tables.leases.table_name,
-            "SNAPSHOTS_BUCKET": storage.snapshots.bucket_name,
-            "SPECS_BUCKET": storage.specs.bucket_name,
-            "COSTS_BUCKET": storage.costs.bucket_name,
-            "QUARANTINE_BUCKET": storage.quarantine.bucket_name,
-            "OUTPUT_BUCKET": storage.output.bucket_name,
-            "MAX_LOAD": repr(config.max_load),
-            "SHARDS_PER_WORKER": str(config.shards_per_worker),
-            "GRID_ZOOM": str(config.grid_zoom),
-            "POLICY_JSON": config.policy.to_json(),
-            "ECS_CLUSTER": cluster_name(config),
-            "ECS_SERVICE": service_name(config),
-            "GEO_STREAM_KMS_KEY": self.geo_streams.key.key_arn,
-            "SWAP_MODE": config.swap_mode,
+            EnvVar.GEO_PREFIX: config.prefix,
+            EnvVar.CONTROL_TABLE: self.tables.control.table_name,
+            EnvVar.LEASES_TABLE: self.tables.leases.table_name,
+            EnvVar.SNAPSHOTS_BUCKET: storage.snapshots.bucket_name,
+            EnvVar.SPECS_BUCKET: storage.specs.bucket_name,
+            EnvVar.COSTS_BUCKET: storage.costs.bucket_name,
+            EnvVar.QUARANTINE_BUCKET: storage.quarantine.bucket_name,
+            EnvVar.OUTPUT_BUCKET: storage.output.bucket_name,
+            EnvVar.MAX_LOAD: repr(config.max_load),
+            EnvVar.SHARDS_PER_WORKER: str(config.shards_per_worker),
+            EnvVar.GRID_ZOOM: str(config.grid_zoom),
+            EnvVar.POLICY_JSON: config.policy.to_json(),
+            EnvVar.ECS_CLUSTER: cluster_name(config),
+            EnvVar.ECS_SERVICE: service_name(config),
+            EnvVar.GEO_STREAM_KMS_KEY: self.geo_streams.key.key_arn,
+            EnvVar.SWAP_MODE: config.swap_mode,
         }
 
     @property

@@ -10,17 +10,17 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import jsii
 from aws_cdk import Acknowledgment, Aspects, CfnResource, DefaultStackSynthesizer, IAspect, Stack, Validations
+from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
 from constructs import IConstruct
 
-from infra.aggregation import EmrServerlessAggregation
-
-if TYPE_CHECKING:
-    from infra.stack import GeoRebalancerStack
+from infra.aggregation import AggregationJob, EmrServerlessAggregation
+from infra.config import GeoConfig
+from infra.storage import Storage
 
 BOOTSTRAP_QUALIFIER_CONTEXT = "@aws-cdk/core:bootstrapQualifier"
 IAM4_LAMBDA_BASIC = "AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]"
@@ -126,12 +126,42 @@ def bootstrap_qualifier(stack: Stack) -> str:
     return str(found) if found else DefaultStackSynthesizer.DEFAULT_QUALIFIER
 
 
-def acknowledge_findings(stack: GeoRebalancerStack) -> None:
-    config = stack.config
-    Aspects.of(stack).add(CheckovSkips(stack.storage.access_logs))
-    for fn in (stack.partitioner, stack.deployer):
-        _ack(fn.failures, "AwsSolutions-SQS3",
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FindingOwners:
+    """The constructs of the stack that own an acknowledged finding (the narrowest scope of each)."""
+
+    config: GeoConfig
+    storage: Storage
+    # dead-letter queues of the S3-triggered functions (partitioner, deployer)
+    s3_dead_letters: tuple[sqs.IQueue, ...]
+    router_failures: sqs.IQueue
+    # the project's functions: partitioner, router, deployer, hooks (X-Ray, AWSLambdaBasicExecutionRole)
+    functions: tuple[lambda_.IFunction, ...]
+    worker_task: ecs.TaskDefinition
+    aggregation: AggregationJob
+
+
+def acknowledge_findings(stack: Stack, owners: FindingOwners) -> None:
+    """Acknowledge every cdk-nag finding the stack is known to have (each with its reason) and add the checkov
+    skips; the order is the order of ``<stack>.acknowledgements.json``."""
+    Aspects.of(stack).add(CheckovSkips(owners.storage.access_logs))
+    _ack_s3_dead_letter_queues(owners)
+    _ack_grant_helpers(stack, owners)
+    _ack_run_time_names(stack, owners)
+    _ack_unscoped_actions(stack, owners)
+    _ack_router_failure_queue(owners)
+    _ack_container_environment(owners)
+    _ack_aggregation(stack, owners.aggregation)
+
+
+def _ack_s3_dead_letter_queues(owners: FindingOwners) -> None:
+    for queue in owners.s3_dead_letters:
+        _ack(queue, "AwsSolutions-SQS3",
              "This queue is itself the dead-letter queue of an S3-triggered function; it has no further DLQ.")
+
+
+def _ack_grant_helpers(stack: Stack, owners: FindingOwners) -> None:
+    """The wildcards of CDK's grant helpers: action families, and the objects of one named bucket."""
     for family in GRANT_ACTION_FAMILIES:
         _ack(
             stack,
@@ -139,12 +169,17 @@ def acknowledge_findings(stack: GeoRebalancerStack) -> None:
             f"Emitted by a CDK grant helper (grant_read/grant_put/grant_read_write/grant_encrypt_decrypt) for one named "
             f"bucket or key; '{family}' is the narrowest family covering the multipart, versioned and bucket-key calls.",
         )
-    for name, bucket in stack.storage.data_buckets.items():
+    for name, bucket in owners.storage.data_buckets.items():
         _ack(
             stack,
             f"AwsSolutions-IAM5[Resource::{_arn_token(stack, bucket)}/*]",
             f"Objects of the {name} bucket only: object keys are created at run time (window, version, worker, time).",
         )
+
+
+def _ack_run_time_names(stack: Stack, owners: FindingOwners) -> None:
+    """Resources named at run time under a fixed prefix: geo streams, service deployments, worker tasks."""
+    config = owners.config
     _ack(
         stack,
         f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kinesis:<AWS::Region>:<AWS::AccountId>:stream/{config.geo_stream_prefix}*]",
@@ -158,17 +193,18 @@ def acknowledge_findings(stack: GeoRebalancerStack) -> None:
         "ECS creates a service-deployment id per blue/green deploy at run time; limited to the worker service.",
     )
     _ack(
-        stack.workers.task_definition,
+        owners.worker_task,
         f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:task/{config.prefix}-workers/*]",
         "A worker sets its own task's scale-in protection (ecs:UpdateTaskProtection/GetTaskProtection); task ids are "
         "created at run time; limited to the worker cluster's tasks.",
     )
-    star_owners: list[IConstruct] = [
-        stack.partitioner.function, stack.router.function, stack.deployer.function, stack.hooks.function,
-        stack.workers.task_definition,
-    ]  # fmt: skip
-    if stack.aggregation.engine == "glue":
-        star_owners.append(stack.aggregation)
+
+
+def _ack_unscoped_actions(stack: Stack, owners: FindingOwners) -> None:
+    """Actions without resource-level permissions, AWS's managed Lambda policy, and the CDK asset bucket."""
+    star_owners: list[IConstruct] = [*owners.functions, owners.worker_task]
+    if owners.aggregation.engine == "glue":
+        star_owners.append(owners.aggregation)
     for owner in star_owners:
         _ack(
             owner,
@@ -189,17 +225,26 @@ def acknowledge_findings(stack: GeoRebalancerStack) -> None:
         "<AWS::AccountId>-<AWS::Region>/*]",
         "Read access to the CDK asset bucket for the Spark job's entry script and code zip; asset keys are content hashes.",
     )
+
+
+def _ack_router_failure_queue(owners: FindingOwners) -> None:
     _ack(
-        stack.router.failures,
+        owners.router_failures,
         "AwsSolutions-SQS3",
         "This queue is itself the on-failure destination of the router's Kinesis event source; it has no further DLQ.",
     )
+
+
+def _ack_container_environment(owners: FindingOwners) -> None:
     _ack(
-        stack.workers.task_definition,
+        owners.worker_task,
         "AwsSolutions-ECS2",
         "The container environment holds only resource names and tuning numbers (docs/CONTRACTS.md), no secrets.",
     )
-    aggregation = stack.aggregation
+
+
+def _ack_aggregation(stack: Stack, aggregation: AggregationJob) -> None:
+    """The log groups and job runs each engine names at run time."""
     if aggregation.engine == "glue":
         _ack(
             aggregation,

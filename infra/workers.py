@@ -34,6 +34,7 @@ from infra import assets
 from infra.config import GeoConfig
 from infra.dockerfile import context_excludes
 from infra.functions import retention
+from partitioner.contracts.env import EnvVar
 
 # Lifecycle stages the hooks Lambda handles (docs/CONTRACTS.md "Worker lifecycle, readiness and drain").
 HOOK_STAGES = (
@@ -100,9 +101,26 @@ class Workers(Construct):
         self.log_group = logs.LogGroup(
             self, "Logs", retention=retention(config.log_retention_days), removal_policy=RemovalPolicy.DESTROY
         )
+        self.image = self._image()
+        self.container = self._container(config, environment)
+        self.execution_role: iam.IRole = self.task_definition.obtain_execution_role()
+        self.hook_role = iam.Role(
+            self,
+            "HookRole",
+            assumed_by=iam.ServicePrincipal("ecs.amazonaws.com"),
+            description="ECS invokes the blue/green lifecycle hook Lambda with this role",
+        )
+        self.service = self._service(config, subnets, security_group)
+        self.template_revision: str = self.task_definition.task_definition_arn
+        self.service.add_lifecycle_hook(
+            ecs.DeploymentLifecycleLambdaTarget(hooks, "Hooks", lifecycle_stages=list(HOOK_STAGES), role=self.hook_role)
+        )
+
+    def _image(self) -> ecr_assets.DockerImageAsset:
+        """The worker image, built from ``geo_service/Dockerfile`` with the staged allowlist as its context."""
         dockerfile = assets.require(assets.WORKER_DOCKERFILE)
         assets.require(assets.WORKER_HEALTHCHECK)
-        self.image = ecr_assets.DockerImageAsset(
+        return ecr_assets.DockerImageAsset(
             self,
             "Image",
             directory=str(assets.REPO_ROOT),
@@ -110,10 +128,12 @@ class Workers(Construct):
             platform=ecr_assets.Platform.LINUX_AMD64,
             exclude=image_excludes(),
         )
-        self.container = self.task_definition.add_container(
+
+    def _container(self, config: GeoConfig, environment: Mapping[str, str]) -> ecs.ContainerDefinition:
+        return self.task_definition.add_container(
             CONTAINER_NAME,
             image=ecs.ContainerImage.from_docker_image_asset(self.image),
-            environment={**environment, "LEASE_S": str(config.lease_s)},
+            environment={**environment, EnvVar.LEASE_S: str(config.lease_s)},
             logging=ecs.LogDriver.aws_logs(stream_prefix="worker", log_group=self.log_group),
             readonly_root_filesystem=False,
             essential=True,
@@ -126,14 +146,12 @@ class Workers(Construct):
                 retries=3,
             ),
         )
-        self.execution_role: iam.IRole = self.task_definition.obtain_execution_role()
-        self.hook_role = iam.Role(
-            self,
-            "HookRole",
-            assumed_by=iam.ServicePrincipal("ecs.amazonaws.com"),
-            description="ECS invokes the blue/green lifecycle hook Lambda with this role",
-        )
-        self.service = ecs.FargateService(
+
+    def _service(
+        self, config: GeoConfig, subnets: ec2.SubnetSelection, security_group: ec2.ISecurityGroup
+    ) -> ecs.FargateService:
+        """The headless service with ECS-native blue/green deployments (module docstring)."""
+        return ecs.FargateService(
             self,
             "Service",
             cluster=self.cluster,
@@ -158,8 +176,4 @@ class Workers(Construct):
             circuit_breaker=ecs.DeploymentCircuitBreaker(enable=True, rollback=True),
             propagate_tags=ecs.PropagatedTagSource.SERVICE,
             enable_ecs_managed_tags=True,
-        )
-        self.template_revision: str = self.task_definition.task_definition_arn
-        self.service.add_lifecycle_hook(
-            ecs.DeploymentLifecycleLambdaTarget(hooks, "Hooks", lifecycle_stages=list(HOOK_STAGES), role=self.hook_role)
         )

@@ -33,6 +33,7 @@ import boto3
 from botocore.config import Config
 
 from partitioner.contracts import LEASE_KEY_ATTR, geo_stream_name
+from partitioner.contracts.env import EnvVar
 
 REGION = "us-east-1"
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
@@ -227,19 +228,19 @@ class EmbeddedAws:
         """Return the environment variables every component of the loop gets."""
         env = {
             **DUMMY_CREDENTIALS,
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_REGION": REGION,
-            "AWS_ENDPOINT_URL": self.endpoint_url,
-            "GEO_PREFIX": self.names.prefix,
-            "CONTROL_TABLE": self.names.control_table,
-            "LEASES_TABLE": self.names.leases_table,
-            "SNAPSHOTS_BUCKET": self.names.snapshots_bucket,
-            "SPECS_BUCKET": self.names.specs_bucket,
-            "COSTS_BUCKET": self.names.costs_bucket,
-            "QUARANTINE_BUCKET": self.names.quarantine_bucket,
-            "OUTPUT_BUCKET": self.names.output_bucket,
-            "INGEST_STREAM": self.names.ingest_stream,
-            "GEO_STREAM_KMS_KEY": self.names.geo_stream_key,
+            EnvVar.AWS_DEFAULT_REGION: REGION,
+            EnvVar.AWS_REGION: REGION,
+            EnvVar.AWS_ENDPOINT_URL: self.endpoint_url,
+            EnvVar.GEO_PREFIX: self.names.prefix,
+            EnvVar.CONTROL_TABLE: self.names.control_table,
+            EnvVar.LEASES_TABLE: self.names.leases_table,
+            EnvVar.SNAPSHOTS_BUCKET: self.names.snapshots_bucket,
+            EnvVar.SPECS_BUCKET: self.names.specs_bucket,
+            EnvVar.COSTS_BUCKET: self.names.costs_bucket,
+            EnvVar.QUARANTINE_BUCKET: self.names.quarantine_bucket,
+            EnvVar.OUTPUT_BUCKET: self.names.output_bucket,
+            EnvVar.INGEST_STREAM: self.names.ingest_stream,
+            EnvVar.GEO_STREAM_KMS_KEY: self.names.geo_stream_key,
         }
         env.update(extra or {})
         return env

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from local.config import RunConfig
+from partitioner.contracts.env import EnvVar
 
 #: The working directory of every child process (the Spark job, the workers): the repository's root.
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -25,9 +26,9 @@ DRAIN_TIMEOUT_S = 60.0
 def handler_env(cfg: RunConfig) -> dict[str, str]:
     """Environment of the in-process handlers beyond the AWS names (cap, zoom, policy)."""
     policy = {"cooldown_s": cfg.cooldown_s, "target_fill": cfg.target_fill, "high_watermark": cfg.high_watermark}
-    return {"MAX_LOAD": f"{cfg.cap:g}", "GRID_ZOOM": str(GRID_ZOOM), "POLICY_JSON": json.dumps(policy),
-            "ROUTER_SPEC_TTL_S": "1", "GREEN_TIMEOUT_S": f"{GREEN_TIMEOUT_S:g}",
-            "DRAIN_TIMEOUT_S": f"{DRAIN_TIMEOUT_S:g}", "HOOK_CALLBACK_DELAY_S": "1", "STREAM_ACTIVE_WAIT_S": "30",
-            "POLL_INTERVAL_S": "0.5", "ACTIVE_POLL_S": "1", "POWERTOOLS_SERVICE_NAME": "georebal-local", "POWERTOOLS_LOG_LEVEL": "ERROR",
-            "LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true", "SWAP_MODE": cfg.swap_mode,
-            "SHARDS_PER_WORKER": str(cfg.shards_per_worker)}
+    return {EnvVar.MAX_LOAD: f"{cfg.cap:g}", EnvVar.GRID_ZOOM: str(GRID_ZOOM), EnvVar.POLICY_JSON: json.dumps(policy),
+            EnvVar.ROUTER_SPEC_TTL_S: "1", EnvVar.GREEN_TIMEOUT_S: f"{GREEN_TIMEOUT_S:g}",
+            EnvVar.DRAIN_TIMEOUT_S: f"{DRAIN_TIMEOUT_S:g}", EnvVar.HOOK_CALLBACK_DELAY_S: "1", EnvVar.STREAM_ACTIVE_WAIT_S: "30",
+            EnvVar.POLL_INTERVAL_S: "0.5", EnvVar.ACTIVE_POLL_S: "1", "POWERTOOLS_SERVICE_NAME": "georebal-local", "POWERTOOLS_LOG_LEVEL": "ERROR",
+            "LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true", EnvVar.SWAP_MODE: cfg.swap_mode,
+            EnvVar.SHARDS_PER_WORKER: str(cfg.shards_per_worker)}

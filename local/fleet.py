@@ -38,6 +38,7 @@ from local import procs
 from local.aws import free_port
 from local.calls import CALL_LOG_DIR
 from partitioner.contracts import SwapMode
+from partitioner.contracts.env import EnvVar
 
 #: A slot's process is restarted at most this many times within RESTART_WINDOW_S (a worker that cannot start,
 #: e.g. a bad setting, is not restarted in a loop: ECS throttles restarts the same way).
@@ -187,12 +188,12 @@ class LocalFleet:
         if version < 1:
             raise ValueError(f"spec version must be >= 1, got {version!r}")
         port = free_port()
-        env = {**self.base_env, "SPEC_VERSION": str(version), "WORKER_ID": wid, "HEALTH_PORT": str(port),
-               "SWAP_MODE": mode.value, "LEASE_S": str(self.settings.lease_s),
-               "DRAIN_QUIET_S": str(self.settings.drain_quiet_s),
-               "HANDOVER_MARGIN_S": str(self.settings.handover_margin_s),
-               "OUTPUT_FLUSH_S": str(self.settings.output_flush_s),
-               "COST_REPORT_INTERVAL_S": str(self.settings.cost_report_interval_s), "PYTHONUNBUFFERED": "1"}
+        env = {**self.base_env, EnvVar.SPEC_VERSION: str(version), EnvVar.WORKER_ID: wid, EnvVar.HEALTH_PORT: str(port),
+               EnvVar.SWAP_MODE: mode.value, EnvVar.LEASE_S: str(self.settings.lease_s),
+               EnvVar.DRAIN_QUIET_S: str(self.settings.drain_quiet_s),
+               EnvVar.HANDOVER_MARGIN_S: str(self.settings.handover_margin_s),
+               EnvVar.OUTPUT_FLUSH_S: str(self.settings.output_flush_s),
+               EnvVar.COST_REPORT_INTERVAL_S: str(self.settings.cost_report_interval_s), "PYTHONUNBUFFERED": "1"}
         # with GEO_CALL_LOG_DIR set, the worker runs under local.calls, which counts its AWS calls
         argv = [sys.executable, "-m", *(("local.calls",) if CALL_LOG_DIR in env else ()), "geo_service"]
         child = procs.start(f"worker-v{version}-{wid}", argv, env, self.log_dir, self.repo_root)

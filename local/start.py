@@ -29,6 +29,7 @@ from local.spark import start_spark, wait_for_spark
 from local.state import RunState, say
 from partitioner.aws_budget.calls import CallLog
 from partitioner.contracts import ControlKey
+from partitioner.contracts.env import EnvVar
 
 #: How long the replay may stay in warm-up (no active spec yet) before the run fails.
 WARMUP_TIMEOUT_S = 240.0
@@ -54,7 +55,7 @@ def start_aws(state: RunState) -> EmbeddedAws:
     os.environ.update(aws.environment(handler_env(cfg)))
     # The in-process partitioner balances on event counts, so the cap and the utilisation the report
     # measures share one unit; workers still write cost reports (counted in the report).
-    os.environ.pop("COSTS_BUCKET", None)
+    os.environ.pop(EnvVar.COSTS_BUCKET, None)
     aws.create_resources(ingest_shards=2)
     say(state, f"moto server (AWS) at {aws.endpoint_url}; stream, buckets and tables created "
                f"(prefix {cfg.prefix}); cap {cfg.cap:g} events per {cfg.window_s:g}s window; policy: build to "

@@ -1,20 +1,9 @@
-"""Environment variable names (the one place they live) and the typed Lambda config read from them.
+"""The typed Lambda config, read from the environment variables of :class:`partitioner.contracts.env.EnvVar`.
 
 Every Lambda reads its settings once, at import time, with :meth:`LambdaConfig.from_env`, then asks
 for the ones it needs with :meth:`LambdaConfig.require`. A missing or malformed value raises
-:class:`ConfigError` naming the variable and the bad value.
-
-Names (``docs/CONTRACTS.md``, "Environment variables"):
-
-``GEO_PREFIX``, ``CONTROL_TABLE``, ``LEASES_TABLE``, ``SNAPSHOTS_BUCKET``, ``SPECS_BUCKET``,
-``COSTS_BUCKET``, ``QUARANTINE_BUCKET``, ``OUTPUT_BUCKET``, ``MAX_LOAD``, ``GRID_ZOOM``,
-``POLICY_JSON``, ``ECS_CLUSTER``, ``ECS_SERVICE``, ``GEO_STREAM_KMS_KEY`` (the geo streams' key;
-unset = unencrypted), ``AWS_ENDPOINT_URL`` (local only), plus the
-control-plane timings ``ROUTER_SPEC_TTL_S`` (5), ``GREEN_TIMEOUT_S`` (900), ``DRAIN_TIMEOUT_S`` (900),
-``HOOK_CALLBACK_DELAY_S`` (15) and ``STREAM_ACTIVE_WAIT_S`` (120), and ``SWAP_MODE`` (``carry``, the default:
-a new spec moves only the slots that change; ``whole``: every spec version starts a whole new fleet), and
-``WORKER_TASK_DEFINITION`` (deployer: the ARN of the worker revision the stack registered, i.e. the code the
-fleet should run; unset = whatever the service runs).
+:class:`ConfigError` naming the variable and the bad value. The names, who sets them and what they mean are in
+``partitioner/contracts/env.py`` (``ENV_VARS``); the defaults are the fields' defaults below.
 """
 
 from __future__ import annotations
@@ -26,31 +15,7 @@ from dataclasses import dataclass
 
 from lambdas.common.errors import LambdaError
 from partitioner.contracts import SwapMode, geo_stream_name
-
-GEO_PREFIX = "GEO_PREFIX"
-CONTROL_TABLE = "CONTROL_TABLE"
-LEASES_TABLE = "LEASES_TABLE"
-SNAPSHOTS_BUCKET = "SNAPSHOTS_BUCKET"
-SPECS_BUCKET = "SPECS_BUCKET"
-COSTS_BUCKET = "COSTS_BUCKET"
-QUARANTINE_BUCKET = "QUARANTINE_BUCKET"
-OUTPUT_BUCKET = "OUTPUT_BUCKET"
-MAX_LOAD = "MAX_LOAD"
-SHARDS_PER_WORKER = "SHARDS_PER_WORKER"  # geo-stream shards each worker owns (infra.config.shards_per_worker)
-GRID_ZOOM = "GRID_ZOOM"
-POLICY_JSON = "POLICY_JSON"
-ECS_CLUSTER = "ECS_CLUSTER"
-ECS_SERVICE = "ECS_SERVICE"
-GEO_STREAM_KMS_KEY = "GEO_STREAM_KMS_KEY"
-AWS_ENDPOINT_URL = "AWS_ENDPOINT_URL"
-AWS_REGION = "AWS_REGION"
-ROUTER_SPEC_TTL_S = "ROUTER_SPEC_TTL_S"
-GREEN_TIMEOUT_S = "GREEN_TIMEOUT_S"
-DRAIN_TIMEOUT_S = "DRAIN_TIMEOUT_S"
-HOOK_CALLBACK_DELAY_S = "HOOK_CALLBACK_DELAY_S"
-STREAM_ACTIVE_WAIT_S = "STREAM_ACTIVE_WAIT_S"
-SWAP_MODE = "SWAP_MODE"
-WORKER_TASK_DEFINITION = "WORKER_TASK_DEFINITION"
+from partitioner.contracts.env import EnvVar
 
 DEFAULT_PREFIX = "georebal"
 DEFAULT_REGION = "us-east-1"
@@ -93,42 +58,45 @@ class LambdaConfig:
     def from_env(cls, env: Mapping[str, str] | None = None) -> LambdaConfig:
         """Read every setting from ``env`` (default ``os.environ``); raise ConfigError on a bad value."""
         e = os.environ if env is None else env
-        max_load_text = e.get(MAX_LOAD, "").strip()
+        max_load_text = e.get(EnvVar.MAX_LOAD, "").strip()
         return cls(
-            prefix=e.get(GEO_PREFIX, "").strip() or DEFAULT_PREFIX,
-            control_table=e.get(CONTROL_TABLE, "").strip(),
-            leases_table=e.get(LEASES_TABLE, "").strip(),
-            snapshots_bucket=e.get(SNAPSHOTS_BUCKET, "").strip(),
-            specs_bucket=e.get(SPECS_BUCKET, "").strip(),
-            costs_bucket=e.get(COSTS_BUCKET, "").strip(),
-            quarantine_bucket=e.get(QUARANTINE_BUCKET, "").strip(),
-            output_bucket=e.get(OUTPUT_BUCKET, "").strip(),
-            max_load=_positive(MAX_LOAD, max_load_text) if max_load_text else None,
-            shards_per_worker=int(_positive(SHARDS_PER_WORKER, e.get(SHARDS_PER_WORKER, "1"), integer=True)),
-            grid_zoom=int(_positive(GRID_ZOOM, e.get(GRID_ZOOM, "12"), integer=True)),
-            policy_json=e.get(POLICY_JSON, "").strip(),
-            ecs_cluster=e.get(ECS_CLUSTER, "").strip(),
-            ecs_service=e.get(ECS_SERVICE, "").strip(),
-            geo_stream_kms_key=e.get(GEO_STREAM_KMS_KEY, "").strip() or None,
-            endpoint_url=e.get(AWS_ENDPOINT_URL, "").strip() or None,
-            region=e.get(AWS_REGION, "").strip() or e.get("AWS_DEFAULT_REGION", "").strip() or DEFAULT_REGION,
-            router_spec_ttl_s=_positive(ROUTER_SPEC_TTL_S, e.get(ROUTER_SPEC_TTL_S, "5")),
-            green_timeout_s=_positive(GREEN_TIMEOUT_S, e.get(GREEN_TIMEOUT_S, "900")),
-            drain_timeout_s=_positive(DRAIN_TIMEOUT_S, e.get(DRAIN_TIMEOUT_S, "900")),
-            hook_callback_delay_s=int(_positive(HOOK_CALLBACK_DELAY_S, e.get(HOOK_CALLBACK_DELAY_S, "15"), integer=True)),
-            stream_active_wait_s=_positive(STREAM_ACTIVE_WAIT_S, e.get(STREAM_ACTIVE_WAIT_S, "120")),
-            swap_mode=parse_swap_mode(e.get(SWAP_MODE, "")),
-            worker_task_definition=e.get(WORKER_TASK_DEFINITION, "").strip(),
+            prefix=e.get(EnvVar.GEO_PREFIX, "").strip() or DEFAULT_PREFIX,
+            control_table=e.get(EnvVar.CONTROL_TABLE, "").strip(),
+            leases_table=e.get(EnvVar.LEASES_TABLE, "").strip(),
+            snapshots_bucket=e.get(EnvVar.SNAPSHOTS_BUCKET, "").strip(),
+            specs_bucket=e.get(EnvVar.SPECS_BUCKET, "").strip(),
+            costs_bucket=e.get(EnvVar.COSTS_BUCKET, "").strip(),
+            quarantine_bucket=e.get(EnvVar.QUARANTINE_BUCKET, "").strip(),
+            output_bucket=e.get(EnvVar.OUTPUT_BUCKET, "").strip(),
+            max_load=_positive(EnvVar.MAX_LOAD, max_load_text) if max_load_text else None,
+            shards_per_worker=int(_positive(EnvVar.SHARDS_PER_WORKER, e.get(EnvVar.SHARDS_PER_WORKER, "1"),
+                                            integer=True)),
+            grid_zoom=int(_positive(EnvVar.GRID_ZOOM, e.get(EnvVar.GRID_ZOOM, "12"), integer=True)),
+            policy_json=e.get(EnvVar.POLICY_JSON, "").strip(),
+            ecs_cluster=e.get(EnvVar.ECS_CLUSTER, "").strip(),
+            ecs_service=e.get(EnvVar.ECS_SERVICE, "").strip(),
+            geo_stream_kms_key=e.get(EnvVar.GEO_STREAM_KMS_KEY, "").strip() or None,
+            endpoint_url=e.get(EnvVar.AWS_ENDPOINT_URL, "").strip() or None,
+            region=(e.get(EnvVar.AWS_REGION, "").strip() or e.get(EnvVar.AWS_DEFAULT_REGION, "").strip()
+                    or DEFAULT_REGION),
+            router_spec_ttl_s=_positive(EnvVar.ROUTER_SPEC_TTL_S, e.get(EnvVar.ROUTER_SPEC_TTL_S, "5")),
+            green_timeout_s=_positive(EnvVar.GREEN_TIMEOUT_S, e.get(EnvVar.GREEN_TIMEOUT_S, "900")),
+            drain_timeout_s=_positive(EnvVar.DRAIN_TIMEOUT_S, e.get(EnvVar.DRAIN_TIMEOUT_S, "900")),
+            hook_callback_delay_s=int(_positive(EnvVar.HOOK_CALLBACK_DELAY_S, e.get(EnvVar.HOOK_CALLBACK_DELAY_S, "15"),
+                                                integer=True)),
+            stream_active_wait_s=_positive(EnvVar.STREAM_ACTIVE_WAIT_S, e.get(EnvVar.STREAM_ACTIVE_WAIT_S, "120")),
+            swap_mode=parse_swap_mode(e.get(EnvVar.SWAP_MODE, "")),
+            worker_task_definition=e.get(EnvVar.WORKER_TASK_DEFINITION, "").strip(),
         )
 
     def require(self, *names: str) -> LambdaConfig:
-        """Return self if every named env var (e.g. ``CONTROL_TABLE``) was set, else raise ConfigError."""
-        fields = {
-            CONTROL_TABLE: self.control_table, LEASES_TABLE: self.leases_table,
-            SNAPSHOTS_BUCKET: self.snapshots_bucket, SPECS_BUCKET: self.specs_bucket,
-            COSTS_BUCKET: self.costs_bucket, QUARANTINE_BUCKET: self.quarantine_bucket,
-            OUTPUT_BUCKET: self.output_bucket, MAX_LOAD: self.max_load, ECS_CLUSTER: self.ecs_cluster,
-            ECS_SERVICE: self.ecs_service,
+        """Return self if every named env var (e.g. ``EnvVar.CONTROL_TABLE``) was set, else raise ConfigError."""
+        fields: dict[str, str | float | None] = {
+            EnvVar.CONTROL_TABLE: self.control_table, EnvVar.LEASES_TABLE: self.leases_table,
+            EnvVar.SNAPSHOTS_BUCKET: self.snapshots_bucket, EnvVar.SPECS_BUCKET: self.specs_bucket,
+            EnvVar.COSTS_BUCKET: self.costs_bucket, EnvVar.QUARANTINE_BUCKET: self.quarantine_bucket,
+            EnvVar.OUTPUT_BUCKET: self.output_bucket, EnvVar.MAX_LOAD: self.max_load,
+            EnvVar.ECS_CLUSTER: self.ecs_cluster, EnvVar.ECS_SERVICE: self.ecs_service,
         }
         missing = [n for n in names if not fields.get(n)]
         if missing:
@@ -140,7 +108,7 @@ class LambdaConfig:
         return geo_stream_name(self.prefix, version)
 
 
-def parse_swap_mode(text: str, where: str = f"environment variable {SWAP_MODE}") -> SwapMode:
+def parse_swap_mode(text: str, where: str = f"environment variable {EnvVar.SWAP_MODE}") -> SwapMode:
     """``carry`` (also when empty) or ``whole``; anything else raises ConfigError naming ``where`` and the value."""
     value = text.strip().lower() or SwapMode.CARRY.value
     try:

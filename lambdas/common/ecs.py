@@ -10,8 +10,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from lambdas.common.errors import AdapterError
-
-CODE_REVISION = "CODE_REVISION"  # env marker on a revision the deployer registered: the template revision it copies
+from partitioner.contracts.env import EnvVar
 
 
 class EcsService:
@@ -43,7 +42,7 @@ class EcsService:
         current = self.current_task_definition()
         for c in self._describe(current)["containerDefinitions"]:
             for e in c.get("environment", []):
-                if e.get("name") == CODE_REVISION and e.get("value"):
+                if e.get("name") == EnvVar.CODE_REVISION and e.get("value"):
                     return str(e["value"])
         return current
 
@@ -51,7 +50,7 @@ class EcsService:
         """``SPEC_VERSION`` of the revision the service runs (None: a generic carry-mode revision)."""
         for c in self._describe(self.current_task_definition())["containerDefinitions"]:
             for e in c.get("environment", []):
-                if e.get("name") == "SPEC_VERSION" and str(e.get("value", "")).isdigit():
+                if e.get("name") == EnvVar.SPEC_VERSION and str(e.get("value", "")).isdigit():
                     return int(e["value"])
         return None
 
@@ -68,7 +67,7 @@ class EcsService:
         ``SPEC_VERSION=<version>`` and ``CODE_REVISION=<base>`` on every container; return the new ARN."""
         base = base or self.current_task_definition()
         td = self._describe(base)
-        marks = {"SPEC_VERSION": str(version), CODE_REVISION: str(td.get("taskDefinitionArn") or base)}
+        marks = {EnvVar.SPEC_VERSION: str(version), EnvVar.CODE_REVISION: str(td.get("taskDefinitionArn") or base)}
         containers = []
         for c in td["containerDefinitions"]:
             env = [e for e in c.get("environment", []) if e.get("name") not in marks]

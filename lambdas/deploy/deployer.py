@@ -49,9 +49,16 @@ from lambdas.deploy.controller import DeployController
 from lambdas.deploy.runtime import config, controller
 from lambdas.deploy.state import DeployState
 from partitioner.contracts import SwapMode, parse_spec_key
+from partitioner.contracts.metric_names import (
+    NAMESPACE,
+    Metric,
+    MetricService,
+    deploy_status_metric,
+    fleet_reconciled_metric,
+)
 
 logger = Logger(service="deployer")
-metrics = Metrics(namespace="GeoRebalancer", service="deployer")
+metrics = Metrics(namespace=NAMESPACE, service=MetricService.DEPLOYER)
 
 DESIRED_WAIT_S = 10.0
 
@@ -135,14 +142,14 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             st = ctl.request(version)
             logger.info("spec version requested", extra={"version": version, "queued": st.queued_version})
         else:
-            metrics.add_metric(name="DeployRequestIgnored", unit=MetricUnit.Count, value=1)
+            metrics.add_metric(name=Metric.DEPLOY_REQUEST_IGNORED, unit=MetricUnit.Count, value=1)
             logger.warning("spec object exists but control 'desired' never reached it: not deployed",
                            extra={"version": version})
     ctl.stream_wait_s = stream_wait_budget(remaining_s(), cfg.stream_active_wait_s)  # per invocation
     st = ctl.step(allow_start=True)
     reconciled = reconcile_fleet(ctl)  # ECS rolled a deployment back (a hook failed or timed out)
     if reconciled is not None:
-        metrics.add_metric(name=f"Fleet{reconciled.title().replace('_', '')}", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name=fleet_reconciled_metric(reconciled), unit=MetricUnit.Count, value=1)
         logger.warning("ECS rolled a deployment back: " + ("the version in flight is marked rolled back" if
                        reconciled is Reconciled.ROLLED_BACK else "the live version was deployed again"),
                        extra={"version": st.version, "reconciled": reconciled.value})
@@ -155,6 +162,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             st = ctl.step(allow_start=True)
     if ctl.swap_mode is SwapMode.CARRY:
         st = settle(ctl, remaining_s(), cfg.hook_callback_delay_s)
-    metrics.add_metric(name=f"DeployStatus_{st.status}", unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=deploy_status_metric(st.status), unit=MetricUnit.Count, value=1)
     logger.info("deploy state", extra=asdict(st))
     return asdict(st)

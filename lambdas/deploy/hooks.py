@@ -46,9 +46,10 @@ from lambdas.deploy.controller import DeployController
 from lambdas.deploy.runtime import config, controller
 from lambdas.deploy.state import IN_FLIGHT, DeployState
 from partitioner.contracts import DeployStatus
+from partitioner.contracts.metric_names import NAMESPACE, Metric, MetricService, hook_status_metric
 
 logger = Logger(service="deploy-hooks")
-metrics = Metrics(namespace="GeoRebalancer", service="deploy-hooks")
+metrics = Metrics(namespace=NAMESPACE, service=MetricService.DEPLOY_HOOKS)
 
 STAGE_HOLDS = {"POST_SCALE_UP": "green", "POST_PRODUCTION_TRAFFIC_SHIFT": "drain"}
 SUCCEEDED, FAILED, IN_PROGRESS = "SUCCEEDED", "FAILED", "IN_PROGRESS"
@@ -201,9 +202,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """ECS lifecycle hook entry point: always returns a ``hookStatus`` (see :func:`answer`)."""
     out, hook = answer(event)
     try:
-        metrics.add_metric(name=f"Hook{out['hookStatus'].title().replace('_', '')}", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name=hook_status_metric(out['hookStatus']), unit=MetricUnit.Count, value=1)
         if hook is None:
-            metrics.add_metric(name="HookBadEvent", unit=MetricUnit.Count, value=1)
+            metrics.add_metric(name=Metric.HOOK_BAD_EVENT, unit=MetricUnit.Count, value=1)
         st = controller().state()
         logger.info("lifecycle hook", extra={"stage": hook.stage if hook else None, "hold": hook.hold if hook else None,
                                              "hook_status": out["hookStatus"], "deploy_status": st.status,

@@ -5,18 +5,20 @@ from __future__ import annotations
 import functools
 
 from lambdas.common.clients import make_clients
-from lambdas.common.config import CONTROL_TABLE, ECS_CLUSTER, ECS_SERVICE, LEASES_TABLE, SPECS_BUCKET, LambdaConfig
+from lambdas.common.config import LambdaConfig
 from lambdas.common.dynamodb import ControlTable, LeaseTable
 from lambdas.common.ecs import EcsService
 from lambdas.common.kinesis import GeoStreams
 from lambdas.common.s3 import SpecStore
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.fleet import EcsFleet
+from partitioner.contracts.env import EnvVar
 
 
 @functools.cache
 def config() -> LambdaConfig:
-    return LambdaConfig.from_env().require(CONTROL_TABLE, LEASES_TABLE, SPECS_BUCKET, ECS_CLUSTER, ECS_SERVICE)
+    return LambdaConfig.from_env().require(EnvVar.CONTROL_TABLE, EnvVar.LEASES_TABLE, EnvVar.SPECS_BUCKET,
+                                           EnvVar.ECS_CLUSTER, EnvVar.ECS_SERVICE)
 
 
 @functools.cache

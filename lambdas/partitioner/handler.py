@@ -21,15 +21,12 @@ from lambdas.common.clients import make_clients
 from lambdas.common.config import LambdaConfig
 from lambdas.common.records import read_active
 from lambdas.partitioner.logic import Outcome, PartitionerDeps, process_snapshot
+from partitioner.contracts.metric_names import NAMESPACE, PARTITIONER_OUTCOME_METRICS, Metric, MetricService
 
 logger = Logger(service="partitioner")
-metrics = Metrics(namespace="GeoRebalancer", service="partitioner")
+metrics = Metrics(namespace=NAMESPACE, service=MetricService.PARTITIONER)
 
 MANIFEST_SUFFIX = "/_manifest.json"
-WORKER_UTILISATION_METRIC = "WorkerUtilisation"  # the dashboard's metric (infra/monitoring.py)
-SPEC_AGE_METRIC = "SpecAgeSeconds"
-METRIC_BY_STATUS = {"published": "SpecPublished", "held": "SpecHeldByPolicy", "duplicate": "SnapshotDuplicate",
-                    "rejected": "SnapshotRejected", "superseded": "SpecSuperseded"}
 
 
 @functools.cache
@@ -53,9 +50,9 @@ def manifest_keys(event: dict[str, Any]) -> list[tuple[str, str]]:
 
 def record_outcome(outcome: Outcome) -> None:
     """Emit the outcome's metric and log line."""
-    metrics.add_metric(name=METRIC_BY_STATUS[outcome.status], unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=PARTITIONER_OUTCOME_METRICS[outcome.status], unit=MetricUnit.Count, value=1)
     if outcome.max_utilisation is not None:
-        metrics.add_metric(name=WORKER_UTILISATION_METRIC, unit=MetricUnit.NoUnit, value=outcome.max_utilisation)
+        metrics.add_metric(name=Metric.WORKER_UTILISATION, unit=MetricUnit.NoUnit, value=outcome.max_utilisation)
     extra = {"manifest": outcome.manifest_key, "status": outcome.status, "reason": outcome.reason,
              "code": outcome.code, "version": outcome.version, "workers": outcome.workers}
     if outcome.status == "rejected":
@@ -75,7 +72,7 @@ def record_spec_age(control: Any, now: datetime) -> float | None:
         logger.warning("active pointer has an unreadable flipped_at", extra={"flipped_at": active.flipped_at})
         return None
     age = max(0.0, (now - flipped).total_seconds())
-    metrics.add_metric(name=SPEC_AGE_METRIC, unit=MetricUnit.Seconds, value=age)
+    metrics.add_metric(name=Metric.SPEC_AGE, unit=MetricUnit.Seconds, value=age)
     return age
 
 

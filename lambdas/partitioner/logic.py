@@ -40,14 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lambdas.common.clients import Clients
-from lambdas.common.config import (
-    CONTROL_TABLE,
-    MAX_LOAD,
-    SNAPSHOTS_BUCKET,
-    SPECS_BUCKET,
-    ConfigError,
-    LambdaConfig,
-)
+from lambdas.common.config import ConfigError, LambdaConfig
 from lambdas.common.dynamodb import ControlTable
 from lambdas.common.errors import AdapterError
 from lambdas.common.records import (
@@ -66,6 +59,7 @@ from lambdas.partitioner.snapshot import Manifest, SnapshotRejected, parse_manif
 from lambdas.partitioner.state import ControlStateStore
 from partitioner.build import build_spec
 from partitioner.contracts import ControlKey, geo_stream_name, spec_key
+from partitioner.contracts.env import EnvVar
 from partitioner.controller import ControlSettings, ControlState, Step, control_step
 from partitioner.cost import apply_cost_rates
 from partitioner.counts import Counts, read_snapshot_rows
@@ -114,7 +108,7 @@ class PartitionerDeps:
 
     @classmethod
     def from_config(cls, cfg: LambdaConfig, clients: Clients) -> PartitionerDeps:
-        cfg.require(CONTROL_TABLE, SNAPSHOTS_BUCKET, SPECS_BUCKET, MAX_LOAD)
+        cfg.require(EnvVar.CONTROL_TABLE, EnvVar.SNAPSHOTS_BUCKET, EnvVar.SPECS_BUCKET, EnvVar.MAX_LOAD)
         return cls(control=ControlTable(clients.dynamodb, cfg.control_table),
                    snapshots=ObjectStore(clients.s3, cfg.snapshots_bucket),
                    specs=SpecStore(clients.s3, cfg.specs_bucket),

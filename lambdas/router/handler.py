@@ -26,14 +26,16 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
 
 from lambdas.common.clients import make_clients
-from lambdas.common.config import CONTROL_TABLE, QUARANTINE_BUCKET, SPECS_BUCKET, LambdaConfig
+from lambdas.common.config import LambdaConfig
 from lambdas.common.dynamodb import ControlTable
 from lambdas.common.kinesis import GeoStreams
 from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router.routing import ActiveSpecCache, InputRecord, route_batch
+from partitioner.contracts.env import EnvVar
+from partitioner.contracts.metric_names import NAMESPACE, Metric, MetricService
 
 logger = Logger(service="router")
-metrics = Metrics(namespace="GeoRebalancer", service="router")
+metrics = Metrics(namespace=NAMESPACE, service=MetricService.ROUTER)
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class Runtime:
 @functools.cache
 def runtime() -> Runtime:
     """Build clients and adapters once (call ``runtime.cache_clear()`` to rebuild, e.g. in tests)."""
-    cfg = LambdaConfig.from_env().require(CONTROL_TABLE, SPECS_BUCKET, QUARANTINE_BUCKET)
+    cfg = LambdaConfig.from_env().require(EnvVar.CONTROL_TABLE, EnvVar.SPECS_BUCKET, EnvVar.QUARANTINE_BUCKET)
     clients = make_clients(cfg)
     cache = ActiveSpecCache(ControlTable(clients.dynamodb, cfg.control_table), SpecStore(clients.s3, cfg.specs_bucket),
                             ttl_s=cfg.router_spec_ttl_s)
@@ -90,9 +92,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     table = rt.cache.current()
     result = route_batch(records, table, rt.streams, rt.quarantine)
     failed = list(dict.fromkeys(result.failed_ids))
-    metrics.add_metric(name="Routed", unit=MetricUnit.Count, value=result.routed)
-    metrics.add_metric(name="Quarantined", unit=MetricUnit.Count, value=result.quarantined)
-    metrics.add_metric(name="RouteFailures", unit=MetricUnit.Count, value=len(failed))
+    metrics.add_metric(name=Metric.ROUTED, unit=MetricUnit.Count, value=result.routed)
+    metrics.add_metric(name=Metric.QUARANTINED, unit=MetricUnit.Count, value=result.quarantined)
+    metrics.add_metric(name=Metric.ROUTE_FAILURES, unit=MetricUnit.Count, value=len(failed))
     for reason in result.reasons:
         logger.warning("routing problem", extra={"reason": reason, "spec_version": result.version})
     logger.info("batch routed", extra={"records": len(records), "routed": result.routed,

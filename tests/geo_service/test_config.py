@@ -8,9 +8,10 @@ import pytest
 
 from geo_service import config as c
 from geo_service.config import ConfigError, WorkerConfig
+from partitioner.contracts.env import ENV_VARS, Component, EnvVar
 
-BASE = {c.SPEC_VERSION: "7", c.CONTROL_TABLE: "ctl", c.LEASES_TABLE: "leases", c.SPECS_BUCKET: "specs",
-        c.COSTS_BUCKET: "costs", c.OUTPUT_BUCKET: "out"}
+BASE = {EnvVar.SPEC_VERSION: "7", EnvVar.CONTROL_TABLE: "ctl", EnvVar.LEASES_TABLE: "leases", EnvVar.SPECS_BUCKET: "specs",
+        EnvVar.COSTS_BUCKET: "costs", EnvVar.OUTPUT_BUCKET: "out"}
 
 
 def test_defaults_follow_the_contract() -> None:
@@ -27,12 +28,12 @@ def test_defaults_follow_the_contract() -> None:
 
 def test_carry_mode_needs_no_spec_version_and_whole_mode_does() -> None:
     # GIVEN the required variables without SPEC_VERSION
-    env = {k: v for k, v in BASE.items() if k != c.SPEC_VERSION}
+    env = {k: v for k, v in BASE.items() if k != EnvVar.SPEC_VERSION}
     # WHEN read in the default (carry) mode / THEN the worker is generic: no version pinned
     assert WorkerConfig.from_env(env).spec_version is None
     # WHEN read in whole mode / THEN the version is required
     with pytest.raises(ConfigError, match="SPEC_VERSION is required"):
-        WorkerConfig.from_env({**env, c.SWAP_MODE: "whole"})
+        WorkerConfig.from_env({**env, EnvVar.SWAP_MODE: "whole"})
 
 
 def test_swap_mode_values_match_the_control_plane() -> None:
@@ -45,11 +46,11 @@ def test_swap_mode_values_match_the_control_plane() -> None:
 
 def test_every_variable_is_read() -> None:
     # GIVEN every optional variable set
-    env = {**BASE, c.WORKER_ID: "w0003", c.GEO_PREFIX: "dev", c.AWS_ENDPOINT_URL: "http://127.0.0.1:5000",
-           c.LEASE_S: "6", c.DRAIN_QUIET_S: "1.5", c.COST_REPORT_INTERVAL_S: "2", c.HEALTH_PORT: "8080",
-           c.GEO_TRANSFORM: "mymod:Mine", c.GRID_ZOOM: "10", c.POLL_INTERVAL_S: "0.2", c.ACTIVE_POLL_S: "0.5",
-           c.BUFFER_RING: "2", c.QUARANTINE_BUCKET: "q", c.SWAP_MODE: "whole", c.DRAIN_TIMEOUT_S: "60",
-           c.ECS_AGENT_URI: "http://169.254.170.2/api/x"}
+    env = {**BASE, EnvVar.WORKER_ID: "w0003", EnvVar.GEO_PREFIX: "dev", EnvVar.AWS_ENDPOINT_URL: "http://127.0.0.1:5000",
+           EnvVar.LEASE_S: "6", EnvVar.DRAIN_QUIET_S: "1.5", EnvVar.COST_REPORT_INTERVAL_S: "2", EnvVar.HEALTH_PORT: "8080",
+           EnvVar.GEO_TRANSFORM: "mymod:Mine", EnvVar.GRID_ZOOM: "10", EnvVar.POLL_INTERVAL_S: "0.2", EnvVar.ACTIVE_POLL_S: "0.5",
+           EnvVar.BUFFER_RING: "2", EnvVar.QUARANTINE_BUCKET: "q", EnvVar.SWAP_MODE: "whole", EnvVar.DRAIN_TIMEOUT_S: "60",
+           EnvVar.ECS_AGENT_URI: "http://169.254.170.2/api/x"}
     # WHEN the config is read
     cfg = WorkerConfig.from_env(env)
     # THEN each lands in its field
@@ -61,18 +62,18 @@ def test_every_variable_is_read() -> None:
 
 
 @pytest.mark.parametrize(("changes", "message"), [
-    ({c.SPEC_VERSION: None, c.SWAP_MODE: "whole"}, "SPEC_VERSION is required"),
-    ({c.SWAP_MODE: "halfway"}, "SWAP_MODE must be one of ['carry', 'whole'], got 'halfway'"),
-    ({c.DRAIN_TIMEOUT_S: "0"}, "barrier_timeout_s must be a positive number of seconds, got 0.0"),
-    ({c.SPEC_VERSION: "seven"}, "SPEC_VERSION='seven' is not a valid int"),
-    ({c.SPEC_VERSION: "0"}, "SPEC_VERSION must be an integer >= 1, got 0"),
-    ({c.LEASES_TABLE: None}, "LEASES_TABLE is required"),
-    ({c.WORKER_ID: "w#1"}, "WORKER_ID must be a spec worker id like 'w0001' (letters, digits, '_.-'), got 'w#1'"),
-    ({c.LEASE_S: "-3"}, "lease_s must be a positive number of seconds, got -3.0"),
-    ({c.LEASE_S: "nan"}, "lease_s must be a positive number of seconds, got nan"),
-    ({c.HEALTH_PORT: "70000"}, "HEALTH_PORT must be in"),
-    ({c.GEO_TRANSFORM: "justamodule"}, "GEO_TRANSFORM must be 'module:Class', got 'justamodule'"),
-    ({c.COST_REPORT_INTERVAL_S: "soon"}, "COST_REPORT_INTERVAL_S='soon' is not a valid float"),
+    ({EnvVar.SPEC_VERSION: None, EnvVar.SWAP_MODE: "whole"}, "SPEC_VERSION is required"),
+    ({EnvVar.SWAP_MODE: "halfway"}, "SWAP_MODE must be one of ['carry', 'whole'], got 'halfway'"),
+    ({EnvVar.DRAIN_TIMEOUT_S: "0"}, "barrier_timeout_s must be a positive number of seconds, got 0.0"),
+    ({EnvVar.SPEC_VERSION: "seven"}, "SPEC_VERSION='seven' is not a valid int"),
+    ({EnvVar.SPEC_VERSION: "0"}, "SPEC_VERSION must be an integer >= 1, got 0"),
+    ({EnvVar.LEASES_TABLE: None}, "LEASES_TABLE is required"),
+    ({EnvVar.WORKER_ID: "w#1"}, "WORKER_ID must be a spec worker id like 'w0001' (letters, digits, '_.-'), got 'w#1'"),
+    ({EnvVar.LEASE_S: "-3"}, "lease_s must be a positive number of seconds, got -3.0"),
+    ({EnvVar.LEASE_S: "nan"}, "lease_s must be a positive number of seconds, got nan"),
+    ({EnvVar.HEALTH_PORT: "70000"}, "HEALTH_PORT must be in"),
+    ({EnvVar.GEO_TRANSFORM: "justamodule"}, "GEO_TRANSFORM must be 'module:Class', got 'justamodule'"),
+    ({EnvVar.COST_REPORT_INTERVAL_S: "soon"}, "COST_REPORT_INTERVAL_S='soon' is not a valid float"),
 ])
 def test_bad_values_name_the_variable_and_value(changes: dict[str, str | None], message: str) -> None:
     # GIVEN an environment with one bad or missing value
@@ -80,3 +81,25 @@ def test_bad_values_name_the_variable_and_value(changes: dict[str, str | None], 
     # WHEN / THEN reading it fails naming the variable and the value
     with pytest.raises(ConfigError, match=re.escape(message)):
         WorkerConfig.from_env(env)
+
+
+
+class _Recording(dict[str, str]):
+    """An environment that records every name asked for."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        super().__init__(values)
+        self.asked: set[str] = set()
+
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        self.asked.add(key)
+        return super().get(key, default)
+
+
+def test_the_worker_reads_exactly_the_variables_the_contract_says_it_reads() -> None:
+    # GIVEN an environment that records what is read (the required variables set)
+    env = _Recording(BASE)
+    # WHEN the config is read
+    WorkerConfig.from_env(env)
+    # THEN the names read are exactly those partitioner/contracts/env.py lists as read by the worker
+    assert env.asked == {v for v, use in ENV_VARS.items() if Component.WORKER in use.read_by}

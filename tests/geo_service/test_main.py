@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from geo_testkit import Resources, make_spec, publish_spec, set_active
 
-from geo_service import config as c
 from geo_service.aws import Clients
 from geo_service.lease import LeaseManager
 from local.aws import free_port
+from partitioner.contracts.env import EnvVar
 from partitioner.tiles import quadkey, tile
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,10 +27,10 @@ PARIS_Z6 = quadkey(tile(2.3522, 48.8566, 6))
 
 def _env(endpoint: str, res: Resources, version: int, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    env.update({c.SPEC_VERSION: str(version), c.CONTROL_TABLE: res.control_table, c.LEASES_TABLE: res.leases_table,
-                c.SPECS_BUCKET: res.specs_bucket, c.COSTS_BUCKET: res.costs_bucket, c.OUTPUT_BUCKET: res.output_bucket,
-                c.GEO_PREFIX: res.prefix, c.AWS_ENDPOINT_URL: endpoint, c.LEASE_S: "3", c.DRAIN_QUIET_S: "0.5",
-                c.POLL_INTERVAL_S: "0.05", c.ACTIVE_POLL_S: "0.1", c.COST_REPORT_INTERVAL_S: "1",
+    env.update({EnvVar.SPEC_VERSION: str(version), EnvVar.CONTROL_TABLE: res.control_table, EnvVar.LEASES_TABLE: res.leases_table,
+                EnvVar.SPECS_BUCKET: res.specs_bucket, EnvVar.COSTS_BUCKET: res.costs_bucket, EnvVar.OUTPUT_BUCKET: res.output_bucket,
+                EnvVar.GEO_PREFIX: res.prefix, EnvVar.AWS_ENDPOINT_URL: endpoint, EnvVar.LEASE_S: "3", EnvVar.DRAIN_QUIET_S: "0.5",
+                EnvVar.POLL_INTERVAL_S: "0.05", EnvVar.ACTIVE_POLL_S: "0.1", EnvVar.COST_REPORT_INTERVAL_S: "1",
                 "PYTHONPATH": str(REPO), **extra})
     return env
 
@@ -69,7 +69,7 @@ def test_process_serves_health_and_releases_on_sigterm(moto_endpoint: str, clien
     publish_spec(clients, resources, spec)
     port = free_port()
     log = tmp_path / "worker.log"
-    proc = _start(_env(moto_endpoint, resources, 2, **{c.WORKER_ID: "w0001", c.HEALTH_PORT: str(port)}), log)
+    proc = _start(_env(moto_endpoint, resources, 2, **{EnvVar.WORKER_ID: "w0001", EnvVar.HEALTH_PORT: str(port)}), log)
     try:
         # WHEN it warms up
         health = _wait(lambda: (h := _health(port)) and h["state"] == "ready" and h, 60, "/health ready")
@@ -98,7 +98,7 @@ def test_process_drains_after_the_flip_and_exits_zero(moto_endpoint: str, client
     publish_spec(clients, resources, spec)
     set_active(clients, resources, 5)
     log = tmp_path / "worker.log"
-    proc = _start(_env(moto_endpoint, resources, 5, **{c.WORKER_ID: "w0001", c.SWAP_MODE: "whole"}), log)
+    proc = _start(_env(moto_endpoint, resources, 5, **{EnvVar.WORKER_ID: "w0001", EnvVar.SWAP_MODE: "whole"}), log)
     try:
         reader = LeaseManager(clients.dynamodb, resources.leases_table, 5, "reader", 3)
         _wait(lambda: (st := reader.read("w0001")) is not None and st.ready, 60, "lease ready")
@@ -119,11 +119,11 @@ def test_process_drains_after_the_flip_and_exits_zero(moto_endpoint: str, client
     assert next(r for r in _logs(log) if r["event"] == "exit")["state"] == "drained"
 
 
-@pytest.mark.parametrize(("drop", "message"), [(c.SPEC_VERSION, "SPEC_VERSION is required")])
+@pytest.mark.parametrize(("drop", "message"), [(EnvVar.SPEC_VERSION, "SPEC_VERSION is required")])
 def test_process_config_error_exits_2_naming_the_variable(moto_endpoint: str, resources: Resources, tmp_path: Path,
                                                           drop: str, message: str) -> None:
     # GIVEN a whole-fleet worker's environment missing a required variable
-    env = _env(moto_endpoint, resources, 1, **{c.SWAP_MODE: "whole"})
+    env = _env(moto_endpoint, resources, 1, **{EnvVar.SWAP_MODE: "whole"})
     del env[drop]
     log = tmp_path / "worker.log"
     # WHEN the process starts

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
+from partitioner.contracts.env import ENV_VARS, Component, EnvVar
+
 SERVICE_WIDE = re.compile(r"^[a-z0-9-]+:\*$")
 # Actions AWS only allows on Resource "*" (no resource-level permissions); anything else must be scoped.
 STAR_RESOURCE_OK = {
@@ -135,3 +137,16 @@ def test_every_lambda_gets_the_contract_environment(emr: Any) -> None:
         assert (variables["ECS_CLUSTER"], variables["ECS_SERVICE"], variables["GRID_ZOOM"]) == ("georebal-workers", "georebal-geo-workers", "12")
         assert variables["SHARDS_PER_WORKER"] == "1"  # the default cap (10,000 per 300 s) fits half a shard
         assert "AWS_ENDPOINT_URL" not in variables
+
+
+
+def test_the_stack_sets_exactly_the_variables_the_contract_says_it_sets(emr: Any) -> None:
+    # GIVEN the environment of every project function and of the worker container (default settings)
+    functions = [f for f in emr.resources("AWS::Lambda::Function").values() if f["Properties"]["Handler"].startswith("lambdas.")]
+    names = {name for f in functions for name in f["Properties"]["Environment"]["Variables"]}
+    (task,) = emr.resources("AWS::ECS::TaskDefinition").values()
+    names |= {v["Name"] for v in task["Properties"]["ContainerDefinitions"][0]["Environment"]}
+    # THEN every name is a contract variable, and the stack sets every one partitioner/contracts/env.py lists as
+    # set by it (GEO_TRANSFORM only when configured: test_geo_transform.py)
+    assert names <= set(EnvVar)
+    assert names | {EnvVar.GEO_TRANSFORM} == {var for var, use in ENV_VARS.items() if Component.STACK in use.set_by}

@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 
-from geo_service import config as c
 from geo_service.aws import Clients, make_clients
 from infra.dockerfile import copy_sources, missing_sources
 from local.aws import DUMMY_CREDENTIALS, REGION, EmbeddedAws, Names, SerialMotoServer
 from partitioner.contracts import geo_stream_name
+from partitioner.contracts.env import EnvVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "geo_service"))
 from geo_testkit import Resources, enriched_rows, make_spec, publish_spec, set_active
@@ -80,8 +80,8 @@ def _staged_env(aws: EmbeddedAws, staged: Path, **extra: str) -> dict[str, str]:
     """The environment of a worker started from ``staged``: only the staged directory on the import path."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "PYTHON"))}
     env.update(aws.environment())
-    env.update({"PYTHONPATH": str(staged), "PYTHONDONTWRITEBYTECODE": "1", c.LEASE_S: "3", c.DRAIN_QUIET_S: "0.5",
-                c.POLL_INTERVAL_S: "0.05", c.ACTIVE_POLL_S: "0.1", c.COST_REPORT_INTERVAL_S: "60", **extra})
+    env.update({"PYTHONPATH": str(staged), "PYTHONDONTWRITEBYTECODE": "1", EnvVar.LEASE_S: "3", EnvVar.DRAIN_QUIET_S: "0.5",
+                EnvVar.POLL_INTERVAL_S: "0.05", EnvVar.ACTIVE_POLL_S: "0.1", EnvVar.COST_REPORT_INTERVAL_S: "60", **extra})
     return env
 
 
@@ -106,8 +106,8 @@ def test_the_worker_runs_from_the_staged_context_with_the_geofence_transform(emr
     publish_spec(clients, res, spec)
     set_active(clients, res, 1)
     # AND the interpreter imports the worker, the library and the transform from the staged directory only
-    env = _staged_env(moto_aws, staged, **{c.SPEC_VERSION: "1", c.WORKER_ID: "w0001", c.SWAP_MODE: "whole",
-                                          c.GEO_TRANSFORM: GEOFENCE})
+    env = _staged_env(moto_aws, staged, **{EnvVar.SPEC_VERSION: "1", EnvVar.WORKER_ID: "w0001", EnvVar.SWAP_MODE: "whole",
+                                          EnvVar.GEO_TRANSFORM: GEOFENCE})
     probe = subprocess.run([sys.executable, "-c", "import geo_service, partitioner, transforms.geofence as g; "
                             "print(geo_service.__file__); print(partitioner.__file__); print(g.__file__)"],
                            cwd=staged, env=env, capture_output=True, text=True, check=True, timeout=60)

@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 
 from lambdas.common.config import SwapMode
-from lambdas.common.ecs import CODE_REVISION, EcsService
+from lambdas.common.ecs import EcsService
 from lambdas.common.records import read_desired
 from lambdas.deploy import deployer, runtime
 from lambdas.deploy.code import CODE, redeploy_live_spec
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.fleet import EcsFleet
 from partitioner.contracts import DeployStatus, spec_key
+from partitioner.contracts.env import EnvVar
 from partitioner.spec import Spec
 from tests.lambdas.conftest import Aws, FakeLambdaContext, make_spec
 
@@ -85,7 +86,7 @@ def test_the_fleet_runs_stale_code_only_after_a_new_template_revision(aws: Aws) 
     c = container(aws, arn)
     assert c["image"] == "geo-worker:v2"
     assert {"name": "SPEC_VERSION", "value": "3"} in c["environment"]
-    assert {"name": CODE_REVISION, "value": fleet.template} in c["environment"]
+    assert {"name": EnvVar.CODE_REVISION, "value": fleet.template} in c["environment"]
     fleet.service.deploy(arn, 2)
     assert not fleet.code_stale()
 

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from lambdas.common.config import ConfigError, LambdaConfig
+from partitioner.contracts.env import ENV_VARS, Component, EnvVar
 
 
 def test_defaults_and_values() -> None:
@@ -28,3 +29,28 @@ def test_require_lists_missing_names() -> None:
     # GIVEN no buckets / WHEN required / THEN every missing name is listed
     with pytest.raises(ConfigError, match="SPECS_BUCKET, QUARANTINE_BUCKET"):
         LambdaConfig.from_env({"CONTROL_TABLE": "c"}).require("CONTROL_TABLE", "SPECS_BUCKET", "QUARANTINE_BUCKET")
+
+
+class _Recording(dict[str, str]):
+    """An environment that records every name asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: set[str] = set()
+
+    def get(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        self.asked.add(key)
+        return super().get(key, default)
+
+
+def test_every_variable_read_is_a_contract_name() -> None:
+    # GIVEN an environment that records what is read
+    env = _Recording()
+    # WHEN the config is read
+    LambdaConfig.from_env(env)
+    # THEN every name is one of partitioner/contracts/env.py, and the Lambdas' own settings are all read
+    assert env.asked <= set(EnvVar)
+    lambdas = {Component.PARTITIONER, Component.ROUTER, Component.DEPLOYER, Component.HOOKS}
+    from_own_environment = {v for v, use in ENV_VARS.items() if lambdas & set(use.read_by)} - {
+        EnvVar.SPEC_VERSION, EnvVar.CODE_REVISION}  # the deployer reads these from a task definition, not its env
+    assert from_own_environment <= env.asked

@@ -1,0 +1,107 @@
+"""CloudWatch metric names: the namespace, the ``service`` dimension of each emitter, and every metric name.
+
+The Lambdas emit these as embedded-metric-format logs (Powertools ``Metrics(namespace=NAMESPACE,
+service=...)``); ``infra/monitoring.py`` builds the alarms and the dashboard on the same names. A metric the
+dashboard reads is named here once, so the emitter and the alarm cannot drift apart.
+
+Names that carry a state (a deploy status, a hook answer, a fleet reconciliation) are built by
+:func:`deploy_status_metric`, :func:`hook_status_metric` and :func:`fleet_reconciled_metric`.
+
+This module imports nothing of the project and no AWS library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+
+#: The CloudWatch namespace of every metric the system emits.
+NAMESPACE = "GeoRebalancer"
+#: The dimension Powertools adds to every metric: the emitting :class:`MetricService`.
+SERVICE_DIMENSION = "service"
+
+
+class MetricService(StrEnum):
+    """The ``service`` dimension of each emitter."""
+
+    PARTITIONER = "partitioner"
+    ROUTER = "router"
+    DEPLOYER = "deployer"
+    DEPLOY_HOOKS = "deploy-hooks"
+
+
+class Metric(StrEnum):
+    """Every metric name with a fixed spelling."""
+
+    # partitioner: one per snapshot, by outcome (PARTITIONER_OUTCOME_METRICS), and the two the alarms read
+    SPEC_PUBLISHED = "SpecPublished"
+    SPEC_HELD_BY_POLICY = "SpecHeldByPolicy"
+    SNAPSHOT_DUPLICATE = "SnapshotDuplicate"
+    SNAPSHOT_REJECTED = "SnapshotRejected"
+    SPEC_SUPERSEDED = "SpecSuperseded"
+    WORKER_UTILISATION = "WorkerUtilisation"
+    SPEC_AGE = "SpecAgeSeconds"
+    # router: per batch
+    ROUTED = "Routed"
+    QUARANTINED = "Quarantined"
+    ROUTE_FAILURES = "RouteFailures"
+    # deployer and hooks
+    DEPLOY_REQUEST_IGNORED = "DeployRequestIgnored"
+    HOOK_BAD_EVENT = "HookBadEvent"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricUse:
+    """Who emits a metric and what one data point means."""
+
+    service: MetricService
+    meaning: str
+
+
+#: The partitioner's metric for each outcome status of a snapshot (``lambdas/partitioner/logic.py`` ``Outcome``).
+PARTITIONER_OUTCOME_METRICS: Mapping[str, Metric] = MappingProxyType({
+    "published": Metric.SPEC_PUBLISHED,
+    "held": Metric.SPEC_HELD_BY_POLICY,
+    "duplicate": Metric.SNAPSHOT_DUPLICATE,
+    "rejected": Metric.SNAPSHOT_REJECTED,
+    "superseded": Metric.SPEC_SUPERSEDED,
+})  # fmt: skip
+
+_P, _R = MetricService.PARTITIONER, MetricService.ROUTER
+_D, _H = MetricService.DEPLOYER, MetricService.DEPLOY_HOOKS
+
+#: What each fixed-name metric means.
+METRICS: Mapping[Metric, MetricUse] = MappingProxyType({
+    Metric.SPEC_PUBLISHED: MetricUse(service=_P, meaning="A snapshot produced a new spec version (count)."),
+    Metric.SPEC_HELD_BY_POLICY: MetricUse(service=_P, meaning="The policy kept the live spec for a snapshot (count)."),
+    Metric.SNAPSHOT_DUPLICATE: MetricUse(service=_P, meaning="A snapshot was processed already (count)."),
+    Metric.SNAPSHOT_REJECTED: MetricUse(service=_P, meaning="A snapshot was invalid; the live spec stays (count)."),
+    Metric.SPEC_SUPERSEDED: MetricUse(service=_P, meaning="Another invocation published a spec version concurrently (count)."),
+    Metric.WORKER_UTILISATION: MetricUse(
+        service=_P, meaning="The live spec's busiest worker: measured load / max_load (alarm WorkerUtilisation)."),
+    Metric.SPEC_AGE: MetricUse(
+        service=_P, meaning="Seconds since the active spec was flipped, once per snapshot (alarm SpecAge)."),
+    Metric.ROUTED: MetricUse(service=_R, meaning="Events written to a geo stream (count per batch)."),
+    Metric.QUARANTINED: MetricUse(service=_R, meaning="Events sent to the quarantine bucket (count per batch)."),
+    Metric.ROUTE_FAILURES: MetricUse(service=_R, meaning="Records reported as batch item failures (count per batch)."),
+    Metric.DEPLOY_REQUEST_IGNORED: MetricUse(
+        service=_D, meaning="A spec object whose version the control item 'desired' never reached (count)."),
+    Metric.HOOK_BAD_EVENT: MetricUse(service=_H, meaning="A lifecycle hook event that could not be parsed (count)."),
+})  # fmt: skip
+
+
+def deploy_status_metric(status: str) -> str:
+    """The deployer's metric for the deployment status after a step: ``DeployStatus_<status>`` (e.g. ``idle``)."""
+    return f"DeployStatus_{status}"
+
+
+def hook_status_metric(hook_status: str) -> str:
+    """The hooks' metric for their answer to ECS: ``Hook<Status>`` (``IN_PROGRESS`` -> ``HookInProgress``)."""
+    return f"Hook{hook_status.title().replace('_', '')}"
+
+
+def fleet_reconciled_metric(reconciled: str) -> str:
+    """The deployer's metric for a fleet ECS rolled back: ``Fleet<What>`` (``rolled_back`` -> ``FleetRolledBack``)."""
+    return f"Fleet{reconciled.title().replace('_', '')}"
