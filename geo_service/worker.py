@@ -74,7 +74,7 @@ from geo_service.status import FINAL_STATES, Outcome, WorkerExited, WorkerState,
 from geo_service.timebase import SYSTEM, Task, Timebase
 from geo_service.transform import GeoTransform, load_transform, transform_for_region
 from partitioner.contracts import SwapMode, geo_stream_name
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
 
 __all__ = ["FINAL_STATES", "GeoWorker", "WorkerExited", "WorkerStatus", "default_owner"]
 

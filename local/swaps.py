@@ -43,9 +43,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
-from partitioner.index import SpecIndex
-from partitioner.spec import Spec
-from partitioner.tiles import quadkey, tile
+from partitioner.geo.tiles import quadkey, tile
+from partitioner.spec.index import SpecIndex
+from partitioner.spec.model import Spec
 
 CELL_ZOOM = 12
 SAMPLES = 5

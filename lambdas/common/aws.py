@@ -36,7 +36,9 @@ from partitioner.contracts import (
     stream_manifest_key,
 )
 from partitioner.errors import SpecError
-from partitioner.spec import Spec, check, spec_from_json
+from partitioner.spec.model import Spec
+from partitioner.spec.parse import spec_from_json
+from partitioner.spec.rules import check
 
 if TYPE_CHECKING:
     from lambdas.deploy.plan import DeployPlan

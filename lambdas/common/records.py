@@ -18,7 +18,7 @@ from typing import Any
 from lambdas.common.aws import AdapterError, ControlTable, now_iso
 from lambdas.common.errors import LambdaError
 from partitioner.contracts import ControlKey
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
 
 LATENCY_SAMPLES = 20  # the most recent flips kept in pk="latency"
 

@@ -58,7 +58,7 @@ from partitioner.aws_budget.calls import CallLog, watch
 from partitioner.aws_budget.report import BudgetRow, budget, failures, rates_per_api, render
 from partitioner.aws_budget.usage import ACCOUNT, Usage
 from partitioner.contracts import LEASE_KEY_ATTR, DeployStatus, SwapMode, parse_enriched_key
-from partitioner.shards import with_shards
+from partitioner.spec.shards import with_shards
 
 log = logging.getLogger("local.scale")
 REGION = "us-east-1"

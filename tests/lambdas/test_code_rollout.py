@@ -18,7 +18,7 @@ from lambdas.deploy import deployer, runtime
 from lambdas.deploy.code import CODE, redeploy_live_spec
 from lambdas.deploy.controller import DeployController
 from partitioner.contracts import DeployStatus
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
 from tests.lambdas.conftest import Aws, FakeLambdaContext, make_spec
 
 SERVICE = ("georebal", "georebal-geo-workers")

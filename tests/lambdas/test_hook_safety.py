@@ -13,7 +13,7 @@ from lambdas.common.records import read_active
 from lambdas.deploy import deployer, hooks, runtime
 from lambdas.deploy.controller import DeployController
 from partitioner.contracts import DeployStatus
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
 from tests.lambdas.conftest import CTX, Aws, FakeLambdaContext, load_event, make_spec
 
 SERVICE = ("georebal", "georebal-geo-workers")

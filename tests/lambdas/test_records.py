@@ -10,7 +10,7 @@ from lambdas.common.aws import EcsFleet, EcsService
 from lambdas.common.records import LATENCY_SAMPLES, median_latency_s, read_latency_samples, record_live_latency
 from lambdas.deploy.controller import DeployController
 from partitioner.contracts import ControlKey
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
 from tests.lambdas.conftest import Aws, make_spec
 
 ENDED = datetime(2026, 11, 21, 10, 5, tzinfo=UTC)

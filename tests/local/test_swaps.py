@@ -14,8 +14,8 @@ from local.swaps import (
     report_lines,
     swaps_report,
 )
-from partitioner.spec import Partition, Spec, Worker, shard_hash_key
-from partitioner.tiles import quadkey, tile
+from partitioner.geo.tiles import quadkey, tile
+from partitioner.spec.model import Partition, Spec, Worker, shard_hash_key
 
 A, B = "120220011", "120220013"  # two zoom-9 cells (the checks bucket points into zoom-12 cells)
 
