@@ -43,8 +43,8 @@ import ports  # noqa: E402
 TARGET_RSS_MB = 2048.0
 ALGORITHM = """
 import json, sys, time
-from partitioner.build import build_spec
-from partitioner.counts import read_counts_csv
+from partitioner.builders import build_spec
+from partitioner.load.counts import read_counts_csv
 counts = read_counts_csv(sys.argv[1])
 counts.grid()
 t0, c0 = time.perf_counter(), time.process_time()

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from partitioner.controller import ControlSettings  # noqa: E402
+from partitioner.control.controller import ControlSettings  # noqa: E402
 from partitioner.simulate.scenarios import Scenario, scenario  # noqa: E402
 from partitioner.simulate.session import SimSettings, Simulation, simulate  # noqa: E402
 

@@ -50,10 +50,11 @@ import datasets  # noqa: E402
 import shifts  # noqa: E402
 from datasets import Dataset  # noqa: E402
 
-from partitioner.build import build_spec  # noqa: E402
-from partitioner.metrics import SpecMetrics, evaluate, stability  # noqa: E402
-from partitioner.policy import RebalancePolicy  # noqa: E402
-from partitioner.spec import Spec  # noqa: E402
+from partitioner.builders import build_spec  # noqa: E402
+from partitioner.control.policy import RebalancePolicy  # noqa: E402
+from partitioner.output.compare import stability  # noqa: E402
+from partitioner.output.metrics import SpecMetrics, evaluate  # noqa: E402
+from partitioner.spec.model import Spec  # noqa: E402
 
 SEED_CAP = 150_000
 TARGET_STABILITY = 0.98
@@ -286,9 +287,8 @@ def section_speed(sizes: list[int], seed_size: int) -> None:
 
 def _per_cell_baseline(ds: Dataset) -> int:
     """Workers when each hot cell is split alone (full shares + a remainder) and packed whole: the old way."""
-    from partitioner.build import hash_split
-    from partitioner.build.fresh import fresh_placement
-    from partitioner.build.hot import HotSplit, split_hot_cells
+    from partitioner.builders.fresh import fresh_placement
+    from partitioner.builders.hot import HotSplit, hash_split, split_hot_cells
 
     grid = ds.counts.grid()
     hot = split_hot_cells(ds.counts, grid, ds.max_load)

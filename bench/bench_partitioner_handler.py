@@ -54,7 +54,7 @@ def targets(n: int) -> tuple[float, float]:
 def write_window(s3: Any, n: int, end: datetime, batch: int, noise: float) -> str:
     """Write an ``n``-cell snapshot ending at ``end``; return its manifest key."""
     from glue_jobs.snapshot import S3Storage, SnapshotMeta, SnapshotRow, write_snapshot
-    from partitioner.tiles import arrays_to_quadkeys
+    from partitioner.geo.tiles import arrays_to_quadkeys
 
     rng = np.random.default_rng(3)
     side = int(np.ceil(np.sqrt(n)))
@@ -90,7 +90,7 @@ def child(endpoint: str, key: str, max_load: float, mode: str, out: Any) -> None
     from lambdas.common.records import read_desired
     from lambdas.partitioner.logic import PartitionerDeps, process_snapshot
     from lambdas.partitioner.snapshot import parse_manifest, read_rows, verify_manifest
-    from partitioner.counts import read_snapshot_rows
+    from partitioner.load.read import read_snapshot_rows
 
     cfg = LambdaConfig.from_env()
     deps = PartitionerDeps.from_config(cfg, make_clients(cfg))

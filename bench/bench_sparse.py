@@ -38,9 +38,9 @@ for p in (ROOT, ROOT / "bench"):
 import heldout  # noqa: E402
 from datasets import Dataset, write_csv  # noqa: E402
 
-import partitioner.build.fresh as fresh  # noqa: E402
-from partitioner.build import build_spec  # noqa: E402
-from partitioner.metrics import evaluate  # noqa: E402
+import partitioner.builders.fresh as fresh  # noqa: E402
+from partitioner.builders import build_spec  # noqa: E402
+from partitioner.output.metrics import evaluate  # noqa: E402
 
 CAP = heldout.MAX_LOAD
 TARGET_S = 2.0

@@ -1,6 +1,6 @@
 """Deterministic benchmark data: load per quadkey with the structure of real location traffic.
 
-Every generator returns a :class:`Dataset`: a :class:`partitioner.counts.Counts` (one row per
+Every generator returns a :class:`Dataset`: a :class:`partitioner.load.counts.Counts` (one row per
 non-empty quadkey at the stated zoom, weight = number of events), the zoom, and a suggested
 ``max_load`` chosen so that the lower bound ``ceil(total / max_load)`` lands in a sensible
 range (10-200 workers). Everything is derived from real places (the offline city table of
@@ -55,8 +55,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from partitioner.build import lower_bound  # noqa: E402
-from partitioner.counts import Counts  # noqa: E402
+from partitioner.geo.tiles import tiles_xy  # noqa: E402
+from partitioner.load.bound import lower_bound  # noqa: E402
+from partitioner.load.counts import Counts  # noqa: E402
 from partitioner.simulate.places import (  # noqa: E402  (helpers shared with the simulator's scenarios)
     EARTH_KM,
     PLACES_FILE,
@@ -65,7 +66,6 @@ from partitioner.simulate.places import (  # noqa: E402  (helpers shared with th
     point_codes,
     scatter,
 )
-from partitioner.tiles import tiles_xy  # noqa: E402
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -88,7 +88,7 @@ class Dataset:
 
     @property
     def lower_bound(self) -> int:
-        """``ceil(total / max_load)``: no spec can use fewer workers (:func:`partitioner.build.lower_bound`)."""
+        """``ceil(total / max_load)``: no spec can use fewer workers (:func:`partitioner.load.bound.lower_bound`)."""
         return lower_bound(self.total, self.max_load)
 
     def with_counts(self, counts: Counts, name: str | None = None, description: str | None = None) -> Dataset:

@@ -42,11 +42,11 @@ from typing import NamedTuple
 import numpy as np
 from datasets import Dataset, FloatArray, IntArray, great_circle, scatter
 
-from partitioner.basemap import BASEMAP_FILE
+from partitioner.geo.tiles import arrays_to_quadkeys, tiles_xy
+from partitioner.output.basemap import BASEMAP_FILE
 from partitioner.simulate.places import activity, counts_from_codes, km_per_tile, point_codes
 from partitioner.simulate.scenarios import SWAP_SHARE, Scenario, stadium_level
 from partitioner.simulate.windows import CellSeries
-from partitioner.tiles import arrays_to_quadkeys, tiles_xy
 
 MAX_LOAD = 2500.0
 CACHE = Path(tempfile.gettempdir()) / "geo-rebalancer-bench" / "places500.npz"

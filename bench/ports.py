@@ -26,8 +26,8 @@ from typing import NamedTuple
 import numpy as np
 from datasets import Dataset, FloatArray, IntArray, city, scatter, suggest_max_load
 
-from partitioner.counts import Counts, Tiles
-from partitioner.tiles import tiles_xy
+from partitioner.geo.tiles import tiles_xy
+from partitioner.load.counts import Counts, Tiles
 
 
 class Quay(NamedTuple):

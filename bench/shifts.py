@@ -13,9 +13,9 @@ from collections.abc import Callable
 import numpy as np
 from datasets import Dataset, FloatArray, IntArray, city, point_codes, scatter
 
-from partitioner.counts import Counts, Tiles
-from partitioner.index import tree_keys
+from partitioner.load.counts import Counts, Tiles
 from partitioner.simulate.places import activity
+from partitioner.spec.index import tree_keys
 
 
 def diurnal(counts: Counts, utc_hour: float) -> Counts:

@@ -19,7 +19,8 @@ from botocore.exceptions import ClientError
 from geo_service.errors import GeoServiceError
 from partitioner.contracts import StreamManifest, spec_key, stream_manifest_key
 from partitioner.errors import SpecError
-from partitioner.spec import Spec, spec_from_json
+from partitioner.spec.model import Spec
+from partitioner.spec.parse import spec_from_json
 
 DEFAULT_REGION = "us-east-1"
 

@@ -25,7 +25,7 @@ from geo_service.runner import SlotRunner
 from geo_service.slots import Slot
 from geo_service.timebase import Task
 from partitioner.contracts import SwapMode
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
 
 
 class CarryOver:

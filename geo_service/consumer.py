@@ -31,7 +31,7 @@ from geo_service.aws import load_stream_manifest
 from geo_service.errors import GeoServiceError
 from geo_service.timebase import Flag
 from partitioner.contracts import ShardRange, StreamManifest
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
 
 DEFAULT_LIMIT = 1000
 #: Least time between two GetRecords calls on one shard (5 calls/s per shard is the quota).

@@ -29,7 +29,7 @@ from geo_service.status import StatusBoard, WorkerStatus
 from geo_service.timebase import Timebase
 from geo_service.transform import GeoTransform
 from partitioner.contracts import geo_stream_name
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
 
 
 class WorkerContext:

@@ -36,7 +36,7 @@ from geo_service.logs import get_logger, log
 from geo_service.records import BadRecord, Event, decode_event, enriched_record
 from geo_service.slots import Slot
 from partitioner.contracts import cost_key, enriched_key, geo_quarantine_key
-from partitioner.tiles import arrays_to_quadkeys, tiles_xy
+from partitioner.geo.tiles import arrays_to_quadkeys, tiles_xy
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from partitioner.events import Rejection, ValidEvent, parse_event
+from partitioner.load.events import Rejection, ValidEvent, parse_event
 
 Event = ValidEvent  # what the worker processes: a valid event with all its fields
 
@@ -33,7 +33,7 @@ class BadRecord:
 def decode_event(data: bytes, source: str) -> Event | BadRecord:
     """Decode one Kinesis record's bytes into an :class:`Event`, or a :class:`BadRecord` saying why not.
 
-    The rules are the router's (:func:`partitioner.events.parse_event`): what the router let
+    The rules are the router's (:func:`partitioner.load.events.parse_event`): what the router let
     through passes here too, and a record written to the geo stream some other way is
     quarantined with the same reason codes.
     """

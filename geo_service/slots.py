@@ -45,9 +45,9 @@ from geo_service.handover_summary import Aggregator, SummaryStore
 from geo_service.lease import Clock, LeaseManager, read_leases
 from geo_service.transform import GeoTransform
 from partitioner.contracts import SwapMode
-from partitioner.events import ValidEvent, parse_event
-from partitioner.index import SpecIndex
-from partitioner.spec import Spec
+from partitioner.load.events import ValidEvent, parse_event
+from partitioner.spec.index import SpecIndex
+from partitioner.spec.model import Spec
 
 SPEC_CACHE = 3  # parsed specs a worker keeps: the versions of a swap (from, to) and the one after it
 

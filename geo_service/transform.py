@@ -39,7 +39,7 @@ import numpy.typing as npt
 from scipy.spatial import cKDTree
 
 from geo_service.errors import GeoServiceError
-from partitioner.tiles import Tile, parse_quadkey, quadkey, quadkey_to_tile
+from partitioner.geo.tiles import Tile, parse_quadkey, quadkey, quadkey_to_tile
 
 PLACES_PATH = Path(__file__).with_name("data") / "places.csv.gz"
 EARTH_RADIUS_KM = 6371.0088

@@ -69,7 +69,7 @@ from geo_service.status import Outcome, StatusBoard, WorkerExited, WorkerStatus,
 from geo_service.timebase import SYSTEM, Task, Timebase
 from geo_service.transform import GeoTransform, load_transform
 from partitioner.contracts import SwapMode
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
 
 __all__ = ["GeoWorker"]
 

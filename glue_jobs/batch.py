@@ -44,7 +44,7 @@ from glue_jobs.snapshot import (
     write_snapshot,
 )
 from glue_jobs.window_state import WindowStore
-from partitioner.tiles import parse_quadkey
+from partitioner.geo.tiles import parse_quadkey
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ from partitioner.contracts import (
     MAX_PARTITION_KEY,
     REQUIRED_FIELDS,
 )
-from partitioner.tiles import EPSILON, MAX_LAT, MAX_ZOOM
+from partitioner.geo.tiles import EPSILON, MAX_LAT, MAX_ZOOM
 
 _TEXT_SCHEMA = (
     "struct<event_id:string, entity_id:string, ts:string, lat:string, lon:string, _corrupt_record:string>"
@@ -241,7 +241,7 @@ def tile_index(unit: Column, zoom: int) -> Column:
 
     ``u <= 0`` -> 0, ``u >= 1`` -> ``2**zoom - 1``, else ``floor((u + EPSILON) * 2**zoom)``
     capped at ``2**zoom - 1`` (mercantile would return ``2**zoom`` for ``u`` within EPSILON
-    below 1; partitioner.tiles caps it, and so do we). Written as one clamp of the floor: for
+    below 1; partitioner.geo.tiles caps it, and so do we). Written as one clamp of the floor: for
     ``u <= 0`` the floor is 0 or negative (``EPSILON * 2**30 < 1``), for ``u >= 1`` it is at
     least ``2**zoom``, so no branch is needed.
     """
@@ -254,7 +254,7 @@ def tile_xy(lon: Column, lat: Column, zoom: int) -> tuple[Column, Column]:
     """Tile ``x`` and ``y`` (long columns) of ``lon``/``lat`` degrees at ``zoom``.
 
     Latitudes are clamped to +/-MAX_LAT first (poles go to the edge rows); lon 180 lands in
-    the last column. Same float operations, in the same order, as ``partitioner.tiles``.
+    the last column. Same float operations, in the same order, as ``partitioner.geo.tiles``.
     """
     clamped = F.greatest(F.least(lat, F.lit(MAX_LAT)), F.lit(-MAX_LAT))
     ux = lon / F.lit(360.0) + F.lit(0.5)

@@ -17,7 +17,7 @@ from typing import Any
 
 from infra.errors import InfraError
 from partitioner.contracts import SwapMode, geo_stream_prefix
-from partitioner.controller import ControlSettings
+from partitioner.control.controller import ControlSettings
 from partitioner.errors import PartitionerError
 
 ENGINES = ("emr", "glue")
@@ -64,10 +64,10 @@ class ConfigError(InfraError, ValueError):
 
 @dataclass(frozen=True, kw_only=True)
 class PolicyConfig:
-    """The partitioner's control policy, passed as POLICY_JSON (``partitioner.controller.ControlSettings``).
+    """The partitioner's control policy, passed as POLICY_JSON (``partitioner.control.controller.ControlSettings``).
 
     ``mode`` ``predictive`` (the default: forecast, measured headroom, hysteresis) or ``reactive`` (the
-    watermark policy ``partitioner.policy.RebalancePolicy``, whose keys are the other fields: they act in
+    watermark policy ``partitioner.control.policy.RebalancePolicy``, whose keys are the other fields: they act in
     ``reactive`` mode only). :func:`load_config` checks the whole object with the partitioner's own parser.
     """
 

@@ -39,7 +39,7 @@ class RunConfig:
         Rebalance policy cooldown between published specs.
     target_fill, high_watermark
         The rebalance policy's build fill and redeploy trigger (``POLICY_JSON``, see
-        :class:`partitioner.policy.RebalancePolicy`): with the reactive policy a spec is built
+        :class:`partitioner.control.policy.RebalancePolicy`): with the reactive policy a spec is built
         from a window that closed 1.2-2 windows before it goes live, so it needs headroom for
         what the load does meanwhile (module docstring of :mod:`local.dataset`).
     drain_timeout_s

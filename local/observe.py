@@ -114,7 +114,7 @@ class ControlObserver(LoopThread):
         self.active_version: int | None = None
         self.flips: list[tuple[int | None, int, float]] = []  # (from, to, observed_at)
         self.spec_slots: dict[int, int] = {}
-        self.specs: dict[int, Any] = {}  # version -> partitioner.spec.Spec, every spec object published
+        self.specs: dict[int, Any] = {}  # version -> partitioner.spec.model.Spec, every spec object published
         self.tenures: dict[str, list[LeaseTenure]] = {}  # lease key -> its owners' tenures in order
         self.plans: dict[int, dict[str, Any]] = {}  # to_version -> the last plan item seen for it
         self._s3 = aws.client("s3")
@@ -251,7 +251,7 @@ class ControlObserver(LoopThread):
 
     def _load_spec(self, version: int) -> None:
         """Read ``specs/v<version:08d>.json`` (immutable, written before any pointer names it)."""
-        from partitioner.spec import spec_from_json
+        from partitioner.spec.parse import spec_from_json
 
         key = f"specs/v{version:08d}.json"
         try:

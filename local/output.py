@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from partitioner.contracts import parse_enriched_key
-from partitioner.tiles import quadkey, tile
+from partitioner.geo.tiles import quadkey, tile
 
 CELL_ZOOM = 12  # the swap checks look at zoom-12 cells (:mod:`local.report.swap_checks`)
 

@@ -52,7 +52,7 @@ REQUIRED_MODULES = {
     "lambdas.deploy.controller": "the deploy controller (blue/green orchestration)",
     "lambdas.deploy.hooks": "the blue/green lifecycle hook logic",
     "geo_service.__main__": "the geo worker process (python -m geo_service)",
-    "partitioner.metrics": "spec evaluation (mismatch, utilisation) for the report",
+    "partitioner.output.metrics": "spec evaluation (mismatch, utilisation) for the report",
 }
 
 

@@ -31,7 +31,13 @@ MAX_FUNCTION_LINES = 60
 
 # Sub-packages of a layered package, bottom-up: a module may import its own layer and the ones before it.
 # A module directly in the package (e.g. ``partitioner/cli.py``) is the top layer.
-LAYERS: dict[str, tuple[str, ...]] = {}
+LAYERS: dict[str, tuple[str, ...]] = {
+    # records exchanged between parts; the exception base (a module, imported by every layer); quadkey geometry;
+    # the spec model; load; the build strategies; the control loop; the AWS API budget; the simulator; metrics,
+    # text and maps; the sub-commands (under partitioner/cli.py)
+    "partitioner": ("contracts", "errors", "geo", "spec", "load", "builders", "control", "aws_budget", "simulate",
+                    "output", "commands"),
+}
 
 
 @dataclass(frozen=True, slots=True)

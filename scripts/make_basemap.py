@@ -5,7 +5,7 @@
 
 world-atlas (ISC) is Natural Earth 1:50m admin-0 countries (public domain) as TopoJSON. An arc
 used by one country is a coastline, an arc shared by two a land border. Points are stored as
-integer thousandths of a degree, as deltas (they compress well); ``partitioner.basemap`` reads them.
+integer thousandths of a degree, as deltas (they compress well); ``partitioner.output.basemap`` reads them.
 """
 
 from __future__ import annotations

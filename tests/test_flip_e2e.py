@@ -39,7 +39,7 @@ from lambdas.deploy.hooks import HookEvent, run_hook
 from lambdas.deploy.plan import DeployPlan
 from lambdas.router import handler as router_handler
 from partitioner.contracts import DeployStatus, spec_key
-from partitioner.tiles import Tile, bounds
+from partitioner.geo.tiles import Tile, bounds
 from tests.lambdas.conftest import FakeLambdaContext, make_spec
 
 PREFIX = "e2e"

@@ -19,7 +19,7 @@ from lambdas.common.dynamodb import ControlTable
 from lambdas.common.errors import AdapterError, LambdaError
 from lambdas.common.timestamps import now_iso
 from partitioner.contracts import ControlKey
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
 
 LATENCY_SAMPLES = 20  # the most recent flips kept in pk="latency"
 

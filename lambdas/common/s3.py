@@ -20,7 +20,9 @@ from lambdas.common.clients import error_code
 from lambdas.common.errors import AdapterError
 from partitioner.contracts import StreamManifest, spec_key, stream_manifest_key
 from partitioner.errors import SpecError
-from partitioner.spec import Spec, check, spec_from_json
+from partitioner.spec.model import Spec
+from partitioner.spec.parse import spec_from_json
+from partitioner.spec.rules import check
 
 
 class SpecExists(AdapterError):

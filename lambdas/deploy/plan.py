@@ -30,7 +30,7 @@ from typing import Any
 
 from lambdas.common.config import parse_swap_mode
 from partitioner.contracts import PlanStatus, SwapMode
-from partitioner.spec import HASH_BUCKETS, Partition, Spec
+from partitioner.spec.model import HASH_BUCKETS, Partition, Spec
 
 FULL_RANGE = (0, HASH_BUCKETS)
 

@@ -30,7 +30,7 @@ from partitioner.contracts import (
     geo_stream_name,
     spec_key,
 )
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
 
 FLEET_STARTED = "fleet_started"  # plan item flag: start_fleet completed (a crash before it is resumed)
 

@@ -7,15 +7,15 @@
    ending at or before the last processed one is ``rejected`` as ``stale_snapshot``.
 2. **Verify** the manifest and every data file (:mod:`lambdas.partitioner.snapshot`); an empty
    snapshot is rejected.
-3. **Read rows** with :func:`partitioner.counts.read_snapshot_rows`. When the snapshot carries no
+3. **Read rows** with :func:`partitioner.load.read.read_snapshot_rows`. When the snapshot carries no
    cost column, the latest worker cost reports of the *active* version are merged in: the weight of
    a row is ``events * rate(grid-zoom ancestor)``; cells without a reported rate get the
    events-weighted mean rate of those with one (so totals stay comparable with ``MAX_LOAD``).
-4. **Control step** (:func:`partitioner.controller.control_step`, the code the simulator runs): the
+4. **Control step** (:func:`partitioner.control.controller.control_step`, the code the simulator runs): the
    controller state (load history per region, smoothed levels per cell, last publish) is loaded from S3
    (:mod:`lambdas.partitioner.state`), the snapshot absorbed into it, and the configured policy
    (``POLICY_JSON``: predictive by default, or reactive) decides, building a candidate with
-   :func:`partitioner.build.build_spec` when it needs one (previous = the desired spec for stickiness,
+   :func:`partitioner.builders.build_spec` when it needs one (previous = the desired spec for stickiness,
    ``version = desired + 1``, ``stream_name = <prefix>-geo-v<n>``). The forecast horizon is the median
    snapshot-to-live latency the deploy controller recorded (control ``pk="latency"``), else
    ``POLICY_JSON``'s ``latency_s``, else one window. A spec to publish gets ``source.window_end`` (the
@@ -57,15 +57,17 @@ from lambdas.common.s3 import CostReports, ObjectStore, SpecExists, SpecStore
 from lambdas.common.timestamps import now_iso
 from lambdas.partitioner.snapshot import Manifest, SnapshotRejected, parse_manifest, read_rows, verify_manifest
 from lambdas.partitioner.state import ControlStateStore
-from partitioner.build import build_spec
+from partitioner.builders import build_spec
 from partitioner.contracts import ControlKey, geo_stream_name, spec_key
 from partitioner.contracts.env import EnvVar
-from partitioner.controller import ControlSettings, ControlState, Step, control_step
-from partitioner.cost import apply_cost_rates
-from partitioner.counts import Counts, read_snapshot_rows
+from partitioner.control.controller import ControlSettings, ControlState, Step, control_step
 from partitioner.errors import PartitionerError, PolicyError
-from partitioner.shards import with_shards
-from partitioner.spec import Spec, validate
+from partitioner.load.cost import apply_cost_rates
+from partitioner.load.counts import Counts
+from partitioner.load.read import read_snapshot_rows
+from partitioner.spec.model import Spec
+from partitioner.spec.rules import validate
+from partitioner.spec.shards import with_shards
 
 Builder = Callable[..., Spec]
 MAX_VERSION_RETRIES = 3
@@ -118,7 +120,7 @@ class PartitionerDeps:
 
 
 def load_policy(policy_json: str) -> ControlSettings:
-    """Return the controller settings of ``POLICY_JSON`` (:class:`partitioner.controller.ControlSettings`)."""
+    """Return the controller settings of ``POLICY_JSON`` (:class:`partitioner.control.controller.ControlSettings`)."""
     try:
         return ControlSettings.from_json(policy_json, where="environment variable POLICY_JSON")
     except PolicyError as exc:

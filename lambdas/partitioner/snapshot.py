@@ -20,7 +20,7 @@ import numpy as np
 
 from lambdas.common.errors import LambdaError
 from lambdas.common.s3 import ObjectStore
-from partitioner import csvscan
+from partitioner.load import csvscan
 
 SNAPSHOT_FORMAT = "geo-rebalancer.snapshot/1"
 HEADER = "quadkey,events,cost"
@@ -140,7 +140,7 @@ def read_rows(store: ObjectStore, manifest: Manifest) -> bytes:
     """Read every data file, verify sha256 and row counts, and return one CSV body (one header) as bytes.
 
     Rows are not touched one by one: a file's rows are counted and passed on as one slice of
-    its bytes (:func:`partitioner.counts.read_snapshot_rows` parses them, vectorised).
+    its bytes (:func:`partitioner.load.read.read_snapshot_rows` parses them, vectorised).
     Whitespace-only lines do not count as rows and are dropped.
     """
     parts: list[bytes] = []

@@ -1,6 +1,6 @@
 """Where the partitioner keeps its controller state: one JSON object in the specs bucket.
 
-The state (:class:`partitioner.controller.ControlState`: the load history per region and the last
+The state (:class:`partitioner.control.controller.ControlState`: the load history per region and the last
 publish time) is a few tens of KB for a global fleet (regions x the last windows), and grows with the
 number of regions. DynamoDB caps an item at 400 KB including attribute names
 (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Constraints.html, "Items"), so the
@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from lambdas.common.clients import error_code
 from lambdas.common.errors import AdapterError
-from partitioner.controller import ControlState
+from partitioner.control.controller import ControlState
 from partitioner.errors import PolicyError
 
 CONTROL_STATE_KEY = "control/controller-state.json"

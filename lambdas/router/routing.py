@@ -4,7 +4,7 @@ The active spec is read from control ``pk="active"`` and cached for at most ``tt
 (``ROUTER_SPEC_TTL_S``, default 5), so the router follows a flip within seconds. A record is put
 to the active version's geo stream with ``PartitionKey = entity_id`` and ``ExplicitHashKey`` = the
 hash key of the worker owning the event's partition (a split hot cell resolves by entity bucket).
-Lookups are vectorised: one :meth:`partitioner.index.SpecIndex.locate` call per batch.
+Lookups are vectorised: one :meth:`partitioner.spec.index.SpecIndex.locate` call per batch.
 
 Geo stream record (``docs/CONTRACTS.md``): the original event bytes, unchanged.
 """
@@ -24,10 +24,10 @@ from lambdas.common.kinesis import GeoStreams, PutEntry
 from lambdas.common.records import read_active
 from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.common.timestamps import now_iso
-from partitioner.events import Rejection, ValidEvent, parse_event, quarantine_record
-from partitioner.index import SpecIndex
-from partitioner.shards import entity_shards
-from partitioner.spec import Spec
+from partitioner.load.events import Rejection, ValidEvent, parse_event, quarantine_record
+from partitioner.spec.index import SpecIndex
+from partitioner.spec.model import Spec
+from partitioner.spec.shards import entity_shards
 
 Clock = Callable[[], float]
 
@@ -74,7 +74,7 @@ class RoutingTable:
         """Return the ExplicitHashKey of each point's partition (vectorised).
 
         A worker owning ``k > 1`` shards gets each entity on shard ``entity_shard(entity_id, k)`` of its keys (one MD5
-        per entity, :func:`~partitioner.shards.entity_shards`; the rest is NumPy), so
+        per entity, :func:`~partitioner.spec.shards.entity_shards`; the rest is NumPy), so
         one entity's events stay on one shard (per-entity order) and the worker's entities spread over its shards.
         """
         idx = self.index.locate(lon, lat, entity_ids)

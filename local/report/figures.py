@@ -1,6 +1,6 @@
 """The run's own figure: utilisation measured at the workers over time (PNG, matplotlib Agg).
 
-Partition maps come from :mod:`partitioner.plot`; this module only draws what is specific
+Partition maps come from :mod:`partitioner.output.plot`; this module only draws what is specific
 to a run (:class:`local.report.worker_load.WorkerLoad`). It stays readable with many workers: per
 window a bar from the least to the most loaded counted worker, the max, p90 and median as
 lines, each worker-window as a small dot (red when over the cap), partial windows as

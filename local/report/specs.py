@@ -1,7 +1,7 @@
 """Report sections about specs: partition tables, the old-spec-under-new-load comparisons, spec files, maps.
 
 For every spec version the run published it writes ``specs/v<N>.json`` (the spec as
-published) and ``specs/v<N>.geojson`` (:mod:`partitioner.geojson`), prints the partition
+published) and ``specs/v<N>.geojson`` (:mod:`partitioner.output.geojson`), prints the partition
 table, and for every snapshot the partitioner saw it prints the *allocation mismatch*
 comparison that motivates rebalancing: the spec that was live, under the new load (its
 *mismatch*, the highest worker utilisation, e.g. "264%": the capacity a static partitioning
@@ -9,7 +9,7 @@ would need to survive the shift), against the spec rebuilt from that load, or wh
 policy declined to publish one. These are **the snapshot's estimates** of the load (what
 the partitioner saw), not what the workers processed: the report leads with the latter
 (:mod:`local.report.worker_load`). Maps of the partitions before and after each flip come
-from :mod:`partitioner.plot`.
+from :mod:`partitioner.output.plot`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from local.state import RunState
 
 
 def snapshot_counts(snap: dict[str, Any]) -> Any:
-    """Return the snapshot's load as :class:`partitioner.counts.Counts` (same reader as the partitioner)."""
-    from partitioner.counts import read_snapshot_rows
+    """Return the snapshot's load as :class:`partitioner.load.counts.Counts` (same reader as the partitioner)."""
+    from partitioner.load.read import read_snapshot_rows
 
     return read_snapshot_rows(snap["rows_text"], snap["key"])
 
@@ -33,7 +33,9 @@ def comparison_lines(state: RunState) -> tuple[list[dict[str, Any]], dict[int, A
 
     Returns the JSON rows, the counts each published version was built from, and the lines.
     """
-    from partitioner.metrics import evaluate, render_stability, render_table, spec_diff, stability, summary_line
+    from partitioner.output.compare import spec_diff, stability
+    from partitioner.output.metrics import evaluate
+    from partitioner.output.render import render_stability, render_table, summary_line
 
     obs = state.observer
     specs = obs.specs if obs else {}
@@ -89,8 +91,9 @@ def write(state: RunState) -> tuple[dict[str, Any], list[str], list[Path]]:
     specs = {v: s for v, s in (obs.specs.items() if obs else []) if s is not None}
     out_dir = cfg.out / "specs"
     out_dir.mkdir(parents=True, exist_ok=True)
-    from partitioner import geojson
-    from partitioner.metrics import evaluate, render_table, summary_line
+    from partitioner.output import geojson
+    from partitioner.output.metrics import evaluate
+    from partitioner.output.render import render_table, summary_line
 
     rows, built_from, cmp_lines = comparison_lines(state)
     deployed = {new for _, new, _ in (obs.flips if obs else [])}
@@ -120,9 +123,9 @@ def write(state: RunState) -> tuple[dict[str, Any], list[str], list[Path]]:
 
 
 def _maps(state: RunState, specs: dict[int, Any], built_from: dict[int, Any]) -> list[Path]:
-    """Partition maps (:mod:`partitioner.plot`): each published spec under the load it was built
+    """Partition maps (:mod:`partitioner.output.plot`): each published spec under the load it was built
     from, and for each rebalance the old spec under the new load (map and mismatch bars)."""
-    from partitioner import plot
+    from partitioner.output import plot
 
     out = state.config.out
     figures = []

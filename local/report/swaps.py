@@ -43,8 +43,8 @@ from typing import Any, Protocol
 
 from local.output import Processed
 from local.report.swap_checks import Check, order_check, reader_check
-from partitioner.index import SpecIndex
-from partitioner.spec import Spec
+from partitioner.spec.index import SpecIndex
+from partitioner.spec.model import Spec
 
 LAG_WINDOW_S = 10.0  # the handover lag looks at the new version's records processed this long after the flip
 

@@ -43,7 +43,7 @@ from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, r
 from local.scale.simtime import SimTime
 from local.scale.world import EventSource
 from partitioner.contracts import DeployStatus, spec_key
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
 
 log = logging.getLogger(__name__)
 

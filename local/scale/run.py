@@ -49,7 +49,7 @@ from local.scale.world import EventSource, Version, World, build_world
 from partitioner.aws_budget.calls import CallLog, watch
 from partitioner.aws_budget.usage import ACCOUNT, Usage
 from partitioner.contracts import DeployStatus, SwapMode, parse_enriched_key
-from partitioner.shards import with_shards
+from partitioner.spec.shards import with_shards
 
 PREFIX = "georebal-sim"
 PHASES = ("deploy v1 (fleet start)", "swap v2 (load moves)", "swap v3 (more workers)")

@@ -6,7 +6,7 @@ each city) at zoom 12, built into a spec of about ``workers`` slots by the parti
 * **v1** from that load;
 * **v2** after part of the load shifts: the cities of one continent grow and the rest shrink so the total stays,
   rebuilt sticky from v1 (only what overflows moves); the shift is sized so the rebuild moves about
-  ``shift`` (5 %) of the load, measured with :func:`partitioner.metrics.stability`;
+  ``shift`` (5 %) of the load, measured with :func:`partitioner.output.compare.stability`;
 * **v3** after every cell grows by ``grow`` (20 %): the sticky rebuild adds about that share of workers.
 
 Events are points drawn from the current version's load (a cell by weight, a uniform point inside it) for a
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.build import build_spec
-from partitioner.counts import Counts
-from partitioner.metrics import stability
+from partitioner.builders import build_spec
+from partitioner.load.counts import Counts
+from partitioner.output.compare import stability
 from partitioner.simulate.places import counts_from_codes, point_codes, scatter
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
 
 ZOOM = 12
 #: Events of the load model per worker per window (the absolute scale does not matter: max_load follows it).

@@ -10,7 +10,7 @@ everywhere, so a change cannot reach one side only.
   :func:`parse_lease_key`, the control-table keys :class:`ControlKey`.
 * **Event rules**: :data:`EVENT_LAT_LIMIT`, :data:`EVENT_LON_LIMIT`, :data:`MAX_EPOCH_MS`,
   :data:`MAX_PARTITION_KEY`, :data:`REQUIRED_FIELDS` and the quarantine reason codes
-  :class:`ReasonCode` (applied by :mod:`partitioner.events` in Python and by
+  :class:`ReasonCode` (applied by :mod:`partitioner.load.events` in Python and by
   ``glue_jobs/transform.py`` as Spark column expressions; ``tests/events/invalid_events.json``
   is the one table of bad events both are tested against).
 

@@ -130,7 +130,7 @@ ENV_VARS: Mapping[EnvVar, EnvVarUse] = MappingProxyType({
     EnvVar.GRID_ZOOM: _use((_S, _L), (_W,),
                            "Zoom of the quadkeys a worker reports costs at (default 12; the Lambdas parse it, the "
                            "partitioner uses each snapshot's own zoom)."),
-    EnvVar.POLICY_JSON: _use((_S, _L), (_P,), "The rebalance policy as JSON (partitioner.controller.ControlSettings)."),
+    EnvVar.POLICY_JSON: _use((_S, _L), (_P,), "The rebalance policy as JSON (partitioner.control.controller.ControlSettings)."),
     EnvVar.SWAP_MODE: _use((_S, _L), (*_DEPLOY, _W),
                            "How a new spec reaches the workers: 'carry' (default, only changed slots move) or 'whole'."),
     EnvVar.WORKER_TASK_DEFINITION: _use((_S,), (_D,),

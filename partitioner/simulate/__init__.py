@@ -1,4 +1,4 @@
-"""Closed-loop simulation of the control loop (``python -m partitioner simulate``; issue 11).
+"""Closed-loop simulation of the control loop (``python -m partitioner simulate``, :mod:`partitioner.commands.simulate`).
 
 One idea per module:
 
@@ -10,8 +10,7 @@ One idea per module:
 * :mod:`~partitioner.simulate.swaps`: what a swap costs (whole fleet or carry-over);
 * :mod:`~partitioner.simulate.summary`: the per-strategy figures (the ``--json`` document);
 * :mod:`~partitioner.simulate.session`: one run of several strategies and the floor;
-* :mod:`~partitioner.simulate.render`, :mod:`~partitioner.simulate.figure`, :mod:`~partitioner.simulate.command`:
-  text, PNG and the CLI command.
+* :mod:`~partitioner.simulate.render`, :mod:`~partitioner.simulate.figure`: text and PNG.
 """
 
 from partitioner.simulate.scenarios import Scenario, scenario

@@ -5,7 +5,7 @@ Timeline (window ``t`` spans ``[t S, (t+1) S)``, ``S`` = ``window_s``):
 * at ``(t+1) S`` the strategy sees window ``t`` (:meth:`Strategy.observe`) and may publish;
 * a spec published then goes live at ``(t+1) S + latency_s``; specs go live in publish order;
 * window ``t``'s **true** load (the cost when the scenario has one) is attributed to each spec live
-  during it (:class:`partitioner.loads.SpecLoads`), load spread evenly over the window: a spec live
+  during it (:class:`partitioner.load.loads.SpecLoads`), load spread evenly over the window: a spec live
   for a fraction ``f`` of the window counts ``f`` worker-windows per worker, and each of its workers
   is at ``load / cap`` utilisation for that fraction;
 * each flip is a :class:`~partitioner.simulate.swaps.Swap`, measured under the load of its window.
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.loads import OVER, Cells, SpecLoads, cells_of, moves, spec_loads
-from partitioner.metrics import lower_bound
+from partitioner.load.bound import lower_bound
+from partitioner.load.loads import OVER, Cells, SpecLoads, cells_of, moves, spec_loads
 from partitioner.simulate.strategies import RunContext, Strategy
 from partitioner.simulate.swaps import Swap
 from partitioner.simulate.windows import WindowSeries

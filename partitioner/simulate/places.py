@@ -25,9 +25,9 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.counts import Counts, Tiles
 from partitioner.errors import CountsError
-from partitioner.tiles import MAX_LAT, tiles_xy
+from partitioner.geo.tiles import MAX_LAT, tiles_xy
+from partitioner.load.counts import Counts, Tiles
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

@@ -10,14 +10,14 @@ name            windows  cells           what moves
                                          peaks, and a stadium whose crowd ramps up over 20 min
                                          before an evening match and leaves after it
 ``cost-day``    144x10m  as global-day   the global day where events in some metro areas cost
-                                         10x the CPU of the others (seed 004)
+                                         10x the CPU of the others (uneven cost per event)
 ==============  =======  ==============  =====================================================
 
 Each window's events are Poisson draws around the expected load; ``seed`` changes the places'
 scatter, the draws and (cost-day) which areas are expensive, never the structure. A scenario also
 carries the settings it was sized for: ``max_load``, ``window_s``, ``latency_s`` (a new spec goes
-live one window after its snapshot closes) and ``swap_s`` (a swap's overlap, 0.4 of a window, the
-issue's measurement: fleet start + warm-up + drain).
+live one window after its snapshot closes) and ``swap_s`` (a swap's overlap, 0.4 of a window: fleet
+start + warm-up + drain).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from partitioner.geo.tiles import arrays_to_quadkeys, tiles_xy
 from partitioner.simulate.places import (
     activity,
     code_centres,
@@ -39,11 +40,10 @@ from partitioner.simulate.places import (
     scatter,
 )
 from partitioner.simulate.windows import CellSeries, SimulationError, WindowSeries
-from partitioner.tiles import arrays_to_quadkeys, tiles_xy
 
 FloatArray = npt.NDArray[np.float64]
 DAY_S = 86_400.0
-SWAP_SHARE = 0.4  # a swap's overlap as a share of the window (fleet start + warm-up + drain; issue 11's figure)
+SWAP_SHARE = 0.4  # a swap's overlap as a share of the window (start + warm-up + drain; --swap-timings measures it)
 
 
 @dataclass(frozen=True, eq=False)
@@ -237,7 +237,7 @@ def metro_day(seed: int = 1, *, windows: int = 288, window_s: float = 300.0, pea
 
 
 # ---------------------------------------------------------------------------
-# cost day (seed 004)
+# cost day: events cost the workers unevenly, so counts alone misjudge the load
 # ---------------------------------------------------------------------------
 
 COST_FACTOR = 10.0
@@ -247,7 +247,8 @@ COST_AREA_KM = 40.0
 
 def cost_day(seed: int = 1, *, windows: int = 144, window_s: float = 600.0,
              peak_events: float = GLOBAL_PEAK_EVENTS, workers: int = GLOBAL_WORKERS) -> Scenario:
-    """The global day where events within 40 km of some big places cost 10x the CPU (seed 004).
+    """The global day where events within 40 km of some big places cost 10x the CPU (what balancing on
+    the workers' measured cost is for).
 
     Rates are in units of the day's mean CPU per event (so ``max_load`` stays in "events at mean
     cost"); which places are expensive depends on ``seed``.
@@ -275,7 +276,7 @@ def cost_day(seed: int = 1, *, windows: int = 144, window_s: float = 600.0,
 
 
 def _cell_xy(qks: tuple[str, ...]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    from partitioner.tiles import quadkeys_to_arrays
+    from partitioner.geo.tiles import quadkeys_to_arrays
 
     x, y, _ = quadkeys_to_arrays(qks)
     return x, y

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from partitioner.controller import ControlSettings
+from partitioner.control.controller import ControlSettings
 from partitioner.simulate import strategies as strat
 from partitioner.simulate.loop import Progress, StrategyRun, run
 from partitioner.simulate.strategies import RunContext

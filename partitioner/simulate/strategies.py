@@ -8,33 +8,35 @@ it may also have a spec live from the start (:meth:`Strategy.start`). The loop
 ``floor``       no spec: ``ceil(load / cap)`` workers each window, perfectly packed, no latency, no swaps
                 (measured by the loop itself)
 ``static``      one spec built on every quadkey's maximum over the run, live all day
-``rebuild``     the seed's loop: a fresh build on every window (filled to 100 %), always published
-``reactive``    the controller in ``reactive`` mode (today's :class:`partitioner.policy.RebalancePolicy`)
-``default``     the controller with the Lambda's settings (:class:`partitioner.controller.ControlSettings`)
+``rebuild``     a fresh build on every window (filled to 100 %), always published: the loop of the greedy
+                baseline's article (:mod:`partitioner.builders.seed`), no policy
+``reactive``    the controller in ``reactive`` mode (today's :class:`partitioner.control.policy.RebalancePolicy`)
+``default``     the controller with the Lambda's settings (:class:`partitioner.control.controller.ControlSettings`)
 ``counts``      ``default`` balancing on event counts only (blind to the workers' cost reports)
 ==============  ======================================================================================
 
 Every controller strategy sees what the partitioner Lambda sees: the window's events, weighted by
-the cost rates the workers measured in *earlier* windows (:func:`partitioner.cost.apply_cost_rates`;
+the cost rates the workers measured in *earlier* windows (:func:`partitioner.load.cost.apply_cost_rates`;
 none when the scenario has no cost), except ``counts``. The controllers run
-:func:`partitioner.controller.control_step`: the Lambda's code, not a copy.
+:func:`partitioner.control.controller.control_step`: the Lambda's code, not a copy.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Protocol
 
-from partitioner.build import build_spec
-from partitioner.controller import ControlSettings, ControlState, control_step
-from partitioner.cost import apply_cost_rates, measured_rates
-from partitioner.counts import Counts
-from partitioner.policy import Decision
+from partitioner.builders import build_spec
+from partitioner.control.controller import ControlSettings, ControlState, control_step
+from partitioner.control.policy import Decision
+from partitioner.load.cost import apply_cost_rates, measured_rates
+from partitioner.load.counts import Counts
 from partitioner.simulate.windows import SimulationError, Window, WindowSeries
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
 
-STRATEGIES = ("floor", "static", "rebuild", "reactive", "default", "counts")
 DEFAULT_STRATEGIES = ("floor", "static", "rebuild", "reactive", "default")
 
 
@@ -100,7 +102,7 @@ class Rebuild:
 
 @dataclass
 class Controlled:
-    """The partitioner Lambda's controller (:func:`partitioner.controller.control_step`), step by step."""
+    """The partitioner Lambda's controller (:func:`partitioner.control.controller.control_step`), step by step."""
 
     name: str
     settings: ControlSettings
@@ -143,21 +145,23 @@ def learn(rates: dict[str, float], window: Window) -> None:
         rates.update(measured_rates(window.events, window.cost, window.events.grid_zoom))
 
 
+#: Each strategy by name, made from the controller's settings (``floor`` is None: the loop measures it itself).
+MAKERS: Mapping[str, Callable[[ControlSettings], Strategy | None]] = MappingProxyType({
+    "floor": lambda settings: None,
+    "static": lambda settings: Static(),
+    "rebuild": lambda settings: Rebuild(),
+    "reactive": lambda settings: Controlled("reactive", replace(settings, mode="reactive")),
+    "default": lambda settings: Controlled("default", settings),
+    "counts": lambda settings: Controlled("counts", settings, use_cost=False),
+})
+STRATEGIES = tuple(MAKERS)
+
+
 def make(name: str, settings: ControlSettings) -> Strategy | None:
     """Return the strategy ``name`` (None for ``floor``, which the loop measures itself)."""
-    if name == "floor":
-        return None
-    if name == "static":
-        return Static()
-    if name == "rebuild":
-        return Rebuild()
-    if name == "reactive":
-        return Controlled("reactive", replace(settings, mode="reactive"))
-    if name == "default":
-        return Controlled("default", settings)
-    if name == "counts":
-        return Controlled("counts", settings, use_cost=False)
-    raise SimulationError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}")
+    if name not in MAKERS:
+        raise SimulationError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)}")
+    return MAKERS[name](settings)
 
 
 def parse_strategies(text: str) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ For each strategy, over the measured windows:
                         at a flip (None without flips)
 ``seconds_per_window``  the strategy's own time (build + decide) per observed window; ``wall_s`` its whole run
 ``spread_p10_p95``      median over windows of the p95 - p10 worker utilisation, in points; ``max_over_median``
-                        median over windows of max / median worker utilisation (seed 004's balance figures)
+                        median over windows of max / median worker utilisation (how evenly the CPU is spread)
 ``series``              per window: live workers, floor, and max / p90 / median worker utilisation
 """
 

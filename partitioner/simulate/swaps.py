@@ -1,7 +1,7 @@
 """What a swap costs: both fleets run during the overlap of a redeploy.
 
 A redeploy starts the new fleet before the flip (start + warm-up) and lets the old one drain
-after it; ``swap_s`` is that overlap. Two ways to swap (issue 12):
+after it; ``swap_s`` is that overlap. Two ways to swap:
 
 * ``whole``: every slot of the new version is a new process: the **whole new fleet** runs
   beside the old one for ``swap_s``;

@@ -2,7 +2,7 @@
 
 A :class:`Window` is one snapshot window: ``events`` (the load per quadkey the aggregation job
 counts, i.e. what the controller sees) and optionally ``cost`` (the CPU the workers spend on the
-same quadkeys, in "events at mean cost"; seed 004). The **truth** a worker carries is the cost
+same quadkeys, in "events at mean cost"). The **truth** a worker carries is the cost
 when there is one, else the events.
 
 A series of windows is either a directory of counts CSVs (``quadkey,weight``, one file per window
@@ -22,9 +22,10 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.counts import Counts, Tiles, read_counts_csv
 from partitioner.errors import PartitionerError
-from partitioner.tiles import quadkeys_to_arrays
+from partitioner.geo.tiles import quadkeys_to_arrays
+from partitioner.load.counts import Counts, Tiles
+from partitioner.load.read import read_counts_csv
 
 FloatArray = npt.NDArray[np.float64]
 

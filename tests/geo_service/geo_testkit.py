@@ -11,7 +11,7 @@ from geo_service.config import WorkerConfig
 from lambdas.common.dynamodb import ControlTable
 from lambdas.common.kinesis import GeoStreams
 from partitioner.contracts import ControlKey, StreamManifest, SwapHead, stream_manifest_key
-from partitioner.spec import Partition, Spec, Worker, shard_hash_key
+from partitioner.spec.model import Partition, Spec, Worker, shard_hash_key
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from geo_service.aws import Clients
 from geo_service.lease import LeaseManager
 from local.aws import free_port
 from partitioner.contracts.env import EnvVar
-from partitioner.tiles import quadkey, tile
+from partitioner.geo.tiles import quadkey, tile
 
 REPO = Path(__file__).resolve().parents[2]
 PARIS_Z6 = quadkey(tile(2.3522, 48.8566, 6))

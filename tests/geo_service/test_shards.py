@@ -13,9 +13,9 @@ from geo_service.cost import Calibration
 from geo_service.lease import LeaseManager
 from geo_service.worker import GeoWorker
 from lambdas.router.routing import RoutingTable
-from partitioner.shards import with_shards
-from partitioner.spec import Spec
-from partitioner.tiles import quadkey, tile
+from partitioner.geo.tiles import quadkey, tile
+from partitioner.spec.model import Spec
+from partitioner.spec.shards import with_shards
 
 PARIS = (48.8566, 2.3522)
 LYON = (45.7640, 4.8357)

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from glue_jobs import transform as T
 from glue_jobs.batch import JobConfig, parse_cost_rates, read_cost_rates, start_streaming
 from glue_jobs.snapshot import LocalStorage, read_snapshot
-from partitioner.counts import read_snapshot_rows
+from partitioner.load.read import read_snapshot_rows
 
 pytestmark = pytest.mark.spark
 

@@ -25,7 +25,7 @@ pytest.importorskip("moto.server")
 from glue_jobs.kinesis_source import KinesisStreamReader  # noqa: E402
 from glue_jobs.snapshot import read_snapshot, storage_for  # noqa: E402
 from local.aws import SerialMotoServer  # noqa: E402
-from partitioner.counts import read_snapshot_rows  # noqa: E402
+from partitioner.load.read import read_snapshot_rows  # noqa: E402
 
 pytestmark = pytest.mark.spark
 

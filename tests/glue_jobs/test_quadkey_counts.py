@@ -11,8 +11,8 @@ from glue_jobs import transform as T
 from glue_jobs.batch import JobConfig
 from glue_jobs.quadkey_counts import build_parser, config_from_args, format_summary, main, parse_duration, run_batch
 from glue_jobs.snapshot import LocalStorage, read_snapshot
-from partitioner import tiles
-from partitioner.counts import read_snapshot_rows
+from partitioner.geo import tiles
+from partitioner.load.read import read_snapshot_rows
 
 pytestmark = pytest.mark.spark
 

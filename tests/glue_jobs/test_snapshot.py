@@ -22,7 +22,7 @@ from glue_jobs.snapshot import (
     write_quarantine,
     write_snapshot,
 )
-from partitioner.counts import read_snapshot_rows
+from partitioner.load.read import read_snapshot_rows
 
 META = SnapshotMeta(datetime(2026, 1, 2, 3, 4, 0, tzinfo=UTC), datetime(2026, 1, 2, 3, 5, 0, tzinfo=UTC),
                     grid_zoom=2, zoom=3, refine_events=10, batch_id=7)
@@ -77,7 +77,7 @@ def test_read_back_feeds_the_partitioner(tmp_path: Path) -> None:
     # GIVEN a written snapshot
     storage = LocalStorage(tmp_path)
     write_snapshot(storage, ROWS, META, rows_per_file=2)
-    # WHEN read back (verified) and parsed by partitioner.counts
+    # WHEN read back (verified) and parsed by partitioner.load.counts
     manifest, text = read_snapshot(storage, snapshot_prefix(META.window_end))
     counts = read_snapshot_rows(text, "test", use_cost=False)
     # THEN the partitioner sees the grid total, and the cost where present

@@ -16,9 +16,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from glue_jobs import transform as T
-from partitioner import tiles
 from partitioner.contracts import REASON_CODES
-from partitioner.tiles import EPSILON, MAX_LAT, arrays_to_quadkeys, tiles_xy
+from partitioner.geo import tiles
+from partitioner.geo.tiles import EPSILON, MAX_LAT, arrays_to_quadkeys, tiles_xy
 
 pytestmark = pytest.mark.spark
 
@@ -27,7 +27,7 @@ N_RANDOM = 1_000_000
 
 def _mercantile_qk(lon: float, lat: float, zoom: int) -> str:
     """mercantile's quadkey; where mercantile returns a tile outside the grid (x or y == 2**zoom, for a
-    coordinate within EPSILON of the east/south edge) the capped partitioner.tiles answer instead."""
+    coordinate within EPSILON of the east/south edge) the capped partitioner.geo.tiles answer instead."""
     t = _mercantile_tile(lon, lat, zoom)
     if t.x >= 1 << zoom or t.y >= 1 << zoom:
         return tiles.quadkey(tiles.tile(lon, lat, zoom))
@@ -54,7 +54,7 @@ def test_reference_partitioner_tiles_equals_mercantile_on_a_sample() -> None:
         # WHEN both compute tiles
         x, y = tiles_xy(lon, lat, zoom)
         ref = [mercantile.tile(a, b, zoom) for a, b in zip(lon.tolist(), lat.tolist(), strict=True)]
-        # THEN they agree everywhere, so partitioner.tiles can stand in for mercantile on 1M points
+        # THEN they agree everywhere, so partitioner.geo.tiles can stand in for mercantile on 1M points
         assert x.tolist() == [t.x for t in ref]
         assert y.tolist() == [t.y for t in ref]
         assert arrays_to_quadkeys(x[:500], y[:500], zoom) == [mercantile.quadkey(t) for t in ref[:500]]
@@ -115,20 +115,20 @@ def test_poles_clamp_to_edge_rows_and_lon_180_is_the_last_column(spark) -> None:
     df = spark.createDataFrame([(0.0, 90.0), (0.0, -90.0), (180.0, 89.0), (-180.0, -89.9)], "lon double, lat double")
     # WHEN quadkeys are computed at zoom 4
     got = [r[0] for r in df.select(T.quadkey_expr(F.col("lon"), F.col("lat"), 4)).collect()]
-    # THEN the poles land in the first/last row, lon 180 in the last column (as partitioner.tiles says)
+    # THEN the poles land in the first/last row, lon 180 in the last column (as partitioner.geo.tiles says)
     assert got == [tiles.quadkey(tiles.tile(lon, lat, 4)) for lon, lat in ((0, 90), (0, -90), (180, 89), (-180, -89.9))]
     assert got[0] == "1000" and got[1] == "3222" and got[2] == "1111" and got[3] == "2222"
 
 
 def test_lon_within_epsilon_below_180_stays_in_the_last_column(spark) -> None:
     # GIVEN a longitude whose unit x is within EPSILON below 1 (mercantile would return column 2**z,
-    # which its quadkey() silently wraps to column 0: a known mercantile quirk partitioner.tiles caps)
+    # which its quadkey() silently wraps to column 0: a known mercantile quirk partitioner.geo.tiles caps)
     lon = 180.0 - 1e-12
     assert (lon / 360 + 0.5 + EPSILON) * 2 ** 10 >= 2 ** 10
     df = spark.createDataFrame([(lon, 10.0)], "lon double, lat double")
     # WHEN its quadkey is computed natively
     got = df.select(T.quadkey_expr(F.col("lon"), F.col("lat"), 10)).first()[0]
-    # THEN it is the last column, like partitioner.tiles
+    # THEN it is the last column, like partitioner.geo.tiles
     assert got == tiles.quadkey(tiles.tile(lon, 10.0, 10))
     assert tiles.quadkey_to_tile(got).x == 2 ** 10 - 1
 

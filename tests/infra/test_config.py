@@ -146,7 +146,7 @@ def test_policy_mode_selects_the_policy_the_partitioner_runs() -> None:
     # GIVEN policy_mode reactive WHEN loaded
     text = load_config({"policy_mode": "reactive"}).policy.to_json()
     # THEN the partitioner Lambda's own parser reads the reactive policy with the watermarks of cdk.json
-    from partitioner.controller import ControlSettings
+    from partitioner.control.controller import ControlSettings
 
     settings = ControlSettings.from_json(text, where="POLICY_JSON")
     assert settings.mode == "reactive" and settings.reactive.high_watermark == 0.9

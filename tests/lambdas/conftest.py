@@ -20,9 +20,9 @@ from lambdas.common.config import LambdaConfig
 from lambdas.common.dynamodb import ControlTable, LeaseTable
 from lambdas.common.kinesis import GeoStreams
 from lambdas.common.s3 import SpecStore
-from partitioner.build import build_spec
-from partitioner.counts import counts_from_pairs
-from partitioner.spec import Spec
+from partitioner.builders import build_spec
+from partitioner.load.counts import counts_from_pairs
+from partitioner.spec.model import Spec
 
 EVENTS_DIR = Path(__file__).resolve().parents[1] / "events"
 REGION = "us-east-1"
@@ -157,7 +157,7 @@ def aws(moto_module: tuple[MockAWS, Clients], monkeypatch: pytest.MonkeyPatch) -
 
 def grid_counts(cells: dict[tuple[int, int], float], zoom: int = 12, base: tuple[int, int] = (2000, 1300)) -> Any:
     """Counts over zoom-``zoom`` tiles at offsets from ``base`` (x, y)."""
-    from partitioner.tiles import Tile, quadkey
+    from partitioner.geo.tiles import Tile, quadkey
 
     pairs = [(quadkey(Tile(base[0] + dx, base[1] + dy, zoom)), w) for (dx, dy), w in cells.items()]
     return counts_from_pairs(pairs, "test-grid")
@@ -165,7 +165,7 @@ def grid_counts(cells: dict[tuple[int, int], float], zoom: int = 12, base: tuple
 
 def make_spec(version: int, loads: Sequence[float] = (600, 600, 600), max_load: float = 1000.0,
               previous: Spec | None = None, prefix: str = "georebal") -> Spec:
-    """Build a real spec (partitioner.build) over a row of hot-ish cells."""
+    """Build a real spec (partitioner.builders) over a row of hot-ish cells."""
     cells = {(i * 4, 0): w for i, w in enumerate(loads)}
     return build_spec(grid_counts(cells), max_load, previous=previous, version=version,
                       stream_name=f"{prefix}-geo-v{version}", created_at="2026-11-21T00:00:00Z")
@@ -181,7 +181,7 @@ def write_test_snapshot(aws: Aws, rows: Sequence[tuple[str, int, float | None]],
 
 
 def snapshot_rows(cells: dict[tuple[int, int], int]) -> list[tuple[str, int, float | None]]:
-    from partitioner.tiles import Tile, quadkey
+    from partitioner.geo.tiles import Tile, quadkey
 
     return [(quadkey(Tile(2000 + dx, 1300 + dy, 12)), e, None) for (dx, dy), e in cells.items()]
 

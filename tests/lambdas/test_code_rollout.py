@@ -20,7 +20,7 @@ from lambdas.deploy.controller import DeployController
 from lambdas.deploy.fleet import EcsFleet
 from partitioner.contracts import DeployStatus, spec_key
 from partitioner.contracts.env import EnvVar
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
 from tests.lambdas.conftest import Aws, FakeLambdaContext, make_spec
 
 SERVICE = ("georebal", "georebal-geo-workers")

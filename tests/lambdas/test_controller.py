@@ -14,8 +14,8 @@ from lambdas.deploy.errors import DeployError
 from lambdas.deploy.fleet import EcsFleet
 from partitioner.contracts import ControlKey, DeployStatus, StreamManifest, SwapMode, spec_key, stream_manifest_key
 from partitioner.errors import SpecError
-from partitioner.shards import with_shards
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
+from partitioner.spec.shards import with_shards
 from tests.lambdas.conftest import Aws, make_spec
 
 T0 = 1_800_000_000.0

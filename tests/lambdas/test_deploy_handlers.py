@@ -14,7 +14,7 @@ from lambdas.deploy import deployer, hooks, runtime
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.fleet import EcsFleet
 from partitioner.contracts import DeployStatus, SwapMode, spec_key
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
 from tests.lambdas.conftest import CTX, Aws, FakeLambdaContext, load_event, make_spec
 
 

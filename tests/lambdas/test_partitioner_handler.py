@@ -18,9 +18,9 @@ from lambdas.partitioner import handler as partitioner_handler
 from lambdas.partitioner.logic import PartitionerDeps, apply_cost_rates, load_policy, process_snapshot
 from lambdas.partitioner.state import CONTROL_STATE_KEY
 from partitioner.contracts import spec_key
-from partitioner.controller import ControlState
-from partitioner.counts import counts_from_pairs
-from partitioner.spec import Partition, Spec, Worker
+from partitioner.control.controller import ControlState
+from partitioner.load.counts import counts_from_pairs
+from partitioner.spec.model import Partition, Spec, Worker
 from tests.lambdas.conftest import CTX, Aws, load_event, snapshot_rows, t, write_test_snapshot
 
 CELLS = {(0, 0): 400, (1, 0): 300, (8, 8): 700, (9, 8): 200, (20, 3): 50}

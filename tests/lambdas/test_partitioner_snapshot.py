@@ -9,7 +9,7 @@ import pytest
 
 from lambdas.common.s3 import ObjectStore
 from lambdas.partitioner.snapshot import SnapshotRejected, parse_manifest, read_rows
-from partitioner.counts import read_snapshot_rows
+from partitioner.load.read import read_snapshot_rows
 from tests.lambdas.conftest import Aws
 
 BASE = "snapshots/window_end=2026-11-21T10-05-00Z"

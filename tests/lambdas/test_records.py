@@ -11,7 +11,7 @@ from lambdas.common.records import LATENCY_SAMPLES, median_latency_s, read_laten
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.fleet import EcsFleet
 from partitioner.contracts import ControlKey
-from partitioner.spec import Spec
+from partitioner.spec.model import Spec
 from tests.lambdas.conftest import Aws, make_spec
 
 ENDED = datetime(2026, 11, 21, 10, 5, tzinfo=UTC)

@@ -13,12 +13,12 @@ from lambdas.common.kinesis import GeoStreams
 from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router import handler as router_handler
 from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
-from partitioner.build import build_spec
+from partitioner.builders import build_spec
 from partitioner.contracts import spec_key
-from partitioner.index import SpecIndex
-from partitioner.shards import entity_shard, with_shards
-from partitioner.spec import Spec, entity_bucket
-from partitioner.tiles import Tile, bounds, quadkey
+from partitioner.geo.tiles import Tile, bounds, quadkey
+from partitioner.spec.index import SpecIndex
+from partitioner.spec.model import Spec, entity_bucket
+from partitioner.spec.shards import entity_shard, with_shards
 from tests.lambdas.conftest import CTX, Aws, grid_counts, load_event, make_spec
 
 
@@ -46,7 +46,7 @@ def stream_records(aws: Aws, name: str) -> list[tuple[int, dict[str, Any], str]]
 
 
 def expected_shard(spec: Spec, lat: float, lon: float, entity: str) -> int:
-    from partitioner.index import SpecIndex
+    from partitioner.spec.index import SpecIndex
 
     part = SpecIndex(spec).locate_one(lon, lat, entity)
     return [w.id for w in spec.workers].index(part.worker)

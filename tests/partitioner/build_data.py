@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from partitioner.counts import Counts
-from partitioner.geometry import square_shapes
-from partitioner.index import SpecIndex
-from partitioner.spec import Spec
-from partitioner.tiles import arrays_to_quadkeys, tiles_xy
+from partitioner.geo.tiles import arrays_to_quadkeys, tiles_xy
+from partitioner.load.counts import Counts
+from partitioner.spec.geometry import square_shapes
+from partitioner.spec.index import SpecIndex
+from partitioner.spec.model import Spec
 
 
 def counts_from_points(lon: np.ndarray, lat: np.ndarray, zoom: int) -> Counts:

@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from build_data import metro_counts, sparse_counts
 from spec_factory import block, make_counts, make_spec
 
-from partitioner.counts import Counts
-from partitioner.spec import Spec
+from partitioner.load.counts import Counts
+from partitioner.spec.model import Spec
 
 
 @pytest.fixture(scope="session")

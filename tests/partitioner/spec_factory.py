@@ -6,9 +6,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from partitioner.counts import Counts
-from partitioner.spec import Partition, Spec, Worker, check, shard_hash_key
-from partitioner.tiles import Tile, quadkey
+from partitioner.geo.tiles import Tile, quadkey
+from partitioner.load.counts import Counts
+from partitioner.spec.model import Partition, Spec, Worker, shard_hash_key
+from partitioner.spec.rules import check
 
 
 def qk(x: int, y: int, z: int) -> str:

@@ -12,8 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import datasets
 import shifts
 
-from partitioner.cli import DEMO_MAX_LOAD, SAMPLE_COUNTS
-from partitioner.counts import read_counts_csv
+from partitioner.commands.demo import DEMO_MAX_LOAD, SAMPLE_COUNTS
+from partitioner.load.read import read_counts_csv
 
 
 @pytest.fixture(scope="module")

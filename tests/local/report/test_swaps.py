@@ -6,8 +6,8 @@ from local.fleet import FleetEvent
 from local.observe import LeaseTenure
 from local.output import Processed
 from local.report.swaps import Flip, checks, report_json, report_lines, swaps_report
-from partitioner.spec import Partition, Spec, Worker, shard_hash_key
-from partitioner.tiles import quadkey, tile
+from partitioner.geo.tiles import quadkey, tile
+from partitioner.spec.model import Partition, Spec, Worker, shard_hash_key
 
 
 def _two_slot_specs() -> tuple[Spec, Spec]:

@@ -1,0 +1,187 @@
+"""Territories: a worker's small regions own the coarsest quadtree squares that hold no one else's load.
+
+On sparse data a worker's small regions (gathered near each other, :mod:`partitioner.builders.gather`)
+are islands with empty tiles between them. Each island's squares grow to the coarsest ancestor that
+no other listed square reaches into, and the grown squares of one worker that touch (8-neighbours,
+across sizes and the antimeridian) become one region. So a cold worker lists a few squares instead
+of hundreds of islands, and every region is still contiguous.
+
+Definitions
+-----------
+pure
+    A square is pure for worker ``w`` when every listed square inside it is a movable square of
+    ``w``. Squares of the other regions (the *fixed* ones: carved pieces, pieces of hot cells, a
+    worker's own big regions) and hash-split cells (*blockers*) are never inside a grown square, so
+    no grown square covers another partition's load or listed cells, and none makes a hole in
+    another region (the longest-prefix rule never cuts one).
+
+Notes
+-----
+* Growth stops at ``min_zoom``: a worker never claims more than a square of that zoom around an
+  island (the caller keeps it a few levels above the grid, so new load far away still lands on
+  the catch-all).
+* Pure squares of two workers never nest (the larger would hold the other's square), and two
+  squares of one worker that nest grow to the same square, so the grown squares are disjoint.
+* An island's squares are 8-connected, so they grow into one region: an island's load lands in one
+  territory. Squares already coarser than ``min_zoom`` do not grow but still join what they touch.
+* Inputs as :func:`partitioner.builders.carving.label_squares` gives them: the squares of different items
+  never nest, and every movable item lists at least one square.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from partitioner.geo.graph import components_of_pairs
+from partitioner.geo.tiles import FloatArray, IntArray
+from partitioner.spec.index import morton, tree_keys
+
+_AROUND = tuple((dx, dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1) if dx or dy)
+
+
+class Squares(NamedTuple):
+    """Quadtree squares (tile ``x``, ``y`` at zoom ``z``) and the item (region) each belongs to."""
+
+    x: IntArray
+    y: IntArray
+    z: IntArray
+    item: IntArray
+
+
+class Territories(NamedTuple):
+    """The regions after merging: their squares, worker and load; ``of_item``: the region of each input item."""
+
+    squares: Squares  # ``item`` is the new region
+    workers: IntArray
+    loads: FloatArray
+    of_item: IntArray
+
+
+def territories(squares: Squares, blockers: Squares, worker: IntArray, load: FloatArray,
+                movable: npt.NDArray[np.bool_], min_zoom: int) -> Territories:
+    """Grow the movable items' squares to their coarsest pure ancestors and merge touching ones per worker.
+
+    Parameters
+    ----------
+    squares : Squares
+        Every square every item lists (items ``0 .. len(worker) - 1``).
+    blockers : Squares
+        Other listed squares no territory may reach into (hash-split cells; ``item`` unused).
+    worker, load : array
+        Worker and load of each item.
+    movable : bool array
+        Items that may grow and merge; the others stay as they are, in their order, first.
+    min_zoom : int
+        The coarsest zoom a square may grow to (at least 1: zoom 0 is the catch-all's root).
+
+    Returns
+    -------
+    Territories
+        Fixed items first (one region each, unchanged), then one region per connected group of
+        grown squares of one worker, ordered by worker and first square.
+    """
+    n_items = len(worker)
+    fixed_items = np.flatnonzero(~movable)
+    item_region = np.full(n_items, -1, dtype=np.int64)
+    item_region[fixed_items] = np.arange(len(fixed_items))
+    on_fixed = ~movable[squares.item]
+    mov = np.flatnonzero(~on_fixed)
+    if len(mov) == 0:
+        return Territories(Squares(squares.x, squares.y, squares.z, item_region[squares.item]),
+                           worker[fixed_items], load[fixed_items], item_region)
+    gx, gy, gz = _grow(squares, blockers, worker, movable, max(1, min_zoom))
+    gw = worker[squares.item[mov]]
+    keys = tree_keys(gx, gy, gz)
+    uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
+    ux, uy, uz, uw = gx[first], gy[first], gz[first], gw[first]
+    n_comp, comp = _touching(ux, uy, uz, uw, uniq, max(1, min_zoom))
+    # number the groups by worker, then by their first square
+    first_sq = np.full(n_comp, len(uniq), dtype=np.int64)
+    np.minimum.at(first_sq, comp, np.arange(len(uniq)))
+    rank = np.empty(n_comp, dtype=np.int64)
+    rank[np.lexsort((first_sq, uw[first_sq]))] = np.arange(n_comp)
+    base = len(fixed_items)
+    region_of_square = base + rank[comp]
+    mov_items = squares.item[mov]
+    item_region[mov_items] = region_of_square[inv]
+    n_regions = base + n_comp
+    workers = np.empty(n_regions, dtype=np.int64)
+    workers[:base] = worker[fixed_items]
+    workers[region_of_square] = uw
+    loads = np.zeros(n_regions)
+    loads[:base] = load[fixed_items]
+    moved = np.flatnonzero(movable)
+    np.add.at(loads, item_region[moved], load[moved])
+    fx, fy, fz = squares.x[on_fixed], squares.y[on_fixed], squares.z[on_fixed]
+    out = Squares(np.concatenate([fx, ux]), np.concatenate([fy, uy]), np.concatenate([fz, uz]),
+                  np.concatenate([item_region[squares.item[on_fixed]], region_of_square]))
+    return Territories(out, workers, loads, item_region)
+
+
+def _grow(squares: Squares, blockers: Squares, worker: IntArray, movable: npt.NDArray[np.bool_], min_zoom: int
+          ) -> tuple[IntArray, IntArray, IntArray]:
+    """The coarsest pure ancestor (down to ``min_zoom``) of every movable item's square."""
+    ax = np.concatenate([squares.x, blockers.x])
+    ay = np.concatenate([squares.y, blockers.y])
+    az = np.concatenate([squares.z, blockers.z])
+    owner = np.concatenate([np.where(movable[squares.item], worker[squares.item], -1),
+                            np.full(len(blockers.x), -1, dtype=np.int64)])
+    top = int(az.max())
+    start = morton(ax << (top - az), ay << (top - az))
+    order = np.argsort(start, kind="stable")
+    starts, owners = start[order], owner[order]
+    # run_end[i]: the first position after i whose owner differs from owners[i]
+    change = np.flatnonzero(owners[1:] != owners[:-1]) + 1
+    bounds = np.append(change, len(owners))
+    run_end = bounds[np.searchsorted(bounds, np.arange(len(owners)), side="right")]
+    mov = np.flatnonzero(movable[squares.item])
+    mov = mov[np.argsort(start[mov], kind="stable")]  # Morton order: each level's ancestors come sorted too, so
+    x, y, z = squares.x[mov], squares.y[mov], squares.z[mov]  # each binary search starts near the last one's end
+    w = worker[squares.item[mov]]
+    best = z.copy()
+    alive = z > min_zoom
+    zoom = int(z.max()) - 1 if len(z) else min_zoom - 1
+    while zoom >= min_zoom and alive.any():
+        at = alive & (z > zoom)
+        k = np.flatnonzero(at)
+        d = z[k] - zoom
+        px, py = x[k] >> d, y[k] >> d
+        a0 = morton(px << (top - zoom), py << (top - zoom))
+        a1 = a0 + (np.int64(1) << (2 * (top - zoom)))
+        lo = np.searchsorted(starts, a0, side="left")
+        hi = np.searchsorted(starts, a1, side="left")
+        pure = (owners[lo] == w[k]) & (run_end[lo] >= hi)
+        best[k[pure]] = zoom
+        alive[k[~pure]] = False
+        zoom -= 1
+    d = z - best
+    back = np.argsort(mov, kind="stable")  # the squares' own order again
+    return (x >> d)[back], (y >> d)[back], best[back]
+
+
+def _touching(x: IntArray, y: IntArray, z: IntArray, w: IntArray, keys: IntArray, min_zoom: int
+              ) -> tuple[int, IntArray]:
+    """Connected groups of squares of one worker that share an edge or a corner (``keys``: sorted tree keys)."""
+    pairs_i: list[IntArray] = []
+    pairs_j: list[IntArray] = []
+    idx = np.arange(len(x))
+    for dx, dy in _AROUND:
+        nx = (x + dx) & ((np.int64(1) << z) - 1)  # the antimeridian: columns wrap
+        ny = y + dy
+        ok = (ny >= 0) & (ny < (np.int64(1) << z))
+        for zoom in range(int(z.max()), min(min_zoom, int(z.min())) - 1, -1):  # squares coarser than min_zoom too
+            k = np.flatnonzero(ok & (z >= zoom))
+            if len(k) == 0:
+                continue
+            d = z[k] - zoom
+            want = tree_keys(nx[k] >> d, ny[k] >> d, zoom)
+            pos = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
+            hit = (keys[pos] == want) & (w[pos] == w[k])
+            pairs_i.append(idx[k[hit]])
+            pairs_j.append(pos[hit])
+    i = np.concatenate(pairs_i) if pairs_i else np.zeros(0, dtype=np.int64)
+    j = np.concatenate(pairs_j) if pairs_j else np.zeros(0, dtype=np.int64)
+    return components_of_pairs(len(x), i, j)

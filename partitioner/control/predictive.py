@@ -1,0 +1,228 @@
+"""The predictive rebalance policy: size the fleet for the load expected when it goes live.
+
+A spec built from the snapshot that just closed goes live ``latency_s`` after that window's end
+and serves until the next decision's spec can replace it, one window later. So the policy judges
+every spec under the **forecast** of that interval, ``[end + latency, end + latency + window]``:
+
+1. **Forecast** (:mod:`partitioner.load.forecast`): every region's total at both ends of the interval
+   (the larger of the two), spread over its cells in proportion to their smoothed levels
+   (:mod:`partitioner.load.levels`; a quiet cell keeps a level, so the next spec still lists it).
+2. **Headroom from volatility**: the same forecast, made for each recent window from what was
+   known then, is compared with what those windows carried, summed over groups of regions the
+   size of the current spec's workers. ``headroom = headroom_z x`` the load-weighted RMS relative
+   error (clipped); ``fill = 1 / (1 + headroom)`` is how full a worker may be forecast.
+3. **Triggers** (cheap: one attribution of the current spec, no build):
+   *predicted overload*, a worker of the current spec forecast above ``fill``;
+   *predicted waste*, the current spec has at least ``shrink_margin`` more workers than the
+   forecast needs (``ceil(total / (build_fill x max_load)) + 1``).
+4. Only then a candidate is **built** (sticky, on the forecast, packed to
+   ``build_fill = fill x (1 - grow_band)``) and published if it relieves the overload, or if it
+   saves at least ``shrink_margin`` workers without a forecast overload.
+
+Hysteresis: the candidate is packed ``grow_band`` below the trigger level, and shrinking needs a
+margin of whole workers, so a spec is not replaced by its near twin every window. Each decision
+carries one plain line of reasons.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from partitioner.control.policy import Decision
+from partitioner.errors import PolicyError
+from partitioner.load.bound import lower_bound
+from partitioner.load.counts import Counts, Grid
+from partitioner.load.forecast import LoadHistory, backtest, forecast_load, region_codes
+from partitioner.load.levels import CellLevels
+from partitioner.load.loads import OVER, Cells, SpecLoads, load_metrics, moves, spec_loads
+from partitioner.spec.model import Spec
+
+FloatArray = npt.NDArray[np.float64]
+BuildFn = Callable[[Counts, float], Spec]  # build(counts, fill): the caller's build, everything else bound
+
+
+@dataclass(frozen=True)
+class PredictivePolicy:
+    """Settings of the predictive policy (validated on construction; see the module docstring).
+
+    Parameters
+    ----------
+    region_levels : int
+        Regions are quadtree tiles this many zooms above the snapshot's grid (>= 0).
+    history_windows : int
+        Windows of region totals kept (>= 2).
+    trend_windows : int
+        Windows the trend line is fitted through (>= 1).
+    half_life : float
+        Windows after which a window's weight in the fit halves (> 0).
+    backtest_windows : int
+        Recent windows re-forecast to measure the forecast error (>= 1).
+    headroom_z, min_headroom, max_headroom, default_headroom : float
+        Headroom = ``headroom_z`` x RMS relative error, clipped to [min, max]; ``default_headroom``
+        until there is an error to measure.
+    grow_band : float
+        A candidate is packed this share below the trigger level (hysteresis), in [0, 0.5).
+    shrink_margin : float
+        Share of the current workers (at least one worker) a shrink must save, in [0, 1).
+    cell_alpha, cell_jump_z, cell_rise_z : float
+        Smoothing of each grid cell's level (:mod:`partitioner.load.levels`): the share of the way a level
+        moves to a new count, in (0, 1], unless the count departs by more than ``cell_jump_z`` Poisson
+        standard deviations (> 0); a rise above ``cell_rise_z`` (>= ``cell_jump_z``) standard deviations is
+        a crowd arriving, extrapolated at its cell.
+    """
+
+    region_levels: int = 4
+    history_windows: int = 12
+    trend_windows: int = 4
+    half_life: float = 2.0
+    backtest_windows: int = 6
+    headroom_z: float = 2.5
+    min_headroom: float = 0.02
+    max_headroom: float = 0.5
+    default_headroom: float = 0.1
+    grow_band: float = 0.05
+    shrink_margin: float = 0.05
+    cell_alpha: float = 0.5
+    cell_jump_z: float = 3.0
+    cell_rise_z: float = 8.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise PolicyError(f"policy {f.name} must be a finite number, got {v!r}")
+        ints = {"region_levels": 0, "history_windows": 2, "trend_windows": 1, "backtest_windows": 1}
+        for name, low in ints.items():
+            v = getattr(self, name)
+            if v != int(v) or v < low:
+                raise PolicyError(f"policy {name} must be an integer >= {low}, got {v!r}")
+        if self.half_life <= 0 or self.headroom_z < 0:
+            raise PolicyError(f"policy half_life must be > 0 and headroom_z >= 0, got {self.half_life!r}, "
+                              f"{self.headroom_z!r}")
+        if not 0 <= self.min_headroom <= self.default_headroom <= self.max_headroom:
+            raise PolicyError(f"policy headrooms must satisfy 0 <= min_headroom <= default_headroom <= max_headroom, "
+                              f"got {self.min_headroom!r}, {self.default_headroom!r}, {self.max_headroom!r}")
+        if not 0 < self.cell_alpha <= 1 or not 0 < self.cell_jump_z <= self.cell_rise_z:
+            raise PolicyError(f"policy cell_alpha must be in (0, 1] and 0 < cell_jump_z <= cell_rise_z, got "
+                              f"{self.cell_alpha!r}, {self.cell_jump_z!r}, {self.cell_rise_z!r}")
+        if not 0 <= self.grow_band < 0.5 or not 0 <= self.shrink_margin < 1:
+            raise PolicyError(f"policy grow_band must be in [0, 0.5) and shrink_margin in [0, 1), got "
+                              f"{self.grow_band!r}, {self.shrink_margin!r}")
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    def region_zoom(self, grid_zoom: int) -> int:
+        return max(0, grid_zoom - int(self.region_levels))
+
+    def decide(self, current: Spec | None, obs: Observation, *, window_end: float, latency_s: float,
+               max_load: float, build: BuildFn) -> Verdict:
+        """Decide on the forecast for the interval the next spec would serve; see the module docstring."""
+        history, cells = obs.history, obs.cells
+        times = (window_end + latency_s, window_end + latency_s + history.window_s)
+        fc = forecast_load(obs.snapshot, obs.grid, obs.events, history, obs.levels, times, int(self.trend_windows),
+                           self.half_life)
+        cur_loads = spec_loads(current) if current is not None else None
+        headroom, groups = self.headroom(history, cells, cur_loads, latency_s)
+        fill = 1.0 / (1.0 + headroom)
+        build_fill = fill * (1.0 - self.grow_band)
+        need = lower_bound(fc.cells.total, build_fill * max_load) + 1
+        details = {"horizon_s": latency_s + history.window_s, "headroom": headroom, "fill": fill,
+                   "build_fill": build_fill, "forecast_total": fc.cells.total, "workers_needed": float(need),
+                   "error_groups": float(groups)}
+        when = (f"forecast for +{_dur(latency_s)}..{_dur(latency_s + history.window_s)}, headroom "
+                f"{100 * headroom:.1f}% ({'from ' + str(groups) + ' worker-sized groups' if groups else 'default'})")
+        if current is None or cur_loads is None:
+            first = build(fc.counts, build_fill)
+            return Verdict(Decision(True, (f"publish the first spec: {when}, {len(first.workers)} workers",), None,
+                                    load_metrics(first, fc.cells), 1.0, details), first)
+        cur = load_metrics(cur_loads, fc.cells)
+        margin = max(1, math.ceil(self.shrink_margin * cur.worker_count))
+        hot = cur.hottest(1, above=fill + OVER)
+        if not hot and cur.worker_count - need < margin:
+            return Verdict(Decision(False, (f"keep: {when}: busiest worker {_pct(cur.max_utilisation)} <= fill "
+                                            f"{_pct(fill)}, {cur.worker_count} workers vs {need} needed (a shrink "
+                                            f"must save {margin})",), cur, None, 0.0, details), None)
+        cand_spec = build(fc.counts, build_fill)
+        cand_loads = spec_loads(cand_spec)
+        cand = load_metrics(cand_loads, fc.cells)
+        moved = moves(cur_loads, cand_loads, cells).moved_share
+        trigger = (f"{hot[0][0]} forecast at {_pct(hot[0][1])} > fill {_pct(fill)}" if hot else
+                   f"{cur.worker_count} workers where {need} are needed")
+        tail = (f"candidate {cand.worker_count} workers (current {cur.worker_count}), busiest "
+                f"{_pct(cand.max_utilisation)}, moves {100 * moved:.1f}% of load")
+        if hot:
+            ok = cand.max_utilisation < cur.max_utilisation - OVER
+        else:
+            ok = cand.worker_count <= cur.worker_count - margin and cand.max_utilisation <= fill + OVER
+        verb = "redeploy" if ok else "keep"
+        why = "" if ok else (" (no better)" if hot else f" (saves fewer than {margin} or overloads)")
+        line = f"{verb}: {when}: {trigger}; {tail}{why}"
+        return Verdict(Decision(ok, (line,), cur, cand, moved, details), cand_spec if ok else None)
+
+    def headroom(self, history: LoadHistory, cells: Cells, current: SpecLoads | None,
+                 latency_s: float) -> tuple[float, int]:
+        """Headroom from recent forecast errors over worker-sized groups of regions; (headroom, groups used)."""
+        if current is None or len(history) < 2:
+            return self.default_headroom, 0
+        bt = backtest(history, latency_s + 0.5 * history.window_s, int(self.backtest_windows),
+                      int(self.trend_windows), self.half_life)
+        if len(bt.actual) == 0:
+            return self.default_headroom, 0
+        group = _region_groups(history, cells, current)
+        n = int(group.max()) + 1 if len(group) else 0
+        f = np.vstack([np.bincount(group, weights=row, minlength=n) for row in bt.forecast])
+        a = np.vstack([np.bincount(group, weights=row, minlength=n) for row in bt.actual])
+        mask = f > 0
+        if not mask.any():
+            return self.default_headroom, 0
+        rel = (a[mask] - f[mask]) / f[mask]
+        rms = math.sqrt(float(np.average(rel ** 2, weights=f[mask])))
+        return float(np.clip(self.headroom_z * rms, self.min_headroom, self.max_headroom)), n
+
+
+@dataclass(frozen=True, eq=False)
+class Observation:
+    """What the controller knows after a window closed (the history and levels already hold it)."""
+
+    snapshot: Counts  # the load to balance (cost-weighted when rates are known)
+    cells: Cells  # its leaves
+    grid: Grid  # its grid
+    events: Grid  # the plain event counts per grid cell
+    history: LoadHistory
+    levels: CellLevels
+
+
+class Verdict(NamedTuple):
+    """The decision and, when it says redeploy, the spec to publish."""
+
+    decision: Decision
+    candidate: Spec | None
+
+
+def _region_groups(history: LoadHistory, cells: Cells, current: SpecLoads) -> npt.NDArray[np.int64]:
+    """For each history region, the current worker holding most of its load in this snapshot (a spare id if none)."""
+    owners = current.owners(cells)
+    plain = owners >= 0
+    worker = np.full(len(owners), len(current.worker_ids), dtype=np.int64)
+    worker[plain] = current.worker_of[owners[plain]]
+    pos = history.index_of(region_codes(cells, history.region_zoom))
+    ok = pos >= 0
+    n_r, n_w = len(history.regions), len(current.worker_ids) + 1
+    flat = np.bincount(pos[ok] * n_w + worker[ok], weights=cells.weight[ok], minlength=n_r * n_w)
+    best = flat.reshape(n_r, n_w).argmax(axis=1)
+    return np.asarray(best, dtype=np.int64)
+
+
+def _dur(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
+
+
+def _pct(v: float) -> str:
+    return f"{100.0 * v:.0f}%"

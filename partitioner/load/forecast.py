@@ -1,0 +1,332 @@
+"""Load history per coarse region, and the forecast of each region's load a few windows ahead.
+
+The controller remembers, for the last few snapshot windows, the total load of every **region**
+(a quadtree tile ``levels`` zooms above the snapshot's grid: 256 grid cells per region). That
+history is all the forecast needs:
+
+* :class:`LoadHistory` (immutable; JSON round trip): window end times and a windows x regions
+  matrix of totals. :meth:`LoadHistory.absorb` adds a window (the same window again replaces it,
+  so a retried snapshot is absorbed once; an older window is ignored).
+* :func:`fit` / :func:`forecast_at`: per region, a weighted least-squares line through the
+  recent totals (recent windows weigh more), evaluated at future times. A linear trend is what a
+  diurnal curve or a crowd's ramp looks like over the tens of minutes between a snapshot and the
+  fleet built from it.
+* :func:`backtest`: the same forecast made from the windows that were available ``horizon_s``
+  before each recent window, next to what that window carried: the forecast errors from which
+  the policy sizes its headroom.
+
+Notes
+-----
+Times are epoch seconds of window ends; a window's load is placed at its centre. Gaps (a missed
+window) are fine: the fit uses the actual times. With one window of history the forecast is that
+window's total (no trend).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from partitioner.errors import PolicyError
+from partitioner.geo.tiles import IntArray, arrays_to_quadkeys
+from partitioner.load.counts import Counts, Grid, Tiles
+from partitioner.load.levels import CellLevels, frozen_array
+from partitioner.load.loads import Cells, cells_of
+
+FloatArray = npt.NDArray[np.float64]
+HISTORY_FORMAT = "geo-rebalancer.load-history/1"
+
+
+def region_codes(cells: Cells, zoom: int) -> IntArray:
+    """Tile code (``x << zoom | y``) of each cell's ancestor at ``zoom`` (cells must be at least that deep)."""
+    shift = cells.z - zoom
+    if (shift < 0).any():
+        raise PolicyError(f"{cells.source}: a cell is shallower than the region zoom {zoom!r}")
+    return ((cells.x >> shift) << zoom) | (cells.y >> shift)
+
+
+@dataclass(frozen=True, eq=False)
+class LoadHistory:
+    """Total load per region for the last windows (oldest first)."""
+
+    region_zoom: int
+    window_s: float
+    ends: tuple[float, ...]
+    regions: IntArray  # sorted region tile codes at region_zoom
+    totals: FloatArray  # shape (len(ends), len(regions))
+
+    @classmethod
+    def empty(cls, region_zoom: int, window_s: float) -> LoadHistory:
+        return cls(region_zoom, window_s, (), frozen_array([], np.int64), frozen_array(np.zeros((0, 0)), np.float64))
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    @property
+    def centres(self) -> FloatArray:
+        """Window centre times (epoch s)."""
+        return np.asarray(self.ends, dtype=np.float64) - 0.5 * self.window_s
+
+    def absorb(self, cells: Cells, window_end: float, window_s: float, keep: int) -> LoadHistory:
+        """Return the history with this window's region totals, keeping the last ``keep`` windows.
+
+        A window ending at the last end replaces it (idempotent); an older one is ignored.
+        """
+        if self.ends and window_end < self.ends[-1]:
+            return self
+        codes = region_codes(cells, self.region_zoom)
+        uniq, inv = np.unique(codes, return_inverse=True)
+        sums = np.bincount(inv, weights=cells.weight, minlength=len(uniq))
+        regions = np.union1d(self.regions, uniq)
+        old = np.zeros((len(self.ends), len(regions)))
+        if len(self.ends):
+            old[:, np.searchsorted(regions, self.regions)] = self.totals
+        row = np.zeros(len(regions))
+        row[np.searchsorted(regions, uniq)] = sums
+        ends = list(self.ends)
+        if ends and window_end == ends[-1]:
+            ends.pop()
+            old = old[:-1]
+        ends.append(float(window_end))
+        totals = np.vstack([old, row[None, :]])[-keep:]
+        ends = ends[-keep:]
+        alive = totals.sum(axis=0) > 0
+        return LoadHistory(self.region_zoom, float(window_s), tuple(ends), frozen_array(regions[alive], np.int64),
+                           frozen_array(totals[:, alive], np.float64))
+
+    def growth(self, zoom: int) -> Callable[[IntArray], FloatArray]:
+        """``f(codes)``: for tiles at ``zoom`` (>= the region zoom), their region's last total / the one before (1
+        where either is unknown or zero)."""
+        last = self.totals[-1] if len(self.ends) >= 1 else np.zeros(len(self.regions))
+        before = self.totals[-2] if len(self.ends) >= 2 else np.zeros(len(self.regions))
+        ratio = np.divide(last, before, out=np.ones_like(last), where=(before > 0) & (last > 0))
+        shift = zoom - self.region_zoom
+
+        def of(codes: IntArray) -> FloatArray:
+            x, y = codes >> zoom, codes & ((1 << zoom) - 1)
+            pos = self.index_of(((x >> shift) << self.region_zoom) | (y >> shift))
+            return np.where(pos >= 0, ratio[np.maximum(pos, 0)], 1.0)
+
+        return of
+
+    def index_of(self, codes: IntArray) -> IntArray:
+        """Position of each region code in :attr:`regions` (-1 where unknown)."""
+        if len(self.regions) == 0:
+            return np.full(len(codes), -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.regions, codes), len(self.regions) - 1)
+        return np.where(self.regions[pos] == codes, pos, -1).astype(np.int64)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": HISTORY_FORMAT, "region_zoom": self.region_zoom, "window_s": self.window_s,
+                "ends": list(self.ends), "regions": [int(c) for c in self.regions],
+                "totals": [[float(f"{v:.7g}") for v in row] for row in self.totals.tolist()]}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "load history") -> LoadHistory:
+        """Parse :meth:`to_dict` output; raise :class:`PolicyError` naming the bad field."""
+        if not isinstance(d, dict) or d.get("format") != HISTORY_FORMAT:
+            raise PolicyError(f"{where}: not a {HISTORY_FORMAT} object: {str(d)[:80]!r}")
+        try:
+            ends = tuple(float(e) for e in d["ends"])
+            regions = np.array([int(c) for c in d["regions"]], dtype=np.int64)
+            totals = np.array(d["totals"], dtype=np.float64).reshape(len(ends), len(regions))
+            zoom, window_s = int(d["region_zoom"]), float(d["window_s"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PolicyError(f"{where}: malformed field ({exc})") from None
+        if list(ends) != sorted(ends) or not np.isfinite(totals).all() or (totals < 0).any():
+            raise PolicyError(f"{where}: ends must be increasing and totals finite and >= 0")
+        if len(regions) and (np.diff(regions) <= 0).any():
+            raise PolicyError(f"{where}: regions must be sorted and unique")
+        return cls(zoom, window_s, ends, frozen_array(regions, np.int64), frozen_array(totals, np.float64))
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Trend:
+    """Per region: level at ``t0`` and slope per second of a weighted line through recent totals."""
+
+    t0: float
+    level: FloatArray
+    slope: FloatArray
+
+    def at(self, times: Sequence[float]) -> FloatArray:
+        """Forecast totals, shape (len(times), regions), never below zero."""
+        dt = np.asarray(times, dtype=np.float64)[:, None] - self.t0
+        return np.maximum(self.level[None, :] + self.slope[None, :] * dt, 0.0)
+
+
+def fit(times: FloatArray, totals: FloatArray, window_s: float, span: int, half_life: float,
+        prior: FloatArray | None = None) -> Trend:
+    """Fit a line per region through the last ``span`` windows, weights halving every ``half_life`` windows.
+
+    ``times``: window centres (ascending); ``totals``: event counts, shape (len(times), regions).
+    Each slope is shrunk towards its prior (``prior`` x the region's level; default no trend) by its
+    own uncertainty, ``b0 + (b - b0) d^2 / (d^2 + var(b))`` with ``d = b - b0``: the residual variance
+    of the fit (with three windows or more), never below the Poisson variance of the counts, so a
+    small region's noise is not extrapolated while a large region's ramp is. With a single window
+    the slope is zero.
+    """
+    t = np.asarray(times[-span:], dtype=np.float64)
+    y = np.asarray(totals[-span:], dtype=np.float64)
+    n_regions = totals.shape[1]
+    if len(t) == 0:
+        return Trend(0.0, np.zeros(n_regions), np.zeros(n_regions))
+    w = 0.5 ** ((t[-1] - t) / (window_s * half_life))
+    w = w / w.sum()
+    tbar = float(w @ t)
+    ybar = np.asarray(w @ y, dtype=np.float64)
+    dt = t - tbar
+    sxx = float(w @ dt ** 2)
+    if sxx <= 1e-9 * window_s * window_s:
+        return Trend(tbar, ybar, np.zeros(n_regions))
+    slope = (w * dt) @ (y - ybar) / sxx
+    var_y = np.maximum(ybar, 0.0)  # Poisson: the variance of a count is its mean
+    if len(t) >= 3:
+        resid = y - ybar - np.outer(dt, slope)
+        var_y = np.maximum(var_y, (w @ resid ** 2) * len(t) / (len(t) - 2))
+    var_slope = var_y * float((w ** 2) @ dt ** 2) / sxx ** 2
+    b0 = np.zeros(n_regions) if prior is None else prior * ybar
+    d2 = (slope - b0) ** 2
+    keep = np.divide(d2, d2 + var_slope, out=np.ones_like(d2), where=(d2 + var_slope) > 0)
+    return Trend(tbar, ybar, np.asarray(b0 + (slope - b0) * keep, dtype=np.float64))
+
+
+def pooled_fit(times: FloatArray, totals: FloatArray, regions: IntArray, zoom: int, window_s: float, span: int,
+               half_life: float, levels: int = 2) -> Trend:
+    """:func:`fit` per region, each slope shrunk towards its parent's relative trend (``levels`` zooms up).
+
+    A parent (16 regions for ``levels=2``) has more load, so its trend is measured with less noise;
+    a region departs from it only as far as its own data say (partial pooling).
+    """
+    if totals.shape[1] == 0 or zoom < levels:
+        return fit(times, totals, window_s, span, half_life)
+    x, y = regions >> zoom, regions & ((1 << zoom) - 1)
+    parent = ((x >> levels) << (zoom - levels)) | (y >> levels)
+    uniq, inv = np.unique(parent, return_inverse=True)
+    sums = np.zeros((len(uniq), totals.shape[0]))
+    np.add.at(sums, inv, np.asarray(totals, dtype=np.float64).T)
+    up = fit(times, sums.T, window_s, span, half_life)
+    rel = np.divide(up.slope, up.level, out=np.zeros_like(up.slope), where=up.level > 0)
+    return fit(times, totals, window_s, span, half_life, prior=rel[inv])
+
+
+def forecast_at(history: LoadHistory, times: Sequence[float], span: int, half_life: float) -> FloatArray:
+    """Forecast every region's total at ``times`` (epoch s) from the whole history."""
+    if len(history) == 0:
+        return np.zeros((len(times), len(history.regions)))
+    return pooled_fit(history.centres, history.totals, history.regions, history.region_zoom, history.window_s, span,
+                      half_life).at(times)
+
+
+@dataclass(frozen=True)
+class Backtest:
+    """Forecasts made ``horizon_s`` ahead for recent windows, and what those windows carried."""
+
+    forecast: FloatArray  # shape (windows, regions)
+    actual: FloatArray
+
+
+def backtest(history: LoadHistory, horizon_s: float, windows: int, span: int, half_life: float) -> Backtest:
+    """Re-forecast each of the last ``windows`` windows from the windows that had closed ``horizon_s`` earlier."""
+    centres = history.centres
+    ends = np.asarray(history.ends)
+    rows_f: list[FloatArray] = []
+    rows_a: list[FloatArray] = []
+    for k in range(max(0, len(centres) - windows), len(centres)):
+        known = np.nonzero(ends <= centres[k] - horizon_s + 1e-6)[0]
+        if len(known) == 0:
+            continue
+        trend = pooled_fit(centres[known], history.totals[known], history.regions, history.region_zoom,
+                           history.window_s, span, half_life)
+        rows_f.append(trend.at([float(centres[k])])[0])
+        rows_a.append(history.totals[k])
+    r = len(history.regions)
+    if not rows_f:
+        return Backtest(np.zeros((0, r)), np.zeros((0, r)))
+    return Backtest(np.vstack(rows_f), np.vstack(rows_a))
+
+
+@dataclass(frozen=True, eq=False)
+class Forecast:
+    """The forecast load as counts (for the builder) and as cells (for attribution)."""
+
+    counts: Counts
+    cells: Cells
+
+
+def forecast_load(snapshot: Counts, grid: Grid, events: Grid, history: LoadHistory, levels: CellLevels,
+                  times: Sequence[float], span: int, half_life: float) -> Forecast:
+    """The load expected over ``times``: each region's forecast total (the largest over ``times``), spread
+    over its cells in proportion to their smoothed levels, weighed by each cell's cost per event.
+
+    ``snapshot`` is the window's load to balance (cost-weighted or plain), ``grid`` its grid; ``events`` the
+    grid of plain counts (same cells); ``history`` and ``levels`` already hold the window. A cell absent from the
+    snapshot keeps its level (and the mean cost per event), so the next spec still lists it. A cell that rose
+    significantly in the last window (:attr:`CellLevels.rises`) is forecast at least at its level plus that rise
+    per window up to the last of ``times`` (a crowd arriving keeps arriving). Refinement rows (deeper than the
+    grid) follow their grid cell's factor.
+    """
+    ahead = forecast_at(history, times, span, half_life).max(axis=0)
+    lx, ly = levels.codes >> levels.zoom, levels.codes & ((1 << levels.zoom) - 1)
+    shift = levels.zoom - history.region_zoom
+    region = history.index_of(((lx >> shift) << history.region_zoom) | (ly >> shift))
+    ok = region >= 0
+    r = np.maximum(region, 0)
+    n = len(history.regions)
+    sums = np.bincount(region[ok], weights=levels.levels[ok], minlength=n)
+    ratio = np.divide(ahead, sums, out=np.zeros_like(ahead), where=sums > 0)
+    expected = np.where(ok, levels.levels * ratio[r], 0.0)
+    rising = ok & (levels.rises > 0)
+    if len(history) and rising.any():
+        # a crowd's cell keeps rising at its own pace; the rest of its region shares what the region's forecast
+        # leaves (never less than the rest's levels, scaled down with the region when it falls)
+        ramp = levels.levels + levels.rises * (max(times) - float(history.centres[-1])) / history.window_s
+        rest = ok & ~rising
+        taken = np.bincount(region[rising], weights=ramp[rising], minlength=n)
+        rest_sums = np.bincount(region[rest], weights=levels.levels[rest], minlength=n)
+        share = np.divide(ahead - taken, rest_sums, out=np.zeros_like(ahead), where=rest_sums > 0)
+        rest_ratio = np.maximum(share, np.minimum(ratio, 1.0))
+        expected = np.where(rising, np.maximum(ramp, expected), np.where(rest, levels.levels * rest_ratio[r], 0.0))
+    weight = expected * _cell_rates(grid, events, levels.codes)
+    keep = weight > 0
+    refinement = snapshot.refinement() if len(snapshot.zooms) > 1 else {}
+    if not refinement:  # one zoom: the cells are the rows (tile arrays, no quadkey strings)
+        zoom = np.full(int(keep.sum()), levels.zoom, dtype=np.int64)
+        counts = Counts.from_tiles(Tiles(lx[keep], ly[keep], zoom), weight[keep], f"forecast of {snapshot.source}")
+        return Forecast(counts, Cells(lx[keep], ly[keep], zoom, weight[keep], counts.source))
+    qks = arrays_to_quadkeys(lx[keep], ly[keep], levels.zoom)
+    rows_q, rows_w = list(qks), [weight[keep]]
+    factor = dict(zip(qks, weight[keep].tolist(), strict=True))
+    raw = dict(zip(arrays_to_quadkeys(grid.x, grid.y, grid.zoom), grid.weight.tolist(), strict=True))
+    for q, w in refinement.items():
+        a = q[:levels.zoom]
+        if raw.get(a, 0.0) > 0:
+            rows_q.append(q)
+            rows_w.append(np.array([w * factor.get(a, 0.0) / raw[a]]))
+    counts = Counts(tuple(rows_q), np.concatenate(rows_w), f"forecast of {snapshot.source}")
+    return Forecast(counts, cells_of(counts))
+
+
+def _cell_rates(grid: Grid, events: Grid, codes: IntArray) -> FloatArray:
+    """Load per event of each cell of ``codes`` (``grid`` / ``events``); the overall ratio where a cell had no events."""
+    gcodes = (grid.x << grid.zoom) | grid.y
+    ecodes = (events.x << events.zoom) | events.y
+    ev = np.zeros(len(gcodes))
+    if len(ecodes):
+        order = np.argsort(ecodes)
+        pos = np.minimum(np.searchsorted(ecodes[order], gcodes), len(ecodes) - 1)
+        hit = ecodes[order][pos] == gcodes
+        ev[hit] = events.weight[order][pos[hit]]
+    rate = np.full(len(codes), float(grid.weight.sum() / ev.sum()) if ev.sum() > 0 else 1.0)
+    if len(codes):
+        gpos = np.minimum(np.searchsorted(codes, gcodes), len(codes) - 1)
+        inside = (ev > 0) & (codes[gpos] == gcodes)
+        rate[gpos[inside]] = grid.weight[inside] / ev[inside]
+    return rate

@@ -1,0 +1,316 @@
+"""Fast point -> partition lookup over a spec (longest quadkey prefix wins).
+
+:class:`SpecIndex` is what the router, the workers and the metrics use. It keeps
+one sorted array of tile codes per zoom level the spec lists and resolves a
+batch of points with one ``searchsorted`` per level, deepest level first, so a
+lookup costs ``O(levels * log n)`` in NumPy rather than a Python loop per point.
+
+Notes
+-----
+* Points are located at :data:`LOOKUP_ZOOM` (the deepest zoom any spec may list is
+  bounded by it); a spec listing a deeper quadkey is rejected.
+* Split hot cells resolve by :func:`partitioner.spec.model.entity_bucket` of the
+  entity id; without entity ids the bucket defaults to 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from itertools import chain
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from partitioner.errors import SpecError
+from partitioner.geo.tiles import IntArray, quadkeys_to_arrays, tile_codes, tiles_xy, unique_ints
+from partitioner.spec.model import HASH_BUCKETS, Partition, Spec, entity_bucket
+
+LOOKUP_ZOOM = 24
+MORTON_ZOOM = 30  # quadtree codes of tiles up to this zoom fit an int64
+
+
+class SpecIndex:
+    """Vectorised longest-prefix lookup of points, tiles or quadkeys in a spec."""
+
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+        self.partitions: tuple[Partition, ...] = spec.partitions
+        self.catch_all_index = next((i for i, p in enumerate(spec.partitions) if p.is_catch_all), -1)
+        if self.catch_all_index < 0:
+            raise SpecError(f"spec v{spec.version!r} has no catch-all partition")
+        self.listed = listed_squares(spec)
+        lab, x, y, z = self.listed
+        # owner per (zoom, code): >= 0 partition index, < 0 split-group -(g+1)
+        owner = lab.copy()
+        self._group_lo: list[IntArray] = []
+        self._group_part: list[IntArray] = []
+        keep = z > 0  # the root is the catch-all's: it owns whatever no listed square holds
+        split = np.array([p.hash_range is not None for p in spec.partitions], dtype=bool)
+        if split.any():
+            owner, keep = self._split_groups(split, lab, x, y, z, keep)
+        x, y, z, owner = x[keep], y[keep], z[keep], owner[keep]
+        self._codes: dict[int, IntArray] = {}
+        self._owner: dict[int, IntArray] = {}
+        for zoom, sel in by_zoom(z):
+            codes = tile_codes(x[sel], y[sel], zoom)
+            order = np.argsort(codes, kind="stable")
+            self._codes[zoom] = codes[order]
+            self._owner[zoom] = owner[sel][order]
+        self.zooms: list[int] = sorted(self._codes, reverse=True)
+        self._squares = (x, y, z, owner)
+        self._flat: dict[int, _Flat | None] = {}
+
+    def _split_groups(self, split: npt.NDArray[np.bool_], lab: IntArray, x: IntArray, y: IntArray, z: IntArray,
+                      keep: npt.NDArray[np.bool_]) -> tuple[IntArray, npt.NDArray[np.bool_]]:
+        """Owners with each cell split by entity hash as one row owned by ``-(group + 1)``; the shares per group.
+
+        Returns the owner of each listed row and the rows to put in the lookup tables.
+        """
+        rows = np.flatnonzero(split[lab] & keep)
+        uniq, first, inv = np.unique(tree_keys(x[rows], y[rows], z[rows]), return_index=True, return_inverse=True)
+        parts = self.partitions
+        for g in range(len(uniq)):  # Python work per split cell, not per listed square
+            members = sorted(lab[rows[inv == g]].tolist(), key=lambda i: (parts[i].hash_range or (0, 0))[0])
+            self._group_lo.append(np.array([(parts[i].hash_range or (0, 0))[0] for i in members], dtype=np.int64))
+            self._group_part.append(np.array(members, dtype=np.int64))
+        owner = lab.copy()
+        owner[rows] = -(inv + 1)
+        out = keep.copy()
+        out[rows] = False
+        out[rows[first]] = True  # one row per split cell
+        return owner, out
+
+    # ------------------------------------------------------------------
+    def locate_xy(self, x: npt.ArrayLike, y: npt.ArrayLike, zoom: int,
+                  buckets: npt.ArrayLike | None = None) -> IntArray:
+        """Return the partition index of each tile (x, y) at ``zoom``.
+
+        Only spec levels at or above ``zoom`` are consulted, so a coarse tile
+        goes to the owner of its own prefix (finer holes inside it are ignored).
+        """
+        xa = np.asarray(x, dtype=np.int64)
+        ya = np.asarray(y, dtype=np.int64)
+        return self.resolve(self._locate_groups(xa, ya, zoom), buckets)
+
+    def resolve(self, owners: IntArray, buckets: npt.ArrayLike | None = None) -> IntArray:
+        """Partition indices from :meth:`locate_groups_xy` owners: a split cell goes to the share holding each
+        entity bucket (bucket 0 without ``buckets``). Python work per split cell, not per point."""
+        out = owners.copy()
+        split = np.flatnonzero(out < 0)
+        if len(split) == 0:
+            return out
+        b = np.zeros(len(split), dtype=np.int64) if buckets is None else np.asarray(buckets, dtype=np.int64)[split]
+        groups = -out[split] - 1
+        for g in unique_ints(groups).tolist():
+            sel = groups == g
+            k = np.searchsorted(self._group_lo[g], b[sel], side="right") - 1
+            out[split[sel]] = self._group_part[g][np.maximum(k, 0)]
+        return out
+
+    def locate_tiles(self, x: IntArray, y: IntArray, z: IntArray) -> IntArray:
+        """Return the partition index of each tile (x, y) at its own zoom ``z`` (zooms may differ).
+
+        Each tile resolves as :meth:`locate_xy` at its zoom; a split hot cell gives its
+        bucket-0 share.
+        """
+        out = np.empty(len(x), dtype=np.int64)
+        for zoom, sel in by_zoom(z):
+            out[sel] = self.locate_xy(x[sel], y[sel], zoom)
+        return out
+
+    def locate(self, lon: npt.ArrayLike, lat: npt.ArrayLike,
+               entity_ids: Sequence[str] | None = None) -> IntArray:
+        """Return the partition index of each point (lon/lat already validated)."""
+        x, y = tiles_xy(lon, lat, LOOKUP_ZOOM)
+        buckets = None
+        if entity_ids is not None and self._group_lo:
+            buckets = np.fromiter((entity_bucket(e) for e in entity_ids), dtype=np.int64, count=len(entity_ids))
+        return self.locate_xy(x, y, LOOKUP_ZOOM, buckets)
+
+    def locate_one(self, lon: float, lat: float, entity_id: str = "") -> Partition:
+        """Return the partition owning one point (and entity, for split cells)."""
+        i = int(self.locate(np.array([lon]), np.array([lat]), [entity_id])[0])
+        return self.partitions[i]
+
+    def attribute(self, quadkeys: Sequence[str], weights: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """Return the load each partition receives from per-quadkey weights.
+
+        A weight in a split hot cell is shared among its partitions in proportion
+        to their hash ranges (entities are assumed uniform over buckets).
+        """
+        if len(quadkeys) == 0:
+            return np.zeros(len(self.partitions), dtype=np.float64)
+        return self.attribute_tiles(*quadkeys_to_arrays(quadkeys), weights)
+
+    def attribute_tiles(self, x: IntArray, y: IntArray, z: IntArray, weights: npt.ArrayLike
+                        ) -> npt.NDArray[np.float64]:
+        """:meth:`attribute` for tiles given as arrays (each at its own zoom ``z``)."""
+        return self.attribute_owners(self.locate_groups_tiles(x, y, z), weights)
+
+    def locate_groups_tiles(self, x: IntArray, y: IntArray, z: IntArray) -> IntArray:
+        """:meth:`locate_groups_xy` for tiles at their own zooms ``z``."""
+        out = np.empty(len(x), dtype=np.int64)
+        for zoom, sel in by_zoom(z):
+            out[sel] = self._locate_groups(x[sel], y[sel], zoom)
+        return out
+
+    def attribute_owners(self, owners: IntArray, weights: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """The load per partition of weights whose owners :meth:`locate_groups_tiles` found (a split cell's
+        weight shared by hash range)."""
+        w = np.asarray(weights, dtype=np.float64)
+        plain = owners >= 0
+        loads = np.bincount(owners[plain], weights=w[plain], minlength=len(self.partitions)).astype(np.float64)
+        split = ~plain
+        if split.any():
+            group_load = np.bincount(-owners[split] - 1, weights=w[split], minlength=len(self._group_lo))
+            for gi in np.flatnonzero(group_load).tolist():
+                his = np.append(self._group_lo[gi][1:], HASH_BUCKETS)
+                shares = (his - self._group_lo[gi]) / HASH_BUCKETS
+                np.add.at(loads, self._group_part[gi], float(group_load[gi]) * shares)
+        return loads
+
+    def group_members(self, group: int) -> IntArray:
+        """Return the partition indices sharing split cell ``group`` (ordered by hash range)."""
+        return self._group_part[group]
+
+    def locate_groups_xy(self, x: IntArray, y: IntArray, zoom: int) -> IntArray:
+        """Like :meth:`locate_xy` but a split hot cell gives ``-(group + 1)`` instead of one share."""
+        return self._locate_groups(np.asarray(x, dtype=np.int64), np.asarray(y, dtype=np.int64), zoom)
+
+    def _locate_groups(self, x: IntArray, y: IntArray, zoom: int) -> IntArray:
+        flat = self._flat_at(zoom)
+        if flat is not None and len(flat.start) == 0:
+            return np.full(x.shape, self.catch_all_index, dtype=np.int64)
+        if flat is not None:  # no square inside another: one search in quadtree order
+            code = morton(x, y)
+            pos = np.searchsorted(flat.start, code, side="right") - 1
+            found = (pos >= 0) & (code < flat.end[np.maximum(pos, 0)])
+            out: IntArray = np.where(found, flat.owner[np.maximum(pos, 0)], self.catch_all_index)
+            return out
+        out = np.full(x.shape, self.catch_all_index, dtype=np.int64)
+        unresolved = np.ones(x.shape, dtype=bool)
+        for z in self.zooms:
+            if z > zoom:
+                continue
+            shift = zoom - z
+            codes = ((x >> shift) << z) | (y >> shift)
+            table = self._codes[z]
+            pos_c = np.minimum(np.searchsorted(table, codes), len(table) - 1)
+            hit = unresolved & (table[pos_c] == codes)
+            out[hit] = self._owner[z][pos_c[hit]]
+            unresolved &= ~hit
+        return out
+
+    def _flat_at(self, zoom: int) -> _Flat | None:
+        """The squares at or above ``zoom`` as sorted code intervals at ``zoom``, if none holds another."""
+        if zoom not in self._flat:
+            x, y, z, owner = self._squares
+            sel = z <= zoom
+            flat = None
+            keys = tree_keys(x[sel], y[sel], z[sel])
+            if (zoom <= MORTON_ZOOM and len(unique_ints(keys)) == len(keys)
+                    and not has_square_inside(x[sel], y[sel], z[sel]).any()):
+                d = zoom - z[sel]
+                start = morton(x[sel] << d, y[sel] << d)
+                order = np.argsort(start)
+                flat = _Flat(start[order], (start + np.left_shift(np.int64(1), 2 * d))[order], owner[sel][order])
+            self._flat[zoom] = flat
+        return self._flat[zoom]
+
+
+class _Flat(NamedTuple):
+    """Squares that do not nest, as code intervals ``[start, end)`` at one zoom, sorted, and their owners."""
+
+    start: IntArray
+    end: IntArray
+    owner: IntArray
+
+
+def tree_keys(x: IntArray, y: IntArray, z: IntArray | int) -> IntArray:
+    """One int64 per tile, unique across zooms: ``1 << 2z | x << z | y`` (fits up to zoom 30)."""
+    zz = np.asarray(z, dtype=np.int64)
+    keys: IntArray = np.left_shift(np.int64(1), 2 * zz) | (x << zz) | y
+    return keys
+
+
+class Listed(NamedTuple):
+    """Every quadkey a spec lists, as arrays: the partition index listing it and its tile."""
+
+    label: IntArray
+    x: IntArray
+    y: IntArray
+    z: IntArray
+
+
+def listed_squares(spec: Spec) -> Listed:
+    """The squares every partition lists, in spec order (the catch-all's root included, at zoom 0).
+
+    Raises SpecError for a quadkey deeper than :data:`LOOKUP_ZOOM`. Python work is per
+    partition; the quadkeys are converted in one NumPy call.
+    """
+    sizes = [len(p.quadkeys) for p in spec.partitions]
+    flat = list(chain.from_iterable(p.quadkeys for p in spec.partitions))
+    label = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+    if flat and max(map(len, flat)) > LOOKUP_ZOOM:
+        k = next(k for k, q in enumerate(flat) if len(q) > LOOKUP_ZOOM)
+        raise SpecError(f"partition {spec.partitions[int(label[k])].id!r} quadkey {flat[k]!r} is deeper than "
+                        f"zoom {LOOKUP_ZOOM}")
+    x, y, z = quadkeys_to_arrays(flat)
+    return Listed(label, x, y, z)
+
+
+def morton(x: IntArray, y: IntArray) -> IntArray:
+    """The quadkey of each tile as a base-4 number (bits of y and x interleaved, y higher).
+
+    Squares of a quadtree are intervals of these codes: at a zoom ``Z``, the square at zoom
+    ``z`` of tile ``(x, y)`` covers ``[morton(x << d, y << d), + 4**d)`` with ``d = Z - z``.
+    """
+    code: IntArray = _spread(x) | (_spread(y) << 1)
+    return code
+
+
+def _spread_table() -> IntArray:
+    """Bit ``i`` of every 16-bit value moved to bit ``2 i``."""
+    v = np.arange(1 << 16, dtype=np.int64)
+    v = (v | (v << 8)) & 0x00FF00FF
+    v = (v | (v << 4)) & 0x0F0F0F0F
+    v = (v | (v << 2)) & 0x33333333
+    out: IntArray = (v | (v << 1)) & 0x55555555
+    return out
+
+
+_SPREAD = _spread_table()
+
+
+def _spread(v: IntArray) -> IntArray:
+    """Move bit ``i`` of each value (< 2**31) to bit ``2 i`` (two table lookups)."""
+    v = np.asarray(v, dtype=np.int64)
+    out: IntArray = _SPREAD[v & 0xFFFF] | (_SPREAD[(v >> 16) & 0x7FFF] << 32)
+    return out
+
+
+def has_square_inside(x: IntArray, y: IntArray, z: IntArray) -> npt.NDArray[np.bool_]:
+    """Per square (tile ``x, y`` at zoom ``z``): does a finer square of the set lie inside it?"""
+    if len(z) == 0:
+        return np.zeros(0, dtype=bool)
+    top = int(z.max())
+    start = morton(x << (top - z), y << (top - z))
+    end = start + np.left_shift(np.int64(1), 2 * (top - z))
+    order = np.lexsort((z, start))
+    s, e, zz = start[order], end[order], z[order]
+    # in (start, zoom) order a square's first finer descendant comes right after it and its duplicates
+    change = np.ones(len(s), dtype=bool)
+    change[1:] = (s[1:] != s[:-1]) | (zz[1:] != zz[:-1])
+    run_starts = np.append(np.flatnonzero(change), len(s))
+    after = run_starts[np.cumsum(change)]  # first position past each square's run of duplicates
+    inside = (after < len(s)) & (s[np.minimum(after, len(s) - 1)] < e)
+    out = np.zeros(len(s), dtype=bool)
+    out[order] = inside
+    return out
+
+
+def by_zoom(z: IntArray) -> Iterator[tuple[int, npt.NDArray[np.bool_]]]:
+    """Yield ``(zoom, mask)`` for each distinct zoom in ``z``, shallowest first."""
+    for zoom in unique_ints(z):
+        yield int(zoom), z == zoom

@@ -1,0 +1,49 @@
+"""Tests for partitioner.builders.assemble: a placement becomes a spec."""
+
+from __future__ import annotations
+
+from spec_factory import qk
+
+from partitioner.builders.assemble import SpecHeader, assemble
+from partitioner.builders.ids import Ids
+from partitioner.builders.region import Placement, Region
+from partitioner.spec.model import shard_hash_key
+from partitioner.spec.rules import validate
+
+HEADER = SpecHeader(version=3, max_load=100.0, previous_version=2, created_at="2026-01-01T00:00:00Z",
+                    strategy="compact", stream_name="s", source={"total_load": 150.0})
+
+
+def _placement() -> Placement:
+    # three regions: two on worker 1 (20 and 70), one on worker 0 (60)
+    return Placement((Region((qk(1, 1, 5),), 20.0), Region((qk(9, 9, 5),), 60.0), Region((qk(2, 1, 5),), 70.0)),
+                     (1, 0, 1))
+
+
+def test_partitions_are_numbered_by_worker_then_load_and_the_catch_all_rides_on_the_emptiest_worker() -> None:
+    # WHEN a fresh placement is assembled
+    spec = assemble(_placement(), HEADER)
+    # THEN partitions are ordered by worker, then largest first, numbered in that order; the catch-all is last
+    assert [(p.id, p.worker, p.load) for p in spec.partitions] == [
+        ("p0001", "w0001", 60.0), ("p0002", "w0002", 70.0), ("p0003", "w0002", 20.0), ("p0004", "w0001", 0.0)]
+    assert spec.partitions[-1].is_catch_all
+    # AND each worker has its load and the hash key of its shard
+    assert [(w.id, w.load, w.hash_key) for w in spec.workers] == [("w0001", 60.0, shard_hash_key(0, 2)),
+                                                                  ("w0002", 90.0, shard_hash_key(1, 2))]
+    assert (spec.version, spec.previous_version, spec.max_load, dict(spec.source)) == (3, 2, 100.0,
+                                                                                     {"total_load": 150.0})
+    assert validate(spec) == []
+
+
+def test_given_ids_are_kept_and_the_catch_all_gets_the_next_fresh_one() -> None:
+    # WHEN ids kept from a previous spec are given
+    spec = assemble(_placement(), HEADER, Ids(("p0007", "p0002", "p0011"), ("w0004", "w0009")))
+    # THEN every partition and worker keeps its id, and the catch-all's is above all of them
+    assert [(p.id, p.worker) for p in spec.partitions] == [("p0002", "w0004"), ("p0011", "w0009"),
+                                                           ("p0007", "w0009"), ("p0012", "w0004")]
+
+
+def test_no_regions_still_make_a_spec_with_one_worker_for_the_catch_all() -> None:
+    spec = assemble(Placement((), ()), HEADER, Ids((), ()))
+    assert [(p.id, p.worker, p.quadkeys) for p in spec.partitions] == [("p0001", "w0001", ("",))]
+    assert validate(spec) == []

@@ -1,0 +1,129 @@
+"""Tests for partitioner.control.predictive: forecast-driven triggers, headroom from forecast errors, hysteresis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from spec_factory import make_counts, make_spec, qk
+
+from partitioner.builders import build_spec
+from partitioner.control.predictive import Observation, PredictivePolicy
+from partitioner.errors import PolicyError
+from partitioner.load.counts import Counts
+from partitioner.load.forecast import LoadHistory
+from partitioner.load.levels import CellLevels
+from partitioner.load.loads import cells_of
+from partitioner.spec.model import Spec
+
+S = 600.0
+CAP = 10_000.0
+Z = 10
+# region A (zoom-6 tile 0,0) has four cells, region B (zoom-6 tile 1,0) two
+A = [qk(1, 1, Z), qk(2, 1, Z), qk(1, 2, Z), qk(2, 2, Z)]
+B = [qk(17, 1, Z), qk(18, 1, Z)]
+CURRENT = make_spec([("p0001", "w0001", A, 6000.0), ("p0002", "w0002", B, 6000.0)], CAP, version=1)
+
+
+def load(a: float, b: float) -> Counts:
+    return make_counts({**{q: a / 4 for q in A}, **{q: b / 2 for q in B}})
+
+
+def run(policy: PredictivePolicy, series: list[tuple[float, float]], current: Spec | None,
+        builder: Any = None) -> tuple[Any, list[tuple[Counts, float]]]:
+    """Absorb every window, then decide at the end of the last one; return (verdict, builder calls)."""
+    calls: list[tuple[Counts, float]] = []
+
+    def build(c: Counts, fill: float) -> Spec:
+        calls.append((c, fill))
+        return builder(c, fill) if builder else build_spec(c, CAP, previous=current, fill=fill)
+
+    h = LoadHistory.empty(policy.region_zoom(Z), S)
+    levels = CellLevels.empty(Z)
+    for k, (a, b) in enumerate(series):
+        counts = load(a, b)
+        h = h.absorb(cells_of(counts), (k + 1) * S, S, policy.history_windows)
+        g = counts.grid()
+        levels = levels.update((g.x << Z) | g.y, g.weight, alpha=policy.cell_alpha, jump_z=policy.cell_jump_z)
+    snap = load(*series[-1])
+    obs = Observation(snap, cells_of(snap), snap.grid(), snap.grid(), h, levels)
+    verdict = policy.decide(current, obs, window_end=len(series) * S, latency_s=S, max_load=CAP, build=build)
+    return verdict, calls
+
+
+def test_bad_settings_name_the_field():
+    with pytest.raises(PolicyError, match="trend_windows must be an integer >= 1, got 0"):
+        PredictivePolicy(trend_windows=0)
+    with pytest.raises(PolicyError, match="min_headroom <= default_headroom"):
+        PredictivePolicy(min_headroom=0.3, default_headroom=0.1)
+    with pytest.raises(PolicyError, match="grow_band must be in"):
+        PredictivePolicy(grow_band=0.7)
+
+
+def test_the_first_spec_is_built_on_the_forecast_and_published():
+    verdict, calls = run(PredictivePolicy(), [(5000, 5000)], None)
+    assert verdict.decision.redeploy and verdict.candidate is not None
+    assert len(calls) == 1 and calls[0][1] == pytest.approx(1 / 1.1 * 0.95)  # default headroom, grow band
+    assert "publish the first spec" in verdict.decision.reasons[0] and len(verdict.decision.reasons) == 1
+
+
+def test_steady_load_keeps_the_spec_without_building():
+    # GIVEN six flat windows at 60% per worker
+    def no_build(c: Counts, fill: float) -> Spec:
+        raise AssertionError("nothing should be built")
+
+    verdict, calls = run(PredictivePolicy(), [(6000, 6000)] * 6, CURRENT, no_build)
+    # THEN kept, one plain line of reasons
+    assert not verdict.decision.redeploy and not calls
+    assert verdict.decision.reasons[0].startswith("keep: forecast for +10 min..20 min")
+
+
+def test_a_rising_region_triggers_before_any_worker_is_over_its_cap():
+    # GIVEN region A rising by 800 events a window; in the last snapshot its worker is only at 84%
+    series = [(5200 + 800 * k, 5000) for k in range(5)]
+    verdict, calls = run(PredictivePolicy(), series, CURRENT)
+    d = verdict.decision
+    # THEN the forecast for the interval the next spec would serve (+10..20 min) puts w0001 above the fill
+    assert d.redeploy and "w0001 forecast at" in d.reasons[0]
+    assert d.current_metrics is not None and d.current_metrics.max_utilisation > 1.0
+    # AND the candidate was built on the forecast (A at ~10,800), not on the snapshot (8,400)
+    built, fill = calls[0]
+    assert sum(w for q, w in zip(built.quadkeys, built.weights, strict=True) if q in A) == pytest.approx(10_800, rel=0.05)
+    assert fill < 1.0 and d.candidate_metrics is not None and d.candidate_metrics.max_utilisation <= 1.0
+
+
+def test_a_falling_load_shrinks_by_at_least_the_margin():
+    # GIVEN three workers for a load that fell to what one worker carries
+    three = make_spec([("p0001", "w0001", A[:2], 5000.0), ("p0002", "w0002", A[2:], 5000.0),
+                       ("p0003", "w0003", B, 5000.0)], CAP, version=1)
+    verdict, _ = run(PredictivePolicy(), [(3000, 1000)] * 6, three)
+    d = verdict.decision
+    # THEN the candidate with fewer workers is published, and the reason says why
+    assert d.redeploy and "3 workers where" in d.reasons[0]
+    assert d.candidate_metrics is not None and d.candidate_metrics.worker_count < 3
+
+
+def test_hysteresis_keeps_a_spec_one_worker_too_big_when_the_margin_is_two():
+    # GIVEN a margin of two workers (shrink_margin 0.5 of 3 workers) and a load needing one worker fewer
+    three = make_spec([("p0001", "w0001", A[:2], 5000.0), ("p0002", "w0002", A[2:], 5000.0),
+                       ("p0003", "w0003", B, 5000.0)], CAP, version=1)
+
+    def no_build(c: Counts, fill: float) -> Spec:
+        raise AssertionError("nothing should be built")
+
+    verdict, _ = run(PredictivePolicy(shrink_margin=0.5), [(9000, 1000)] * 6, three, no_build)
+    # THEN it is kept: a shrink must save at least two workers
+    assert not verdict.decision.redeploy and "a shrink must save 2" in verdict.decision.reasons[0]
+
+
+def test_headroom_grows_with_the_observed_forecast_error():
+    # GIVEN the same last windows after a calm history and after a jumpy one
+    calm = [(6000, 6000)] * 8
+    jumpy = [(6000, 6000), (7500, 6000), (5000, 6000), (7600, 6000), (5200, 6000), (7400, 6000), (5000, 6000),
+             (6000, 6000)]
+    policy = PredictivePolicy()
+    d_calm, _ = run(policy, calm, CURRENT)
+    d_jumpy, _ = run(policy, jumpy, CURRENT)
+    # THEN the jumpy history gets more headroom (a lower fill)
+    assert d_jumpy.decision.details["headroom"] > 2 * d_calm.decision.details["headroom"]
+    assert d_calm.decision.details["headroom"] == pytest.approx(policy.min_headroom)
