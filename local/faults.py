@@ -10,7 +10,7 @@ AWS). *Recovered* when that swap's fleet started and the swap flipped.
 and ``delay_s`` have passed; the loop restarts it on the same checkpoint (as EMR Serverless' job retry policy or
 Glue's job restart would). *Detected* when the loop saw the process gone, *recovered* when the restarted job
 wrote a snapshot again (its log says ``snapshot``). A window in flight at the kill is recomputed from the
-checkpointed offsets; a snapshot rewritten with the same content is skipped (``glue_jobs.snapshot``).
+checkpointed offsets; a snapshot rewritten with the same content is skipped (``aggregation.snapshot``).
 
 ``worker-kill``: ``kill -9`` of one live worker process while a swap is in flight (deploy status
 ``waiting_green`` or ``draining``, after the first deployment finished; if no swap starts within

@@ -5,7 +5,7 @@ What runs (all real, nothing mocked that a local component can do)::
     Replayer ──PutRecords──► ingest stream (moto Kinesis)
                               │                        │
      Spark streaming job ◄────┘ (subprocess,           └──► RouterPoller ─► lambdas.router.handler
-     python -m glue_jobs.quadkey_counts                       (Kinesis ESM)     └─► geo stream v<N>
+     python -m aggregation.quadkey_counts                     (Kinesis ESM)     └─► geo stream v<N>
        └─► snapshots/…/_manifest.json (moto S3)                                        │
      ManifestNotifier ─► lambdas.partitioner.handler (S3 event) ─► spec v<N>, desired     │
      DeployDriver ─► lambdas.deploy controller + hooks ─► LocalFleet: python -m geo_service ◄┘
@@ -68,7 +68,7 @@ WARMUP_TIMEOUT_S = 240.0
 
 #: Modules the loop cannot run without, and what each is for.
 REQUIRED_MODULES = {
-    "glue_jobs.quadkey_counts": "the Spark aggregation job (streaming local mode)",
+    "aggregation.quadkey_counts": "the Spark aggregation job (streaming local mode)",
     "lambdas.partitioner.handler": "the partitioner Lambda handler",
     "lambdas.router.handler": "the router Lambda handler",
     "lambdas.deploy.controller": "the deploy controller (blue/green orchestration)",
@@ -153,7 +153,7 @@ def handler_env(cfg: RunConfig) -> dict[str, str]:
 def start_spark(state: RunState, aws: EmbeddedAws) -> procs.Child:
     """Start the aggregation job in streaming local mode on the ingest stream."""
     cfg = state.config
-    argv = [sys.executable, "-m", "glue_jobs.quadkey_counts",
+    argv = [sys.executable, "-m", "aggregation.quadkey_counts",
             "--kinesis-stream", aws.names.ingest_stream, "--endpoint-url", aws.endpoint_url,
             "--out", f"s3://{aws.names.snapshots_bucket}",
             "--quarantine", f"s3://{aws.names.quarantine_bucket}/aggregation",

@@ -1,4 +1,4 @@
-"""Tests for glue_jobs.transform: native quadkeys vs mercantile, validation, windows, rollup, cost."""
+"""Tests for aggregation.transform: native quadkeys vs mercantile, validation, windows, rollup, cost."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from pyspark.sql import functions as F
 
-from glue_jobs import transform as T
+from aggregation import transform as T
 from partitioner import tiles
 from partitioner.contracts import REASON_CODES
 from partitioner.tiles import EPSILON, MAX_LAT, arrays_to_quadkeys, tiles_xy

@@ -10,8 +10,8 @@ snapshot
 batch
     The foreachBatch bodies shared by every streaming entry point.
 quadkey_counts
-    Local runner (``python -m glue_jobs.quadkey_counts``): batch over JSON-lines files, or
-    streaming from Kinesis through :mod:`glue_jobs.kinesis_source` (Spark 4 only).
+    Local runner (``python -m aggregation.quadkey_counts``): batch over JSON-lines files, or
+    streaming from Kinesis through :mod:`aggregation.kinesis_source` (Spark 4 only).
 emr_entry, glue_entry
     EMR Serverless (Spark 4.0, bundled ``aws-kinesis`` connector) and Glue 5.1 streaming
     (Spark 3.5) entry points.

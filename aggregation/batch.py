@@ -7,7 +7,7 @@ One streaming query reads each source once (CONTRACTS.md "Aggregation job detail
   ``quarantine/batch=<id>/``);
 * **windows**: valid events -> quadkey at ``zoom`` -> event-time window counts, merged into the open
   windows kept across batches with Spark's append-mode watermark rules
-  (:class:`~glue_jobs.window_state.WindowStore`: each window emitted once, when final) ->
+  (:class:`~aggregation.window_state.WindowStore`: each window emitted once, when final) ->
   :func:`write_snapshot_batch` (cost join, quadtree rollup, data files, manifest last).
 
 Checkpoint root: the query's offsets under ``<checkpoint>/events``, the open windows under
@@ -32,8 +32,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from glue_jobs import transform as T
-from glue_jobs.snapshot import (
+from aggregation import transform as T
+from aggregation.snapshot import (
     QuarantineRecord,
     SnapshotMeta,
     SnapshotResult,
@@ -43,7 +43,7 @@ from glue_jobs.snapshot import (
     write_quarantine,
     write_snapshot,
 )
-from glue_jobs.window_state import WindowStore
+from aggregation.window_state import WindowStore
 from partitioner.tiles import parse_quadkey
 
 
@@ -265,7 +265,7 @@ def stream_batch_fn(cfg: JobConfig, state_root: str,
     ----------
     cfg : JobConfig
     state_root : str
-        Where the open windows live between micro-batches (:class:`~glue_jobs.window_state.WindowStore`):
+        Where the open windows live between micro-batches (:class:`~aggregation.window_state.WindowStore`):
         under the query's checkpoint root, so both are kept or discarded together.
     progress : callable
         Receives the human lines (one per quarantine write, per snapshot, and one per batch).
@@ -273,7 +273,7 @@ def stream_batch_fn(cfg: JobConfig, state_root: str,
     Notes
     -----
     The micro-batch (``value, source`` records) is classified once and cached, so the source is read once
-    per batch however many writes follow (the Kinesis connector's advice, see :mod:`glue_jobs.window_state`).
+    per batch however many writes follow (the Kinesis connector's advice, see :mod:`aggregation.window_state`).
     Cost rates are re-read from ``cfg.costs`` at every batch that closes a window (workers keep reporting).
     """
     snapshots = storage_for(cfg.out)
@@ -352,7 +352,7 @@ def progress_line(query: StreamingQuery) -> str | None:
     """A one-line summary of the query's last progress (input rows, rate, batch duration), or None.
 
     Late drops and the watermark are in the per-batch line of :func:`stream_batch_fn` (the query holds no
-    Spark state operator: the windows live in :class:`~glue_jobs.window_state.WindowStore`).
+    Spark state operator: the windows live in :class:`~aggregation.window_state.WindowStore`).
     """
     p = query.lastProgress
     if not p:

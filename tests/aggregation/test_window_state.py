@@ -1,4 +1,4 @@
-"""Tests for glue_jobs.window_state: append-mode windows kept across micro-batches of the one query."""
+"""Tests for aggregation.window_state: append-mode windows kept across micro-batches of the one query."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from glue_jobs import transform as T
-from glue_jobs.batch import JobConfig, stream_batch_fn
-from glue_jobs.window_state import STATE_KEY, WindowStateError, WindowStore, interval_ms
+from aggregation import transform as T
+from aggregation.batch import JobConfig, stream_batch_fn
+from aggregation.window_state import STATE_KEY, WindowStateError, WindowStore, interval_ms
 
 pytestmark = pytest.mark.spark
 

@@ -1,4 +1,4 @@
-"""Tests for glue_jobs.quadkey_counts: the batch runner, its summary, and CLI argument errors."""
+"""Tests for aggregation.quadkey_counts: the batch runner, its summary, and CLI argument errors."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from glue_jobs import transform as T
-from glue_jobs.batch import JobConfig
-from glue_jobs.quadkey_counts import build_parser, config_from_args, format_summary, main, parse_duration, run_batch
-from glue_jobs.snapshot import LocalStorage, read_snapshot
+from aggregation import transform as T
+from aggregation.batch import JobConfig
+from aggregation.quadkey_counts import build_parser, config_from_args, format_summary, main, parse_duration, run_batch
+from aggregation.snapshot import LocalStorage, read_snapshot
 from partitioner import tiles
 from partitioner.counts import read_snapshot_rows
 

@@ -401,7 +401,7 @@ def aggregate_windows(events: DataFrame, window: WindowSpec, ts_col: str = "ts",
 
     Notes
     -----
-    **Late-data policy** (the streaming job, :class:`glue_jobs.window_state.WindowStore`, applying Spark's
+    **Late-data policy** (the streaming job, :class:`aggregation.window_state.WindowStore`, applying Spark's
     append-mode rules to these per-micro-batch counts): the watermark is ``max(event time seen) -
     window.watermark``, advanced at the end of each micro-batch. A window is emitted exactly once, when the
     watermark passes its end, so a snapshot is final when written. An event whose window is still open is

@@ -1,4 +1,4 @@
-"""Tests for glue_jobs.emr_entry: connector options, record mapping and argument handling."""
+"""Tests for aggregation.emr_entry: connector options, record mapping and argument handling."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from glue_jobs import transform as T
-from glue_jobs.emr_entry import CONNECTOR_FORMAT, build_parser, config_from_args, connector_options, connector_records
+from aggregation import transform as T
+from aggregation.emr_entry import CONNECTOR_FORMAT, build_parser, config_from_args, connector_options, connector_records
 
 pytestmark = pytest.mark.spark
 

@@ -1,4 +1,4 @@
-"""Tests for glue_jobs.batch: streaming windows + watermark end to end, foreachBatch bodies, cost rates."""
+"""Tests for aggregation.batch: streaming windows + watermark end to end, foreachBatch bodies, cost rates."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from glue_jobs import transform as T
-from glue_jobs.batch import JobConfig, parse_cost_rates, read_cost_rates, start_streaming
-from glue_jobs.snapshot import LocalStorage, read_snapshot
+from aggregation import transform as T
+from aggregation.batch import JobConfig, parse_cost_rates, read_cost_rates, start_streaming
+from aggregation.snapshot import LocalStorage, read_snapshot
 from partitioner.counts import read_snapshot_rows
 
 pytestmark = pytest.mark.spark
