@@ -33,7 +33,6 @@ from typing import NamedTuple
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from aggregation import transform as T
 from aggregation.batch import (
     BatchReport,
     JobConfig,
@@ -44,7 +43,9 @@ from aggregation.batch import (
     write_quarantine_batch,
     write_snapshot_batch,
 )
+from aggregation.events import classify_events, valid_events
 from aggregation.snapshot import storage_for
+from aggregation.transform import RollupSpec, WindowSpec, aggregate_cells, check_rollup
 from aggregation.window_state import interval_ms
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
@@ -116,11 +117,11 @@ def run_batch(spark: SparkSession, events: str, cfg: JobConfig, batch_id: int = 
         nothing (idempotent).
     """
     _check_input(events)
-    classified = T.classify_events(read_json_lines(spark, events)).persist()
+    classified = classify_events(read_json_lines(spark, events)).persist()
     try:
         counts, uris = write_quarantine_batch(classified, batch_id, storage_for(cfg.quarantine or cfg.out))
-        valid = T.valid_events(classified)
-        fine = T.aggregate_cells(valid, cfg.window, cfg.rollup.zoom).persist()
+        valid = valid_events(classified)
+        fine = aggregate_cells(valid, cfg.window, cfg.rollup.zoom).persist()
         rates = read_cost_rates(cfg.costs) if cfg.costs else {}
         rates_df, zooms = rates_frame(spark, rates)
         snaps = write_snapshot_batch(fine, batch_id, storage_for(cfg.out), cfg.rollup, rates_df, zooms,
@@ -259,10 +260,10 @@ def config_from_args(args: argparse.Namespace, *, out: str | None = None) -> Job
     ``out`` is the snapshot root when the entry point names it another way (the EMR
     entry's ``--snapshots``); by default ``args.out``.
     """
-    rollup = T.check_rollup(T.RollupSpec(args.grid_zoom, args.zoom, args.refine_events))
-    window = T.WindowSpec(parse_duration(args.window, "--window"),
-                          parse_duration(args.slide, "--slide") if args.slide else None,
-                          parse_duration(args.watermark, "--watermark"))
+    rollup = check_rollup(RollupSpec(args.grid_zoom, args.zoom, args.refine_events))
+    window = WindowSpec(parse_duration(args.window, "--window"),
+                        parse_duration(args.slide, "--slide") if args.slide else None,
+                        parse_duration(args.watermark, "--watermark"))
     return JobConfig(out=out if out is not None else args.out, quarantine=args.quarantine, window=window, rollup=rollup,
                      costs=args.costs)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from aggregation.events import classify_events
 from aggregation.glue_entry import (
     EVENT_FIELDS,
     GLUE_EVENT_SCHEMA,
@@ -18,7 +19,6 @@ from aggregation.glue_entry import (
     glue_records,
 )
 from aggregation.snapshot import LocalStorage, read_snapshot
-from aggregation.transform import classify_events
 
 pytestmark = pytest.mark.spark
 EVENTS = Path(__file__).resolve().parents[1] / "events"
