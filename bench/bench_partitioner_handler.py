@@ -53,7 +53,7 @@ def targets(n: int) -> tuple[float, float]:
 
 def write_window(s3: Any, n: int, end: datetime, batch: int, noise: float) -> str:
     """Write an ``n``-cell snapshot ending at ``end``; return its manifest key."""
-    from glue_jobs.snapshot import S3Storage, SnapshotMeta, SnapshotRow, write_snapshot
+    from aggregation.snapshot import S3Storage, SnapshotMeta, SnapshotRow, write_snapshot
     from partitioner.geo.tiles import arrays_to_quadkeys
 
     rng = np.random.default_rng(3)

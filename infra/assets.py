@@ -3,7 +3,7 @@
 * Lambda code: ``lambdas/`` and ``partitioner/`` copied into one asset dir (shared by every function).
 * Lambda layer: numpy, scipy and powertools installed with ``pip --no-index`` from the wheel cache that
   ``scripts/bootstrap.sh lambda-wheels`` downloads at setup time (``requirements-lambda.txt``), so synth is offline.
-* Spark code: ``partitioner/`` + ``glue_jobs/`` zipped for ``--py-files`` / ``--extra-py-files``; the entry
+* Spark code: ``partitioner/`` + ``aggregation/`` zipped for ``--py-files`` / ``--extra-py-files``; the entry
   scripts are single-file assets.
 
 Every entry point is checked at synth: a stack never points at code that does not exist.
@@ -67,8 +67,8 @@ PARTITIONER_HANDLER = EntryPoint("lambdas/partitioner/handler.py", "handler")
 ROUTER_HANDLER = EntryPoint("lambdas/router/handler.py", "handler")
 DEPLOYER_HANDLER = EntryPoint("lambdas/deploy/deployer.py", "handler")
 HOOKS_HANDLER = EntryPoint("lambdas/deploy/hooks.py", "handler")
-EMR_ENTRY = EntryPoint("glue_jobs/emr_entry.py")
-GLUE_ENTRY = EntryPoint("glue_jobs/glue_entry.py")
+EMR_ENTRY = EntryPoint("aggregation/emr_entry.py")
+GLUE_ENTRY = EntryPoint("aggregation/glue_entry.py")
 WORKER_DOCKERFILE = EntryPoint("geo_service/Dockerfile")
 WORKER_HEALTHCHECK = EntryPoint("geo_service/healthcheck.py")
 
@@ -133,13 +133,13 @@ class WheelLayerBundling:
 
 @jsii.implements(ILocalBundling)
 class SparkZipBundling:
-    """Zips ``partitioner/`` and ``glue_jobs/`` (all files but tests/caches; deterministic: sorted, fixed timestamps) for Spark's py-files."""
+    """Zips ``partitioner/`` and ``aggregation/`` (all files but tests/caches; deterministic: sorted, fixed timestamps) for Spark's py-files."""
 
     ZIP_NAME = "geo_rebalancer_spark.zip"
 
     def try_bundle(self, output_dir: str, *_args: Any, **_kwargs: Any) -> bool:
         with zipfile.ZipFile(Path(output_dir) / self.ZIP_NAME, "w", zipfile.ZIP_DEFLATED) as archive:
-            for package in ("partitioner", "glue_jobs"):
+            for package in ("partitioner", "aggregation"):
                 root = REPO_ROOT / package
                 if not (root / "__init__.py").is_file():
                     raise AssetError(f"package {package!r} is missing its __init__.py under {REPO_ROOT}")
@@ -194,13 +194,13 @@ def layer_code() -> lambda_.Code:
 
 
 def spark_code_asset(scope: Construct, construct_id: str) -> s3_assets.Asset:
-    """The zip of ``partitioner/`` + ``glue_jobs/`` (a single .zip file asset, uploaded as-is)."""
+    """The zip of ``partitioner/`` + ``aggregation/`` (a single .zip file asset, uploaded as-is)."""
     return s3_assets.Asset(
         scope,
         construct_id,
-        path=str(REPO_ROOT / "glue_jobs"),
+        path=str(REPO_ROOT / "aggregation"),
         asset_hash_type=AssetHashType.CUSTOM,
-        asset_hash=_tree_hash(REPO_ROOT / "partitioner", REPO_ROOT / "glue_jobs", pattern="*"),
+        asset_hash=_tree_hash(REPO_ROOT / "partitioner", REPO_ROOT / "aggregation", pattern="*"),
         bundling=BundlingOptions(image=_NO_DOCKER, local=SparkZipBundling()),
     )
 

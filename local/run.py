@@ -5,7 +5,7 @@ What runs (all real, nothing mocked that a local component can do)::
     Replayer ──PutRecords──► ingest stream (moto Kinesis)
                               │                        │
      Spark streaming job ◄────┘ (subprocess,           └──► RouterPoller ─► lambdas.router.handler
-     python -m glue_jobs.quadkey_counts                       (Kinesis ESM)     └─► geo stream v<N>
+     python -m aggregation.quadkey_counts                     (Kinesis ESM)     └─► geo stream v<N>
        └─► snapshots/…/_manifest.json (moto S3)                                        │
      ManifestNotifier ─► lambdas.partitioner.handler (S3 event) ─► spec v<N>, desired     │
      DeployDriver ─► lambdas.deploy controller + hooks ─► LocalFleet: python -m geo_service ◄┘
@@ -46,7 +46,7 @@ from local.state import RunState
 
 #: Modules the loop cannot run without, and what each is for.
 REQUIRED_MODULES = {
-    "glue_jobs.quadkey_counts": "the Spark aggregation job (streaming local mode)",
+    "aggregation.quadkey_counts": "the Spark aggregation job (streaming local mode)",
     "lambdas.partitioner.handler": "the partitioner Lambda handler",
     "lambdas.router.handler": "the router Lambda handler",
     "lambdas.deploy.controller": "the deploy controller (blue/green orchestration)",

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("partitioner", "lambdas", "geo_service", "glue_jobs", "local", "infra", "transforms")
+PACKAGES = ("partitioner", "lambdas", "geo_service", "aggregation", "local", "infra", "transforms")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 

@@ -11,9 +11,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BASES = {"partitioner": "partitioner.errors.PartitionerError", "lambdas": "lambdas.common.errors.LambdaError",
-         "geo_service": "geo_service.errors.GeoServiceError", "glue_jobs": "glue_jobs.errors.AggregationError",
+         "geo_service": "geo_service.errors.GeoServiceError", "aggregation": "aggregation.errors.AggregationError",
          "local": "local.errors.LocalRunError", "infra": "infra.errors.InfraError"}
-SKIP = {"glue_jobs.glue_entry", "glue_jobs.emr_entry", "infra.app"}  # need the Glue runtime / run the CDK app
+SKIP = {"aggregation.glue_entry", "aggregation.emr_entry", "infra.app"}  # need the Glue runtime / run the CDK app
 
 
 def _modules(package: str) -> list[str]:

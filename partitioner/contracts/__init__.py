@@ -11,7 +11,7 @@ everywhere, so a change cannot reach one side only.
 * **Event rules**: :data:`EVENT_LAT_LIMIT`, :data:`EVENT_LON_LIMIT`, :data:`MAX_EPOCH_MS`,
   :data:`MAX_PARTITION_KEY`, :data:`REQUIRED_FIELDS` and the quarantine reason codes
   :class:`ReasonCode` (applied by :mod:`partitioner.load.events` in Python and by
-  ``glue_jobs/transform.py`` as Spark column expressions; ``tests/events/invalid_events.json``
+  ``aggregation/events.py`` as Spark column expressions; ``tests/events/invalid_events.json``
   is the one table of bad events both are tested against).
 
 Notes

@@ -3,7 +3,7 @@
 :func:`parse_event` turns one raw record into a :class:`ValidEvent` or a :class:`Rejection` whose
 ``reason`` is ``"<code>: <detail naming the bad value>"`` with one of :class:`partitioner.contracts.ReasonCode`.
 The router Lambda (before routing) and the geo worker (on what it reads) apply the same rules
-from here; the Spark job applies them as column expressions (``glue_jobs/transform.py``).
+from here; the Spark job applies them as column expressions (``aggregation/events.py``).
 """
 
 from __future__ import annotations

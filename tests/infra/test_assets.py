@@ -44,7 +44,7 @@ def test_spark_zip_is_deterministic_and_holds_both_packages(tmp_path: Path) -> N
     # THEN the archives are byte-identical and hold the importable packages (no tests or caches)
     assert a.read_bytes() == b.read_bytes()
     names = zipfile.ZipFile(a).namelist()
-    assert "partitioner/__init__.py" in names and "glue_jobs/emr_entry.py" in names
+    assert "partitioner/__init__.py" in names and "aggregation/emr_entry.py" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 

@@ -14,7 +14,7 @@ import pytest
 from moto import mock_aws
 from moto.core.models import MockAWS
 
-from glue_jobs.snapshot import S3Storage, SnapshotMeta, SnapshotRow, write_snapshot
+from aggregation.snapshot import S3Storage, SnapshotMeta, SnapshotRow, write_snapshot
 from lambdas.common.clients import Clients, make_clients
 from lambdas.common.config import LambdaConfig
 from lambdas.common.dynamodb import ControlTable, LeaseTable

@@ -1,11 +1,11 @@
 """A PySpark Python streaming data source over boto3 Kinesis (Spark 4.0+; works against moto server).
 
-Used by the local runner (``python -m glue_jobs.quadkey_counts --kinesis-stream ...``); in AWS
+Used by the local runner (``python -m aggregation.quadkey_counts --kinesis-stream ...``); in AWS
 the EMR entry point uses the runtime's bundled ``aws-kinesis`` connector instead.
 
 Usage::
 
-    from glue_jobs.kinesis_source import register
+    from aggregation.kinesis_source import register
     register(spark)
     raw = (spark.readStream.format("geo_kinesis")
            .option("stream_name", "georebal-ingest")

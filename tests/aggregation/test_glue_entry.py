@@ -1,4 +1,4 @@
-"""Tests for glue_jobs.glue_entry: the code the Glue job runs (awsglue itself only exists in Glue)."""
+"""Tests for aggregation.glue_entry: the code the Glue job runs (awsglue itself only exists in Glue)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from glue_jobs.glue_entry import (
+from aggregation.events import classify_events
+from aggregation.glue_entry import (
     EVENT_FIELDS,
     GLUE_EVENT_SCHEMA,
     config_from_job_args,
@@ -17,8 +18,7 @@ from glue_jobs.glue_entry import (
     glue_kinesis_options,
     glue_records,
 )
-from glue_jobs.snapshot import LocalStorage, read_snapshot
-from glue_jobs.transform import classify_events
+from aggregation.snapshot import LocalStorage, read_snapshot
 
 pytestmark = pytest.mark.spark
 EVENTS = Path(__file__).resolve().parents[1] / "events"

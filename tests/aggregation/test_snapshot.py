@@ -1,4 +1,4 @@
-"""Tests for glue_jobs.snapshot: manifest last, idempotent retries, checksums, local and S3 storage."""
+"""Tests for aggregation.snapshot: manifest last, idempotent retries, checksums, local and S3 storage."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from glue_jobs.snapshot import (
+from aggregation.snapshot import (
     MANIFEST_NAME,
     LocalStorage,
     QuarantineRecord,

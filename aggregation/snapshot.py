@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from glue_jobs.errors import AggregationError
+from aggregation.errors import AggregationError
 
 FORMAT = "geo-rebalancer.snapshot/1"
 MANIFEST_NAME = "_manifest.json"

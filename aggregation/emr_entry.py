@@ -4,7 +4,7 @@ Reads the ingest stream through the runtime's bundled Kinesis connector (format
 ``aws-kinesis``, from awslabs/spark-sql-kinesis-connector; on EMR Serverless add
 ``--jars /usr/share/aws/kinesis/spark-sql-kinesis/lib/spark-streaming-sql-kinesis-connector.jar``
 to ``sparkSubmitParameters``), checkpoints to S3, and runs the shared transforms through
-:func:`glue_jobs.batch.start_streaming`: one query, so one reader per shard, whose foreachBatch
+:func:`aggregation.batch.start_streaming`: one query, so one reader per shard, whose foreachBatch
 caches the micro-batch and writes both the quarantine and the snapshots (the connector's README, "Avoid race
 conditions": https://github.com/awslabs/spark-sql-kinesis-connector). Entry-point arguments::
 
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from glue_jobs.batch import start_streaming
-from glue_jobs.quadkey_counts import config_from_args, parse_duration
+from aggregation.batch import start_streaming
+from aggregation.quadkey_counts import config_from_args, parse_duration
 
 #: The bundled connector's format name and its record columns (data binary, streamName,
 #: partitionKey, sequenceNumber, approximateArrivalTimestamp).

@@ -1,4 +1,4 @@
-"""Tests for glue_jobs.quadkey_counts: the batch runner, its summary, and CLI argument errors."""
+"""Tests for aggregation.quadkey_counts: the batch runner, its summary, and CLI argument errors."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from glue_jobs import transform as T
-from glue_jobs.batch import JobConfig
-from glue_jobs.quadkey_counts import build_parser, config_from_args, format_summary, main, parse_duration, run_batch
-from glue_jobs.snapshot import LocalStorage, read_snapshot
+from aggregation.batch import JobConfig
+from aggregation.quadkey_counts import build_parser, config_from_args, format_summary, main, parse_duration, run_batch
+from aggregation.snapshot import LocalStorage, read_snapshot
+from aggregation.transform import RollupSpec, WindowSpec
 from partitioner.geo import tiles
 from partitioner.load.read import read_snapshot_rows
 
@@ -24,8 +24,8 @@ def test_run_batch_writes_snapshots_quarantine_and_a_summary(spark, tmp_path: Pa
     costs = tmp_path / "costs.csv"
     times_square = tiles.quadkey(tiles.tile(-73.9855, 40.7580, 10))
     costs.write_text(f"quadkey,rate\n{times_square},2.0\n")
-    cfg = JobConfig(out=str(tmp_path / "out"), window=T.WindowSpec("60 seconds"),
-                    rollup=T.RollupSpec(grid_zoom=10, zoom=15, refine_events=2), costs=str(costs))
+    cfg = JobConfig(out=str(tmp_path / "out"), window=WindowSpec("60 seconds"),
+                    rollup=RollupSpec(grid_zoom=10, zoom=15, refine_events=2), costs=str(costs))
     # WHEN the batch runs twice (a retry of batch 0)
     first = run_batch(spark, str(SAMPLE), cfg)
     again = run_batch(spark, str(SAMPLE), cfg)
@@ -78,5 +78,5 @@ def test_durations_and_config_parse() -> None:
     assert parse_duration("500ms", "--trigger") == "500 milliseconds"
     assert parse_duration("2 minutes", "--watermark") == "2 minutes"
     cfg = config_from_args(build_parser().parse_args(["--events", "x", "--out", "o", "--zoom", "16", "--slide", "30s"]))
-    assert cfg.rollup == T.RollupSpec(12, 16, 500)
-    assert cfg.window == T.WindowSpec("60 seconds", "30 seconds", "2 minutes")
+    assert cfg.rollup == RollupSpec(12, 16, 500)
+    assert cfg.window == WindowSpec("60 seconds", "30 seconds", "2 minutes")

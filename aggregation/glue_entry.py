@@ -3,7 +3,7 @@
 Glue-specific code is kept to :func:`main` (``awsglue`` only exists inside Glue); everything it
 calls is the shared, tested code: :func:`glue_records` maps Glue's Kinesis frame to ``value,
 source`` records, :func:`glue_batch_function` returns the one foreachBatch body
-(:func:`glue_jobs.batch.stream_batch_fn`: quarantine + windows + snapshots). The stream is read by one
+(:func:`aggregation.batch.stream_batch_fn`: quarantine + windows + snapshots). The stream is read by one
 ``glueContext.forEachBatch`` over the source frame, Glue's documented streaming entry point
 (https://docs.aws.amazon.com/glue/latest/dg/glue-streaming-concepts.html), so each shard has one reader.
 
@@ -17,7 +17,7 @@ with ``addRecordTimestamp``), not the record text
 (https://docs.aws.amazon.com/glue/latest/dg/aws-glue-programming-etl-connect-kinesis-home.html, "Kinesis connection
 option reference": ``schema``, ``inferSchema``, ``addRecordTimestamp``). :data:`GLUE_EVENT_SCHEMA` declares the
 event fields (``ts`` as text: epoch milliseconds or ISO-8601; ``lat``/``lon`` as numbers) and :func:`glue_records`
-rebuilds each event's JSON from them, so the shared validation (:func:`glue_jobs.transform.classify_events`)
+rebuilds each event's JSON from them, so the shared validation (:func:`aggregation.events.classify_events`)
 judges it as on EMR. What Glue cannot hand over is the text of a record that is not a JSON object: it arrives
 with every field null and is quarantined as ``missing_field`` with the rebuilt ``{}`` as its ``raw``. (awsglue is
 not installable outside Glue: :func:`main` is not run here; :func:`glue_kinesis_options` and :func:`glue_records`
@@ -32,9 +32,9 @@ from collections.abc import Callable, Mapping
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from glue_jobs import transform as T
-from glue_jobs.batch import JobConfig, stream_batch_fn
-from glue_jobs.quadkey_counts import parse_duration
+from aggregation.batch import JobConfig, stream_batch_fn
+from aggregation.quadkey_counts import parse_duration
+from aggregation.transform import RollupSpec, WindowSpec, check_rollup
 
 DEFAULTS: Mapping[str, str] = {
     "quarantine": "", "costs": "", "zoom": "18", "grid_zoom": "12", "refine_events": "500",
@@ -84,9 +84,9 @@ def config_from_job_args(args: Mapping[str, str]) -> JobConfig:
             ints[key] = int(merged[key])
         except ValueError:
             raise ValueError(f"Glue job argument --{key} must be an integer, got {merged[key]!r}") from None
-    rollup = T.check_rollup(T.RollupSpec(ints["grid_zoom"], ints["zoom"], ints["refine_events"]))
-    window = T.WindowSpec(parse_duration(merged["window"], "--window"), None,
-                          parse_duration(merged["watermark"], "--watermark"))
+    rollup = check_rollup(RollupSpec(ints["grid_zoom"], ints["zoom"], ints["refine_events"]))
+    window = WindowSpec(parse_duration(merged["window"], "--window"), None,
+                        parse_duration(merged["watermark"], "--watermark"))
     return JobConfig(out=merged["snapshots"], quarantine=merged["quarantine"] or None, window=window,
                      rollup=rollup, costs=merged["costs"] or None)
 

@@ -1,7 +1,7 @@
 """Event-time windows kept across micro-batches of the single streaming query (one Kinesis read per batch).
 
 The job reads each source with **one** streaming query whose foreachBatch writes the quarantine and the
-snapshots (:func:`glue_jobs.batch.stream_batch_fn`). A stateful Spark aggregation would need a second query
+snapshots (:func:`aggregation.batch.stream_batch_fn`). A stateful Spark aggregation would need a second query
 on the same stream (its foreachBatch only sees aggregated rows, not the bad records), i.e. a second reader
 per shard: twice the GetRecords calls against the 5 reads/s and 2 MB/s per shard shared by every consumer
 (https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html), and two checkpoints. The
@@ -39,8 +39,8 @@ from typing import Any, NamedTuple
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from glue_jobs.errors import AggregationError
-from glue_jobs.snapshot import storage_for
+from aggregation.errors import AggregationError
+from aggregation.snapshot import storage_for
 
 STATE_FORMAT = "geo-rebalancer.window-state/1"
 STATE_KEY = "_state.json"

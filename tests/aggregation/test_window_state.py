@@ -1,4 +1,4 @@
-"""Tests for glue_jobs.window_state: append-mode windows kept across micro-batches of the one query."""
+"""Tests for aggregation.window_state: append-mode windows kept across micro-batches of the one query."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from glue_jobs import transform as T
-from glue_jobs.batch import JobConfig, stream_batch_fn
-from glue_jobs.window_state import STATE_KEY, WindowStateError, WindowStore, interval_ms
+from aggregation.batch import JobConfig, stream_batch_fn
+from aggregation.events import classify_events, valid_events
+from aggregation.transform import RollupSpec, WindowSpec, aggregate_cells
+from aggregation.window_state import STATE_KEY, WindowStateError, WindowStore, interval_ms
 
 pytestmark = pytest.mark.spark
 
 BASE = 1_700_000_040  # a multiple of 60 s
-SLIDING = T.WindowSpec("60 seconds", "30 seconds", "45 seconds")
+SLIDING = WindowSpec("60 seconds", "30 seconds", "45 seconds")
 SCHEMA = "value string, source string"
 
 
@@ -24,10 +25,10 @@ def _event(i: int, t: float, lon: float = 13.4, lat: float = 52.5) -> tuple[str,
     return json.dumps(body), f"test/{i}"
 
 
-def _fine(spark, records: list[tuple[str, str]], window: T.WindowSpec):
-    valid = T.valid_events(T.classify_events(spark.createDataFrame(records, SCHEMA)))
+def _fine(spark, records: list[tuple[str, str]], window: WindowSpec):
+    valid = valid_events(classify_events(spark.createDataFrame(records, SCHEMA)))
     stats = valid.agg(F.max(F.unix_millis("ts"))).first()
-    return T.aggregate_cells(valid, window, 14), stats[0] if stats else None
+    return aggregate_cells(valid, window, 14), stats[0] if stats else None
 
 
 def _rows(df) -> set[tuple]:
@@ -62,8 +63,8 @@ def test_windows_merged_over_batches_equal_one_batch_aggregation(spark, tmp_path
 
 def test_a_retried_batch_starts_from_the_same_state_and_rewrites_nothing(spark, tmp_path: Path) -> None:
     # GIVEN the job's batch function and two batches, the second closing the first's window
-    cfg = JobConfig(out=str(tmp_path / "out"), window=T.WindowSpec("60 seconds", None, "60 seconds"),
-                    rollup=T.RollupSpec(grid_zoom=10, zoom=14, refine_events=5))
+    cfg = JobConfig(out=str(tmp_path / "out"), window=WindowSpec("60 seconds", None, "60 seconds"),
+                    rollup=RollupSpec(grid_zoom=10, zoom=14, refine_events=5))
     lines: list[str] = []
     on_batch = stream_batch_fn(cfg, str(tmp_path / "ckpt" / "windows"), lines.append)
     first = spark.createDataFrame([_event(i, BASE + i) for i in range(3)], SCHEMA)

@@ -2,13 +2,13 @@
 
 Batch (backfills, the embedded default)::
 
-    python -m glue_jobs.quadkey_counts --events 'data/*.jsonl' --zoom 18 --out out/ \\
+    python -m aggregation.quadkey_counts --events 'data/*.jsonl' --zoom 18 --out out/ \\
         [--grid-zoom 12] [--window 60s] [--slide 30s] [--refine-events 500] [--costs FILE] \\
         [--quarantine DIR_OR_S3URI]
 
 Streaming (Spark 4 only; the local loop runs this against moto server)::
 
-    python -m glue_jobs.quadkey_counts --kinesis-stream NAME --endpoint-url http://127.0.0.1:5000 \\
+    python -m aggregation.quadkey_counts --kinesis-stream NAME --endpoint-url http://127.0.0.1:5000 \\
         --out s3://snapshots-bucket [--trigger 5s] [--checkpoint DIR] [--watermark 2m] ...
 
 Streaming prints one line per written snapshot / quarantine batch and per progress tick on
@@ -33,8 +33,7 @@ from typing import NamedTuple
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from glue_jobs import transform as T
-from glue_jobs.batch import (
+from aggregation.batch import (
     BatchReport,
     JobConfig,
     progress_line,
@@ -44,8 +43,10 @@ from glue_jobs.batch import (
     write_quarantine_batch,
     write_snapshot_batch,
 )
-from glue_jobs.snapshot import storage_for
-from glue_jobs.window_state import interval_ms
+from aggregation.events import classify_events, valid_events
+from aggregation.snapshot import storage_for
+from aggregation.transform import RollupSpec, WindowSpec, aggregate_cells, check_rollup
+from aggregation.window_state import interval_ms
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
 _UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -116,11 +117,11 @@ def run_batch(spark: SparkSession, events: str, cfg: JobConfig, batch_id: int = 
         nothing (idempotent).
     """
     _check_input(events)
-    classified = T.classify_events(read_json_lines(spark, events)).persist()
+    classified = classify_events(read_json_lines(spark, events)).persist()
     try:
         counts, uris = write_quarantine_batch(classified, batch_id, storage_for(cfg.quarantine or cfg.out))
-        valid = T.valid_events(classified)
-        fine = T.aggregate_cells(valid, cfg.window, cfg.rollup.zoom).persist()
+        valid = valid_events(classified)
+        fine = aggregate_cells(valid, cfg.window, cfg.rollup.zoom).persist()
         rates = read_cost_rates(cfg.costs) if cfg.costs else {}
         rates_df, zooms = rates_frame(spark, rates)
         snaps = write_snapshot_batch(fine, batch_id, storage_for(cfg.out), cfg.rollup, rates_df, zooms,
@@ -161,7 +162,7 @@ def format_summary(s: BatchSummary) -> str:
 
 def kinesis_stream(spark: SparkSession, stream_name: str, endpoint_url: str | None, region: str | None) -> DataFrame:
     """Streaming ``value, source`` records of a Kinesis stream through the ``geo_kinesis`` Python source."""
-    from glue_jobs.kinesis_source import register
+    from aggregation.kinesis_source import register
 
     register(spark)
     reader = spark.readStream.format("geo_kinesis").option("stream_name", stream_name)
@@ -233,7 +234,7 @@ def run_stream(spark: SparkSession, stream_name: str, cfg: JobConfig, *, endpoin
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m glue_jobs.quadkey_counts", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m aggregation.quadkey_counts", description=__doc__.split("\n")[0])
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--events", help="JSON-lines events: file, directory or glob (batch mode)")
     src.add_argument("--kinesis-stream", help="Kinesis stream name (streaming mode, Spark 4)")
@@ -259,10 +260,10 @@ def config_from_args(args: argparse.Namespace, *, out: str | None = None) -> Job
     ``out`` is the snapshot root when the entry point names it another way (the EMR
     entry's ``--snapshots``); by default ``args.out``.
     """
-    rollup = T.check_rollup(T.RollupSpec(args.grid_zoom, args.zoom, args.refine_events))
-    window = T.WindowSpec(parse_duration(args.window, "--window"),
-                          parse_duration(args.slide, "--slide") if args.slide else None,
-                          parse_duration(args.watermark, "--watermark"))
+    rollup = check_rollup(RollupSpec(args.grid_zoom, args.zoom, args.refine_events))
+    window = WindowSpec(parse_duration(args.window, "--window"),
+                        parse_duration(args.slide, "--slide") if args.slide else None,
+                        parse_duration(args.watermark, "--watermark"))
     return JobConfig(out=out if out is not None else args.out, quarantine=args.quarantine, window=window, rollup=rollup,
                      costs=args.costs)
 

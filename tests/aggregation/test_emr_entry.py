@@ -1,4 +1,4 @@
-"""Tests for glue_jobs.emr_entry: connector options, record mapping and argument handling."""
+"""Tests for aggregation.emr_entry: connector options, record mapping and argument handling."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from glue_jobs import transform as T
-from glue_jobs.emr_entry import CONNECTOR_FORMAT, build_parser, config_from_args, connector_options, connector_records
+from aggregation.emr_entry import CONNECTOR_FORMAT, build_parser, config_from_args, connector_options, connector_records
+from aggregation.events import classify_events
 
 pytestmark = pytest.mark.spark
 
@@ -33,7 +33,7 @@ def test_connector_rows_become_value_and_source_records(spark) -> None:
     row = connector_records(df).first()
     # THEN the record text and a stream/key/sequence source come out, ready for classify_events
     assert (row["value"], row["source"]) == ('{"event_id": "e"}', "ingest/pk=u1/4960")
-    assert T.classify_events(connector_records(df)).first()["reason"].startswith("missing_field: entity_id")
+    assert classify_events(connector_records(df)).first()["reason"].startswith("missing_field: entity_id")
 
 
 def test_arguments_build_the_job_config() -> None:

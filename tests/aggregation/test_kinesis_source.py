@@ -1,4 +1,4 @@
-"""Tests for glue_jobs.kinesis_source and the streaming CLI mode, against a moto server on 127.0.0.1.
+"""Tests for aggregation.kinesis_source and the streaming CLI mode, against a moto server on 127.0.0.1.
 
 Spark 4 only (Python data source API); needs boto3 and moto (absent from the Spark 3.5 venv).
 """
@@ -22,8 +22,8 @@ if int(pyspark.__version__.split(".")[0]) < 4:
 boto3 = pytest.importorskip("boto3")
 pytest.importorskip("moto.server")
 
-from glue_jobs.kinesis_source import KinesisStreamReader  # noqa: E402
-from glue_jobs.snapshot import read_snapshot, storage_for  # noqa: E402
+from aggregation.kinesis_source import KinesisStreamReader  # noqa: E402
+from aggregation.snapshot import read_snapshot, storage_for  # noqa: E402
 from local.aws import SerialMotoServer  # noqa: E402
 from partitioner.load.read import read_snapshot_rows  # noqa: E402
 
@@ -103,7 +103,7 @@ def test_streaming_cli_from_kinesis_to_s3_in_moto_and_clean_sigterm(moto_endpoin
     s3.create_bucket(Bucket="snapshots")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
            "AWS_DEFAULT_REGION": "us-east-1", "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "glue_jobs.quadkey_counts", "--kinesis-stream", "ingest-cli",
+    cmd = [sys.executable, "-m", "aggregation.quadkey_counts", "--kinesis-stream", "ingest-cli",
            "--endpoint-url", moto_endpoint, "--out", "s3://snapshots", "--trigger", "1s", "--window", "10s",
            "--watermark", "5s", "--grid-zoom", "10", "--zoom", "16", "--refine-events", "10",
            "--checkpoint", str(tmp_path / "ckpt")]

@@ -7,7 +7,7 @@ One streaming query reads each source once (CONTRACTS.md "Aggregation job detail
   ``quarantine/batch=<id>/``);
 * **windows**: valid events -> quadkey at ``zoom`` -> event-time window counts, merged into the open
   windows kept across batches with Spark's append-mode watermark rules
-  (:class:`~glue_jobs.window_state.WindowStore`: each window emitted once, when final) ->
+  (:class:`~aggregation.window_state.WindowStore`: each window emitted once, when final) ->
   :func:`write_snapshot_batch` (cost join, quadtree rollup, data files, manifest last).
 
 Checkpoint root: the query's offsets under ``<checkpoint>/events``, the open windows under
@@ -32,8 +32,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from glue_jobs import transform as T
-from glue_jobs.snapshot import (
+from aggregation.events import classify_events, quarantine_records, valid_events
+from aggregation.snapshot import (
     QuarantineRecord,
     SnapshotMeta,
     SnapshotResult,
@@ -43,7 +43,8 @@ from glue_jobs.snapshot import (
     write_quarantine,
     write_snapshot,
 )
-from glue_jobs.window_state import WindowStore
+from aggregation.transform import RollupSpec, WindowSpec, aggregate_cells, rollup_quadtree, with_cost
+from aggregation.window_state import WindowStore
 from partitioner.geo.tiles import parse_quadkey
 
 
@@ -68,8 +69,8 @@ class JobConfig:
 
     out: str
     quarantine: str | None = None
-    window: T.WindowSpec = field(default_factory=T.WindowSpec)
-    rollup: T.RollupSpec = field(default_factory=T.RollupSpec)
+    window: WindowSpec = field(default_factory=WindowSpec)
+    rollup: RollupSpec = field(default_factory=RollupSpec)
     costs: str | None = None
     rows_per_file: int = 500_000
 
@@ -192,7 +193,7 @@ def rates_frame(spark: SparkSession, rates: Mapping[str, float]) -> tuple[DataFr
 # ---------------------------------------------------------------------------
 
 
-def write_snapshot_batch(fine: DataFrame, batch_id: int, storage: Storage, rollup: T.RollupSpec,
+def write_snapshot_batch(fine: DataFrame, batch_id: int, storage: Storage, rollup: RollupSpec,
                          rates: DataFrame | None = None, rate_zooms: tuple[int, ...] = (),
                          rows_per_file: int = 500_000) -> tuple[SnapshotResult, ...]:
     """Write one snapshot per window present in ``fine`` (windowed fine-cell counts).
@@ -214,7 +215,7 @@ def write_snapshot_batch(fine: DataFrame, batch_id: int, storage: Storage, rollu
     tuple of SnapshotResult
         One per window, in window order.
     """
-    rows = T.rollup_quadtree(T.with_cost(fine, rates, rate_zooms), rollup)
+    rows = rollup_quadtree(with_cost(fine, rates, rate_zooms), rollup)
     ordered = rows.orderBy("window_start", "window_end", "quadkey").select(
         F.expr("unix_micros(window_start)").alias("start_us"), F.expr("unix_micros(window_end)").alias("end_us"),
         "quadkey", "events", "cost")
@@ -233,7 +234,7 @@ def _utc(micros: int) -> datetime:
 
 def write_quarantine_batch(classified: DataFrame, batch_id: int, storage: Storage) -> tuple[dict[str, int], tuple[str, ...]]:
     """Write the quarantined rows of ``classified`` (see classify_events); return counts per code and URIs."""
-    bad = T.quarantine_records(classified).orderBy("source", "raw")
+    bad = quarantine_records(classified).orderBy("source", "raw")
     counts: dict[str, int] = {}
 
     def records() -> Iterable[QuarantineRecord]:
@@ -265,7 +266,7 @@ def stream_batch_fn(cfg: JobConfig, state_root: str,
     ----------
     cfg : JobConfig
     state_root : str
-        Where the open windows live between micro-batches (:class:`~glue_jobs.window_state.WindowStore`):
+        Where the open windows live between micro-batches (:class:`~aggregation.window_state.WindowStore`):
         under the query's checkpoint root, so both are kept or discarded together.
     progress : callable
         Receives the human lines (one per quarantine write, per snapshot, and one per batch).
@@ -273,7 +274,7 @@ def stream_batch_fn(cfg: JobConfig, state_root: str,
     Notes
     -----
     The micro-batch (``value, source`` records) is classified once and cached, so the source is read once
-    per batch however many writes follow (the Kinesis connector's advice, see :mod:`glue_jobs.window_state`).
+    per batch however many writes follow (the Kinesis connector's advice, see :mod:`aggregation.window_state`).
     Cost rates are re-read from ``cfg.costs`` at every batch that closes a window (workers keep reporting).
     """
     snapshots = storage_for(cfg.out)
@@ -288,16 +289,16 @@ def stream_batch_fn(cfg: JobConfig, state_root: str,
                      f"{' (unchanged retry, skipped)' if r.skipped else ''}")
 
     def on_batch(raw_batch: DataFrame, batch_id: int) -> None:
-        classified = T.classify_events(raw_batch).persist()
+        classified = classify_events(raw_batch).persist()
         try:
             counts, uris = write_quarantine_batch(classified, batch_id, quarantine)
             if counts:
                 progress(f"[aggregation] batch={batch_id} quarantined={dict(sorted(counts.items()))} "
                          f"-> {', '.join(uris)}")
-            valid = T.valid_events(classified)
+            valid = valid_events(classified)
             stats = valid.agg(F.count(F.lit(1)), F.max(F.unix_millis("ts"))).first()
             n_valid, max_ms = (int(stats[0]), stats[1]) if stats is not None else (0, None)
-            fine = T.aggregate_cells(valid, cfg.window, cfg.rollup.zoom)
+            fine = aggregate_cells(valid, cfg.window, cfg.rollup.zoom)
             step = windows.advance(classified.sparkSession, fine, max_ms, batch_id,
                                    lambda final: emit(final, batch_id))
         finally:
@@ -352,7 +353,7 @@ def progress_line(query: StreamingQuery) -> str | None:
     """A one-line summary of the query's last progress (input rows, rate, batch duration), or None.
 
     Late drops and the watermark are in the per-batch line of :func:`stream_batch_fn` (the query holds no
-    Spark state operator: the windows live in :class:`~glue_jobs.window_state.WindowStore`).
+    Spark state operator: the windows live in :class:`~aggregation.window_state.WindowStore`).
     """
     p = query.lastProgress
     if not p:

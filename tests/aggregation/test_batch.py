@@ -1,4 +1,4 @@
-"""Tests for glue_jobs.batch: streaming windows + watermark end to end, foreachBatch bodies, cost rates."""
+"""Tests for aggregation.batch: streaming windows + watermark end to end, foreachBatch bodies, cost rates."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from glue_jobs import transform as T
-from glue_jobs.batch import JobConfig, parse_cost_rates, read_cost_rates, start_streaming
-from glue_jobs.snapshot import LocalStorage, read_snapshot
+from aggregation.batch import JobConfig, parse_cost_rates, read_cost_rates, start_streaming
+from aggregation.snapshot import LocalStorage, read_snapshot
+from aggregation.transform import RollupSpec, WindowSpec
 from partitioner.load.read import read_snapshot_rows
 
 pytestmark = pytest.mark.spark
@@ -52,8 +52,8 @@ def test_streaming_windows_watermark_late_data_and_quarantine(spark, tmp_path: P
     # GIVEN a directory source and 60 s tumbling windows with a 60 s watermark
     inbox, out, ckpt = tmp_path / "inbox", tmp_path / "out", tmp_path / "ckpt"
     inbox.mkdir()
-    cfg = JobConfig(out=str(out), window=T.WindowSpec("60 seconds", None, "60 seconds"),
-                    rollup=T.RollupSpec(grid_zoom=10, zoom=14, refine_events=5))
+    cfg = JobConfig(out=str(out), window=WindowSpec("60 seconds", None, "60 seconds"),
+                    rollup=RollupSpec(grid_zoom=10, zoom=14, refine_events=5))
     # first file: 10 events in window [0, 60) and one at 130 s (watermark -> 70 s)
     (inbox / "a.jsonl").write_text("\n".join([_event(i, BASE + 5 * i) for i in range(10)]
                                              + [_event(10, BASE + 130)]) + "\n")
@@ -87,8 +87,8 @@ def test_one_streaming_query_reads_the_source_and_writes_quarantine_and_snapshot
     # GIVEN a directory source (one source) and a running job with a processing-time trigger
     inbox, out, quarantine, ckpt = tmp_path / "inbox", tmp_path / "out", tmp_path / "quarantine", tmp_path / "ckpt"
     inbox.mkdir()
-    cfg = JobConfig(out=str(out), quarantine=str(quarantine), window=T.WindowSpec("60 seconds", None, "60 seconds"),
-                    rollup=T.RollupSpec(grid_zoom=10, zoom=14, refine_events=5))
+    cfg = JobConfig(out=str(out), quarantine=str(quarantine), window=WindowSpec("60 seconds", None, "60 seconds"),
+                    rollup=RollupSpec(grid_zoom=10, zoom=14, refine_events=5))
     raw = spark.readStream.text(str(inbox)).select("value", F.input_file_name().alias("source"))
     lines: list[str] = []
     before = {q.id for q in spark.streams.active}

@@ -1,0 +1,187 @@
+"""Event validation and quarantine as Spark column expressions (no paths, no sessions, no I/O).
+
+The Spark side of the event rules of CONTRACTS.md "Events" (the limits, required fields and reason codes live
+in :mod:`partitioner.contracts`; :mod:`partitioner.load.events` applies the same rules to single records in the
+router and the workers, and ``tests/events/event_rules.json`` holds both to one table)::
+
+    raw (value, source)
+      -> classify_events      one row per record, typed fields + ``reason`` (null = valid)
+      -> valid_events         the events the aggregation counts
+      -> quarantine_records   the rest, shaped as CONTRACTS.md quarantine records
+
+Nothing here can raise on bad data, on Spark 3.5 or 4.0, with ANSI mode on or off: bad data becomes a
+quarantine reason instead.
+
+Notes
+-----
+Reason codes, first failing check wins:
+``unparsable_json``, ``not_an_object``, ``missing_field`` (absent, JSON null or empty id),
+``bad_type`` (lat/lon not a JSON number; an id given as an object or array),
+``nan``, ``lat_out_of_range``, ``lon_out_of_range``, ``bad_timestamp``. Ids given as JSON
+numbers are accepted as their JSON text. ``ts`` is epoch milliseconds (a JSON number, or a
+string of digits) in [0, 253402300799999], or an ISO-8601 date-time string
+(``YYYY-MM-DDTHH:MM[:SS[.fff]]`` with ``Z`` or an offset; without one it is read in the
+session time zone, which every entry point sets to UTC). A document with trailing bytes
+after the first JSON value is read as that value (Spark's JSON reader stops there).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+# Points between tiles.MAX_LAT and EVENT_LAT_LIMIT are valid; the quadkey expressions clamp them.
+from partitioner.contracts import (
+    EVENT_LAT_LIMIT,
+    EVENT_LON_LIMIT,
+    ISO_DATETIME_PREFIX,
+    MAX_EPOCH_MS,
+    MAX_PARTITION_KEY,
+    REQUIRED_FIELDS,
+)
+
+_TEXT_SCHEMA = (
+    "struct<event_id:string, entity_id:string, ts:string, lat:string, lon:string, _corrupt_record:string>"
+)
+_TYPED_SCHEMA = "struct<lat:double, lon:double>"
+_JSON_SCALAR = r'^(-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?|true|false|null|"([^"\\]|\\.)*")$'
+_EPOCH_NUMBER = r"^-?[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?$"
+
+#: Columns of :func:`classify_events` output besides the raw ones.
+EVENT_COLUMNS: tuple[str, ...] = ("event_id", "entity_id", "ts", "lat", "lon", "source")
+
+
+def classify_events(raw: DataFrame, value_col: str = "value", source_col: str = "source") -> DataFrame:
+    """Parse raw JSON records and attach a quarantine reason to the bad ones.
+
+    Parameters
+    ----------
+    raw : DataFrame
+        One record per row: ``value_col`` (the record text) and ``source_col`` (where it came
+        from: ``file:line`` or ``stream/shard/sequence``).
+    value_col, source_col : str
+        Column names in ``raw``.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``raw`` (string), ``source``, ``event_id``, ``entity_id``, ``ts`` (timestamp),
+        ``lat``, ``lon`` (double) and ``reason`` (string ``"<code>: <detail>"``, null when the
+        event is valid). Typed fields are null on quarantined rows.
+    """
+    value = F.col(value_col).cast("string")
+    parsed = raw.select(
+        value.alias("raw"),
+        F.col(source_col).cast("string").alias("source"),
+        F.from_json(value, _TEXT_SCHEMA).alias("_t"),
+        F.from_json(value, _TYPED_SCHEMA).alias("_n"),
+    )
+    text = {f: F.col(f"_t.{f}") for f in REQUIRED_FIELDS}
+    lat, lon = F.col("_n.lat"), F.col("_n.lon")
+    ts = _timestamp_of(text["ts"])
+    reason = _reason(F.col("raw"), F.col("_t"), text, lat, lon, ts)
+    return parsed.select(
+        "raw",
+        "source",
+        F.when(reason.isNull(), text["event_id"]).alias("event_id"),
+        F.when(reason.isNull(), text["entity_id"]).alias("entity_id"),
+        F.when(reason.isNull(), ts).alias("ts"),
+        F.when(reason.isNull(), lat).alias("lat"),
+        F.when(reason.isNull(), lon).alias("lon"),
+        reason.alias("reason"),
+    )
+
+
+def valid_events(classified: DataFrame) -> DataFrame:
+    """Rows of :func:`classify_events` without a reason: ``event_id, entity_id, ts, lat, lon, source``."""
+    return classified.where(F.col("reason").isNull()).select(*EVENT_COLUMNS)
+
+
+def quarantine_records(classified: DataFrame, quarantined_at: Column | None = None) -> DataFrame:
+    """Rows of :func:`classify_events` with a reason, shaped as CONTRACTS.md quarantine records.
+
+    Parameters
+    ----------
+    classified : DataFrame
+        Output of :func:`classify_events`.
+    quarantined_at : Column, optional
+        ISO timestamp string column; defaults to the batch's ``current_timestamp()`` in UTC.
+
+    Returns
+    -------
+    DataFrame
+        ``reason, raw, source, quarantined_at`` (all strings) plus ``code`` (the reason code).
+    """
+    at = quarantined_at if quarantined_at is not None else F.date_format(
+        F.current_timestamp(), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
+    return classified.where(F.col("reason").isNotNull()).select(
+        "reason",
+        "raw",
+        "source",
+        at.alias("quarantined_at"),
+        F.substring_index("reason", ":", 1).alias("code"),
+    )
+
+
+def _timestamp_of(text: Column) -> Column:
+    """Timestamp of a ``ts`` field text (epoch ms or ISO-8601), null when it is neither."""
+    trimmed = F.trim(text)
+    is_number = trimmed.rlike(_EPOCH_NUMBER)
+    millis = F.when(is_number, trimmed.cast("double"))
+    in_range = (millis >= 0) & (millis <= MAX_EPOCH_MS)
+    from_millis = F.when(is_number & in_range, F.timestamp_millis(F.floor(millis).cast("long")))
+    iso = F.when(~is_number & trimmed.rlike(ISO_DATETIME_PREFIX), F.try_to_timestamp(trimmed))
+    return F.coalesce(from_millis, iso)
+
+
+def _reason(raw: Column, t: Column, text: dict[str, Column], lat: Column, lon: Column, ts: Column) -> Column:
+    trimmed = F.trim(raw)
+    corrupt = t.isNull() | t["_corrupt_record"].isNotNull()
+    is_array = trimmed.startswith("[") & F.from_json(trimmed, "array<string>").isNotNull()
+    not_object = is_array | trimmed.rlike(_JSON_SCALAR)
+    checks: list[tuple[Column, Column]] = [
+        (raw.isNull() | (trimmed == ""), F.lit("unparsable_json: record is empty")),
+        (corrupt & not_object, F.concat(F.lit("not_an_object: record is a JSON "),
+                                        F.when(is_array, F.lit("array")).otherwise(F.lit("scalar")),
+                                        F.lit(", not an object: "), _clip(trimmed))),
+        (corrupt, F.concat(F.lit("unparsable_json: not valid JSON: "), _clip(trimmed))),
+    ]
+    for field in REQUIRED_FIELDS:
+        value = text[field]
+        empty_id = F.lit(False) if field in ("ts", "lat", "lon") else (value == "")
+        checks.append((value.isNull() | empty_id,
+                       F.lit(f"missing_field: {field} is missing, null or empty")))
+    for field in ("event_id", "entity_id"):
+        value = text[field]
+        checks.append((value.startswith("{") | value.startswith("["),
+                       F.format_string(f"bad_type: {field} must be a string, got %s", _clip(value))))
+    checks.append((F.length(text["entity_id"]) > MAX_PARTITION_KEY,
+                   F.format_string(f"bad_type: entity_id longer than {MAX_PARTITION_KEY} characters (a Kinesis "
+                                   "partition key): %s", _clip(text["entity_id"]))))
+    for field, typed in (("lat", lat), ("lon", lon)):
+        checks.append((typed.isNull(),
+                       F.format_string(f"bad_type: {field} must be a JSON number, got %s", _quoted(text[field]))))
+    for field, typed in (("lat", lat), ("lon", lon)):
+        checks.append((F.isnan(typed), F.lit(f"nan: {field} is NaN")))
+    checks.append(((lat < -EVENT_LAT_LIMIT) | (lat > EVENT_LAT_LIMIT),
+                   F.format_string(f"lat_out_of_range: lat=%s is outside [-{EVENT_LAT_LIMIT}, {EVENT_LAT_LIMIT}]",
+                                   text["lat"])))
+    checks.append(((lon < -EVENT_LON_LIMIT) | (lon > EVENT_LON_LIMIT),
+                   F.format_string(f"lon_out_of_range: lon=%s is outside [-{EVENT_LON_LIMIT:g}, {EVENT_LON_LIMIT:g}]",
+                                   text["lon"])))
+    checks.append((ts.isNull(), F.format_string(
+        "bad_timestamp: ts=%s is neither epoch milliseconds in [0, %s] nor an ISO-8601 date-time",
+        _quoted(text["ts"]), F.lit(str(MAX_EPOCH_MS)))))
+    out = F.when(checks[0][0], checks[0][1])
+    for cond, msg in checks[1:]:
+        out = out.when(cond, msg)
+    return out
+
+
+def _clip(text: Column, limit: int = 120) -> Column:
+    """At most ``limit`` characters of ``text`` (quarantine details stay readable)."""
+    return F.when(F.length(text) > limit, F.concat(F.substring(text, 1, limit), F.lit("..."))).otherwise(text)
+
+
+def _quoted(text: Column) -> Column:
+    return F.concat(F.lit("'"), _clip(text), F.lit("'"))

@@ -1,7 +1,0 @@
-"""The one exception base of the aggregation job: every error this package raises is a ``AggregationError``."""
-
-from __future__ import annotations
-
-
-class AggregationError(Exception):
-    """Base of every exception raised by ``glue_jobs``."""
