@@ -53,7 +53,8 @@ def targets(n: int) -> tuple[float, float]:
 
 def write_window(s3: Any, n: int, end: datetime, batch: int, noise: float) -> str:
     """Write an ``n``-cell snapshot ending at ``end``; return its manifest key."""
-    from glue_jobs.snapshot import S3Storage, SnapshotMeta, SnapshotRow, write_snapshot
+    from glue_jobs.snapshot import S3Storage, SnapshotMeta, write_snapshot
+    from partitioner.contracts.snapshot import SnapshotRow
     from partitioner.tiles import arrays_to_quadkeys
 
     rng = np.random.default_rng(3)

@@ -73,7 +73,8 @@ from geo_service.slots import Slot, SlotFinder, SpecCache, handover_reading, old
 from geo_service.status import FINAL_STATES, Outcome, WorkerExited, WorkerState, WorkerStatus, default_owner
 from geo_service.timebase import SYSTEM, Task, Timebase
 from geo_service.transform import GeoTransform, load_transform, transform_for_region
-from partitioner.contracts import SwapMode, geo_stream_name
+from partitioner.contracts.plan import SwapMode
+from partitioner.contracts.stream import geo_stream_name
 from partitioner.spec import Spec
 
 __all__ = ["FINAL_STATES", "GeoWorker", "WorkerExited", "WorkerStatus", "default_owner"]

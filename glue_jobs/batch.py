@@ -33,17 +33,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from glue_jobs import transform as T
-from glue_jobs.snapshot import (
-    QuarantineRecord,
-    SnapshotMeta,
-    SnapshotResult,
-    SnapshotRow,
-    Storage,
-    storage_for,
-    write_quarantine,
-    write_snapshot,
-)
+from glue_jobs.snapshot import SnapshotMeta, SnapshotResult, Storage, storage_for, write_quarantine, write_snapshot
 from glue_jobs.window_state import WindowStore
+from partitioner.contracts.quarantine import QuarantineRecord
+from partitioner.contracts.snapshot import SnapshotRow
 from partitioner.tiles import parse_quadkey
 
 

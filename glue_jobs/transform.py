@@ -39,7 +39,7 @@ from pyspark.sql import functions as F
 
 # The event rules (limits, required fields, reason codes) live in partitioner.contracts; points between
 # tiles.MAX_LAT and EVENT_LAT_LIMIT are valid and clamp.
-from partitioner.contracts import (
+from partitioner.contracts.events import (
     EVENT_LAT_LIMIT,
     EVENT_LON_LIMIT,
     ISO_DATETIME_PREFIX,

@@ -39,7 +39,7 @@ from local.aws import EmbeddedAws
 from local.events import s3_object_created
 from local.faults import Reconcile
 from local.loops import LoopThread
-from partitioner.contracts import SwapMode
+from partitioner.contracts.plan import SwapMode
 
 HOOK_STAGES = ("POST_SCALE_UP", "POST_PRODUCTION_TRAFFIC_SHIFT")
 

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from local.errors import LocalRunError
-from partitioner.contracts import LEASE_KEY_ATTR, parse_lease_key
+from partitioner.contracts.lease import LEASE_KEY_ATTR, parse_lease_key
 
 FAULTS = ("worker-kill", "spark-kill", "deployer-crash", "snapshot-corrupt", "snapshot-dup", "stream-throttle",
           "hook-fail", "hook-timeout")

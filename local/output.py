@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from local.swaps import Processed
-from partitioner.contracts import parse_enriched_key
+from partitioner.contracts.enriched import parse_enriched_key
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,8 @@ from local.observe import ControlObserver
 from local.output import EnrichedReader
 from local.replay import Replayer
 from partitioner.aws_budget.calls import CallLog
-from partitioner.contracts import ControlKey, lease_key
+from partitioner.contracts.control import ControlKey
+from partitioner.contracts.lease import lease_key
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GRID_ZOOM = 12
@@ -445,7 +446,7 @@ def arm_data_faults(state: RunState, aws: EmbeddedAws, status: Any) -> None:
     from local.events import s3_object_created
     from local.faults import StreamThrottle
     from local.snapshot_faults import SnapshotCorrupt, SnapshotDup
-    from partitioner.contracts import geo_stream_prefix
+    from partitioner.contracts.stream import geo_stream_prefix
 
     cfg, notifier, bucket = state.config, state.notifier, SnapshotBucket(aws)
     assert notifier is not None

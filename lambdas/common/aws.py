@@ -24,17 +24,10 @@ from botocore.exceptions import ClientError
 
 from lambdas.common.config import LambdaConfig
 from lambdas.common.errors import LambdaError
-from partitioner.contracts import (
-    LEASE_KEY_ATTR,
-    LeaseRecord,
-    ShardRange,
-    StreamManifest,
-    SwapMode,
-    lease_key,
-    parse_lease_item,
-    spec_key,
-    stream_manifest_key,
-)
+from partitioner.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, lease_key
+from partitioner.contracts.plan import SwapMode
+from partitioner.contracts.spec_pointer import spec_key
+from partitioner.contracts.stream import ShardRange, StreamManifest, stream_manifest_key
 from partitioner.errors import SpecError
 from partitioner.spec import Spec, check, spec_from_json
 
@@ -209,7 +202,7 @@ class LeaseTable:
                 except ClientError as exc:
                     raise AdapterError(f"leases table {self.table!r}: batch get failed: {exc}") from exc
                 for raw in resp.get("Responses", {}).get(self.table, []):
-                    lease = parse_lease_item(raw)
+                    lease = LeaseRecord.from_raw(raw)
                     out[lease.worker_id] = lease
                 pending = resp.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
                 if pending:

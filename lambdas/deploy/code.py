@@ -29,9 +29,12 @@ from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from lambdas.common.aws import SpecExists, now_iso
-from lambdas.common.records import DesiredPointer, read_active, read_desired, to_item
+from lambdas.common.records import read_active, read_desired, to_item
 from lambdas.deploy.controller import DeployController
-from partitioner.contracts import ControlKey, DeployStatus, SwapMode, geo_stream_name, spec_key
+from partitioner.contracts.control import ControlKey, DeployStatus
+from partitioner.contracts.plan import SwapMode
+from partitioner.contracts.spec_pointer import DesiredPointer, spec_key
+from partitioner.contracts.stream import geo_stream_name
 
 CODE = "code"  # control item: {template, version, at} of the last code rollout by a redeploy of the live spec
 

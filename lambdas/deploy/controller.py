@@ -65,18 +65,12 @@ from typing import Any, Protocol
 from lambdas.common import records as latency_records  # issue 11: snapshot-to-live per version
 from lambdas.common.aws import ControlTable, GeoStreams, LeaseTable, SpecStore, now_iso
 from lambdas.common.errors import LambdaError
-from lambdas.common.records import ActivePointer, read_active, read_desired, to_item
+from lambdas.common.records import read_active, read_desired, to_item
 from lambdas.deploy.plan import DeployPlan, plan_from_item, plan_item, plan_swap
-from partitioner.contracts import (
-    ControlKey,
-    DeployStatus,
-    PlanStatus,
-    StreamManifest,
-    SwapHead,
-    SwapMode,
-    geo_stream_name,
-    spec_key,
-)
+from partitioner.contracts.control import ControlKey, DeployStatus
+from partitioner.contracts.plan import PlanStatus, SwapHead, SwapMode
+from partitioner.contracts.spec_pointer import ActivePointer, spec_key
+from partitioner.contracts.stream import StreamManifest, geo_stream_name
 from partitioner.spec import Spec
 
 IN_FLIGHT = (DeployStatus.DEPLOYING, DeployStatus.WAITING_GREEN, DeployStatus.FLIPPED, DeployStatus.DRAINING)

@@ -47,7 +47,8 @@ from lambdas.common.records import read_desired
 from lambdas.deploy.code import Reconciled, reconcile_fleet, redeploy_live_spec
 from lambdas.deploy.controller import DeployController, DeployState
 from lambdas.deploy.runtime import config, controller
-from partitioner.contracts import SwapMode, parse_spec_key
+from partitioner.contracts.plan import SwapMode
+from partitioner.contracts.spec_pointer import parse_spec_key
 
 logger = Logger(service="deployer")
 metrics = Metrics(namespace="GeoRebalancer", service="deployer")

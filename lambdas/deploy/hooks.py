@@ -44,7 +44,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from lambdas.common.errors import LambdaError
 from lambdas.deploy.controller import IN_FLIGHT, DeployController, DeployState
 from lambdas.deploy.runtime import config, controller
-from partitioner.contracts import DeployStatus
+from partitioner.contracts.control import DeployStatus
 
 logger = Logger(service="deploy-hooks")
 metrics = Metrics(namespace="GeoRebalancer", service="deploy-hooks")

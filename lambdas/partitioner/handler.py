@@ -21,11 +21,11 @@ from lambdas.common.aws import make_clients
 from lambdas.common.config import LambdaConfig
 from lambdas.common.records import read_active
 from lambdas.partitioner.logic import Outcome, PartitionerDeps, process_snapshot
+from partitioner.contracts.snapshot import is_manifest_key
 
 logger = Logger(service="partitioner")
 metrics = Metrics(namespace="GeoRebalancer", service="partitioner")
 
-MANIFEST_SUFFIX = "/_manifest.json"
 WORKER_UTILISATION_METRIC = "WorkerUtilisation"  # the dashboard's metric (infra/monitoring.py)
 SPEC_AGE_METRIC = "SpecAgeSeconds"
 METRIC_BY_STATUS = {"published": "SpecPublished", "held": "SpecHeldByPolicy", "duplicate": "SnapshotDuplicate",
@@ -46,7 +46,7 @@ def manifest_keys(event: dict[str, Any]) -> list[tuple[str, str]]:
         s3 = r.get("s3", {})
         key = unquote_plus(str(s3.get("object", {}).get("key", "")))
         bucket = str(s3.get("bucket", {}).get("name", ""))
-        if key.startswith("snapshots/") and key.endswith(MANIFEST_SUFFIX):
+        if is_manifest_key(key):
             out.append((bucket, key))
     return out
 

@@ -57,7 +57,10 @@ from local.scale.world import EventSource, World, build_world
 from partitioner.aws_budget.calls import CallLog, watch
 from partitioner.aws_budget.report import BudgetRow, budget, failures, rates_per_api, render
 from partitioner.aws_budget.usage import ACCOUNT, Usage
-from partitioner.contracts import LEASE_KEY_ATTR, DeployStatus, SwapMode, parse_enriched_key
+from partitioner.contracts.control import DeployStatus
+from partitioner.contracts.enriched import parse_enriched_key
+from partitioner.contracts.lease import LEASE_KEY_ATTR
+from partitioner.contracts.plan import SwapMode
 from partitioner.shards import with_shards
 
 log = logging.getLogger("local.scale")

@@ -9,7 +9,9 @@ from typing import Any
 from geo_service.aws import Clients
 from geo_service.config import WorkerConfig
 from lambdas.common.aws import ControlTable, GeoStreams
-from partitioner.contracts import ControlKey, StreamManifest, SwapHead, stream_manifest_key
+from partitioner.contracts.control import ControlKey
+from partitioner.contracts.plan import SwapHead
+from partitioner.contracts.stream import StreamManifest, stream_manifest_key
 from partitioner.spec import Partition, Spec, Worker, shard_hash_key
 
 

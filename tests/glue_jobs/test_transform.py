@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from glue_jobs import transform as T
 from partitioner import tiles
-from partitioner.contracts import REASON_CODES
+from partitioner.contracts.events import REASON_CODES
 from partitioner.tiles import EPSILON, MAX_LAT, arrays_to_quadkeys, tiles_xy
 
 pytestmark = pytest.mark.spark

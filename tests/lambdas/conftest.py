@@ -14,10 +14,11 @@ import pytest
 from moto import mock_aws
 from moto.core.models import MockAWS
 
-from glue_jobs.snapshot import S3Storage, SnapshotMeta, SnapshotRow, write_snapshot
+from glue_jobs.snapshot import S3Storage, SnapshotMeta, write_snapshot
 from lambdas.common.aws import Clients, ControlTable, GeoStreams, LeaseTable, SpecStore, make_clients
 from lambdas.common.config import LambdaConfig
 from partitioner.build import build_spec
+from partitioner.contracts.snapshot import SnapshotRow
 from partitioner.counts import counts_from_pairs
 from partitioner.spec import Spec
 

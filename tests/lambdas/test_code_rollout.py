@@ -17,7 +17,7 @@ from lambdas.common.records import read_desired
 from lambdas.deploy import deployer, runtime
 from lambdas.deploy.code import CODE, redeploy_live_spec
 from lambdas.deploy.controller import DeployController
-from partitioner.contracts import DeployStatus
+from partitioner.contracts.control import DeployStatus
 from partitioner.spec import Spec
 from tests.lambdas.conftest import Aws, FakeLambdaContext, make_spec
 

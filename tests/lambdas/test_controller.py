@@ -9,7 +9,10 @@ import pytest
 from lambdas.common.aws import EcsFleet, EcsService, GeoStreams, ShardQuota
 from lambdas.common.records import read_active
 from lambdas.deploy.controller import DeployController, DeployError
-from partitioner.contracts import ControlKey, DeployStatus, StreamManifest, SwapMode, spec_key, stream_manifest_key
+from partitioner.contracts.control import ControlKey, DeployStatus
+from partitioner.contracts.plan import SwapMode
+from partitioner.contracts.spec_pointer import spec_key
+from partitioner.contracts.stream import StreamManifest, stream_manifest_key
 from partitioner.errors import SpecError
 from partitioner.shards import with_shards
 from partitioner.spec import Spec

@@ -12,7 +12,9 @@ from lambdas.common.aws import EcsFleet, EcsService
 from lambdas.common.records import read_active
 from lambdas.deploy import deployer, hooks, runtime
 from lambdas.deploy.controller import DeployController
-from partitioner.contracts import DeployStatus, SwapMode, spec_key
+from partitioner.contracts.control import DeployStatus
+from partitioner.contracts.plan import SwapMode
+from partitioner.contracts.spec_pointer import spec_key
 from partitioner.spec import Spec
 from tests.lambdas.conftest import CTX, Aws, FakeLambdaContext, load_event, make_spec
 

@@ -9,7 +9,7 @@ from lambdas.common.config import SwapMode
 from lambdas.deploy import deployer, runtime
 from lambdas.deploy.controller import FLEET_START_GRACE_S, DeployController
 from lambdas.deploy.plan import DeployPlan
-from partitioner.contracts import DeployStatus
+from partitioner.contracts.control import DeployStatus
 from tests.lambdas.conftest import Aws, FakeLambdaContext, load_event, make_spec
 
 T0 = 1_800_000_000.0

@@ -12,7 +12,7 @@ from lambdas.common.aws import EcsFleet, EcsService, spec_key
 from lambdas.common.records import read_active
 from lambdas.deploy import deployer, hooks, runtime
 from lambdas.deploy.controller import DeployController
-from partitioner.contracts import DeployStatus
+from partitioner.contracts.control import DeployStatus
 from partitioner.spec import Spec
 from tests.lambdas.conftest import CTX, Aws, FakeLambdaContext, load_event, make_spec
 

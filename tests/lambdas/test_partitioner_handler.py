@@ -17,7 +17,7 @@ from lambdas.common.records import read_desired
 from lambdas.partitioner import handler as partitioner_handler
 from lambdas.partitioner.logic import PartitionerDeps, apply_cost_rates, load_policy, process_snapshot
 from lambdas.partitioner.state import CONTROL_STATE_KEY
-from partitioner.contracts import spec_key
+from partitioner.contracts.spec_pointer import spec_key
 from partitioner.controller import ControlState
 from partitioner.counts import counts_from_pairs
 from partitioner.spec import Partition, Spec, Worker

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from lambdas.common.aws import EcsFleet, EcsService
-from lambdas.common.records import LATENCY_SAMPLES, median_latency_s, read_latency_samples, record_live_latency
+from lambdas.common.records import median_latency_s, read_latency_samples, record_live_latency
 from lambdas.deploy.controller import DeployController
-from partitioner.contracts import ControlKey
+from partitioner.contracts.control import LATENCY_SAMPLES, ControlKey
 from partitioner.spec import Spec
 from tests.lambdas.conftest import Aws, make_spec
 

@@ -12,7 +12,7 @@ from lambdas.common.aws import ControlTable, GeoStreams, QuarantineSink, SpecSto
 from lambdas.router import handler as router_handler
 from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
 from partitioner.build import build_spec
-from partitioner.contracts import spec_key
+from partitioner.contracts.spec_pointer import spec_key
 from partitioner.index import SpecIndex
 from partitioner.shards import entity_shard, with_shards
 from partitioner.spec import Spec, entity_bucket

@@ -40,7 +40,7 @@ from local.faults import (
     leases_from_items,
     parse_faults,
 )
-from partitioner.contracts import StreamManifest
+from partitioner.contracts.stream import StreamManifest
 
 REPO = Path(__file__).resolve().parents[2]
 
