@@ -32,7 +32,7 @@ def test_a_cost_report_is_the_json_body_the_workers_wrote() -> None:
             '"quadkey_zoom": 12, "rates": {"A": 37.5, "B": 50.0}, "events": {"A": 4, "B": 1}, "reported_at": 20.5}')
     assert json.dumps(report.to_dict()) == body
     assert CostReportRecord.from_json(body, "k") == report
-    with pytest.raises(ContractError, match="costs/v7/w/1.json: unreadable cost report"):
+    with pytest.raises(ContractError, match=r"costs/v7/w/1\.json: unreadable cost report"):
         CostReportRecord.from_json('{"rates": {}}', "costs/v7/w/1.json")
 
 
