@@ -34,10 +34,8 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from aggregation.events import classify_events, quarantine_records, valid_events
 from aggregation.snapshot import (
-    QuarantineRecord,
     SnapshotMeta,
     SnapshotResult,
-    SnapshotRow,
     Storage,
     storage_for,
     write_quarantine,
@@ -45,6 +43,8 @@ from aggregation.snapshot import (
 )
 from aggregation.transform import RollupSpec, WindowSpec, aggregate_cells, rollup_quadtree, with_cost
 from aggregation.window_state import WindowStore
+from partitioner.contracts.quarantine import QuarantineRecord
+from partitioner.contracts.snapshot import SnapshotRow
 from partitioner.geo.tiles import parse_quadkey
 
 

@@ -31,7 +31,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 # Points between tiles.MAX_LAT and EVENT_LAT_LIMIT are valid; the quadkey expressions clamp them.
-from partitioner.contracts import (
+from partitioner.contracts.events import (
     EVENT_LAT_LIMIT,
     EVENT_LON_LIMIT,
     ISO_DATETIME_PREFIX,

@@ -1,6 +1,7 @@
 """Snapshot and quarantine writers over a small storage adapter (local directory or S3).
 
-Layout (CONTRACTS.md "Load snapshot"), under the storage root::
+The layout and the records are the contracts :mod:`partitioner.contracts.snapshot` (data files, manifest) and
+:mod:`partitioner.contracts.quarantine` (quarantine records) define; under the storage root::
 
     snapshots/window_end=<YYYY-MM-DDTHH-MM-SSZ>/data/part-b<batch:08d>-<n:05d>.csv
     snapshots/window_end=<YYYY-MM-DDTHH-MM-SSZ>/_manifest.json      (written last)
@@ -23,24 +24,32 @@ Atomicity and idempotence
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
-import math
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from aggregation.errors import AggregationError
+from partitioner.contracts.errors import ContractError
+from partitioner.contracts.quarantine import QuarantineRecord, batch_quarantine_key
+from partitioner.contracts.snapshot import (
+    SNAPSHOT_HEADER,
+    SnapshotFile,
+    SnapshotManifest,
+    SnapshotRow,
+    data_file_bytes,
+    data_file_key,
+    format_cost,
+    manifest_checksum,
+    manifest_key,
+    snapshot_prefix,
+)
 
-FORMAT = "geo-rebalancer.snapshot/1"
-MANIFEST_NAME = "_manifest.json"
-SNAPSHOT_HEADER = ("quadkey", "events", "cost")
 DEFAULT_ROWS_PER_FILE = 500_000
 T = TypeVar("T")
 
@@ -171,14 +180,6 @@ def storage_for(location: str, *, s3_client: Any = None) -> Storage:
 # ---------------------------------------------------------------------------
 
 
-class SnapshotRow(NamedTuple):
-    """One snapshot row: ``cost`` None when unknown."""
-
-    quadkey: str
-    events: int
-    cost: float | None
-
-
 class SnapshotMeta(NamedTuple):
     """What the manifest says about a snapshot besides its files."""
 
@@ -202,34 +203,6 @@ class SnapshotResult(NamedTuple):
     skipped: bool
 
 
-def iso(ts: datetime) -> str:
-    """ISO-8601 UTC with a ``Z`` (naive datetimes are taken as UTC)."""
-    ts = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
-    return ts.strftime("%Y-%m-%dT%H:%M:%S") + (f".{ts.microsecond // 1000:03d}" if ts.microsecond else "") + "Z"
-
-
-def snapshot_prefix(window_end: datetime) -> str:
-    """``snapshots/window_end=<YYYY-MM-DDTHH-MM-SSZ>/`` for a window end."""
-    ts = window_end.replace(tzinfo=UTC) if window_end.tzinfo is None else window_end.astimezone(UTC)
-    return f"snapshots/window_end={ts.strftime('%Y-%m-%dT%H-%M-%SZ')}/"
-
-
-def format_cost(cost: float | None) -> str:
-    """CSV text of a cost: empty when unknown, else a round-trippable float."""
-    if cost is None or (isinstance(cost, float) and math.isnan(cost)):
-        return ""
-    return repr(float(cost))
-
-
-def _csv_bytes(rows: Sequence[SnapshotRow]) -> bytes:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(SNAPSHOT_HEADER)
-    for r in rows:
-        w.writerow((r.quadkey, int(r.events), format_cost(r.cost)))
-    return buf.getvalue().encode()
-
-
 def _chunks(rows: Iterable[T], size: int) -> Iterator[list[T]]:
     chunk: list[T] = []
     for r in rows:
@@ -241,9 +214,30 @@ def _chunks(rows: Iterable[T], size: int) -> Iterator[list[T]]:
         yield chunk
 
 
-def manifest_checksum(file_hashes: Sequence[str]) -> str:
-    """sha256 hex of the concatenated file sha256 hex strings, in manifest order."""
-    return hashlib.sha256("".join(file_hashes).encode()).hexdigest()
+class _Tally:
+    """Running sums over a snapshot's rows, checking that they come sorted by unique quadkey."""
+
+    def __init__(self, prefix: str, grid_zoom: int) -> None:
+        self.prefix = prefix
+        self.grid_zoom = grid_zoom
+        self.rows = 0
+        self.total_events = 0
+        self.has_cost = False
+        self.per_zoom: dict[int, int] = {}
+        self._last: str | None = None
+
+    def add(self, chunk: Sequence[SnapshotRow]) -> None:
+        for r in chunk:
+            if self._last is not None and r.quadkey <= self._last:
+                raise SnapshotError(f"{self.prefix}: rows must be sorted by unique quadkey, got {r.quadkey!r} "
+                                    f"after {self._last!r}")
+            self._last = r.quadkey
+            self.has_cost = self.has_cost or format_cost(r.cost) != ""
+            z = len(r.quadkey)
+            self.per_zoom[z] = self.per_zoom.get(z, 0) + 1
+            if z == self.grid_zoom:
+                self.total_events += int(r.events)
+        self.rows += len(chunk)
 
 
 def write_snapshot(storage: Storage, rows: Iterable[SnapshotRow], meta: SnapshotMeta,
@@ -271,43 +265,19 @@ def write_snapshot(storage: Storage, rows: Iterable[SnapshotRow], meta: Snapshot
         If ``rows`` is not sorted or holds a duplicate quadkey (the caller's bug, never data).
     """
     prefix = snapshot_prefix(meta.window_end)
-    files: list[dict[str, Any]] = []
-    total = n_rows = 0
-    per_zoom: dict[int, int] = {}
-    prev = None
-    has_cost = False
+    tally = _Tally(prefix, meta.grid_zoom)
+    files: list[SnapshotFile] = []
     bodies: list[tuple[str, bytes]] = []
     for i, chunk in enumerate(_chunks(rows, rows_per_file)):
-        for r in chunk:
-            if prev is not None and r.quadkey <= prev:
-                raise SnapshotError(f"{prefix}: rows must be sorted by unique quadkey, got {r.quadkey!r} after {prev!r}")
-            prev = r.quadkey
-            has_cost = has_cost or format_cost(r.cost) != ""
-            z = len(r.quadkey)
-            per_zoom[z] = per_zoom.get(z, 0) + 1
-            if z == meta.grid_zoom:
-                total += int(r.events)
-        key = f"{prefix}data/part-b{meta.batch_id:08d}-{i:05d}.csv"
-        body = _csv_bytes(chunk)
+        tally.add(chunk)
+        key = data_file_key(prefix, meta.batch_id, i)
+        body = data_file_bytes(chunk)
         bodies.append((key, body))
-        files.append({"key": _full_key(storage, key), "rows": len(chunk),
-                      "sha256": hashlib.sha256(body).hexdigest()})
-        n_rows += len(chunk)
-    manifest = {
-        "format": FORMAT,
-        "window_start": iso(meta.window_start),
-        "window_end": iso(meta.window_end),
-        "grid_zoom": meta.grid_zoom,
-        "zoom": meta.zoom,
-        "refine_events": meta.refine_events,
-        "rows": n_rows,
-        "total_events": total,
-        "has_cost": has_cost,
-        "batch_id": meta.batch_id,
-        "files": files,
-        "checksum": manifest_checksum([f["sha256"] for f in files]),
-    }
-    return _commit(storage, prefix, bodies, manifest, per_zoom)
+        files.append(SnapshotFile(_full_key(storage, key), len(chunk), hashlib.sha256(body).hexdigest()))
+    manifest = SnapshotManifest(meta.window_start, meta.window_end, meta.grid_zoom, meta.zoom, meta.refine_events,
+                                tally.rows, tally.total_events, tally.has_cost, meta.batch_id, tuple(files),
+                                manifest_checksum([f.sha256 for f in files]))
+    return _commit(storage, prefix, bodies, manifest, tally)
 
 
 def _full_key(storage: Storage, key: str) -> str:
@@ -315,27 +285,32 @@ def _full_key(storage: Storage, key: str) -> str:
     return storage.full_key(key) if isinstance(storage, S3Storage) else key
 
 
-def _commit(storage: Storage, prefix: str, bodies: list[tuple[str, bytes]], manifest: dict[str, Any],
-            per_zoom: dict[int, int]) -> SnapshotResult:
-    manifest_key = prefix + MANIFEST_NAME
-    existing = storage.get(manifest_key)
-    if existing is not None:
-        try:
-            old = json.loads(existing)
-        except ValueError:
-            old = {}
-        if old.get("checksum") == manifest["checksum"] and old.get("batch_id") == manifest["batch_id"]:
-            return SnapshotResult(prefix, manifest_key, storage.uri(manifest_key), manifest["rows"],
-                                  manifest["total_events"], per_zoom, True)
-    for key, body in bodies:
-        storage.put(key, body, "text/csv")
-    storage.put(manifest_key, (json.dumps(manifest, indent=2, sort_keys=False) + "\n").encode(), "application/json")
-    return SnapshotResult(prefix, manifest_key, storage.uri(manifest_key), manifest["rows"],
-                          manifest["total_events"], per_zoom, False)
+def _commit(storage: Storage, prefix: str, bodies: list[tuple[str, bytes]], manifest: SnapshotManifest,
+            tally: _Tally) -> SnapshotResult:
+    """Put the data files, then the manifest, unless the same batch already wrote this same snapshot."""
+    key = manifest_key(prefix)
+    skipped = _written_before(storage, key, manifest)
+    if not skipped:
+        for data_key, body in bodies:
+            storage.put(data_key, body, "text/csv")
+        storage.put(key, manifest.to_json(), "application/json")
+    return SnapshotResult(prefix, key, storage.uri(key), tally.rows, tally.total_events, tally.per_zoom, skipped)
+
+
+def _written_before(storage: Storage, key: str, manifest: SnapshotManifest) -> bool:
+    """True when the manifest at ``key`` has ``manifest``'s checksum and batch id (a retried batch)."""
+    existing = storage.get(key)
+    if existing is None:
+        return False
+    try:
+        old = SnapshotManifest.from_json(existing, storage.uri(key))
+    except ContractError:
+        return False
+    return old.checksum == manifest.checksum and old.batch_id == manifest.batch_id
 
 
 def read_snapshot(storage: Storage, prefix: str) -> tuple[dict[str, Any], str]:
-    """Read and verify a snapshot: return its manifest and the CSV text of all its rows.
+    """Read and verify a snapshot: return its manifest (as a JSON object) and the CSV text of all its rows.
 
     Raises
     ------
@@ -343,34 +318,31 @@ def read_snapshot(storage: Storage, prefix: str) -> tuple[dict[str, Any], str]:
         If the manifest is missing or malformed, a listed file is missing, or a sha256,
         row count or the checksum does not match.
     """
-    manifest_key = prefix.rstrip("/") + "/" + MANIFEST_NAME
-    raw = storage.get(manifest_key)
+    key = manifest_key(prefix)
+    raw = storage.get(key)
     if raw is None:
-        raise SnapshotError(f"{storage.uri(manifest_key)!r}: no manifest (snapshot absent or not yet complete)")
+        raise SnapshotError(f"{storage.uri(key)!r}: no manifest (snapshot absent or not yet complete)")
     try:
-        manifest = json.loads(raw)
-    except ValueError as exc:
-        raise SnapshotError(f"{storage.uri(manifest_key)!r}: manifest is not JSON: {exc}") from None
-    if manifest.get("format") != FORMAT:
-        raise SnapshotError(f"{storage.uri(manifest_key)!r}: format {manifest.get('format')!r}, expected {FORMAT!r}")
+        manifest = SnapshotManifest.from_json(raw, repr(storage.uri(key)))
+    except ContractError as exc:
+        raise SnapshotError(str(exc)) from None
     lines = [",".join(SNAPSHOT_HEADER)]
     hashes = []
-    for f in manifest["files"]:
-        key = _relative_key(storage, f["key"])
-        body = storage.get(key)
+    for f in manifest.files:
+        body = storage.get(_relative_key(storage, f.key))
         if body is None:
-            raise SnapshotError(f"{storage.uri(manifest_key)!r}: listed file {f['key']!r} is missing")
+            raise SnapshotError(f"{storage.uri(key)!r}: listed file {f.key!r} is missing")
         digest = hashlib.sha256(body).hexdigest()
-        if digest != f["sha256"]:
-            raise SnapshotError(f"{f['key']!r}: sha256 {digest} does not match the manifest's {f['sha256']!r}")
+        if digest != f.sha256:
+            raise SnapshotError(f"{f.key!r}: sha256 {digest} does not match the manifest's {f.sha256!r}")
         rows = body.decode().splitlines()[1:]
-        if len(rows) != f["rows"]:
-            raise SnapshotError(f"{f['key']!r}: {len(rows)} rows, the manifest says {f['rows']!r}")
+        if len(rows) != f.rows:
+            raise SnapshotError(f"{f.key!r}: {len(rows)} rows, the manifest says {f.rows!r}")
         lines.extend(rows)
         hashes.append(digest)
-    if manifest_checksum(hashes) != manifest["checksum"]:
-        raise SnapshotError(f"{storage.uri(manifest_key)!r}: checksum {manifest['checksum']!r} does not match its files")
-    return manifest, "\n".join(lines) + "\n"
+    if manifest_checksum(hashes) != manifest.checksum:
+        raise SnapshotError(f"{storage.uri(key)!r}: checksum {manifest.checksum!r} does not match its files")
+    return manifest.to_dict(), "\n".join(lines) + "\n"
 
 
 def _relative_key(storage: Storage, key: str) -> str:
@@ -384,15 +356,6 @@ def _relative_key(storage: Storage, key: str) -> str:
 # ---------------------------------------------------------------------------
 
 
-class QuarantineRecord(NamedTuple):
-    """CONTRACTS.md quarantine record."""
-
-    reason: str
-    raw: str | None
-    source: str | None
-    quarantined_at: str
-
-
 def write_quarantine(storage: Storage, records: Iterable[QuarantineRecord], batch_id: int,
                      rows_per_file: int = DEFAULT_ROWS_PER_FILE) -> list[str]:
     """Write quarantine records as JSON lines under ``quarantine/batch=<id>/``; return the URIs.
@@ -402,9 +365,8 @@ def write_quarantine(storage: Storage, records: Iterable[QuarantineRecord], batc
     """
     uris = []
     for i, chunk in enumerate(_chunks(records, rows_per_file)):
-        body = "".join(json.dumps(r._asdict(), ensure_ascii=False) + "\n" for r in chunk).encode()
-        key = f"quarantine/batch={batch_id:08d}/part-{i:05d}.jsonl"
+        body = "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in chunk).encode()
+        key = batch_quarantine_key(batch_id, i)
         storage.put(key, body, "application/x-ndjson")
         uris.append(storage.uri(key))
     return uris
-

@@ -17,7 +17,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from geo_service.errors import GeoServiceError
-from partitioner.contracts import StreamManifest, spec_key, stream_manifest_key
+from partitioner.contracts.spec_pointer import spec_key
+from partitioner.contracts.stream import StreamManifest, stream_manifest_key
 from partitioner.errors import SpecError
 from partitioner.spec.model import Spec
 from partitioner.spec.parse import spec_from_json

@@ -18,8 +18,8 @@ from typing import TypeVar
 from geo_service.buffer import FLUSH_BYTES, FLUSH_S
 from geo_service.consumer import MIN_INTERVAL_S
 from geo_service.errors import GeoServiceError
-from partitioner.contracts import SwapMode
 from partitioner.contracts.env import EnvVar
+from partitioner.contracts.plan import SwapMode
 
 DEFAULT_TRANSFORM = "geo_service.transform:ReverseGeocoder"
 _WORKER_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")  # a spec worker id; "#" would break the lease key

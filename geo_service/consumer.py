@@ -30,7 +30,7 @@ from botocore.exceptions import ClientError
 from geo_service.aws import load_stream_manifest
 from geo_service.errors import GeoServiceError
 from geo_service.timebase import Flag
-from partitioner.contracts import ShardRange, StreamManifest
+from partitioner.contracts.stream import ShardRange, StreamManifest
 from partitioner.spec.model import Spec
 
 DEFAULT_LIMIT = 1000

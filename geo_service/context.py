@@ -28,7 +28,7 @@ from geo_service.slots import Slot, SpecCache
 from geo_service.status import StatusBoard, WorkerStatus
 from geo_service.timebase import Timebase
 from geo_service.transform import GeoTransform
-from partitioner.contracts import geo_stream_name
+from partitioner.contracts.stream import geo_stream_name
 from partitioner.spec.model import Spec
 
 

@@ -1,10 +1,11 @@
 """What a worker reads of the control table: the active version and the swap head (``docs/CONTRACTS.md``).
 
-``pk="active"`` is the version the router routes by; ``pk="swap"`` (:class:`~partitioner.contracts.SwapHead`) is
-the few fields of the deploy plan a worker needs: ``from_version``, ``to_version``, ``mode`` and ``status``
-(``started``, ``rolled_back``, ``done``). The full plan (``pk="plan"``) grows with the number of workers and is
-read by the deploy controller only; a worker derives what the swap does to its own slot from the two specs
-(:meth:`~partitioner.contracts.SwapHead.keeps`).
+``pk="active"`` is the version the router routes by (:class:`~partitioner.contracts.spec_pointer.ActivePointer`;
+a worker needs its version only); ``pk="swap"`` (:class:`~partitioner.contracts.plan.SwapHead`) is the few fields
+of the deploy plan a worker needs: ``from_version``, ``to_version``, ``mode`` and ``status`` (``started``,
+``rolled_back``, ``done``). The full plan (``pk="plan"``) grows with the number of workers and is read by the deploy
+controller only; a worker derives what the swap does to its own slot from the two specs
+(:meth:`~partitioner.contracts.plan.SwapHead.keeps`).
 
 Every worker polls both items every ``ACTIVE_POLL_S`` (2 s), so they are read in one ``BatchGetItem`` with
 **eventual consistency**: half the read units of a strongly consistent read on the partition that holds them
@@ -20,14 +21,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from geo_service.errors import GeoServiceError
-from partitioner.contracts import ControlKey, SwapHead
+from partitioner.contracts.control import ControlKey
+from partitioner.contracts.errors import ContractError
+from partitioner.contracts.plan import SwapHead
+from partitioner.contracts.spec_pointer import ActivePointer
 
 
 class ControlError(GeoServiceError, RuntimeError):
     """A control item is malformed; the message names the item and the bad field."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ControlView:
     """``active`` version (None before the first flip) and the swap head (None before the first deploy)."""
 
@@ -40,22 +44,19 @@ class ControlView:
         return p is not None and p.to_version == version and p.rolled_back and (self.active or 0) < version
 
 
-def _number(item: Mapping[str, Any], key: str, pk: str) -> int | None:
-    attr = item.get(key)
-    if attr is None or "NULL" in attr:
-        return None
-    raw = attr.get("N", attr.get("S"))
-    try:
-        return int(raw)
-    except (TypeError, ValueError):
-        raise ControlError(f"control item {pk!r} has a bad {key!r}: {attr!r}") from None
-
-
 def parse_swap(item: Mapping[str, Any]) -> SwapHead:
     """Decode a raw ``pk="swap"`` item (ControlError naming the bad field)."""
     try:
         return SwapHead.from_raw(item)
-    except ValueError as exc:
+    except ContractError as exc:
+        raise ControlError(str(exc)) from None
+
+
+def parse_active(item: Mapping[str, Any]) -> int | None:
+    """The version of a raw ``pk="active"`` item (ControlError naming a bad one)."""
+    try:
+        return ActivePointer.version_of_raw(item)
+    except ContractError as exc:
         raise ControlError(str(exc)) from None
 
 
@@ -72,5 +73,4 @@ def read_control(dynamodb: Any, table: str, consistent: bool = False) -> Control
             break
     active = items.get(ControlKey.ACTIVE)
     swap = items.get(ControlKey.SWAP)
-    return ControlView(active=_number(active, "version", ControlKey.ACTIVE) if active else None,
-                       plan=parse_swap(swap) if swap else None)
+    return ControlView(active=parse_active(active) if active else None, plan=parse_swap(swap) if swap else None)

@@ -1,7 +1,7 @@
-"""Measured CPU cost per quadkey, normalised by a start-up calibration (seed 004, improved).
+"""Measured CPU cost per quadkey, normalised by a start-up calibration.
 
-Seed 004 sums ``time.process_time()`` per partition and divides by wall time times CPU
-count. That mixes in every thread of the process (heartbeats, HTTP, boto3) and gives a
+Summing ``time.process_time()`` per partition and dividing by wall time times CPU count (the
+obvious measure) mixes in every thread of the process (heartbeats, HTTP, boto3) and gives a
 utilisation fraction that depends on the hardware. Here:
 
 * each transform call is timed with :func:`time.thread_time` (CPU time of the calling
@@ -12,7 +12,8 @@ utilisation fraction that depends on the hardware. Here:
   (``cpu_seconds / events / seconds_per_unit``), which is comparable across hardware and
   across workers, plus the event counts it was measured on.
 
-Reports go to ``costs/v<version>/<worker_id>/<epoch_s>.json`` (``docs/CONTRACTS.md``).
+Reports go to ``costs/v<version>/<worker_id>/<epoch_s>.json`` as :class:`partitioner.contracts.cost.CostReportRecord`
+(``docs/CONTRACTS.md``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from geo_service.errors import GeoServiceError
+from partitioner.contracts.cost import CostReportRecord
 
 Timer = Callable[[], float]
 T = TypeVar("T")
@@ -117,19 +119,16 @@ class CostReport:
         """Cost per event in calibration units, per quadkey."""
         return {q: self.calibration.units(self.cpu_seconds[q]) / n for q, n in self.events.items() if n > 0}
 
+    def to_record(self, version: int, worker_id: str, partition_ids: Sequence[str]) -> CostReportRecord:
+        """The stored report of this interval for slot ``worker_id`` of ``version`` (the contract record)."""
+        return CostReportRecord(version=version, worker=worker_id, partition_ids=tuple(partition_ids),
+                                interval_s=round(self.interval_s, 3), calibration=self.calibration.seconds_per_unit,
+                                quadkey_zoom=self.grid_zoom, rates=self.rates, events=dict(self.events),
+                                reported_at=round(self.ended_at, 3))
+
     def to_dict(self, version: int, worker_id: str, partition_ids: Sequence[str]) -> dict[str, Any]:
-        """The JSON body of ``costs/v<version>/<worker_id>/<epoch_s>.json`` (CONTRACTS)."""
-        return {
-            "version": version,
-            "worker": worker_id,
-            "partition_ids": list(partition_ids),
-            "interval_s": round(self.interval_s, 3),
-            "calibration": self.calibration.seconds_per_unit,
-            "quadkey_zoom": self.grid_zoom,
-            "rates": {q: r for q, r in sorted(self.rates.items())},
-            "events": dict(sorted(self.events.items())),
-            "reported_at": round(self.ended_at, 3),
-        }
+        """The JSON body of :func:`~partitioner.contracts.cost.cost_key`: :meth:`to_record` as stored."""
+        return self.to_record(version, worker_id, partition_ids).to_dict()
 
 
 class CostTracker:

@@ -36,7 +36,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from geo_service.lease import read_leases
-from partitioner.contracts import LEASE_KEY_ATTR, handover_key
+from partitioner.contracts.lease import LEASE_KEY_ATTR, handover_key
 
 #: Caught-up time of a drained slot (everything it will ever hold was processed).
 OPEN = math.inf

@@ -1,7 +1,8 @@
 """Worker-slot leases in DynamoDB: claim, heartbeat, ready, checkpoint, drain, release, takeover.
 
 One item per worker slot of a spec version, key ``lease_key = v<version>#<worker_id>``
-(``docs/CONTRACTS.md``, "AWS names and records"). Every write is conditional:
+(:func:`partitioner.contracts.lease.lease_key`); an item reads back as the one record every reader uses,
+:class:`partitioner.contracts.lease.LeaseRecord`. Every write is conditional:
 
 * **claim** succeeds only if the item does not exist, or has no ``owner`` (released), or
   its ``expires_at`` is in the past (the owner died: takeover), or this owner already holds
@@ -29,7 +30,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from geo_service.errors import GeoServiceError
-from partitioner.contracts import LEASE_KEY_ATTR, LeaseRecord, lease_key, parse_lease_item
+from partitioner.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, lease_key
 
 Clock = Callable[[], float]
 
@@ -58,10 +59,6 @@ class Lease:
         return lease_key(self.version, self.worker_id)
 
 
-#: A lease item as read back (the one record both sides use: :class:`partitioner.contracts.LeaseRecord`).
-LeaseState = LeaseRecord
-
-
 def _n(value: float) -> dict[str, str]:
     return {"N": str(Decimal(repr(round(value, 3))))}
 
@@ -71,14 +68,14 @@ def _is_conditional_failure(exc: ClientError) -> bool:
 
 
 def read_leases(dynamodb: Any, table: str, version: int, worker_ids: Iterable[str],
-                consistent: bool = True) -> dict[str, LeaseState]:
+                consistent: bool = True) -> dict[str, LeaseRecord]:
     """Read the leases of ``worker_ids`` of ``version`` (100 keys per call); absent ones are left out.
 
     Strongly consistent by default (claims decide on it); ``consistent=False`` costs half the read units where a
     value a moment old only delays (the handover gate's caught-up times).
     """
     keys = [lease_key(version, w) for w in dict.fromkeys(worker_ids)]
-    out: dict[str, LeaseState] = {}
+    out: dict[str, LeaseRecord] = {}
     for i in range(0, len(keys), 100):
         pending: list[dict[str, Any]] = [{LEASE_KEY_ATTR: {"S": k}} for k in keys[i:i + 100]]
         for attempt in range(8):
@@ -86,7 +83,7 @@ def read_leases(dynamodb: Any, table: str, version: int, worker_ids: Iterable[st
                 break
             resp = dynamodb.batch_get_item(RequestItems={table: {"Keys": pending, "ConsistentRead": consistent}})
             for item in resp.get("Responses", {}).get(table, []):
-                state = parse_lease_item(item)
+                state = LeaseRecord.from_raw(item)
                 out[state.worker_id] = state
             pending = resp.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
             if pending:
@@ -139,11 +136,11 @@ class LeaseManager:
         lease = self.lease
         return lease is not None and self.clock() < lease.expires_at
 
-    def read(self, worker_id: str) -> LeaseState | None:
+    def read(self, worker_id: str) -> LeaseRecord | None:
         """Read one slot's lease item (strongly consistent), None if it was never claimed."""
         item = self._ddb.get_item(TableName=self.table, Key={LEASE_KEY_ATTR: {"S": lease_key(self.version, worker_id)}},
                                   ConsistentRead=True).get("Item")
-        return parse_lease_item(item) if item else None
+        return LeaseRecord.from_raw(item) if item else None
 
     # -- claiming --------------------------------------------------------------
     def claim(self, worker_id: str) -> Lease | None:
@@ -182,7 +179,7 @@ class LeaseManager:
             raise
         item = resp["Attributes"]
         lease = Lease(version=self.version, worker_id=worker_id, owner=self.owner, expires_at=expires,
-                      checkpoint=dict(parse_lease_item(item).checkpoint), claims=int(item.get("claims", {}).get("N", "1")))
+                      checkpoint=dict(LeaseRecord.from_raw(item).checkpoint), claims=int(item.get("claims", {}).get("N", "1")))
         with self._lock:
             self._lease = lease
         return lease

@@ -35,7 +35,9 @@ from geo_service.cost import CostTracker
 from geo_service.logs import get_logger, log
 from geo_service.records import BadRecord, Event, decode_event, enriched_record
 from geo_service.slots import Slot
-from partitioner.contracts import cost_key, enriched_key, geo_quarantine_key
+from partitioner.contracts.cost import cost_key
+from partitioner.contracts.enriched import enriched_key
+from partitioner.contracts.quarantine import geo_quarantine_key
 from partitioner.geo.tiles import arrays_to_quadkeys, tiles_xy
 
 

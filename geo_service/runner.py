@@ -37,7 +37,7 @@ from geo_service.lifecycle import WorkerState
 from geo_service.logs import log
 from geo_service.slots import Slot, handover_reading, old_places
 from geo_service.status import Outcome
-from partitioner.contracts import SwapHead
+from partitioner.contracts.plan import SwapHead
 
 Classify = Callable[[tuple[KinesisRecord, ...]], list[Place]]
 

@@ -44,7 +44,7 @@ from geo_service.handover import GateReading, Place, SlotReader
 from geo_service.handover_summary import Aggregator, SummaryStore
 from geo_service.lease import Clock, LeaseManager, read_leases
 from geo_service.transform import GeoTransform
-from partitioner.contracts import SwapMode
+from partitioner.contracts.plan import SwapMode
 from partitioner.load.events import ValidEvent, parse_event
 from partitioner.spec.index import SpecIndex
 from partitioner.spec.model import Spec

@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from infra.errors import InfraError
-from partitioner.contracts import SwapMode, geo_stream_prefix
+from partitioner.contracts.plan import SwapMode
+from partitioner.contracts.stream import geo_stream_prefix
 from partitioner.control.controller import ControlSettings
 from partitioner.errors import PartitionerError
 

@@ -12,7 +12,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from infra.config import GeoConfig
-from partitioner.contracts import LEASE_KEY_ATTR
+from partitioner.contracts.lease import LEASE_KEY_ATTR
 
 
 class ControlTables(Construct):

@@ -40,7 +40,7 @@ from local.events import s3_object_created
 from local.faults.deployer_crash import InjectedCrash
 from local.faults.hooks import Reconcile
 from local.loops import LoopThread
-from partitioner.contracts import SwapMode
+from partitioner.contracts.plan import SwapMode
 
 HOOK_STAGES = ("POST_SCALE_UP", "POST_PRODUCTION_TRAFFIC_SHIFT")
 

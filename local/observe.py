@@ -15,23 +15,29 @@
   (:mod:`local.swaps`) tells from them which slots carried over in the same process;
 * **served**: spans when the version control ``active`` names (the router's target) had no lease held by a
   running worker process (owner set, unexpired, not drained, the owner's pid alive: ``alive_pids``), e.g. after
-  ECS stopped a version's tasks; the run fails if one lasts longer than a lease duration (issue 13).
+  ECS stopped a version's tasks; the run fails if one lasts longer than a lease duration (a version
+  the router sends to must always have a worker reading it).
 
 It reads the tables the way an operator would, so it checks the real components rather
-than trusting them.
+than trusting them; leases and the active pointer are decoded with their records of :mod:`partitioner.contracts`
+(:class:`~partitioner.contracts.lease.LeaseRecord`, :class:`~partitioner.contracts.spec_pointer.ActivePointer`);
+plans are kept as the items they are (:mod:`local.swaps` reads them, any field may be missing).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from local.aws import EmbeddedAws
 from local.loops import LoopThread
-from partitioner.contracts import LEASE_KEY_ATTR, parse_lease_key
+from partitioner.contracts.control import ControlKey
+from partitioner.contracts.errors import ContractError
+from partitioner.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, lease_key
+from partitioner.contracts.spec_pointer import ActivePointer, parse_spec_key, spec_key
 
 
 def _plain(v: Any) -> Any:
@@ -138,15 +144,14 @@ class ControlObserver(LoopThread):
         self._observe_control(control, now)
         self._observe_served(leases, now)
 
-    def _observe_served(self, leases: list[dict[str, Any]], now: float) -> None:
+    def _observe_served(self, items: Iterable[Mapping[str, Any]], now: float) -> None:
         """Track spans when the router's version had no slot served by a running worker process."""
         v = self.active_version
         if v is None or self.alive_pids is None:
             return
         alive = self.alive_pids()
-        served = any(_version_of(str(i.get(LEASE_KEY_ATTR, ""))) == v and i.get("owner") and not i.get("drained")
-                     and float(i.get("expires_at", 0) or 0) > now and _owner_pid(str(i["owner"])) in alive
-                     for i in leases)
+        served = any(lease.version == v and lease.owner and not lease.drained and lease.expires_at > now
+                     and _owner_pid(lease.owner) in alive for lease in _leases(items))
         since = self._unserved_since
         if served and since is not None:
             self.unserved.append((since[0], now, since[1]))
@@ -163,16 +168,16 @@ class ControlObserver(LoopThread):
         spans = [*self.unserved, *([(since[0], max(since[0], self.last_step_at), since[1])] if since else [])]
         return max(((b - a, v) for a, b, v in spans), default=(0.0, None))
 
-    def _observe_leases(self, leases: list[dict[str, Any]], now: float) -> None:
-        by_version: dict[int, list[dict[str, Any]]] = {}
-        for item in leases:
-            key = str(item.get(LEASE_KEY_ATTR, ""))
-            version = _version_of(key)
+    def _observe_leases(self, items: Iterable[Mapping[str, Any]], now: float) -> None:
+        by_version: dict[int, list[LeaseRecord]] = {}
+        for lease in _leases(items):
+            version = lease.version
             if version is None:
                 continue
-            by_version.setdefault(version, []).append(item)
-            owner = item.get("owner") or None
-            sample = LeaseSample(owner, float(item.get("expires_at", 0) or 0), bool(item.get("released", False)), now)
+            key = lease_key(version, lease.worker_id)
+            by_version.setdefault(version, []).append(lease)
+            owner = lease.owner or None
+            sample = LeaseSample(owner, lease.expires_at, lease.released, now)
             last = self.lease_last.get(key)
             if last is not None and last.owner != sample.owner:
                 self.owner_changes.append((now, key, last.owner, sample.owner))
@@ -182,52 +187,49 @@ class ControlObserver(LoopThread):
                         f"two owners of lease {key!r}: {sample.owner!r} took it at {now:.1f} while "
                         f"{last.owner!r} held it until {last.expires_at:.1f} (not released)")
             self.lease_last[key] = sample
-            self._tenure(key, version, item, owner, now)
-        for version, items in by_version.items():
+            self._tenure(key, version, lease, owner, now)
+        for version, held in by_version.items():
             tl = self.timeline(version)
-            if tl.first_lease_at is None and any(i.get("owner") for i in items):
+            if tl.first_lease_at is None and any(lease.owner for lease in held):
                 tl.first_lease_at = now
             slots = self.spec_slots.get(version, 0)
             tl.slots = slots
-            if slots and tl.green_ready_at is None and _all_ready(items, slots, now):
+            if slots and tl.green_ready_at is None and sum(lease.live_and_ready(now) for lease in held) >= slots:
                 tl.green_ready_at = now
-            if slots and tl.drained_at is None and len(items) >= slots and all(i.get("drained") for i in items):
+            if slots and tl.drained_at is None and len(held) >= slots and all(lease.drained for lease in held):
                 tl.drained_at = now
 
-    def _tenure(self, key: str, version: int, item: dict[str, Any], owner: str | None, now: float) -> None:
+    def _tenure(self, key: str, version: int, lease: LeaseRecord, owner: str | None, now: float) -> None:
         """Open a tenure for a new owner; record the lease times on the current (or, once released, last) one."""
         tenures = self.tenures.setdefault(key, [])
         if owner is not None and (not tenures or tenures[-1].owner != owner):
-            tenures.append(LeaseTenure(key, version, str(item.get("worker_id") or key.split("#", 1)[-1]), owner, now))
+            tenures.append(LeaseTenure(key, version, lease.worker_id, owner, now))
         if not tenures:
             return
         current = tenures[-1]
         for name in _TENURE_TIMES:  # claimed_at first: a later time counts only if it is this owner's (>= its claim)
-            value = item.get(name)
-            stamp = float(value) if isinstance(value, int | float) else None
+            stamp = getattr(lease, name)
             if stamp is None or getattr(current, name) is not None:
                 continue
             if name == "claimed_at" or (current.claimed_at is not None and stamp >= current.claimed_at):
                 setattr(current, name, stamp)
 
     def _observe_control(self, control: dict[str, dict[str, Any]], now: float) -> None:
-        plan = control.get("plan")
+        plan = control.get(ControlKey.PLAN)
         if plan is not None and isinstance(plan.get("to_version"), int):
-            self.plans[int(plan["to_version"])] = plan
+            self.plans[int(plan["to_version"])] = plan  # the items local.swaps reads (of PlanItem's fields)
         for pk, item in control.items():
             if self.records.get(pk) != item:
                 self.records[pk] = item
                 self.changes.append((now, pk, item))
-                if pk == "deploy" and isinstance(item.get("version"), int):
+                if pk == ControlKey.DEPLOY and isinstance(item.get("version"), int):
                     tl = self.timeline(int(item["version"]))
                     tl.statuses.append((now, str(item.get("status"))))
                     if tl.deploy_started_at is None:
                         tl.deploy_started_at = _epoch(item.get("started_at")) or now
-        active = control.get("active")
-        if active is None or not isinstance(active.get("version"), int):
-            return
-        version = int(active["version"])
-        if version == self.active_version:
+        active = control.get(ControlKey.ACTIVE)
+        version = _active_version(active)
+        if active is None or version is None or version == self.active_version:
             return
         tl = self.timeline(version)
         tl.flip_observed_at = now
@@ -238,22 +240,21 @@ class ControlObserver(LoopThread):
         self.flips.append((self.active_version, version, now))
         self.active_version = version
 
-
     def _published_versions(self) -> list[int]:
-        """Versions with a spec object ``specs/v<version:08d>.json`` (published, immutable)."""
+        """Versions with a spec object :func:`~partitioner.contracts.spec_pointer.spec_key` (published, immutable)."""
         versions = []
         for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._specs_bucket, Prefix="specs/v"):
             for obj in page.get("Contents", []):
-                digits = obj["Key"][len("specs/v"):-len(".json")]
-                if obj["Key"].endswith(".json") and digits.isdigit():
-                    versions.append(int(digits))
+                version = parse_spec_key(obj["Key"])
+                if version is not None:
+                    versions.append(version)
         return versions
 
     def _load_spec(self, version: int) -> None:
-        """Read ``specs/v<version:08d>.json`` (immutable, written before any pointer names it)."""
+        """Read the spec object of ``version`` (immutable, written before any pointer names it)."""
         from partitioner.spec.parse import spec_from_json
 
-        key = f"specs/v{version:08d}.json"
+        key = spec_key(version)
         try:
             body = self._s3.get_object(Bucket=self._specs_bucket, Key=key)["Body"].read()
         except self._s3.exceptions.NoSuchKey:
@@ -274,20 +275,23 @@ def _scan(table: Any) -> list[dict[str, Any]]:
         kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
 
-def _version_of(key: str) -> int | None:
-    parsed = parse_lease_key(key)
-    return parsed[0] if parsed else None
+def _leases(items: Iterable[Mapping[str, Any]]) -> list[LeaseRecord]:
+    """The slot leases among scanned leases-table items (the handover summaries are left out)."""
+    leases = (LeaseRecord.from_item(i) for i in items if LEASE_KEY_ATTR in i)
+    return [lease for lease in leases if lease.version is not None]
+
+
+def _active_version(item: Mapping[str, Any] | None) -> int | None:
+    try:
+        return None if item is None else ActivePointer.version_of(item)
+    except ContractError:
+        return None
 
 
 def _owner_pid(owner: str) -> int | None:
     """The process id in a lease owner (``<host>:<pid>:<random>``)."""
     parts = owner.split(":")
     return int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else None
-
-
-def _all_ready(items: list[dict[str, Any]], slots: int, now: float) -> bool:
-    ready = [i for i in items if i.get("owner") and float(i.get("expires_at", 0) or 0) > now and i.get("ready")]
-    return len(ready) >= slots
 
 
 def _epoch(value: Any) -> float | None:

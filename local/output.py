@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from partitioner.contracts import parse_enriched_key
+from partitioner.contracts.enriched import parse_enriched_key
 from partitioner.geo.tiles import quadkey, tile
 
 CELL_ZOOM = 12  # the swap checks look at zoom-12 cells (:mod:`local.report.swap_checks`)

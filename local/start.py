@@ -28,7 +28,7 @@ from local.replay import Replayer
 from local.spark import start_spark, wait_for_spark
 from local.state import RunState, say
 from partitioner.aws_budget.calls import CallLog
-from partitioner.contracts import ControlKey
+from partitioner.contracts.control import ControlKey
 from partitioner.contracts.env import EnvVar
 
 #: How long the replay may stay in warm-up (no active spec yet) before the run fails.

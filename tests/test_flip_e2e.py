@@ -38,7 +38,8 @@ from lambdas.deploy.controller import DeployController
 from lambdas.deploy.hooks import HookEvent, run_hook
 from lambdas.deploy.plan import DeployPlan
 from lambdas.router import handler as router_handler
-from partitioner.contracts import DeployStatus, spec_key
+from partitioner.contracts.control import DeployStatus
+from partitioner.contracts.spec_pointer import spec_key
 from partitioner.geo.tiles import Tile, bounds
 from tests.lambdas.conftest import FakeLambdaContext, make_spec
 

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lambdas.common.errors import LambdaError
-from partitioner.contracts import SwapMode, geo_stream_name
 from partitioner.contracts.env import EnvVar
+from partitioner.contracts.plan import SwapMode
+from partitioner.contracts.stream import geo_stream_name
 
 DEFAULT_PREFIX = "georebal"
 DEFAULT_REGION = "us-east-1"

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 
 from lambdas.common.clients import error_code
 from lambdas.common.errors import AdapterError
-from partitioner.contracts import LEASE_KEY_ATTR, LeaseRecord, lease_key, parse_lease_item
+from partitioner.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, lease_key
 
 
 def _to_ddb(value: Any) -> dict[str, Any]:
@@ -124,7 +124,7 @@ class LeaseTable:
                 except ClientError as exc:
                     raise AdapterError(f"leases table {self.table!r}: batch get failed: {exc}") from exc
                 for raw in resp.get("Responses", {}).get(self.table, []):
-                    lease = parse_lease_item(raw)
+                    lease = LeaseRecord.from_raw(raw)
                     out[lease.worker_id] = lease
                 pending = resp.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
                 if pending:

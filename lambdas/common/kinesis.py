@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from lambdas.common.clients import error_code
 from lambdas.common.errors import AdapterError
-from partitioner.contracts import ShardRange
+from partitioner.contracts.stream import ShardRange
 
 KINESIS_MAX_RECORDS = 500
 KINESIS_MAX_BYTES = 5 * 1024 * 1024

@@ -18,7 +18,8 @@ from botocore.exceptions import ClientError
 
 from lambdas.common.clients import error_code
 from lambdas.common.errors import AdapterError
-from partitioner.contracts import StreamManifest, spec_key, stream_manifest_key
+from partitioner.contracts.spec_pointer import spec_key
+from partitioner.contracts.stream import StreamManifest, stream_manifest_key
 from partitioner.errors import SpecError
 from partitioner.spec.model import Spec
 from partitioner.spec.parse import spec_from_json

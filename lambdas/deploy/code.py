@@ -28,13 +28,14 @@ from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from lambdas.common.records import DesiredPointer, read_active, read_desired, to_item
+from lambdas.common.records import read_active, read_desired, to_item
 from lambdas.common.s3 import SpecExists
 from lambdas.common.timestamps import now_iso
 from lambdas.deploy.controller import DeployController
-from partitioner.contracts import ControlKey, DeployStatus, SwapMode, geo_stream_name, spec_key
-
-CODE = "code"  # control item: {template, version, at} of the last code rollout by a redeploy of the live spec
+from partitioner.contracts.control import ControlKey, DeployStatus
+from partitioner.contracts.plan import SwapMode
+from partitioner.contracts.spec_pointer import DesiredPointer, spec_key
+from partitioner.contracts.stream import geo_stream_name
 
 
 def redeploy_live_spec(ctl: DeployController, template: str, clock: Callable[[], float]) -> int | None:
@@ -46,7 +47,7 @@ def redeploy_live_spec(ctl: DeployController, template: str, clock: Callable[[],
     active, desired = read_active(ctl.control), read_desired(ctl.control)
     if active is None or desired is None or desired.version != active.version:
         return None  # nothing live yet, or a newer spec is on its way (it will carry the code)
-    mark = ctl.control.get(CODE)
+    mark = ctl.control.get(ControlKey.CODE)
     if mark is not None and mark.get("template") == template:
         return None
     if not ctl.code_stale():
@@ -55,7 +56,7 @@ def redeploy_live_spec(ctl: DeployController, template: str, clock: Callable[[],
     n = desired.version + 1
     copy = live.replace(version=n, previous_version=live.version, stream_name=geo_stream_name(ctl.prefix, n),
                         created_at=now_iso(clock()))
-    ctl.control.put(CODE, {"template": template, "version": n, "from_version": live.version, "at": clock()})
+    ctl.control.put(ControlKey.CODE, {"template": template, "version": n, "from_version": live.version, "at": clock()})
     try:
         ctl.specs.put_new(copy)
     except SpecExists:  # the partitioner published v<n> meanwhile: that swap carries the code

@@ -71,7 +71,9 @@ from lambdas.deploy.errors import DeployError
 from lambdas.deploy.fleet import Fleet
 from lambdas.deploy.state import FINISHED, DeployState
 from lambdas.deploy.steps import SwapSteps
-from partitioner.contracts import ControlKey, DeployStatus, SwapMode, geo_stream_name
+from partitioner.contracts.control import ControlKey, DeployStatus
+from partitioner.contracts.plan import SwapMode
+from partitioner.contracts.stream import geo_stream_name
 
 FLEET_START_GRACE_S = 30.0  # a waiting_green swap whose fleet has not started this long after the save is resumed
 ADVANCE_EVERY_S = 5.0  # see DeployController(advance_every_s=)

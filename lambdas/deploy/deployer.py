@@ -48,7 +48,6 @@ from lambdas.deploy.code import Reconciled, reconcile_fleet, redeploy_live_spec
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.runtime import config, controller
 from lambdas.deploy.state import DeployState
-from partitioner.contracts import SwapMode, parse_spec_key
 from partitioner.contracts.metric_names import (
     NAMESPACE,
     Metric,
@@ -56,6 +55,8 @@ from partitioner.contracts.metric_names import (
     deploy_status_metric,
     fleet_reconciled_metric,
 )
+from partitioner.contracts.plan import SwapMode
+from partitioner.contracts.spec_pointer import parse_spec_key
 
 logger = Logger(service="deployer")
 metrics = Metrics(namespace=NAMESPACE, service=MetricService.DEPLOYER)

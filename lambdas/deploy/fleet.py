@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from lambdas.common.ecs import EcsService
 from lambdas.deploy.plan import DeployPlan
-from partitioner.contracts import SwapMode
+from partitioner.contracts.plan import SwapMode
 
 
 class Fleet(Protocol):

@@ -45,7 +45,7 @@ from lambdas.common.errors import LambdaError
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.runtime import config, controller
 from lambdas.deploy.state import IN_FLIGHT, DeployState
-from partitioner.contracts import DeployStatus
+from partitioner.contracts.control import DeployStatus
 from partitioner.contracts.metric_names import NAMESPACE, Metric, MetricService, hook_status_metric
 
 logger = Logger(service="deploy-hooks")

@@ -17,8 +17,9 @@ it that n+1 does not carve out with a finer entry of its own, among the shares w
 So a region that is only re-listed with other squares (coalesced or split into children) by the same
 worker does not move.
 
-The plan is stored in the control table as ``pk="plan"`` (:func:`plan_item`, read back by the workers:
-``docs/CONTRACTS.md``, "Cheap swaps") with a :class:`PlanStatus`.
+The plan is stored in the control table as ``pk="plan"`` (:func:`plan_item`: the record
+:class:`~partitioner.contracts.plan.PlanItem`, read back by the controller and the local report) with a
+:class:`~partitioner.contracts.plan.PlanStatus`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lambdas.common.config import parse_swap_mode
-from partitioner.contracts import PlanStatus, SwapMode
+from partitioner.contracts.plan import PlanItem, PlanStatus, SwapMode
 from partitioner.spec.model import HASH_BUCKETS, Partition, Spec
 
 FULL_RANGE = (0, HASH_BUCKETS)
@@ -225,31 +226,23 @@ def _slot_change(wid: str, old: Spec, new: Spec, gains: Sequence[str], losses: S
 
 
 def plan_from_item(item: Mapping[str, Any]) -> DeployPlan:
-    """The plan a ``pk="plan"`` item records, without the specs: slot ids and counts (no cell labels).
+    """The plan a ``pk="plan"`` item records (:class:`~partitioner.contracts.plan.PlanItem`), without the specs:
+    slot ids and counts (no cell labels).
 
     Raises
     ------
     ValueError
-        If the item lacks a field or has a bad value (the message names it).
+        If the item lacks a field or has a bad value (a :class:`~partitioner.contracts.errors.ContractError`
+        naming it).
     """
-    def ids(key: str) -> tuple[str, ...]:
-        value = item.get(key)
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"control item 'plan': {key!r} must be a list of worker ids, got {value!r}")
-        return tuple(value)
-
-    to_version, from_version = item.get("to_version"), item.get("from_version")
-    if not isinstance(to_version, int) or not (from_version is None or isinstance(from_version, int)):
-        raise ValueError(f"control item 'plan': bad versions {from_version!r} -> {to_version!r}")
-    kept, started, stopped = ids("kept"), ids("started"), ids("stopped")
-    return DeployPlan(from_version, to_version, parse_swap_mode(str(item.get("mode", "")), "control item 'plan' mode"),
-                      tuple(SlotChange(w) for w in kept), started, stopped, (), len(kept) + len(stopped),
-                      len(kept) + len(started))
+    stored = PlanItem.from_item(item)
+    kept = stored.kept
+    return DeployPlan(stored.from_version, stored.to_version, stored.mode, tuple(SlotChange(w) for w in kept),
+                      stored.started, stored.stopped, (), len(kept) + len(stored.stopped),
+                      len(kept) + len(stored.started))
 
 
 def plan_item(plan: DeployPlan, status: PlanStatus, at: float) -> dict[str, Any]:
-    """The control item ``pk="plan"`` (``pk`` excluded): what the workers and the local report read."""
-    return {"from_version": plan.from_version, "to_version": plan.to_version, "mode": plan.mode.value,
-            "kept": list(plan.kept_ids), "started": list(plan.started), "stopped": list(plan.stopped),
-            "moved_cells": len(plan.moved_cells), "gains": {k.worker_id: len(k.gains) for k in plan.kept},
-            "status": status.value, "updated_at": at}
+    """The control item ``pk="plan"`` (``pk`` excluded) of ``plan`` with ``status``, updated at ``at``."""
+    return PlanItem(plan.from_version, plan.to_version, plan.mode, plan.kept_ids, plan.started, plan.stopped,
+                    len(plan.moved_cells), {k.worker_id: len(k.gains) for k in plan.kept}, status, at).to_item()

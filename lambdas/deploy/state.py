@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from partitioner.contracts import DeployStatus
+from partitioner.contracts.control import DeployStatus
 
 #: A swap is under way: its geo stream, plan or fleet exist and must be finished or rolled back.
 IN_FLIGHT = (DeployStatus.DEPLOYING, DeployStatus.WAITING_GREEN, DeployStatus.FLIPPED, DeployStatus.DRAINING)

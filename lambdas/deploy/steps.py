@@ -15,21 +15,16 @@ from typing import Any
 
 from lambdas.common.dynamodb import ControlTable, LeaseTable
 from lambdas.common.kinesis import GeoStreams
-from lambdas.common.records import ActivePointer, read_active, record_live_latency, to_item
+from lambdas.common.records import read_active, record_live_latency, to_item
 from lambdas.common.s3 import SpecStore
 from lambdas.common.timestamps import now_iso
 from lambdas.deploy.errors import DeployError
 from lambdas.deploy.fleet import Fleet
 from lambdas.deploy.plan import DeployPlan, plan_from_item, plan_item, plan_swap
-from partitioner.contracts import (
-    ControlKey,
-    PlanStatus,
-    StreamManifest,
-    SwapHead,
-    SwapMode,
-    geo_stream_name,
-    spec_key,
-)
+from partitioner.contracts.control import ControlKey
+from partitioner.contracts.plan import PlanStatus, SwapHead, SwapMode
+from partitioner.contracts.spec_pointer import ActivePointer, spec_key
+from partitioner.contracts.stream import StreamManifest, geo_stream_name
 from partitioner.spec.model import Spec
 
 FLEET_STARTED = "fleet_started"  # plan item flag: start_fleet completed (a crash before it is resumed)

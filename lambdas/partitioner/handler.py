@@ -22,11 +22,11 @@ from lambdas.common.config import LambdaConfig
 from lambdas.common.records import read_active
 from lambdas.partitioner.logic import Outcome, PartitionerDeps, process_snapshot
 from partitioner.contracts.metric_names import NAMESPACE, PARTITIONER_OUTCOME_METRICS, Metric, MetricService
+from partitioner.contracts.snapshot import is_manifest_key
 
 logger = Logger(service="partitioner")
 metrics = Metrics(namespace=NAMESPACE, service=MetricService.PARTITIONER)
 
-MANIFEST_SUFFIX = "/_manifest.json"
 
 
 @functools.cache
@@ -43,7 +43,7 @@ def manifest_keys(event: dict[str, Any]) -> list[tuple[str, str]]:
         s3 = r.get("s3", {})
         key = unquote_plus(str(s3.get("object", {}).get("key", "")))
         bucket = str(s3.get("bucket", {}).get("name", ""))
-        if key.startswith("snapshots/") and key.endswith(MANIFEST_SUFFIX):
+        if is_manifest_key(key):
             out.append((bucket, key))
     return out
 

@@ -43,23 +43,16 @@ from lambdas.common.clients import Clients
 from lambdas.common.config import ConfigError, LambdaConfig
 from lambdas.common.dynamodb import ControlTable
 from lambdas.common.errors import AdapterError
-from lambdas.common.records import (
-    DesiredPointer,
-    PolicyMark,
-    SnapshotMark,
-    median_latency_s,
-    read_active,
-    read_desired,
-    read_latency_samples,
-    to_item,
-)
+from lambdas.common.records import median_latency_s, read_active, read_desired, read_latency_samples
 from lambdas.common.s3 import CostReports, ObjectStore, SpecExists, SpecStore
 from lambdas.common.timestamps import now_iso
 from lambdas.partitioner.snapshot import Manifest, SnapshotRejected, parse_manifest, read_rows, verify_manifest
 from lambdas.partitioner.state import ControlStateStore
 from partitioner.builders import build_spec
-from partitioner.contracts import ControlKey, geo_stream_name, spec_key
+from partitioner.contracts.control import ControlKey, PolicyMark, SnapshotMark
 from partitioner.contracts.env import EnvVar
+from partitioner.contracts.spec_pointer import DesiredPointer, spec_key
+from partitioner.contracts.stream import geo_stream_name
 from partitioner.control.controller import ControlSettings, ControlState, Step, control_step
 from partitioner.errors import PartitionerError, PolicyError
 from partitioner.load.cost import apply_cost_rates
@@ -153,23 +146,24 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
     manifest = parse_manifest(raw, f"s3://{deps.snapshots.bucket}/{manifest_key}")
     mark_item = deps.control.get(ControlKey.SNAPSHOT)
     mark = SnapshotMark.from_item(mark_item) if mark_item else None
-    if mark and mark.manifest_key == manifest_key and mark.checksum == manifest.checksum:
+    if mark and mark.manifest_key == manifest_key and mark.checksum == manifest.record.checksum:
         return Outcome("duplicate", manifest_key, f"already processed at {mark.processed_at} ({mark.outcome})",
                        "duplicate")
-    if mark and manifest.window_end_iso <= mark.window_end:
-        raise SnapshotRejected("stale_snapshot", f"{manifest.key}: window_end {manifest.window_end_iso!r} is not after "
-                                                 f"the last processed {mark.window_end!r} ({mark.manifest_key})")
+    if mark and manifest.record.window_end_iso <= mark.window_end:
+        raise SnapshotRejected("stale_snapshot", f"{manifest.key}: window_end {manifest.record.window_end_iso!r} "
+                                                 f"is not after the last processed {mark.window_end!r} "
+                                                 f"({mark.manifest_key})")
     verify_manifest(manifest)
     text = read_rows(deps.snapshots, manifest)
     try:
-        counts = read_snapshot_rows(text, manifest.key, use_cost=manifest.has_cost)
-        events = read_snapshot_rows(text, manifest.key, use_cost=False) if manifest.has_cost else counts
+        counts = read_snapshot_rows(text, manifest.key, use_cost=manifest.record.has_cost)
+        events = read_snapshot_rows(text, manifest.key, use_cost=False) if manifest.record.has_cost else counts
     except PartitionerError as exc:
         raise SnapshotRejected("bad_rows", str(exc)) from None
     if counts.total <= 0:
         raise SnapshotRejected("empty_snapshot", f"{manifest.key}: total load is {counts.total!r}")
     active = read_active(deps.control)
-    if not manifest.has_cost and deps.costs is not None and active is not None:
+    if not manifest.record.has_cost and deps.costs is not None and active is not None:
         try:
             rates = deps.costs.latest(active.version).rates
         except AdapterError:
@@ -186,9 +180,9 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
     decision = step.decision
     reasons = (*decision.reasons, *([note] if note else []))
     if step.candidate is None:
-        deps.control.put(ControlKey.POLICY, to_item(PolicyMark(state.last_published_at, decision.to_dict())))
+        deps.control.put(ControlKey.POLICY, PolicyMark(state.last_published_at, decision.to_dict()).to_item())
         deps.state.save(step.state)
-        _mark(deps, manifest_key, manifest.checksum, manifest.window_end_iso, "held")
+        _mark(deps, manifest_key, manifest.record.checksum, manifest.record.window_end_iso, "held")
         return Outcome("held", manifest_key, "policy: " + "; ".join(reasons), "held", decision_reasons=reasons,
                        workers=len(previous.workers) if previous else None, max_utilisation=_live_utilisation(step))
     return _publish(deps, manifest_key, manifest, step.candidate, step, reasons, now)
@@ -205,16 +199,16 @@ def _step(deps: PartitionerDeps, manifest: Manifest, counts: Counts, events: Cou
         built = deps.build(c, deps.max_load, previous=previous, version=version,
                            stream_name=geo_stream_name(deps.prefix, version), fill=fill)
         spec = with_shards(built, deps.shards_per_worker).replace(
-            source={**built.source, "window_end": manifest.window_end_iso})
+            source={**built.source, "window_end": manifest.record.window_end_iso})
         problems = validate(spec)
         if problems:
             raise SnapshotRejected("invalid_spec", f"candidate spec v{spec.version!r} from {manifest.key} is invalid: "
                                                    + "; ".join(problems[:5]))
         return spec
 
-    window_s = max(1.0, (manifest.window_end - manifest.window_start).total_seconds())
+    window_s = max(1.0, (manifest.record.window_end - manifest.record.window_start).total_seconds())
     try:
-        return control_step(deps.policy, state, counts, window_end=manifest.window_end.timestamp(),
+        return control_step(deps.policy, state, counts, window_end=manifest.record.window_end.timestamp(),
                             window_s=window_s, now=now, current=previous, max_load=deps.max_load, build=build,
                             latency_s=median_latency_s(read_latency_samples(deps.control)), events=events)
     except PartitionerError as exc:
@@ -255,15 +249,16 @@ def _publish(deps: PartitionerDeps, manifest_key: str, manifest: Manifest, candi
         raise SnapshotRejected("publish_failed", f"no free spec version after {spec.version!r} "
                                                  f"(objects exist under {spec_key(spec.version)!r})")
     stamp = now_iso(now)
-    moved = deps.control.put_forward(ControlKey.DESIRED, to_item(DesiredPointer(spec.version, key, stamp)))
+    moved = deps.control.put_forward(ControlKey.DESIRED, DesiredPointer(spec.version, key, stamp).to_item())
     if not moved:
         latest = read_desired(deps.control)
         return Outcome("superseded", manifest_key,
                        f"desired already at v{latest.version if latest else '?'}; v{spec.version} left unpublished",
                        "superseded", version=spec.version, spec_key=key)
-    deps.control.put(ControlKey.POLICY, to_item(PolicyMark(now, {**step.decision.to_dict(), "published_version": spec.version})))
+    decision = {**step.decision.to_dict(), "published_version": spec.version}
+    deps.control.put(ControlKey.POLICY, PolicyMark(now, decision).to_item())
     deps.state.save(step.state.published(now))
-    _mark(deps, manifest_key, manifest.checksum, manifest.window_end_iso, f"published v{spec.version}")
+    _mark(deps, manifest_key, manifest.record.checksum, manifest.record.window_end_iso, f"published v{spec.version}")
     return Outcome("published", manifest_key, "; ".join(reasons), "published", version=spec.version, spec_key=key,
                    workers=len(spec.workers), decision_reasons=reasons, max_utilisation=_live_utilisation(step))
 
@@ -274,5 +269,5 @@ def _live_utilisation(step: Step) -> float | None:
 
 
 def _mark(deps: PartitionerDeps, manifest_key: str, checksum: str, window_end: str, outcome: str) -> None:
-    deps.control.put(ControlKey.SNAPSHOT, to_item(SnapshotMark(manifest_key, checksum, window_end, now_iso(), outcome)),
+    deps.control.put(ControlKey.SNAPSHOT, SnapshotMark(manifest_key, checksum, window_end, now_iso(), outcome).to_item(),
                      condition="attribute_not_exists(pk) OR window_end < :w", values={":w": window_end})

@@ -1,30 +1,27 @@
-"""Read and verify a load snapshot (``docs/CONTRACTS.md``, "Load snapshot").
+"""Read and verify a load snapshot (:mod:`partitioner.contracts.snapshot`; ``docs/CONTRACTS.md``, "Load snapshot").
 
-:func:`read_verified_snapshot` checks the manifest's format and fields, that every listed file
-exists, each file's sha256 and row count, the total row count and the manifest checksum, then
-returns the manifest and the rows' CSV bytes. Any failure raises :class:`SnapshotRejected` with a
+:func:`parse_manifest` decodes the manifest (its format and fields), :func:`verify_manifest` checks its sums
+(the total row count and the checksum), and :func:`read_rows` that every listed file exists, each file's sha256
+and row count, then returns the rows' CSV bytes. Any failure raises :class:`SnapshotRejected` with a
 reason code and a message naming the bad value and the object it came from.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
 
 import numpy as np
 
 from lambdas.common.errors import LambdaError
 from lambdas.common.s3 import ObjectStore
+from partitioner.contracts.errors import ContractError
+from partitioner.contracts.snapshot import SNAPSHOT_HEADER, SnapshotManifest, manifest_checksum
 from partitioner.load import csvscan
 
-SNAPSHOT_FORMAT = "geo-rebalancer.snapshot/1"
-HEADER = "quadkey,events,cost"
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+HEADER = ",".join(SNAPSHOT_HEADER).encode()
+#: What every data file's header starts with (a file without costs may stop there).
+HEADER_START = ",".join(SNAPSHOT_HEADER[:2]).encode()
 
 
 class SnapshotRejected(LambdaError):
@@ -35,105 +32,36 @@ class SnapshotRejected(LambdaError):
         self.code = code
 
 
-@dataclass(frozen=True)
-class SnapshotFile:
-    key: str
-    rows: int
-    sha256: str
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Manifest:
-    """A parsed, structurally checked manifest."""
+    """A structurally checked manifest and where it was read from (``key``, named in every rejection)."""
 
     key: str
-    window_start: datetime
-    window_end: datetime
-    grid_zoom: int
-    zoom: int
-    rows: int
-    total_events: float
-    has_cost: bool
-    files: tuple[SnapshotFile, ...]
-    checksum: str
-
-    @property
-    def window_end_iso(self) -> str:
-        """Canonical UTC ``YYYY-MM-DDTHH:MM:SSZ`` (sorts lexicographically)."""
-        return self.window_end.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _iso(v: Any, field: str, where: str) -> datetime:
-    if not isinstance(v, str):
-        raise SnapshotRejected("malformed_manifest", f"{where}: {field!r} must be an ISO-8601 string, got {v!r}")
-    try:
-        dt = datetime.fromisoformat(v)
-    except ValueError:
-        raise SnapshotRejected("malformed_manifest", f"{where}: {field!r} is not ISO-8601: {v!r}") from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
-
-
-def _int(doc: Mapping[str, Any], field: str, where: str) -> int:
-    v = doc.get(field)
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise SnapshotRejected("malformed_manifest", f"{where}: {field!r} must be a non-negative integer, got {v!r}")
-    return v
+    record: SnapshotManifest
 
 
 def parse_manifest(raw: bytes, key: str) -> Manifest:
     """Parse and structurally check a manifest; raise SnapshotRejected naming the bad field."""
-    where = key
     try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise SnapshotRejected("malformed_manifest", f"{where}: not valid JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise SnapshotRejected("malformed_manifest", f"{where}: expected a JSON object, got {type(doc).__name__}")
-    if doc.get("format") != SNAPSHOT_FORMAT:
-        raise SnapshotRejected("malformed_manifest",
-                               f"{where}: 'format' must be {SNAPSHOT_FORMAT!r}, got {doc.get('format')!r}")
-    start, end = _iso(doc.get("window_start"), "window_start", where), _iso(doc.get("window_end"), "window_end", where)
-    if end < start:
-        raise SnapshotRejected("malformed_manifest", f"{where}: window_end {doc['window_end']!r} is before "
-                                                     f"window_start {doc['window_start']!r}")
-    total = doc.get("total_events")
-    if isinstance(total, bool) or not isinstance(total, (int, float)) or not total >= 0:
-        raise SnapshotRejected("malformed_manifest", f"{where}: 'total_events' must be a number >= 0, got {total!r}")
-    has_cost = doc.get("has_cost", False)
-    if not isinstance(has_cost, bool):
-        raise SnapshotRejected("malformed_manifest", f"{where}: 'has_cost' must be true or false, got {has_cost!r}")
-    raw_files = doc.get("files")
-    if not isinstance(raw_files, list):
-        raise SnapshotRejected("malformed_manifest", f"{where}: 'files' must be a list, got {raw_files!r}")
-    files = []
-    for i, f in enumerate(raw_files):
-        fw = f"{where} files[{i}]"
-        if not isinstance(f, dict) or not isinstance(f.get("key"), str) or not f["key"]:
-            raise SnapshotRejected("malformed_manifest", f"{fw}: needs a non-empty 'key', got {f!r}")
-        sha = f.get("sha256")
-        if not isinstance(sha, str) or not _HEX64.match(sha):
-            raise SnapshotRejected("malformed_manifest", f"{fw}: 'sha256' must be 64 hex digits, got {sha!r}")
-        files.append(SnapshotFile(f["key"], _int(f, "rows", fw), sha))
-    checksum = doc.get("checksum")
-    if not isinstance(checksum, str) or not _HEX64.match(checksum):
-        raise SnapshotRejected("malformed_manifest", f"{where}: 'checksum' must be 64 hex digits, got {checksum!r}")
-    return Manifest(key, start, end, _int(doc, "grid_zoom", where), _int(doc, "zoom", where), _int(doc, "rows", where),
-                    float(total), has_cost, tuple(files), checksum)
+        return Manifest(key, SnapshotManifest.from_json(raw, key))
+    except ContractError as exc:
+        raise SnapshotRejected("malformed_manifest", str(exc)) from None
 
 
 def verify_manifest(manifest: Manifest) -> None:
     """Check the manifest's own sums: file rows add up to ``rows``, the checksum matches the file hashes."""
-    expected = hashlib.sha256("".join(f.sha256 for f in manifest.files).encode()).hexdigest()
-    if expected != manifest.checksum:
-        raise SnapshotRejected("checksum_mismatch", f"{manifest.key}: checksum {manifest.checksum!r} does not match "
+    m = manifest.record
+    expected = manifest_checksum([f.sha256 for f in m.files])
+    if expected != m.checksum:
+        raise SnapshotRejected("checksum_mismatch", f"{manifest.key}: checksum {m.checksum!r} does not match "
                                                     f"its files' sha256 list ({expected!r})")
-    listed = sum(f.rows for f in manifest.files)
-    if listed != manifest.rows:
-        raise SnapshotRejected("row_count_mismatch", f"{manifest.key}: 'rows' is {manifest.rows!r} but its files "
+    listed = sum(f.rows for f in m.files)
+    if listed != m.rows:
+        raise SnapshotRejected("row_count_mismatch", f"{manifest.key}: 'rows' is {m.rows!r} but its files "
                                                      f"list {listed!r} rows")
-    if manifest.rows == 0 or manifest.total_events == 0 or not manifest.files:
-        raise SnapshotRejected("empty_snapshot", f"{manifest.key}: no load (rows={manifest.rows!r}, "
-                                                 f"total_events={manifest.total_events!r})")
+    if m.rows == 0 or m.total_events == 0 or not m.files:
+        raise SnapshotRejected("empty_snapshot", f"{manifest.key}: no load (rows={m.rows!r}, "
+                                                 f"total_events={float(m.total_events)!r})")
 
 
 def read_rows(store: ObjectStore, manifest: Manifest) -> bytes:
@@ -146,7 +74,7 @@ def read_rows(store: ObjectStore, manifest: Manifest) -> bytes:
     parts: list[bytes] = []
     base = manifest.key.rsplit("/", 1)[0] + "/"
     header: bytes | None = None
-    for f in manifest.files:
+    for f in manifest.record.files:
         key = f.key if "/" in f.key else base + f.key
         where = f"s3://{store.bucket}/{key}"
         body = store.read(key)
@@ -157,8 +85,8 @@ def read_rows(store: ObjectStore, manifest: Manifest) -> bytes:
             raise SnapshotRejected("checksum_mismatch", f"{where}: sha256 {digest} does not match "
                                                         f"the manifest's {f.sha256!r}")
         file_header, rows, count = _file_rows(body)
-        if not file_header.startswith(b"quadkey,events"):
-            raise SnapshotRejected("bad_rows", f"{where}: header must start 'quadkey,events', "
+        if not file_header.startswith(HEADER_START):
+            raise SnapshotRejected("bad_rows", f"{where}: header must start {HEADER_START.decode()!r}, "
                                                f"got {file_header.decode('utf-8', 'replace')!r}")
         if header is not None and file_header != header:
             raise SnapshotRejected("bad_rows", f"{where}: header {file_header.decode('utf-8', 'replace')!r} differs "
@@ -167,7 +95,7 @@ def read_rows(store: ObjectStore, manifest: Manifest) -> bytes:
         if count != f.rows:
             raise SnapshotRejected("row_count_mismatch", f"{where}: {count} rows, the manifest says {f.rows!r}")
         parts.append(rows)
-    return b"".join([header if header is not None else HEADER.encode(), b"\n", *parts])
+    return b"".join([header if header is not None else HEADER, b"\n", *parts])
 
 
 def _file_rows(body: bytes) -> tuple[bytes, bytes, int]:

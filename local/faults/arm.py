@@ -25,7 +25,8 @@ from local.faults.worker_kill import WorkerKill, leases_from_items
 from local.fleet import WorkerSettings
 from local.spark import SPARK_START_TIMEOUT_S, WATERMARK_S, start_spark
 from local.state import RunState, say
-from partitioner.contracts import geo_stream_prefix, lease_key
+from partitioner.contracts.lease import lease_key
+from partitioner.contracts.stream import geo_stream_prefix
 
 
 def arm_faults(state: RunState, aws: EmbeddedAws) -> None:

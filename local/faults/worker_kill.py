@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from local.faults.record import IN_SWAP, TAKEOVER_LEASES, FaultRecord
-from partitioner.contracts import LEASE_KEY_ATTR, parse_lease_key
+from partitioner.contracts.lease import LEASE_KEY_ATTR, parse_lease_key
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from geo_service.config import WorkerConfig
 from local.aws import Names
 from local.scale.memo import shared_objects
 from local.scale.simtime import SimTime
-from partitioner.contracts import LEASE_KEY_ATTR, SwapMode
+from partitioner.contracts.lease import LEASE_KEY_ATTR
+from partitioner.contracts.plan import SwapMode
 
 REGION = "us-east-1"
 

@@ -42,7 +42,8 @@ from lambdas.deploy.controller import DeployController
 from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
 from local.scale.simtime import SimTime
 from local.scale.world import EventSource
-from partitioner.contracts import DeployStatus, spec_key
+from partitioner.contracts.control import DeployStatus
+from partitioner.contracts.spec_pointer import spec_key
 from partitioner.spec.model import Spec
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from unittest import mock
 import geo_service.slots
 import lambdas.router.routing
 from geo_service.aws import load_spec_from_s3
-from partitioner.contracts import spec_key
+from partitioner.contracts.spec_pointer import spec_key
 from partitioner.spec.index import SpecIndex
 from partitioner.spec.model import Spec
 

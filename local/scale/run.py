@@ -48,7 +48,9 @@ from local.scale.simtime import SimTime
 from local.scale.world import EventSource, Version, World, build_world
 from partitioner.aws_budget.calls import CallLog, watch
 from partitioner.aws_budget.usage import ACCOUNT, Usage
-from partitioner.contracts import DeployStatus, SwapMode, parse_enriched_key
+from partitioner.contracts.control import DeployStatus
+from partitioner.contracts.enriched import parse_enriched_key
+from partitioner.contracts.plan import SwapMode
 from partitioner.spec.shards import with_shards
 
 PREFIX = "georebal-sim"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from partitioner.contracts import (
+from partitioner.contracts.events import (
     EVENT_LAT_LIMIT,
     EVENT_LON_LIMIT,
     ISO_DATETIME_PREFIX,

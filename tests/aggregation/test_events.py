@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from aggregation.events import classify_events, quarantine_records, valid_events
-from partitioner.contracts import REASON_CODES
+from partitioner.contracts.events import REASON_CODES
 
 pytestmark = pytest.mark.spark
 

@@ -10,18 +10,16 @@ from pathlib import Path
 import pytest
 
 from aggregation.snapshot import (
-    MANIFEST_NAME,
     LocalStorage,
-    QuarantineRecord,
     SnapshotError,
     SnapshotMeta,
-    SnapshotRow,
     read_snapshot,
-    snapshot_prefix,
     storage_for,
     write_quarantine,
     write_snapshot,
 )
+from partitioner.contracts.quarantine import QuarantineRecord
+from partitioner.contracts.snapshot import MANIFEST_NAME, SnapshotRow, snapshot_prefix
 from partitioner.load.read import read_snapshot_rows
 
 META = SnapshotMeta(datetime(2026, 1, 2, 3, 4, 0, tzinfo=UTC), datetime(2026, 1, 2, 3, 5, 0, tzinfo=UTC),

@@ -10,7 +10,9 @@ from geo_service.aws import Clients
 from geo_service.config import WorkerConfig
 from lambdas.common.dynamodb import ControlTable
 from lambdas.common.kinesis import GeoStreams
-from partitioner.contracts import ControlKey, StreamManifest, SwapHead, stream_manifest_key
+from partitioner.contracts.control import ControlKey
+from partitioner.contracts.plan import SwapHead
+from partitioner.contracts.stream import StreamManifest, stream_manifest_key
 from partitioner.spec.model import Partition, Spec, Worker, shard_hash_key
 
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from geo_service.records import BadRecord, Event, decode_event, enriched_record
-from partitioner.contracts import enriched_key
-from partitioner.contracts import geo_quarantine_key as quarantine_key
+from partitioner.contracts.enriched import enriched_key
+from partitioner.contracts.quarantine import geo_quarantine_key as quarantine_key
 
 GOOD = {"event_id": "e1", "entity_id": "car-1", "ts": 1763700000000, "lat": 48.85, "lon": 2.35, "extra": [1]}
 

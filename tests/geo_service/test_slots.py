@@ -10,7 +10,7 @@ from geo_service.aws import Clients
 from geo_service.control import ControlView
 from geo_service.lease import LeaseManager
 from geo_service.slots import SlotFinder, SpecCache
-from partitioner.contracts import SwapHead
+from partitioner.contracts.plan import SwapHead
 
 
 def finder(clients: Clients, res: Resources, owner: str = "me", **overrides: object) -> SlotFinder:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from infra.config import DEFAULTS, ConfigError, load_config
-from partitioner.contracts import SwapMode
+from partitioner.contracts.plan import SwapMode
 
 
 def test_cdk_json_repeats_every_default(cdk_context: dict) -> None:

@@ -27,8 +27,8 @@ import pytest
 from geo_service.aws import Clients, make_clients
 from infra.dockerfile import copy_sources, missing_sources
 from local.aws import DUMMY_CREDENTIALS, REGION, EmbeddedAws, Names, SerialMotoServer
-from partitioner.contracts import geo_stream_name
 from partitioner.contracts.env import EnvVar
+from partitioner.contracts.stream import geo_stream_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "geo_service"))
 from geo_testkit import Resources, enriched_rows, make_spec, publish_spec, set_active

@@ -15,11 +15,12 @@ from lambdas.common.config import SwapMode
 from lambdas.common.ecs import EcsService
 from lambdas.common.records import read_desired
 from lambdas.deploy import deployer, runtime
-from lambdas.deploy.code import CODE, redeploy_live_spec
+from lambdas.deploy.code import redeploy_live_spec
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.fleet import EcsFleet
-from partitioner.contracts import DeployStatus, spec_key
+from partitioner.contracts.control import ControlKey, DeployStatus
 from partitioner.contracts.env import EnvVar
+from partitioner.contracts.spec_pointer import spec_key
 from partitioner.spec.model import Spec
 from tests.lambdas.conftest import Aws, FakeLambdaContext, make_spec
 
@@ -127,7 +128,7 @@ def test_an_idle_fleet_with_new_code_gets_the_live_spec_redeployed_once(aws: Aws
     assert ctl.state().queued_version == 2
     # AND once it is requested nothing more is published; nor again for the same template after it finished
     assert redeploy_live_spec(ctl, template, lambda: 1001.0) is None
-    assert (aws.control.get(CODE) or {}).get("template") == template
+    assert (aws.control.get(ControlKey.CODE) or {}).get("template") == template
     assert ctl.step().status == DeployStatus.WAITING_GREEN
     assert aws.control.get("plan")["mode"] == "whole"  # type: ignore[index]
     assert redeploy_live_spec(ctl, template, lambda: 1002.0) is None

@@ -12,7 +12,10 @@ from lambdas.common.records import read_active
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.errors import DeployError
 from lambdas.deploy.fleet import EcsFleet
-from partitioner.contracts import ControlKey, DeployStatus, StreamManifest, SwapMode, spec_key, stream_manifest_key
+from partitioner.contracts.control import ControlKey, DeployStatus
+from partitioner.contracts.plan import SwapMode
+from partitioner.contracts.spec_pointer import spec_key
+from partitioner.contracts.stream import StreamManifest, stream_manifest_key
 from partitioner.errors import SpecError
 from partitioner.spec.model import Spec
 from partitioner.spec.shards import with_shards

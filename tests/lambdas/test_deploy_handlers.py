@@ -13,7 +13,9 @@ from lambdas.common.records import read_active
 from lambdas.deploy import deployer, hooks, runtime
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.fleet import EcsFleet
-from partitioner.contracts import DeployStatus, SwapMode, spec_key
+from partitioner.contracts.control import DeployStatus
+from partitioner.contracts.plan import SwapMode
+from partitioner.contracts.spec_pointer import spec_key
 from partitioner.spec.model import Spec
 from tests.lambdas.conftest import CTX, Aws, FakeLambdaContext, load_event, make_spec
 

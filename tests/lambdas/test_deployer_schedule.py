@@ -10,7 +10,8 @@ from lambdas.deploy import deployer, runtime
 from lambdas.deploy.controller import FLEET_START_GRACE_S, DeployController
 from lambdas.deploy.fleet import EcsFleet
 from lambdas.deploy.plan import DeployPlan
-from partitioner.contracts import DeployStatus, spec_key
+from partitioner.contracts.control import DeployStatus
+from partitioner.contracts.spec_pointer import spec_key
 from tests.lambdas.conftest import Aws, FakeLambdaContext, load_event, make_spec
 
 T0 = 1_800_000_000.0

@@ -17,7 +17,7 @@ from lambdas.common.s3 import ObjectStore
 from lambdas.partitioner import handler as partitioner_handler
 from lambdas.partitioner.logic import PartitionerDeps, apply_cost_rates, load_policy, process_snapshot
 from lambdas.partitioner.state import CONTROL_STATE_KEY
-from partitioner.contracts import spec_key
+from partitioner.contracts.spec_pointer import spec_key
 from partitioner.control.controller import ControlState
 from partitioner.load.counts import counts_from_pairs
 from partitioner.spec.model import Partition, Spec, Worker

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lambdas.deploy.plan import DeployPlan, plan_from_item, plan_item, plan_swap
-from partitioner.contracts import PlanStatus, SwapMode
+from partitioner.contracts.plan import PlanStatus, SwapMode
 from partitioner.geo.tiles import Tile, quadkey, quadkey_to_tile
 from partitioner.spec.index import SpecIndex
 from partitioner.spec.model import HASH_BUCKETS, Partition, Spec, Worker, shard_hash_key

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 import pytest
 
 from lambdas.common.ecs import EcsService
-from lambdas.common.records import LATENCY_SAMPLES, median_latency_s, read_latency_samples, record_live_latency
+from lambdas.common.records import median_latency_s, read_latency_samples, record_live_latency
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.fleet import EcsFleet
-from partitioner.contracts import ControlKey
+from partitioner.contracts.control import LATENCY_SAMPLES, ControlKey
 from partitioner.spec.model import Spec
 from tests.lambdas.conftest import Aws, make_spec
 

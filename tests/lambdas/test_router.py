@@ -14,7 +14,7 @@ from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router import handler as router_handler
 from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
 from partitioner.builders import build_spec
-from partitioner.contracts import spec_key
+from partitioner.contracts.spec_pointer import spec_key
 from partitioner.geo.tiles import Tile, bounds, quadkey
 from partitioner.spec.index import SpecIndex
 from partitioner.spec.model import Spec, entity_bucket

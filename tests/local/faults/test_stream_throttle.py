@@ -18,7 +18,7 @@ from lambdas.common.kinesis import GeoStreams, PutEntry
 from lambdas.router.handler import put_client
 from local.aws import DUMMY_CREDENTIALS, REGION, SerialMotoServer
 from local.faults.stream_throttle import StreamThrottle
-from partitioner.contracts import StreamManifest
+from partitioner.contracts.stream import StreamManifest
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from local.report.worker_load import (
     merge,
     spread,
 )
-from partitioner.contracts import enriched_key, parse_enriched_key
+from partitioner.contracts.enriched import enriched_key, parse_enriched_key
 
 W = 10.0  # window, s
 CAP = 10.0  # events per window

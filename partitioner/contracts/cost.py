@@ -1,0 +1,87 @@
+"""Worker cost reports: measured CPU cost per event per grid quadkey, one JSON object per worker and interval.
+
+Writer: the geo worker (``geo_service.cost.CostReport.to_record``, put by ``geo_service.process``) at
+:func:`cost_key`. Readers: the partitioner Lambda (each worker's latest report of the active version, its
+``rates`` only: ``lambdas.common.s3.CostReports``), the Spark job (``rates``, to weight snapshot rows:
+``aggregation.batch.read_cost_rates``) and the local loop (utilisation: ``local.worker_load.cost_sample``).
+A rate is CPU seconds per event divided by ``calibration`` (the CPU seconds of a reference workload on that
+machine), so rates compare across hardware (``docs/CONTRACTS.md``, "Cost reports").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from partitioner.contracts.errors import ContractError
+
+_COST_KEY = re.compile(r"^costs/v(?P<version>\d+)/(?P<worker>[^/]+)/(?P<epoch_s>\d+)\.json$")
+
+
+def cost_key(version: int, worker_id: str, epoch_s: float) -> str:
+    """Return the key of a cost report: ``costs/v<version>/<worker_id>/<epoch_s>.json`` (whole seconds)."""
+    return f"costs/v{version}/{worker_id}/{int(epoch_s)}.json"
+
+
+def cost_prefix(version: int) -> str:
+    """Every cost report of one spec version is under ``costs/v<version>/``."""
+    return f"costs/v{version}/"
+
+
+def parse_cost_key(key: str) -> tuple[int, str, int] | None:
+    """Return ``(version, worker_id, epoch_s)`` of a :func:`cost_key`, or None for any other key."""
+    m = _COST_KEY.match(key)
+    return (int(m["version"]), m["worker"], int(m["epoch_s"])) if m else None
+
+
+@dataclass(frozen=True, slots=True)
+class CostReportRecord:
+    """One cost report as stored: rates and event counts per quadkey at ``quadkey_zoom`` over ``interval_s``.
+
+    ``reported_at`` (epoch s) is the end of the interval; ``calibration`` the CPU seconds of one reference workload
+    on the reporting machine.
+    """
+
+    version: int
+    worker: str
+    partition_ids: tuple[str, ...]
+    interval_s: float
+    calibration: float
+    quadkey_zoom: int
+    rates: Mapping[str, float] = field(default_factory=dict)
+    events: Mapping[str, int] = field(default_factory=dict)
+    reported_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON body, in the stored field order, quadkeys sorted."""
+        return {"version": self.version, "worker": self.worker, "partition_ids": list(self.partition_ids),
+                "interval_s": self.interval_s, "calibration": self.calibration, "quadkey_zoom": self.quadkey_zoom,
+                "rates": dict(sorted(self.rates.items())), "events": dict(sorted(self.events.items())),
+                "reported_at": self.reported_at}
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any], where: str) -> CostReportRecord:
+        """Decode a report body; :class:`ContractError` naming ``where`` and the bad value."""
+        try:
+            return cls(version=int(doc["version"]), worker=str(doc["worker"]),
+                       partition_ids=tuple(str(p) for p in doc["partition_ids"]),
+                       interval_s=float(doc["interval_s"]), calibration=float(doc["calibration"]),
+                       quadkey_zoom=int(doc["quadkey_zoom"]),
+                       rates={str(q): float(r) for q, r in dict(doc["rates"]).items()},
+                       events={str(q): int(n) for q, n in dict(doc["events"]).items()},
+                       reported_at=float(doc["reported_at"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ContractError(f"{where}: unreadable cost report ({type(exc).__name__}: {exc})") from None
+
+    @classmethod
+    def from_json(cls, raw: bytes | str, where: str) -> CostReportRecord:
+        try:
+            doc = json.loads(raw)
+        except ValueError as exc:
+            raise ContractError(f"{where}: cost report is not JSON ({exc})") from None
+        if not isinstance(doc, dict):
+            raise ContractError(f"{where}: a cost report is a JSON object, got {type(doc).__name__}")
+        return cls.from_dict(doc, where)
