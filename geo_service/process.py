@@ -37,7 +37,7 @@ from geo_service.records import BadRecord, Event, decode_event, enriched_record
 from geo_service.slots import Slot
 from partitioner.contracts.cost import cost_key
 from partitioner.contracts.enriched import enriched_key
-from partitioner.contracts.quarantine import geo_quarantine_key
+from partitioner.contracts.quarantine import TRANSFORM_ERROR, geo_quarantine_key
 from partitioner.geo.tiles import arrays_to_quadkeys, tiles_xy
 
 
@@ -162,7 +162,7 @@ class BatchProcessor:
             try:
                 fields = tracker.measure(qk, lambda ev=ev: slot.transform.apply(ev.fields))  # type: ignore[misc]
             except Exception as exc:
-                bad.append(BadRecord(f"transform_error: {type(exc).__name__}: {exc} for event {ev.event_id!r}",
+                bad.append(BadRecord(f"{TRANSFORM_ERROR}: {type(exc).__name__}: {exc} for event {ev.event_id!r}",
                                      json.dumps(ev.fields, default=str), f"{slot.stream}/{shard_id}/event:{ev.event_id}"))
                 continue
             rows.append(enriched_record(ev, fields, spec_version=slot.version, partition_id=pid,

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from partitioner.contracts.enriched import EnrichedRecord
+from partitioner.contracts.quarantine import QuarantineRecord
 from partitioner.load.events import Rejection, ValidEvent, parse_event
 
 Event = ValidEvent  # what the worker processes: a valid event with all its fields
@@ -19,15 +21,15 @@ Event = ValidEvent  # what the worker processes: a valid event with all its fiel
 
 @dataclass(frozen=True)
 class BadRecord:
-    """A record that failed decoding, with its contract reason (``code: detail``)."""
+    """A record that failed decoding, with its contract reason (``code: detail``); stamped when it is written."""
 
     reason: str
     raw: str
     source: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"reason": self.reason, "raw": self.raw, "source": self.source,
-                "quarantined_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")}
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return QuarantineRecord(self.reason, self.raw, self.source, stamp).to_dict()
 
 
 def decode_event(data: bytes, source: str) -> Event | BadRecord:
@@ -52,13 +54,10 @@ def enriched_record(event: Event, transform_fields: Mapping[str, Any], *, spec_v
     is the worker process (``<host>:<pid>:<random>``: one process serves several versions of a slot in ``carry``
     mode) and ``processed_at`` when its batch was processed (epoch ms).
     """
-    out = {**event.fields, **transform_fields, "event_id": event.event_id, "spec_version": spec_version,
-           "partition_id": partition_id, "worker_id": worker_id, "stray": stray}
-    if owner is not None:
-        out["owner"] = owner
-    if processed_at is not None:
-        out["processed_at"] = processed_at
-    return out
+    record = EnrichedRecord(event_id=event.event_id, spec_version=spec_version, partition_id=partition_id,
+                            worker_id=worker_id, stray=stray, owner=owner, processed_at=processed_at,
+                            fields={**event.fields, **transform_fields})
+    return record.to_dict()
 
 
 

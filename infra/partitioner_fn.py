@@ -11,6 +11,7 @@ from constructs import Construct
 
 from infra import assets
 from infra.functions import LambdaKit, ObjectCreatedFunction
+from partitioner.contracts.snapshot import MANIFEST_NAME, SNAPSHOTS_PREFIX
 
 # bench/bench_partitioner_handler.py measured 2,435 MB peak at 4M quadkeys / 1,134 workers: 4,096 MB leaves 40 %
 # headroom (at least 25 % is kept, so a bigger snapshot than the benchmark's does not run the function out of
@@ -35,8 +36,8 @@ class PartitionerFunction(ObjectCreatedFunction):
             construct_id,
             kit=kit,
             bucket=snapshots,
-            prefix="snapshots/",
-            suffix="_manifest.json",
+            prefix=SNAPSHOTS_PREFIX,
+            suffix=MANIFEST_NAME,
             entry=assets.PARTITIONER_HANDLER,
             description="Builds and publishes a partition spec from each load snapshot",
             environment=environment,

@@ -34,6 +34,7 @@ from geo_service.consumer import KinesisRecord
 from local.aws import EmbeddedAws
 from local.errors import LocalRunError
 from local.events import LambdaContext, kinesis_batch, s3_object_created
+from partitioner.contracts.snapshot import SNAPSHOTS_PREFIX, is_manifest_key
 
 Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -129,9 +130,9 @@ class ManifestNotifier(LoopThread):
 
     def step(self) -> None:
         bucket = self.aws.names.snapshots_bucket
-        for obj in _list_objects(self._s3, bucket, "snapshots/"):
+        for obj in _list_objects(self._s3, bucket, SNAPSHOTS_PREFIX):
             key = obj["Key"]
-            if not key.endswith("/_manifest.json") or key in self.seen:
+            if not is_manifest_key(key) or key in self.seen:
                 continue
             self.seen.add(key)
             event = s3_object_created(bucket, key, int(obj["Size"]), str(obj.get("ETag", "")))

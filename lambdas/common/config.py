@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from lambdas.common.errors import LambdaError
 from partitioner.contracts.env import EnvVar
+from partitioner.contracts.errors import ContractError
 from partitioner.contracts.plan import SwapMode
 from partitioner.contracts.stream import geo_stream_name
 
@@ -111,11 +112,10 @@ class LambdaConfig:
 
 def parse_swap_mode(text: str, where: str = f"environment variable {EnvVar.SWAP_MODE}") -> SwapMode:
     """``carry`` (also when empty) or ``whole``; anything else raises ConfigError naming ``where`` and the value."""
-    value = text.strip().lower() or SwapMode.CARRY.value
     try:
-        return SwapMode(value)
-    except ValueError:
-        raise ConfigError(f"{where} must be one of {[m.value for m in SwapMode]}, got {text!r}") from None
+        return SwapMode.parse(text, where)
+    except ContractError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _positive(name: str, text: str, *, integer: bool = False) -> float:

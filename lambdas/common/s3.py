@@ -18,6 +18,8 @@ from botocore.exceptions import ClientError
 
 from lambdas.common.clients import error_code
 from lambdas.common.errors import AdapterError
+from partitioner.contracts.cost import cost_prefix, parse_cost_key
+from partitioner.contracts.quarantine import lambda_quarantine_key
 from partitioner.contracts.spec_pointer import spec_key
 from partitioner.contracts.stream import StreamManifest, stream_manifest_key
 from partitioner.errors import SpecError
@@ -147,16 +149,13 @@ class CostReports:
     def latest(self, version: int) -> CostRates:
         """Merge each worker's latest report of ``version``; unreadable reports are skipped with their key named."""
         latest: dict[str, tuple[int, str]] = {}
-        for key in self._store.list_keys(f"costs/v{version}/"):
-            parts = key.split("/")
-            if len(parts) != 4 or not parts[3].endswith(".json"):
+        for key in self._store.list_keys(cost_prefix(version)):
+            parsed = parse_cost_key(key)
+            if parsed is None:
                 continue
-            try:
-                stamp = int(parts[3][:-5])
-            except ValueError:
-                continue
-            if parts[2] not in latest or stamp > latest[parts[2]][0]:
-                latest[parts[2]] = (stamp, key)
+            _version, worker, stamp = parsed
+            if worker not in latest or stamp > latest[worker][0]:
+                latest[worker] = (stamp, key)
         rates: dict[str, float] = {}
         used: list[str] = []
         for _stamp, key in sorted(latest.values()):
@@ -186,7 +185,7 @@ class QuarantineSink:
     def write(self, records: Sequence[Mapping[str, Any]]) -> str:
         """Write ``records`` as one object; return its key. Raises AdapterError on failure."""
         day = datetime.now(UTC).strftime("%Y-%m-%d")
-        key = f"quarantine/{self.source}/{day}/{int(time.time() * 1000)}-{uuid.uuid4().hex[:12]}.jsonl"
+        key = lambda_quarantine_key(self.source, day, int(time.time() * 1000), uuid.uuid4().hex[:12])
         body = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records).encode()
         try:
             self._s3.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType="application/x-ndjson")

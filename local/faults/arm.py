@@ -26,6 +26,7 @@ from local.fleet import WorkerSettings
 from local.spark import SPARK_START_TIMEOUT_S, WATERMARK_S, start_spark
 from local.state import RunState, say
 from partitioner.contracts.lease import lease_key
+from partitioner.contracts.snapshot import SNAPSHOTS_PREFIX, is_manifest_key
 from partitioner.contracts.stream import geo_stream_prefix
 
 
@@ -136,8 +137,8 @@ class SnapshotBucket:
 
     def manifests(self) -> list[str]:
         keys = []
-        for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix="snapshots/"):
-            keys += [o["Key"] for o in page.get("Contents", []) if o["Key"].endswith("/_manifest.json")]
+        for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=SNAPSHOTS_PREFIX):
+            keys += [o["Key"] for o in page.get("Contents", []) if is_manifest_key(o["Key"])]
         return sorted(keys)
 
 

@@ -35,11 +35,12 @@ from typing import Any, Protocol
 
 from local.faults.record import FaultRecord, LiveDelay
 from local.outcomes import outcome
+from partitioner.contracts.snapshot import MANIFEST_NAME, SNAPSHOTS_PREFIX
 
 JUDGED = ("published", "held")  # a snapshot the partitioner used (a spec published, or the policy held it)
 KINDS = ("truncated", "not-a-snapshot", "bad-rows")
-WINDOW_KEY = "snapshots/window_end="
-MANIFEST = "_manifest.json"
+WINDOW_KEY = f"{SNAPSHOTS_PREFIX}window_end="
+MANIFEST = MANIFEST_NAME
 STAMP = "%Y-%m-%dT%H-%M-%SZ"
 
 
@@ -91,7 +92,7 @@ def corrupt_snapshots(store: Store, source_key: str, now: datetime) -> dict[str,
     stamp = now.strftime(STAMP)
     keys: dict[str, str] = {}
     # truncated: the listed sha256 stays; the object lost its second half
-    base = f"snapshots/fault-truncated-{stamp}/"
+    base = f"{SNAPSHOTS_PREFIX}fault-truncated-{stamp}/"
     files = []
     for i, f in enumerate(manifest["files"]):
         body = store.get(f["key"]) or b""
@@ -100,7 +101,7 @@ def corrupt_snapshots(store: Store, source_key: str, now: datetime) -> dict[str,
     store.put(base + MANIFEST, json.dumps({**moved, "files": files}).encode())
     keys[base + MANIFEST] = "truncated"
     # not a snapshot: CSV text where the manifest belongs
-    key = f"snapshots/fault-not-a-snapshot-{stamp}/{MANIFEST}"
+    key = f"{SNAPSHOTS_PREFIX}fault-not-a-snapshot-{stamp}/{MANIFEST}"
     store.put(key, data[:200])
     keys[key] = "not-a-snapshot"
     # bad rows: consistent hashes, one quadkey with a digit no quadkey has
@@ -108,7 +109,7 @@ def corrupt_snapshots(store: Store, source_key: str, now: datetime) -> dict[str,
     row = lines[1].split(",")
     lines[1] = ",".join([row[0][:-1] + "7", *row[1:]])
     bad = ("\n".join(lines) + "\n").encode()
-    base = f"snapshots/fault-bad-rows-{stamp}/"
+    base = f"{SNAPSHOTS_PREFIX}fault-bad-rows-{stamp}/"
     store.put(base + "part-00000.csv", bad)
     sha = _sha(bad)
     doc = {**moved, "files": [{"key": base + "part-00000.csv", "rows": len(lines) - 1, "sha256": sha}],

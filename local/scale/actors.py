@@ -42,8 +42,8 @@ from lambdas.deploy.controller import DeployController
 from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
 from local.scale.simtime import SimTime
 from local.scale.world import EventSource
-from partitioner.contracts.control import DeployStatus
-from partitioner.contracts.spec_pointer import spec_key
+from partitioner.contracts.control import ControlKey, DeployStatus
+from partitioner.contracts.spec_pointer import DesiredPointer, spec_key
 from partitioner.spec.model import Spec
 
 log = logging.getLogger(__name__)
@@ -161,8 +161,8 @@ class Deployer:
     def publish(self, spec: Spec) -> None:
         """What the partitioner Lambda does: the spec object, then the desired pointer; S3 then invokes us."""
         self.specs.put_new(spec)
-        self.control.put_forward("desired", {"version": spec.version, "spec_key": spec_key(spec.version),
-                                             "published_at": f"{self.sim.time():.3f}"})
+        desired = DesiredPointer(spec.version, spec_key(spec.version), published_at=f"{self.sim.time():.3f}")
+        self.control.put_forward(ControlKey.DESIRED, desired.to_item())
         self.published.append(spec.version)
         self._wake.set()
 

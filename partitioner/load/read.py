@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from partitioner.contracts.snapshot import SNAPSHOT_HEADER
 from partitioner.errors import CountsError
 from partitioner.geo.tiles import IntArray, quadkeys_to_arrays
 from partitioner.load import csvscan, rowcheck
@@ -110,7 +111,7 @@ def read_snapshot_rows(text: str | bytes, source: str, *, use_cost: bool = True)
     buf = csvscan.buffer(data)
     lines = csvscan.split_lines(buf)
     header = csvscan.line_text(data, lines, 0).split(",") if len(lines.start) else None
-    if header is None or [h.strip() for h in header][:2] != ["quadkey", "events"]:
+    if header is None or [h.strip() for h in header][:2] != list(SNAPSHOT_HEADER[:2]):
         raise CountsError(f"{source} line 1: header must start 'quadkey,events', got {header!r}")
     cost = use_cost and len(header) > 2 and header[2].strip() == "cost"
     rows = lines.take(slice(1, None))
@@ -171,7 +172,7 @@ def _parse_with_csv_module(text: str, source: str, allow_mixed_zoom: bool) -> Co
 def _snapshot_with_csv_module(text: str, source: str, use_cost: bool) -> Counts:
     """:func:`read_snapshot_rows` for text that is not plain CSV: row by row."""
     header, rows = rowcheck.csv_rows(text, source)
-    if header is None or [h.strip() for h in header][:2] != ["quadkey", "events"]:
+    if header is None or [h.strip() for h in header][:2] != list(SNAPSHOT_HEADER[:2]):
         raise CountsError(f"{source} line 1: header must start 'quadkey,events', got {header!r}")
     cost = use_cost and len(header) > 2 and header[2].strip() == "cost"
     qks: list[str] = []
