@@ -17,7 +17,7 @@ how location events look: many events per zoom-18 cell); ``uniform`` spreads the
 
 Each is executed into Spark's ``noop`` sink (full evaluation, no output I/O), once to warm up
 and then ``--repeat`` times; the best time counts. Prints events per second per core and the
-ratios against the baseline measured in the same run. Targets (issue 3): native >= 10x the UDF,
+ratios against the baseline measured in the same run. Targets: native >= 10x the UDF,
 native within 2x of bare (bare_time / native_time >= 0.5). ``--strict`` exits 1 when missed.
 """
 

@@ -9,7 +9,7 @@ Run ``.venv/bin/python bench/bench_cli.py [--quick] [--repeat 3]``. For each dat
 * **algorithm**: a process that reads the same file and times ``build_spec`` alone (wall and CPU).
 
 It prints the median of the repeats, the command's ratio to the algorithm, and the verdict
-against the targets of issue 15: 400k quadkeys <= 2 s, 2M <= 10 s, dense continental data of
+against the CLI's speed targets: 400k quadkeys <= 2 s, 2M <= 10 s, dense continental data of
 300k+ quadkeys <= 3 s, peak <= 2 GB. The load average is printed before and after: on a
 shared, loaded machine wall time exceeds CPU time, and the verdict says which one passed.
 

@@ -1,4 +1,4 @@
-"""Control-quality benchmark (issue 11): every strategy against the floor ceil(load / cap), in the same run.
+"""Control-quality benchmark : every strategy against the floor ceil(load / cap), in the same run.
 
 Run ``.venv/bin/python bench/bench_control.py [--seeds 1,2,3] [--quick] [--only global,metro,cost]``.
 Everything runs through ``partitioner.simulate`` (the code behind ``python -m partitioner simulate``):
@@ -12,7 +12,7 @@ true load is applied to the spec live in it, and both fleets are counted during 
 2. **Metro day** (London, two commute peaks and a stadium ramping up over 20 min, 288 windows of
    5 min): ``default`` on every seed (same targets); ``static``, ``rebuild`` and ``reactive`` on the
    first seed (``--metro-baselines`` for every seed).
-3. **Cost day** (the global day where some areas cost 10x the CPU, seed 004): ``counts`` (the
+3. **Cost day** (the global day where some areas cost 10x the CPU, so load is CPU cost, not events): ``counts`` (the
    controller balancing on event counts) against ``default`` (balancing on the cost rates the workers
    measured in earlier windows). Targets: with measured cost the p10-p95 spread of worker CPU is
    <= 10 points; on counts max / median worker CPU is >= 2x (both medians over windows).

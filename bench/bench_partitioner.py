@@ -4,7 +4,7 @@ Run ``.venv/bin/python bench/bench_partitioner.py [--quick] [--skip-speed]``. Se
 
 1. **Shapes** per dataset (bench/datasets.py): workers vs the lower bound ceil(total/max_load),
    max worker utilisation, contiguity, median P^2/(4 pi A), boundary-load share, build time,
-   for ``seed`` (the baseline) and ``compact``; then the targets of issue 2 as PASS/FAIL.
+   for ``seed`` (the baseline) and ``compact``; then the partition shape targets as PASS/FAIL.
 2. **Stability**: every weight moved by up to +/-10 % (three random draws), rebuilt with
    ``previous=spec``; share of load keeping its partition id and worker, worst draw (target >= 98 %).
 3. **Day -> night shift** (+ a new hotspot where there was no load): the old spec's
@@ -18,7 +18,7 @@ Run ``.venv/bin/python bench/bench_partitioner.py [--quick] [--skip-speed]``. Se
 5. **Dense hot cells**: port ship traffic (``ports.py``: Singapore, Rotterdam; with and without
    finer rows) over several random draws: workers against the lower bound and the baseline
    measured in the same run (each hot cell split alone into full shares and one remainder,
-   packed as whole items, as before issue 15); target <= lower bound + 1, no worker over.
+   packed as whole items, as the packing did before the partitioner's scale work); target <= lower bound + 1, no worker over.
 
 ``--data-seed N`` draws every dataset again with seed ``N`` (same places and structure): the
 targets should hold on any draw, not only the default one.
@@ -104,7 +104,7 @@ SHAPE_HEADER = (f"{'dataset':<16}{'strategy':<9}{'quadkeys':>9}{'workers':>8}{'l
 
 
 def verdicts(seed: Run, compact: Run) -> list[str]:
-    """The shape targets of issue 2 for one dataset."""
+    """The partition shape targets for one dataset."""
     c = compact.metrics
     assert c is not None
     out = [
@@ -145,7 +145,7 @@ def section_shapes(sets: list[Dataset], seed_cap: int) -> dict[str, Spec]:
         assert compact.spec is not None
         specs[ds.name] = compact.spec
         notes.append((ds.name, verdicts(seed, compact)))
-    print("\nTargets (issue 2):")
+    print("\nTargets (partition shape):")
     for name, lines in notes:
         print(f"  {name}:")
         for line in lines:

@@ -14,7 +14,7 @@ wall time, CPU time and peak RSS (``ru_maxrss`` of that child):
 5. **handler, next window**: ``process_snapshot`` of window 2 with v1 live (sticky repair, the policy
    evaluating both specs and the moved load): the steady state of a running system.
 
-Targets (issue 15): 1M quadkeys <= 10 s and <= 1.5 GB; 4M <= 40 s and <= 3 GB (other sizes: 10 s per
+Targets: 1M quadkeys <= 10 s and <= 1.5 GB; 4M <= 40 s and <= 3 GB (other sizes: 10 s per
 million, 1.5 GB up to 1M and 3 GB above). The load average is printed: on a loaded machine compare the
 CPU time with the target too.
 

