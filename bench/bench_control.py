@@ -1,4 +1,4 @@
-"""Control-quality benchmark : every strategy against the floor ceil(load / cap), in the same run.
+"""Control-quality benchmark: every strategy against the floor ceil(load / cap), in the same run.
 
 Run ``.venv/bin/python bench/bench_control.py [--seeds 1,2,3] [--quick] [--only global,metro,cost]``.
 Everything runs through ``partitioner.simulate`` (the code behind ``python -m partitioner simulate``):
