@@ -35,7 +35,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # records exchanged between parts; the exception base (a module, imported by every layer); quadkey geometry;
     # the spec model; load; the build strategies; the control loop; the AWS API budget; the simulator; metrics,
     # text and maps; the sub-commands (under partitioner/cli.py)
-    "partitioner": ("contracts", "errors", "geo", "spec", "load", "builders", "control", "aws_budget", "simulate",
+    "partitioner": ("errors", "contracts", "geo", "spec", "load", "builders", "control", "aws_budget", "simulate",
                     "output", "commands"),
 }
 

@@ -16,7 +16,7 @@ reach one side only. ``docs/CONTRACTS.md`` lists every contract with its writers
 * :mod:`~partitioner.contracts.dynamo`, :mod:`~partitioner.contracts.fields`,
   :mod:`~partitioner.contracts.errors`: the codecs' plumbing (:class:`ContractError` is the package's one error).
 
-This package is the bottom layer: it imports nothing from the rest of ``partitioner`` and no AWS or Spark library,
+This package sits on ``partitioner.errors`` alone: it imports nothing else of ``partitioner`` and no AWS or Spark library,
 so both images (the Lambdas' and the workers') and the Spark job ship it as is.
 
 Stored strings never change: every enum is a :class:`enum.StrEnum` whose values are the strings already in
