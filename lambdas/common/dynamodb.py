@@ -16,6 +16,8 @@ from botocore.exceptions import ClientError
 
 from lambdas.common.clients import error_code
 from lambdas.common.errors import AdapterError
+from partitioner.contracts.dynamo import plain_value
+from partitioner.contracts.errors import ContractError
 from partitioner.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, lease_key
 
 
@@ -38,23 +40,11 @@ def _to_ddb(value: Any) -> dict[str, Any]:
 
 
 def _from_ddb(attr: Mapping[str, Any]) -> Any:
-    (kind, v), = attr.items()
-    if kind == "NULL":
-        return None
-    if kind == "BOOL":
-        return bool(v)
-    if kind == "N":
-        d = Decimal(v)
-        return int(d) if d == d.to_integral_value() and "." not in v and "e" not in v.lower() else float(d)
-    if kind == "S":
-        return v
-    if kind == "M":
-        return {k: _from_ddb(x) for k, x in v.items()}
-    if kind == "L":
-        return [_from_ddb(x) for x in v]
-    if kind == "SS":
-        return list(v)
-    raise AdapterError(f"unsupported DynamoDB attribute type {kind!r}")
+    """Plain value of one DynamoDB attribute (the contracts' decoder); AdapterError for a type it does not read."""
+    try:
+        return plain_value(attr)
+    except ContractError as exc:
+        raise AdapterError(str(exc)) from None
 
 
 class ControlTable:
