@@ -20,13 +20,12 @@ import csv
 import io
 import itertools
 import json
-import math
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, TextIO
+from typing import NamedTuple, TextIO
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -43,6 +42,7 @@ from aggregation.snapshot import (
 )
 from aggregation.transform import RollupSpec, WindowSpec, aggregate_cells, rollup_quadtree, with_cost
 from aggregation.window_state import WindowStore
+from partitioner.contracts.cost import CostReportRecord, parse_rate
 from partitioner.contracts.quarantine import QuarantineRecord
 from partitioner.contracts.snapshot import SnapshotRow
 from partitioner.geo.tiles import parse_quadkey
@@ -92,32 +92,22 @@ _EPOCH_FILE = re.compile(r"(\d+)\.json$")
 
 
 def parse_cost_rates(text: str, source: str) -> dict[str, float]:
-    """Rates from one cost file: a report JSON (``{"rates": {...}}``), JSON lines of reports, or CSV ``quadkey,rate``.
+    """Rates from one cost file: a cost report, JSON lines of reports, or CSV ``quadkey,rate``.
+
+    A report is decoded by the contract's one decoder (:class:`~partitioner.contracts.cost.CostReportRecord`), so
+    the Spark job reads exactly what the workers write; the CSV is for rates a user measured elsewhere.
 
     Raises
     ------
     ValueError
-        Naming ``source`` (and line) and the bad value, for malformed content.
+        Naming ``source`` (and line) and the bad value, for malformed content (a report with a field missing, a
+        rate that is not a finite number >= 0, a quadkey that is not one).
     """
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
+    if text.lstrip().startswith("{"):
         out: dict[str, float] = {}
-        docs: list[tuple[str, Any]] = []
-        try:
-            docs = [(source, json.loads(text))]
-        except ValueError:
-            for i, line in enumerate(text.splitlines(), start=1):
-                if line.strip():
-                    try:
-                        docs.append((f"{source} line {i}", json.loads(line)))
-                    except ValueError as exc:
-                        raise ValueError(f"{source} line {i}: not JSON ({exc}): {line[:80]!r}") from None
-        for where, doc in docs:
-            rates = doc.get("rates") if isinstance(doc, dict) else None
-            if not isinstance(rates, dict):
-                raise ValueError(f"{where}: a cost report needs a 'rates' object, got {type(rates).__name__}")
-            for qk, rate in rates.items():
-                out[_check_qk(qk, where)] = _check_rate(rate, f"{where} quadkey {qk!r}")
+        for where, raw in _json_documents(text, source):
+            for qk, rate in CostReportRecord.from_json(raw, where).rates.items():
+                out[_check_qk(qk, f"{where} rates")] = rate
         return out
     rows = list(csv.reader(io.StringIO(text)))
     if not rows or [c.strip() for c in rows[0][:2]] != ["quadkey", "rate"]:
@@ -133,8 +123,17 @@ def parse_cost_rates(text: str, source: str) -> dict[str, float]:
             value = float(row[1])
         except ValueError:
             raise ValueError(f"{source} line {i}: rate {row[1]!r} is not a number") from None
-        out[_check_qk(row[0].strip(), f"{source} line {i}")] = _check_rate(value, f"{source} line {i}")
+        out[_check_qk(row[0].strip(), f"{source} line {i}")] = parse_rate(value, f"{source} line {i}")
     return out
+
+
+def _json_documents(text: str, source: str) -> list[tuple[str, str]]:
+    """One JSON document (the whole text) or JSON lines, each with where it came from."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return [(f"{source} line {i}", line) for i, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    return [(source, text)]
 
 
 def _check_qk(qk: object, where: str) -> str:
@@ -142,12 +141,6 @@ def _check_qk(qk: object, where: str) -> str:
         return parse_quadkey(qk, where)
     except Exception as exc:  # InvalidQuadkeyError: keep the message, make it a ValueError
         raise ValueError(str(exc)) from None
-
-
-def _check_rate(rate: object, where: str) -> float:
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate) or rate < 0:
-        raise ValueError(f"{where}: rate must be a finite number >= 0, got {rate!r}")
-    return float(rate)
 
 
 def read_cost_rates(location: str, *, strict: bool = True, log: TextIO = sys.stderr) -> dict[str, float]:

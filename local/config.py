@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from local.dataset import BUILTIN_DATASETS, HOTSPOT, SHIFT
-from local.faults.names import parse_faults
+from local.fault_names import parse_faults
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class RunConfig:
     quick: bool = False
     swap_mode: str = "carry"
     shards_per_worker: int = 1  # SHARDS_PER_WORKER of the partitioner: geo-stream shards each worker owns
-    faults: tuple[str, ...] = ()  # local/faults/names.py FAULTS, injected during the run (--faults)
+    faults: tuple[str, ...] = ()  # local/fault_names.py FAULTS, injected during the run (--faults)
 
     @property
     def cap(self) -> float:

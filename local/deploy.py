@@ -192,7 +192,7 @@ class DeployDriver(LoopThread):
     def idle(self) -> bool:
         """True when no deployment is in flight and nothing newer than the deployed version is queued."""
         from lambdas.common.records import read_desired
-        from lambdas.deploy.state import IN_FLIGHT
+        from partitioner.contracts.control import IN_FLIGHT
 
         st = self.ctl.state()
         desired = read_desired(self.ctl.control)

@@ -12,7 +12,7 @@
 * every **tenure** of a lease (:class:`LeaseTenure`: one owner's hold of ``v<version>#<worker>``, with the
   times the worker wrote on the item: ``claimed_at``, ``ready_at``, ``serving_at``, ``drained_at``,
   ``released_at``) and every deploy **plan** (control ``pk="plan"``): the report's swap section
-  (:mod:`local.swaps`) tells from them which slots carried over in the same process;
+  (:mod:`local.report.swaps`) tells from them which slots carried over in the same process;
 * **served**: spans when the version control ``active`` names (the router's target) had no lease held by a
   running worker process (owner set, unexpired, not drained, the owner's pid alive: ``alive_pids``), e.g. after
   ECS stopped a version's tasks; the run fails if one lasts longer than a lease duration (a version
@@ -21,7 +21,8 @@
 It reads the tables the way an operator would, so it checks the real components rather
 than trusting them; leases and the active pointer are decoded with their records of :mod:`partitioner.contracts`
 (:class:`~partitioner.contracts.lease.LeaseRecord`, :class:`~partitioner.contracts.spec_pointer.ActivePointer`);
-plans are kept as the items they are (:mod:`local.swaps` reads them, any field may be missing).
+the deployment and the plans with :class:`~partitioner.contracts.control.DeployState` and
+:class:`~partitioner.contracts.plan.PlanItem` (a plan item the contract rejects is a violation, named).
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ from typing import Any
 
 from local.aws import EmbeddedAws
 from local.loops import LoopThread
-from partitioner.contracts.control import ControlKey
+from partitioner.contracts.control import ControlKey, DeployState
 from partitioner.contracts.errors import ContractError
 from partitioner.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, lease_key
+from partitioner.contracts.plan import PlanItem
 from partitioner.contracts.spec_pointer import ActivePointer, parse_spec_key, spec_key
 
 
@@ -122,7 +124,7 @@ class ControlObserver(LoopThread):
         self.spec_slots: dict[int, int] = {}
         self.specs: dict[int, Any] = {}  # version -> partitioner.spec.model.Spec, every spec object published
         self.tenures: dict[str, list[LeaseTenure]] = {}  # lease key -> its owners' tenures in order
-        self.plans: dict[int, dict[str, Any]] = {}  # to_version -> the last plan item seen for it
+        self.plans: dict[int, PlanItem] = {}  # to_version -> the last plan seen for it
         self._s3 = aws.client("s3")
         self._specs_bucket = aws.names.specs_bucket
 
@@ -215,18 +217,23 @@ class ControlObserver(LoopThread):
                 setattr(current, name, stamp)
 
     def _observe_control(self, control: dict[str, dict[str, Any]], now: float) -> None:
-        plan = control.get(ControlKey.PLAN)
-        if plan is not None and isinstance(plan.get("to_version"), int):
-            self.plans[int(plan["to_version"])] = plan  # the items local.swaps reads (of PlanItem's fields)
+        plan_item = control.get(ControlKey.PLAN)
+        if plan_item is not None and plan_item != self.records.get(ControlKey.PLAN):
+            try:
+                plan = PlanItem.from_item(plan_item)
+                self.plans[plan.to_version] = plan
+            except ContractError as exc:
+                self.violations.append(f"unreadable deploy plan at {now:.1f}: {exc}")
         for pk, item in control.items():
             if self.records.get(pk) != item:
                 self.records[pk] = item
                 self.changes.append((now, pk, item))
-                if pk == ControlKey.DEPLOY and isinstance(item.get("version"), int):
-                    tl = self.timeline(int(item["version"]))
-                    tl.statuses.append((now, str(item.get("status"))))
+                deploy = DeployState.from_item(item) if pk == ControlKey.DEPLOY else None
+                if deploy is not None and deploy.version is not None:
+                    tl = self.timeline(deploy.version)
+                    tl.statuses.append((now, deploy.status))
                     if tl.deploy_started_at is None:
-                        tl.deploy_started_at = _epoch(item.get("started_at")) or now
+                        tl.deploy_started_at = deploy.started_at or now
         active = control.get(ControlKey.ACTIVE)
         version = _active_version(active)
         if active is None or version is None or version == self.active_version:

@@ -7,8 +7,16 @@ What it checks
 - **No import cycle** between modules of the runtime packages. Every ``import`` counts, including those under
   ``if TYPE_CHECKING:`` and inside functions: a cycle held apart only by deferring an import is still a cycle a
   reader has to hold in mind.
-- **No upward import** inside a layered package: ``LAYERS`` orders each package's sub-packages bottom-up, and a
-  module may import only from its own layer or the ones below it.
+- **No upward import**, three ways:
+
+  - between packages: ``PACKAGE_DEPENDS`` names the packages each runtime package may import (``partitioner`` is
+    the pure library at the bottom and imports none; ``local`` drives the others and sits on top);
+  - inside every package and sub-package: its direct parts (modules and sub-packages) must not import each other
+    in a circle, so a bottom-up order of them exists (a part importing a sub-package that imports the part back is
+    such a circle even when no two *modules* form one);
+  - inside a package with a declared order: ``LAYERS`` orders its sub-packages bottom-up, and a module may import
+    only from its own layer or the ones below it; a layer written as a tuple is a group of siblings that must not
+    import each other (each Lambda function's package, for instance).
 - **Module size**: at most ``MAX_MODULE_LINES`` lines. **Function size**: at most ``MAX_FUNCTION_LINES`` lines
   from ``def`` to the last line of the body (docstring included).
 
@@ -31,12 +39,28 @@ MAX_FUNCTION_LINES = 60
 
 # Sub-packages of a layered package, bottom-up: a module may import its own layer and the ones before it.
 # A module directly in the package (e.g. ``partitioner/cli.py``) is the top layer.
-LAYERS: dict[str, tuple[str, ...]] = {
+Layer = str | tuple[str, ...]
+LAYERS: dict[str, tuple[Layer, ...]] = {
     # records exchanged between parts; the exception base (a module, imported by every layer); quadkey geometry;
     # the spec model; load; the build strategies; the control loop; the AWS API budget; the simulator; metrics,
     # text and maps; the sub-commands (under partitioner/cli.py)
     "partitioner": ("errors", "contracts", "geo", "spec", "load", "builders", "control", "aws_budget", "simulate",
                     "output", "commands"),
+    # the adapters every function shares; then one package per Lambda function, none importing another
+    "lambdas": ("common", ("partitioner", "router", "deploy")),
+}
+
+# The packages each runtime package may import (besides itself): the pure library at the bottom; the Spark job, the
+# worker image, the Lambda functions and the CDK app on it, independent of each other; transforms (run in the
+# worker) on the worker's interface; the local loop on top, driving the worker and the Lambda logic in-process.
+PACKAGE_DEPENDS: dict[str, tuple[str, ...]] = {
+    "partitioner": (),
+    "aggregation": ("partitioner",),
+    "geo_service": ("partitioner",),
+    "lambdas": ("partitioner",),
+    "infra": ("partitioner",),
+    "transforms": ("partitioner", "geo_service"),
+    "local": ("partitioner", "geo_service", "lambdas", "aggregation"),
 }
 
 
@@ -145,19 +169,20 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def layer_of(module: str, layers: dict[str, tuple[str, ...]]) -> tuple[str, int] | None:
-    """(package, rank) of a module in a layered package; the package's own modules rank above every layer."""
+def layer_of(module: str, layers: dict[str, tuple[Layer, ...]]) -> tuple[str, int, str] | None:
+    """(package, rank, sub-package) of a module in a layered package; the package's own modules rank above all."""
     package, _, rest = module.partition(".")
     order = layers.get(package)
     if order is None:
         return None
     sub = rest.partition(".")[0]
-    if sub in order:  # a module of the layer, or the layer's __init__
-        return package, order.index(sub)
-    return package, len(order)
+    for rank, layer in enumerate(order):
+        if sub == layer or (isinstance(layer, tuple) and sub in layer):  # a module of the layer, or its __init__
+            return package, rank, sub
+    return package, len(order), sub
 
 
-def upward(graph: dict[str, set[str]], layers: dict[str, tuple[str, ...]]) -> list[Breach]:
+def upward(graph: dict[str, set[str]], layers: dict[str, tuple[Layer, ...]]) -> list[Breach]:
     breaches = []
     for source, targets in sorted(graph.items()):
         here = layer_of(source, layers)
@@ -165,8 +190,51 @@ def upward(graph: dict[str, set[str]], layers: dict[str, tuple[str, ...]]) -> li
             continue
         for target in sorted(targets):
             there = layer_of(target, layers)
-            if there is not None and there[0] == here[0] and there[1] > here[1]:
+            if there is None or there[0] != here[0]:
+                continue
+            if there[1] > here[1]:
                 breaches.append(Breach(source, f"imports {target}, a layer above it"))
+            elif there[1] == here[1] < len(layers[here[0]]) and there[2] != here[2]:
+                breaches.append(Breach(source, f"imports {target}, a sibling layer it must not depend on"))
+    return breaches
+
+
+def across_packages(graph: dict[str, set[str]], depends: dict[str, tuple[str, ...]]) -> list[Breach]:
+    """Imports of another package that ``depends`` does not allow (packages it does not name are not checked)."""
+    breaches = []
+    for source, targets in sorted(graph.items()):
+        package = source.partition(".")[0]
+        if package not in depends:
+            continue
+        for target in sorted(targets):
+            other = target.partition(".")[0]
+            if other != package and other not in depends[package]:
+                breaches.append(Breach(source, f"imports {target}: package {package!r} may import only "
+                                               f"{list(depends[package])}"))
+    return breaches
+
+
+def part_circles(graph: dict[str, set[str]], modules: dict[str, Path]) -> list[Breach]:
+    """Circles between the direct parts (modules, sub-packages) of each package: no bottom-up order of them."""
+    def part(module: str, parent: str) -> str | None:
+        if not module.startswith(parent + "."):
+            return None
+        return parent + "." + module[len(parent) + 1:].partition(".")[0]
+
+    parents = {name for name, path in modules.items() if path.name == "__init__.py"}
+    breaches = []
+    for parent in sorted(parents):
+        parts: dict[str, set[str]] = {}
+        for source, targets in graph.items():
+            if (a := part(source, parent)) is None:
+                continue
+            parts.setdefault(a, set())
+            for target in targets:
+                if (b := part(target, parent)) is not None and b != a:
+                    parts[a].add(b)
+        for circle in cycles(parts):
+            breaches.append(Breach(" <-> ".join(circle), f"parts of {parent} import each other in a circle "
+                                                         "(no bottom-up order of them exists)"))
     return breaches
 
 
@@ -189,12 +257,21 @@ def sizes(modules: dict[str, Path], root: Path) -> list[Breach]:
 
 
 def check(
-    root: Path = ROOT, packages: tuple[str, ...] = PACKAGES, layers: dict[str, tuple[str, ...]] | None = None
+    root: Path = ROOT,
+    packages: tuple[str, ...] = PACKAGES,
+    layers: dict[str, tuple[Layer, ...]] | None = None,
+    depends: dict[str, tuple[str, ...]] | None = None,
 ) -> tuple[int, list[Breach]]:
-    """(modules checked, breaches) for the packages under ``root``."""
+    """(modules checked, breaches) for the packages under ``root``.
+
+    Circles between parts are looked for only once no module cycle is left (each module cycle is one of them).
+    """
     modules = runtime_modules(root, packages)
     graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
     breaches = [Breach(" <-> ".join(c), "import cycle") for c in cycles(graph)]
+    if not breaches:
+        breaches = part_circles(graph, modules)
+    breaches += across_packages(graph, PACKAGE_DEPENDS if depends is None else depends)
     return len(modules), breaches + upward(graph, LAYERS if layers is None else layers) + sizes(modules, root)
 
 

@@ -18,7 +18,8 @@ from botocore.exceptions import ClientError
 
 from lambdas.common.clients import error_code
 from lambdas.common.errors import AdapterError
-from partitioner.contracts.cost import cost_prefix, parse_cost_key
+from partitioner.contracts.cost import CostReportRecord, cost_prefix, parse_cost_key
+from partitioner.contracts.errors import ContractError
 from partitioner.contracts.quarantine import lambda_quarantine_key
 from partitioner.contracts.spec_pointer import spec_key
 from partitioner.contracts.stream import StreamManifest, stream_manifest_key
@@ -137,6 +138,7 @@ class CostRates:
     version: int
     rates: Mapping[str, float] = field(default_factory=dict)
     reports: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()  # why each unreadable latest report was left out, naming its key
 
 
 class CostReports:
@@ -147,7 +149,11 @@ class CostReports:
         self.bucket = bucket
 
     def latest(self, version: int) -> CostRates:
-        """Merge each worker's latest report of ``version``; unreadable reports are skipped with their key named."""
+        """Merge each worker's latest report of ``version``; an unreadable one is skipped, named in ``skipped``.
+
+        Reports are decoded by the contract (:class:`~partitioner.contracts.cost.CostReportRecord`); a report it
+        rejects is left out whole (a worker's stale rates are better than half of a broken report).
+        """
         latest: dict[str, tuple[int, str]] = {}
         for key in self._store.list_keys(cost_prefix(version)):
             parsed = parse_cost_key(key)
@@ -158,20 +164,16 @@ class CostReports:
                 latest[worker] = (stamp, key)
         rates: dict[str, float] = {}
         used: list[str] = []
+        skipped: list[str] = []
         for _stamp, key in sorted(latest.values()):
-            body = self._store.read(key)
             try:
-                doc = json.loads(body or b"")
-                report_rates = doc["rates"]
-                if not isinstance(report_rates, dict):
-                    raise TypeError("rates is not an object")
-                clean = {str(q): float(r) for q, r in report_rates.items()
-                         if isinstance(r, (int, float)) and not isinstance(r, bool) and r >= 0 and r == r}
-            except (ValueError, KeyError, TypeError):
+                report = CostReportRecord.from_json(self._store.read(key) or b"", key)
+            except ContractError as exc:
+                skipped.append(str(exc))
                 continue
-            rates.update(clean)
+            rates.update(report.rates)
             used.append(key)
-        return CostRates(version, rates, tuple(used))
+        return CostRates(version, rates, tuple(used), tuple(skipped))
 
 
 class QuarantineSink:

@@ -1,6 +1,6 @@
 """DeployController: the blue/green deploy state machine, the same in AWS (hooks) and in the local loop.
 
-One deployment at a time, persisted in control ``pk="deploy"`` (:class:`lambdas.deploy.state.DeployState`,
+One deployment at a time, persisted in control ``pk="deploy"`` (:class:`partitioner.contracts.control.DeployState`,
 optimistic lock on ``rev``)::
 
     {version, status, started_at, updated_at, reason,          # the contract's fields
@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 from lambdas.common.dynamodb import ControlTable, LeaseTable
 from lambdas.common.kinesis import GeoStreams
@@ -69,9 +69,8 @@ from lambdas.common.records import read_active, read_desired
 from lambdas.common.s3 import SpecStore
 from lambdas.deploy.errors import DeployError
 from lambdas.deploy.fleet import Fleet
-from lambdas.deploy.state import FINISHED, DeployState
 from lambdas.deploy.steps import SwapSteps
-from partitioner.contracts.control import ControlKey, DeployStatus
+from partitioner.contracts.control import FINISHED, ControlKey, DeployState, DeployStatus
 from partitioner.contracts.plan import SwapMode
 from partitioner.contracts.stream import geo_stream_name
 
@@ -134,7 +133,7 @@ class DeployController(SwapSteps):
 
     def _save(self, old: DeployState, new: DeployState) -> bool:
         now = self.clock()
-        body = asdict(replace(new, updated_at=now, rev=(old.rev or 0) + 1))
+        body = replace(new, updated_at=now, rev=(old.rev or 0) + 1).to_item()
         return self.control.put_if_rev(ControlKey.DEPLOY, body, old.rev)
 
     # ---------------------------------------------------------- orchestration

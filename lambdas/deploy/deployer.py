@@ -47,7 +47,7 @@ from lambdas.common.records import read_desired
 from lambdas.deploy.code import Reconciled, reconcile_fleet, redeploy_live_spec
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.runtime import config, controller
-from lambdas.deploy.state import DeployState
+from partitioner.contracts.control import DeployState
 from partitioner.contracts.metric_names import (
     NAMESPACE,
     Metric,

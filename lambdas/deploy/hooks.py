@@ -44,8 +44,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from lambdas.common.errors import LambdaError
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.runtime import config, controller
-from lambdas.deploy.state import IN_FLIGHT, DeployState
-from partitioner.contracts.control import DeployStatus
+from partitioner.contracts.control import IN_FLIGHT, DeployState, DeployStatus
 from partitioner.contracts.metric_names import NAMESPACE, Metric, MetricService, hook_status_metric
 
 logger = Logger(service="deploy-hooks")

@@ -163,9 +163,11 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
     if counts.total <= 0:
         raise SnapshotRejected("empty_snapshot", f"{manifest.key}: total load is {counts.total!r}")
     active = read_active(deps.control)
+    skipped: tuple[str, ...] = ()  # cost reports the contract rejected: named in the outcome's reasons
     if not manifest.record.has_cost and deps.costs is not None and active is not None:
         try:
-            rates = deps.costs.latest(active.version).rates
+            cost = deps.costs.latest(active.version)
+            rates, skipped = cost.rates, tuple(f"cost report skipped: {why}" for why in cost.skipped)
         except AdapterError:
             rates = {}
         counts = apply_cost_rates(counts, dict(rates), counts.grid_zoom)
@@ -178,7 +180,7 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
     now = deps.clock()
     step = _step(deps, manifest, counts, events, previous, desired.version + 1 if desired else 1, state, now)
     decision = step.decision
-    reasons = (*decision.reasons, *([note] if note else []))
+    reasons = (*decision.reasons, *([note] if note else []), *skipped)
     if step.candidate is None:
         deps.control.put(ControlKey.POLICY, PolicyMark(state.last_published_at, decision.to_dict()).to_item())
         deps.state.save(step.state)

@@ -16,7 +16,7 @@ system did, broken promises) that the loop polls while it runs:
 ``hook-fail``, ``hook-timeout`` (:mod:`~local.faults.hooks`, ``--swap-mode whole`` only)
     An ECS lifecycle hook invocation fails before or after the flip, and ECS rolls the deployment back.
 
-:mod:`~local.faults.names` parses ``--faults``; :mod:`~local.faults.arm` wires the injectors to a running loop and
+:mod:`~local.fault_names` parses ``--faults``; :mod:`~local.faults.arm` wires the injectors to a running loop and
 :mod:`~local.faults.follow` polls them and writes the fault table (``faults.json``). A fault whose promise broke
 (:attr:`~local.faults.record.FaultRecord.problems`) fails the run like one that did not recover in time.
 """

@@ -15,9 +15,9 @@ from local import procs
 from local.aws import EmbeddedAws
 from local.environment import GREEN_TIMEOUT_S
 from local.events import LambdaContext, s3_object_created
+from local.fault_names import WHOLE_ONLY
 from local.faults.deployer_crash import DeployerCrash
 from local.faults.hooks import HookFault
-from local.faults.names import WHOLE_ONLY
 from local.faults.snapshots import SnapshotCorrupt, SnapshotDup
 from local.faults.spark_kill import SparkKill
 from local.faults.stream_throttle import StreamThrottle

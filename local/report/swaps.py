@@ -43,6 +43,7 @@ from typing import Any, Protocol
 
 from local.output import Processed
 from local.report.swap_checks import Check, order_check, reader_check
+from partitioner.contracts.plan import PlanItem, SwapMode
 from partitioner.spec.index import SpecIndex
 from partitioner.spec.model import Spec
 
@@ -169,15 +170,15 @@ class _Index:
         return held[-1] if held else None
 
 
-def swap_rows(flips: Sequence[Flip], plans: Mapping[int, Mapping[str, Any]], slots: Mapping[int, int],
+def swap_rows(flips: Sequence[Flip], plans: Mapping[int, PlanItem], slots: Mapping[int, int],
               index: _Index) -> list[tuple[SwapRow, list[float]]]:
-    """One row per flip between two versions (with the carried slots' handover times)."""
+    """One row per flip between two versions (with the carried slots' handover times); no plan seen = nothing kept."""
     rows: list[tuple[SwapRow, list[float]]] = []
     for flip in flips:
         n, m = flip.from_version, flip.to_version
-        plan = plans.get(m, {})
-        mode = str(plan.get("mode", "carry"))
-        kept, stopped_slots = list(plan.get("kept", [])), list(plan.get("stopped", []))
+        plan = plans.get(m)
+        mode = plan.mode.value if plan else SwapMode.CARRY.value
+        kept, stopped_slots = (plan.kept, plan.stopped) if plan else ((), ())
         carried, handovers = 0, []
         for w in kept:
             old, new = index.last(n, w), index.first(m, w)
@@ -196,11 +197,11 @@ def swap_rows(flips: Sequence[Flip], plans: Mapping[int, Mapping[str, Any]], slo
             end = index.exits.get(held.pid or -1) or held.released_at or held.drained_at
             extra += max(0.0, (end or flip.at) - flip.at)
         rows.append((SwapRow(n, m, mode, slots.get(m, 0), len(kept), carried, len(started), stopped,
-                             int(plan.get("moved_cells", 0)), round(extra, 3), _median(handovers)), handovers))
+                             plan.moved_cells if plan else 0, round(extra, 3), _median(handovers)), handovers))
     return rows
 
 
-def swap_timings(flips: Sequence[Flip], plans: Mapping[int, Mapping[str, Any]], index: _Index,
+def swap_timings(flips: Sequence[Flip], plans: Mapping[int, PlanItem], index: _Index,
                  handovers: Sequence[float]) -> SwapTimings:
     """The medians of :class:`SwapTimings` over every swap of the run (the first deploy's starts included)."""
     first_claim: dict[int, Tenure] = {}
@@ -219,7 +220,7 @@ def swap_timings(flips: Sequence[Flip], plans: Mapping[int, Mapping[str, Any]], 
                 warm.append(first.ready_at - first.claimed_at)
     prepare, drain = [], []
     for flip in flips:
-        for w in plans.get(flip.to_version, {}).get("kept", []):
+        for w in plans[flip.to_version].kept if flip.to_version in plans else ():
             new, old = index.first(flip.to_version, w), index.last(flip.from_version, w)
             if new is not None and old is not None and new.owner == old.owner and new.claimed_at and new.ready_at:
                 prepare.append(new.ready_at - new.claimed_at)
@@ -231,7 +232,7 @@ def swap_timings(flips: Sequence[Flip], plans: Mapping[int, Mapping[str, Any]], 
     return SwapTimings(_median(start), _median(warm), _median(prepare), _median(drain), _median(handovers), samples)
 
 
-def swaps_report(records: Iterable[Processed], flips: Sequence[Flip], plans: Mapping[int, Mapping[str, Any]],
+def swaps_report(records: Iterable[Processed], flips: Sequence[Flip], plans: Mapping[int, PlanItem],
                  slots: Mapping[int, int], tenures: Iterable[Tenure], history: Iterable[Event],
                  specs: Mapping[int, Spec | None] | None = None) -> SwapsReport:
     """Everything of the module docstring; ``slots`` is the worker count of each spec version, ``specs`` the specs

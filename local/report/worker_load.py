@@ -70,6 +70,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from local.output import OutRecord
+from partitioner.contracts.cost import CostReportRecord
 
 #: The run fails when more than this share of worker-windows is over the cap ...
 MAX_OVER_CAP_SHARE = 0.02
@@ -165,18 +166,14 @@ class CostSample:
 
 
 def cost_sample(body: Mapping[str, Any], where: str) -> CostSample:
-    """Read a cost report body (CONTRACTS "Cost reports"); ``ValueError`` naming ``where`` if it is bad."""
-    try:
-        events = {str(q): int(n) for q, n in dict(body["events"]).items()}
-        rates = {str(q): float(r) for q, r in dict(body["rates"]).items()}
-        calibration, end, interval = float(body["calibration"]), float(body["reported_at"]), float(body["interval_s"])
-        sample = CostSample(int(body["version"]), str(body["worker"]), end - interval, end,
-                            sum(n * rates.get(q, 0.0) for q, n in events.items()) * calibration, sum(events.values()))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: unreadable cost report ({type(exc).__name__}: {exc})") from None
-    if not (math.isfinite(sample.cpu_s) and sample.cpu_s >= 0 and interval >= 0):
-        raise ValueError(f"{where}: cost report with CPU {sample.cpu_s!r} s over {interval!r} s")
-    return sample
+    """Read a cost report body with the contract's decoder (:class:`CostReportRecord`): the CPU seconds it measured.
+
+    Raises :class:`~partitioner.contracts.errors.ContractError` (a ``ValueError``) naming ``where`` if it is bad.
+    """
+    report = CostReportRecord.from_dict(body, where)
+    cpu_s = sum(n * report.rates.get(q, 0.0) for q, n in report.events.items()) * report.calibration
+    return CostSample(report.version, report.worker, report.reported_at - report.interval_s, report.reported_at,
+                      cpu_s, sum(report.events.values()))
 
 
 def spread(start_s: float, end_s: float, amount: float, window_s: float) -> dict[int, float]:

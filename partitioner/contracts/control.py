@@ -2,7 +2,7 @@
 
 The spec pointers ``desired`` and ``active`` are in :mod:`partitioner.contracts.spec_pointer`; the deploy plan and
 its head (``plan``, ``swap``) in :mod:`partitioner.contracts.plan`. Here: :class:`ControlKey` (every ``pk``),
-:class:`DeployStatus` (``pk="deploy"``), :class:`SnapshotMark` (``pk="snapshot"``), :class:`PolicyMark`
+:class:`DeployStatus` and :class:`DeployState` (``pk="deploy"``), :class:`SnapshotMark` (``pk="snapshot"``), :class:`PolicyMark`
 (``pk="policy"``) and :class:`LatencySample` (``pk="latency"``: written by the deploy controller at each flip, read
 by the partitioner's forecast). Each record's ``to_item`` is the item body (``pk`` excluded) in plain values, as
 ``lambdas.common.dynamodb.ControlTable`` stores it; ``from_item`` reads it back.
@@ -48,6 +48,54 @@ class DeployStatus(StrEnum):
     DRAINING = "draining"
     DONE = "done"
     ROLLED_BACK = "rolled_back"
+
+
+#: A swap is under way: its geo stream, plan or fleet exist and must be finished or rolled back.
+IN_FLIGHT = (DeployStatus.DEPLOYING, DeployStatus.WAITING_GREEN, DeployStatus.FLIPPED, DeployStatus.DRAINING)
+#: No swap under way: the next step may start one (a newer desired or queued version).
+FINISHED = (DeployStatus.IDLE, DeployStatus.DONE, DeployStatus.ROLLED_BACK, DeployStatus.QUEUED)
+
+
+@dataclass(frozen=True)
+class DeployState:
+    """Control ``pk="deploy"``: the deployment in progress, written by the deploy controller only.
+
+    Readers: the controller (to step it), the lifecycle hooks (is a swap in flight) and the local loop's observer
+    (status timeline of each version). ``rev`` is the optimistic lock: the controller writes only over the ``rev``
+    it read. Times are epoch seconds.
+    """
+
+    version: int | None = None
+    status: str = DeployStatus.IDLE.value
+    started_at: float = 0.0
+    updated_at: float = 0.0
+    reason: str = ""
+    old_version: int | None = None
+    queued_version: int | None = None
+    failed_version: int = 0
+    stage_since: float = 0.0
+    rev: int | None = None
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> DeployState:
+        def opt(k: str) -> int | None:
+            v = item.get(k)
+            return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+        return cls(version=opt("version"), status=str(item.get("status", DeployStatus.IDLE)),
+                   started_at=float(item.get("started_at") or 0.0), updated_at=float(item.get("updated_at") or 0.0),
+                   reason=str(item.get("reason", "")), old_version=opt("old_version"),
+                   queued_version=opt("queued_version"), failed_version=opt("failed_version") or 0,
+                   stage_since=float(item.get("stage_since") or 0.0), rev=opt("rev"))
+
+    @property
+    def in_flight(self) -> bool:
+        """A swap is under way (:data:`IN_FLIGHT`)."""
+        return self.status in IN_FLIGHT
+
+    def to_item(self) -> dict[str, Any]:
+        """The item body (``pk`` excluded), in field order."""
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,10 +119,16 @@ def _wait_for(done, query, timeout_s: float = 240.0) -> None:
         time.sleep(0.5)
 
 
+def cost_report(rates: dict[str, object], version: int = 1) -> str:
+    """A cost report as a worker writes it (partitioner.contracts.cost.CostReportRecord)."""
+    return json.dumps({"version": version, "worker": "w0001", "partition_ids": ["p0001"], "interval_s": 60.0,
+                       "calibration": 0.01, "quadkey_zoom": 3, "rates": rates, "events": {}, "reported_at": 1.0})
+
+
 def test_parse_cost_rates_accepts_reports_and_csv_and_names_bad_values() -> None:
     # GIVEN a cost report (CONTRACTS.md), JSON lines of reports and a CSV
-    report = json.dumps({"version": 1, "worker": "w0001", "rates": {"120": 1.5, "121": 0.5}, "events": {}})
-    later = json.dumps({"version": 2, "worker": "w0001", "rates": {"120": 2.0}})
+    report = cost_report({"120": 1.5, "121": 0.5})
+    later = cost_report({"120": 2.0}, version=2)
     # WHEN parsed
     # THEN rates come out by quadkey, later lines overriding earlier ones
     assert parse_cost_rates(report, "r.json") == {"120": 1.5, "121": 0.5}
@@ -132,17 +138,20 @@ def test_parse_cost_rates_accepts_reports_and_csv_and_names_bad_values() -> None
     with pytest.raises(ValueError, match=r"r.csv line 2: rate 'x' is not a number"):
         parse_cost_rates("quadkey,rate\n0,x\n", "r.csv")
     with pytest.raises(ValueError, match=r"quadkey '9'"):
-        parse_cost_rates(json.dumps({"rates": {"9": 1.0}}), "r.json")
-    with pytest.raises(ValueError, match="-1"):
-        parse_cost_rates(json.dumps({"rates": {"1": -1}}), "r.json")
+        parse_cost_rates(cost_report({"9": 1.0}), "r.json")
+    with pytest.raises(ValueError, match=r"r.json quadkey '1': rate must be a finite number >= 0, got -1"):
+        parse_cost_rates(cost_report({"1": -1}), "r.json")
+    # AND a report missing fields (hand-made, not a worker's) names what it lacks
+    with pytest.raises(ValueError, match=r"r.json: cost report lacks \['version', 'worker'"):
+        parse_cost_rates(json.dumps({"rates": {"1": 1.0}}), "r.json")
 
 
 def test_read_cost_rates_from_a_directory_applies_reports_oldest_first(tmp_path: Path) -> None:
     # GIVEN two reports of one worker, the newer (by epoch in the name) overriding a rate, and a bad file
     d = tmp_path / "costs" / "v1" / "w0001"
     d.mkdir(parents=True)
-    (d / "1700000100.json").write_text(json.dumps({"rates": {"120": 3.0}}))
-    (d / "1700000000.json").write_text(json.dumps({"rates": {"120": 1.0, "121": 2.0}}))
+    (d / "1700000100.json").write_text(cost_report({"120": 3.0}))
+    (d / "1700000000.json").write_text(cost_report({"120": 1.0, "121": 2.0}))
     (d / "1700000200.json").write_text("{not json")
     # WHEN read leniently (as the streaming job does) / strictly (as the CLI does)
     rates = read_cost_rates(str(tmp_path / "costs"), strict=False, log=open("/dev/null", "w"))  # noqa: SIM115

@@ -183,7 +183,7 @@ def test_hook_passes_stages_it_does_not_hold_and_rejects_malformed_events(aws: A
 def test_decide_maps_controller_state_to_hook_status(hold: str | None, status: str, tracked: int | None,
                                                      expected: str) -> None:
     # GIVEN a controller state for v2 / WHEN mapped / THEN the hookStatus follows the hold's rule
-    from lambdas.deploy.state import DeployState
+    from partitioner.contracts.control import DeployState
 
     assert hooks.decide(hold, DeployState(version=2, status=status), tracked) == expected
 

@@ -8,6 +8,7 @@ import pytest
 
 from local.aws import EmbeddedAws, Names
 from local.observe import ControlObserver
+from partitioner.contracts.plan import PlanItem, PlanStatus, SwapMode
 
 
 @pytest.fixture()
@@ -78,11 +79,23 @@ def test_lease_tenures_keep_each_owners_own_times(observer: ControlObserver) -> 
 
 
 def test_plans_are_kept_by_target_version(observer: ControlObserver) -> None:
-    # GIVEN the plan item moving from a v2 plan to a v3 plan WHEN observed THEN both are kept by their target version
+    # GIVEN the plan item moving from a v2 plan to a v3 plan (as the controller writes it: PlanItem.to_item)
     for to in (2, 3):
-        observer._observe_control({"plan": {"pk": "plan", "to_version": to, "kept": ["w0001"], "status": "started"}},
-                                  time.time())
-    assert sorted(observer.plans) == [2, 3] and observer.plans[3]["kept"] == ["w0001"]
+        item = PlanItem(to - 1, to, SwapMode.CARRY, ("w0001",), (), (), 1, {"w0001": 1}, PlanStatus.STARTED, 5.0)
+        # WHEN observed
+        observer._observe_control({"plan": {"pk": "plan", **item.to_item()}}, time.time())
+    # THEN both are kept by their target version, decoded
+    assert sorted(observer.plans) == [2, 3] and observer.plans[3].kept == ("w0001",)
+    assert observer.violations == []
+
+
+def test_an_unreadable_plan_is_a_violation_naming_it(observer: ControlObserver) -> None:
+    # GIVEN a plan item whose status is not one of PlanStatus WHEN observed
+    observer._observe_control({"plan": {"pk": "plan", "to_version": 2, "from_version": 1, "mode": "carry",
+                                        "kept": [], "started": [], "stopped": [], "status": "bogus"}}, 10.0)
+    # THEN no plan is kept and the violation names the bad value
+    assert observer.plans == {}
+    assert len(observer.violations) == 1 and "'bogus'" in observer.violations[0]
 
 
 def test_the_active_version_without_a_running_worker_is_an_unserved_span() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -32,8 +33,16 @@ def test_a_cost_report_is_the_json_body_the_workers_wrote() -> None:
             '"quadkey_zoom": 12, "rates": {"A": 37.5, "B": 50.0}, "events": {"A": 4, "B": 1}, "reported_at": 20.5}')
     assert json.dumps(report.to_dict()) == body
     assert CostReportRecord.from_json(body, "k") == report
-    with pytest.raises(ContractError, match=r"costs/v7/w/1\.json: unreadable cost report"):
+    with pytest.raises(ContractError, match=r"costs/v7/w/1\.json: cost report lacks \['version', 'worker', "):
         CostReportRecord.from_json('{"rates": {}}', "costs/v7/w/1.json")
+    # AND each bad value is named: a rate that is not a finite number >= 0, a count that is not an integer >= 0,
+    # a calibration that is not positive
+    for field, value, message in (("rates", {"A": float("nan")}, "quadkey 'A': rate must be a finite number >= 0"),
+                                  ("rates", {"A": True}, "quadkey 'A': rate must be a finite number >= 0, got True"),
+                                  ("events", {"A": -1}, "quadkey 'A': event count must be an integer >= 0, got -1"),
+                                  ("calibration", 0, "calibration must be > 0, got 0.0")):
+        with pytest.raises(ContractError, match=re.escape(message)):
+            CostReportRecord.from_dict({**report.to_dict(), field: value}, "k")
 
 
 def test_an_enriched_record_keeps_the_events_fields_and_the_routing_ids_win() -> None:

@@ -72,3 +72,53 @@ def test_long_modules_and_functions_are_found(structure: ModuleType, tmp_path: P
         "pkg/big.py: 402 lines (at most 400)",
         "pkg/big.py:1: long() is 61 lines (at most 60)",
     ]
+
+
+def test_parts_importing_each_other_in_a_circle_are_found_without_a_module_cycle(
+    structure: ModuleType, tmp_path: Path
+) -> None:
+    # GIVEN config imports faults.names, faults.arm imports env, env imports config: no two modules form a cycle
+    write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/config.py": "from pkg.faults.names import X\n",
+        "pkg/env.py": "from pkg import config\n",
+        "pkg/faults/__init__.py": "",
+        "pkg/faults/names.py": "X = 1\n",
+        "pkg/faults/arm.py": "from pkg import env\n",
+    })
+    # WHEN checked
+    _, breaches = structure.check(tmp_path, ("pkg",), {})
+    # THEN the circle between pkg's parts is named: no bottom-up order of them exists
+    assert [str(b) for b in breaches] == [
+        "pkg.config <-> pkg.env <-> pkg.faults: parts of pkg import each other in a circle "
+        "(no bottom-up order of them exists)"
+    ]
+
+
+def test_a_package_importing_one_it_may_not_depend_on_is_found(structure: ModuleType, tmp_path: Path) -> None:
+    # GIVEN a pure library importing the app that uses it
+    write(tmp_path, {
+        "lib/__init__.py": "", "lib/geo.py": "import app.run\n", "lib/tiles.py": "",
+        "app/__init__.py": "", "app/run.py": "from lib import tiles\n",
+    })
+    # WHEN checked with lib at the bottom
+    _, breaches = structure.check(tmp_path, ("lib", "app"), {}, {"lib": (), "app": ("lib",)})
+    # THEN the downward arrow is fine and the upward one is named
+    assert "lib.geo: imports app.run: package 'lib' may import only []" in [str(b) for b in breaches]
+    assert not any(str(b).startswith("app.run") for b in breaches)
+
+
+def test_sibling_layers_must_not_import_each_other(structure: ModuleType, tmp_path: Path) -> None:
+    # GIVEN common below two independent function packages, one importing the other
+    write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/common/__init__.py": "", "pkg/common/aws.py": "",
+        "pkg/router/__init__.py": "", "pkg/router/handler.py": "from pkg.common import aws\n",
+        "pkg/deploy/__init__.py": "", "pkg/deploy/handler.py": "from pkg.router import handler\n",
+    })
+    # WHEN checked with ("common", ("router", "deploy"))
+    _, breaches = structure.check(tmp_path, ("pkg",), {"pkg": ("common", ("router", "deploy"))})
+    # THEN only the sibling arrow is named
+    assert [str(b) for b in breaches] == [
+        "pkg.deploy.handler: imports pkg.router.handler, a sibling layer it must not depend on"
+    ]

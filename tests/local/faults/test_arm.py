@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from local.faults.names import FAULTS, WHOLE_ONLY
+from local.fault_names import FAULTS, WHOLE_ONLY
 
 REPO = Path(__file__).resolve().parents[3]
 

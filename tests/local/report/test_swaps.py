@@ -6,8 +6,17 @@ from local.fleet import FleetEvent
 from local.observe import LeaseTenure
 from local.output import Processed
 from local.report.swaps import Flip, checks, report_json, report_lines, swaps_report
+from partitioner.contracts.plan import PlanItem
 from partitioner.geo.tiles import quadkey, tile
 from partitioner.spec.model import Partition, Spec, Worker, shard_hash_key
+
+
+def plan(mode: str, *, kept: list[str] | None = None, started: list[str] | None = None,
+         stopped: list[str] | None = None, moved_cells: int = 0) -> PlanItem:
+    """The plan of a swap from v1 to v2, decoded from its control item as the observer does."""
+    return PlanItem.from_item({"from_version": 1, "to_version": 2, "mode": mode, "kept": kept or [],
+                               "started": started or [], "stopped": stopped or [], "moved_cells": moved_cells,
+                               "gains": {}, "status": "done", "updated_at": 0.0})
 
 
 def _two_slot_specs() -> tuple[Spec, Spec]:
@@ -32,8 +41,7 @@ def tenure(version: int, worker: str, pid: int, claimed: float, ready: float, se
 def test_swap_rows_count_carried_started_stopped_and_extra_worker_seconds() -> None:
     # GIVEN v1 on processes 11 (w1) and 12 (w2), and a carry swap to v2 at t=100 that keeps w1 (same process),
     # removes w2 (its process drains until 106 and exits at 107) and starts w3 (process 13, started at 90)
-    plans = {2: {"to_version": 2, "from_version": 1, "mode": "carry", "kept": ["w1"], "started": ["w3"],
-                 "stopped": ["w2"], "moved_cells": 7}}
+    plans = {2: plan("carry", kept=["w1"], started=["w3"], stopped=["w2"], moved_cells=7)}
     tenures = [tenure(1, "w1", 11, 1, 2, 2, 104), tenure(1, "w2", 12, 1, 2.5, 2.5, 106),
                tenure(2, "w1", 11, 95, 95.5, 105), tenure(2, "w3", 13, 92, 94, 105)]
     history = [FleetEvent(0.0, "start", 1, "w1", 11), FleetEvent(0.0, "start", 1, "w2", 12),
@@ -57,8 +65,7 @@ def test_swap_rows_count_carried_started_stopped_and_extra_worker_seconds() -> N
 
 def test_whole_swap_carries_nothing_and_pays_for_both_fleets() -> None:
     # GIVEN a whole swap at t=100: v2's two processes start at 80, v1's two exit at 105
-    plans = {2: {"to_version": 2, "from_version": 1, "mode": "whole", "kept": [], "started": ["w1", "w2"],
-                 "stopped": ["w1", "w2"], "moved_cells": 3}}
+    plans = {2: plan("whole", started=["w1", "w2"], stopped=["w1", "w2"], moved_cells=3)}
     tenures = [tenure(1, "w1", 11, 1, 2, 2, 104), tenure(1, "w2", 12, 1, 2, 2, 104),
                tenure(2, "w1", 21, 82, 85, 104), tenure(2, "w2", 22, 82, 85, 104)]
     history = [FleetEvent(80.0, "start", 2, "w1", 21), FleetEvent(80.0, "start", 2, "w2", 22),
@@ -70,7 +77,7 @@ def test_whole_swap_carries_nothing_and_pays_for_both_fleets() -> None:
 
 def test_the_carry_share_invariant_applies_to_carry_runs_and_fails_below_80_percent() -> None:
     # GIVEN a run whose swaps carried 1 of 2 slots WHEN checked in carry mode THEN the share invariant fails
-    plans = {2: {"mode": "carry", "kept": ["w1"], "stopped": [], "moved_cells": 1}}
+    plans = {2: plan("carry", kept=["w1"], moved_cells=1)}
     rep = swaps_report([], [Flip(1, 2, 100.0)], plans, {2: 2},
                        [tenure(1, "w1", 11, 1, 2), tenure(2, "w1", 11, 95, 96, 105)], [])
     got = {name: ok for name, ok, _ in checks(rep, "carry")}
@@ -84,8 +91,7 @@ def test_the_handover_lag_splits_kept_and_moved_cells_of_carried_slots() -> None
     # GIVEN v1: w1 owns France (z5), w2 the rest; v2 keeps both, w1 gains Spain. A swap at t=100 s where the
     # carried w1 processes a Paris record 0.4 s after it was sent and a Madrid record (moved from w2) 5 s after
     v1, v2 = _two_slot_specs()
-    plans = {2: {"to_version": 2, "from_version": 1, "mode": "carry", "kept": ["w0001", "w0002"], "started": [],
-                 "stopped": [], "moved_cells": 1}}
+    plans = {2: plan("carry", kept=["w0001", "w0002"], moved_cells=1)}
     tenures = [tenure(1, "w0001", 11, 1, 2, 2, 104), tenure(1, "w0002", 12, 1, 2, 2, 104),
                tenure(2, "w0001", 11, 95, 95.5, 100.5), tenure(2, "w0002", 12, 95, 95.5, 100.5)]
     paris = Processed("e1", "car-1", 2, "w0001", "h:11:x", 100_600, "c", 100_200, 2.3522, 48.8566)

@@ -1,11 +1,11 @@
-"""local.faults.names: the ``--faults`` names, ``all`` per swap mode, and a bad name naming itself (exit 2)."""
+"""local.fault_names: the ``--faults`` names, ``all`` per swap mode, and a bad name naming itself (exit 2)."""
 
 from __future__ import annotations
 
 import pytest
 
 from local.config import parse_args
-from local.faults.names import FAULTS, WHOLE_ONLY, FaultError, parse_faults
+from local.fault_names import FAULTS, WHOLE_ONLY, FaultError, parse_faults
 
 
 def test_a_hook_fault_in_carry_mode_is_a_bad_argument_naming_the_mode() -> None:
