@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from partitioner.contracts.enriched import parse_enriched_key
+from partitioner.contracts.enriched import EnrichedRecord, parse_enriched_key
+from partitioner.contracts.quarantine import QuarantineRecord
 from partitioner.geo.tiles import quadkey, tile
 
 CELL_ZOOM = 12  # the swap checks look at zoom-12 cells (:mod:`local.report.swap_checks`)
@@ -62,18 +63,20 @@ class Processed:
     lat: float = 0.0
 
     @classmethod
-    def from_json(cls, record: Mapping[str, Any], processed_ms: int | None = None) -> Processed:
-        """From an enriched line's object; ``processed_ms`` defaults to its ``processed_at`` field.
+    def from_record(cls, record: EnrichedRecord, processed_ms: int | None = None) -> Processed:
+        """From a decoded enriched record; ``processed_ms`` defaults to its ``processed_at``.
 
-        Raises ``KeyError``/``ValueError``/``TypeError`` on a record without the fields (the caller reports it).
+        Raises ``KeyError``/``ValueError``/``TypeError`` on a record without the event's fields (``entity_id``,
+        ``lon``, ``lat``), the owner or a processing time (the caller reports it).
         """
-        when = processed_ms if processed_ms is not None else int(record["processed_at"])
-        lon, lat = float(record["lon"]), float(record["lat"])
-        ts = record.get("ts")
+        when = processed_ms if processed_ms is not None else record.processed_at
+        if when is None or record.owner is None:
+            raise KeyError("processed_at" if when is None else "owner")
+        lon, lat = float(record.fields["lon"]), float(record.fields["lat"])
+        ts = record.fields.get("ts")
         sent = int(ts) if isinstance(ts, int | float) and not isinstance(ts, bool) else None
-        return cls(str(record["event_id"]), str(record["entity_id"]), int(record["spec_version"]),
-                   str(record["worker_id"]), str(record["owner"]), when, quadkey(tile(lon, lat, CELL_ZOOM)), sent,
-                   lon, lat)
+        return cls(record.event_id, str(record.fields["entity_id"]), record.spec_version, record.worker_id,
+                   record.owner, when, quadkey(tile(lon, lat, CELL_ZOOM)), sent, lon, lat)
 
 
 def read_jsonl_objects(s3: Any, bucket: str, prefix: str) -> Iterable[tuple[str, str]]:
@@ -120,15 +123,17 @@ class EnrichedReader:
 
     def _parse(self, key: str, line: str, written_ms: int) -> None:
         try:
-            r = json.loads(line)
-            rec = OutRecord(str(r["event_id"]), int(r["spec_version"]), str(r["worker_id"]),
-                            str(r["partition_id"]), _ts_ms(r.get("ts")), written_ms,
-                            str(r.get("owner") or ""))
+            doc = json.loads(line)
+            if not isinstance(doc, dict):
+                raise TypeError(f"a line is a JSON object, got {type(doc).__name__}")
+            r = EnrichedRecord.from_dict(doc, key)
+            rec = OutRecord(r.event_id, r.spec_version, r.worker_id, r.partition_id, _ts_ms(r.fields.get("ts")),
+                            written_ms, r.owner or "")
         except (ValueError, KeyError, TypeError) as exc:
             self.problems.append(f"{key}: enriched line unreadable ({type(exc).__name__}: {exc}): {line[:120]!r}")
             return
         try:
-            self.processed.append(Processed.from_json(r, written_ms))
+            self.processed.append(Processed.from_record(r, written_ms))
         except (ValueError, KeyError, TypeError) as exc:
             self.problems.append(f"{key}: enriched line lacks the swap fields ({type(exc).__name__}: {exc})")
         self.records.append(rec)
@@ -160,10 +165,12 @@ def read_quarantine(s3: Any, bucket: str) -> Quarantined:
     samples: list[str] = []
     for key, line in read_jsonl_objects(s3, bucket, ""):
         try:
-            reason = str(json.loads(line).get("reason", "?"))
-        except ValueError:
-            reason = "unreadable quarantine line"
-        reasons[reason.split(":", 1)[0]] += 1
+            doc = json.loads(line)
+            record = QuarantineRecord.from_dict(doc if isinstance(doc, dict) else {}, key)
+            code, reason = record.code, record.reason
+        except ValueError:  # not JSON, or no reason (ContractError)
+            code = reason = "unreadable quarantine line"
+        reasons[code] += 1
         parts = key.split("/")
         writers[parts[1] if parts[0] == "quarantine" and len(parts) > 2 else parts[0]] += 1
         if len(samples) < 12:

@@ -27,15 +27,21 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from local.faults.record import FaultRecord, LiveDelay
 from local.outcomes import outcome
-from partitioner.contracts.snapshot import MANIFEST_NAME, SNAPSHOTS_PREFIX
+from partitioner.contracts.snapshot import (
+    MANIFEST_NAME,
+    SNAPSHOTS_PREFIX,
+    SnapshotFile,
+    SnapshotManifest,
+    manifest_checksum,
+)
 
 JUDGED = ("published", "held")  # a snapshot the partitioner used (a spec published, or the policy held it)
 KINDS = ("truncated", "not-a-snapshot", "bad-rows")
@@ -83,22 +89,20 @@ def corrupt_snapshots(store: Store, source_key: str, now: datetime) -> dict[str,
     Returns ``{manifest key: kind}``. The window is moved to ``now`` (later than any processed one), so the
     partitioner's staleness check does not hide the corruption.
     """
-    manifest = json.loads(store.get(source_key) or b"{}")
-    first = manifest["files"][0]
-    data = store.get(first["key"]) or b""
-    length = datetime.fromisoformat(manifest["window_end"]) - datetime.fromisoformat(manifest["window_start"])
-    moved = {**manifest, "window_end": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-             "window_start": (now - length).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    manifest = SnapshotManifest.from_json(store.get(source_key) or b"", source_key)
+    data = store.get(manifest.files[0].key) or b""
+    now = now.replace(microsecond=0)
+    moved = replace(manifest, window_end=now, window_start=now - (manifest.window_end - manifest.window_start))
     stamp = now.strftime(STAMP)
     keys: dict[str, str] = {}
     # truncated: the listed sha256 stays; the object lost its second half
     base = f"{SNAPSHOTS_PREFIX}fault-truncated-{stamp}/"
     files = []
-    for i, f in enumerate(manifest["files"]):
-        body = store.get(f["key"]) or b""
+    for i, f in enumerate(manifest.files):
+        body = store.get(f.key) or b""
         store.put(base + f"part-{i:05d}.csv", body[: len(body) // 2] if i == 0 else body)
-        files.append({**f, "key": base + f"part-{i:05d}.csv"})
-    store.put(base + MANIFEST, json.dumps({**moved, "files": files}).encode())
+        files.append(replace(f, key=base + f"part-{i:05d}.csv"))
+    store.put(base + MANIFEST, replace(moved, files=tuple(files)).to_json())
     keys[base + MANIFEST] = "truncated"
     # not a snapshot: CSV text where the manifest belongs
     key = f"{SNAPSHOTS_PREFIX}fault-not-a-snapshot-{stamp}/{MANIFEST}"
@@ -112,9 +116,9 @@ def corrupt_snapshots(store: Store, source_key: str, now: datetime) -> dict[str,
     base = f"{SNAPSHOTS_PREFIX}fault-bad-rows-{stamp}/"
     store.put(base + "part-00000.csv", bad)
     sha = _sha(bad)
-    doc = {**moved, "files": [{"key": base + "part-00000.csv", "rows": len(lines) - 1, "sha256": sha}],
-           "rows": len(lines) - 1, "checksum": _sha(sha.encode())}
-    store.put(base + MANIFEST, json.dumps(doc).encode())
+    doc = replace(moved, files=(SnapshotFile(base + "part-00000.csv", len(lines) - 1, sha),), rows=len(lines) - 1,
+                  checksum=manifest_checksum([sha]))
+    store.put(base + MANIFEST, doc.to_json())
     keys[base + MANIFEST] = "bad-rows"
     return keys
 

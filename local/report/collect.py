@@ -13,6 +13,7 @@ from local.outcomes import outcome
 from local.output import read_quarantine
 from local.report.worker_load import CostSample, cost_sample
 from local.state import RunState
+from partitioner.contracts.snapshot import SnapshotManifest
 
 
 def collect_live(state: RunState) -> None:
@@ -25,12 +26,14 @@ def collect_live(state: RunState) -> None:
     for inv in invocations:
         if outcome(inv.result)[0] == "rejected":
             continue  # fed no spec (e.g. --faults snapshot-corrupt: maybe not even JSON); the timeline names it
-        manifest = json.loads(s3.get_object(Bucket=aws.names.snapshots_bucket, Key=inv.key)["Body"].read())
+        # the partitioner read it with this decoder and did not reject it, so it decodes here too
+        manifest = SnapshotManifest.from_json(
+            s3.get_object(Bucket=aws.names.snapshots_bucket, Key=inv.key)["Body"].read(), inv.key)
         texts = []
-        for i, f in enumerate(manifest.get("files", [])):
-            text = s3.get_object(Bucket=aws.names.snapshots_bucket, Key=f["key"])["Body"].read().decode()
+        for i, f in enumerate(manifest.files):
+            text = s3.get_object(Bucket=aws.names.snapshots_bucket, Key=f.key)["Body"].read().decode()
             texts.append(text if i == 0 else text.split("\n", 1)[1] if "\n" in text else "")
-        snaps.append({"key": inv.key, "invoked_at": inv.at, "manifest": manifest, "rows_text": "".join(texts),
+        snaps.append({"key": inv.key, "invoked_at": inv.at, "manifest": manifest.to_dict(), "rows_text": "".join(texts),
                       "desired_after": state.desired_after.get(inv.key), "error": inv.error,
                       "result": inv.result})
     state.live["snapshots"] = snaps

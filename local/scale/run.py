@@ -49,7 +49,7 @@ from local.scale.world import EventSource, Version, World, build_world
 from partitioner.aws_budget.calls import CallLog, watch
 from partitioner.aws_budget.usage import ACCOUNT, Usage
 from partitioner.contracts.control import DeployStatus
-from partitioner.contracts.enriched import parse_enriched_key
+from partitioner.contracts.enriched import EnrichedRecord, parse_enriched_key
 from partitioner.contracts.plan import SwapMode
 from partitioner.spec.shards import with_shards
 
@@ -227,7 +227,8 @@ def _output_ids(s3: Any, bucket: str) -> set[str]:
         for obj in resp.get("Contents", []):
             parse_enriched_key(obj["Key"])
             body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
-            ids.update(json.loads(line)["event_id"] for line in body.splitlines() if line)
+            ids.update(EnrichedRecord.from_dict(json.loads(line), obj["Key"]).event_id
+                       for line in body.splitlines() if line)
         if not resp.get("IsTruncated"):
             return ids
         token = {"ContinuationToken": resp["NextContinuationToken"]}

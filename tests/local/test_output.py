@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from local.output import OutRecord, Processed, delivery
+from partitioner.contracts.enriched import EnrichedRecord
 
 
 def test_record_from_an_enriched_line() -> None:
     # GIVEN an enriched line's object WHEN read THEN the entity, process, version and the point's zoom-12 cell are kept
-    r = Processed.from_json({"event_id": "e1", "entity_id": "car-1", "spec_version": 3, "worker_id": "w0002",
-                             "owner": "h:12:ab", "processed_at": 1000, "lat": 48.8566, "lon": 2.3522})
+    line = EnrichedRecord.from_dict({"event_id": "e1", "entity_id": "car-1", "spec_version": 3, "worker_id": "w0002",
+                                     "partition_id": "p0001", "owner": "h:12:ab", "processed_at": 1000,
+                                     "lat": 48.8566, "lon": 2.3522}, "enriched/v3/w0002/1.jsonl")
+    r = Processed.from_record(line)
     assert (r.entity, r.version, r.owner, r.processed_ms, len(r.cell)) == ("car-1", 3, "h:12:ab", 1000, 12)
     assert r.cell.startswith("12022001")
 
