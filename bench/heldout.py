@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-from datasets import Dataset, FloatArray, IntArray, great_circle, scatter
+from datasets import Dataset, scatter
+from geography import FloatArray, IntArray, great_circle
 
 from partitioner.geo.tiles import arrays_to_quadkeys, tiles_xy
 from partitioner.output.basemap import BASEMAP_FILE

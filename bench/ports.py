@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from datasets import Dataset, FloatArray, IntArray, city, scatter, suggest_max_load
+from datasets import Dataset, scatter, suggest_max_load
+from geography import FloatArray, IntArray, city
 
 from partitioner.geo.tiles import tiles_xy
 from partitioner.load.counts import Counts, Tiles

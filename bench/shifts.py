@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from datasets import Dataset, FloatArray, IntArray, city, point_codes, scatter
+from datasets import Dataset, point_codes, scatter
+from geography import FloatArray, IntArray, city
 
 from partitioner.load.counts import Counts, Tiles
 from partitioner.simulate.places import activity

@@ -17,8 +17,9 @@ What it checks
   - inside a package with a declared order: ``LAYERS`` orders its sub-packages bottom-up, and a module may import
     only from its own layer or the ones below it; a layer written as a tuple is a group of siblings that must not
     import each other (each Lambda function's package, for instance).
-- **Module size**: at most ``MAX_MODULE_LINES`` lines. **Function size**: at most ``MAX_FUNCTION_LINES`` lines
-  from ``def`` to the last line of the body (docstring included).
+- **Module size**: at most ``MAX_MODULE_LINES`` lines, for the runtime packages and, size only, every ``.py`` file
+  under ``SIZE_ONLY`` (``tests/``, ``bench/``, ``scripts/``). **Function size** (runtime packages only): at most
+  ``MAX_FUNCTION_LINES`` lines from ``def`` to the last line of the body (docstring included).
 
 Importing a package (``from partitioner import errors``) is an arrow to the named submodule when it exists,
 else to the package's ``__init__``.
@@ -36,6 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("partitioner", "lambdas", "geo_service", "aggregation", "local", "infra", "transforms")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
+# Folders whose .py files are held to MAX_MODULE_LINES only (no cycles, layers or function length).
+SIZE_ONLY = ("tests", "bench", "scripts")
 
 # Sub-packages of a layered package, bottom-up: a module may import its own layer and the ones before it.
 # A module directly in the package (e.g. ``partitioner/cli.py``) is the top layer.
@@ -238,14 +241,29 @@ def part_circles(graph: dict[str, set[str]], modules: dict[str, Path]) -> list[B
     return breaches
 
 
+def size_only_files(root: Path = ROOT, folders: tuple[str, ...] = SIZE_ONLY) -> list[Path]:
+    """The ``.py`` files under ``folders`` (outside ``__pycache__``), held to the module size only."""
+    found: list[Path] = []
+    for folder in folders:
+        base = root / folder
+        if base.is_dir():
+            found += (path for path in sorted(base.rglob("*.py")) if "__pycache__" not in path.parts)
+    return found
+
+
+def too_long(path: Path, text: str, root: Path) -> list[Breach]:
+    lines = text.count("\n")
+    if lines > MAX_MODULE_LINES:
+        return [Breach(str(path.relative_to(root)), f"{lines} lines (at most {MAX_MODULE_LINES})")]
+    return []
+
+
 def sizes(modules: dict[str, Path], root: Path) -> list[Breach]:
     breaches = []
     for path in sorted(modules.values()):
         text = path.read_text()
-        lines = text.count("\n")
         where = str(path.relative_to(root))
-        if lines > MAX_MODULE_LINES:
-            breaches.append(Breach(where, f"{lines} lines (at most {MAX_MODULE_LINES})"))
+        breaches += too_long(path, text, root)
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 length = (node.end_lineno or node.lineno) - node.lineno + 1
@@ -261,10 +279,13 @@ def check(
     packages: tuple[str, ...] = PACKAGES,
     layers: dict[str, tuple[Layer, ...]] | None = None,
     depends: dict[str, tuple[str, ...]] | None = None,
+    *,
+    size_only: tuple[str, ...] = SIZE_ONLY,
 ) -> tuple[int, list[Breach]]:
-    """(modules checked, breaches) for the packages under ``root``.
+    """(modules checked, breaches) for the packages under ``root``, then the size of the files under ``size_only``.
 
     Circles between parts are looked for only once no module cycle is left (each module cycle is one of them).
+    The count is of the runtime modules only.
     """
     modules = runtime_modules(root, packages)
     graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
@@ -272,14 +293,18 @@ def check(
     if not breaches:
         breaches = part_circles(graph, modules)
     breaches += across_packages(graph, PACKAGE_DEPENDS if depends is None else depends)
-    return len(modules), breaches + upward(graph, LAYERS if layers is None else layers) + sizes(modules, root)
+    breaches += upward(graph, LAYERS if layers is None else layers) + sizes(modules, root)
+    for path in size_only_files(root, size_only):
+        breaches += too_long(path, path.read_text(), root)
+    return len(modules), breaches
 
 
 def main() -> int:
     checked, breaches = check()
     for breach in breaches:
         print(breach)
-    print(f"structure: {checked} modules checked, {len(breaches)} breaches")
+    print(f"structure: {checked} modules checked (and {', '.join(f'{f}/' for f in SIZE_ONLY)} for size), "
+          f"{len(breaches)} breaches")
     return 1 if breaches else 0
 
 

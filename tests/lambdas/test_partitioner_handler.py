@@ -6,7 +6,6 @@ import copy
 import hashlib
 import json
 import re
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -15,21 +14,11 @@ from lambdas.common.config import ConfigError, LambdaConfig
 from lambdas.common.records import read_desired
 from lambdas.common.s3 import ObjectStore
 from lambdas.partitioner import handler as partitioner_handler
-from lambdas.partitioner.logic import PartitionerDeps, apply_cost_rates, load_policy, process_snapshot
-from lambdas.partitioner.state import CONTROL_STATE_KEY
-from partitioner.contracts.cost import CostReportRecord
+from lambdas.partitioner.logic import PartitionerDeps, process_snapshot
 from partitioner.contracts.spec_pointer import spec_key
-from partitioner.control.controller import ControlState
-from partitioner.load.counts import counts_from_pairs
 from partitioner.spec.model import Partition, Spec, Worker
 from tests.lambdas.conftest import CTX, Aws, load_event, snapshot_rows, t, write_test_snapshot
-
-CELLS = {(0, 0): 400, (1, 0): 300, (8, 8): 700, (9, 8): 200, (20, 3): 50}
-
-
-def deps(aws: Aws, **kw: Any) -> PartitionerDeps:
-    d = PartitionerDeps.from_config(aws.cfg, aws.clients)
-    return PartitionerDeps(**{**d.__dict__, **kw})
+from tests.lambdas.partitioner_testkit import CELLS, deps, rewrite_manifest
 
 
 def s3_event(key: str, bucket: str = "georebal-snapshots") -> dict[str, Any]:
@@ -37,12 +26,6 @@ def s3_event(key: str, bucket: str = "georebal-snapshots") -> dict[str, Any]:
     event["Records"][0]["s3"]["object"]["key"] = key
     event["Records"][0]["s3"]["bucket"]["name"] = bucket
     return event
-
-
-def rewrite_manifest(aws: Aws, key: str, **changes: Any) -> None:
-    body = json.loads(aws.clients.s3.get_object(Bucket=aws.cfg.snapshots_bucket, Key=key)["Body"].read())
-    body.update(changes)
-    aws.clients.s3.put_object(Bucket=aws.cfg.snapshots_bucket, Key=key, Body=json.dumps(body).encode())
 
 
 def test_handler_publishes_first_spec_from_recorded_event(aws: Aws) -> None:
@@ -220,52 +203,6 @@ def test_spec_failing_validation_is_not_published(aws: Aws) -> None:
     assert aws.keys(aws.cfg.specs_bucket, "specs/") == [] and read_desired(aws.control) is None
 
 
-def test_policy_holds_a_candidate_that_changes_nothing(aws: Aws) -> None:
-    # GIVEN v1 published and then a snapshot with the same load in a later window
-    d = deps(aws)
-    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(5))).status == "published"
-    # WHEN the next window arrives
-    out = process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(10)))
-    # THEN the policy keeps v1 (held) and records its decision
-    assert out.status == "held" and out.decision_reasons
-    assert aws.keys(aws.cfg.specs_bucket, "specs/") == [spec_key(1)]
-    policy = aws.control.get("policy")
-    assert policy is not None and policy["last_decision"]["redeploy"] is False
-
-
-def test_overload_publishes_v2_sticky_to_v1(aws: Aws) -> None:
-    # GIVEN v1 and then load that overloads one of its workers
-    d = deps(aws, policy=load_policy('{"cooldown_s": 0}'))
-    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(5))).status == "published"
-    hot = {**CELLS, (8, 8): 1900, (8, 9): 900}
-    # WHEN processed
-    out = process_snapshot(d, write_test_snapshot(aws, snapshot_rows(hot), t(10)))
-    # THEN v2 is published after v1, names v1 as previous, and has its own stream
-    assert (out.status, out.version) == ("published", 2), out.reason
-    v2 = aws.specs.get(spec_key(2))
-    assert v2.previous_version == 1 and v2.stream_name == "georebal-geo-v2"
-    assert read_desired(aws.control).version == 2  # type: ignore[union-attr]
-    # AND the outcome carries v1's busiest worker under the new load (the WorkerUtilisation metric), above 100%
-    assert out.max_utilisation is not None and out.max_utilisation > 1.0
-
-
-def test_metrics_for_the_dashboard_are_emitted(aws: Aws, capsys: pytest.CaptureFixture[str]) -> None:
-    # GIVEN a live spec v1 flipped active a minute ago, and a second snapshot
-    d = deps(aws, policy=load_policy('{"cooldown_s": 0}'))
-    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(5))).status == "published"
-    aws.control.put("active", {"pk": "active", "version": 1, "spec_key": spec_key(1), "stream_name": "s",
-                               "flipped_at": "2026-01-01T00:00:00Z"})
-    out = process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(10)))
-    # WHEN the handler records the outcome and the spec age (EMF metrics flushed to stdout)
-    partitioner_handler.record_outcome(out)
-    age = partitioner_handler.record_spec_age(aws.control, datetime(2026, 1, 1, 0, 1, tzinfo=UTC))
-    partitioner_handler.metrics.flush_metrics()
-    emitted = capsys.readouterr().out
-    # THEN WorkerUtilisation and SpecAgeSeconds (60 s) are in the namespace the alarms watch
-    assert age == 60.0
-    assert '"WorkerUtilisation"' in emitted and '"SpecAgeSeconds"' in emitted and "GeoRebalancer" in emitted
-
-
 def test_existing_spec_object_is_never_overwritten(aws: Aws) -> None:
     # GIVEN an orphan spec object v1 (a publish that crashed before moving the pointer)
     orphan = b'{"orphan": true}'
@@ -278,41 +215,6 @@ def test_existing_spec_object_is_never_overwritten(aws: Aws) -> None:
     assert aws.specs.get(spec_key(2)).version == 2
 
 
-def cost_report(rates: dict[str, float]) -> dict[str, object]:
-    """A v1 cost report of worker w0001, as the worker writes it (the contract's record)."""
-    return CostReportRecord(version=1, worker="w0001", partition_ids=("p0001",), interval_s=300.0, calibration=1.0,
-                            quadkey_zoom=18, rates=rates, events={}, reported_at=200.0).to_dict()
-
-
-def test_cost_reports_weight_the_load_when_snapshot_has_no_cost(aws: Aws) -> None:
-    # GIVEN an active v1 whose workers reported cost rates (one cell 3x as expensive per event)
-    d = deps(aws)
-    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(5))).status == "published"
-    aws.control.put("active", {"version": 1, "spec_key": spec_key(1), "stream_name": "georebal-geo-v1",
-                               "flipped_at": "x"})
-    rows = snapshot_rows(CELLS)
-    report = cost_report({rows[2][0]: 3.0, rows[0][0]: 1.0})
-    aws.clients.s3.put_object(Bucket=aws.cfg.costs_bucket, Key="costs/v1/w0001/100.json", Body=b'{"rates": {}}')
-    aws.clients.s3.put_object(Bucket=aws.cfg.costs_bucket, Key="costs/v1/w0001/200.json",
-                              Body=json.dumps(report).encode())
-    broken = {**report, "worker": "w0002", "rates": {rows[2][0]: -3.0}}  # AND another worker's latest is unreadable
-    aws.clients.s3.put_object(Bucket=aws.cfg.costs_bucket, Key="costs/v1/w0002/200.json",
-                              Body=json.dumps(broken).encode())
-    # WHEN the cost rates are merged into the next snapshot's counts
-    rates = d.costs.latest(1)  # type: ignore[union-attr]
-    counts = counts_from_pairs([(q, float(e)) for q, e, _ in rows], "x")
-    weighted = apply_cost_rates(counts, dict(rates.rates), 12)
-    # THEN the latest report wins; the expensive cell weighs 3x; unknown cells get the events-weighted mean rate
-    assert rates.reports == ("costs/v1/w0001/200.json",)
-    # AND the unreadable report is left out whole, named with the contract's reason
-    assert rates.skipped == (f"costs/v1/w0002/200.json quadkey {rows[2][0]!r}: rate must be a finite number >= 0, "
-                             "got -3.0",)
-    w = dict(zip(weighted.quadkeys, weighted.weights, strict=True))
-    mean = (700 * 3.0 + 400 * 1.0) / 1100
-    assert w[rows[2][0]] == pytest.approx(2100) and w[rows[0][0]] == pytest.approx(400)
-    assert w[rows[1][0]] == pytest.approx(300 * mean)
-
-
 def test_missing_env_var_is_named(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN no MAX_LOAD
     monkeypatch.delenv("MAX_LOAD")
@@ -320,12 +222,6 @@ def test_missing_env_var_is_named(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> 
     # THEN the error names the variable
     with pytest.raises(ConfigError, match="MAX_LOAD"):
         PartitionerDeps.from_config(LambdaConfig.from_env(), aws.clients)
-
-
-def test_bad_policy_json_is_named() -> None:
-    # GIVEN a POLICY_JSON with an unknown key / WHEN loaded / THEN the error names the variable and key
-    with pytest.raises(ConfigError, match=r"POLICY_JSON.*'hgh_watermark'"):
-        load_policy('{"hgh_watermark": 0.9}')
 
 
 def test_other_objects_in_the_event_are_ignored(aws: Aws) -> None:
@@ -336,76 +232,6 @@ def test_other_objects_in_the_event_are_ignored(aws: Aws) -> None:
     assert ObjectStore(aws.clients.s3, aws.cfg.specs_bucket).list_keys("specs/") == []
 
 
-def test_measured_cost_drives_the_next_spec(aws: Aws) -> None:
-    # GIVEN v1 active, and its workers report one cell costing 3x per event (a snapshot without cost column)
-    d = deps(aws, policy=load_policy('{"cooldown_s": 0}'))
-    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(5))).status == "published"
-    aws.control.put("active", {"version": 1, "spec_key": spec_key(1), "stream_name": "georebal-geo-v1",
-                               "flipped_at": "x"})
-    rows = snapshot_rows(CELLS)
-    hot_cell = rows[2][0]
-    report = cost_report({hot_cell: 3.0, rows[0][0]: 1.0})
-    aws.clients.s3.put_object(Bucket=aws.cfg.costs_bucket, Key="costs/v1/w0001/300.json",
-                              Body=json.dumps(report).encode())
-    # WHEN the next window (same event counts) is processed
-    out = process_snapshot(d, write_test_snapshot(aws, rows, t(10)))
-    # THEN the cost-weighted load (the hot cell now 2100 > max_load 1000) makes the policy publish v2
-    assert (out.status, out.version) == ("published", 2), out.reason
-    v2 = aws.specs.get(spec_key(2))
-    mean = (700 * 3.0 + 400 * 1.0) / 1100
-    assert v2.total_load == pytest.approx(2100 + 400 + (300 + 200 + 50) * mean)
-    assert all(w.load <= 1000 * (1 + 1e-6) for w in v2.workers)
-
-
-def state_bytes(aws: Aws) -> bytes | None:
-    return ObjectStore(aws.clients.s3, aws.cfg.specs_bucket).read(CONTROL_STATE_KEY)
-
-
-def test_controller_state_is_saved_per_window_and_untouched_by_rejections_and_duplicates(aws: Aws) -> None:
-    # GIVEN two processed windows
-    d = deps(aws)
-    first = write_test_snapshot(aws, snapshot_rows(CELLS), t(5))
-    assert process_snapshot(d, first).status == "published"
-    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(10))).status in ("held", "published")
-    saved = state_bytes(aws)
-    # THEN the state in S3 holds both windows' load history and the publish time
-    state = ControlState.from_bytes(saved or b"")
-    assert state.history is not None and len(state.history) == 2 and state.last_published_at is not None
-    assert state.history.totals.sum() == pytest.approx(2 * sum(CELLS.values()))
-    # WHEN a bad snapshot (tampered checksum) and a duplicate arrive
-    bad = write_test_snapshot(aws, snapshot_rows(CELLS), t(15))
-    rewrite_manifest(aws, bad, checksum="0" * 64)
-    assert process_snapshot(d, bad).code == "checksum_mismatch"
-    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(10))).status == "duplicate"
-    # THEN the state is byte for byte what it was
-    assert state_bytes(aws) == saved
-
-
 def test_a_published_spec_names_its_snapshot_window_end(aws: Aws) -> None:
     out = process_snapshot(deps(aws), write_test_snapshot(aws, snapshot_rows(CELLS), t(5)))
     assert aws.specs.get(str(out.spec_key)).source["window_end"] == "2026-11-21T10:05:00Z"
-
-
-def test_an_unreadable_state_starts_afresh_and_says_so(aws: Aws) -> None:
-    aws.clients.s3.put_object(Bucket=aws.cfg.specs_bucket, Key=CONTROL_STATE_KEY, Body=b"{half a state")
-    out = process_snapshot(deps(aws), write_test_snapshot(aws, snapshot_rows(CELLS), t(5)))
-    assert out.status == "published" and "controller state unreadable, started afresh" in out.reason
-    assert ControlState.from_bytes(state_bytes(aws) or b"").history is not None
-
-
-def test_the_measured_latency_sets_the_forecast_horizon(aws: Aws) -> None:
-    # GIVEN flips that took 20 minutes from snapshot to live
-    aws.control.put("latency", {"samples": [{"version": v, "snapshot_end": "x", "live_at": "y", "latency_s": 1200.0}
-                                            for v in (1, 2, 3)]})
-    # WHEN a window is processed
-    process_snapshot(deps(aws), write_test_snapshot(aws, snapshot_rows(CELLS), t(5)))
-    # THEN the decision forecast for 20 minutes + one 5-minute window ahead
-    policy = aws.control.get("policy")
-    assert policy is not None and policy["last_decision"]["details"]["horizon_s"] == 1200 + 300
-
-
-def test_the_reactive_policy_stays_selectable(aws: Aws) -> None:
-    d = deps(aws, policy=load_policy('{"mode": "reactive"}'))
-    assert process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(5))).status == "published"
-    out = process_snapshot(d, write_test_snapshot(aws, snapshot_rows(CELLS), t(10)))
-    assert out.status == "held" and out.decision_reasons[0].startswith("kept: max utilisation")

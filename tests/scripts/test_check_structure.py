@@ -122,3 +122,16 @@ def test_sibling_layers_must_not_import_each_other(structure: ModuleType, tmp_pa
     assert [str(b) for b in breaches] == [
         "pkg.deploy.handler: imports pkg.router.handler, a sibling layer it must not depend on"
     ]
+
+
+def test_size_only_folders_are_held_to_the_module_size_but_not_the_function_size(
+    structure: ModuleType, tmp_path: Path
+) -> None:
+    # GIVEN a runtime package and, under tests/, a 401-line file holding a 61-line function (and a cache file)
+    body = "def long():\n" + "    x = 1\n" * 60 + "\n" * 340
+    write(tmp_path, {"pkg/__init__.py": "", "tests/test_big.py": body, "tests/__pycache__/old.py": body})
+    # WHEN checked with tests/ as a size-only folder
+    checked, breaches = structure.check(tmp_path, ("pkg",), {}, size_only=("tests",))
+    # THEN only its size is named; the function length and the cache are not checked, nor counted as modules
+    assert checked == 1
+    assert [str(b) for b in breaches] == ["tests/test_big.py: 401 lines (at most 400)"]
