@@ -29,7 +29,9 @@ from local.spark import start_spark, wait_for_spark
 from local.state import RunState, say
 from partitioner.aws_budget.calls import CallLog
 from partitioner.contracts.control import ControlKey
+from partitioner.contracts.dynamo import plain_item
 from partitioner.contracts.env import EnvVar
+from partitioner.contracts.spec_pointer import DesiredPointer
 
 #: How long the replay may stay in warm-up (no active spec yet) before the run fails.
 WARMUP_TIMEOUT_S = 240.0
@@ -70,7 +72,7 @@ def on_invocation(state: RunState, aws: EmbeddedAws) -> Any:
     def report(inv: Invocation) -> None:
         item = ddb.get_item(TableName=aws.names.control_table, Key={"pk": {"S": ControlKey.DESIRED}},
                             ConsistentRead=True).get("Item")
-        desired = int(item["version"]["N"]) if item and "version" in item else None
+        desired = DesiredPointer.from_item(plain_item(item)).version if item else None
         before = max((v for v in state.desired_after.values() if v is not None), default=None)
         state.desired_after[inv.key] = desired
         what = f"ERROR {inv.error}" if inv.error else summarise(inv.result)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from local.faults.record import IN_SWAP, TAKEOVER_LEASES, FaultRecord
-from partitioner.contracts.lease import LEASE_KEY_ATTR, parse_lease_key
+from partitioner.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, parse_lease_key
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,11 @@ class WorkerKill:
 def leases_from_items(items: Sequence[dict[str, Any]]) -> list[Lease]:
     """Lease records from DynamoDB ``Scan`` items of the leases table (other items, such as a swap's handover
     summary, are skipped)."""
-    return [Lease(key=i[LEASE_KEY_ATTR]["S"], owner=i["owner"]["S"] if "owner" in i else None,
-                  expires_at=float(i.get("expires_at", {}).get("N", "0")),
-                  drained=bool(i.get("drained", {}).get("BOOL", False))) for i in items
-            if parse_lease_key(i[LEASE_KEY_ATTR]["S"]) is not None]
+    leases = []
+    for item in items:
+        key = item.get(LEASE_KEY_ATTR, {}).get("S")
+        if key is None or parse_lease_key(key) is None:
+            continue
+        record = LeaseRecord.from_raw(item)  # the contract's decoder, as the workers read their leases
+        leases.append(Lease(key=key, owner=record.owner, expires_at=record.expires_at, drained=record.drained))
+    return leases
