@@ -18,6 +18,9 @@ Commands
 ``simulate WINDOWS [--max-load N] [--window-s S] [--latency-s L] [--strategies a,b] [--json OUT] [--plot OUT.png]``
     Replay a day of windows (a directory of counts CSVs or a built-in scenario) through the
     control loop and compare strategies against the floor (:mod:`partitioner.simulate`).
+``counts EVENTS... --window-s S --zoom Z -o DIR [--lat/--lon/--time/--entity COL] [--time-unit U] [--skip-bad]``
+    Count a recorded event log (CSV, JSON lines, Parquet) into one ``quadkey,weight`` CSV per window
+    (named by the window's start), the directory ``simulate`` replays (:mod:`partitioner.load.eventlog`).
 ``demo [--out DIR] [--max-load N]``
     The partitioner on the bundled sample (``partitioner/data/sample_counts.csv``):
     prints the table and writes ``spec.json``, ``spec.geojson`` and ``map.png``.
@@ -57,7 +60,7 @@ import sys
 from collections.abc import Sequence
 
 from partitioner import __version__
-from partitioner.commands import build, demo, draw, measure, policy, simulate
+from partitioner.commands import build, counts, demo, draw, measure, policy, simulate
 from partitioner.commands.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_PIPE
 from partitioner.errors import PartitionerError
 
@@ -76,7 +79,7 @@ def make_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     for add in (build.add_parser, measure.add_evaluate, measure.add_diff, draw.add_geojson, draw.add_plot,
-                policy.add_parser, simulate.add_parser, demo.add_parser):
+                policy.add_parser, simulate.add_parser, counts.add_parser, demo.add_parser):
         add(sub)
     return ap
 

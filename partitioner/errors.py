@@ -38,3 +38,7 @@ class BuildError(PartitionerError):
 
 class PolicyError(PartitionerError, ValueError):
     """A rebalance policy is configured with invalid thresholds."""
+
+
+class EventLogError(PartitionerError, ValueError):
+    """An event log cannot be counted: unreadable file, missing column, bad row (naming file, line and value)."""

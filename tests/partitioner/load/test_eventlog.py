@@ -1,0 +1,110 @@
+"""Tests for partitioner.load.eventlog: events counted per window and quadkey, bad rows named or skipped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mercantile
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from partitioner.errors import EventLogError
+from partitioner.geo.tiles import quadkey, tile
+from partitioner.load.eventlog import CountOptions, count_events, window_csv, window_name
+from partitioner.load.eventread import EventColumns
+from partitioner.load.eventtimes import epoch_ms
+
+lons = st.floats(-180.0, 180.0, allow_nan=False)
+lats = st.floats(-85.05112878, 85.05112878, allow_nan=False)
+
+
+def _quadkeys(tmp_path: Path, points: list[tuple[float, float]], zoom: int) -> list[str]:
+    f = tmp_path / "p.csv"
+    f.write_text("lat,lon,ts\n" + "".join(f"{lat!r},{lon!r},{i}\n" for i, (lon, lat) in enumerate(points)))
+    result = count_events([f], EventColumns(), CountOptions(1e9, zoom))
+    text = window_csv(result.counts, result.counts.windows()[0])
+    return sorted(line.split(",")[0] for line in text.splitlines()[1:])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(lons, lats), min_size=1, max_size=20), st.integers(1, 24))
+def test_quadkeys_are_the_scalar_tiles_and_mercantiles(tmp_path_factory: pytest.TempPathFactory,
+                                                       points: list[tuple[float, float]], zoom: int) -> None:
+    # GIVEN points anywhere on the mercator square
+    tmp = tmp_path_factory.mktemp("qk")
+    # WHEN counted at a zoom
+    got = _quadkeys(tmp, points, zoom)
+    # THEN every quadkey is the scalar library's and mercantile's for that point
+    assert got == sorted({quadkey(tile(lon, lat, zoom)) for lon, lat in points})
+    assert got == sorted({mercantile.quadkey(mercantile.tile(lon, lat, zoom)) for lon, lat in points})
+
+
+def test_windows_are_floor_of_time_over_window_and_gaps_are_kept(tmp_path: Path) -> None:
+    # GIVEN events at 0 ms, 59999 ms, 60 ms and 180 s (ISO)
+    f = tmp_path / "e.csv"
+    f.write_text("lat,lon,ts\n10,10,0\n10,10,59999\n10,10,60\n10,10,1970-01-01T00:03:00Z\n")
+    # WHEN counted in 60 s windows, numbers as milliseconds (auto would read these small ones as seconds)
+    r = count_events([f], EventColumns(), CountOptions(60, 4, time_unit="ms"))
+    # THEN windows 0 and 3 hold the events, windows 1 and 2 are empty but listed
+    assert list(r.counts.windows()) == [0, 1, 2, 3]
+    assert r.counts.window.tolist() == [0, 3] and r.counts.count.tolist() == [3, 1]
+    assert window_name(r.counts, 3) == "19700101T000300Z.csv"
+    assert window_csv(r.counts, 1).endswith(",0\n")  # an empty window: one zero-weight row
+
+
+def test_times_in_seconds_milliseconds_and_iso_agree() -> None:
+    # GIVEN the same instant written four ways
+    import pyarrow as pa
+
+    col = pa.array(["1700000000", "1700000000000", "2023-11-14T22:13:20Z", "2023-11-14T23:13:20+01:00", "x", None])
+    # WHEN converted
+    ms, codes = epoch_ms(col)
+    # THEN they agree, and the bad and missing ones are flagged
+    assert ms[:4].tolist() == [1_700_000_000_000] * 4
+    assert codes.tolist()[:4] == [0, 0, 0, 0] and codes[4] != 0 and codes[5] != 0
+
+
+def test_first_bad_row_names_file_line_and_value(tmp_path: Path) -> None:
+    # GIVEN a CSV with a blank line and then a latitude out of range on line 4
+    f = tmp_path / "e.csv"
+    f.write_text("lat,lon,ts\n1,2,3\n\n91.5,2,3\n")
+    # WHEN counted
+    with pytest.raises(EventLogError) as err:
+        count_events([f], EventColumns(), CountOptions(60, 10))
+    # THEN the message names the file, line 4 and the value
+    assert f"{f} line 4: lat_out_of_range: lat 91.5 not in" in str(err.value)
+
+
+def test_skip_bad_counts_reasons_and_keeps_the_rest(tmp_path: Path) -> None:
+    # GIVEN JSON lines with one good event and three bad ones
+    f = tmp_path / "e.jsonl"
+    f.write_text('{"lat": 1, "lon": 2, "ts": 3}\n{"lat": "a", "lon": 2, "ts": 3}\nnot json\n'
+                 '{"lat": 1, "lon": 200, "ts": 3}\n')
+    # WHEN counted skipping bad rows
+    r = count_events([f], EventColumns(), CountOptions(60, 10, skip_bad=True))
+    # THEN one event counts and the bad rows are kept with their lines and reasons
+    assert r.events == 1
+    assert [(b.line, b.reason.split(":")[0]) for b in r.bad] == [(2, "bad_type"), (3, "unparsable_json"),
+                                                                (4, "lon_out_of_range")]
+    assert r.bad[0].quarantine("t").source == f"{f}:2"
+
+
+def test_a_missing_column_names_it_and_the_files_columns(tmp_path: Path) -> None:
+    # GIVEN a file without the mapped time column
+    f = tmp_path / "e.csv"
+    f.write_text("lat,lon,when\n1,2,3\n")
+    # WHEN counted THEN the error names the column, its option and the file's columns
+    with pytest.raises(EventLogError, match=r"no column 'ts' \(--time\); the file has columns \['lat', 'lon', 'when'\]"):
+        count_events([f], EventColumns(), CountOptions(60, 10))
+
+
+def test_bad_options_are_refused() -> None:
+    # GIVEN a window that is not whole milliseconds, and a zoom of 0
+    # WHEN checked THEN each is named
+    with pytest.raises(EventLogError, match=r"0\.0001"):
+        CountOptions(0.0001, 10).check()
+    with pytest.raises(EventLogError, match="--zoom 0"):
+        CountOptions(60, 0).check()
+    assert np.int64(CountOptions(0.5, 3).window_ms) == 500
