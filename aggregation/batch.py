@@ -43,6 +43,7 @@ from aggregation.snapshot import (
 from aggregation.transform import RollupSpec, WindowSpec, aggregate_cells, rollup_quadtree, with_cost
 from aggregation.window_state import WindowStore
 from partitioner.contracts.cost import CostReportRecord, parse_rate
+from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.quarantine import QuarantineRecord
 from partitioner.contracts.snapshot import SnapshotRow
 from partitioner.geo.tiles import parse_quadkey
@@ -65,6 +66,8 @@ class JobConfig:
         a directory or an ``s3://`` prefix of cost reports. None = cold start (events only).
     rows_per_file : int
         Rows per snapshot data file.
+    event_fields : EventFields
+        Which JSON key of an event holds each field (``--event-fields``; default the canonical names).
     """
 
     out: str
@@ -73,6 +76,7 @@ class JobConfig:
     rollup: RollupSpec = field(default_factory=RollupSpec)
     costs: str | None = None
     rows_per_file: int = 500_000
+    event_fields: EventFields = DEFAULT_EVENT_FIELDS
 
 
 class BatchReport(NamedTuple):
@@ -282,7 +286,7 @@ def stream_batch_fn(cfg: JobConfig, state_root: str,
                      f"{' (unchanged retry, skipped)' if r.skipped else ''}")
 
     def on_batch(raw_batch: DataFrame, batch_id: int) -> None:
-        classified = classify_events(raw_batch).persist()
+        classified = classify_events(raw_batch, fields=cfg.event_fields).persist()
         try:
             counts, uris = write_quarantine_batch(classified, batch_id, quarantine)
             if counts:

@@ -11,7 +11,10 @@ conditions": https://github.com/awslabs/spark-sql-kinesis-connector). Entry-poin
     --stream-name NAME --region REGION --snapshots s3://BUCKET[/prefix] --checkpoint s3://BUCKET/ckpt
     [--quarantine s3://BUCKET] [--costs s3://BUCKET/costs/] [--endpoint-url URL]
     [--starting-position TRIM_HORIZON|LATEST] [--zoom 18] [--grid-zoom 12] [--refine-events 500]
-    [--window 60s] [--slide S] [--watermark 2m] [--trigger 30s]
+    [--window 60s] [--slide S] [--watermark 2m] [--trigger 30s] [--event-fields JSON]
+
+``--event-fields`` is the event field mapping (:class:`partitioner.contracts.event_fields.EventFields`, the JSON of
+``EVENT_FIELDS``): which key of an event holds each field; left out, the canonical names.
 
 The snapshot writer uses boto3 on the driver (the EMR runtime ships it; if a custom image
 does not, add it to the job's Python environment archive).
@@ -27,7 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from aggregation.batch import start_streaming
-from aggregation.quadkey_counts import config_from_args, parse_duration
+from aggregation.quadkey_counts import add_event_fields_argument, config_from_args, parse_duration
 
 #: The bundled connector's format name and its record columns (data binary, streamName,
 #: partitionKey, sequenceNumber, approximateArrivalTimestamp).
@@ -78,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slide", default=None)
     p.add_argument("--watermark", default="2m")
     p.add_argument("--trigger", default="30s")
+    add_event_fields_argument(p)
     return p
 
 

@@ -29,6 +29,9 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+
+from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, SPARK_CORRUPT_COLUMN, EventFields
 
 # Points between tiles.MAX_LAT and EVENT_LAT_LIMIT are valid; the quadkey expressions clamp them.
 from partitioner.contracts.events import (
@@ -40,10 +43,6 @@ from partitioner.contracts.events import (
     REQUIRED_FIELDS,
 )
 
-_TEXT_SCHEMA = (
-    "struct<event_id:string, entity_id:string, ts:string, lat:string, lon:string, _corrupt_record:string>"
-)
-_TYPED_SCHEMA = "struct<lat:double, lon:double>"
 _JSON_SCALAR = r'^(-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?|true|false|null|"([^"\\]|\\.)*")$'
 _EPOCH_NUMBER = r"^-?[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?$"
 
@@ -51,7 +50,8 @@ _EPOCH_NUMBER = r"^-?[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?$"
 EVENT_COLUMNS: tuple[str, ...] = ("event_id", "entity_id", "ts", "lat", "lon", "source")
 
 
-def classify_events(raw: DataFrame, value_col: str = "value", source_col: str = "source") -> DataFrame:
+def classify_events(raw: DataFrame, value_col: str = "value", source_col: str = "source",
+                    fields: EventFields = DEFAULT_EVENT_FIELDS) -> DataFrame:
     """Parse raw JSON records and attach a quarantine reason to the bad ones.
 
     Parameters
@@ -61,6 +61,9 @@ def classify_events(raw: DataFrame, value_col: str = "value", source_col: str = 
         from: ``file:line`` or ``stream/shard/sequence``).
     value_col, source_col : str
         Column names in ``raw``.
+    fields : EventFields
+        Which JSON key holds each event field (``--event-fields``; default the canonical names). Reasons name the
+        producer's keys; the output columns have the canonical names.
 
     Returns
     -------
@@ -73,13 +76,14 @@ def classify_events(raw: DataFrame, value_col: str = "value", source_col: str = 
     parsed = raw.select(
         value.alias("raw"),
         F.col(source_col).cast("string").alias("source"),
-        F.from_json(value, _TEXT_SCHEMA).alias("_t"),
-        F.from_json(value, _TYPED_SCHEMA).alias("_n"),
+        F.from_json(value, text_schema(fields)).alias("_t"),
+        F.from_json(value, StructType([StructField(n, DoubleType()) for n in (fields.lat, fields.lon)])).alias("_n"),
     )
-    text = {f: F.col(f"_t.{f}") for f in REQUIRED_FIELDS}
-    lat, lon = F.col("_n.lat"), F.col("_n.lon")
+    names = dict(zip(REQUIRED_FIELDS, fields.names, strict=True))  # canonical -> the producer's key
+    text = {f: F.col("_t").getField(names[f]) for f in REQUIRED_FIELDS}
+    lat, lon = F.col("_n").getField(fields.lat), F.col("_n").getField(fields.lon)
     ts = _timestamp_of(text["ts"])
-    reason = _reason(F.col("raw"), F.col("_t"), text, lat, lon, ts)
+    reason = _reason(F.col("raw"), F.col("_t"), text, (lat, lon, ts), names)
     return parsed.select(
         "raw",
         "source",
@@ -90,6 +94,11 @@ def classify_events(raw: DataFrame, value_col: str = "value", source_col: str = 
         F.when(reason.isNull(), lon).alias("lon"),
         reason.alias("reason"),
     )
+
+
+def text_schema(fields: EventFields = DEFAULT_EVENT_FIELDS) -> StructType:
+    """Every event field (under the producer's key) as text, and Spark's corrupt-record column."""
+    return StructType([StructField(n, StringType()) for n in (*fields.names, SPARK_CORRUPT_COLUMN)])
 
 
 def valid_events(classified: DataFrame) -> DataFrame:
@@ -134,9 +143,13 @@ def _timestamp_of(text: Column) -> Column:
     return F.coalesce(from_millis, iso)
 
 
-def _reason(raw: Column, t: Column, text: dict[str, Column], lat: Column, lon: Column, ts: Column) -> Column:
+def _reason(raw: Column, t: Column, text: dict[str, Column], lat_lon_ts: tuple[Column, Column, Column],
+            names: dict[str, str]) -> Column:
+    """The first failing check's reason; ``text`` by canonical name, messages by ``names`` (the producer's keys)."""
+    lat, lon, ts = lat_lon_ts
+    esc = {k: v.replace("%", "%%") for k, v in names.items()}  # names inside format_string patterns
     trimmed = F.trim(raw)
-    corrupt = t.isNull() | t["_corrupt_record"].isNotNull()
+    corrupt = t.isNull() | t[SPARK_CORRUPT_COLUMN].isNotNull()
     is_array = trimmed.startswith("[") & F.from_json(trimmed, "array<string>").isNotNull()
     not_object = is_array | trimmed.rlike(_JSON_SCALAR)
     checks: list[tuple[Column, Column]] = [
@@ -150,27 +163,28 @@ def _reason(raw: Column, t: Column, text: dict[str, Column], lat: Column, lon: C
         value = text[field]
         empty_id = F.lit(False) if field in ("ts", "lat", "lon") else (value == "")
         checks.append((value.isNull() | empty_id,
-                       F.lit(f"missing_field: {field} is missing, null or empty")))
+                       F.lit(f"missing_field: {names[field]} is missing, null or empty")))
     for field in ("event_id", "entity_id"):
         value = text[field]
         checks.append((value.startswith("{") | value.startswith("["),
-                       F.format_string(f"bad_type: {field} must be a string, got %s", _clip(value))))
+                       F.format_string(f"bad_type: {esc[field]} must be a string, got %s", _clip(value))))
     checks.append((F.length(text["entity_id"]) > MAX_PARTITION_KEY,
-                   F.format_string(f"bad_type: entity_id longer than {MAX_PARTITION_KEY} characters (a Kinesis "
+                   F.format_string(f"bad_type: {esc['entity_id']} longer than {MAX_PARTITION_KEY} characters (a Kinesis "
                                    "partition key): %s", _clip(text["entity_id"]))))
     for field, typed in (("lat", lat), ("lon", lon)):
         checks.append((typed.isNull(),
-                       F.format_string(f"bad_type: {field} must be a JSON number, got %s", _quoted(text[field]))))
+                       F.format_string(f"bad_type: {esc[field]} must be a JSON number, got %s",
+                                       _quoted(text[field]))))
     for field, typed in (("lat", lat), ("lon", lon)):
-        checks.append((F.isnan(typed), F.lit(f"nan: {field} is NaN")))
+        checks.append((F.isnan(typed), F.lit(f"nan: {names[field]} is NaN")))
     checks.append(((lat < -EVENT_LAT_LIMIT) | (lat > EVENT_LAT_LIMIT),
-                   F.format_string(f"lat_out_of_range: lat=%s is outside [-{EVENT_LAT_LIMIT}, {EVENT_LAT_LIMIT}]",
-                                   text["lat"])))
+                   F.format_string(f"lat_out_of_range: {esc['lat']}=%s is outside "
+                                   f"[-{EVENT_LAT_LIMIT}, {EVENT_LAT_LIMIT}]", text["lat"])))
     checks.append(((lon < -EVENT_LON_LIMIT) | (lon > EVENT_LON_LIMIT),
-                   F.format_string(f"lon_out_of_range: lon=%s is outside [-{EVENT_LON_LIMIT:g}, {EVENT_LON_LIMIT:g}]",
-                                   text["lon"])))
+                   F.format_string(f"lon_out_of_range: {esc['lon']}=%s is outside "
+                                   f"[-{EVENT_LON_LIMIT:g}, {EVENT_LON_LIMIT:g}]", text["lon"])))
     checks.append((ts.isNull(), F.format_string(
-        "bad_timestamp: ts=%s is neither epoch milliseconds in [0, %s] nor an ISO-8601 date-time",
+        f"bad_timestamp: {esc['ts']}=%s is neither epoch milliseconds in [0, %s] nor an ISO-8601 date-time",
         _quoted(text["ts"]), F.lit(str(MAX_EPOCH_MS)))))
     out = F.when(checks[0][0], checks[0][1])
     for cond, msg in checks[1:]:

@@ -9,15 +9,16 @@ source`` records, :func:`glue_batch_function` returns the one foreachBatch body
 
 Job arguments (``--key value``): ``stream_arn``, ``snapshots`` (s3://bucket), ``checkpoint``
 (s3://...), optional ``quarantine``, ``costs``, ``zoom``, ``grid_zoom``, ``refine_events``,
-``window``, ``watermark``, ``window_size`` (micro-batch interval, default ``30 seconds``).
+``window``, ``watermark``, ``window_size`` (micro-batch interval, default ``30 seconds``), ``event_fields`` (the
+event field mapping as JSON, :class:`partitioner.contracts.event_fields.EventFields`; default the canonical names).
 
 The Kinesis source is read as Glue documents it: ``classification: json`` with ``inferSchema: false``
 requires a ``schema`` (DDL), and the frame then has one column per schema field (plus ``__src_timestamp``
 with ``addRecordTimestamp``), not the record text
 (https://docs.aws.amazon.com/glue/latest/dg/aws-glue-programming-etl-connect-kinesis-home.html, "Kinesis connection
-option reference": ``schema``, ``inferSchema``, ``addRecordTimestamp``). :data:`GLUE_EVENT_SCHEMA` declares the
-event fields (``ts`` as text: epoch milliseconds or ISO-8601; ``lat``/``lon`` as numbers) and :func:`glue_records`
-rebuilds each event's JSON from them, so the shared validation (:func:`aggregation.events.classify_events`)
+option reference": ``schema``, ``inferSchema``, ``addRecordTimestamp``). :func:`glue_event_schema` declares the
+event fields under the producer's keys (``ts`` as text: epoch milliseconds or ISO-8601; ``lat``/``lon`` as numbers)
+and :func:`glue_records` rebuilds each event's JSON from them, so the shared validation (:func:`aggregation.events.classify_events`)
 judges it as on EMR. What Glue cannot hand over is the text of a record that is not a JSON object: it arrives
 with every field null and is quarantined as ``missing_field`` with the rebuilt ``{}`` as its ``raw``. (awsglue is
 not installable outside Glue: :func:`main` is not run here; :func:`glue_kinesis_options` and :func:`glue_records`
@@ -35,37 +36,47 @@ from pyspark.sql import functions as F
 from aggregation.batch import JobConfig, stream_batch_fn
 from aggregation.quadkey_counts import parse_duration
 from aggregation.transform import RollupSpec, WindowSpec, check_rollup
+from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 
 DEFAULTS: Mapping[str, str] = {
     "quarantine": "", "costs": "", "zoom": "18", "grid_zoom": "12", "refine_events": "500",
-    "window": "60s", "watermark": "2m", "window_size": "30 seconds",
+    "window": "60s", "watermark": "2m", "window_size": "30 seconds", "event_fields": "",
 }
 
 
-EVENT_FIELDS = ("event_id", "entity_id", "ts", "lat", "lon")  # docs/CONTRACTS.md "Events": the required fields
-GLUE_EVENT_SCHEMA = "`event_id` STRING, `entity_id` STRING, `ts` STRING, `lat` DOUBLE, `lon` DOUBLE"
 SRC_TIMESTAMP = "__src_timestamp"  # added by addRecordTimestamp (Glue 4.0+)
 
 
-def glue_kinesis_options(stream_arn: str) -> dict[str, str]:
+def _quoted(name: str) -> str:
+    """``name`` as a quoted identifier (DDL and column references): in backticks, a backtick doubled."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def glue_event_schema(fields: EventFields = DEFAULT_EVENT_FIELDS) -> str:
+    """The DDL of the event fields under the producer's keys (ids and ``ts`` as text, ``lat``/``lon`` as numbers)."""
+    types = ("STRING", "STRING", "STRING", "DOUBLE", "DOUBLE")
+    return ", ".join(f"{_quoted(n)} {t}" for n, t in zip(fields.names, types, strict=True))
+
+
+def glue_kinesis_options(stream_arn: str, fields: EventFields = DEFAULT_EVENT_FIELDS) -> dict[str, str]:
     """The Kinesis source options of the Glue job (see the module docstring)."""
     return {"typeOfData": "kinesis", "streamARN": stream_arn, "classification": "json", "inferSchema": "false",
-            "schema": GLUE_EVENT_SCHEMA, "addRecordTimestamp": "true", "startingPosition": "TRIM_HORIZON"}
+            "schema": glue_event_schema(fields), "addRecordTimestamp": "true", "startingPosition": "TRIM_HORIZON"}
 
 
-def glue_records(df: DataFrame, stream: str) -> DataFrame:
-    """``value, source`` records from Glue's Kinesis DataFrame (one column per :data:`GLUE_EVENT_SCHEMA` field).
+def glue_records(df: DataFrame, stream: str, fields: EventFields = DEFAULT_EVENT_FIELDS) -> DataFrame:
+    """``value, source`` records from Glue's Kinesis DataFrame (one column per :func:`glue_event_schema` field).
 
     ``value`` is the event rebuilt as JSON from its fields (null fields left out, so a missing or unparsable one
     is quarantined as missing); ``source`` is ``<stream>/<__src_timestamp>`` when Glue added the arrival time,
     else ``<stream>``. A frame without the schema's columns is a clear error naming its columns.
     """
     cols = df.columns
-    missing = [f for f in EVENT_FIELDS if f not in cols]
+    missing = [f for f in fields.names if f not in cols]
     if missing:
-        raise ValueError(f"Glue Kinesis frame: expected the schema's columns {list(EVENT_FIELDS)!r}, "
+        raise ValueError(f"Glue Kinesis frame: expected the schema's columns {list(fields.names)!r}, "
                          f"missing {missing!r} in {cols!r}")
-    value = F.to_json(F.struct(*[F.col(f) for f in EVENT_FIELDS]))
+    value = F.to_json(F.struct(*[F.col(_quoted(f)).alias(f) for f in fields.names]))
     parts = [F.lit(stream)]
     if SRC_TIMESTAMP in cols:
         parts.append(F.date_format(F.col(SRC_TIMESTAMP), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"))
@@ -88,7 +99,8 @@ def config_from_job_args(args: Mapping[str, str]) -> JobConfig:
     window = WindowSpec(parse_duration(merged["window"], "--window"), None,
                         parse_duration(merged["watermark"], "--watermark"))
     return JobConfig(out=merged["snapshots"], quarantine=merged["quarantine"] or None, window=window,
-                     rollup=rollup, costs=merged["costs"] or None)
+                     rollup=rollup, costs=merged["costs"] or None,
+                     event_fields=EventFields.from_json(merged["event_fields"], "Glue job argument --event_fields"))
 
 
 def glue_batch_function(cfg: JobConfig, checkpoint: str) -> Callable[[DataFrame, int], None]:
@@ -117,10 +129,10 @@ def main() -> None:  # pragma: no cover - needs the Glue runtime (awsglue)
     job.init(args["JOB_NAME"], args)
     kinesis = glue_context.create_data_frame.from_options(
         connection_type="kinesis",
-        connection_options=glue_kinesis_options(args["stream_arn"]),
+        connection_options=glue_kinesis_options(args["stream_arn"], cfg.event_fields),
         transformation_ctx="ingest",
     )
-    raw = glue_records(kinesis, args["stream_arn"].rsplit("/", 1)[-1])
+    raw = glue_records(kinesis, args["stream_arn"].rsplit("/", 1)[-1], cfg.event_fields)
     checkpoint = args["checkpoint"].rstrip("/")
     window_size = parse_duration(args.get("window_size", DEFAULTS["window_size"]), "--window_size")
     glue_context.forEachBatch(

@@ -47,6 +47,7 @@ from aggregation.events import classify_events, valid_events
 from aggregation.snapshot import storage_for
 from aggregation.transform import RollupSpec, WindowSpec, aggregate_cells, check_rollup
 from aggregation.window_state import interval_ms
+from partitioner.contracts.event_fields import EventFields
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
 _UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -117,7 +118,7 @@ def run_batch(spark: SparkSession, events: str, cfg: JobConfig, batch_id: int = 
         nothing (idempotent).
     """
     _check_input(events)
-    classified = classify_events(read_json_lines(spark, events)).persist()
+    classified = classify_events(read_json_lines(spark, events), fields=cfg.event_fields).persist()
     try:
         counts, uris = write_quarantine_batch(classified, batch_id, storage_for(cfg.quarantine or cfg.out))
         valid = valid_events(classified)
@@ -251,11 +252,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--region", default=None, help="AWS region (default AWS_DEFAULT_REGION or us-east-1)")
     p.add_argument("--trigger", default="5s", help="streaming micro-batch interval (default 5s)")
     p.add_argument("--checkpoint", default=None, help="streaming checkpoint dir (default: a temp dir)")
+    add_event_fields_argument(p)
     return p
 
 
 def config_from_args(args: argparse.Namespace, *, out: str | None = None) -> JobConfig:
-    """JobConfig from parsed CLI args; raises ValueError naming the bad flag and value.
+    """JobConfig from parsed CLI args; raises ValueError naming the bad flag and value (a ContractError for a bad
+    ``--event-fields``).
 
     ``out`` is the snapshot root when the entry point names it another way (the EMR
     entry's ``--snapshots``); by default ``args.out``.
@@ -265,7 +268,15 @@ def config_from_args(args: argparse.Namespace, *, out: str | None = None) -> Job
                         parse_duration(args.slide, "--slide") if args.slide else None,
                         parse_duration(args.watermark, "--watermark"))
     return JobConfig(out=out if out is not None else args.out, quarantine=args.quarantine, window=window, rollup=rollup,
-                     costs=args.costs)
+                     costs=args.costs, event_fields=EventFields.from_json(args.event_fields, "--event-fields"))
+
+
+def add_event_fields_argument(p: argparse.ArgumentParser) -> None:
+    """``--event-fields JSON``: which key of an event holds each field (the value of ``EVENT_FIELDS``)."""
+    p.add_argument("--event-fields", default="",
+                   help='which JSON key of an event holds each field, as JSON {canonical: name}, e.g. '
+                        '\'{"lat": "latitude", "lon": "longitude"}\' (default: the canonical names event_id, '
+                        'entity_id, ts, lat, lon)')
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,6 +19,8 @@ from geo_service.buffer import FLUSH_BYTES, FLUSH_S
 from geo_service.consumer import MIN_INTERVAL_S
 from geo_service.errors import GeoServiceError
 from partitioner.contracts.env import EnvVar
+from partitioner.contracts.errors import ContractError
+from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.plan import SwapMode
 
 DEFAULT_TRANSFORM = "geo_service.transform:ReverseGeocoder"
@@ -90,6 +92,9 @@ class WorkerConfig:
     get_records_interval_s : float
         Least time between two GetRecords calls on one shard (``GET_RECORDS_INTERVAL_S``, default 0.5: 2 of the
         5 calls/s a shard allows; :mod:`geo_service.consumer`).
+    event_fields : EventFields
+        Which JSON key of an event holds each field (``EVENT_FIELDS``, JSON ``{canonical: name}``; default the
+        canonical names). The enriched output uses the canonical names.
     """
 
     spec_version: int | None
@@ -119,6 +124,7 @@ class WorkerConfig:
     output_flush_s: float = FLUSH_S
     output_flush_bytes: int = FLUSH_BYTES
     get_records_interval_s: float = MIN_INTERVAL_S
+    event_fields: EventFields = DEFAULT_EVENT_FIELDS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "swap_mode", parse_swap_mode(str(self.swap_mode)))
@@ -202,6 +208,7 @@ class WorkerConfig:
             output_flush_s=_get(env, EnvVar.OUTPUT_FLUSH_S, float, FLUSH_S),
             output_flush_bytes=_get(env, EnvVar.OUTPUT_FLUSH_BYTES, int, FLUSH_BYTES),
             get_records_interval_s=_get(env, EnvVar.GET_RECORDS_INTERVAL_S, float, MIN_INTERVAL_S),
+            event_fields=parse_event_fields(env.get(EnvVar.EVENT_FIELDS, "")),
         )
 
 
@@ -212,6 +219,14 @@ def parse_swap_mode(text: str) -> SwapMode:
         return SwapMode(value)
     except ValueError:
         raise ConfigError(f"{EnvVar.SWAP_MODE} must be one of {[m.value for m in SwapMode]}, got {text!r}") from None
+
+
+def parse_event_fields(text: str) -> EventFields:
+    """The mapping of ``EVENT_FIELDS`` (empty: the canonical names); ConfigError naming the variable and value."""
+    try:
+        return EventFields.from_json(text, f"environment variable {EnvVar.EVENT_FIELDS}")
+    except ContractError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _get(env: Mapping[str, str], name: str, parse: Callable[[str], T], default: T | None = None) -> T:

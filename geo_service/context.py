@@ -73,7 +73,8 @@ class WorkerContext:
         self.heartbeats = Heartbeats(config.heartbeat_s, on_beat=self._protect, paused=lambda: self.abandon,
                                      timebase=timebase)
         self.output = BatchProcessor(clients, config.output_bucket, config.quarantine_bucket, config.costs_bucket,
-                                     config.grid_zoom, owner, wall=timebase.time, monotonic=timebase.monotonic)
+                                     config.grid_zoom, owner, wall=timebase.time, monotonic=timebase.monotonic,
+                                     event_fields=config.event_fields)
         self.spacing = CallSpacing()  # GetRecords spacing per shard, shared by the process's consumers
         #: The lease of the slot being opened or served, and the slot being served (not the one carried over).
         self.leases: LeaseManager | None = None

@@ -37,6 +37,7 @@ from geo_service.records import BadRecord, Event, decode_event, enriched_record
 from geo_service.slots import Slot
 from partitioner.contracts.cost import cost_key
 from partitioner.contracts.enriched import enriched_key
+from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.quarantine import TRANSFORM_ERROR, geo_quarantine_key
 from partitioner.geo.tiles import arrays_to_quadkeys, tiles_xy
 
@@ -74,10 +75,13 @@ class BatchProcessor:
         Epoch seconds (output keys and ``processed_at``).
     monotonic : callable
         Monotonic seconds (the buffer's age).
+    event_fields : EventFields
+        Which JSON key of an event holds each field (``EVENT_FIELDS``).
     """
 
     def __init__(self, clients: Clients, output_bucket: str, quarantine_bucket: str, costs_bucket: str,
-                 grid_zoom: int, owner: str, *, wall: Callable[[], float], monotonic: Callable[[], float]) -> None:
+                 grid_zoom: int, owner: str, *, wall: Callable[[], float], monotonic: Callable[[], float],
+                 event_fields: EventFields = DEFAULT_EVENT_FIELDS) -> None:
         self.clients = clients
         self.output_bucket = output_bucket
         self.quarantine_bucket = quarantine_bucket
@@ -86,6 +90,7 @@ class BatchProcessor:
         self.owner = owner
         self.wall = wall
         self.monotonic = monotonic
+        self.event_fields = event_fields
         self.log = get_logger()
         self._last_ms = 0
         self._last_cost_s = 0
@@ -96,7 +101,7 @@ class BatchProcessor:
         events: list[Event] = []
         bad: list[BadRecord] = []
         for rec in batch.records:
-            decoded = decode_event(rec.data, f"{slot.stream}/{rec.shard_id}/{rec.sequence_number}")
+            decoded = decode_event(rec.data, f"{slot.stream}/{rec.shard_id}/{rec.sequence_number}", self.event_fields)
             (bad if isinstance(decoded, BadRecord) else events).append(decoded)  # type: ignore[arg-type]
         rows, strays = self._transform(events, slot, tracker, bad, batch.shard_id, ms)
         buf = slot.output

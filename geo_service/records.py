@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from partitioner.contracts.enriched import EnrichedRecord
+from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.quarantine import QuarantineRecord
 from partitioner.load.events import Rejection, ValidEvent, parse_event
 
@@ -32,14 +33,15 @@ class BadRecord:
         return QuarantineRecord(self.reason, self.raw, self.source, stamp).to_dict()
 
 
-def decode_event(data: bytes, source: str) -> Event | BadRecord:
+def decode_event(data: bytes, source: str, fields: EventFields = DEFAULT_EVENT_FIELDS) -> Event | BadRecord:
     """Decode one Kinesis record's bytes into an :class:`Event`, or a :class:`BadRecord` saying why not.
 
     The rules are the router's (:func:`partitioner.load.events.parse_event`): what the router let
     through passes here too, and a record written to the geo stream some other way is
-    quarantined with the same reason codes.
+    quarantined with the same reason codes. ``fields`` says which key holds each field (``EVENT_FIELDS``); the
+    event's fields carry the canonical names.
     """
-    parsed = parse_event(data)
+    parsed = parse_event(data, fields)
     if isinstance(parsed, Rejection):
         return BadRecord(parsed.reason, data.decode("utf-8", errors="replace"), source)
     return parsed

@@ -106,7 +106,7 @@ class SlotRunner:
         assert plan.from_version is not None
         old_version = plan.from_version
         old_spec = ctx.specs.get(old_version)
-        classify = old_places(old_spec)
+        classify = old_places(old_spec, cfg.event_fields)
         store = SummaryStore(ctx.clients.dynamodb, cfg.leases_table, slot.version, old_version,
                              [w.id for w in old_spec.workers])
         if slot.spec.workers[0].id == slot.worker_id:  # the new version's first slot aggregates

@@ -44,6 +44,7 @@ from geo_service.handover import GateReading, Place, SlotReader
 from geo_service.handover_summary import Aggregator, SummaryStore
 from geo_service.lease import Clock, LeaseManager, read_leases
 from geo_service.transform import GeoTransform
+from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.plan import SwapMode
 from partitioner.load.events import ValidEvent, parse_event
 from partitioner.spec.index import SpecIndex
@@ -251,7 +252,8 @@ def handover_reading(store: SummaryStore, own_old: Callable[[], tuple[str | None
     return read
 
 
-def old_places(spec: Spec) -> Callable[[tuple[KinesisRecord, ...]], list[Place]]:
+def old_places(spec: Spec,
+               fields: EventFields = DEFAULT_EVENT_FIELDS) -> Callable[[tuple[KinesisRecord, ...]], list[Place]]:
     """For the handover gate: each record's entity and the slot of ``spec`` (the old version) owning its place.
 
     A record that is not a valid event has no place (``old_owner`` None): it only waits for the caught-up rule
@@ -261,7 +263,7 @@ def old_places(spec: Spec) -> Callable[[tuple[KinesisRecord, ...]], list[Place]]
 
     def classify(records: tuple[KinesisRecord, ...]) -> list[Place]:
         out = [Place("", None)] * len(records)
-        valid = [(i, ev) for i, r in enumerate(records) if isinstance(ev := parse_event(r.data), ValidEvent)]
+        valid = [(i, ev) for i, r in enumerate(records) if isinstance(ev := parse_event(r.data, fields), ValidEvent)]
         if not valid:
             return out
         owners = index.locate([ev.lon for _i, ev in valid], [ev.lat for _i, ev in valid],

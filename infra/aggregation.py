@@ -50,9 +50,15 @@ class JobInputs:
 
 
 def job_settings(config: GeoConfig, inputs: JobInputs, *, engine: str, code_hash: str) -> dict[str, str]:
-    """What both entry points are told (names as in ``aggregation/emr_entry.py``, ``-`` for ``_``)."""
-    run_key = hashlib.sha256(json.dumps([engine, code_hash, config.grid_zoom, config.zoom, config.refine_events,
-                                         config.window_s, config.watermark_s]).encode()).hexdigest()[:12]  # fmt: skip
+    """What both entry points are told (names as in ``aggregation/emr_entry.py``, ``-`` for ``_``).
+
+    ``event-fields`` (the event field mapping's JSON) only when it is not the default; it is part of the run key,
+    so a new mapping starts a new run on its own checkpoint.
+    """
+    keyed: list[object] = [engine, code_hash, config.grid_zoom, config.zoom, config.refine_events, config.window_s,
+                           config.watermark_s]  # fmt: skip
+    mapped = {} if config.event_fields.is_default else {"event-fields": config.event_fields.to_json()}
+    run_key = hashlib.sha256(json.dumps(keyed + list(mapped.values())).encode()).hexdigest()[:12]
     return {
         "stream-name": inputs.stream.stream_name,
         "stream-arn": inputs.stream.stream_arn,
@@ -66,21 +72,22 @@ def job_settings(config: GeoConfig, inputs: JobInputs, *, engine: str, code_hash
         "refine-events": str(config.refine_events),
         "window": f"{config.window_s}s",
         "watermark": f"{config.watermark_s}s",
-    }
+    } | mapped
 
 
 def emr_arguments(settings: dict[str, str]) -> list[str]:
     """``entryPointArguments`` of ``aggregation/emr_entry.py`` (argparse flags); a replacement run starts at LATEST."""
     names = ("stream-name", "region", "snapshots", "checkpoint", "quarantine", "costs", "zoom", "grid-zoom",
-             "refine-events", "window", "watermark")  # fmt: skip
-    return [*(v for name in names for v in (f"--{name}", settings[name])), "--starting-position", "LATEST"]
+             "refine-events", "window", "watermark", "event-fields")  # fmt: skip
+    return [*(v for name in names if name in settings for v in (f"--{name}", settings[name])),
+            "--starting-position", "LATEST"]
 
 
 def glue_arguments(settings: dict[str, str]) -> dict[str, str]:
     """Job arguments of ``aggregation/glue_entry.py`` (``--key value`` with underscores)."""
     names = ("stream-arn", "snapshots", "checkpoint", "quarantine", "costs", "zoom", "grid-zoom", "refine-events",
-             "window", "watermark")  # fmt: skip
-    return {f"--{name.replace('-', '_')}": settings[name] for name in names}
+             "window", "watermark", "event-fields")  # fmt: skip
+    return {f"--{name.replace('-', '_')}": settings[name] for name in names if name in settings}
 
 
 def _job_role(scope: Construct, principal: str, description: str) -> iam.Role:

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from infra.errors import InfraError
+from partitioner.contracts.errors import ContractError
+from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.plan import SwapMode
 from partitioner.contracts.stream import geo_stream_prefix
 from partitioner.control.controller import ControlSettings
@@ -117,6 +119,7 @@ class GeoConfig:
     ingest_shards: int = 0  # 0: on-demand ingest stream; N: provisioned with N shards
     shards_per_worker: int = 1  # SHARDS_PER_WORKER: geo-stream shards each worker owns (derived from the cap if 0)
     geo_transform: str | None = None  # GEO_TRANSFORM of the workers ("module:Class"); None = the default transform
+    event_fields: EventFields = DEFAULT_EVENT_FIELDS  # EVENT_FIELDS: which key of an event holds each field
 
     @property
     def geo_stream_prefix(self) -> str:
@@ -160,6 +163,7 @@ DEFAULTS: dict[str, Any] = {
     "swap_mode": "carry",
     "shards_per_worker": 0,
     "geo_transform": "",
+    "event_fields": {},
 }
 
 
@@ -258,7 +262,19 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
         swap_mode=_text(ctx, "swap_mode", lambda v: v in SWAP_MODES, f"one of {SWAP_MODES}"),
         geo_transform=_text(ctx, "geo_transform", lambda v: v == "" or bool(_TRANSFORM_RE.match(v)),
                             "'' (the default reverse geocoder) or 'module:Class'") or None,
+        event_fields=_event_fields(ctx),
     )
+
+
+def _event_fields(ctx: Mapping[str, Any]) -> EventFields:
+    """``event_fields``: ``{canonical: name}`` as an object (cdk.json) or its JSON text (``-c``); ``{}``: canonical."""
+    value = _raw(ctx, "event_fields")
+    try:
+        if isinstance(value, str):
+            return EventFields.from_json(value, "context 'event_fields'")
+        return EventFields.from_mapping(value, "context 'event_fields'")
+    except ContractError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _zooms(ctx: Mapping[str, Any]) -> tuple[int, int]:

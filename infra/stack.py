@@ -46,7 +46,8 @@ class GeoRebalancerStack(Stack):
         env = self.shared_environment()
         kit = LambdaKit(self, "Lambda", config=config)
         self.partitioner = PartitionerFunction(self, "Partitioner", kit=kit, snapshots=self.storage.snapshots, environment=env)
-        self.router = RouterFunction(self, "Router", config=config, kit=kit, stream=self.ingest.stream, environment=env)
+        self.router = RouterFunction(self, "Router", config=config, kit=kit, stream=self.ingest.stream,
+                                     environment=env | self.event_environment())
         self.hooks = HooksFunction(self, "Hooks", kit=kit, environment=env)
         self.workers = self._workers(env)
         self.deployer = DeployerFunction(self, "Deployer", kit=kit, specs=self.storage.specs, environment=env,
@@ -93,7 +94,7 @@ class GeoRebalancerStack(Stack):
             subnets=self.network.private_subnets,
             security_group=self.network.security_group,
             hooks=self.hooks.function,
-            environment={k: v for k, v in env.items() if k not in lambdas_only} | transform,
+            environment={k: v for k, v in env.items() if k not in lambdas_only} | transform | self.event_environment(),
         )
 
     def _functions_by_name(self) -> dict[str, lambda_.Function]:
@@ -124,6 +125,11 @@ class GeoRebalancerStack(Stack):
             worker_task=self.workers.task_definition,
             aggregation=self.aggregation,
         )
+
+    def event_environment(self) -> dict[str, str]:
+        """``EVENT_FIELDS`` for the router and the workers (the parts reading live events); unset for the default."""
+        fields = self.config.event_fields
+        return {} if fields.is_default else {EnvVar.EVENT_FIELDS: fields.to_json()}
 
     # -- names shared with the Lambdas and workers (partitioner/contracts/env.py) ----------------------------
     def shared_environment(self) -> dict[str, str]:

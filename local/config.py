@@ -11,6 +11,7 @@ from typing import Any
 
 from local.dataset import BUILTIN_DATASETS, HOTSPOT, SHIFT
 from local.fault_names import parse_faults
+from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class RunConfig:
     swap_mode
         ``carry`` (default: a slot both specs share stays in its worker process) or ``whole`` (a whole new fleet
         per spec version): ``SWAP_MODE`` of the deploy controller and the workers.
+    event_fields
+        Which JSON key of an event holds each field (``--event-fields lat=latitude,...``): the producer sends events
+        under these keys and the router, workers (``EVENT_FIELDS``) and the Spark job (``--event-fields``) read them.
     """
 
     dataset: str = "world"
@@ -69,6 +73,7 @@ class RunConfig:
     swap_mode: str = "carry"
     shards_per_worker: int = 1  # SHARDS_PER_WORKER of the partitioner: geo-stream shards each worker owns
     faults: tuple[str, ...] = ()  # local/fault_names.py FAULTS, injected during the run (--faults)
+    event_fields: EventFields = DEFAULT_EVENT_FIELDS
 
     @property
     def cap(self) -> float:
@@ -188,6 +193,10 @@ def _run_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) -> No
                         "back, the deployer deploys the live version again). 'all' is every fault of the swap mode. "
                         "The report ends with a fault table (also "
                         "faults.json); a fault that does not recover in time fails the run (default: none)")
+    p.add_argument("--event-fields", default="",
+                   help="run the whole loop on renamed event fields, e.g. lat=latitude,lon=longitude,ts=time,"
+                        "event_id=id,entity_id=vehicle: the producer sends events under these keys and the router, "
+                        "workers and Spark job are configured to read them (default: the canonical names)")
     p.add_argument("--quick", action="store_true",
                    help=f"a short run (about 2.5 minutes) with the same steps: {q.duration_s:g} s of replay, "
                         f"{q.window_s:g} s windows; used by the test suite")
@@ -202,4 +211,10 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
                if v is not None}
     faults = parse_faults(ns.faults, ns.swap_mode)  # FaultError (a ValueError) naming the bad name: exit 2
     return RunConfig(**{**base.__dict__, **changes, "out": ns.out, "seed": ns.seed, "swap_mode": ns.swap_mode,
-                        "shards_per_worker": ns.shards_per_worker, "faults": faults})
+                        "shards_per_worker": ns.shards_per_worker, "faults": faults,
+                        "event_fields": _event_fields(ns.event_fields)})
+
+
+def _event_fields(text: str) -> EventFields:
+    """``--event-fields`` (``field=name,...``; empty: the canonical names); a ContractError (a ValueError) names it."""
+    return EventFields.from_pairs(text, "--event-fields") if text.strip() else DEFAULT_EVENT_FIELDS

@@ -47,6 +47,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
+
 BUILTIN_DATASETS = ("world", "europe", "americas")
 _CONTINENTS = {
     "europe": {"EU"},
@@ -219,7 +221,8 @@ def place_rates(places: Places, scenario: Scenario, fraction: float) -> npt.NDAr
 class EventFactory:
     """Draws valid events at a given point of the replay (deterministic for a seed)."""
 
-    def __init__(self, places: Places, scenario: Scenario, seed: int, entities_per_place: int = 200) -> None:
+    def __init__(self, places: Places, scenario: Scenario, seed: int, entities_per_place: int = 200,
+                 fields: EventFields = DEFAULT_EVENT_FIELDS) -> None:
         self.places = places
         self.scenario = scenario
         self.seed = seed
@@ -227,9 +230,10 @@ class EventFactory:
         self.rng = np.random.default_rng(seed)
         self.sigma_deg = 0.01 + 0.02 * np.sqrt(places.population / places.population.max())
         self.sequence = 0
+        self.fields = fields
 
     def events(self, n: int, fraction: float, now_ms: int) -> list[dict[str, object]]:
-        """Return ``n`` valid events for ``fraction`` of the replay, stamped ``now_ms``."""
+        """Return ``n`` valid events for ``fraction`` of the replay, stamped ``now_ms``, under ``fields``' keys."""
         if n <= 0:
             return []
         rates = place_rates(self.places, self.scenario, fraction)
@@ -246,7 +250,7 @@ class EventFactory:
             out.append({"event_id": f"e{self.seed}-{self.sequence:09d}", "entity_id": f"ent-{idx[i]}-{ent[i]}",
                         "ts": now_ms, "lat": round(float(lat[i]), 6), "lon": round(float(lon[i]), 6),
                         "place": self.places.names[idx[i]], "sim_utc": sim})
-        return out
+        return out if self.fields.is_default else [self.fields.mapped(e) for e in out]
 
 
 @dataclass(frozen=True)
@@ -257,16 +261,16 @@ class BadEvent:
     raw: str
 
 
-def bad_events(seed: int, now_ms: int) -> list[BadEvent]:
-    """Return the deliberately bad records injected into the ingest stream (see module doc)."""
+def bad_events(seed: int, now_ms: int, fields: EventFields = DEFAULT_EVENT_FIELDS) -> list[BadEvent]:
+    """Return the deliberately bad records injected into the ingest stream (see module doc), under ``fields``' keys."""
     def ev(n: int, **over: object) -> dict[str, object]:
         base: dict[str, object] = {"event_id": f"bad{seed}-{n}", "entity_id": "ent-bad", "ts": now_ms,
                                    "lat": 48.85, "lon": 2.35}
         base.update(over)
-        return {k: v for k, v in base.items() if v is not _DROP}
+        return fields.mapped({k: v for k, v in base.items() if v is not _DROP})
 
     return [
-        BadEvent("unparsable_json", '{"event_id": "bad-trunc", "lat": 48.8'),
+        BadEvent("unparsable_json", f'{{{json.dumps(fields.event_id)}: "bad-trunc", {json.dumps(fields.lat)}: 48.8'),
         BadEvent("not_an_object", json.dumps([1, 2, 3])),
         BadEvent("missing_field", json.dumps(ev(1, lat=_DROP))),
         BadEvent("bad_type", json.dumps(ev(2, lat="north"))),

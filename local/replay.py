@@ -85,10 +85,11 @@ class Replayer(LoopThread):
         due = int(self.sent_total) - len(self.sent_ids)
         if due > 0:
             events = self.factory.events(due, fraction, int(now * 1000))
-            self._put([(json.dumps(e).encode(), str(e["entity_id"])) for e in events])
-            self.sent_ids.extend(str(e["event_id"]) for e in events)
+            f = self.factory.fields  # the keys the events carry (--event-fields)
+            self._put([(json.dumps(e).encode(), str(e[f.entity_id])) for e in events])
+            self.sent_ids.extend(str(e[f.event_id]) for e in events)
         if fraction >= self.bad_at and not self.bad_sent:
-            bads = bad_events(self.factory.seed, int(now * 1000))
+            bads = bad_events(self.factory.seed, int(now * 1000), self.factory.fields)
             self._put([(b.raw.encode(), "ent-bad") for b in bads])
             for b in bads:
                 self.bad_sent[b.reason] = self.bad_sent.get(b.reason, 0) + 1

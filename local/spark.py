@@ -35,6 +35,8 @@ def start_spark(state: RunState, aws: EmbeddedAws) -> procs.Child:
             "--window", f"{round(cfg.window_s)}s", "--watermark", f"{WATERMARK_S}s",
             "--grid-zoom", str(GRID_ZOOM), "--trigger", f"{max(1, round(cfg.window_s / 3))}s",
             "--checkpoint", str(state.workdir / "spark-checkpoint")]
+    if not cfg.event_fields.is_default:
+        argv += ["--event-fields", cfg.event_fields.to_json()]
     env = {**os.environ, **aws.environment(handler_env(cfg)), "PYSPARK_PYTHON": sys.executable}
     return procs.start("spark-quadkey-counts", argv, env, cfg.out / "logs", REPO_ROOT)
 

@@ -103,7 +103,8 @@ def start_services(state: RunState, aws: EmbeddedAws, places: Places, scenario: 
     state.deployer = DeployDriver(aws, fleet, say=lambda m: say(state, m),
                                   green_timeout_s=GREEN_TIMEOUT_S, drain_timeout_s=DRAIN_TIMEOUT_S)
     state.output = EnrichedReader(aws.client("s3"), aws.names.output_bucket)
-    state.replayer = Replayer(aws.client("kinesis"), aws.names.ingest_stream, EventFactory(places, scenario, cfg.seed),
+    factory = EventFactory(places, scenario, cfg.seed, fields=cfg.event_fields)  # events under --event-fields' keys
+    state.replayer = Replayer(aws.client("kinesis"), aws.names.ingest_stream, factory,
                               cfg.rate, cfg.duration_s, live=lambda: observer.active_version is not None,
                               warmup_timeout_s=WARMUP_TIMEOUT_S, align_s=cfg.window_s)
     for loop in (state.observer, state.notifier, state.router, state.deployer, state.replayer):

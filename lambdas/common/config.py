@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from lambdas.common.errors import LambdaError
 from partitioner.contracts.env import EnvVar
 from partitioner.contracts.errors import ContractError
+from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.plan import SwapMode
 from partitioner.contracts.stream import geo_stream_name
 
@@ -55,6 +56,7 @@ class LambdaConfig:
     stream_active_wait_s: float = 120.0
     swap_mode: SwapMode = SwapMode.CARRY
     worker_task_definition: str = ""
+    event_fields: EventFields = DEFAULT_EVENT_FIELDS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LambdaConfig:
@@ -89,6 +91,7 @@ class LambdaConfig:
             stream_active_wait_s=_positive(EnvVar.STREAM_ACTIVE_WAIT_S, e.get(EnvVar.STREAM_ACTIVE_WAIT_S, "120")),
             swap_mode=parse_swap_mode(e.get(EnvVar.SWAP_MODE, "")),
             worker_task_definition=e.get(EnvVar.WORKER_TASK_DEFINITION, "").strip(),
+            event_fields=parse_event_fields(e.get(EnvVar.EVENT_FIELDS, "")),
         )
 
     def require(self, *names: str) -> LambdaConfig:
@@ -114,6 +117,14 @@ def parse_swap_mode(text: str, where: str = f"environment variable {EnvVar.SWAP_
     """``carry`` (also when empty) or ``whole``; anything else raises ConfigError naming ``where`` and the value."""
     try:
         return SwapMode.parse(text, where)
+    except ContractError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def parse_event_fields(text: str) -> EventFields:
+    """The event field mapping of ``EVENT_FIELDS`` (empty: the canonical names); ConfigError names the value."""
+    try:
+        return EventFields.from_json(text, f"environment variable {EnvVar.EVENT_FIELDS}")
     except ContractError as exc:
         raise ConfigError(str(exc)) from None
 

@@ -32,6 +32,7 @@ from lambdas.common.kinesis import GeoStreams
 from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router.routing import ActiveSpecCache, InputRecord, route_batch
 from partitioner.contracts.env import EnvVar
+from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.metric_names import NAMESPACE, Metric, MetricService
 
 logger = Logger(service="router")
@@ -45,6 +46,7 @@ class Runtime:
     cache: ActiveSpecCache
     streams: GeoStreams
     quarantine: QuarantineSink
+    fields: EventFields = DEFAULT_EVENT_FIELDS  # EVENT_FIELDS: which key of an event holds each field
 
 
 @functools.cache
@@ -54,7 +56,8 @@ def runtime() -> Runtime:
     clients = make_clients(cfg)
     cache = ActiveSpecCache(ControlTable(clients.dynamodb, cfg.control_table), SpecStore(clients.s3, cfg.specs_bucket),
                             ttl_s=cfg.router_spec_ttl_s)
-    return Runtime(cache, GeoStreams(put_client(cfg)), QuarantineSink(clients.s3, cfg.quarantine_bucket, "router"))
+    return Runtime(cache, GeoStreams(put_client(cfg)), QuarantineSink(clients.s3, cfg.quarantine_bucket, "router"),
+                   cfg.event_fields)
 
 
 def put_client(cfg: LambdaConfig) -> Any:
@@ -90,7 +93,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     records = parse_kinesis_event(event)
     rt = runtime()
     table = rt.cache.current()
-    result = route_batch(records, table, rt.streams, rt.quarantine)
+    result = route_batch(records, table, rt.streams, rt.quarantine, rt.fields)
     failed = list(dict.fromkeys(result.failed_ids))
     metrics.add_metric(name=Metric.ROUTED, unit=MetricUnit.Count, value=result.routed)
     metrics.add_metric(name=Metric.QUARANTINED, unit=MetricUnit.Count, value=result.quarantined)

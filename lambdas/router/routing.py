@@ -24,6 +24,7 @@ from lambdas.common.kinesis import GeoStreams, PutEntry
 from lambdas.common.records import read_active
 from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.common.timestamps import now_iso
+from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.load.events import Rejection, ValidEvent, parse_event, quarantine_record
 from partitioner.spec.index import SpecIndex
 from partitioner.spec.model import Spec
@@ -115,7 +116,7 @@ class ActiveSpecCache:
 
 
 def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, streams: GeoStreams,
-                quarantine: QuarantineSink) -> RouteResult:
+                quarantine: QuarantineSink, fields: EventFields = DEFAULT_EVENT_FIELDS) -> RouteResult:
     """Route one batch; every record ends up put, quarantined, or listed in ``failed_ids``.
 
     Parameters
@@ -125,6 +126,8 @@ def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, stre
         The active spec; None (nothing active yet) fails every valid record so it is retried.
     streams : GeoStreams
     quarantine : QuarantineSink
+    fields : EventFields
+        Which JSON key holds each event field (``EVENT_FIELDS``); the record put is the original bytes either way.
 
     Returns
     -------
@@ -133,7 +136,7 @@ def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, stre
     valid: list[tuple[InputRecord, ValidEvent]] = []
     rejected: list[tuple[InputRecord, Rejection]] = []
     for rec in records:
-        parsed = parse_event(rec.data)
+        parsed = parse_event(rec.data, fields)
         if isinstance(parsed, ValidEvent):
             valid.append((rec, parsed))
         else:

@@ -43,6 +43,7 @@ class EnvVar(StrEnum):
     POLICY_JSON = "POLICY_JSON"
     SWAP_MODE = "SWAP_MODE"
     WORKER_TASK_DEFINITION = "WORKER_TASK_DEFINITION"
+    EVENT_FIELDS = "EVENT_FIELDS"
     # -- control-plane timings (the Lambdas' defaults apply in AWS; the local loop shortens them)
     ROUTER_SPEC_TTL_S = "ROUTER_SPEC_TTL_S"
     GREEN_TIMEOUT_S = "GREEN_TIMEOUT_S"
@@ -136,6 +137,9 @@ ENV_VARS: Mapping[EnvVar, EnvVarUse] = MappingProxyType({
     EnvVar.WORKER_TASK_DEFINITION: _use((_S,), (_D,),
                                         "ARN of the worker revision the stack registered: the code the fleet should "
                                         "run (unset: whatever the service runs)."),
+    EnvVar.EVENT_FIELDS: _use((_S, _L), (_R, _W),
+                              "Which JSON key of an event holds each field, as JSON {canonical: name} "
+                              "(partitioner.contracts.event_fields.EventFields; unset: the canonical names)."),
     EnvVar.ROUTER_SPEC_TTL_S: _use((_L,), (_R,), "Seconds the router caches the active spec (default 5)."),
     EnvVar.GREEN_TIMEOUT_S: _use((_L,), _DEPLOY, "Seconds a new fleet may take to be leased and warm (default 900)."),
     EnvVar.DRAIN_TIMEOUT_S: _use((_L,), (*_DEPLOY, _W),

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from partitioner.contracts.event_fields import EventField
+
 #: Latitude limit of a valid event (web mercator's edge; events between MAX_LAT and it clamp).
 EVENT_LAT_LIMIT = 85.05112878
 #: Longitude limit of a valid event (both -180 and 180 are valid).
@@ -20,8 +22,9 @@ MAX_EPOCH_MS = 253402300799999
 MAX_PARTITION_KEY = 256
 #: An ISO-8601 ``ts`` must start with a date and a time to the minute (a date alone is not an instant).
 ISO_DATETIME_PREFIX = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}"
-#: Fields every event must have (non-null; the ids also non-empty).
-REQUIRED_FIELDS: tuple[str, ...] = ("event_id", "entity_id", "ts", "lat", "lon")
+#: Fields every event must have (non-null; the ids also non-empty), by canonical name (a producer's own names:
+#: :class:`partitioner.contracts.event_fields.EventFields`).
+REQUIRED_FIELDS: tuple[str, ...] = tuple(f.value for f in EventField)
 
 
 class ReasonCode(StrEnum):

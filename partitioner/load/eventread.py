@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from partitioner.contracts.event_fields import EventField
 from partitioner.errors import EventLogError
 
 IntArray = npt.NDArray[np.int64]
@@ -42,12 +43,16 @@ PARQUET_SUFFIXES = (".parquet",)
 
 @dataclass(frozen=True)
 class EventColumns:
-    """Which column holds what. ``entity`` is optional: read when the file has it (or when ``entity_given``)."""
+    """Which column holds what. ``entity`` is optional: read when the file has it (or when ``entity_given``).
 
-    lat: str = "lat"
-    lon: str = "lon"
-    time: str = "ts"
-    entity: str = "entity_id"
+    The defaults are the canonical event field names (:class:`partitioner.contracts.event_fields.EventField`), the
+    ones the live parts read unless ``EVENT_FIELDS`` maps them.
+    """
+
+    lat: str = EventField.LAT.value
+    lon: str = EventField.LON.value
+    time: str = EventField.TS.value
+    entity: str = EventField.ENTITY_ID.value
     entity_given: bool = False
 
     def required(self) -> tuple[tuple[str, str], ...]:

@@ -42,3 +42,16 @@ def test_arguments_build_the_job_config() -> None:
                                       "--checkpoint", "s3://b/ckpt", "--window", "30s", "--zoom", "17"])
     cfg = config_from_args(args, out=args.snapshots)
     assert (cfg.out, cfg.window.length, cfg.rollup.zoom) == ("s3://b", "30 seconds", 17)
+    assert cfg.event_fields.is_default
+
+
+def test_the_event_fields_argument_reaches_the_job_config() -> None:
+    # GIVEN --event-fields with a mapping, then with a bad one
+    base = ["--stream-name", "s", "--region", "us-east-1", "--snapshots", "s3://b", "--checkpoint", "s3://b/c"]
+    args = build_parser().parse_args([*base, "--event-fields", '{"lat": "latitude", "ts": "time"}'])
+    # WHEN parsed THEN the job config carries the mapping, and a bad one is named with its flag
+    cfg = config_from_args(args, out=args.snapshots)
+    assert (cfg.event_fields.lat, cfg.event_fields.ts, cfg.event_fields.lon) == ("latitude", "time", "lon")
+    bad = build_parser().parse_args([*base, "--event-fields", "lat=latitude"])
+    with pytest.raises(ValueError, match=r"--event-fields: .*'lat=latitude'"):
+        config_from_args(bad, out=bad.snapshots)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from aggregation.events import classify_events, quarantine_records, valid_events
-from partitioner.contracts.events import REASON_CODES
+from partitioner.contracts.event_fields import EventFields
+from partitioner.contracts.events import REASON_CODES, REQUIRED_FIELDS
 
 pytestmark = pytest.mark.spark
 
@@ -107,3 +108,48 @@ def test_the_shared_event_table(spark) -> None:
                 str(c["names"]).lower() not in bad[c["case"]]["reason"].lower():
             wrong.append((c["case"], c["code"], bad[c["case"]]["reason"] if c["case"] in bad else "valid"))
     assert not wrong, wrong
+
+
+RENAMED = EventFields(event_id="id", entity_id="vehicle", ts="time", lat="latitude", lon="longitude")
+CANONICAL = dict(zip(REQUIRED_FIELDS, RENAMED.names, strict=True))
+
+
+def _renamed(case: dict) -> tuple[str, str]:
+    """A table case's record and needle with every field under RENAMED's names (unparsable text as is)."""
+    try:
+        doc = json.loads(case["raw"])
+    except ValueError:
+        return case["raw"], str(case["names"])
+    text = json.dumps(RENAMED.mapped(doc)) if isinstance(doc, dict) else case["raw"]
+    return text, CANONICAL.get(str(case["names"]), str(case["names"]))
+
+
+def test_the_shared_event_table_under_a_producers_own_names(spark) -> None:
+    # GIVEN every case of the shared table with the fields renamed (id, vehicle, time, latitude, longitude)
+    cases = {c["case"]: (c, *_renamed(c)) for c in TABLE}
+    df = spark.createDataFrame([(text, name) for name, (_c, text, _n) in cases.items()], "value string, source string")
+    # WHEN the Spark job classifies them with that mapping
+    classified = classify_events(df, fields=RENAMED)
+    valid = {r["source"]: r for r in valid_events(classified).collect()}
+    bad = {r["source"]: r for r in quarantine_records(classified).collect()}
+    # THEN each has the table's outcome, a reason names the producer's field, and valid rows have canonical columns
+    wrong = [(name, c["code"], bad.get(name, {}).get("reason")) for name, (c, _t, needle) in cases.items()
+             if (c["code"] is None) != (name in valid)
+             or (c["code"] is not None and (bad[name]["code"] != c["code"] or needle.lower() not in
+                                            bad[name]["reason"].lower()))]
+    assert not wrong, wrong
+    plain = valid["a plain valid event with an extra field"]
+    assert (plain["event_id"], plain["entity_id"], plain["lat"], plain["lon"]) == ("e1", "u1", 52.5, 13.4)
+    assert list(valid_events(classified).columns) == ["event_id", "entity_id", "ts", "lat", "lon", "source"]
+
+
+def test_odd_field_names_are_read_as_names(spark) -> None:
+    # GIVEN a producer whose keys hold a dot, a space, a backtick and a percent sign
+    odd = EventFields(event_id="meta.id", entity_id="who am i", ts="`t`", lat="lat%", lon="lon")
+    good = {"meta.id": "e1", "who am i": "u1", "`t`": 1700000000000, "lat%": 52.5, "lon": 13.4}
+    df = spark.createDataFrame([(json.dumps(good), "g"), (json.dumps({**good, "lat%": 95}), "b")],
+                               "value string, source string")
+    # WHEN classified THEN the good one is valid and the bad one's reason names the key as it is
+    rows = {r["source"]: r for r in classify_events(df, fields=odd).collect()}
+    assert rows["g"]["reason"] is None and rows["g"]["lat"] == 52.5
+    assert rows["b"]["reason"].startswith("lat_out_of_range: lat%=95 is outside")

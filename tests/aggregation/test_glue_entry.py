@@ -11,14 +11,15 @@ import pytest
 
 from aggregation.events import classify_events
 from aggregation.glue_entry import (
-    EVENT_FIELDS,
-    GLUE_EVENT_SCHEMA,
     config_from_job_args,
     glue_batch_function,
+    glue_event_schema,
     glue_kinesis_options,
     glue_records,
 )
 from aggregation.snapshot import LocalStorage, read_snapshot
+from partitioner.contracts.event_fields import EventFields
+from partitioner.contracts.events import REQUIRED_FIELDS
 
 pytestmark = pytest.mark.spark
 EVENTS = Path(__file__).resolve().parents[1] / "events"
@@ -38,8 +39,9 @@ def test_the_glue_source_declares_the_schema_its_reference_requires() -> None:
     # GIVEN the Kinesis options THEN inferSchema off comes with a DDL schema of the event fields and arrival times
     opts = glue_kinesis_options("arn:aws:kinesis:eu-west-1:123456789012:stream/georebal-ingest")
     assert (opts["classification"], opts["inferSchema"], opts["addRecordTimestamp"]) == ("json", "false", "true")
-    assert opts["schema"] == GLUE_EVENT_SCHEMA
-    assert [f.split("` ")[0].strip("`") for f in GLUE_EVENT_SCHEMA.split(", ")] == list(EVENT_FIELDS)
+    assert opts["schema"] == glue_event_schema() == (
+        "`event_id` STRING, `entity_id` STRING, `ts` STRING, `lat` DOUBLE, `lon` DOUBLE")
+    assert [f.split("` ")[0].strip("`") for f in opts["schema"].split(", ")] == list(REQUIRED_FIELDS)
 
 
 def test_a_recorded_glue_frame_is_validated_like_the_raw_records(spark) -> None:
@@ -90,3 +92,35 @@ def test_glue_job_arguments_are_checked() -> None:
         config_from_job_args({})
     with pytest.raises(ValueError, match="--zoom must be an integer, got 'x'"):
         config_from_job_args({"snapshots": "s3://b", "zoom": "x"})
+
+
+RENAMED = EventFields(event_id="id", entity_id="vehicle", ts="time", lat="latitude", lon="longitude")
+
+
+def test_the_glue_schema_and_arguments_follow_the_event_fields() -> None:
+    # GIVEN job arguments with an event field mapping (one key holding a backtick)
+    mapping = EventFields(lat="latitude", lon="long`itude")
+    cfg = config_from_job_args({"snapshots": "s3://b", "event_fields": mapping.to_json()})
+    # THEN the job config carries it and the source schema declares the producer's keys, quoted
+    assert cfg.event_fields == mapping
+    assert glue_kinesis_options("arn", cfg.event_fields)["schema"] == (
+        "`event_id` STRING, `entity_id` STRING, `ts` STRING, `latitude` DOUBLE, `long``itude` DOUBLE")
+    # AND a bad mapping is named with its argument
+    with pytest.raises(ValueError, match=r"--event_fields: unknown event field 'x'"):
+        config_from_job_args({"snapshots": "s3://b", "event_fields": '{"x": "y"}'})
+
+
+def test_a_renamed_glue_frame_is_validated_with_the_mapping(spark, tmp_path: Path) -> None:
+    # GIVEN one micro-batch under a producer's keys, as Glue's frame (one column per mapped key)
+    cfg = config_from_job_args({"snapshots": str(tmp_path), "zoom": "14", "grid_zoom": "10", "refine_events": "1",
+                                "event_fields": RENAMED.to_json()})
+    df = spark.createDataFrame([("1", "u", "1700000041000", 1.0, 1.0), ("2", "u", "1700000042000", 95.0, 1.0),
+                                ("4", "u", "1700000641000", 1.0, 1.0)],
+                               "id string, vehicle string, time string, latitude double, longitude double")
+    # WHEN mapped to records and run through the batch function
+    glue_batch_function(cfg, str(tmp_path / "ckpt"))(glue_records(df, "ingest", cfg.event_fields), 3)
+    # THEN the out-of-range event is quarantined naming the producer's key, and the closed window counts one event
+    (line,) = (tmp_path / "quarantine/batch=00000003/part-00000.jsonl").read_text().splitlines()
+    assert json.loads(line)["reason"].startswith("lat_out_of_range: latitude=95.0")
+    manifest, _ = read_snapshot(LocalStorage(tmp_path), "snapshots/window_end=2023-11-14T22-15-00Z/")
+    assert manifest["total_events"] == 1

@@ -26,6 +26,16 @@ def test_defaults_follow_the_contract() -> None:
     assert (cfg.swap_mode, cfg.barrier_timeout_s, cfg.agent_uri) == (c.SwapMode.CARRY, 900.0, None)
 
 
+def test_event_fields_are_read_from_their_variable() -> None:
+    # GIVEN EVENT_FIELDS naming a producer's keys, none, and a malformed one
+    cfg = WorkerConfig.from_env({**BASE, EnvVar.EVENT_FIELDS: '{"entity_id": "vehicle", "ts": "time"}'})
+    # THEN the mapping is read (unset: the canonical names), and a bad value is named with its variable
+    assert (cfg.event_fields.entity_id, cfg.event_fields.ts, cfg.event_fields.lat) == ("vehicle", "time", "lat")
+    assert WorkerConfig.from_env(BASE).event_fields.is_default
+    with pytest.raises(ConfigError, match=r"environment variable EVENT_FIELDS: .*'lat'.*is given to more than one"):
+        WorkerConfig.from_env({**BASE, EnvVar.EVENT_FIELDS: '{"lon": "lat"}'})
+
+
 def test_carry_mode_needs_no_spec_version_and_whole_mode_does() -> None:
     # GIVEN the required variables without SPEC_VERSION
     env = {k: v for k, v in BASE.items() if k != EnvVar.SPEC_VERSION}

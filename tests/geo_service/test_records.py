@@ -5,9 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from geo_testkit import Resources, enriched_rows, make_spec, publish_spec, set_active
 
+from geo_service.aws import Clients
+from geo_service.cost import Calibration
 from geo_service.records import BadRecord, Event, decode_event, enriched_record
+from geo_service.worker import GeoWorker
 from partitioner.contracts.enriched import enriched_key
+from partitioner.contracts.event_fields import EventFields
 from partitioner.contracts.quarantine import geo_quarantine_key as quarantine_key
 
 GOOD = {"event_id": "e1", "entity_id": "car-1", "ts": 1763700000000, "lat": 48.85, "lon": 2.35, "extra": [1]}
@@ -60,3 +65,40 @@ def test_output_keys_follow_the_contract() -> None:
     # GIVEN / WHEN keys are built / THEN they follow CONTRACTS
     assert enriched_key(4, "w0002", 1763700000123) == "enriched/v4/w0002/1763700000123.jsonl"
     assert quarantine_key(4, "w0002", 1763700000123) == "quarantine/geo/v4/w0002/1763700000123.jsonl"
+
+
+RENAMED = EventFields(event_id="id", entity_id="vehicle", ts="time", lat="latitude", lon="longitude")
+
+
+def test_a_producers_own_names_decode_to_the_canonical_fields() -> None:
+    # GIVEN an event under a producer's keys, and one missing its mapped latitude
+    data = json.dumps(RENAMED.mapped(GOOD)).encode()
+    bad = json.dumps({k: v for k, v in RENAMED.mapped(GOOD).items() if k != "latitude"}).encode()
+    # WHEN decoded with the mapping
+    ev, rj = decode_event(data, "s/shard/1", RENAMED), decode_event(bad, "s/shard/2", RENAMED)
+    # THEN the event carries the canonical names and its bytes as sent; the bad one names the producer's key
+    assert isinstance(ev, Event) and ev.fields == GOOD and ev.raw == data
+    assert isinstance(rj, BadRecord) and rj.reason.startswith("missing_field: latitude missing")
+    assert enriched_record(ev, {}, spec_version=1, partition_id="p0", worker_id="w0001", stray=False)["lat"] == 48.85
+
+
+def test_a_worker_with_event_fields_writes_canonical_records(clients: Clients, resources: Resources) -> None:
+    # GIVEN a worker configured with EVENT_FIELDS and events put under the producer's keys
+    spec = make_spec(1, [[""]], stream_name=f"{resources.prefix}-geo-v1")
+    publish_spec(clients, resources, spec)
+    set_active(clients, resources, 1)
+    for i in range(5):
+        doc = {**GOOD, "event_id": f"e{i}", "entity_id": f"car-{i}"}
+        clients.kinesis.put_record(StreamName=spec.stream_name, Data=json.dumps(RENAMED.mapped(doc)).encode(),
+                                   PartitionKey="k", ExplicitHashKey=spec.workers[0].hash_key)
+    w = GeoWorker(resources.config(1, event_fields=RENAMED), clients, calibration=Calibration(seconds_per_unit=0.004))
+    try:
+        w.wait_ready(timeout=60)
+        # WHEN it processes them
+        w.run_until(lambda s: s.events_out == 5, timeout=30)
+        rows = enriched_rows(clients, resources)
+    finally:
+        w.stop()
+    # THEN every output record uses the canonical names (none of the producer's renamed keys)
+    assert sorted(r["event_id"] for r in rows) == [f"e{i}" for i in range(5)]
+    assert all(r["lat"] == 48.85 and r["entity_id"].startswith("car-") and "latitude" not in r for r in rows)

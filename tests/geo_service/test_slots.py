@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 from geo_testkit import Resources, make_spec, publish_spec
 
 from geo_service.aws import Clients
+from geo_service.consumer import KinesisRecord
 from geo_service.control import ControlView
+from geo_service.handover import Place
 from geo_service.lease import LeaseManager
-from geo_service.slots import SlotFinder, SpecCache
+from geo_service.slots import SlotFinder, SpecCache, old_places
+from partitioner.contracts.event_fields import EventFields
 from partitioner.contracts.plan import SwapHead
 
 
@@ -115,3 +119,17 @@ def test_a_new_worker_reads_about_one_page_of_leases_however_large_the_fleet(cli
     assert all(m is not None and m.lease is not None and m.lease.version == 2
                and int(m.lease.worker_id[1:]) > 400 for m in got)
     assert len(calls) <= 5 * 2
+
+
+def test_the_handover_gate_places_events_under_a_producers_own_names() -> None:
+    # GIVEN an old spec with one worker, and two records: one under the mapped keys, one under the canonical ones
+    spec = make_spec(1, [[""]], stream_name="s-geo-v1")
+    fields = EventFields(entity_id="vehicle", lat="latitude", lon="longitude")
+    mapped = {"event_id": "e1", "vehicle": "car-1", "ts": 1, "latitude": 48.85, "longitude": 2.35}
+    canonical = {"event_id": "e2", "entity_id": "car-2", "ts": 1, "lat": 48.85, "lon": 2.35}
+    records = tuple(KinesisRecord("shardId-0", str(i), "k", json.dumps(d).encode())
+                    for i, d in enumerate((mapped, canonical)))
+    # WHEN classified with the mapping
+    places = old_places(spec, fields)(records)
+    # THEN the mapped one has its entity and owner, and the other is no valid event (no place)
+    assert places == [Place("car-1", spec.workers[0].id), Place("", None)]

@@ -25,6 +25,18 @@ def test_bad_values_are_named(name: str, value: str) -> None:
         LambdaConfig.from_env({name: value})
 
 
+def test_event_fields_are_read_from_their_variable() -> None:
+    # GIVEN EVENT_FIELDS set, unset, and malformed
+    cfg = LambdaConfig.from_env({"EVENT_FIELDS": '{"lat": "latitude", "lon": "longitude"}'})
+    # THEN the mapping is read (unset: the canonical names), and a bad value is named with its variable
+    assert (cfg.event_fields.lat, cfg.event_fields.lon, cfg.event_fields.ts) == ("latitude", "longitude", "ts")
+    assert LambdaConfig.from_env({}).event_fields.is_default
+    with pytest.raises(ConfigError, match=r"environment variable EVENT_FIELDS: unknown event field 'height'"):
+        LambdaConfig.from_env({"EVENT_FIELDS": '{"height": "h"}'})
+    with pytest.raises(ConfigError, match=r"EVENT_FIELDS.*'lat=latitude'"):
+        LambdaConfig.from_env({"EVENT_FIELDS": "lat=latitude"})
+
+
 def test_require_lists_missing_names() -> None:
     # GIVEN no buckets / WHEN required / THEN every missing name is listed
     with pytest.raises(ConfigError, match="SPECS_BUCKET, QUARANTINE_BUCKET"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from typing import Any
@@ -14,6 +15,8 @@ from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router import handler as router_handler
 from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
 from partitioner.builders import build_spec
+from partitioner.contracts.env import EnvVar
+from partitioner.contracts.event_fields import EventFields
 from partitioner.contracts.spec_pointer import spec_key
 from partitioner.geo.tiles import Tile, bounds, quadkey
 from partitioner.spec.index import SpecIndex
@@ -277,3 +280,53 @@ def test_one_shard_workers_route_to_their_hash_key_as_before(aws: Aws) -> None:
     idx = SpecIndex(spec)
     owners = [idx.locate_one(lon, lat, e).worker for lon, lat, e in zip(lons, lats, "abcd", strict=True)]
     assert keys == [spec.worker(w).hash_key for w in owners] and len(set(owners[:3])) == 3
+
+
+RENAMED = EventFields(event_id="id", entity_id="vehicle", ts="time", lat="latitude", lon="longitude")
+
+
+def test_a_producers_own_field_names_are_routed_with_event_fields(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN spec v1 active, EVENT_FIELDS naming a producer's keys, and the recorded batch sent under those keys
+    spec = make_spec(1)
+    activate(aws, spec)
+    monkeypatch.setenv(EnvVar.EVENT_FIELDS, RENAMED.to_json())
+    router_handler.runtime.cache_clear()
+    event = copy.deepcopy(load_event("kinesis_ingest_batch.json"))
+    for r in event["Records"]:
+        try:
+            doc = json.loads(base64.b64decode(r["kinesis"]["data"]))
+        except ValueError:
+            continue
+        r["kinesis"]["data"] = base64.b64encode(json.dumps(RENAMED.mapped(doc)).encode()).decode()
+    # WHEN the router handles it
+    out = router_handler.handler(event, CTX)
+    router_handler.runtime.cache_clear()
+    # THEN the 4 valid events are on their worker's shard, keyed by the mapped entity, bytes as the producer sent them
+    assert out == {"batchItemFailures": []}
+    got = stream_records(aws, "georebal-geo-v1")
+    assert sorted(r["id"] for _, r, _ in got) == ["e-0001", "e-0002", "e-0003", "e-0004"]
+    for shard, rec, pkey in got:
+        assert pkey == rec["vehicle"] and "lat" not in rec
+        assert shard == expected_shard(spec, rec["latitude"], rec["longitude"], rec["vehicle"])
+    # AND the out-of-range one is quarantined with a reason naming the producer's field
+    (qkey,) = aws.keys(aws.cfg.quarantine_bucket, "quarantine/router/")
+    body = aws.clients.s3.get_object(Bucket=aws.cfg.quarantine_bucket, Key=qkey)["Body"].read().decode()
+    reasons = sorted(json.loads(x)["reason"] for x in body.splitlines())
+    assert reasons[0].startswith("lat_out_of_range: latitude 91.0") and reasons[1].startswith("unparsable_json")
+
+
+def test_route_batch_reads_the_mapped_fields(aws: Aws) -> None:
+    # GIVEN one event under a producer's keys
+    spec = make_spec(1)
+    activate(aws, spec)
+    b = bounds(Tile(2004, 1300, 12))
+    doc = {"id": "e1", "vehicle": "x", "time": 5, "latitude": (b.south + b.north) / 2,
+           "longitude": (b.west + b.east) / 2}
+    recs = [InputRecord("1", json.dumps(doc).encode(), "t")]
+    sink = QuarantineSink(aws.clients.s3, aws.cfg.quarantine_bucket, "r")
+    # WHEN routed with the mapping, and without it
+    mapped = route_batch(recs, RoutingTable(spec, "georebal-geo-v1"), aws.streams, sink, RENAMED)
+    default = route_batch(recs, RoutingTable(spec, "georebal-geo-v1"), aws.streams, sink)
+    # THEN the mapping routes it, and the canonical names quarantine it as missing its fields
+    assert (mapped.routed, mapped.quarantined) == (1, 0)
+    assert (default.routed, default.quarantined) == (0, 1)

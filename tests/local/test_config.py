@@ -8,6 +8,7 @@ import pytest
 
 from local.config import QUICK, RunConfig, parse_args
 from local.dataset import HOTSPOT
+from local.run import main
 
 
 def test_default_pace_is_one_a_fleet_can_follow() -> None:
@@ -32,3 +33,18 @@ def test_bad_flag_values_exit_with_usage_error() -> None:
     with pytest.raises(SystemExit) as exc:
         parse_args(["--speed", "0"])
     assert exc.value.code == 2
+
+
+def test_event_fields_flag_renames_the_loops_schema() -> None:
+    # GIVEN --event-fields WHEN parsed THEN the run config carries the mapping (default: the canonical names)
+    cfg = parse_args(["--quick", "--event-fields", "lat=latitude,lon=longitude,ts=time,event_id=id,entity_id=vehicle"])
+    assert cfg.event_fields.names == ("id", "vehicle", "time", "latitude", "longitude")
+    assert parse_args([]).event_fields.is_default
+
+
+def test_a_bad_event_fields_flag_is_one_line_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN a mapping naming an unknown field WHEN the loop starts THEN it exits 2 with one line naming flag and value
+    assert main(["--quick", "--event-fields", "height=h"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: --event-fields: unknown event field 'height' in {'height': 'h'} "
+                   "(the fields are event_id, entity_id, ts, lat, lon)")

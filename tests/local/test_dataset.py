@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from local.dataset import HOTSPOT, SHIFT, EventFactory, Places, Scenario, bad_events, diurnal, load_places, place_rates
+from partitioner.contracts.event_fields import EventFields
+from partitioner.load.events import Rejection, ValidEvent, parse_event
 
 REASONS = {"unparsable_json", "not_an_object", "missing_field", "bad_type", "nan", "lat_out_of_range",
            "lon_out_of_range", "bad_timestamp"}
@@ -85,3 +87,26 @@ def test_csv_dataset_errors_name_the_line(tmp_path: Path) -> None:
 def test_unknown_dataset_is_rejected_by_name() -> None:
     with pytest.raises(ValueError, match="'mars'"):
         load_places("mars")
+
+
+RENAMED = EventFields(event_id="id", entity_id="vehicle", ts="time", lat="latitude", lon="longitude")
+
+
+def test_the_producer_sends_under_the_mapped_names_and_the_rules_accept_them() -> None:
+    # GIVEN a factory told to use a producer's own names
+    places = load_places("world", limit=50)
+    factory = EventFactory(places, Scenario(4.0, 3600.0, hotspot_place=10), seed=3, fields=RENAMED)
+    # WHEN events are drawn
+    events = factory.events(100, 0.5, 1_700_000_000_000)
+    # THEN they carry the mapped keys only, and the router's rules with the mapping accept each
+    assert all({"id", "vehicle", "time", "latitude", "longitude"} <= e.keys() and "lat" not in e for e in events)
+    assert all(isinstance(parse_event(json.dumps(e).encode(), RENAMED), ValidEvent) for e in events)
+
+
+def test_bad_events_under_mapped_names_get_their_reason_codes() -> None:
+    # GIVEN the injected bad records under a producer's names
+    bads = bad_events(seed=1, now_ms=1_700_000_000_000, fields=RENAMED)
+    # WHEN checked with the mapping THEN each gets exactly the code it stands for
+    got = [(b.reason, parse_event(b.raw.encode(), RENAMED)) for b in bads]
+    assert all(isinstance(r, Rejection) and r.code == reason for reason, r in got), got
+    assert {b.reason for b in bads} == REASONS

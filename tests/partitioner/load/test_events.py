@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from partitioner.contracts.event_fields import EventFields
+from partitioner.contracts.events import REQUIRED_FIELDS
 from partitioner.load.events import Rejection, ValidEvent, parse_event, quarantine_record
 
 GOOD = {"event_id": "e1", "entity_id": "truck-1", "ts": 1795255500000, "lat": 52.52, "lon": 13.405, "extra": [1]}
@@ -76,3 +78,64 @@ def test_the_shared_event_table(case: dict[str, str | None]) -> None:
     else:
         assert isinstance(got, Rejection) and got.code == case["code"], got
         assert str(case["names"]).lower() in got.reason.lower(), got.reason
+
+
+RENAMED = EventFields(event_id="id", entity_id="vehicle", ts="time", lat="latitude", lon="longitude")
+CANONICAL = dict(zip(REQUIRED_FIELDS, RENAMED.names, strict=True))
+
+
+def renamed_case(case: dict[str, str | None]) -> tuple[bytes, str]:
+    """A table case with the event's keys (and a needle naming a field) under RENAMED's names."""
+    text, needle = str(case["raw"]), str(case["names"])
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return text.encode(), needle
+    if isinstance(doc, dict):
+        text = json.dumps(RENAMED.mapped(doc))
+    return text.encode(), CANONICAL.get(needle, needle)
+
+
+@pytest.mark.parametrize("case", TABLE, ids=[c["case"] for c in TABLE])
+def test_the_shared_event_table_under_a_producers_own_names(case: dict[str, str | None]) -> None:
+    # GIVEN a case of the shared table with every field renamed (id, vehicle, time, latitude, longitude)
+    data, needle = renamed_case(case)
+    # WHEN parsed with that mapping
+    got = parse_event(data, RENAMED)
+    # THEN the outcome is the table's, and a reason names the producer's field
+    if case["code"] is None:
+        assert isinstance(got, ValidEvent), got
+    else:
+        assert isinstance(got, Rejection) and got.code == case["code"], got
+        assert needle.lower() in got.reason.lower(), got.reason
+
+
+def test_a_mapped_event_comes_out_under_the_canonical_names() -> None:
+    # GIVEN an event under a producer's names, with its bytes
+    data = json.dumps(RENAMED.mapped(GOOD)).encode()
+    # WHEN parsed with the mapping
+    ev = parse_event(data, RENAMED)
+    # THEN the routing fields are read, the fields carry the canonical names, and the bytes are kept as sent
+    assert isinstance(ev, ValidEvent)
+    assert (ev.event_id, ev.entity_id, ev.lat, ev.lon) == ("e1", "truck-1", 52.52, 13.405)
+    assert ev.fields == GOOD and ev.raw == data
+    # AND with the default mapping the same bytes miss every field, named in the reason
+    rj = parse_event(data)
+    assert isinstance(rj, Rejection) and rj.reason.startswith("missing_field: event_id, entity_id, ts, lat, lon")
+
+
+@pytest.mark.parametrize(("changes", "code", "needle"), [
+    ({"latitude": ...}, "missing_field", "latitude"),
+    ({"latitude": "north"}, "bad_type", "latitude must be a number"),
+    ({"vehicle": {"a": 1}}, "bad_type", "vehicle must be a string"),
+    ({"latitude": 91.0}, "lat_out_of_range", "latitude 91.0"),
+    ({"longitude": 200}, "lon_out_of_range", "longitude 200"),
+    ({"time": "noon"}, "bad_timestamp", "time 'noon'"),
+])
+def test_a_reason_names_the_producers_field(changes: dict[str, object], code: str, needle: str) -> None:
+    # GIVEN a bad event under the producer's names
+    doc = {**RENAMED.mapped(GOOD), **changes}
+    data = json.dumps({k: v for k, v in doc.items() if v is not ...}).encode()
+    # WHEN parsed with the mapping THEN the code is the contract's and the reason names the producer's key
+    rj = parse_event(data, RENAMED)
+    assert isinstance(rj, Rejection) and rj.code == code and needle in rj.reason, rj
