@@ -201,3 +201,18 @@ def test_unknown_builtin_names_the_choices() -> None:
     # WHEN an unknown built-in is asked for THEN the error names it and the choices
     with pytest.raises(RecordedLogError, match=r"'builtin:nope'.*builtin:nyharbor"):
         builtin_log("builtin:nope")
+
+
+def test_a_parquet_log_names_its_rows(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # GIVEN a Parquet log with integer entities and epoch-millisecond times, one latitude missing
+    path = tmp_path / "day.parquet"
+    pq.write_table(pa.table({"lat": [1.0, None, 3.0], "lon": [2.0, 2.0, 4.0], "ts": [T0 * 1000 + 9, T0 * 1000, T0 * 1000],
+                             "entity_id": [7, 8, 9]}), path)
+    # WHEN it is read
+    log = read_recorded(path, EventColumns())
+    # THEN the rows are named by row number, the entities are text, the bad row is named by its row
+    assert log.event_id == ("day.parquet:row3", "day.parquet:row1") and log.entity_id == ("9", "7")
+    assert [(b.line, b.reason.split(":")[0]) for b in log.bad] == [(2, "missing_field")] and log.unit == "row"
