@@ -83,8 +83,8 @@ BUILTIN_LOGS = {
     "nyharbor": BuiltinLog(
         "tracktable_data", "tracktable-data==1.7.3.1", "python_example_data/NYHarbor_2020_06_30_first_hour.csv",
         EventColumns(lat="LAT", lon="LON", time="BaseDateTime", entity="MMSI", entity_given=True), "iso",
-        "AIS positions of 295 vessels in New York harbor, 2020-06-30 00:00-01:00 UTC (8,689 rows; US MarineCadastre "
-        "AIS as shipped by tracktable-data)"),
+        "AIS positions of 295 vessels in New York harbor, 2020-06-30 00:00-01:00 UTC (8,689 rows in the column layout "
+        "of the US MarineCadastre AIS files, as shipped in tracktable-data)"),
 }
 
 
