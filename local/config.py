@@ -11,6 +11,7 @@ from typing import Any
 
 from local.dataset import BUILTIN_DATASETS, HOTSPOT, SHIFT
 from local.fault_names import parse_faults
+from local.recorded import BUILTIN_LOGS, BUILTIN_PREFIX
 from partitioner.load.eventtimes import TIME_UNITS
 
 
@@ -167,7 +168,8 @@ def _events_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) ->
         "--rate and --dataset do not apply; the cap follows the log's mean rate.")
     g.add_argument("--events", metavar="FILE",
                    help="recorded events: .csv, .jsonl/.ndjson/.json (one object per line; .gz for both) or .parquet; "
-                        "or builtin:nyharbor (real AIS ship positions shipped in the tracktable-data package)")
+                        "or a real recorded log shipped in a package (its columns preset): "
+                        + "; ".join(f"{BUILTIN_PREFIX}{name}: {log.about}" for name, log in BUILTIN_LOGS.items()))
     for flag, default in (("--lat", "lat"), ("--lon", "lon"), ("--time", "ts")):
         g.add_argument(flag, metavar="COL", help=f"{flag[2:]} column (default {default})")
     g.add_argument("--entity", metavar="COL",
