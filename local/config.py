@@ -11,7 +11,28 @@ from typing import Any
 
 from local.dataset import BUILTIN_DATASETS, HOTSPOT, SHIFT
 from local.fault_names import parse_faults
+from local.recorded import BUILTIN_LOGS, BUILTIN_PREFIX
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
+from partitioner.load.eventtimes import TIME_UNITS
+
+
+@dataclass(frozen=True)
+class EventsOptions:
+    """``--events`` and its column flags: the recorded log the replay sends (:mod:`local.recorded`).
+
+    A column flag left out is None: the built-in log's column, else the ``partitioner counts`` default.
+    ``speed`` and ``max_duration_s`` are ``--speed`` and ``--duration`` (or ``--quick``'s) as given, None when not.
+    """
+
+    path: str
+    lat: str | None = None
+    lon: str | None = None
+    time: str | None = None
+    entity: str | None = None
+    event_id: str | None = None
+    time_unit: str | None = None
+    speed: float | None = None
+    max_duration_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +95,11 @@ class RunConfig:
     shards_per_worker: int = 1  # SHARDS_PER_WORKER of the partitioner: geo-stream shards each worker owns
     faults: tuple[str, ...] = ()  # local/fault_names.py FAULTS, injected during the run (--faults)
     event_fields: EventFields = DEFAULT_EVENT_FIELDS
+    events: EventsOptions | None = None  # --events: replay a recorded log instead of the built-in places
+
+    def source(self) -> str:
+        """What the replay sends, for the report's header."""
+        return f"dataset {self.dataset!r}" if self.events is None else f"recorded log {self.events.path!r}"
 
     @property
     def cap(self) -> float:
@@ -129,8 +155,51 @@ def build_parser() -> argparse.ArgumentParser:
                     "to --out. Exits 1 if an invariant breaks (among them: more than 2% of worker-windows over the "
                     "cap, or one above 110%), 2 on bad arguments, 3 when a component of the loop is missing.")
     _scenario_arguments(p, d, q)
+    _events_arguments(p, d, q)
     _run_arguments(p, d, q)
     return p
+
+
+def _events_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) -> None:
+    """``--events FILE`` and the column options of ``python -m partitioner counts``."""
+    g = p.add_argument_group(
+        "replaying your own recorded events (--events)",
+        "The log is read like 'python -m partitioner counts' reads it and sent in recorded-time order: an event "
+        "recorded d seconds after the first is sent d/--speed seconds after the replay starts (its ts is that "
+        "replay time; the recorded time rides along as recorded_utc). Without --speed the whole log plays in "
+        f"--duration (default {d.duration_s:g} s, --quick {q.duration_s:g} s); with --speed the replay lasts "
+        "span/speed, cut at --duration when given. Until the first spec is active the log's first window is "
+        "replayed over and over (ids <event_id>#warmup<k>). Bad rows go to the quarantine naming file and line. "
+        "--rate and --dataset do not apply; the cap follows the log's mean rate.")
+    g.add_argument("--events", metavar="FILE",
+                   help="recorded events: .csv, .jsonl/.ndjson/.json (one object per line; .gz for both) or .parquet; "
+                        "or a real recorded log shipped in a package (its columns preset): "
+                        + "; ".join(f"{BUILTIN_PREFIX}{name}: {log.about}" for name, log in BUILTIN_LOGS.items()))
+    for flag, default in (("--lat", "lat"), ("--lon", "lon"), ("--time", "ts")):
+        g.add_argument(flag, metavar="COL", help=f"{flag[2:]} column (default {default})")
+    g.add_argument("--entity", metavar="COL",
+                   help="entity column (default entity_id when the file has it; else each event is its own entity)")
+    g.add_argument("--event-id", metavar="COL",
+                   help="event id column (default: none, event ids are <file name>:<line>)")
+    g.add_argument("--time-unit", choices=TIME_UNITS, default=None,
+                   help="numbers are epoch s or ms (auto: above 1e11 is ms), or times are ISO-8601 text (default auto)")
+
+
+def _events_options(ns: argparse.Namespace) -> EventsOptions | None:
+    """The :class:`EventsOptions` of the command line; ValueError naming a flag that does not fit ``--events``."""
+    columns = {"lat": ns.lat, "lon": ns.lon, "time": ns.time, "entity": ns.entity, "event_id": ns.event_id,
+               "time_unit": ns.time_unit}
+    if ns.events is None:
+        given = [f"--{k.replace('_', '-')}" for k, v in columns.items() if v is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} only apply with --events FILE")
+        return None
+    for flag, value in (("--dataset", ns.dataset), ("--rate", ns.rate)):
+        if value is not None:
+            raise ValueError(f"{flag} {value!r} does not apply with --events {ns.events!r}: the recorded log sets "
+                             "the places and the rate")
+    max_duration = ns.duration if ns.duration is not None else (QUICK["duration_s"] if ns.quick else None)
+    return EventsOptions(ns.events, **columns, speed=ns.speed, max_duration_s=max_duration)
 
 
 def _scenario_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) -> None:
@@ -210,8 +279,9 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
                                  "rate": ns.rate, "max_load": ns.max_load, "window_s": ns.window}.items()
                if v is not None}
     faults = parse_faults(ns.faults, ns.swap_mode)  # FaultError (a ValueError) naming the bad name: exit 2
+    events = _events_options(ns)  # ValueError naming a flag that does not fit: exit 2
     return RunConfig(**{**base.__dict__, **changes, "out": ns.out, "seed": ns.seed, "swap_mode": ns.swap_mode,
-                        "shards_per_worker": ns.shards_per_worker, "faults": faults,
+                        "shards_per_worker": ns.shards_per_worker, "faults": faults, "events": events,
                         "event_fields": _event_fields(ns.event_fields)})
 
 

@@ -13,6 +13,7 @@ import time
 from local.dataset import Scenario
 from local.faults.follow import fault_pending, poll_faults
 from local.loops import LoopThread
+from local.recorded import RecordedTimeline
 from local.state import RunState, say
 
 #: The tail gives up after drain_timeout_s without new output, and never waits longer than this
@@ -70,7 +71,7 @@ def announce_flips(state: RunState, seen: int) -> int:
     return len(flips)
 
 
-def replay_phase(state: RunState, scenario: Scenario) -> None:
+def replay_phase(state: RunState, scenario: Scenario | RecordedTimeline) -> None:
     """Watch the replay until it is done: progress, phases, flips, output."""
     assert state.replayer is not None and state.output is not None
     last_print, flips_seen, last_out_read, phase = 0.0, 0, 0.0, ""

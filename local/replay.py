@@ -11,6 +11,9 @@ snapshot was aggregated, partitioned and deployed) it sends the scenario's *star
 the same rate (starting on a window boundary, ``align_s``); the scenario clock (day/night, hotspot) and ``duration_s`` start when the
 system is live, so a slow Spark start on a busy machine does not eat the part of the replay
 where the load moves. ``warmup_timeout_s`` bounds the wait.
+
+:class:`RecordedReplayer` sends a recorded log instead (``--events``): on its recorded clock, its first window
+over and over during the warm-up (:mod:`local.recorded`).
 """
 
 from __future__ import annotations
@@ -20,8 +23,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from local.dataset import EventFactory, bad_events
 from local.loops import FatalLoopError, LoopThread
+from local.recorded import WARMUP_SUFFIX, RecordedLog, ReplayPlan, log_events, utc_text
+from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 
 
 class Replayer(LoopThread):
@@ -110,3 +118,135 @@ class Replayer(LoopThread):
                 time.sleep(min(2.0, 0.1 * 2 ** attempt))
             else:
                 raise RuntimeError(f"PutRecords to {self.stream!r}: {len(batch)} records still rejected after 20 tries")
+
+
+class RecordedReplayer(LoopThread):
+    """Sends a recorded log on its recorded clock (:mod:`local.recorded`), warm-up first; stops by itself.
+
+    It has the attributes the run reads from a :class:`Replayer` (``sent_ids``, ``bad_sent``, ``began_at``,
+    ``started_at``, ``ended_at``, ``fraction``, ``warming_up``, ``done``, ``duration_s``), plus
+    ``recorded_sent`` (rows of the log sent on the replay clock, each once) and ``warmup_sent`` (warm-up copies
+    of the log's first window, ids ``<event_id>#warmup<k>``). ``bad_sent`` stays empty: nothing bad is injected
+    (the log's own bad rows go straight to the quarantine, :func:`local.recorded.quarantine_bad_rows`).
+    """
+
+    def __init__(self, kinesis: Any, stream: str, log: RecordedLog, plan: ReplayPlan, tick_s: float = 0.5,
+                 live: Callable[[], bool] = lambda: True, warmup_timeout_s: float = 240.0, align_s: float = 0.0,
+                 clock: Callable[[], float] = time.time, fields: EventFields = DEFAULT_EVENT_FIELDS) -> None:
+        super().__init__("replay", tick_s)
+        self.kinesis, self.stream, self.log, self.plan = kinesis, stream, log, plan
+        self.fields = fields  # the keys the events are sent under (--event-fields)
+        self.tick_s, self.live, self.align_s, self.clock = tick_s, live, align_s, clock
+        self.warmup_timeout_s = warmup_timeout_s
+        self.duration_s = plan.duration_s
+        self.began_at: float | None = None    # first warm-up pass starts
+        self.started_at: float | None = None  # the replay clock starts (system live)
+        self.ended_at: float | None = None    # the last events were sent
+        self.sent_ids: list[str] = []
+        self.bad_sent: dict[str, int] = {}
+        self.recorded_sent = 0
+        self.warmup_sent = 0
+        self.warmup_passes = 0
+        self._pass_start: float | None = None
+        self._pass_next = 0
+        self.put_retries = 0
+        self.done = False
+
+    @property
+    def fraction(self) -> float:
+        """How far through the replay we are, in [0, 1]."""
+        if self.started_at is None:
+            return 0.0
+        return min(1.0, (self.clock() - self.started_at) / self.duration_s)
+
+    @property
+    def warming_up(self) -> bool:
+        return self.started_at is None
+
+    def step(self) -> None:
+        if self.done:
+            return
+        now = self.clock()
+        if self.began_at is None:
+            if self.align_s > 0 and now % self.align_s > self.tick_s:
+                return  # start on a window boundary, so a warm-up pass fills one window
+            self.began_at = now
+        if self.started_at is None:
+            if self.live():
+                self.started_at = now
+            elif now - self.began_at > self.warmup_timeout_s:
+                raise FatalLoopError(f"no spec became active within {self.warmup_timeout_s:g}s of warm-up: "
+                                     "see the Spark, partitioner and worker logs")
+            else:
+                self._warm_up(now)
+                return
+        self._replay(now)
+
+    def _warm_up(self, now: float) -> None:
+        """Send the first window's events due in the current pass (passes start every ``window_s``)."""
+        first, period = self.plan.first_window, self.plan.window_s
+        assert self.began_at is not None
+        if self._pass_start is None:
+            self._pass_start, self.warmup_passes = self.began_at, 1
+        while True:
+            due = self._pass_start + self.plan.offsets_s[:first]
+            end = first if now - self._pass_start >= period else int(np.searchsorted(due, now, side="right"))
+            if end > self._pass_next:
+                self._send(self._pass_next, end, due[self._pass_next:end], f"{WARMUP_SUFFIX}{self.warmup_passes}")
+                self.warmup_sent += end - self._pass_next
+                self._pass_next = end
+            if now - self._pass_start < period:
+                return
+            self._pass_start += period
+            self.warmup_passes += 1
+            self._pass_next = 0
+
+    def _replay(self, now: float) -> None:
+        """Send every event due on the replay clock; end after ``duration_s``."""
+        assert self.started_at is not None
+        elapsed = now - self.started_at
+        plan = self.plan
+        end = plan.send if elapsed >= plan.duration_s else min(
+            plan.send, int(np.searchsorted(plan.offsets_s, elapsed, side="right")))
+        if end > self.recorded_sent:
+            lo = self.recorded_sent
+            self._send(lo, end, self.started_at + plan.offsets_s[lo:end], "")
+            self.recorded_sent = end
+        if elapsed >= plan.duration_s:
+            self.ended_at = now
+            self.done = True
+            self.stop()
+
+    def _send(self, lo: int, hi: int, due_s: npt.NDArray[np.float64], suffix: str) -> None:
+        events = log_events(self.log, lo, hi, np.floor(due_s * 1000.0).astype(np.int64), suffix)
+        sent = events if self.fields.is_default else [self.fields.mapped(e) for e in events]
+        self.put_retries += put_all(self.kinesis, self.stream,
+                                    [(json.dumps(m).encode(), str(e["entity_id"])) for e, m in zip(events, sent, strict=True)])
+        self.sent_ids.extend(str(e["event_id"]) for e in events)
+
+    def summary(self) -> dict[str, object]:
+        """What was sent, for the report (``report.json`` "recorded")."""
+        log, plan = self.log, self.plan
+        return {"source": log.source, "good_rows": len(log), "bad_rows": len(log.bad),
+                "bad_by_reason": log.bad_by_reason(), "recorded_sent": self.recorded_sent,
+                "not_sent_after_duration_cap": len(log) - plan.send, "warmup_copies": self.warmup_sent,
+                "warmup_passes": self.warmup_passes, "speed": plan.speed, "duration_s": plan.duration_s,
+                "span_s": log.span_s, "first_recorded_utc": utc_text(int(log.ms[0])),
+                "last_recorded_utc": utc_text(int(log.ms[-1]))}
+
+
+def put_all(kinesis: Any, stream: str, records: list[tuple[bytes, str]]) -> int:
+    """PutRecords in batches of 500, retrying what Kinesis rejects (20 tries); return how many retries it took."""
+    retries = 0
+    for i in range(0, len(records), 500):
+        batch = [{"Data": d, "PartitionKey": k} for d, k in records[i:i + 500]]
+        for attempt in range(20):
+            resp = kinesis.put_records(StreamName=stream, Records=batch)
+            if not resp.get("FailedRecordCount"):
+                break
+            retries += 1
+            batch = [r for r, res in zip(batch, resp["Records"], strict=True) if "ErrorCode" in res]
+            time.sleep(min(2.0, 0.1 * 2 ** attempt))
+        else:
+            raise RuntimeError(f"PutRecords to {stream!r}: {len(batch)} records still rejected after 20 tries")
+    return retries

@@ -28,6 +28,7 @@ import shutil
 import signal
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
@@ -39,10 +40,12 @@ from local.errors import LocalRunError
 from local.faults.follow import fault_table
 from local.loops import LoopThread
 from local.phases import replay_phase, tail_phase
+from local.recorded import RecordedLog, ReplayPlan, builtin_log, builtin_path, plan_replay, read_recorded
 from local.report.collect import collect_live
 from local.report.finish import finish
-from local.start import build_scenario, start_aws, start_services
+from local.start import build_scenario, start_aws, start_recorded_services, start_services
 from local.state import RunState
+from partitioner.load.eventread import EventColumns
 
 #: Modules the loop cannot run without, and what each is for.
 REQUIRED_MODULES = {
@@ -79,6 +82,14 @@ def missing_components() -> dict[str, str]:
 
 def run_loop(state: RunState) -> None:
     """Start everything, replay, wait for the tail (the teardown is :func:`teardown`)."""
+    if state.recorded is not None:
+        aws = start_aws(state)
+        start_recorded_services(state, aws, *state.recorded)
+        assert state.scenario is not None
+        replay_phase(state, state.scenario)
+        tail_phase(state)
+        fault_table(state)
+        return
     places, scenario = build_scenario(state)
     aws = start_aws(state)
     start_services(state, aws, places, scenario)
@@ -118,9 +129,12 @@ def prepare_out(out: Path) -> None:
         old.unlink(missing_ok=True)
 
 
-def execute(cfg: RunConfig) -> int:
-    """Run the loop, write the report, and return the exit code (see the module docstring)."""
-    state = RunState(config=cfg, started_at=time.time())
+def execute(cfg: RunConfig, recorded: tuple[RecordedLog, ReplayPlan] | None = None) -> int:
+    """Run the loop, write the report, and return the exit code (see the module docstring).
+
+    ``recorded`` is the log of ``--events`` and its schedule (:func:`load_recorded`), None for the built-in replay.
+    """
+    state = RunState(config=cfg, started_at=time.time(), recorded=recorded)
     missing = missing_components()
     if missing:
         print("cannot run the local loop: these components are missing:", file=sys.stderr)
@@ -161,15 +175,41 @@ def _collect_before_teardown(state: RunState) -> None:
             state.events_log.append(f"collecting results failed: {type(exc).__name__}: {exc}")
 
 
+def load_recorded(cfg: RunConfig) -> tuple[RunConfig, tuple[RecordedLog, ReplayPlan]]:
+    """Read the log of ``--events`` and plan its replay; return the config with the plan's speed, duration and rate.
+
+    Raises
+    ------
+    ValueError
+        The log cannot be read, lacks a mapped column, has no valid event, or names an unknown built-in
+        (:class:`~partitioner.errors.EventLogError` or :class:`~local.recorded.RecordedLogError`).
+    """
+    ev = cfg.events
+    assert ev is not None
+    builtin = builtin_log(ev.path)
+    preset = builtin.columns if builtin is not None else EventColumns()
+    columns = EventColumns(ev.lat or preset.lat, ev.lon or preset.lon, ev.time or preset.time,
+                           ev.entity or preset.entity, ev.entity is not None or preset.entity_given)
+    unit = ev.time_unit or (builtin.time_unit if builtin is not None else "auto")
+    path = builtin_path(builtin) if builtin is not None else Path(ev.path)
+    log = read_recorded(path, columns, ev.event_id, unit)
+    plan = plan_replay(log, ev.speed, ev.max_duration_s, cfg.duration_s, cfg.window_s)
+    return replace(cfg, speed=plan.speed, duration_s=plan.duration_s, rate=plan.rate), (log, plan)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m local.run``."""
+    recorded = None
     try:
         cfg = parse_args(argv)
-        load_places(cfg.dataset, limit=2)
+        if cfg.events is None:
+            load_places(cfg.dataset, limit=2)
+        else:
+            cfg, recorded = load_recorded(cfg)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return execute(cfg)
+    return execute(cfg, recorded)
 
 
 if __name__ == "__main__":

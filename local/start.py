@@ -8,6 +8,7 @@ of ``--faults`` (:mod:`local.faults.arm`).
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,8 @@ from local.loops import Invocation, ManifestNotifier, RouterPoller, load_handler
 from local.observe import ControlObserver
 from local.outcomes import summarise
 from local.output import EnrichedReader
-from local.replay import Replayer
+from local.recorded import RecordedLog, RecordedTimeline, ReplayPlan, describe, quarantine_bad_rows
+from local.replay import RecordedReplayer, Replayer
 from local.spark import start_spark, wait_for_spark
 from local.state import RunState, say
 from partitioner.aws_budget.calls import CallLog
@@ -84,6 +86,34 @@ def on_invocation(state: RunState, aws: EmbeddedAws) -> Any:
 def start_services(state: RunState, aws: EmbeddedAws, places: Places, scenario: Scenario) -> None:
     """Start Spark, then the observer, the S3 notifier, the router ESM, the deployer and the replay."""
     cfg = state.config
+    observer = _start_components(state, aws)
+    state.replayer = Replayer(aws.client("kinesis"), aws.names.ingest_stream, EventFactory(places, scenario, cfg.seed, fields=cfg.event_fields),
+                              cfg.rate, cfg.duration_s, live=lambda: observer.active_version is not None,
+                              warmup_timeout_s=WARMUP_TIMEOUT_S, align_s=cfg.window_s)
+    _start_loops(state, aws)
+    say(state, f"replaying {len(places)} places of {places.source!r} at {cfg.rate:g} events/s: warm-up at "
+               f"simulated {scenario.sim_time(0):%H:%M} UTC until the first spec is active, then {cfg.duration_s:g}s: "
+               f"steady, day/night shift ({cfg.speed:g}x simulated time), new hotspot {state.hotspot_name!r} "
+               f"ramping, steady; pace: {cfg.pace()}")
+
+
+def start_recorded_services(state: RunState, aws: EmbeddedAws, log: RecordedLog, plan: ReplayPlan) -> None:
+    """Like :func:`start_services`, replaying a recorded log (``--events``); its bad rows go to the quarantine."""
+    cfg = state.config
+    state.scenario = RecordedTimeline(int(log.ms[0]), plan.speed, plan.duration_s)
+    key = quarantine_bad_rows(aws.client("s3"), aws.names.quarantine_bucket, log, int(time.time() * 1000))
+    observer = _start_components(state, aws)
+    state.replayer = RecordedReplayer(aws.client("kinesis"), aws.names.ingest_stream, log, plan,
+                                      live=lambda: observer.active_version is not None,
+                                      warmup_timeout_s=WARMUP_TIMEOUT_S, align_s=cfg.window_s,
+                                      fields=cfg.event_fields)
+    _start_loops(state, aws)
+    say(state, describe(log, plan) + (f"; bad rows written to s3://{aws.names.quarantine_bucket}/{key}" if key else ""))
+
+
+def _start_components(state: RunState, aws: EmbeddedAws) -> ControlObserver:
+    """Start Spark and make the fleet, the observer, the notifier, the router, the deployer and the output reader."""
+    cfg = state.config
     state.calls = count_this_process(CallLog())  # before any handler makes its clients
     partitioner_handler = load_handler("lambdas.partitioner.handler:handler")
     router_handler = load_handler("lambdas.router.handler:handler")
@@ -103,14 +133,12 @@ def start_services(state: RunState, aws: EmbeddedAws, places: Places, scenario: 
     state.deployer = DeployDriver(aws, fleet, say=lambda m: say(state, m),
                                   green_timeout_s=GREEN_TIMEOUT_S, drain_timeout_s=DRAIN_TIMEOUT_S)
     state.output = EnrichedReader(aws.client("s3"), aws.names.output_bucket)
-    factory = EventFactory(places, scenario, cfg.seed, fields=cfg.event_fields)  # events under --event-fields' keys
-    state.replayer = Replayer(aws.client("kinesis"), aws.names.ingest_stream, factory,
-                              cfg.rate, cfg.duration_s, live=lambda: observer.active_version is not None,
-                              warmup_timeout_s=WARMUP_TIMEOUT_S, align_s=cfg.window_s)
+    return observer
+
+
+def _start_loops(state: RunState, aws: EmbeddedAws) -> None:
+    """Start the loop threads (the replay last) and arm the faults of ``--faults``."""
     for loop in (state.observer, state.notifier, state.router, state.deployer, state.replayer):
+        assert loop is not None
         loop.start()
     arm_faults(state, aws)
-    say(state, f"replaying {len(places)} places of {places.source!r} at {cfg.rate:g} events/s: warm-up at "
-               f"simulated {scenario.sim_time(0):%H:%M} UTC until the first spec is active, then {cfg.duration_s:g}s: "
-               f"steady, day/night shift ({cfg.speed:g}x simulated time), new hotspot {state.hotspot_name!r} "
-               f"ramping, steady; pace: {cfg.pace()}")

@@ -22,7 +22,8 @@ from local.fleet import LocalFleet
 from local.loops import ManifestNotifier, RouterPoller
 from local.observe import ControlObserver
 from local.output import EnrichedReader
-from local.replay import Replayer
+from local.recorded import RecordedLog, RecordedTimeline, ReplayPlan
+from local.replay import RecordedReplayer, Replayer
 from partitioner.aws_budget.calls import CallLog
 
 
@@ -33,7 +34,7 @@ class RunState:
     config: RunConfig
     started_at: float
     aws: EmbeddedAws | None = None
-    replayer: Replayer | None = None
+    replayer: Replayer | RecordedReplayer | None = None
     notifier: ManifestNotifier | None = None
     router: RouterPoller | None = None
     observer: ControlObserver | None = None
@@ -43,7 +44,7 @@ class RunState:
     fleet: LocalFleet | None = None
     spark: procs.Child | None = None
     output: EnrichedReader | None = None
-    scenario: Scenario | None = None
+    scenario: Scenario | RecordedTimeline | None = None
     places_source: str = ""
     hotspot_name: str = ""
     events_log: list[str] = field(default_factory=list)
@@ -57,6 +58,7 @@ class RunState:
     live: dict[str, Any] = field(default_factory=dict)  # read from moto before it stops (local.report.collect)
     desired_after: dict[str, int | None] = field(default_factory=dict)  # manifest key -> desired version
     faults: list[Any] = field(default_factory=list)  # local.faults injectors (--faults)
+    recorded: tuple[RecordedLog, ReplayPlan] | None = None  # --events: the log and its schedule (local.recorded)
 
 
 def say(state: RunState, message: str) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from local.dataset import HOTSPOT, SHIFT
+from local.dataset import HOTSPOT, SHIFT, Scenario
 from local.report.worker_load import MAX_UTILISATION, WorkerLoad
 from local.state import RunState
 
@@ -141,7 +141,7 @@ def utilisation_figure(state: RunState, load: WorkerLoad, flips: list[tuple[int,
         return []
     cfg, r = state.config, state.replayer
     phases = []
-    if r is not None and r.started_at is not None:
+    if r is not None and r.started_at is not None and isinstance(state.scenario, Scenario):  # a recorded log has none
         phases = [(name, r.started_at + lo * cfg.duration_s, r.started_at + hi * cfg.duration_s)
                   for name, (lo, hi) in (("day/night shift", SHIFT), ("hotspot ramp", HOTSPOT))]
     path = plot_utilisation(load, flips, cfg.out / "utilisation.png", state.started_at,

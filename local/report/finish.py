@@ -16,6 +16,7 @@ from typing import Any
 
 from local import calls
 from local.output import Delivery, delivery
+from local.replay import RecordedReplayer
 from local.report import specs, swaps
 from local.report.figures import utilisation_figure
 from local.report.flips import flip_times, flips_section
@@ -38,19 +39,36 @@ def measure_run(state: RunState) -> WorkerLoad:
 def io_lines(state: RunState, d: Delivery) -> list[str]:
     """Quarantined events by reason, and events in vs out."""
     q = state.live.get("quarantine")
-    bad = state.replayer.bad_sent if state.replayer else {}
-    lines = ["", "QUARANTINED EVENTS (injected on purpose: one per reason code, bad_type twice)",
-             f"  injected: {sum(bad.values())} {dict(sorted(bad.items()))}"]
+    r = state.replayer
+    bad = r.bad_sent if r else {}
+    if isinstance(r, RecordedReplayer):
+        bad = r.log.bad_by_reason()
+        lines = ["", "QUARANTINED EVENTS (the recorded log's bad rows, written by the replay; source file:line)",
+                 f"  bad rows: {len(r.log.bad)} {dict(sorted(bad.items()))}"]
+    else:
+        lines = ["", "QUARANTINED EVENTS (injected on purpose: one per reason code, bad_type twice)",
+                 f"  injected: {sum(bad.values())} {dict(sorted(bad.items()))}"]
     if q is not None:
         lines.append(f"  quarantined records: {q.total} by reason {dict(sorted(q.by_reason.items()))} "
                      f"by writer {q.by_writer}")
-    return [*lines, "", "EVENTS IN vs OUT", f"  valid events sent {d.sent}; enriched records {d.out_records}; unique "
+    return [*lines, "", "EVENTS IN vs OUT", *recorded_in(r),
+            f"  valid events sent {d.sent}; enriched records {d.out_records}; unique "
             f"event_ids out {d.out_unique}; duplicates (at-least-once, removed by dedupe) {d.duplicates}; "
             f"lost {d.lost}; unexpected {d.unexpected}",
             f"  router: {state.router.records_in if state.router else 0} ingest records read, "
             f"{state.router.invocations if state.router else 0} invocations, "
             f"{state.router.failed_items if state.router else 0} batch item failures retried",
             f"  cost reports by version: {state.live.get('cost_reports', {})}"]
+
+
+def recorded_in(r: Any) -> list[str]:
+    """What a recorded replay sent (none for the built-in replay)."""
+    if not isinstance(r, RecordedReplayer):
+        return []
+    cut = len(r.log) - r.plan.send
+    return [f"  recorded events sent {r.recorded_sent} of {len(r.log)} good rows (each once"
+            + (f"; {cut} recorded after the --duration cap not sent" if cut else "") + f") + {r.warmup_sent} "
+            f"warm-up copies of the log's first window ({r.warmup_passes} passes, ids <event_id>#warmup<k>)"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +101,7 @@ class Verdict:
 def sections(state: RunState, load: WorkerLoad, wall: float) -> Sections:
     """Write the spec files and figures; lay out every section from the header to the swaps."""
     cfg = state.config
-    text = ["", "=" * 100, f"GEO REBALANCER LOCAL RUN: {wall:.0f}s wall, dataset {cfg.dataset!r}, "
+    text = ["", "=" * 100, f"GEO REBALANCER LOCAL RUN: {wall:.0f}s wall, {cfg.source()}, "
             f"{cfg.rate:g} events/s for {cfg.duration_s:g}s at {cfg.speed:g}x, cap {cfg.cap:g} per "
             f"{cfg.window_s:g}s window, seed {cfg.seed}", "=" * 100, "", *utilisation_section(state, load),
             "", "TIMELINE", *state.events_log, ""]
@@ -138,8 +156,11 @@ def closing(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict,
                                                                *(p.name for p in body.figures),
                                                                "specs/v*.json", "specs/v*.geojson", "logs/"])]
     oc, d = load.over_cap(), body.delivered
+    r = state.replayer
+    events_in = (f"{d.sent} ({r.recorded_sent} recorded + {r.warmup_sent} warm-up copies)"
+                 if isinstance(r, RecordedReplayer) else f"{d.sent}")
     text.append(f"SUMMARY: {oc.over} of {oc.worker_windows} worker-windows over the cap ({100 * oc.share:.1f}%), worst "
-                f"{as_percent(oc.worst.utilisation if oc.worst else None)} at the workers; events in {d.sent}, out "
+                f"{as_percent(oc.worst.utilisation if oc.worst else None)} at the workers; events in {events_in}, out "
                 f"{d.out_unique} unique; {len(body.flips)} flips; {wall:.0f}s wall")
     text.append(f"RESULT: {'OK' if verdict.ok else 'FAILED'}")
     return text
@@ -153,6 +174,7 @@ def document(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict
             "utilisation": utilisation_json(load),
             "quarantine": asdict(q) if (q := state.live.get("quarantine")) is not None else None,
             "bad_injected": state.replayer.bad_sent if state.replayer else {},
+            "recorded": state.replayer.summary() if isinstance(state.replayer, RecordedReplayer) else None,
             "delivery": asdict(body.delivered), "invariants": [asdict(c) for c in verdict.checks],
             "loop_errors": [{"loop": n, "error": e} for n, e in verdict.loop_errors], "ok": verdict.ok,
             "figures": [p.name for p in body.figures],

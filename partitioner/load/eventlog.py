@@ -171,6 +171,35 @@ def count_events(paths: Sequence[str | Path], columns: EventColumns, options: Co
                        _count_distinct(entities) if entities else None)
 
 
+@dataclass(frozen=True, eq=False)
+class CheckedRows:
+    """Every row of one :class:`EventTable` checked: its values, the mask of good rows and every bad row.
+
+    ``lat``, ``lon`` and ``ms`` (epoch milliseconds) hold a row's values where ``ok``; ``bad`` holds the rows the
+    reader refused and every row with a bad value, in line order, each naming file, line and value.
+    """
+
+    lat: npt.NDArray[np.float64]
+    lon: npt.NDArray[np.float64]
+    ms: IntArray
+    ok: npt.NDArray[np.bool_]
+    bad: tuple[BadRow, ...]
+
+
+def check_rows(table: EventTable, columns: EventColumns, time_unit: str = "auto") -> CheckedRows:
+    """Check every row of ``table`` with the rules of :func:`count_events` and describe every bad one.
+
+    Unlike :func:`count_events` without ``skip_bad`` this never raises on a bad row: the caller decides
+    (the local loop's recorded replay quarantines them, :mod:`local.recorded`).
+    """
+    lat, lat_code = eventtimes.coordinate(table.lat, EVENT_LAT_LIMIT)
+    lon, lon_code = eventtimes.coordinate(table.lon, EVENT_LON_LIMIT)
+    ms, time_code = eventtimes.epoch_ms(table.time, time_unit)
+    ok = (lat_code == 0) & (lon_code == 0) & (time_code == 0)
+    bad = _describe(table, columns, np.flatnonzero(~ok), (lat_code, lon_code, time_code))
+    return CheckedRows(lat, lon, ms, ok, tuple(sorted(bad, key=lambda b: b.line)))
+
+
 def _check_table(table: EventTable, columns: EventColumns, options: CountOptions) -> tuple[IntArray, IntArray, npt.NDArray[np.bool_],
                                                                      list[BadRow]]:
     """Window and tile code per row, the mask of good rows, and the bad rows (raising the first without skip_bad)."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from local.config import QUICK, RunConfig, parse_args
+from local.config import QUICK, EventsOptions, RunConfig, parse_args
 from local.dataset import HOTSPOT
 from local.run import main
 
@@ -48,3 +48,37 @@ def test_a_bad_event_fields_flag_is_one_line_naming_it(capsys: pytest.CaptureFix
     err = capsys.readouterr().err.strip()
     assert err == ("error: --event-fields: unknown event field 'height' in {'height': 'h'} "
                    "(the fields are event_id, entity_id, ts, lat, lon)")
+
+
+def test_events_flags_make_events_options() -> None:
+    # GIVEN --events with column flags, a speed and a duration WHEN parsed
+    cfg = parse_args(["--events", "day.csv", "--lat", "LAT", "--lon", "LON", "--time", "t", "--entity", "car",
+                      "--event-id", "id", "--time-unit", "ms", "--speed", "60", "--duration", "90"])
+    # THEN the options keep them as given (the speed and duration as the replay's limits)
+    assert cfg.events == EventsOptions("day.csv", "LAT", "LON", "t", "car", "id", "ms", 60.0, 90.0)
+    assert cfg.source() == "recorded log 'day.csv'" and RunConfig().source() == "dataset 'world'"
+    # AND without --speed and --duration the speed is left to the log; --quick caps at its duration
+    assert parse_args(["--events", "d.csv"]).events == EventsOptions("d.csv")
+    assert parse_args(["--events", "d.csv", "--quick"]).events == EventsOptions("d.csv", max_duration_s=QUICK["duration_s"])
+    # AND the built-in replay has none
+    assert parse_args([]).events is None
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--lat", "y"], "--lat only apply with --events FILE"),
+    (["--event-id", "i", "--time-unit", "s"], "--event-id, --time-unit only apply with --events FILE"),
+    (["--events", "d.csv", "--rate", "50"], "--rate 50.0 does not apply with --events 'd.csv'"),
+    (["--events", "d.csv", "--dataset", "europe"], "--dataset 'europe' does not apply with --events 'd.csv'"),
+])
+def test_flags_that_do_not_fit_events_are_refused(argv: list[str], message: str) -> None:
+    # WHEN a flag is given that does not fit (with or without --events) THEN parsing raises naming it
+    with pytest.raises(ValueError) as exc:
+        parse_args(argv)
+    assert str(exc.value).startswith(message)
+
+
+def test_a_bad_time_unit_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    # WHEN --time-unit is not one of the reader's units THEN argparse exits 2 naming the value
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--events", "d.csv", "--time-unit", "fortnights"])
+    assert exc.value.code == 2 and "'fortnights'" in capsys.readouterr().err

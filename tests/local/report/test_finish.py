@@ -10,10 +10,13 @@ from typing import Any
 import pytest
 
 from local.aws import EmbeddedAws, Names
-from local.config import RunConfig
+from local.config import EventsOptions, RunConfig
 from local.observe import ControlObserver
+from local.recorded import plan_replay, read_recorded
+from local.replay import RecordedReplayer
 from local.report.finish import finish
 from local.state import RunState
+from partitioner.load.eventread import EventColumns
 
 T0 = 1_800_000_000.0
 SECTIONS = ("UTILISATION AT THE WORKERS", "TIMELINE", "THE SNAPSHOT'S ESTIMATE", "PARTITION TABLES", "FLIPS",
@@ -71,3 +74,28 @@ def test_a_section_that_cannot_be_written_fails_the_run_but_not_the_report(
     assert "SPEC SECTIONS FAILED" in text and "INVARIANTS" in text
     assert "[FAIL] the report was written completely: spec sections (tables, comparisons, maps, GeoJSON) failed: " \
            "RuntimeError: no plot for you" in text
+
+
+def test_a_recorded_replay_reports_its_log_its_bad_rows_and_its_warm_up_copies(tmp_path: Path) -> None:
+    # GIVEN a quiet run whose replay was a recorded log (one bad row) that sent its two good rows and three copies
+    log_file = tmp_path / "day.csv"
+    log_file.write_text("lat,lon,ts\n1,2,1700000000\n1,2,1700000060\n1,999,1700000000\n")
+    log = read_recorded(log_file, EventColumns())
+    plan = plan_replay(log, None, 30.0, 180.0, 10.0)
+    state = quiet_run(tmp_path)
+    state.config = RunConfig(out=tmp_path, events=EventsOptions(str(log_file)))
+    r = RecordedReplayer(None, "ingest", log, plan)
+    r.sent_ids = ["a#warmup1", "b#warmup1", "a#warmup2", "a", "b"]
+    r.recorded_sent, r.warmup_sent, r.warmup_passes, r.started_at, r.ended_at = 2, 3, 2, T0 + 10, T0 + 40
+    state.replayer = r
+    # WHEN the report is written
+    finish(state)
+    text = (tmp_path / "report.txt").read_text()
+    doc = json.loads((tmp_path / "report.json").read_text())
+    # THEN it names the log, its bad rows (no injected ones) and events in as recorded + warm-up copies
+    assert f"recorded log {str(log_file)!r}" in text.splitlines()[2]
+    assert "QUARANTINED EVENTS (the recorded log's bad rows" in text and "bad rows: 1 {'lon_out_of_range': 1}" in text
+    assert "recorded events sent 2 of 2 good rows (each once) + 3 warm-up copies of the log's first window (2 passes" in text
+    assert "events in 5 (2 recorded + 3 warm-up copies), out 0 unique" in text
+    assert doc["recorded"]["recorded_sent"] == 2 and doc["recorded"]["warmup_copies"] == 3
+    assert doc["recorded"]["bad_by_reason"] == {"lon_out_of_range": 1}

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from partitioner.errors import EventLogError
 from partitioner.geo.tiles import quadkey, tile
-from partitioner.load.eventlog import CountOptions, count_events, window_csv, window_name
-from partitioner.load.eventread import EventColumns
+from partitioner.load.eventlog import CountOptions, check_rows, count_events, window_csv, window_name
+from partitioner.load.eventread import EventColumns, read_event_table
 from partitioner.load.eventtimes import epoch_ms
 
 lons = st.floats(-180.0, 180.0, allow_nan=False)
@@ -108,3 +108,18 @@ def test_bad_options_are_refused() -> None:
     with pytest.raises(EventLogError, match="--zoom 0"):
         CountOptions(60, 0).check()
     assert np.int64(CountOptions(0.5, 3).window_ms) == 500
+
+
+def test_check_rows_describes_every_bad_row_without_raising(tmp_path: Path) -> None:
+    # GIVEN a file with two good rows, a bad latitude, a bad time and a row with too many fields
+    f = tmp_path / "e.csv"
+    f.write_text("lat,lon,ts\n1.5,2.5,1700000000\n91,2,1700000000\n1,2,soon\n1,2,3,4\n-1,-2,1700000000123\n")
+    # WHEN every row is checked
+    checked = check_rows(read_event_table(f, EventColumns()), EventColumns())
+    # THEN the good rows' values are there, and every bad row is named by line, in line order
+    assert checked.ok.tolist() == [True, False, False, True]
+    assert checked.lat[checked.ok].tolist() == [1.5, -1.0] and checked.ms[checked.ok].tolist() == [1700000000000,
+                                                                                                 1700000000123]
+    assert [(b.line, b.reason.split(":")[0]) for b in checked.bad] == [(3, "lat_out_of_range"), (4, "bad_timestamp"),
+                                                                        (5, "bad_type")]
+    assert all(b.source == str(f) for b in checked.bad) and checked.bad[1].raw == "1,2,soon"

@@ -1,0 +1,336 @@
+"""A recorded event log as the loop's event source (``python -m local.run --events FILE``).
+
+Reading
+    The log is read by the reader of ``python -m partitioner counts``
+    (:func:`partitioner.load.eventread.read_event_table`: CSV, JSON lines, Parquet; the same column options and
+    time units) and every row is checked with its rules (:func:`partitioner.load.eventlog.check_rows`). A bad row
+    (one the reader refused, or a bad value) is never sent: :func:`quarantine_bad_rows` writes it to the loop's
+    quarantine as a :class:`~partitioner.contracts.quarantine.QuarantineRecord` whose ``source`` is ``file:line``
+    and whose reason names the value. A row whose mapped entity or event id is empty is bad too
+    (``missing_field``). The good rows are sorted by recorded time, stable (equal times keep file order).
+
+Ids
+    ``entity_id`` is the text of the entity column (``--entity``; ``entity_id`` when the file has one), else each
+    event is its own entity. ``event_id`` is the text of the ``--event-id`` column, else ``<file name>:<line>``
+    (Parquet: ``<file name>:row<N>``), unique within the log.
+
+Clock
+    Recorded time maps to wall time at ``speed`` recorded seconds per wall second, relative to the first event: an
+    event recorded ``d`` seconds after the first is sent ``d / speed`` seconds after the replay clock starts. Its
+    ``ts`` is that replay-clock time (epoch ms), not the recorded time: Spark's event-time windows, the utilisation
+    per window and the report all run on the wall clock, as in the built-in replay, so a snapshot window of ``W``
+    wall seconds holds ``W * speed`` recorded seconds. The recorded time rides along as ``recorded_utc``.
+
+Speed and duration (:func:`plan_replay`)
+    Without ``--speed`` the whole log plays in the run's duration (``--duration``; 180 s, ``--quick`` 80 s):
+    ``speed = span / duration``. With ``--speed`` the replay lasts ``span / speed``, capped by ``--duration`` (or
+    ``--quick``'s) when given; events recorded after the cap are not sent and the report says how many.
+
+Warm-up
+    Until the first spec is active, the replay sends the log's *first window* (the events recorded in its first
+    ``window_s * speed`` seconds) over and over at their recorded pace, each pass starting on a window boundary,
+    with event ids ``<event_id>#warmup<k>`` (pass ``k``). The first snapshots so hold the log's start load and the
+    first spec is built for it. The replay clock starts when a spec is active; from then on every good row is
+    sent exactly once. Events in = recorded events sent + warm-up copies; every one must come out.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from local.errors import LocalRunError
+from partitioner.contracts.events import MAX_PARTITION_KEY
+from partitioner.contracts.quarantine import lambda_quarantine_key
+from partitioner.load.eventlog import BadRow, check_rows
+from partitioner.load.eventread import EventColumns, EventTable, read_event_table
+
+IntArray = npt.NDArray[np.int64]
+#: ``--events builtin:NAME`` prefix.
+BUILTIN_PREFIX = "builtin:"
+#: The writer name of the replay's quarantine objects (``quarantine/<writer>/<day>/<epoch_ms>-<id>.jsonl``).
+QUARANTINE_WRITER = "replay"
+#: Suffix of a warm-up copy's event id (``<event_id>#warmup<k>``).
+WARMUP_SUFFIX = "#warmup"
+
+
+class RecordedLogError(LocalRunError, ValueError):
+    """A recorded log cannot be replayed: unknown built-in, missing package, no valid event, bad option."""
+
+
+@dataclass(frozen=True)
+class BuiltinLog:
+    """A real recorded log shipped in a package's wheel, and the columns it names."""
+
+    package: str
+    pip_name: str
+    resource: str
+    columns: EventColumns
+    time_unit: str
+    about: str
+
+
+#: Real recorded logs shipped in packages (requirements-dev.txt), by ``builtin:NAME``.
+BUILTIN_LOGS = {
+    "nyharbor": BuiltinLog(
+        "tracktable_data", "tracktable-data==1.7.3.1", "python_example_data/NYHarbor_2020_06_30_first_hour.csv",
+        EventColumns(lat="LAT", lon="LON", time="BaseDateTime", entity="MMSI", entity_given=True), "iso",
+        "AIS positions of 295 vessels in New York harbor, 2020-06-30 00:00-01:00 UTC (8,689 rows in the column layout "
+        "of the US MarineCadastre AIS files, as shipped in tracktable-data)"),
+}
+
+
+def builtin_log(spec: str) -> BuiltinLog | None:
+    """The :class:`BuiltinLog` named by ``builtin:NAME``, None for a path; :class:`RecordedLogError` for a bad NAME."""
+    if not spec.startswith(BUILTIN_PREFIX):
+        return None
+    name = spec[len(BUILTIN_PREFIX):]
+    if name not in BUILTIN_LOGS:
+        raise RecordedLogError(f"--events {spec!r}: no such built-in log; choose one of "
+                               f"{', '.join(BUILTIN_PREFIX + n for n in BUILTIN_LOGS)}")
+    return BUILTIN_LOGS[name]
+
+
+def builtin_path(log: BuiltinLog) -> Path:
+    """The file of a built-in log inside its installed package (:class:`RecordedLogError` when not installed)."""
+    try:
+        root = resources.files(log.package)
+    except ModuleNotFoundError:
+        raise RecordedLogError(f"the built-in log needs the package {log.pip_name!r} (requirements-dev.txt): "
+                               f"pip install {log.pip_name}") from None
+    return Path(str(root.joinpath(log.resource)))
+
+
+@dataclass(frozen=True, eq=False)
+class RecordedLog:
+    """The good rows of a log sorted by recorded time (stable), and its bad rows (file order)."""
+
+    source: str
+    ms: IntArray
+    lat: npt.NDArray[np.float64]
+    lon: npt.NDArray[np.float64]
+    entity_id: tuple[str, ...]
+    event_id: tuple[str, ...]
+    bad: tuple[BadRow, ...]
+    unit: str
+
+    def __len__(self) -> int:
+        return len(self.ms)
+
+    @property
+    def span_s(self) -> float:
+        """Recorded seconds from the first event to the last."""
+        return float(self.ms[-1] - self.ms[0]) / 1000.0
+
+    def bad_by_reason(self) -> dict[str, int]:
+        """Bad rows per reason code."""
+        out: dict[str, int] = {}
+        for b in self.bad:
+            code = b.reason.split(":", 1)[0]
+            out[code] = out.get(code, 0) + 1
+        return out
+
+
+def read_recorded(path: str | Path, columns: EventColumns, event_id_column: str | None = None,
+                  time_unit: str = "auto") -> RecordedLog:
+    """Read, check and sort a recorded log (module docstring).
+
+    Raises
+    ------
+    EventLogError
+        The file cannot be read, its format is unknown, or a mapped column is missing (naming it).
+    RecordedLogError
+        No good row at all.
+    """
+    table = read_event_table(path, columns)
+    checked = check_rows(table, columns, time_unit)
+    ok, bad = checked.ok.copy(), list(checked.bad)
+    entity: list[str] | None = None
+    if table.entity is not None:
+        bad += _ids_bad(table, ok, table.entity, columns.entity, "entity", MAX_PARTITION_KEY)
+        entity = _texts(table.entity)
+    if event_id_column is not None:
+        # the reader reads one optional column besides lat, lon and time: the same reader reads the file again
+        # with the event id column in that place (same rows, same order)
+        id_table = read_event_table(path, EventColumns(columns.lat, columns.lon, columns.time, event_id_column, True))
+        if len(id_table) != len(table):
+            raise RecordedLogError(f"{table.source}: read {len(id_table)} rows with the event id column "
+                                   f"{event_id_column!r} but {len(table)} without it")
+        bad += _ids_bad(table, ok, id_table.entity, event_id_column, "event id", None)
+        ids = _texts(id_table.entity)
+    else:
+        name, row = Path(table.source).name, "" if table.unit == "line" else "row"
+        ids = [f"{name}:{row}{n}" for n in table.line_of(np.arange(len(table), dtype=np.int64)).tolist()]
+    rows = np.flatnonzero(ok)
+    if not len(rows):
+        raise RecordedLogError(f"no valid event in {table.source!r} ({len(bad)} bad rows)")
+    order = rows[np.argsort(checked.ms[rows], kind="stable")].tolist()
+    ids_out = tuple(ids[i] for i in order)
+    entity_out = ids_out if entity is None else tuple(entity[i] for i in order)
+    return RecordedLog(table.source, checked.ms[order], checked.lat[order], checked.lon[order], entity_out, ids_out,
+                       tuple(sorted(bad, key=lambda b: b.line)), table.unit)
+
+
+def _texts(col: Any) -> list[str]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values: list[str] = pc.cast(col, pa.string()).to_pylist()
+    return values
+
+
+def _ids_bad(table: EventTable, ok: npt.NDArray[np.bool_], col: Any, name: str, what: str,
+             longest: int | None) -> list[BadRow]:
+    """Mark rows whose id column is empty (or longer than ``longest``) as bad, in ``ok``; return them described."""
+    text = _texts(col)
+    length = np.array([-1 if t is None else len(t.strip()) for t in text], dtype=np.int64)
+    rows = np.flatnonzero(ok & ((length <= 0) | ((length > longest) if longest is not None else False)))
+    if not len(rows):
+        return []
+    ok[rows] = False
+    lines = table.line_of(rows).tolist()
+    raw = table.raw_of(lines)
+    out = []
+    for i, line in zip(rows.tolist(), lines, strict=True):
+        reason = (f"missing_field: {what} {name} is missing (empty or null)" if length[i] <= 0 else
+                  f"bad_type: {what} {name} {text[i][:40]!r}... is longer than {longest} characters")
+        out.append(BadRow(table.source, line, reason, raw.get(line)))
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class ReplayPlan:
+    """When each event of a :class:`RecordedLog` is sent (:func:`plan_replay`).
+
+    Attributes
+    ----------
+    speed
+        Recorded seconds per wall second.
+    duration_s
+        Wall seconds of the replay once the system is live.
+    offsets_s
+        Wall seconds after the replay clock starts at which each event (sorted) is due.
+    send
+        How many events (the first ones) the replay sends: all, or those due within a capped duration.
+    first_window
+        How many events the log's first window holds (what one warm-up pass sends, at least one).
+    window_s
+        The snapshot window (a warm-up pass lasts one).
+    capped
+        ``--duration`` cut the log short.
+    """
+
+    speed: float
+    duration_s: float
+    offsets_s: npt.NDArray[np.float64]
+    send: int
+    first_window: int
+    window_s: float
+    capped: bool
+
+    @property
+    def rate(self) -> float:
+        """Mean events per wall second of the replay."""
+        return self.send / self.duration_s
+
+
+def plan_replay(log: RecordedLog, speed: float | None, max_duration_s: float | None, default_duration_s: float,
+                window_s: float) -> ReplayPlan:
+    """The replay's speed, duration and schedule (module docstring, "Speed and duration").
+
+    Parameters
+    ----------
+    log
+        The sorted log.
+    speed
+        ``--speed`` as given (recorded seconds per wall second), or None: the whole log in the duration.
+    max_duration_s
+        ``--duration`` as given (or ``--quick``'s), or None.
+    default_duration_s
+        The duration without ``--duration`` (used when ``speed`` is None).
+    window_s
+        The snapshot window in seconds.
+    """
+    span = log.span_s
+    capped = False
+    if speed is None:
+        duration = max_duration_s if max_duration_s is not None else default_duration_s
+        speed = span / duration if span > 0 else 1.0
+    else:
+        duration = span / speed if span > 0 else window_s
+        if max_duration_s is not None and duration > max_duration_s:
+            duration, capped = max_duration_s, True
+    offsets = (log.ms - log.ms[0]).astype(np.float64) / 1000.0 / speed
+    send = int(np.searchsorted(offsets, duration, side="right")) if capped else len(log)
+    first = max(1, int(np.searchsorted(offsets, window_s, side="left")))
+    return ReplayPlan(speed, duration, offsets, max(send, 1), first, window_s, capped)
+
+
+@dataclass(frozen=True)
+class RecordedTimeline:
+    """The recorded clock of a replay, shown in the progress line (the built-in replay's :class:`~local.dataset.Scenario`)."""
+
+    start_ms: int
+    speed: float
+    duration_s: float
+
+    @staticmethod
+    def phase(fraction: float) -> str:
+        """The replay has one phase: the log, as recorded."""
+        return "recorded log"
+
+    def sim_time(self, fraction: float) -> datetime:
+        """The recorded time the replay has reached at ``fraction`` of it."""
+        return datetime.fromtimestamp(self.start_ms / 1000.0 + fraction * self.duration_s * self.speed, UTC)
+
+
+def utc_text(ms: int) -> str:
+    """Epoch milliseconds as ISO-8601 UTC with milliseconds and ``Z``."""
+    return datetime.fromtimestamp(ms / 1000.0, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def log_events(log: RecordedLog, lo: int, hi: int, ts_ms: npt.NDArray[np.int64], suffix: str = "") -> list[dict[str, object]]:
+    """Events ``lo..hi-1`` of the log as ingest events stamped ``ts_ms`` (one per event), ids + ``suffix``."""
+    out: list[dict[str, object]] = []
+    for i, ts in zip(range(lo, hi), ts_ms.tolist(), strict=True):
+        out.append({"event_id": log.event_id[i] + suffix, "entity_id": log.entity_id[i], "ts": int(ts),
+                    "lat": float(log.lat[i]), "lon": float(log.lon[i]), "recorded_utc": utc_text(int(log.ms[i]))})
+    return out
+
+
+def quarantine_bad_rows(s3: Any, bucket: str, log: RecordedLog, now_ms: int) -> str | None:
+    """Write the log's bad rows to the loop's quarantine (one object); return its key, None when there are none.
+
+    The key follows the other writers' layout ``quarantine/<writer>/<YYYY-MM-DD>/<epoch_ms>-<id>.jsonl``
+    (:func:`~partitioner.contracts.quarantine.lambda_quarantine_key`) with the writer ``replay``, so the report
+    counts these records by reason and by writer like the router's and the Spark job's.
+    """
+    if not log.bad:
+        return None
+    now = datetime.fromtimestamp(now_ms / 1000.0, UTC)
+    at = utc_text(now_ms)
+    key = lambda_quarantine_key(QUARANTINE_WRITER, f"{now:%Y-%m-%d}", now_ms, uuid.uuid4().hex[:12])
+    body = "".join(json.dumps(b.quarantine(at).to_dict()) + "\n" for b in log.bad)
+    s3.put_object(Bucket=bucket, Key=key, Body=body.encode())
+    return key
+
+
+def describe(log: RecordedLog, plan: ReplayPlan) -> str:
+    """One line on what the replay sends, at what speed, for how long (printed when it starts)."""
+    sent = f"{plan.send:,} of {len(log):,} good rows (--duration cut the rest)" if plan.capped else f"{len(log):,} good rows"
+    bad = f"; {len(log.bad):,} bad rows to the quarantine {log.bad_by_reason()}" if log.bad else "; no bad row"
+    first_s = plan.window_s * plan.speed
+    return (f"replaying recorded log {log.source!r}: {sent}, {len(set(log.entity_id)):,} entities, recorded "
+            f"{utc_text(int(log.ms[0]))} .. {utc_text(int(log.ms[-1]))} ({log.span_s / 60:.1f} recorded minutes) at "
+            f"{plan.speed:.4g}x: {plan.duration_s:.4g}s of replay, mean {plan.rate:.4g} events/s{bad}; warm-up: the "
+            f"log's first window ({plan.first_window:,} events, {first_s:.4g} recorded s) over and over until the first "
+            f"spec is active")
+
