@@ -11,6 +11,7 @@ import pytest
 from local.loops import FatalLoopError
 from local.recorded import plan_replay, read_recorded
 from local.replay import RecordedReplayer, put_all
+from partitioner.contracts.event_fields import EventFields
 from partitioner.load.eventread import EventColumns
 from partitioner.load.events import ValidEvent, parse_event
 
@@ -138,3 +139,18 @@ def test_put_all_retries_rejected_records() -> None:
     # WHEN three records are put THEN all arrive after one retry
     assert put_all(kinesis, "s", [(b"1", "a"), (b"2", "b"), (b"3", "c")]) == 1
     assert sorted(r["Data"] for r in kinesis.records) == [b"1", b"2", b"3"]
+
+
+def test_a_recorded_replay_sends_under_the_mapped_field_names(tmp_path: Path) -> None:
+    # GIVEN a live replay whose loop reads a renamed schema (--event-fields)
+    r, kinesis, clock = replayer(tmp_path, [0, 20])
+    r.fields = EventFields.from_pairs("lat=latitude,lon=longitude,ts=time,event_id=id,entity_id=vehicle", "test")
+    # WHEN it runs to its end
+    run(r, clock, START + 10)
+    events = kinesis.events()
+    # THEN every event carries the mapped keys (and none of the canonical ones), parses under the mapping
+    assert [sorted(e) for e in events] == [["id", "latitude", "longitude", "recorded_utc", "time", "vehicle"]] * 2
+    assert all(isinstance(parse_event(rec["Data"], r.fields), ValidEvent) for rec in kinesis.records)
+    # AND the partition keys and the ids counted as sent are the events' own
+    assert [rec["PartitionKey"] for rec in kinesis.records] == [e["vehicle"] for e in events]
+    assert r.sent_ids == [e["id"] for e in events] == ["log.csv:2", "log.csv:3"]
