@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from geo_service.config import DEFAULT_TRANSFORM
+from geo_service.transform import TransformError, load_transform
 from local.dataset import BUILTIN_DATASETS, HOTSPOT, SHIFT
 from local.fault_names import parse_faults
 
@@ -69,6 +71,7 @@ class RunConfig:
     swap_mode: str = "carry"
     shards_per_worker: int = 1  # SHARDS_PER_WORKER of the partitioner: geo-stream shards each worker owns
     faults: tuple[str, ...] = ()  # local/fault_names.py FAULTS, injected during the run (--faults)
+    transform: str = DEFAULT_TRANSFORM  # the workers' GEO_TRANSFORM (--transform); local.oracle checks its output
 
     @property
     def cap(self) -> float:
@@ -109,6 +112,14 @@ def _positive(kind: type, name: str) -> Callable[[str], float | int]:
         result: float | int = value
         return result
     return parse
+
+
+def _transform(text: str) -> str:
+    try:
+        load_transform(text)
+    except TransformError as exc:
+        raise argparse.ArgumentTypeError(f"--transform: {exc}") from None
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -188,6 +199,11 @@ def _run_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) -> No
                         "back, the deployer deploys the live version again). 'all' is every fault of the swap mode. "
                         "The report ends with a fault table (also "
                         "faults.json); a fault that does not recover in time fails the run (default: none)")
+    p.add_argument("--transform", type=_transform, default=d.transform,
+                   help="the workers' transform as module:Class (GEO_TRANSFORM), e.g. "
+                        "transforms.geofence_state:GeofenceState; environment variables the transform names in its "
+                        "'settings' are passed on to the workers. The report compares every record with a "
+                        f"single-process run of it (local/oracle.py) (default {d.transform})")
     p.add_argument("--quick", action="store_true",
                    help=f"a short run (about 2.5 minutes) with the same steps: {q.duration_s:g} s of replay, "
                         f"{q.window_s:g} s windows; used by the test suite")
@@ -202,4 +218,5 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
                if v is not None}
     faults = parse_faults(ns.faults, ns.swap_mode)  # FaultError (a ValueError) naming the bad name: exit 2
     return RunConfig(**{**base.__dict__, **changes, "out": ns.out, "seed": ns.seed, "swap_mode": ns.swap_mode,
-                        "shards_per_worker": ns.shards_per_worker, "faults": faults})
+                        "shards_per_worker": ns.shards_per_worker, "faults": faults,
+                        "transform": ns.transform})

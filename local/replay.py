@@ -49,6 +49,7 @@ class Replayer(LoopThread):
         self.sent_total = 0.0
         self.last_tick: float | None = None
         self.sent_ids: list[str] = []
+        self.sent_events: list[dict[str, Any]] = []  # the valid events in send order (local.oracle replays them)
         self.bad_sent: dict[str, int] = {}
         self.put_retries = 0
         self.done = False
@@ -87,6 +88,7 @@ class Replayer(LoopThread):
             events = self.factory.events(due, fraction, int(now * 1000))
             self._put([(json.dumps(e).encode(), str(e["entity_id"])) for e in events])
             self.sent_ids.extend(str(e["event_id"]) for e in events)
+            self.sent_events.extend(events)
         if fraction >= self.bad_at and not self.bad_sent:
             bads = bad_events(self.factory.seed, int(now * 1000))
             self._put([(b.raw.encode(), "ent-bad") for b in bads])

@@ -17,3 +17,24 @@ def test_the_local_loop_hands_shards_per_worker_to_the_partitioner() -> None:
     # GIVEN the local loop's command line WHEN parsed THEN one shard per worker by default, k on request
     assert handler_env(parse_args([]))["SHARDS_PER_WORKER"] == "1"
     assert handler_env(parse_args(["--quick", "--shards-per-worker", "2"]))["SHARDS_PER_WORKER"] == "2"
+
+
+def test_the_transform_flag_reaches_the_workers_with_the_settings_it_names(monkeypatch) -> None:
+    # GIVEN the default command line, then one naming the stateful geofence transform, with its dwell time set here
+    monkeypatch.setenv("GEOFENCE_DWELL_S", "20")
+    monkeypatch.delenv("GEOFENCES_CSV", raising=False)
+    default = handler_env(parse_args(["--quick"]))
+    env = handler_env(parse_args(["--quick", "--transform", "transforms.geofence_state:GeofenceState"]))
+    # THEN the workers get GEO_TRANSFORM, and the dwell time (a setting the transform names) but no unset variable
+    assert default["GEO_TRANSFORM"] == "geo_service.transform:ReverseGeocoder" and "GEOFENCE_DWELL_S" not in default
+    assert env["GEO_TRANSFORM"] == "transforms.geofence_state:GeofenceState" and env["GEOFENCE_DWELL_S"] == "20"
+    assert "GEOFENCES_CSV" not in env
+
+
+def test_a_bad_transform_flag_is_a_usage_error_naming_it(capsys) -> None:
+    # GIVEN a --transform that names no class WHEN parsed THEN argparse exits 2 naming the value
+    import pytest
+
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(["--transform", "transforms.geofence:Nope"])
+    assert exit_.value.code == 2 and "'transforms.geofence:Nope'" in capsys.readouterr().err
