@@ -340,7 +340,7 @@ class ReverseGeocoder:
         self.prefixes: tuple[str, ...] = ()
         self.places: Places | None = None
         self._tree: cKDTree | None = None
-        self.gained = 0  # places parsed by the last load (all of them, or only the gained ones in for_region)
+        self.gained = 0  # places added by the last load (all of them, or only the gained ones in for_region)
 
     def load_region(self, quadkeys: Sequence[str], buffer_ring: int) -> None:
         """Load the places of the region's tiles plus ``buffer_ring`` rings around each."""
@@ -352,7 +352,7 @@ class ReverseGeocoder:
         """A new geocoder for another region that keeps this one's places inside it and parses only the rest.
 
         This one is left unchanged (it keeps serving while the new one is built). ``gained`` of the result is
-        the number of places it parsed: those of the tiles (plus buffer) this one did not cover.
+        the number of places it added: those of the tiles (plus buffer) this one did not cover.
         """
         if self.places is None:
             fresh = ReverseGeocoder(self.path)
@@ -370,7 +370,7 @@ class ReverseGeocoder:
                         country=tuple(old.country[i] for i in idx) + gained.country,
                         population=_frozen(np.concatenate([old.population[idx], gained.population])),
                         quadkey=tuple(old.quadkey[i] for i in idx) + gained.quadkey))
-        out.gained = len(gained)
+        out.gained = out.loaded - len(idx)  # places sharing a point with another count once (distinct_points)
         return out
 
     def _use(self, places: Places) -> None:
