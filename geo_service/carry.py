@@ -7,6 +7,9 @@ current one from then on; it waits for the new version's geo stream, builds the 
 from the current one, loading only the cells and buffer tiles the slot gains; then the new lease is marked ready).
 The current slot goes on reading its shard all the while; after the flip the worker polls the prepared slot beside
 it (behind the handover gate, :mod:`geo_service.handover`) until the old one drained, then serves it alone.
+A stateful transform's entity states (:mod:`geo_service.state`) are shared by the two slots: the gate holds an
+entity's records of the new version until the old version's records of its place are processed, so an entity that
+stays in the slot sees its state in order; an entity that comes from another slot starts without state.
 :meth:`CarryOver.cancel` drops it (the plan was rolled back, or the worker stops).
 """
 
@@ -107,6 +110,8 @@ class CarryOver:
         slot = open_slot(self.ctx, self.manager, watch, base=self.current.transform, carried=True)
         if slot is None:
             return
+        if slot.states is not None and self.current.states is not None:
+            slot.states = self.current.states  # one store: the handover gate keeps each entity's order across them
         self.slot = slot
         self.ready_at = self.ctx.timebase.time()
         self._advance(OpeningState.READY)

@@ -35,6 +35,7 @@ from geo_service.cost import CostTracker
 from geo_service.logs import get_logger, log
 from geo_service.records import BadRecord, Event, decode_event, enriched_record
 from geo_service.slots import Slot
+from geo_service.transform import stateful_of
 from partitioner.contracts.cost import cost_key
 from partitioner.contracts.enriched import enriched_key
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
@@ -60,6 +61,15 @@ class FlushResult:
     quarantined: int
     objects: int
     checkpoints: Mapping[str, str]
+
+
+def apply_of(slot: Slot) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+    """The slot's per-event call: the transform's ``apply``, or for a stateful transform ``apply_stateful`` with the
+    entity's state from the slot's store (:meth:`geo_service.state.EntityStates.applier`), in processing order."""
+    stateful = stateful_of(slot.transform)
+    if stateful is None or slot.states is None:
+        return slot.transform.apply
+    return slot.states.applier(stateful)
 
 
 class BatchProcessor:
@@ -159,13 +169,14 @@ class BatchProcessor:
         owners = slot.index.locate(lon, lat, [e.entity_id for e in events])
         gx, gy = tiles_xy(lon, lat, self.grid_zoom)
         grid_qks = arrays_to_quadkeys(gx, gy, self.grid_zoom)
+        apply = apply_of(slot)
         for ev, owner_i, qk in zip(events, owners, grid_qks, strict=True):
             pid = slot.spec.partitions[int(owner_i)].id
             stray = pid not in slot.partition_ids
             if stray:
                 strays.append(ev.event_id)
             try:
-                fields = tracker.measure(qk, lambda ev=ev: slot.transform.apply(ev.fields))  # type: ignore[misc]
+                fields = tracker.measure(qk, lambda ev=ev: apply(ev.fields))  # type: ignore[misc]
             except Exception as exc:
                 bad.append(BadRecord(f"{TRANSFORM_ERROR}: {type(exc).__name__}: {exc} for event {ev.event_id!r}",
                                      json.dumps(ev.fields, default=str), f"{slot.stream}/{shard_id}/event:{ev.event_id}"))

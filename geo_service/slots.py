@@ -43,7 +43,8 @@ from geo_service.cost import CostTracker
 from geo_service.handover import GateReading, Place, SlotReader
 from geo_service.handover_summary import Aggregator, SummaryStore
 from geo_service.lease import Clock, LeaseManager, read_leases
-from geo_service.transform import GeoTransform
+from geo_service.state import EntityStates, store_for
+from geo_service.transform import GeoTransform, stateful_of
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.plan import SwapMode
 from partitioner.load.events import ValidEvent, parse_event
@@ -106,10 +107,13 @@ class Slot:
     #: Set on the new version's first slot during a swap: it writes the handover summary
     #: (:mod:`geo_service.handover_summary`).
     aggregator: Aggregator | None = None
+    #: The entity states of a stateful transform (:mod:`geo_service.state`); None for a stateless one.
+    states: EntityStates | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.index = SpecIndex(self.spec)
         self.partition_ids = frozenset(p.id for p in self.spec.partitions_of(self.worker_id))
+        self.states = store_for(self.transform) if stateful_of(self.transform) is not None else None
 
     @property
     def version(self) -> int:

@@ -5,6 +5,12 @@ at warm-up with the worker's region, then ``apply(event)`` per event, returning 
 fields it adds to the enriched record. :func:`load_transform` builds one from
 ``GEO_TRANSFORM`` (``module:Class``, constructed without arguments).
 
+A **stateful** transform (:class:`StatefulTransform`: class attribute ``stateful = True``) keeps a small JSON
+value per entity: the worker calls ``apply_stateful(event, state)`` with the entity's state (None the first
+time) and stores the :class:`Applied` ``state`` it returns (:class:`geo_service.state.EntityStates`); its
+``apply(event)`` is the answer for an entity seen for the first time (``apply_stateful(event, None).fields``).
+State lives in the worker serving the entity and does not yet follow an entity to another worker.
+
 :class:`ReverseGeocoder` (the default) returns the nearest populated place (name,
 country, population, great-circle distance in km) from ``geo_service/data/places.csv.gz``
 (geonames places with >= 1000 people, built by ``geo_service/data/build_places.py``).
@@ -64,6 +70,54 @@ class GeoTransform(Protocol):
     def apply(self, event: Mapping[str, Any]) -> dict[str, Any]: ...
 
 
+#: JSON values a stateful transform keeps per entity (what ``json.dumps`` writes without a ``default``).
+JsonValue = None | bool | int | float | str | list[Any] | dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What a stateful transform returns for one event.
+
+    Attributes
+    ----------
+    fields : dict
+        The fields to add to the enriched record (as :meth:`GeoTransform.apply` returns them).
+    state : JSON value or None
+        The entity's new state (stored as JSON, at most :data:`geo_service.state.MAX_STATE_BYTES`); None forgets it.
+    """
+
+    fields: dict[str, Any]
+    state: JsonValue
+
+
+@runtime_checkable
+class StatefulTransform(GeoTransform, Protocol):
+    """A transform that keeps state per entity (``stateful = True``).
+
+    ``apply_stateful(event, state)`` is called for every event in the order the worker reads them (an entity's
+    events in the order of its shard) with the entity's last stored state (None for an entity the worker has
+    not seen, or whose state was forgotten); it must not change ``state`` in place expecting it to be kept: only
+    the returned :attr:`Applied.state` is stored. ``apply(event)`` answers for an entity with no state.
+    """
+
+    stateful: bool
+
+    def apply_stateful(self, event: Mapping[str, Any], state: JsonValue) -> Applied: ...
+
+
+def stateful_of(transform: GeoTransform) -> StatefulTransform | None:
+    """``transform`` when it declares itself stateful (``stateful = True``), else None (a stateless one)."""
+    if getattr(transform, "stateful", False) is True and isinstance(transform, StatefulTransform):
+        return transform
+    return None
+
+
+def transform_name(transform: object) -> str:
+    """``module:Class`` of ``transform`` (how ``GEO_TRANSFORM`` names it), for messages."""
+    cls = type(transform)
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
 def transform_for_region(current: GeoTransform | None, factory: Callable[[], GeoTransform],
                          quadkeys: Sequence[str], buffer_ring: int) -> tuple[GeoTransform, int]:
     """A transform loaded for ``quadkeys`` and how many reference items it loaded.
@@ -82,7 +136,14 @@ def transform_for_region(current: GeoTransform | None, factory: Callable[[], Geo
 
 
 def load_transform(spec: str) -> GeoTransform:
-    """Build the transform named ``module:Class`` (the ``GEO_TRANSFORM`` value)."""
+    """Build the transform named ``module:Class`` (the ``GEO_TRANSFORM`` value): stateless or stateful.
+
+    Raises
+    ------
+    TransformError
+        The spec is not ``module:Class``, the module or class is missing, the object lacks ``load_region`` and
+        ``apply``, or it says ``stateful = True`` without ``apply_stateful``.
+    """
     module_name, sep, class_name = spec.partition(":")
     if not sep or not module_name or not class_name:
         raise TransformError(f"GEO_TRANSFORM must be 'module:Class', got {spec!r}")
@@ -97,6 +158,9 @@ def load_transform(spec: str) -> GeoTransform:
     if not isinstance(obj, GeoTransform):
         raise TransformError(f"GEO_TRANSFORM {spec!r}: {class_name!r} lacks load_region(quadkeys, buffer_ring) "
                              f"and apply(event)")
+    if getattr(obj, "stateful", False) is True and not callable(getattr(obj, "apply_stateful", None)):
+        raise TransformError(f"GEO_TRANSFORM {spec!r}: {class_name!r} says stateful = True but lacks "
+                             f"apply_stateful(event, state)")
     return obj
 
 
@@ -241,6 +305,25 @@ def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
     return 2.0 * EARTH_RADIUS_KM * math.asin(min(1.0, math.sqrt(a)))
 
 
+def distinct_points(places: Places) -> Places:
+    """``places`` with one place per coordinate pair: the most populous (then the first name) of places that share
+    their coordinates (the data has a few), so the nearest place of a point never depends on which places a region
+    loaded (a KD-tree breaks such ties by its build order)."""
+    if len(places) < 2:
+        return places
+    names = np.array(places.name, dtype=object)
+    order = np.lexsort((names, -places.population, places.lon, places.lat))
+    lat, lon = places.lat[order], places.lon[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = (lat[1:] != lat[:-1]) | (lon[1:] != lon[:-1])
+    if first.all():
+        return places
+    keep = np.sort(order[first])
+    return Places(lat=_frozen(places.lat[keep]), lon=_frozen(places.lon[keep]),
+                  name=tuple(places.name[i] for i in keep), country=tuple(places.country[i] for i in keep),
+                  population=_frozen(places.population[keep]), quadkey=tuple(places.quadkey[i] for i in keep))
+
+
 class ReverseGeocoder:
     """Nearest populated place from offline data, loaded for one region plus a buffer ring.
 
@@ -257,7 +340,7 @@ class ReverseGeocoder:
         self.prefixes: tuple[str, ...] = ()
         self.places: Places | None = None
         self._tree: cKDTree | None = None
-        self.gained = 0  # places parsed by the last load (all of them, or only the gained ones in for_region)
+        self.gained = 0  # places added by the last load (all of them, or only the gained ones in for_region)
 
     def load_region(self, quadkeys: Sequence[str], buffer_ring: int) -> None:
         """Load the places of the region's tiles plus ``buffer_ring`` rings around each."""
@@ -269,7 +352,7 @@ class ReverseGeocoder:
         """A new geocoder for another region that keeps this one's places inside it and parses only the rest.
 
         This one is left unchanged (it keeps serving while the new one is built). ``gained`` of the result is
-        the number of places it parsed: those of the tiles (plus buffer) this one did not cover.
+        the number of places it added: those of the tiles (plus buffer) this one did not cover.
         """
         if self.places is None:
             fresh = ReverseGeocoder(self.path)
@@ -287,10 +370,11 @@ class ReverseGeocoder:
                         country=tuple(old.country[i] for i in idx) + gained.country,
                         population=_frozen(np.concatenate([old.population[idx], gained.population])),
                         quadkey=tuple(old.quadkey[i] for i in idx) + gained.quadkey))
-        out.gained = len(gained)
+        out.gained = out.loaded - len(idx)  # places sharing a point with another count once (distinct_points)
         return out
 
     def _use(self, places: Places) -> None:
+        places = distinct_points(places)
         self.places = places
         self._tree = cKDTree(unit_vectors(places.lat, places.lon)) if len(places) else None
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from geo_service.config import DEFAULT_TRANSFORM
+from geo_service.transform import TransformError, load_transform
 from local.dataset import BUILTIN_DATASETS, HOTSPOT, SHIFT
 from local.fault_names import parse_faults
 from local.recorded import BUILTIN_LOGS, BUILTIN_PREFIX
@@ -100,6 +102,7 @@ class RunConfig:
     def source(self) -> str:
         """What the replay sends, for the report's header."""
         return f"dataset {self.dataset!r}" if self.events is None else f"recorded log {self.events.path!r}"
+    transform: str = DEFAULT_TRANSFORM  # the workers' GEO_TRANSFORM (--transform); local.oracle checks its output
 
     @property
     def cap(self) -> float:
@@ -140,6 +143,14 @@ def _positive(kind: type, name: str) -> Callable[[str], float | int]:
         result: float | int = value
         return result
     return parse
+
+
+def _transform(text: str) -> str:
+    try:
+        load_transform(text)
+    except TransformError as exc:
+        raise argparse.ArgumentTypeError(f"--transform: {exc}") from None
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -266,6 +277,11 @@ def _run_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) -> No
                    help="run the whole loop on renamed event fields, e.g. lat=latitude,lon=longitude,ts=time,"
                         "event_id=id,entity_id=vehicle: the producer sends events under these keys and the router, "
                         "workers and Spark job are configured to read them (default: the canonical names)")
+    p.add_argument("--transform", type=_transform, default=d.transform,
+                   help="the workers' transform as module:Class (GEO_TRANSFORM), e.g. "
+                        "transforms.geofence_state:GeofenceState; environment variables the transform names in its "
+                        "'settings' are passed on to the workers. The report compares every record with a "
+                        f"single-process run of it (local/oracle.py) (default {d.transform})")
     p.add_argument("--quick", action="store_true",
                    help=f"a short run (about 2.5 minutes) with the same steps: {q.duration_s:g} s of replay, "
                         f"{q.window_s:g} s windows; used by the test suite")
@@ -282,6 +298,7 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
     events = _events_options(ns)  # ValueError naming a flag that does not fit: exit 2
     return RunConfig(**{**base.__dict__, **changes, "out": ns.out, "seed": ns.seed, "swap_mode": ns.swap_mode,
                         "shards_per_worker": ns.shards_per_worker, "faults": faults, "events": events,
+                        "transform": ns.transform,
                         "event_fields": _event_fields(ns.event_fields)})
 
 

@@ -9,8 +9,10 @@ minutes sees several deployments.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+from geo_service.transform import load_transform
 from local.config import RunConfig
 from partitioner.contracts.env import EnvVar
 
@@ -31,9 +33,17 @@ def handler_env(cfg: RunConfig) -> dict[str, str]:
             EnvVar.DRAIN_TIMEOUT_S: f"{DRAIN_TIMEOUT_S:g}", EnvVar.HOOK_CALLBACK_DELAY_S: "1", EnvVar.STREAM_ACTIVE_WAIT_S: "30",
             EnvVar.POLL_INTERVAL_S: "0.5", EnvVar.ACTIVE_POLL_S: "1", "POWERTOOLS_SERVICE_NAME": "georebal-local", "POWERTOOLS_LOG_LEVEL": "ERROR",
             "LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true", EnvVar.SWAP_MODE: cfg.swap_mode,
-            EnvVar.SHARDS_PER_WORKER: str(cfg.shards_per_worker)} | event_env(cfg)
+            EnvVar.SHARDS_PER_WORKER: str(cfg.shards_per_worker),
+            **transform_env(cfg.transform)} | event_env(cfg)
 
 
 def event_env(cfg: RunConfig) -> dict[str, str]:
     """``EVENT_FIELDS`` of the router and the workers when ``--event-fields`` renames a field (else nothing)."""
     return {} if cfg.event_fields.is_default else {EnvVar.EVENT_FIELDS: cfg.event_fields.to_json()}
+
+
+def transform_env(spec: str) -> dict[str, str]:
+    """``GEO_TRANSFORM`` for the workers, and this process's values of the variables the transform names in its
+    ``settings`` (so the workers and the oracle, :mod:`local.oracle`, build the same transform)."""
+    names = getattr(load_transform(spec), "settings", ())
+    return {EnvVar.GEO_TRANSFORM: spec, **{n: os.environ[n] for n in names if n in os.environ}}

@@ -100,6 +100,7 @@ class EnrichedReader:
         self.ids: set[str] = set()
         self.problems: list[str] = []
         self.processed: list[Processed] = []  # what the swap checks read (local.report.swap_checks): entity, process, cell
+        self.enriched: list[EnrichedRecord] = []  # every record as written (local.oracle compares the fields)
 
     def refresh(self) -> int:
         """Read objects not read yet; return how many records they held."""
@@ -137,6 +138,7 @@ class EnrichedReader:
         except (ValueError, KeyError, TypeError) as exc:
             self.problems.append(f"{key}: enriched line lacks the swap fields ({type(exc).__name__}: {exc})")
         self.records.append(rec)
+        self.enriched.append(r)
         self.ids.add(rec.event_id)
 
 

@@ -57,6 +57,7 @@ class Replayer(LoopThread):
         self.sent_total = 0.0
         self.last_tick: float | None = None
         self.sent_ids: list[str] = []
+        self.sent_events: list[dict[str, Any]] = []  # the valid events in send order (local.oracle replays them)
         self.bad_sent: dict[str, int] = {}
         self.put_retries = 0
         self.done = False
@@ -96,6 +97,7 @@ class Replayer(LoopThread):
             f = self.factory.fields  # the keys the events carry (--event-fields)
             self._put([(json.dumps(e).encode(), str(e[f.entity_id])) for e in events])
             self.sent_ids.extend(str(e[f.event_id]) for e in events)
+            self.sent_events.extend(events if f.is_default else [f.canonical(e) for e in events])
         if fraction >= self.bad_at and not self.bad_sent:
             bads = bad_events(self.factory.seed, int(now * 1000), self.factory.fields)
             self._put([(b.raw.encode(), "ent-bad") for b in bads])
@@ -143,6 +145,7 @@ class RecordedReplayer(LoopThread):
         self.started_at: float | None = None  # the replay clock starts (system live)
         self.ended_at: float | None = None    # the last events were sent
         self.sent_ids: list[str] = []
+        self.sent_events: list[dict[str, Any]] = []  # the events in send order, canonical keys (local.oracle)
         self.bad_sent: dict[str, int] = {}
         self.recorded_sent = 0
         self.warmup_sent = 0
@@ -223,6 +226,7 @@ class RecordedReplayer(LoopThread):
         self.put_retries += put_all(self.kinesis, self.stream,
                                     [(json.dumps(m).encode(), str(e["entity_id"])) for e, m in zip(events, sent, strict=True)])
         self.sent_ids.extend(str(e["event_id"]) for e in events)
+        self.sent_events.extend(events)
 
     def summary(self) -> dict[str, object]:
         """What was sent, for the report (``report.json`` "recorded")."""

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from local import calls
+from local.oracle import OracleResult
 from local.output import Delivery, delivery
 from local.replay import RecordedReplayer
-from local.report import specs, swaps
+from local.report import reference, specs, swaps
 from local.report.figures import utilisation_figure
 from local.report.flips import flip_times, flips_section
 from local.report.invariants import Check, checks, demonstrated, loops
@@ -83,6 +84,9 @@ class Sections:
     swap_report: swaps.SwapsReport
     #: parts of the report that could not be written (they fail "the report was written completely")
     errors: list[str]
+    #: the fleet's records against a single-process run (None with ``oracle_error`` when that run failed)
+    oracle: OracleResult | None = None
+    oracle_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,13 +130,20 @@ def sections(state: RunState, load: WorkerLoad, wall: float) -> Sections:
     text += io_lines(state, d)
     swaps_rep = swaps.from_run(state.observer, state.fleet, state.output.processed if state.output else [])
     text += ["", *swaps.report_lines(swaps_rep)]
-    return Sections(text, spec_json, figures, flips, d, swaps_rep, report_errors)
+    oracle, oracle_error = None, None
+    try:
+        oracle = reference.oracle_of(state)
+    except Exception as exc:  # the transform could not be built or loaded here: the invariant fails and says why
+        oracle_error = f"{type(exc).__name__}: {exc}"
+    text += ["", *reference.section(oracle, oracle_error)]
+    return Sections(text, spec_json, figures, flips, d, swaps_rep, report_errors, oracle, oracle_error)
 
 
 def invariants(state: RunState, load: WorkerLoad, body: Sections) -> tuple[Verdict, list[str]]:
     """Judge the run; also return the AWS budget section (empty when this process counted no call)."""
     results = checks(state, load)
     results += [Check(name, ok, detail) for name, ok, detail in swaps.checks(body.swap_report, state.config.swap_mode)]
+    results.append(Check(*reference.check(body.oracle, body.oracle_error)))
     results.append(Check("the report was written completely", not body.errors, "; ".join(body.errors) or "ok"))
     budget: list[str] = []
     if state.calls is not None:
@@ -162,6 +173,7 @@ def closing(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict,
     text.append(f"SUMMARY: {oc.over} of {oc.worker_windows} worker-windows over the cap ({100 * oc.share:.1f}%), worst "
                 f"{as_percent(oc.worst.utilisation if oc.worst else None)} at the workers; events in {events_in}, out "
                 f"{d.out_unique} unique; {len(body.flips)} flips; {wall:.0f}s wall")
+    text.append(body.oracle.line() if body.oracle is not None else f"ORACLE FAILED: {body.oracle_error}")
     text.append(f"RESULT: {'OK' if verdict.ok else 'FAILED'}")
     return text
 
@@ -179,7 +191,7 @@ def document(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict
             "loop_errors": [{"loop": n, "error": e} for n, e in verdict.loop_errors], "ok": verdict.ok,
             "figures": [p.name for p in body.figures],
             "demonstrated": [{"what": w, "ok": ok, "detail": d} for w, ok, d in verdict.shown],
-            **swaps.report_json(body.swap_report)}
+            "oracle": reference.to_json(body.oracle, body.oracle_error), **swaps.report_json(body.swap_report)}
 
 
 def finish(state: RunState) -> int:

@@ -159,7 +159,7 @@ ENV_VARS: Mapping[EnvVar, EnvVarUse] = MappingProxyType({
     EnvVar.DRAIN_QUIET_S: _use((_L,), (_W,), "Quiet seconds before a retired version's worker counts as drained (default 10)."),
     EnvVar.COST_REPORT_INTERVAL_S: _use((_L,), (_W,), "Seconds between two cost reports of a worker (default 300)."),
     EnvVar.HEALTH_PORT: _use((_L,), (_W,), "Port of the worker's health endpoint and its probe (0 or unset: off)."),
-    EnvVar.GEO_TRANSFORM: _use((_S,), (_W,), "The worker's transform as 'module:Class' (default the reverse geocoder)."),
+    EnvVar.GEO_TRANSFORM: _use((_S, _L), (_W,), "The worker's transform as 'module:Class' (default the reverse geocoder)."),
     EnvVar.POLL_INTERVAL_S: _use((_L,), (_W,), "Pause after an empty GetRecords, in seconds (default 1)."),
     EnvVar.ACTIVE_POLL_S: _use((_L,), (_W,), "Seconds between two reads of the active-spec pointer (default 2)."),
     EnvVar.BUFFER_RING: _use((), (_W,), "Tiles of buffer loaded around a worker's region (default 1)."),

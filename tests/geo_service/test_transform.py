@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from geo_service.transform import (
@@ -215,3 +216,21 @@ def test_a_carried_region_parses_only_what_it_gains_and_answers_like_a_fresh_loa
     assert carried.apply(point) == fresh.apply(point)
     # AND the old geocoder is unchanged (it keeps serving while the new one is built)
     assert old.prefixes == region_prefixes(before, 1)
+
+
+def test_places_sharing_coordinates_resolve_the_same_in_every_region() -> None:
+    # GIVEN two places of the data at the very same point (Zhuyuan, 6,328 people, and Zhuzilin, 16,800)
+    from geo_service.transform import Places, distinct_points
+
+    point = {"lat": 22.53811, "lon": 114.01504}
+    world, region = ReverseGeocoder(), ReverseGeocoder()
+    world.load_region([""], 1)
+    region.load_region([quadkey(tile(point["lon"], point["lat"], 9))], 1)
+    # WHEN the point is geocoded by the whole world and by one region's worker
+    # THEN both name the more populous one (a KD-tree would break the tie by its build order)
+    assert world.apply(point)["place"] == region.apply(point)["place"] == "Zhuzilin"
+    # AND distinct_points keeps one place per coordinate pair, the most populous, in the original order otherwise
+    arr = np.array
+    p = Places(lat=arr([1.0, 2.0, 1.0]), lon=arr([5.0, 6.0, 5.0]), name=("a", "b", "c"), country=("X",) * 3,
+               population=arr([10, 5, 20]), quadkey=("0", "1", "0"))
+    assert distinct_points(p).name == ("b", "c")

@@ -27,3 +27,22 @@ def test_event_fields_reach_the_router_and_workers_only_when_renamed() -> None:
     # THEN EVENT_FIELDS carries the mapping's JSON, and is left out for the canonical names
     assert json.loads(renamed["EVENT_FIELDS"]) == {"lat": "latitude", "lon": "longitude"}
     assert "EVENT_FIELDS" not in handler_env(parse_args(["--quick"]))
+def test_the_transform_flag_reaches_the_workers_with_the_settings_it_names(monkeypatch) -> None:
+    # GIVEN the default command line, then one naming the stateful geofence transform, with its dwell time set here
+    monkeypatch.setenv("GEOFENCE_DWELL_S", "20")
+    monkeypatch.delenv("GEOFENCES_CSV", raising=False)
+    default = handler_env(parse_args(["--quick"]))
+    env = handler_env(parse_args(["--quick", "--transform", "transforms.geofence_state:GeofenceState"]))
+    # THEN the workers get GEO_TRANSFORM, and the dwell time (a setting the transform names) but no unset variable
+    assert default["GEO_TRANSFORM"] == "geo_service.transform:ReverseGeocoder" and "GEOFENCE_DWELL_S" not in default
+    assert env["GEO_TRANSFORM"] == "transforms.geofence_state:GeofenceState" and env["GEOFENCE_DWELL_S"] == "20"
+    assert "GEOFENCES_CSV" not in env
+
+
+def test_a_bad_transform_flag_is_a_usage_error_naming_it(capsys) -> None:
+    # GIVEN a --transform that names no class WHEN parsed THEN argparse exits 2 naming the value
+    import pytest
+
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(["--transform", "transforms.geofence:Nope"])
+    assert exit_.value.code == 2 and "'transforms.geofence:Nope'" in capsys.readouterr().err

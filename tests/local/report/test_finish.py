@@ -20,8 +20,8 @@ from partitioner.load.eventread import EventColumns
 
 T0 = 1_800_000_000.0
 SECTIONS = ("UTILISATION AT THE WORKERS", "TIMELINE", "THE SNAPSHOT'S ESTIMATE", "PARTITION TABLES", "FLIPS",
-            "QUARANTINED EVENTS", "EVENTS IN vs OUT", "SWAPS", "INVARIANTS", "WHAT THIS RUN SHOWED", "SUMMARY",
-            "RESULT: FAILED")
+            "QUARANTINED EVENTS", "EVENTS IN vs OUT", "SWAPS", "ORACLE (", "INVARIANTS", "WHAT THIS RUN SHOWED",
+            "SUMMARY", "RESULT: FAILED")
 
 
 def loop(name: str, **fields: Any) -> Any:
@@ -34,8 +34,9 @@ def quiet_run(out: Path) -> RunState:
     observer = ControlObserver(EmbeddedAws("http://127.0.0.1:9", Names("georebal-test"), server=None))
     state = RunState(config=RunConfig(out=out), started_at=T0, workdir=out / "work", observer=observer,
                      finished_at=T0 + 90.0, drained_cleanly=True, events_log=["[   1.0s] started"])
-    state.replayer = loop("replayer", sent_ids=[], bad_sent={"nan": 1}, started_at=T0 + 10, ended_at=T0 + 70)
-    state.output = SimpleNamespace(records=[], processed=[], problems=[])
+    state.replayer = loop("replayer", sent_ids=[], sent_events=[], bad_sent={"nan": 1}, started_at=T0 + 10,
+                          ended_at=T0 + 70)
+    state.output = SimpleNamespace(records=[], processed=[], problems=[], enriched=[])
     state.notifier = loop("notifier", invocations=[])
     state.router = loop("router", records_in=0, invocations=0, failed_items=0)
     return state
@@ -53,11 +54,13 @@ def test_the_report_lays_out_every_section_in_order_and_fails_on_the_broken_inva
     # AND every section is there, in order
     at = [text.index(title) for title in SECTIONS]
     assert at == sorted(at)
+    # AND the oracle's one-line summary comes right before the result
+    assert text.splitlines()[-2].startswith("ORACLE OK: geo_service.transform:ReverseGeocoder (stateless): 0 events")
     # AND report.json holds the same verdict and every section as data
     doc = json.loads((tmp_path / "report.json").read_text())
     assert doc["ok"] is False and [i["ok"] for i in doc["invariants"]].count(False) == 1
     assert {"config", "timeline", "specs", "flips", "utilisation", "delivery", "swaps", "swap_timings",
-            "demonstrated"} <= doc.keys()
+            "demonstrated", "oracle"} <= doc.keys() and doc["oracle"]["ok"] is True
     assert doc["timeline"] == ["[   1.0s] started"] and doc["bad_injected"] == {"nan": 1}
 
 

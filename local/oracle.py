@@ -1,0 +1,185 @@
+"""The oracle: what one process running the transform over the whole world would have written, compared with the fleet.
+
+:func:`expected_fields` runs the run's transform (``GEO_TRANSFORM``, the local run's ``--transform``) once over
+every valid event the replay sent, in the producer's send order (which is each entity's order: the ingest stream
+is keyed by ``entity_id`` and the router keeps an entity on one shard), with the catch-all region
+(``load_region([""], ring)``) and, for a stateful transform, one :class:`~geo_service.state.EntityStates` for all
+entities. Each event's expected record fields are the event's own fields and the transform's, as the worker
+merges them (:func:`geo_service.records.enriched_record`), after a JSON round trip.
+
+:func:`compare` then checks the fleet's enriched records (after dedupe by ``event_id``) against them:
+
+* **missing**: an event sent with no record (the delivery invariant names them too);
+* **spurious**: a record whose event was not sent;
+* **differing**: an event one of whose records has a field that differs from the expectation (a duplicate copy is
+  compared too, so two copies that disagree always count); ``inconsistent_duplicates`` counts the events whose
+  copies disagree with each other;
+* **out of order**: consecutive events of one entity (in send order) whose records were processed in the other
+  order (the batches' ``processed_at``; copies: the earliest). An entity whose points straddle a region border
+  is read from two shards by two workers, so across workers this is normal (and reported); within one slot of one
+  process (``same_slot_out_of_order``) it would break a stateful transform and fails its run.
+
+A stateless transform must match exactly. A stateful one differs today wherever an entity changes worker (a region
+border, a swap to another process, a restart): its state does not follow it yet, so the run fails and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from geo_service.records import BadRecord, decode_event
+from geo_service.state import store_for
+from geo_service.transform import GeoTransform, load_transform, stateful_of, transform_name
+from partitioner.contracts.enriched import ROUTING_FIELDS, EnrichedRecord
+
+#: Differences listed in the report (the counts cover all of them).
+EXAMPLES = 5
+_ABSENT = "<absent>"
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One field of one record that is not what the reference run expects (``got`` of the fleet's copy)."""
+
+    event_id: str
+    entity: str
+    field: str
+    expected: Any
+    got: Any
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The reference run's record fields per event (in send order) and each event's entity."""
+
+    fields: dict[str, dict[str, Any]]
+    entity: dict[str, str]
+    order: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OracleResult:
+    """What :func:`compare` found (see the module docstring); ``seconds`` is the reference pass's wall time."""
+
+    transform: str
+    stateful: bool
+    compared: int
+    missing: int
+    spurious: int
+    differing: int
+    inconsistent_duplicates: int
+    out_of_order: int
+    same_slot_out_of_order: int
+    examples: tuple[Difference, ...]
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return (self.missing == 0 and self.spurious == 0 and self.differing == 0
+                and not (self.stateful and self.same_slot_out_of_order))
+
+    def line(self) -> str:
+        """The one-line summary the report prints."""
+        kind = "stateful" if self.stateful else "stateless"
+        return (f"ORACLE {'OK' if self.ok else 'FAILED'}: {self.transform} ({kind}): {self.compared} events compared, "
+                f"{self.missing} missing, {self.spurious} spurious, {self.differing} differing "
+                f"({self.inconsistent_duplicates} with disagreeing duplicates), {self.out_of_order} entity pairs "
+                f"processed out of send order ({self.same_slot_out_of_order} within one slot); reference pass "
+                f"{self.seconds:.1f}s")
+
+
+def expected_fields(transform: GeoTransform, sent: Iterable[Mapping[str, Any]]) -> Expected:
+    """Run ``transform`` (already loaded) over ``sent`` in order; the expected record fields of each valid event.
+
+    An event the worker's decoder rejects is skipped (it is quarantined, not enriched); one the transform raises on
+    is expected nowhere (the worker quarantines it), so a record of it counts as spurious.
+    """
+    stateful = stateful_of(transform)
+    apply = transform.apply if stateful is None else store_for(transform).applier(stateful)
+    fields: dict[str, dict[str, Any]] = {}
+    entity: dict[str, str] = {}
+    order: list[str] = []
+    for n, raw in enumerate(sent):
+        ev = decode_event(json.dumps(raw).encode(), f"sent event #{n}")
+        if isinstance(ev, BadRecord):
+            continue
+        try:
+            added = apply(ev.fields)
+        except Exception:  # the worker quarantines it (transform_error): no record expected
+            continue
+        merged = {k: v for k, v in {**ev.fields, **added}.items() if k not in ROUTING_FIELDS}
+        fields[ev.event_id] = json.loads(json.dumps(merged, default=str))
+        entity[ev.event_id] = ev.entity_id
+        order.append(ev.event_id)
+    return Expected(fields, entity, tuple(order))
+
+
+def _field_diffs(event_id: str, entity: str, want: Mapping[str, Any], got: Mapping[str, Any]) -> list[Difference]:
+    return [Difference(event_id, entity, k, want.get(k, _ABSENT), got.get(k, _ABSENT))
+            for k in sorted(want.keys() | got.keys()) if want.get(k, _ABSENT) != got.get(k, _ABSENT)]
+
+
+def compare(expected: Expected, records: Iterable[EnrichedRecord], *, transform: str = "",
+            stateful: bool = False) -> OracleResult:
+    """Compare the fleet's ``records`` with ``expected`` (see the module docstring)."""
+    copies: dict[str, list[EnrichedRecord]] = {}
+    for r in records:
+        copies.setdefault(r.event_id, []).append(r)
+    missing = sum(1 for e in expected.order if e not in copies)
+    spurious = sum(1 for e in copies if e not in expected.fields)
+    differing = inconsistent = 0
+    examples: list[Difference] = []
+    for eid in expected.order:
+        got = copies.get(eid)
+        if not got:
+            continue
+        diffs = [d for r in got for d in _field_diffs(eid, expected.entity[eid], expected.fields[eid], r.fields)]
+        if diffs:
+            differing += 1
+            examples += diffs[:EXAMPLES - len(examples)]
+        if any(dict(r.fields) != dict(got[0].fields) for r in got[1:]):
+            inconsistent += 1
+    compared = len(expected.order) - missing
+    return OracleResult(transform, stateful, compared, missing, spurious, differing, inconsistent,
+                        *out_of_order(expected, copies), tuple(examples))
+
+
+def out_of_order(expected: Expected, copies: Mapping[str, Sequence[EnrichedRecord]]) -> tuple[int, int]:
+    """Consecutive events of one entity (send order) whose records were processed in the other order: all such
+    pairs, and those whose two records came from the same slot (``worker_id``) of the same process (``owner``)."""
+    last: dict[str, tuple[int, str, str | None]] = {}
+    count = same = 0
+    for eid in expected.order:
+        done = [r for r in copies.get(eid, ()) if r.processed_at is not None]
+        if not done:
+            continue
+        first = min(done, key=lambda r: r.processed_at or 0)
+        at, where = first.processed_at or 0, (first.worker_id, first.owner)
+        entity = expected.entity[eid]
+        if entity in last and at < last[entity][0]:
+            count += 1
+            same += (last[entity][1], last[entity][2]) == where
+        last[entity] = (at, *where)
+    return count, same
+
+
+def run_oracle(spec: str, sent: Sequence[Mapping[str, Any]], records: Sequence[EnrichedRecord],
+               buffer_ring: int = 1) -> OracleResult:
+    """Build ``spec`` (``module:Class``), load the whole world, run it over ``sent`` and compare with ``records``.
+
+    Raises
+    ------
+    geo_service.transform.TransformError
+        ``spec`` cannot be loaded.
+    """
+    started = time.perf_counter()
+    transform = load_transform(spec)
+    transform.load_region([""], buffer_ring)
+    expected = expected_fields(transform, sent)
+    seconds = time.perf_counter() - started
+    result = compare(expected, records, transform=transform_name(transform), stateful=stateful_of(transform) is not None)
+    return replace(result, seconds=seconds)
