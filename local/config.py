@@ -69,6 +69,7 @@ class RunConfig:
     swap_mode: str = "carry"
     shards_per_worker: int = 1  # SHARDS_PER_WORKER of the partitioner: geo-stream shards each worker owns
     faults: tuple[str, ...] = ()  # local/fault_names.py FAULTS, injected during the run (--faults)
+    kpl: bool = False  # --kpl: the producer sends its events KPL-aggregated (local.replay.KPL_EVENTS_PER_RECORD)
 
     @property
     def cap(self) -> float:
@@ -191,6 +192,10 @@ def _run_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) -> No
     p.add_argument("--quick", action="store_true",
                    help=f"a short run (about 2.5 minutes) with the same steps: {q.duration_s:g} s of replay, "
                         f"{q.window_s:g} s windows; used by the test suite")
+    p.add_argument("--kpl", action="store_true",
+                   help="the producer sends its events KPL-aggregated (a few dozen per Kinesis record, encoded with "
+                        "aws_kinesis_agg, partition key the first event's entity), plus one aggregated record with "
+                        "a wrong MD5: the router and the Spark job de-aggregate them (default: one event per record)")
 
 
 def parse_args(argv: list[str] | None = None) -> RunConfig:
@@ -202,4 +207,4 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
                if v is not None}
     faults = parse_faults(ns.faults, ns.swap_mode)  # FaultError (a ValueError) naming the bad name: exit 2
     return RunConfig(**{**base.__dict__, **changes, "out": ns.out, "seed": ns.seed, "swap_mode": ns.swap_mode,
-                        "shards_per_worker": ns.shards_per_worker, "faults": faults})
+                        "shards_per_worker": ns.shards_per_worker, "faults": faults, "kpl": ns.kpl})

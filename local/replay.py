@@ -11,6 +11,11 @@ snapshot was aggregated, partitioned and deployed) it sends the scenario's *star
 the same rate (starting on a window boundary, ``align_s``); the scenario clock (day/night, hotspot) and ``duration_s`` start when the
 system is live, so a slow Spark start on a busy machine does not eat the part of the replay
 where the load moves. ``warmup_timeout_s`` bounds the wait.
+
+**KPL.** With ``kpl`` > 0 (``--kpl``) the events go KPL-aggregated, ``kpl`` per Kinesis record (encoded with
+``aws_kinesis_agg``, partition key = the first event's ``entity_id``), as a Java producer using the KPL sends them;
+the bad records go as one aggregated record too, plus one aggregated record whose MD5 is wrong (reason
+``corrupt_kpl_record``), so the router and the Spark job de-aggregate and quarantine sub-records.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from typing import Any
 
 from local.dataset import EventFactory, bad_events
 from local.loops import FatalLoopError, LoopThread
+from partitioner.contracts.events import ReasonCode
+
+#: Events per KPL aggregated record with ``--kpl``.
+KPL_EVENTS_PER_RECORD = 25
 
 
 class Replayer(LoopThread):
@@ -29,7 +38,7 @@ class Replayer(LoopThread):
 
     def __init__(self, kinesis: Any, stream: str, factory: EventFactory, rate: float, duration_s: float,
                  tick_s: float = 0.5, bad_at: float = 0.3, live: Callable[[], bool] = lambda: True,
-                 warmup_timeout_s: float = 240.0, align_s: float = 0.0) -> None:
+                 warmup_timeout_s: float = 240.0, align_s: float = 0.0, kpl: int = 0) -> None:
         super().__init__("replay", tick_s)
         self.tick_s = tick_s
         if rate <= 0 or duration_s <= 0:
@@ -52,6 +61,7 @@ class Replayer(LoopThread):
         self.bad_sent: dict[str, int] = {}
         self.put_retries = 0
         self.done = False
+        self.kpl = kpl  # user records per KPL aggregated record; 0 = one event per Kinesis record
 
     @property
     def fraction(self) -> float:
@@ -85,17 +95,24 @@ class Replayer(LoopThread):
         due = int(self.sent_total) - len(self.sent_ids)
         if due > 0:
             events = self.factory.events(due, fraction, int(now * 1000))
-            self._put([(json.dumps(e).encode(), str(e["entity_id"])) for e in events])
+            self._put(self._packed([(json.dumps(e).encode(), str(e["entity_id"])) for e in events]))
             self.sent_ids.extend(str(e["event_id"]) for e in events)
         if fraction >= self.bad_at and not self.bad_sent:
             bads = bad_events(self.factory.seed, int(now * 1000))
-            self._put([(b.raw.encode(), "ent-bad") for b in bads])
+            self._put(self._packed([(b.raw.encode(), "ent-bad") for b in bads]))
             for b in bads:
                 self.bad_sent[b.reason] = self.bad_sent.get(b.reason, 0) + 1
+            if self.kpl:
+                self._put([(corrupt_kpl_record(self.factory.seed), "ent-bad")])
+                self.bad_sent[ReasonCode.CORRUPT_KPL_RECORD.value] = 1
         if self.started_at is not None and now - self.started_at >= self.duration_s:
             self.ended_at = now
             self.done = True
             self.stop()
+
+    def _packed(self, records: list[tuple[bytes, str]]) -> list[tuple[bytes, str]]:
+        """``records`` as they go on the stream: unchanged, or KPL-aggregated ``kpl`` per record."""
+        return kpl_aggregate(records, self.kpl) if self.kpl else records
 
     def _put(self, records: list[tuple[bytes, str]]) -> None:
         for i in range(0, len(records), 500):
@@ -109,3 +126,33 @@ class Replayer(LoopThread):
                 time.sleep(min(2.0, 0.1 * 2 ** attempt))
             else:
                 raise RuntimeError(f"PutRecords to {self.stream!r}: {len(batch)} records still rejected after 20 tries")
+
+
+def kpl_aggregate(records: list[tuple[bytes, str]], per_record: int) -> list[tuple[bytes, str]]:
+    """``(data, partition key)`` records packed ``per_record`` to a KPL aggregated record by ``aws_kinesis_agg``.
+
+    Each aggregated record's partition key is its first user record's (what the encoder and the KPL use); a chunk
+    larger than the encoder's 1 MB limit comes out as more records.
+    """
+    from aws_kinesis_agg.aggregator import RecordAggregator  # type: ignore[import-untyped]
+
+    out: list[tuple[bytes, str]] = []
+    for start in range(0, len(records), per_record):
+        agg = RecordAggregator()
+        for data, key in records[start:start + per_record]:
+            full = agg.add_user_record(key, data)
+            if full is not None:
+                pk, _, blob = full.get_contents()
+                out.append((bytes(blob), str(pk)))
+        rest = agg.clear_and_get()
+        if rest is not None:
+            pk, _, blob = rest.get_contents()
+            out.append((bytes(blob), str(pk)))
+    return out
+
+
+def corrupt_kpl_record(seed: int) -> bytes:
+    """A KPL aggregated record (two events) with its last MD5 byte flipped: quarantined whole, never routed."""
+    events = [json.dumps({"event_id": f"kpl-corrupt{seed}-{i}", "entity_id": "ent-bad"}).encode() for i in range(2)]
+    ((blob, _),) = kpl_aggregate([(e, "ent-bad") for e in events], 2)
+    return blob[:-1] + bytes([blob[-1] ^ 0x01])

@@ -32,3 +32,8 @@ def test_bad_flag_values_exit_with_usage_error() -> None:
     with pytest.raises(SystemExit) as exc:
         parse_args(["--speed", "0"])
     assert exc.value.code == 2
+
+
+def test_kpl_flag_turns_on_aggregated_producing() -> None:
+    # GIVEN / WHEN --kpl is given or not THEN the config says so (off by default)
+    assert parse_args(["--quick", "--kpl"]).kpl and not parse_args(["--quick"]).kpl and not RunConfig().kpl
