@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from aggregation.batch import start_streaming
+from aggregation.events import deaggregate_records
 from aggregation.quadkey_counts import add_event_fields_argument, config_from_args, parse_duration
 
 #: The bundled connector's format name and its record columns (data binary, streamName,
@@ -52,16 +53,18 @@ def connector_options(stream_name: str, region: str, endpoint_url: str | None,
 
 
 def connector_records(df: DataFrame) -> DataFrame:
-    """``value, source`` records from the connector's rows.
+    """``value, source`` records from the connector's rows, KPL aggregated records split into their user records.
 
     The connector does not expose the shard id, so ``source`` is
-    ``<streamName>/pk=<partitionKey>/<sequenceNumber>``.
+    ``<streamName>/pk=<partitionKey>/<sequenceNumber>`` (a sub-record's ends ``/sub=<index>``). A record the
+    connector already de-aggregated has no KPL magic and passes :func:`aggregation.events.deaggregate_records`
+    unchanged.
     """
-    return df.select(
-        F.col("data").cast("string").alias("value"),
+    return deaggregate_records(df.select(
+        F.col("data"),
         F.concat_ws("/", F.col("streamName"), F.concat(F.lit("pk="), F.col("partitionKey")),
                     F.col("sequenceNumber")).alias("source"),
-    )
+    ))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,6 +4,8 @@ The Spark side of the event rules of CONTRACTS.md "Events" (the limits, required
 in :mod:`partitioner.contracts`; :mod:`partitioner.load.events` applies the same rules to single records in the
 router and the workers, and ``tests/events/event_rules.json`` holds both to one table)::
 
+    Kinesis payloads (binary data, source)
+      -> deaggregate_records  one text row per user record (KPL aggregated records split, before the JSON parse)
     raw (value, source)
       -> classify_events      one row per record, typed fields + ``reason`` (null = valid)
       -> valid_events         the events the aggregation counts
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, SPARK_CORRUPT_COLUMN, EventFields
@@ -41,7 +44,9 @@ from partitioner.contracts.events import (
     MAX_EPOCH_MS,
     MAX_PARTITION_KEY,
     REQUIRED_FIELDS,
+    ReasonCode,
 )
+from partitioner.contracts.kpl import KPL_MAGIC, SUB_RECORD_MARK, KplError, deaggregate, is_aggregated
 
 _JSON_SCALAR = r'^(-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?|true|false|null|"([^"\\]|\\.)*")$'
 _EPOCH_NUMBER = r"^-?[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?$"
@@ -58,7 +63,8 @@ def classify_events(raw: DataFrame, value_col: str = "value", source_col: str = 
     ----------
     raw : DataFrame
         One record per row: ``value_col`` (the record text) and ``source_col`` (where it came
-        from: ``file:line`` or ``stream/shard/sequence``).
+        from: ``file:line`` or ``stream/shard/sequence``); rows of :func:`deaggregate_records` may also carry
+        :data:`DECODE_REASON`, a quarantine reason that wins over the event checks.
     value_col, source_col : str
         Column names in ``raw``.
     fields : EventFields
@@ -78,12 +84,13 @@ def classify_events(raw: DataFrame, value_col: str = "value", source_col: str = 
         F.col(source_col).cast("string").alias("source"),
         F.from_json(value, text_schema(fields)).alias("_t"),
         F.from_json(value, StructType([StructField(n, DoubleType()) for n in (fields.lat, fields.lon)])).alias("_n"),
+        _decode_reason(raw).alias("_decode"),
     )
     names = dict(zip(REQUIRED_FIELDS, fields.names, strict=True))  # canonical -> the producer's key
     text = {f: F.col("_t").getField(names[f]) for f in REQUIRED_FIELDS}
     lat, lon = F.col("_n").getField(fields.lat), F.col("_n").getField(fields.lon)
     ts = _timestamp_of(text["ts"])
-    reason = _reason(F.col("raw"), F.col("_t"), text, (lat, lon, ts), names)
+    reason = F.coalesce(F.col("_decode"), _reason(F.col("raw"), F.col("_t"), text, (lat, lon, ts), names))
     return parsed.select(
         "raw",
         "source",
@@ -199,3 +206,77 @@ def _clip(text: Column, limit: int = 120) -> Column:
 
 def _quoted(text: Column) -> Column:
     return F.concat(F.lit("'"), _clip(text), F.lit("'"))
+
+
+# ---------------------------------------------------------------------------
+# Decoding: binary Kinesis payloads (KPL aggregated or not) -> one text record per user record
+# ---------------------------------------------------------------------------
+
+#: Column of :func:`deaggregate_records` rows: a quarantine reason found while decoding (null when none).
+DECODE_REASON = "decode_reason"
+_KPL_RESULT = T.StructType([T.StructField("payloads", T.ArrayType(T.StringType())),
+                            T.StructField("problem", T.StringType())])
+
+
+def deaggregate_records(raw: DataFrame, data_col: str = "data", source_col: str = "source") -> DataFrame:
+    """Binary Kinesis payloads -> ``value, source, decode_reason`` rows, one per user record, before the JSON parse.
+
+    A payload that is not a KPL aggregated record (:func:`partitioner.contracts.kpl.is_aggregated`) is one row,
+    its bytes as text (the cast the records had before), ``source`` unchanged; its bytes never reach Python: only
+    rows starting with the KPL magic are sent to the decoder (a Python UDF, see ``_kpl_decode``). An aggregated one
+    becomes a row per user record, ``source`` = ``<source>/sub=<index>``
+    (:func:`partitioner.contracts.kpl.sub_record_source`); one that does not decode is one row whose ``value`` is
+    the record's base64 and whose :data:`DECODE_REASON` is ``corrupt_kpl_record: <what is wrong>``
+    (:func:`classify_events` quarantines it with that reason). An aggregated record with no user records gives
+    no row (as the KCL). Same rows on Spark 3.5 and 4.
+
+    Parameters
+    ----------
+    raw : DataFrame
+        Streaming or static; ``data_col`` binary, ``source_col`` where the record came from.
+    data_col, source_col : str
+        Column names in ``raw``.
+
+    Returns
+    -------
+    DataFrame
+        ``value`` (string), ``source`` (string), ``decode_reason`` (string, null for a decoded record).
+    """
+    data = F.col(data_col)
+    candidate = F.substring(data, 1, len(KPL_MAGIC)) == F.unhex(F.lit(KPL_MAGIC.hex()))
+    decoded = raw.select(data.alias("_d"), F.col(source_col).cast("string").alias("_s"),
+                         _kpl_decode(F.when(candidate, data), F.when(candidate, F.col(source_col).cast("string")))
+                         .alias("_k"))
+    payloads, problem = F.col("_k.payloads"), F.col("_k.problem")
+    whole = F.when(problem.isNull(), F.col("_d").cast("string")).otherwise(F.base64(F.col("_d")))
+    values = F.when(payloads.isNotNull(), payloads).otherwise(F.array(whole))
+    rows = decoded.select("_s", payloads.isNotNull().alias("_sub"), problem.alias("_p"),
+                          F.posexplode(values).alias("_i", "value"))
+    return rows.select(
+        "value",
+        F.when(F.col("_sub"), F.concat(F.col("_s"), F.lit(SUB_RECORD_MARK), F.col("_i").cast("string")))
+        .otherwise(F.col("_s")).alias("source"),
+        F.when(F.col("_p").isNotNull(), F.concat(F.lit(f"{ReasonCode.CORRUPT_KPL_RECORD}: "), F.col("_p")))
+        .alias(DECODE_REASON),
+    )
+
+
+def _decode_kpl(blob: bytes | bytearray | None, where: str | None) -> tuple[list[str] | None, str | None] | None:
+    """One row: ``(payload texts, None)`` of an aggregated record, ``(None, what is wrong)``, or None (not one)."""
+    if blob is None or not is_aggregated(bytes(blob)):
+        return None
+    try:
+        return [p.decode("utf-8", errors="replace") for p in deaggregate(bytes(blob), str(where))], None
+    except KplError as exc:
+        return None, str(exc)
+
+
+#: A plain Python UDF, not a pandas one: the EMR Serverless runtime the job runs on is not known to ship pandas and
+#: pyarrow (the job ships only py-files), and only rows starting with the KPL magic carry their bytes to Python
+#: (the others pass a null), so the Python cost is per aggregated record, shared by its dozens of events.
+_kpl_decode = F.udf(_decode_kpl, _KPL_RESULT)
+
+
+def _decode_reason(raw: DataFrame) -> Column:
+    """The :data:`DECODE_REASON` column of ``raw`` when it has one, else null."""
+    return F.col(DECODE_REASON) if DECODE_REASON in raw.columns else F.lit(None).cast("string")

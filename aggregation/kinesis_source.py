@@ -11,7 +11,7 @@ Usage::
            .option("stream_name", "georebal-ingest")
            .option("endpoint_url", "http://127.0.0.1:5000")   # optional (moto); else AWS_ENDPOINT_URL
            .option("region", "us-east-1")                     # optional; else AWS_DEFAULT_REGION
-           .load())                                           # value, source, stream, shard_id, ...
+           .load())                                           # data, source, stream, shard_id, ...
 
 Notes
 -----
@@ -23,8 +23,9 @@ Notes
   On restart from a checkpoint Spark replays a batch with :meth:`readBetweenOffsets`, which
   re-reads exactly the records between the two offsets.
 * ``source`` of a record is ``<stream>/<shard_id>/<sequence_number>`` (CONTRACTS.md quarantine).
-  Record bytes that are not UTF-8 are decoded with replacement characters (and then quarantined
-  as unparsable JSON).
+* ``data`` is the record's bytes, as the ``aws-kinesis`` connector's ``data`` column: KPL aggregated records are
+  split into their user records by :func:`aggregation.events.deaggregate_records`, which also turns the bytes
+  into the ``value`` text the JSON parse reads (bytes that are not UTF-8 are then quarantined as unparsable JSON).
 """
 
 from __future__ import annotations
@@ -37,10 +38,10 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 
 SOURCE_NAME = "geo_kinesis"
-SCHEMA = ("value string, source string, stream string, shard_id string, sequence_number string, "
+SCHEMA = ("data binary, source string, stream string, shard_id string, sequence_number string, "
           "partition_key string, arrival_ts timestamp")
 
-Row = tuple[str, str, str, str, str, str, datetime | None]
+Row = tuple[bytes, str, str, str, str, str, datetime | None]
 
 
 class KinesisDataSource(DataSource):
@@ -149,9 +150,9 @@ class KinesisStreamReader(SimpleDataSourceStreamReader):
                 if stop_at is not None and int(seq) > stop_at:
                     return out
                 data = rec["Data"]
-                text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data)
-                out.append((text, f"{self.stream}/{shard}/{seq}", self.stream, shard, seq,
-                            rec.get("PartitionKey", ""), rec.get("ApproximateArrivalTimestamp")))
+                out.append((data if isinstance(data, bytes) else str(data).encode(), f"{self.stream}/{shard}/{seq}",
+                            self.stream, shard, seq, rec.get("PartitionKey", ""),
+                            rec.get("ApproximateArrivalTimestamp")))
                 if stop_at is not None and int(seq) == stop_at:
                     return out
             if not records or (limit is not None and len(out) >= limit):

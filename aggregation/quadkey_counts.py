@@ -162,7 +162,11 @@ def format_summary(s: BatchSummary) -> str:
 
 
 def kinesis_stream(spark: SparkSession, stream_name: str, endpoint_url: str | None, region: str | None) -> DataFrame:
-    """Streaming ``value, source`` records of a Kinesis stream through the ``geo_kinesis`` Python source."""
+    """Streaming ``value, source`` records of a Kinesis stream through the ``geo_kinesis`` Python source.
+
+    KPL aggregated records are split into their user records (:func:`aggregation.events.deaggregate_records`).
+    """
+    from aggregation.events import deaggregate_records
     from aggregation.kinesis_source import register
 
     register(spark)
@@ -171,7 +175,7 @@ def kinesis_stream(spark: SparkSession, stream_name: str, endpoint_url: str | No
         reader = reader.option("endpoint_url", endpoint_url)
     if region:
         reader = reader.option("region", region)
-    return reader.load().select("value", "source")
+    return deaggregate_records(reader.load(), "data", "source")
 
 
 def run_stream(spark: SparkSession, stream_name: str, cfg: JobConfig, *, endpoint_url: str | None = None,

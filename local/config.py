@@ -98,11 +98,12 @@ class RunConfig:
     faults: tuple[str, ...] = ()  # local/fault_names.py FAULTS, injected during the run (--faults)
     event_fields: EventFields = DEFAULT_EVENT_FIELDS
     events: EventsOptions | None = None  # --events: replay a recorded log instead of the built-in places
+    transform: str = DEFAULT_TRANSFORM  # the workers' GEO_TRANSFORM (--transform); local.oracle checks its output
+    kpl: bool = False  # --kpl: the producer sends its events KPL-aggregated (local.replay.KPL_EVENTS_PER_RECORD)
 
     def source(self) -> str:
         """What the replay sends, for the report's header."""
         return f"dataset {self.dataset!r}" if self.events is None else f"recorded log {self.events.path!r}"
-    transform: str = DEFAULT_TRANSFORM  # the workers' GEO_TRANSFORM (--transform); local.oracle checks its output
 
     @property
     def cap(self) -> float:
@@ -285,6 +286,10 @@ def _run_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) -> No
     p.add_argument("--quick", action="store_true",
                    help=f"a short run (about 2.5 minutes) with the same steps: {q.duration_s:g} s of replay, "
                         f"{q.window_s:g} s windows; used by the test suite")
+    p.add_argument("--kpl", action="store_true",
+                   help="the producer sends its events KPL-aggregated (a few dozen per Kinesis record, encoded with "
+                        "aws_kinesis_agg, partition key the first event's entity), plus one aggregated record with "
+                        "a wrong MD5: the router and the Spark job de-aggregate them (default: one event per record)")
 
 
 def parse_args(argv: list[str] | None = None) -> RunConfig:
@@ -298,7 +303,7 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
     events = _events_options(ns)  # ValueError naming a flag that does not fit: exit 2
     return RunConfig(**{**base.__dict__, **changes, "out": ns.out, "seed": ns.seed, "swap_mode": ns.swap_mode,
                         "shards_per_worker": ns.shards_per_worker, "faults": faults, "events": events,
-                        "transform": ns.transform,
+                        "transform": ns.transform, "kpl": ns.kpl,
                         "event_fields": _event_fields(ns.event_fields)})
 
 

@@ -14,6 +14,11 @@ where the load moves. ``warmup_timeout_s`` bounds the wait.
 
 :class:`RecordedReplayer` sends a recorded log instead (``--events``): on its recorded clock, its first window
 over and over during the warm-up (:mod:`local.recorded`).
+
+**KPL.** With ``kpl`` > 0 (``--kpl``) the events go KPL-aggregated, ``kpl`` per Kinesis record (encoded with
+``aws_kinesis_agg``, partition key = the first event's ``entity_id``), as a Java producer using the KPL sends them;
+the bad records go as one aggregated record too, plus one aggregated record whose MD5 is wrong (reason
+``corrupt_kpl_record``), so the router and the Spark job de-aggregate and quarantine sub-records.
 """
 
 from __future__ import annotations
@@ -27,9 +32,14 @@ import numpy as np
 import numpy.typing as npt
 
 from local.dataset import EventFactory, bad_events
+from local.kpl import corrupt_kpl_record, kpl_aggregate
 from local.loops import FatalLoopError, LoopThread
 from local.recorded import WARMUP_SUFFIX, RecordedLog, ReplayPlan, log_events, utc_text
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
+from partitioner.contracts.events import ReasonCode
+
+#: Events per KPL aggregated record with ``--kpl``.
+KPL_EVENTS_PER_RECORD = 25
 
 
 class Replayer(LoopThread):
@@ -37,7 +47,7 @@ class Replayer(LoopThread):
 
     def __init__(self, kinesis: Any, stream: str, factory: EventFactory, rate: float, duration_s: float,
                  tick_s: float = 0.5, bad_at: float = 0.3, live: Callable[[], bool] = lambda: True,
-                 warmup_timeout_s: float = 240.0, align_s: float = 0.0) -> None:
+                 warmup_timeout_s: float = 240.0, align_s: float = 0.0, kpl: int = 0) -> None:
         super().__init__("replay", tick_s)
         self.tick_s = tick_s
         if rate <= 0 or duration_s <= 0:
@@ -61,6 +71,7 @@ class Replayer(LoopThread):
         self.bad_sent: dict[str, int] = {}
         self.put_retries = 0
         self.done = False
+        self.kpl = kpl  # user records per KPL aggregated record; 0 = one event per Kinesis record
 
     @property
     def fraction(self) -> float:
@@ -95,18 +106,25 @@ class Replayer(LoopThread):
         if due > 0:
             events = self.factory.events(due, fraction, int(now * 1000))
             f = self.factory.fields  # the keys the events carry (--event-fields)
-            self._put([(json.dumps(e).encode(), str(e[f.entity_id])) for e in events])
+            self._put(self._packed([(json.dumps(e).encode(), str(e[f.entity_id])) for e in events]))
             self.sent_ids.extend(str(e[f.event_id]) for e in events)
             self.sent_events.extend(events if f.is_default else [f.canonical(e) for e in events])
         if fraction >= self.bad_at and not self.bad_sent:
             bads = bad_events(self.factory.seed, int(now * 1000), self.factory.fields)
-            self._put([(b.raw.encode(), "ent-bad") for b in bads])
+            self._put(self._packed([(b.raw.encode(), "ent-bad") for b in bads]))
             for b in bads:
                 self.bad_sent[b.reason] = self.bad_sent.get(b.reason, 0) + 1
+            if self.kpl:
+                self._put([(corrupt_kpl_record(self.factory.seed), "ent-bad")])
+                self.bad_sent[ReasonCode.CORRUPT_KPL_RECORD.value] = 1
         if self.started_at is not None and now - self.started_at >= self.duration_s:
             self.ended_at = now
             self.done = True
             self.stop()
+
+    def _packed(self, records: list[tuple[bytes, str]]) -> list[tuple[bytes, str]]:
+        """``records`` as they go on the stream: unchanged, or KPL-aggregated ``kpl`` per record."""
+        return kpl_aggregate(records, self.kpl) if self.kpl else records
 
     def _put(self, records: list[tuple[bytes, str]]) -> None:
         for i in range(0, len(records), 500):

@@ -26,7 +26,7 @@ from local.observe import ControlObserver
 from local.outcomes import summarise
 from local.output import EnrichedReader
 from local.recorded import RecordedLog, RecordedTimeline, ReplayPlan, describe, quarantine_bad_rows
-from local.replay import RecordedReplayer, Replayer
+from local.replay import KPL_EVENTS_PER_RECORD, RecordedReplayer, Replayer
 from local.spark import start_spark, wait_for_spark
 from local.state import RunState, say
 from partitioner.aws_budget.calls import CallLog
@@ -89,12 +89,14 @@ def start_services(state: RunState, aws: EmbeddedAws, places: Places, scenario: 
     observer = _start_components(state, aws)
     state.replayer = Replayer(aws.client("kinesis"), aws.names.ingest_stream, EventFactory(places, scenario, cfg.seed, fields=cfg.event_fields),
                               cfg.rate, cfg.duration_s, live=lambda: observer.active_version is not None,
-                              warmup_timeout_s=WARMUP_TIMEOUT_S, align_s=cfg.window_s)
+                              warmup_timeout_s=WARMUP_TIMEOUT_S, align_s=cfg.window_s,
+                              kpl=KPL_EVENTS_PER_RECORD if cfg.kpl else 0)
     _start_loops(state, aws)
     say(state, f"replaying {len(places)} places of {places.source!r} at {cfg.rate:g} events/s: warm-up at "
                f"simulated {scenario.sim_time(0):%H:%M} UTC until the first spec is active, then {cfg.duration_s:g}s: "
                f"steady, day/night shift ({cfg.speed:g}x simulated time), new hotspot {state.hotspot_name!r} "
-               f"ramping, steady; pace: {cfg.pace()}")
+               f"ramping, steady; pace: {cfg.pace()}"
+               + (f"; KPL-aggregated, {KPL_EVENTS_PER_RECORD} events per Kinesis record" if cfg.kpl else ""))
 
 
 def start_recorded_services(state: RunState, aws: EmbeddedAws, log: RecordedLog, plan: ReplayPlan) -> None:

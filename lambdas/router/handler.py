@@ -5,6 +5,11 @@ Entry point ``lambdas/router/handler.py:handler``. Env: ``CONTROL_TABLE``, ``SPE
 Returns ``{"batchItemFailures": [{"itemIdentifier": <sequenceNumber>}, ...]}``: invalid events are
 quarantined (not failures); records whose put failed are reported, never dropped.
 
+A KPL aggregated record (:mod:`partitioner.contracts.kpl`) is split into its user records, each routed, quarantined
+(``source`` ``<stream>/<shard>/<seq>/sub=<index>``) or failed on its own; a failure reports the parent's sequence
+number (what the event source mapping checkpoints), so the whole parent is re-delivered. One that does not decode
+is quarantined whole as ``corrupt_kpl_record`` (its ``raw`` the record's base64).
+
 The geo-stream puts are made by a client without SDK retries (:func:`put_client`). A put the SDK retries after
 a throttle (``ProvisionedThroughputExceededException``) backs off for seconds and can land in the stream of a
 version that was flipped away from meanwhile, after its workers drained (``DRAIN_QUIET_S`` covers
@@ -32,6 +37,8 @@ from lambdas.common.kinesis import GeoStreams
 from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router.routing import ActiveSpecCache, InputRecord, route_batch
 from partitioner.contracts.env import EnvVar
+from partitioner.contracts.events import ReasonCode
+from partitioner.contracts.kpl import KplError, deaggregate, is_aggregated, sub_record_source
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.metric_names import NAMESPACE, Metric, MetricService
 
@@ -71,7 +78,11 @@ def put_client(cfg: LambdaConfig) -> Any:
 
 
 def parse_kinesis_event(event: dict[str, Any]) -> list[InputRecord]:
-    """Return the records of a Kinesis Lambda event (payload base64-decoded; item id = sequence number)."""
+    """Return the user records of a Kinesis Lambda event (payload base64-decoded; item id = sequence number).
+
+    A KPL aggregated record gives one record per user record, all with the parent's sequence number as item id
+    (:func:`user_records`).
+    """
     records: list[InputRecord] = []
     for r in event.get("Records", []):
         k = r.get("kinesis", {})
@@ -82,8 +93,24 @@ def parse_kinesis_event(event: dict[str, Any]) -> list[InputRecord]:
         except (binascii.Error, ValueError):
             # the payload is not even base64: quarantine it as unparsable rather than failing the batch forever
             data = str(k.get("data", "")).encode()
-        records.append(InputRecord(seq, data, source))
+        records.extend(user_records(InputRecord(seq, data, source)))
     return records
+
+
+def user_records(record: InputRecord) -> list[InputRecord]:
+    """``record`` itself, or the user records of a KPL aggregated one (sources ``<source>/sub=<index>``).
+
+    An aggregated record that does not decode is returned once, its base64 as data, rejected as
+    ``corrupt_kpl_record`` with the decoder's message (never retried: the same bytes would fail again).
+    """
+    if not is_aggregated(record.data):
+        return [record]
+    try:
+        payloads = deaggregate(record.data, record.source)
+    except KplError as exc:
+        return [InputRecord(record.item_id, base64.b64encode(record.data), record.source,
+                            f"{ReasonCode.CORRUPT_KPL_RECORD}: {exc}")]
+    return [InputRecord(record.item_id, p, sub_record_source(record.source, i)) for i, p in enumerate(payloads)]
 
 
 @metrics.log_metrics

@@ -35,11 +35,16 @@ Clock = Callable[[], float]
 
 @dataclass(frozen=True)
 class InputRecord:
-    """One ingest record: its id for batchItemFailures, payload, and where it came from."""
+    """One ingest record: its id for batchItemFailures, payload, and where it came from.
+
+    ``rejected`` is a quarantine reason found before the event was read (a KPL aggregated record that does not
+    decode, see :func:`lambdas.router.handler.parse_kinesis_event`): the record is quarantined with it as it is.
+    """
 
     item_id: str
     data: bytes
     source: str
+    rejected: str | None = None
 
 
 @dataclass(frozen=True)
@@ -136,7 +141,7 @@ def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, stre
     valid: list[tuple[InputRecord, ValidEvent]] = []
     rejected: list[tuple[InputRecord, Rejection]] = []
     for rec in records:
-        parsed = parse_event(rec.data, fields)
+        parsed = parse_event(rec.data, fields) if rec.rejected is None else Rejection(rec.rejected, rec.data)
         if isinstance(parsed, ValidEvent):
             valid.append((rec, parsed))
         else:

@@ -38,6 +38,9 @@ class ReasonCode(StrEnum):
     LAT_OUT_OF_RANGE = "lat_out_of_range"
     LON_OUT_OF_RANGE = "lon_out_of_range"
     BAD_TIMESTAMP = "bad_timestamp"
+    #: A Kinesis record with the KPL magic that does not decode (:mod:`partitioner.contracts.kpl`): the whole
+    #: record is quarantined, before any event is read from it.
+    CORRUPT_KPL_RECORD = "corrupt_kpl_record"
 
 
 #: Every reason code, in a stable order.

@@ -55,3 +55,21 @@ def test_the_event_fields_argument_reaches_the_job_config() -> None:
     bad = build_parser().parse_args([*base, "--event-fields", "lat=latitude"])
     with pytest.raises(ValueError, match=r"--event-fields: .*'lat=latitude'"):
         config_from_args(bad, out=bad.snapshots)
+
+
+def test_connector_rows_with_a_kpl_aggregated_record_become_one_record_per_event(spark) -> None:
+    # GIVEN a connector row whose data is two events KPL-aggregated by the real encoder
+    from aws_kinesis_agg.aggregator import RecordAggregator
+
+    agg = RecordAggregator()
+    for e in ('{"event_id": "a"}', '{"event_id": "b"}'):
+        agg.add_user_record("u1", e.encode())
+    data = bytearray(agg.clear_and_get().get_contents()[2])
+    df = spark.createDataFrame([(data, "ingest", "u1", "4961", datetime(2026, 1, 1, tzinfo=UTC))],
+                               "data binary, streamName string, partitionKey string, sequenceNumber string, "
+                               "approximateArrivalTimestamp timestamp")
+    # WHEN mapped
+    rows = connector_records(df).collect()
+    # THEN each event is one record, named by the parent record and its index
+    assert [(r["value"], r["source"]) for r in rows] == [('{"event_id": "a"}', "ingest/pk=u1/4961/sub=0"),
+                                                         ('{"event_id": "b"}', "ingest/pk=u1/4961/sub=1")]

@@ -51,11 +51,22 @@ def _event(i: int, ms: int) -> str:
                        "lon": 2.35 + (i % 5) * 1e-3})
 
 
-def _make_stream(endpoint: str, name: str, records: list[str]) -> None:
+def _make_stream(endpoint: str, name: str, records: list[str | bytes]) -> None:
     kinesis = _client("kinesis", endpoint)
     kinesis.create_stream(StreamName=name, ShardCount=2)
     for i, rec in enumerate(records):
-        kinesis.put_record(StreamName=name, Data=rec.encode(), PartitionKey=f"u{i % 4}")
+        kinesis.put_record(StreamName=name, Data=rec.encode() if isinstance(rec, str) else rec,
+                           PartitionKey=f"u{i % 4}")
+
+
+def _kpl(events: list[str]) -> bytes:
+    """``events`` as one KPL aggregated record (aws_kinesis_agg, the real encoder)."""
+    from aws_kinesis_agg.aggregator import RecordAggregator
+
+    agg = RecordAggregator()
+    for e in events:
+        agg.add_user_record(json.loads(e)["entity_id"], e.encode())
+    return bytes(agg.clear_and_get().get_contents()[2])
 
 
 def test_reader_reads_every_shard_and_replays_between_offsets_exactly(moto_endpoint: str,
@@ -78,7 +89,7 @@ def test_reader_reads_every_shard_and_replays_between_offsets_exactly(moto_endpo
         offset = end
     # THEN every record is read once, at most 4 per shard per batch, with stream/shard/seq sources
     values = [r[0] for _, _, rows in batches for r in rows]
-    assert sorted(values) == sorted(records)
+    assert sorted(values) == sorted(r.encode() for r in records)
     assert all(len([r for r in rows if r[3] == s]) <= 4 for _, _, rows in batches for s in {r[3] for r in rows})
     assert all(r[1] == f"reader-test/{r[3]}/{r[4]}" for _, _, rows in batches for r in rows)
     # AND a replay between two offsets returns exactly that batch's records
@@ -95,9 +106,10 @@ def test_reader_rejects_bad_options() -> None:
 
 
 def test_streaming_cli_from_kinesis_to_s3_in_moto_and_clean_sigterm(moto_endpoint: str, tmp_path: Path) -> None:
-    # GIVEN a stream with 40 events in window [0, 10 s), one at 30 s (moves the watermark past it),
-    # one bad record, and an S3 bucket for snapshots
-    records = [_event(i, BASE_MS + i * 200) for i in range(40)] + [_event(99, BASE_MS + 30_000), "{oops"]
+    # GIVEN a stream with 40 events in window [0, 10 s) (10 one per record, 30 in two KPL aggregated records),
+    # one at 30 s (moves the watermark past it), one bad record, and an S3 bucket for snapshots
+    window = [_event(i, BASE_MS + i * 200) for i in range(40)]
+    records = [*window[:10], _kpl(window[10:25]), _kpl(window[25:]), _event(99, BASE_MS + 30_000), "{oops"]
     _make_stream(moto_endpoint, "ingest-cli", records)
     s3 = _client("s3", moto_endpoint)
     s3.create_bucket(Bucket="snapshots")

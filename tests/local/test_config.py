@@ -82,3 +82,8 @@ def test_a_bad_time_unit_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
     with pytest.raises(SystemExit) as exc:
         parse_args(["--events", "d.csv", "--time-unit", "fortnights"])
     assert exc.value.code == 2 and "'fortnights'" in capsys.readouterr().err
+
+
+def test_kpl_flag_turns_on_aggregated_producing() -> None:
+    # GIVEN / WHEN --kpl is given or not THEN the config says so (off by default)
+    assert parse_args(["--quick", "--kpl"]).kpl and not parse_args(["--quick"]).kpl and not RunConfig().kpl

@@ -35,7 +35,7 @@ def test_stored_strings_are_the_ones_already_in_buckets_streams_and_tables() -> 
     assert [k.value for k in ControlKey] == ["desired", "active", "deploy", "plan", "policy", "snapshot", "latency",
                                              "swap", "code"]
     assert REASON_CODES == ("unparsable_json", "not_an_object", "missing_field", "bad_type", "nan",
-                            "lat_out_of_range", "lon_out_of_range", "bad_timestamp")
+                            "lat_out_of_range", "lon_out_of_range", "bad_timestamp", "corrupt_kpl_record")
 
 
 @pytest.mark.parametrize("key", ["specs/v12.json", "specs/v00000012.json.tmp", "other/v00000012.json"])
