@@ -37,9 +37,9 @@ from lambdas.common.kinesis import GeoStreams
 from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router.routing import ActiveSpecCache, InputRecord, route_batch
 from partitioner.contracts.env import EnvVar
+from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.events import ReasonCode
 from partitioner.contracts.kpl import KplError, deaggregate, is_aggregated, sub_record_source
-from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.metric_names import NAMESPACE, Metric, MetricService
 
 logger = Logger(service="router")
