@@ -13,7 +13,7 @@ from typing import Any
 
 from local import procs
 from local.aws import EmbeddedAws
-from local.environment import GREEN_TIMEOUT_S
+from local.environment import DRAIN_TIMEOUT_S, GREEN_TIMEOUT_S
 from local.events import LambdaContext, s3_object_created
 from local.fault_names import WHOLE_ONLY
 from local.faults.deployer_crash import DeployerCrash
@@ -173,7 +173,11 @@ def arm_data_faults(state: RunState, aws: EmbeddedAws, status: Any) -> None:
     if "stream-throttle" in cfg.faults:
         replayer, output, router = state.replayer, state.output, state.router
         assert replayer is not None and output is not None and router is not None
+        # With hook-timeout, ECS stops the new fleet after its flip and the deployer redeploys it; the redeployed
+        # slots' handover gate then waits up to DRAIN_TIMEOUT_S for old slots the rollback stopped before they
+        # published (seen in CI: 60 s), so events the throttle delayed come out that much later.
+        gate_wait = DRAIN_TIMEOUT_S if "hook-timeout" in cfg.faults else 0.0
         state.faults.append(StreamThrottle(
             aws.server.throttle, geo_stream_prefix(cfg.prefix), lambda: replayer.sent_ids, lambda: output.ids,
             lambda: router.failed_items, status, delay_s=0.3 * cfg.duration_s, duration_s=0.15 * cfg.duration_s,
-            share=0.5, deadline_s=0.15 * cfg.duration_s + cfg.drain_timeout_s))
+            share=0.5, deadline_s=0.15 * cfg.duration_s + cfg.drain_timeout_s + gate_wait))
