@@ -42,134 +42,30 @@ from partitioner.contracts.events import ReasonCode
 KPL_EVENTS_PER_RECORD = 25
 
 
-class Replayer(LoopThread):
-    """Sends ``rate`` events per second for ``duration_s`` seconds, then stops by itself."""
+class ReplayThread(LoopThread):
+    """What both replayers share: the run's view of a replay and how events go on the stream.
 
-    def __init__(self, kinesis: Any, stream: str, factory: EventFactory, rate: float, duration_s: float,
-                 tick_s: float = 0.5, bad_at: float = 0.3, live: Callable[[], bool] = lambda: True,
-                 warmup_timeout_s: float = 240.0, align_s: float = 0.0, kpl: int = 0) -> None:
-        super().__init__("replay", tick_s)
-        self.tick_s = tick_s
-        if rate <= 0 or duration_s <= 0:
-            raise ValueError(f"rate and duration must be > 0, got rate={rate!r} duration={duration_s!r}")
-        self.kinesis = kinesis
-        self.stream = stream
-        self.factory = factory
-        self.rate = rate
-        self.duration_s = duration_s
-        self.bad_at = bad_at
-        self.live = live
-        self.align_s = align_s
-        self.warmup_timeout_s = warmup_timeout_s
-        self.began_at: float | None = None    # first event sent (warm-up starts)
-        self.started_at: float | None = None  # scenario clock starts (system live)
-        self.ended_at: float | None = None    # the last events were sent
-        self.sent_total = 0.0
-        self.last_tick: float | None = None
-        self.sent_ids: list[str] = []
-        self.sent_events: list[dict[str, Any]] = []  # the valid events in send order (local.oracle replays them)
-        self.bad_sent: dict[str, int] = {}
-        self.put_retries = 0
-        self.done = False
-        self.kpl = kpl  # user records per KPL aggregated record; 0 = one event per Kinesis record
-
-    @property
-    def fraction(self) -> float:
-        """How far through the replay we are, in [0, 1]."""
-        if self.started_at is None:
-            return 0.0
-        return min(1.0, (time.time() - self.started_at) / self.duration_s)
-
-    @property
-    def warming_up(self) -> bool:
-        return self.started_at is None
-
-    def step(self) -> None:
-        if self.done:
-            return
-        now = time.time()
-        if self.began_at is None:
-            if self.align_s > 0 and now % self.align_s > self.tick_s:
-                return  # start on a window boundary, so the first snapshot holds a whole window
-            self.began_at = self.last_tick = now
-        if self.started_at is None:
-            if self.live():
-                self.started_at = now
-            elif now - self.began_at > self.warmup_timeout_s:
-                raise FatalLoopError(f"no spec became active within {self.warmup_timeout_s:g}s of warm-up: "
-                                     "see the Spark, partitioner and worker logs")
-        fraction = self.fraction
-        assert self.last_tick is not None
-        self.sent_total += self.rate * (now - self.last_tick)
-        self.last_tick = now
-        due = int(self.sent_total) - len(self.sent_ids)
-        if due > 0:
-            events = self.factory.events(due, fraction, int(now * 1000))
-            f = self.factory.fields  # the keys the events carry (--event-fields)
-            self._put(self._packed([(json.dumps(e).encode(), str(e[f.entity_id])) for e in events]))
-            self.sent_ids.extend(str(e[f.event_id]) for e in events)
-            self.sent_events.extend(events if f.is_default else [f.canonical(e) for e in events])
-        if fraction >= self.bad_at and not self.bad_sent:
-            bads = bad_events(self.factory.seed, int(now * 1000), self.factory.fields)
-            self._put(self._packed([(b.raw.encode(), "ent-bad") for b in bads]))
-            for b in bads:
-                self.bad_sent[b.reason] = self.bad_sent.get(b.reason, 0) + 1
-            if self.kpl:
-                self._put([(corrupt_kpl_record(self.factory.seed), "ent-bad")])
-                self.bad_sent[ReasonCode.CORRUPT_KPL_RECORD.value] = 1
-        if self.started_at is not None and now - self.started_at >= self.duration_s:
-            self.ended_at = now
-            self.done = True
-            self.stop()
-
-    def _packed(self, records: list[tuple[bytes, str]]) -> list[tuple[bytes, str]]:
-        """``records`` as they go on the stream: unchanged, or KPL-aggregated ``kpl`` per record."""
-        return kpl_aggregate(records, self.kpl) if self.kpl else records
-
-    def _put(self, records: list[tuple[bytes, str]]) -> None:
-        for i in range(0, len(records), 500):
-            batch = [{"Data": d, "PartitionKey": k} for d, k in records[i:i + 500]]
-            for attempt in range(20):
-                resp = self.kinesis.put_records(StreamName=self.stream, Records=batch)
-                if not resp.get("FailedRecordCount"):
-                    break
-                self.put_retries += 1
-                batch = [r for r, res in zip(batch, resp["Records"], strict=True) if "ErrorCode" in res]
-                time.sleep(min(2.0, 0.1 * 2 ** attempt))
-            else:
-                raise RuntimeError(f"PutRecords to {self.stream!r}: {len(batch)} records still rejected after 20 tries")
-
-
-class RecordedReplayer(LoopThread):
-    """Sends a recorded log on its recorded clock (:mod:`local.recorded`), warm-up first; stops by itself.
-
-    It has the attributes the run reads from a :class:`Replayer` (``sent_ids``, ``bad_sent``, ``began_at``,
-    ``started_at``, ``ended_at``, ``fraction``, ``warming_up``, ``done``, ``duration_s``), plus
-    ``recorded_sent`` (rows of the log sent on the replay clock, each once) and ``warmup_sent`` (warm-up copies
-    of the log's first window, ids ``<event_id>#warmup<k>``). ``bad_sent`` stays empty: nothing bad is injected
-    (the log's own bad rows go straight to the quarantine, :func:`local.recorded.quarantine_bad_rows`).
+    The run reads ``sent_ids`` (the events in), ``sent_events`` (the valid events in send order, canonical keys:
+    :mod:`local.oracle` replays them), ``bad_sent``, ``began_at`` (first event sent: the warm-up starts),
+    ``started_at`` (the scenario or replay clock starts: the system is live), ``ended_at``, ``fraction``,
+    ``warming_up``, ``done``, ``duration_s`` and ``put_retries``.
     """
 
-    def __init__(self, kinesis: Any, stream: str, log: RecordedLog, plan: ReplayPlan, tick_s: float = 0.5,
-                 live: Callable[[], bool] = lambda: True, warmup_timeout_s: float = 240.0, align_s: float = 0.0,
-                 clock: Callable[[], float] = time.time, fields: EventFields = DEFAULT_EVENT_FIELDS) -> None:
+    def __init__(self, kinesis: Any, stream: str, *, duration_s: float, tick_s: float, live: Callable[[], bool],
+                 warmup_timeout_s: float, align_s: float, clock: Callable[[], float], fields: EventFields,
+                 kpl: int = 0) -> None:
         super().__init__("replay", tick_s)
-        self.kinesis, self.stream, self.log, self.plan = kinesis, stream, log, plan
+        self.kinesis, self.stream = kinesis, stream
+        self.duration_s, self.tick_s, self.live, self.clock = duration_s, tick_s, live, clock
+        self.warmup_timeout_s, self.align_s = warmup_timeout_s, align_s
         self.fields = fields  # the keys the events are sent under (--event-fields)
-        self.tick_s, self.live, self.align_s, self.clock = tick_s, live, align_s, clock
-        self.warmup_timeout_s = warmup_timeout_s
-        self.duration_s = plan.duration_s
-        self.began_at: float | None = None    # first warm-up pass starts
-        self.started_at: float | None = None  # the replay clock starts (system live)
-        self.ended_at: float | None = None    # the last events were sent
+        self.kpl = kpl  # user records per KPL aggregated record; 0 = one event per Kinesis record
+        self.began_at: float | None = None
+        self.started_at: float | None = None
+        self.ended_at: float | None = None
         self.sent_ids: list[str] = []
-        self.sent_events: list[dict[str, Any]] = []  # the events in send order, canonical keys (local.oracle)
+        self.sent_events: list[dict[str, Any]] = []
         self.bad_sent: dict[str, int] = {}
-        self.recorded_sent = 0
-        self.warmup_sent = 0
-        self.warmup_passes = 0
-        self._pass_start: float | None = None
-        self._pass_next = 0
         self.put_retries = 0
         self.done = False
 
@@ -184,13 +80,13 @@ class RecordedReplayer(LoopThread):
     def warming_up(self) -> bool:
         return self.started_at is None
 
-    def step(self) -> None:
-        if self.done:
-            return
-        now = self.clock()
+    def _begin(self, now: float) -> bool:
+        """Begin on a window boundary (so the first snapshot holds a whole window) and start the clock once the
+        system is live; False while still waiting for the boundary. Raises FatalLoopError after
+        ``warmup_timeout_s`` of warm-up."""
         if self.began_at is None:
             if self.align_s > 0 and now % self.align_s > self.tick_s:
-                return  # start on a window boundary, so a warm-up pass fills one window
+                return False
             self.began_at = now
         if self.started_at is None:
             if self.live():
@@ -198,10 +94,105 @@ class RecordedReplayer(LoopThread):
             elif now - self.began_at > self.warmup_timeout_s:
                 raise FatalLoopError(f"no spec became active within {self.warmup_timeout_s:g}s of warm-up: "
                                      "see the Spark, partitioner and worker logs")
-            else:
-                self._warm_up(now)
-                return
-        self._replay(now)
+        return True
+
+    def _finish(self, now: float) -> None:
+        self.ended_at = now
+        self.done = True
+        self.stop()
+
+    def _send(self, canonical: list[dict[str, Any]], wire: list[dict[str, Any]]) -> None:
+        """Send ``wire`` (the events under :attr:`fields`' keys) and remember ``canonical`` (the same events under
+        the canonical keys) as sent."""
+        key = self.fields.entity_id
+        self._put_raw([(json.dumps(w).encode(), str(w[key])) for w in wire])
+        self.sent_ids.extend(str(e["event_id"]) for e in canonical)
+        self.sent_events.extend(canonical)
+
+    def _put_raw(self, records: list[tuple[bytes, str]]) -> None:
+        """Put ``(data, partition key)`` records as they are, or KPL-aggregated ``kpl`` per Kinesis record."""
+        self.put_retries += put_all(self.kinesis, self.stream, kpl_aggregate(records, self.kpl) if self.kpl else records)
+
+
+class Replayer(ReplayThread):
+    """Sends ``rate`` events per second for ``duration_s`` seconds, then stops by itself."""
+
+    def __init__(self, kinesis: Any, stream: str, factory: EventFactory, rate: float, duration_s: float,
+                 tick_s: float = 0.5, bad_at: float = 0.3, live: Callable[[], bool] = lambda: True,
+                 warmup_timeout_s: float = 240.0, align_s: float = 0.0, kpl: int = 0,
+                 clock: Callable[[], float] = time.time) -> None:
+        if rate <= 0 or duration_s <= 0:
+            raise ValueError(f"rate and duration must be > 0, got rate={rate!r} duration={duration_s!r}")
+        super().__init__(kinesis, stream, duration_s=duration_s, tick_s=tick_s, live=live,
+                         warmup_timeout_s=warmup_timeout_s, align_s=align_s, clock=clock, fields=factory.fields,
+                         kpl=kpl)
+        self.factory = factory
+        self.rate = rate
+        self.bad_at = bad_at
+        self.sent_total = 0.0
+        self.last_tick: float | None = None
+
+    def step(self) -> None:
+        if self.done:
+            return
+        now = self.clock()
+        if not self._begin(now):
+            return
+        fraction = self.fraction
+        self.sent_total += self.rate * (now - (self.last_tick or now))
+        self.last_tick = now
+        due = int(self.sent_total) - len(self.sent_ids)
+        if due > 0:
+            wire = self.factory.events(due, fraction, int(now * 1000))  # under the factory's keys (--event-fields)
+            f = self.fields
+            self._send(wire if f.is_default else [f.canonical(e) for e in wire], wire)
+        if fraction >= self.bad_at and not self.bad_sent:
+            self._send_bad(now)
+        if self.started_at is not None and now - self.started_at >= self.duration_s:
+            self._finish(now)
+
+    def _send_bad(self, now: float) -> None:
+        """The deliberately bad records (:func:`local.dataset.bad_events`), plus a corrupt KPL record with ``kpl``."""
+        bads = bad_events(self.factory.seed, int(now * 1000), self.fields)
+        self._put_raw([(b.raw.encode(), "ent-bad") for b in bads])
+        for b in bads:
+            self.bad_sent[b.reason] = self.bad_sent.get(b.reason, 0) + 1
+        if self.kpl:
+            self.put_retries += put_all(self.kinesis, self.stream, [(corrupt_kpl_record(self.factory.seed), "ent-bad")])
+            self.bad_sent[ReasonCode.CORRUPT_KPL_RECORD.value] = 1
+
+
+class RecordedReplayer(ReplayThread):
+    """Sends a recorded log on its recorded clock (:mod:`local.recorded`), warm-up first; stops by itself.
+
+    Beside what every :class:`ReplayThread` has: ``recorded_sent`` (rows of the log sent on the replay clock, each
+    once) and ``warmup_sent`` (warm-up copies of the log's first window, ids ``<event_id>#warmup<k>``).
+    ``bad_sent`` stays empty: nothing bad is injected (the log's own bad rows go straight to the quarantine,
+    :func:`local.recorded.quarantine_bad_rows`).
+    """
+
+    def __init__(self, kinesis: Any, stream: str, log: RecordedLog, plan: ReplayPlan, tick_s: float = 0.5,
+                 live: Callable[[], bool] = lambda: True, warmup_timeout_s: float = 240.0, align_s: float = 0.0,
+                 clock: Callable[[], float] = time.time, fields: EventFields = DEFAULT_EVENT_FIELDS) -> None:
+        super().__init__(kinesis, stream, duration_s=plan.duration_s, tick_s=tick_s, live=live,
+                         warmup_timeout_s=warmup_timeout_s, align_s=align_s, clock=clock, fields=fields)
+        self.log, self.plan = log, plan
+        self.recorded_sent = 0
+        self.warmup_sent = 0
+        self.warmup_passes = 0
+        self._pass_start: float | None = None
+        self._pass_next = 0
+
+    def step(self) -> None:
+        if self.done:
+            return
+        now = self.clock()
+        if not self._begin(now):
+            return
+        if self.started_at is None:
+            self._warm_up(now)
+        else:
+            self._replay(now)
 
     def _warm_up(self, now: float) -> None:
         """Send the first window's events due in the current pass (passes start every ``window_s``)."""
@@ -213,7 +204,7 @@ class RecordedReplayer(LoopThread):
             due = self._pass_start + self.plan.offsets_s[:first]
             end = first if now - self._pass_start >= period else int(np.searchsorted(due, now, side="right"))
             if end > self._pass_next:
-                self._send(self._pass_next, end, due[self._pass_next:end], f"{WARMUP_SUFFIX}{self.warmup_passes}")
+                self._send_rows(self._pass_next, end, due[self._pass_next:end], f"{WARMUP_SUFFIX}{self.warmup_passes}")
                 self.warmup_sent += end - self._pass_next
                 self._pass_next = end
             if now - self._pass_start < period:
@@ -231,20 +222,14 @@ class RecordedReplayer(LoopThread):
             plan.send, int(np.searchsorted(plan.offsets_s, elapsed, side="right")))
         if end > self.recorded_sent:
             lo = self.recorded_sent
-            self._send(lo, end, self.started_at + plan.offsets_s[lo:end], "")
+            self._send_rows(lo, end, self.started_at + plan.offsets_s[lo:end], "")
             self.recorded_sent = end
         if elapsed >= plan.duration_s:
-            self.ended_at = now
-            self.done = True
-            self.stop()
+            self._finish(now)
 
-    def _send(self, lo: int, hi: int, due_s: npt.NDArray[np.float64], suffix: str) -> None:
+    def _send_rows(self, lo: int, hi: int, due_s: npt.NDArray[np.float64], suffix: str) -> None:
         events = log_events(self.log, lo, hi, np.floor(due_s * 1000.0).astype(np.int64), suffix)
-        sent = events if self.fields.is_default else [self.fields.mapped(e) for e in events]
-        self.put_retries += put_all(self.kinesis, self.stream,
-                                    [(json.dumps(m).encode(), str(e["entity_id"])) for e, m in zip(events, sent, strict=True)])
-        self.sent_ids.extend(str(e["event_id"]) for e in events)
-        self.sent_events.extend(events)
+        self._send(events, events if self.fields.is_default else [self.fields.mapped(e) for e in events])
 
     def summary(self) -> dict[str, object]:
         """What was sent, for the report (``report.json`` "recorded")."""

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from local.config import RunConfig
 from local.dataset import HOTSPOT, SHIFT, Scenario
 from local.report.worker_load import MAX_UTILISATION, WorkerLoad
 from local.state import RunState
@@ -135,6 +136,11 @@ def _cpu_panel(ax: Any, load: WorkerLoad, x: np.ndarray) -> None:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
+def _source(cfg: RunConfig) -> str:
+    """What the run replayed, for a figure's title: the built-in data set's seed, or the recorded log."""
+    return f"seed {cfg.seed}" if cfg.events is None else cfg.source()
+
+
 def utilisation_figure(state: RunState, load: WorkerLoad, flips: list[tuple[int, float]]) -> list[Path]:
     """Write ``utilisation.png``: utilisation at the workers per window, the scenario's phases, ``flips``."""
     if not load.received:
@@ -146,5 +152,5 @@ def utilisation_figure(state: RunState, load: WorkerLoad, flips: list[tuple[int,
                   for name, (lo, hi) in (("day/night shift", SHIFT), ("hotspot ramp", HOTSPOT))]
     path = plot_utilisation(load, flips, cfg.out / "utilisation.png", state.started_at,
                             f"Utilisation measured at the workers: events received per {cfg.window_s:g}s window "
-                            f"(cap {cfg.cap:g}), seed {cfg.seed}", phases)
+                            f"(cap {cfg.cap:g}), {_source(cfg)}", phases)
     return [path]

@@ -99,6 +99,48 @@ def test_after_the_flip_an_old_slot_whose_drainer_died_is_taken_over_first(clien
     assert m is not None and m.lease is not None and m.lease.key == "v1#w0001"
 
 
+def test_a_lease_not_renewed_between_two_passes_wakes_the_idle_worker_just_after_its_expiry(
+        clients: Clients, resources: Resources) -> None:
+    # GIVEN v1 active with its one slot held by a process that stopped heartbeating (its lease ends at t0 + 30),
+    # and an idle worker whose backoff after two empty passes is 20 s (lease 30 s, heartbeat 10 s)
+    publish(clients, resources, 1, 1)
+    t0 = time.time()
+    now = [t0]
+    LeaseManager(clients.dynamodb, resources.leases_table, 1, "dead", 30.0, clock=lambda: now[0]).claim("w0001")
+    cfg = resources.config(None, swap_mode="carry", lease_s=30.0)
+    f = SlotFinder(cfg, clients, "idle", SpecCache(clients, resources.specs_bucket), clock=lambda: now[0])
+    ctl = ControlView(active=1)
+    # WHEN it searches once, THEN it backs off as usual (it has seen that expiry only once)
+    assert f.search(ctl).claimed is None and f.next_pass_s() == 20.0
+    # WHEN it searches again 20 s later and the expiry has not moved
+    now[0] = t0 + 20
+    assert f.search(ctl).claimed is None
+    # THEN it wakes just after that expiry (10.2 s), not after the capped backoff (30 s)
+    assert abs(f.next_pass_s() - 10.2) < 1e-3
+    # AND then it claims the dead holder's slot
+    now[0] = t0 + 30.2
+    m = f.search(ctl).claimed
+    assert m is not None and m.lease is not None and m.lease.key == "v1#w0001"
+
+
+def test_a_renewed_lease_does_not_shorten_the_idle_workers_backoff(clients: Clients, resources: Resources) -> None:
+    # GIVEN v1's one slot held by a live process that heartbeats between the idle worker's passes
+    publish(clients, resources, 1, 1)
+    t0 = time.time()
+    now = [t0]
+    live = LeaseManager(clients.dynamodb, resources.leases_table, 1, "live", 30.0, clock=lambda: now[0])
+    live.claim("w0001")
+    cfg = resources.config(None, swap_mode="carry", lease_s=30.0)
+    f = SlotFinder(cfg, clients, "idle", SpecCache(clients, resources.specs_bucket), clock=lambda: now[0])
+    # WHEN the idle worker searches, the holder heartbeats, and the idle worker searches again
+    f.search(ControlView(active=1))
+    now[0] = t0 + 10
+    live.heartbeat()
+    f.search(ControlView(active=1))
+    # THEN its wait is the plain backoff (heartbeat 10 s doubled twice, capped at the 30 s lease)
+    assert f.next_pass_s() == 30.0
+
+
 def test_a_new_worker_reads_about_one_page_of_leases_however_large_the_fleet(clients: Clients,
                                                                            resources: Resources) -> None:
     # GIVEN v1 active with 400 slots, all held, and a started swap to v2 with 500 slots (the 100 new ones free)
