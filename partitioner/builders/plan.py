@@ -77,31 +77,45 @@ class Side(NamedTuple):
     shaved: IntArray
 
 
-def shave(cells: IntArray, grid: Grid, keep_load: float) -> Shaved | None:
+def shave(cells: IntArray, grid: Grid, keep_load: float, below: float = math.inf) -> Shaved | None:
     """Cut a region's cells so the piece kept is at most ``keep_load``; return it and the shaved pieces.
 
-    Returns None when no cut keeps a non-empty piece within ``keep_load``.
+    Returns None when no cut keeps a non-empty piece within ``keep_load``, or when every cut moves ``below`` or
+    more load (a caller that only wants a shave cheaper than something else says so: the sides that cannot be
+    cheaper are not split into components).
+
+    Notes
+    -----
+    A side moves at least the load past its cut (splitting the kept piece only adds to that), so a side whose
+    load past the cut already reaches ``below`` or the best side so far is skipped: the result is the same as
+    trying every side.
     """
     u, v = axes(grid.x[cells], grid.y[cells], grid.zoom)
     w = grid.weight[cells]
-    # shave from the side whose edge cells add up to the excess: try all four sides, keep the cheapest
-    best: Side | None = None
-    sides = [seq for order in (np.lexsort((v, u)), np.lexsort((u, v))) for seq in (order, order[::-1])]
-    for seq in sides:
+    # shave from the side whose edge cells add up to the excess: try all four sides, keep the cheapest (the first
+    # of the four in this order on a tie); the sides are tried cheapest load-past-the-cut first, so the others can
+    # usually be skipped without splitting their kept piece into components
+    tries: list[tuple[float, int, IntArray, int]] = []
+    orders = [seq for order in (np.lexsort((v, u)), np.lexsort((u, v))) for seq in (order, order[::-1])]
+    for k, seq in enumerate(orders):
         csum = np.cumsum(w[seq])
         cut = min(int(np.searchsorted(csum, keep_load * (1 + 1e-12), side="right")), len(cells) - 1)
-        if cut < 1:
-            continue
+        if cut >= 1:
+            tries.append((float(csum[-1] - csum[cut - 1]), k, seq, cut))
+    best: Side | None = None
+    best_k = len(orders)
+    for past_cut, k, seq, cut in sorted(tries, key=lambda t: (t[0], t[1])):
+        if past_cut * (1 - 1e-9) >= below or (best is not None and past_cut * (1 - 1e-9) > best.moved):
+            break  # neither this side nor a later one can be cheaper
         keep, shaved = cells[seq[:cut]], cells[seq[cut:]]
         n, labels = components(grid.x[keep], grid.y[keep], grid.zoom)
-        if n > 1:
-            groups = group_indices(labels, n)
-            big = max(groups, key=lambda g: float(grid.weight[keep[g]].sum()))
-            shaved = np.concatenate([shaved, np.setdiff1d(keep, keep[big])])
-            keep = keep[big]
+        if n > 1:  # keep the heaviest connected piece (the first on a tie), shave the rest too
+            in_big = labels == int(np.argmax(np.bincount(labels, weights=grid.weight[keep], minlength=n)))
+            shaved = np.concatenate([shaved, np.sort(keep[~in_big])])
+            keep = keep[in_big]
         side = Side(float(grid.weight[shaved].sum()), keep, shaved)
-        if best is None or side.moved < best.moved:
-            best = side
+        if best is None or (side.moved, k) < (best.moved, best_k):
+            best, best_k = side, k
     if best is None:
         return None
     n, labels = components(grid.x[best.shaved], grid.y[best.shaved], grid.zoom)
@@ -241,7 +255,7 @@ class RepairPlan:
         if not (move_cost > 1.05 * excess and it.cells is not None and len(it.cells) > 1
                 and it.region.hash_range is None and it.region.load > excess):
             return None
-        shaved = shave(it.cells, grid, it.region.load - excess)
+        shaved = shave(it.cells, grid, it.region.load - excess, below=move_cost)
         if shaved is not None and float(grid.weight[np.concatenate(shaved.pieces)].sum()) >= move_cost:
             return None
         return shaved
