@@ -80,6 +80,17 @@ class ReplayThread(LoopThread):
     def warming_up(self) -> bool:
         return self.started_at is None
 
+    def step(self) -> None:
+        if self.done:
+            return
+        now = self.clock()
+        if self._begin(now):
+            self._tick(now)
+
+    def _tick(self, now: float) -> None:
+        """Send what is due at ``now`` (the window-aligned start is past; ``started_at`` is set once live)."""
+        raise NotImplementedError
+
     def _begin(self, now: float) -> bool:
         """Begin on a window boundary (so the first snapshot holds a whole window) and start the clock once the
         system is live; False while still waiting for the boundary. Raises FatalLoopError after
@@ -132,12 +143,7 @@ class Replayer(ReplayThread):
         self.sent_total = 0.0
         self.last_tick: float | None = None
 
-    def step(self) -> None:
-        if self.done:
-            return
-        now = self.clock()
-        if not self._begin(now):
-            return
+    def _tick(self, now: float) -> None:
         fraction = self.fraction
         self.sent_total += self.rate * (now - (self.last_tick or now))
         self.last_tick = now
@@ -183,12 +189,7 @@ class RecordedReplayer(ReplayThread):
         self._pass_start: float | None = None
         self._pass_next = 0
 
-    def step(self) -> None:
-        if self.done:
-            return
-        now = self.clock()
-        if not self._begin(now):
-            return
+    def _tick(self, now: float) -> None:
         if self.started_at is None:
             self._warm_up(now)
         else:
