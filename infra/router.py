@@ -22,6 +22,8 @@ from infra import assets
 from infra.config import GeoConfig
 from infra.functions import LambdaKit
 
+ROUTER_MEMORY_MB = 1024  # holds two routing tables during a flip: bench/bench_spec_memory.py
+
 
 class RouterFunction(Construct):
     """``function`` (``lambdas/router/handler.py:handler``) on ``stream``; ``failures`` is the on-failure queue."""
@@ -56,7 +58,7 @@ class RouterFunction(Construct):
             description="Routes ingest events to the active spec's geo stream",
             environment=environment,
             timeout=Duration.minutes(1),
-            memory_mb=1024,
+            memory_mb=ROUTER_MEMORY_MB,
         )
         self.event_source = sources.KinesisEventSource(
             stream,
