@@ -26,9 +26,9 @@ moto; the live spec is ``v2``, the next ``v3``):
 
 Each child reports its init and work wall time and its peak RSS (``VmHWM``, see :func:`peak_rss_mb`). The table
 gives the peak against the configured memory (constants imported from ``infra``) and the headroom ratio
-(configured / peak); PASS when the peak is at most 75 % of it (25 % headroom); exit 1 on any FAIL. "Largest spec" is
-a linear extrapolation from the floor and the measured increment above it, in spec JSON bytes and snapshot quadkeys
-of this shape: an estimate, not a measurement.
+(configured / peak); PASS when the peak is at most 75 % of it and a Lambda's CPU s, scaled to its share of a vCPU, fit
+half its timeout; exit 1 on any FAIL. "Largest spec" is a linear extrapolation from the floor and the increment above
+it, in spec JSON bytes and snapshot quadkeys of this shape: an estimate, not a measurement.
 
 Run: ``.venv/bin/python bench/bench_spec_memory.py [--quadkeys 4000000] [--workers 1000] [--growth 0.15]`` (4M:
 several minutes and a few GB of RAM; ``--quadkeys 200000`` for a quick run).
@@ -55,6 +55,11 @@ if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
 HEADROOM = 0.75  # PASS: peak <= 75 % of the configured memory
+# Lambda gives a function CPU in proportion to its memory, one vCPU at 1,769 MB
+# (https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html): a spec path's CPU seconds here take
+# about CPU s x 1769 / memory MB on the function (below 1,769 MB). PASS also needs that within half the timeout.
+VCPU_MB = 1769
+TIME_SHARE = 0.5
 MARK = "SPEC_MEMORY_RESULT "
 WINDOWS = 3
 COMPONENTS = ("router", "deployer", "hooks", "worker", "partitioner")
@@ -295,18 +300,32 @@ def configured_mb() -> dict[str, int]:
             "worker": int(DEFAULTS["worker_memory_mib"]), "partitioner": PARTITIONER_MEMORY_MB}
 
 
+def timeouts_s() -> dict[str, float]:
+    """Each Lambda's timeout in seconds, from the stack's constants (the worker, an ECS task, has none)."""
+    from infra.deploy import DEPLOYER_TIMEOUT, HOOKS_TIMEOUT
+    from infra.partitioner_fn import PARTITIONER_TIMEOUT
+    from infra.router import ROUTER_TIMEOUT
+
+    return {"router": ROUTER_TIMEOUT.to_seconds(), "deployer": DEPLOYER_TIMEOUT.to_seconds(),
+            "hooks": HOOKS_TIMEOUT.to_seconds(), "partitioner": PARTITIONER_TIMEOUT.to_seconds()}
+
+
 def report(results: dict[str, tuple[dict[str, Any], dict[str, Any]]], spec: dict[str, int], quadkeys: int) -> bool:
     """Print the table and the extrapolated largest spec; True when every component has the headroom."""
-    cfg = configured_mb()
+    cfg, limit = configured_mb(), timeouts_s()
     ok = True
     print(f"\n{'component':<12}{'floor MB':>9}{'peak MB':>9}{'config MB':>10}{'ratio':>7}  verdict"
-          f"{'init s':>9}{'work s':>8}{'CPU s':>8}")
+          f"{'init s':>9}{'work s':>8}{'CPU s':>8}{'on Lambda s':>12}{'timeout s':>10}")
     for name, (floor, full) in results.items():
         peak = full["rss_mb"]
-        passed = peak <= HEADROOM * cfg[name]
+        on_lambda = full["cpu_s"] * max(1.0, VCPU_MB / cfg[name])
+        in_time = name not in limit or on_lambda <= TIME_SHARE * limit[name]
+        passed = peak <= HEADROOM * cfg[name] and in_time
         ok &= passed
+        timing = f"{on_lambda:>12.1f}{limit[name]:>10.0f}" if name in limit else f"{'-':>12}{'-':>10}"
         print(f"{name:<12}{floor['rss_mb']:>9.0f}{peak:>9.0f}{cfg[name]:>10}{cfg[name] / peak:>7.2f}  "
-              f"{'PASS' if passed else 'FAIL':<7}{full['init_s']:>9.1f}{full['work_s']:>8.1f}{full['cpu_s']:>8.1f}")
+              f"{'PASS' if passed else 'FAIL':<7}{full['init_s']:>9.1f}{full['work_s']:>8.1f}{full['cpu_s']:>8.1f}"
+              f"{timing}")
     print(f"\nlargest spec each can hold (linear extrapolation from floor and measured increment, an estimate; "
           f"measured: {spec['bytes'] / 1e6:.1f} MB JSON from {quadkeys:,} quadkeys):")
     for name, (floor, full) in results.items():

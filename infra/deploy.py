@@ -37,6 +37,7 @@ STEP_EVERY = Duration.minutes(1)
 # for a 1M-quadkey spec of ~1,100 workers, on ~150 MB of runtime; 512 MB left one spec of headroom, and a hooks
 # function out of memory makes ECS roll the deployment back. They run for seconds a minute, so 1 GB costs little.
 CONTROL_MEMORY_MB = 1024
+HOOKS_TIMEOUT = Duration.minutes(1)  # ECS waits for the hook's answer; a plan at 4M quadkeys takes ~10 s of CPU
 STEP_EVENT = {"action": "step"}  # lambdas/deploy/deployer.py requested_versions(): a plain step
 
 
@@ -51,7 +52,7 @@ class HooksFunction(Construct):
             entry=assets.HOOKS_HANDLER,
             description="ECS blue/green lifecycle hook: green ready, flip, blue drained",
             environment=environment,
-            timeout=Duration.minutes(1),
+            timeout=HOOKS_TIMEOUT,
             memory_mb=CONTROL_MEMORY_MB,
         )
 

@@ -16,6 +16,7 @@ from partitioner.contracts.snapshot import MANIFEST_NAME, SNAPSHOTS_PREFIX
 # bench/bench_partitioner_handler.py measured 2,435 MB peak at 4M quadkeys / 1,134 workers: 4,096 MB leaves 40 %
 # headroom (at least 25 % is kept, so a bigger snapshot than the benchmark's does not run the function out of
 # memory); Lambda allots CPU in proportion to memory, so the build also runs faster.
+PARTITIONER_TIMEOUT = Duration.minutes(5)
 PARTITIONER_MEMORY_MB = 4096
 
 
@@ -41,6 +42,6 @@ class PartitionerFunction(ObjectCreatedFunction):
             entry=assets.PARTITIONER_HANDLER,
             description="Builds and publishes a partition spec from each load snapshot",
             environment=environment,
-            timeout=Duration.minutes(5),
+            timeout=PARTITIONER_TIMEOUT,
             memory_mb=PARTITIONER_MEMORY_MB,
         )

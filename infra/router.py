@@ -23,6 +23,7 @@ from infra.config import GeoConfig
 from infra.functions import LambdaKit
 
 ROUTER_MEMORY_MB = 1024  # holds two routing tables during a flip: bench/bench_spec_memory.py
+ROUTER_TIMEOUT = Duration.minutes(1)
 
 
 class RouterFunction(Construct):
@@ -57,7 +58,7 @@ class RouterFunction(Construct):
             entry=assets.ROUTER_HANDLER,
             description="Routes ingest events to the active spec's geo stream",
             environment=environment,
-            timeout=Duration.minutes(1),
+            timeout=ROUTER_TIMEOUT,
             memory_mb=ROUTER_MEMORY_MB,
         )
         self.event_source = sources.KinesisEventSource(
