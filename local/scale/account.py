@@ -58,7 +58,20 @@ def moto_on(sim: SimTime) -> Iterator[None]:
     def now() -> datetime:
         return datetime.fromtimestamp(sim.now, UTC).replace(tzinfo=None)
 
-    with mock_aws(), mock.patch("moto.kinesis.models.utcnow", now), shared_objects():
+    from moto.kinesis.models import Shard
+
+    # moto finds a shard's newest sequence number by copying every key of the shard (``list(records)[-1]``) on every
+    # put: quadratic in the records a shard holds, 92 % of a run at 1,000 events/s per worker. The records are an
+    # ordered dict, so its last key is the same number in constant time.
+    def newest(shard: Shard) -> int:
+        return next(reversed(shard.records), 0)
+
+    def oldest(shard: Shard) -> int:
+        return next(iter(shard.records), 0)
+
+    with (mock_aws(), mock.patch("moto.kinesis.models.utcnow", now), shared_objects(),
+          mock.patch.object(Shard, "get_max_sequence_number", newest),
+          mock.patch.object(Shard, "get_min_sequence_number", oldest)):
         yield
 
 
