@@ -23,9 +23,8 @@ distance, so the nearest by chord is the nearest on the sphere).
 
 Notes
 -----
-A point near the outer edge of the buffer may have its true nearest place outside the
-loaded area; the answer is then the nearest *loaded* place. Events of the worker's own
-region are at least one buffer tile away from that edge.
+When the nearest loaded place is farther than the loaded area surely reaches around the point
+(:mod:`geo_service.coverage`), the answer comes from all places (loaded once, on first need).
 """
 
 from __future__ import annotations
@@ -44,6 +43,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.spatial import cKDTree
 
+from geo_service.coverage import Coverage
 from geo_service.errors import GeoServiceError
 from partitioner.geo.tiles import Tile, parse_quadkey, quadkey, quadkey_to_tile
 
@@ -164,10 +164,6 @@ def load_transform(spec: str) -> GeoTransform:
     return obj
 
 
-# ---------------------------------------------------------------------------
-# Region -> quadkey prefixes
-# ---------------------------------------------------------------------------
-
 
 def ring_tiles(t: Tile, ring: int) -> list[Tile]:
     """Return ``t`` and every tile within ``ring`` tiles of it at the same zoom (x wraps, y does not)."""
@@ -201,10 +197,6 @@ def region_prefixes(quadkeys: Iterable[str], buffer_ring: int) -> tuple[str, ...
             kept.append(p)
     return tuple(sorted(kept))
 
-
-# ---------------------------------------------------------------------------
-# Places
-# ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -339,6 +331,7 @@ class ReverseGeocoder:
         self.path = path
         self.prefixes: tuple[str, ...] = ()
         self.places: Places | None = None
+        self.coverage = Coverage(())
         self._tree: cKDTree | None = None
         self.gained = 0  # places added by the last load (all of them, or only the gained ones in for_region)
 
@@ -375,7 +368,7 @@ class ReverseGeocoder:
 
     def _use(self, places: Places) -> None:
         places = distinct_points(places)
-        self.places = places
+        self.places, self.coverage = places, Coverage(self.prefixes)
         self._tree = cKDTree(unit_vectors(places.lat, places.lon)) if len(places) else None
 
     @property
@@ -389,8 +382,19 @@ class ReverseGeocoder:
             raise TransformError("ReverseGeocoder.apply called before load_region")
         if self._tree is None:
             return {"place": None, "country": None, "place_population": None, "distance_km": None}
-        chord, i = self._tree.query(unit_vectors(float(event["lat"]), float(event["lon"])))
+        lat, lon = float(event["lat"]), float(event["lon"])
+        chord, i = self._tree.query(unit_vectors(lat, lon))
+        if not self.coverage.covers(lon, lat, chord_to_km(float(chord))):  # may lie outside: ask all places
+            return _world(self.path).apply(event)
         i = int(i)
         return {"place": self.places.name[i], "country": self.places.country[i],
                 "place_population": int(self.places.population[i]),
                 "distance_km": round(chord_to_km(float(chord)), 3)}
+
+
+@functools.lru_cache(maxsize=2)
+def _world(path: Path) -> ReverseGeocoder:
+    """A geocoder holding every place of ``path`` (built on first need, shared by the process's slots)."""
+    world = ReverseGeocoder(path)
+    world.load_region([""], 0)
+    return world
