@@ -137,8 +137,9 @@ def _cpu_panel(ax: Any, load: WorkerLoad, x: np.ndarray) -> None:
 
 
 def _source(cfg: RunConfig) -> str:
-    """What the run replayed, for a figure's title: the built-in data set's seed, or the recorded log."""
-    return f"seed {cfg.seed}" if cfg.events is None else cfg.source()
+    """What the run replayed, for a figure's title: the built-in data set's seed, or the recorded log's file name
+    (a whole path does not fit the title)."""
+    return f"seed {cfg.seed}" if cfg.events is None else f"recorded log {Path(cfg.events.path).name!r}"
 
 
 def utilisation_figure(state: RunState, load: WorkerLoad, flips: list[tuple[int, float]]) -> list[Path]:
