@@ -111,7 +111,7 @@ class CarryOver:
         if slot is None:
             return
         if slot.states is not None and self.current.states is not None:
-            slot.states = self.current.states  # one store: the handover gate keeps each entity's order across them
+            slot.share_states(self.current.states)  # one store: the gates keep each entity's order across them
         self.slot = slot
         self.ready_at = self.ctx.timebase.time()
         self._advance(OpeningState.READY)

@@ -74,7 +74,7 @@ class WorkerContext:
                                      timebase=timebase)
         self.output = BatchProcessor(clients, config.output_bucket, config.quarantine_bucket, config.costs_bucket,
                                      config.grid_zoom, owner, wall=timebase.time, monotonic=timebase.monotonic,
-                                     event_fields=config.event_fields)
+                                     event_fields=config.event_fields, control_table=config.control_table)
         self.spacing = CallSpacing()  # GetRecords spacing per shard, shared by the process's consumers
         #: The lease of the slot being opened or served, and the slot being served (not the one carried over).
         self.leases: LeaseManager | None = None

@@ -120,5 +120,7 @@ def open_slot(ctx: WorkerContext, manager: LeaseManager, watch: OpenWatch, *, ba
     if not watch.go_on():
         return None
     manager.mark_ready()
-    return Slot(manager, spec, worker_id, stream, [s for lineage in lineages for s in lineage], consumers, transform,
+    slot = Slot(manager, spec, worker_id, stream, [s for lineage in lineages for s in lineage], consumers, transform,
                 region, int(getattr(transform, "loaded", 0)), gained, carried=carried)
+    ctx.output.restore_states(slot)  # a slot taken over goes on from its last holder's states
+    return slot

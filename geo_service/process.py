@@ -20,6 +20,7 @@ processed (``processed_at``, epoch ms), so the order of processing across a swap
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -32,15 +33,21 @@ from geo_service.aws import Clients, put_json, put_jsonl, put_lines
 from geo_service.buffer import OutputBuffer
 from geo_service.consumer import Batch
 from geo_service.cost import CostTracker
+from geo_service.handoff import HandoffStore
 from geo_service.logs import get_logger, log
 from geo_service.records import BadRecord, Event, decode_event, enriched_record
 from geo_service.slots import Slot
 from geo_service.transform import stateful_of
 from partitioner.contracts.cost import cost_key
 from partitioner.contracts.enriched import enriched_key
+from partitioner.contracts.errors import ContractError
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
-from partitioner.contracts.quarantine import TRANSFORM_ERROR, geo_quarantine_key
+from partitioner.contracts.handoff import Marker, Stamp, decode_marker, is_marker, split_stamped
+from partitioner.contracts.quarantine import BAD_STAMP, TRANSFORM_ERROR, geo_quarantine_key
 from partitioner.geo.tiles import arrays_to_quadkeys, tiles_xy
+
+#: Seconds between two fetches of the states a slot's held entities wait for (one BatchGetItem per 100 entities).
+FETCH_EVERY_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -91,7 +98,7 @@ class BatchProcessor:
 
     def __init__(self, clients: Clients, output_bucket: str, quarantine_bucket: str, costs_bucket: str,
                  grid_zoom: int, owner: str, *, wall: Callable[[], float], monotonic: Callable[[], float],
-                 event_fields: EventFields = DEFAULT_EVENT_FIELDS) -> None:
+                 event_fields: EventFields = DEFAULT_EVENT_FIELDS, control_table: str = "") -> None:
         self.clients = clients
         self.output_bucket = output_bucket
         self.quarantine_bucket = quarantine_bucket
@@ -101,30 +108,48 @@ class BatchProcessor:
         self.wall = wall
         self.monotonic = monotonic
         self.event_fields = event_fields
+        self.control_table = control_table
+        self._handoffs: HandoffStore | None = None
+        #: The batch being processed collects its transform errors here; a held event released later writes its
+        #: error straight into its slot's buffer.
+        self._batch_bad: list[BadRecord] | None = None
         self.log = get_logger()
         self._last_ms = 0
         self._last_cost_s = 0
 
+    @property
+    def handoffs(self) -> HandoffStore:
+        """The state handoff's AWS side (made on first use: only a stateful slot needs it)."""
+        if self._handoffs is None:
+            self._handoffs = HandoffStore(self.clients.dynamodb, self.control_table, self.clients.s3,
+                                          self.output_bucket, wall=self.wall, clock=self.monotonic)
+        return self._handoffs
+
     def process(self, batch: Batch, slot: Slot, tracker: CostTracker) -> BatchResult:
-        """Transform ``batch`` read from ``slot``'s shard into the slot's buffer (written by :meth:`flush`)."""
+        """Transform ``batch`` read from ``slot``'s shard into the slot's buffer (written by :meth:`flush`).
+
+        With state handoff (stamped records, :mod:`geo_service.handoff`) the slot's gate may hold an entity's events
+        until its state is here; the shard's checkpoint then stays before them."""
         ms = self._unique_ms()
-        events: list[Event] = []
+        items: list[tuple[Event | BadRecord | Marker, Stamp | None]] = []
         bad: list[BadRecord] = []
         for rec in batch.records:
-            decoded = decode_event(rec.data, f"{slot.stream}/{rec.shard_id}/{rec.sequence_number}", self.event_fields)
-            (bad if isinstance(decoded, BadRecord) else events).append(decoded)  # type: ignore[arg-type]
-        rows, strays = self._transform(events, slot, tracker, bad, batch.shard_id, ms)
+            source = f"{slot.stream}/{rec.shard_id}/{rec.sequence_number}"
+            items.append(self._decode(rec.data, source))
         buf = slot.output
+        before = len(buf.lines)
+        self._batch_bad = bad
+        try:
+            strays = self._transform(items, slot, tracker, bad, batch.shard_id, ms)
+        finally:
+            self._batch_bad = None
+        rows = len(buf.lines) - before
         if rows or bad or batch.checkpoint_at is not None:
             if buf.since is None:
                 buf.since = self.monotonic()
-            for row in rows:
-                line = json.dumps(row, separators=(",", ":"), default=str)
-                buf.lines.append(line)
-                buf.bytes += len(line) + 1
             buf.bad += [b.to_dict() for b in bad]
             last = batch.checkpoint_at  # a gated batch stops before the first record still held
-            if last is not None:
+            if last is not None and not (slot.gate is not None and slot.gate.holds(batch.shard_id)):
                 buf.checkpoints[batch.shard_id] = last
         for b in bad[:5]:
             log(self.log, logging.WARNING, "record_quarantined", reason=b.reason, source=b.source,
@@ -132,7 +157,57 @@ class BatchProcessor:
         if strays:
             log(self.log, logging.WARNING, "stray_events", count=len(strays), sample=strays[:5], version=slot.version,
                 worker_id=slot.worker_id, owner=self.owner)
-        return BatchResult(len(batch.records), len(rows), len(strays), len(bad))
+        return BatchResult(len(batch.records), rows, len(strays), len(bad))
+
+    def _decode(self, data: bytes, source: str) -> tuple[Event | BadRecord | Marker, Stamp | None]:
+        try:
+            if is_marker(data):
+                return decode_marker(data), None
+            stamp, body = split_stamped(data)
+        except ContractError as exc:
+            return BadRecord(f"{BAD_STAMP}: {exc}", data.decode("utf-8", errors="replace"), source), None
+        return decode_event(body, source, self.event_fields), stamp
+
+    def step_handoff(self, slot: Slot) -> None:
+        """The slot's state handoff between batches: write states handed over, fetch states waited for, and give
+        up on those held too long (:mod:`geo_service.handoff`)."""
+        gate = slot.gate
+        if gate is None:
+            return
+        gate.recheck()
+        now = self.monotonic()
+        wants = gate.fetches()
+        waited = len(gate.waits)
+        if wants and now >= slot.next_fetch:
+            slot.next_fetch = now + FETCH_EVERY_S
+            gate.receive(self.handoffs.get(wants))
+        for e in gate.expire():
+            log(self.log, logging.WARNING, "state_not_handed_over", entity_id=e, waited_s=gate.wait_s,
+                version=slot.version, worker_id=slot.worker_id, owner=self.owner)
+        handed = gate.outbox
+        if handed:
+            self.handoffs.put(handed)
+            gate.outbox = []
+        if handed or len(gate.waits) > waited:
+            # one line per step that moved states: the local report's handoff latency and calls per event
+            log(self.log, logging.INFO, "state_handoff", handed=len(handed),
+                waits_s=[round(w, 3) for w in gate.waits[waited:]], calls=dict(self.handoffs.calls),
+                version=slot.version, worker_id=slot.worker_id, owner=self.owner)
+        if slot.output.lines and slot.output.since is None:
+            slot.output.since = self.monotonic()
+
+    def restore_states(self, slot: Slot) -> None:
+        """A slot taken over starts from the states its last holder wrote with its last flush (if any)."""
+        if slot.gate is None or slot.states is None:
+            return
+        snap = self.handoffs.latest(slot.version, slot.worker_id)
+        if snap is not None:
+            slot.states.restore(snap, f"s3://{self.output_bucket}/state/v{slot.version}/{slot.worker_id}")
+
+    def save_states(self, slot: Slot, *, final: bool) -> None:
+        """Write the slot's states (after its output, before its checkpoints; ``final`` when it drained)."""
+        if slot.gate is not None and slot.states is not None and (final or slot.states.n or slot.states.gone):
+            self.handoffs.save(slot.version, slot.worker_id, slot.states.snapshot(), final=final)
 
     def flush(self, slot: Slot) -> FlushResult | None:
         """Write the slot's buffer (one object each for output and quarantine), then move its checkpoints.
@@ -152,39 +227,73 @@ class BatchProcessor:
             put_jsonl(self.clients.s3, self.quarantine_bucket, geo_quarantine_key(slot.version, slot.worker_id, ms),
                       buf.bad)
             objects += 1
+        self.save_states(slot, final=False)
         if buf.checkpoints:
             slot.leases.checkpoint_many(buf.checkpoints)
         result = FlushResult(len(buf.lines), len(buf.bad), objects, dict(buf.checkpoints))
         slot.output = OutputBuffer()
         return result
 
-    def _transform(self, events: list[Event], slot: Slot, tracker: CostTracker, bad: list[BadRecord], shard_id: str,
-                   processed_ms: int) -> tuple[list[dict[str, Any]], list[str]]:
-        rows: list[dict[str, Any]] = []
+    def _transform(self, items: list[tuple[Event | BadRecord | Marker, Stamp | None]], slot: Slot,
+                   tracker: CostTracker, bad: list[BadRecord], shard_id: str, processed_ms: int) -> list[str]:
+        """Run the batch's events through the transform in shard order (behind the slot's handoff gate, if any);
+        rows go to the slot's buffer. Returns the stray event ids."""
         strays: list[str] = []
+        events = [it for it, _ in items if isinstance(it, Event)]
         if not events:
-            return rows, strays
+            for it, stamp in items:
+                self._other(it, stamp, slot, bad, shard_id)
+            return strays
         lon = np.array([e.lon for e in events])
         lat = np.array([e.lat for e in events])
         owners = slot.index.locate(lon, lat, [e.entity_id for e in events])
         gx, gy = tiles_xy(lon, lat, self.grid_zoom)
         grid_qks = arrays_to_quadkeys(gx, gy, self.grid_zoom)
         apply = apply_of(slot)
-        for ev, owner_i, qk in zip(events, owners, grid_qks, strict=True):
+        located = iter(zip(owners, grid_qks, strict=True))
+
+        def run(ev: Event, pid: str, stray: bool, qk: str) -> None:
+            try:
+                fields = tracker.measure(qk, lambda: apply(ev.fields))
+            except Exception as exc:
+                failed = BadRecord(f"{TRANSFORM_ERROR}: {type(exc).__name__}: {exc} for event {ev.event_id!r}",
+                                   json.dumps(ev.fields, default=str), f"{slot.stream}/{shard_id}/event:{ev.event_id}")
+                if self._batch_bad is not None:
+                    self._batch_bad.append(failed)
+                else:
+                    slot.output.bad.append(failed.to_dict())
+                return
+            row = enriched_record(ev, fields, spec_version=slot.version, partition_id=pid, worker_id=slot.worker_id,
+                                  stray=stray, owner=self.owner, processed_at=processed_ms)
+            line = json.dumps(row, separators=(",", ":"), default=str)
+            slot.output.lines.append(line)
+            slot.output.bytes += len(line) + 1
+
+        for it, stamp in items:
+            if not isinstance(it, Event):
+                self._other(it, stamp, slot, bad, shard_id)
+                continue
+            owner_i, qk = next(located)
             pid = slot.spec.partitions[int(owner_i)].id
             stray = pid not in slot.partition_ids
             if stray:
-                strays.append(ev.event_id)
-            try:
-                fields = tracker.measure(qk, lambda ev=ev: apply(ev.fields))  # type: ignore[misc]
-            except Exception as exc:
-                bad.append(BadRecord(f"{TRANSFORM_ERROR}: {type(exc).__name__}: {exc} for event {ev.event_id!r}",
-                                     json.dumps(ev.fields, default=str), f"{slot.stream}/{shard_id}/event:{ev.event_id}"))
-                continue
-            rows.append(enriched_record(ev, fields, spec_version=slot.version, partition_id=pid,
-                                        worker_id=slot.worker_id, stray=stray, owner=self.owner,
-                                        processed_at=processed_ms))
-        return rows, strays
+                strays.append(it.event_id)
+            call = functools.partial(run, it, pid, stray, str(qk))
+            if slot.gate is None:
+                call()
+            else:
+                slot.gate.offer(it.entity_id, stamp, shard_id, call)
+        return strays
+
+    @staticmethod
+    def _other(it: BadRecord | Marker | Event, stamp: Stamp | None, slot: Slot, bad: list[BadRecord],
+               shard_id: str) -> None:
+        """A marker (to the gate; ignored without one) or a bad record (quarantined)."""
+        if isinstance(it, Marker):
+            if slot.gate is not None:
+                slot.gate.mark(it, shard_id)
+        elif isinstance(it, BadRecord):
+            bad.append(it)
 
     def report_costs(self, tracker: CostTracker, slot: Slot, force: bool) -> bool:
         """Write a cost report when one is due (or ``force``) and the interval had events; True if written."""

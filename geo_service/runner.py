@@ -37,6 +37,7 @@ from geo_service.lifecycle import WorkerState
 from geo_service.logs import log
 from geo_service.slots import Slot, handover_reading, old_places
 from geo_service.status import Outcome
+from partitioner.contracts.handoff import is_marker
 from partitioner.contracts.plan import SwapHead
 
 Classify = Callable[[tuple[KinesisRecord, ...]], list[Place]]
@@ -144,6 +145,7 @@ class SlotRunner:
             reader.buffered()
         else:
             reader.processed()
+        ctx.output.step_handoff(slot)
         self.checkpoint()
         if reader.gate.timed_out and not slot.timeout_logged:
             slot.timeout_logged = True
@@ -195,6 +197,7 @@ class SlotRunner:
         """The slot drained: write the rest and the last cost report, mark the lease drained and release it."""
         slot, ctx = self.slot, self.ctx
         self.checkpoint(force=True)
+        ctx.output.save_states(slot, final=True)  # answers the markers that come after it stopped reading
         self.report(force=True)
         slot.leases.mark_drained()
         ctx.heartbeats.remove(slot.leases)
@@ -232,7 +235,7 @@ class SlotRunner:
                 return Outcome.STOPPED, None
             ctx.check_lease(slot.leases)
             batch = self.process_records()
-            if batch.records:
+            if has_events(batch):
                 self._last_record = clock()
             if self._draining_since is None:
                 self._note_waiting()
@@ -270,10 +273,13 @@ class SlotRunner:
 
     def _drained(self, batch: Batch, now: float) -> bool:
         assert self._draining_since is not None
+        gate = self.slot.gate
+        if gate is not None and gate.holding:
+            return False  # held entities wait for their state: their events are still to be processed here
         if batch.at_end:
             return True
         quiet_since = max(self._draining_since, self._last_record)
-        return (not batch.records and batch.millis_behind_latest == 0
+        return (not has_events(batch) and batch.millis_behind_latest == 0
                 and now - quiet_since >= self.ctx.config.drain_quiet_s)
 
     def _note_waiting(self) -> None:
@@ -303,6 +309,13 @@ class SlotRunner:
         opening = companion.opening
         slots = [self.slot] if opening is None else [self.slot, opening]
         return any(s.reader is not None and s.reader.holding > 0 for s in slots)
+
+
+def has_events(batch: Batch) -> bool:
+    """True if the batch read an event: handoff markers (:mod:`geo_service.handoff`) keep coming to an old version's
+    shards after the flip, as entities first show up in the new one; they do not keep it from draining (once it
+    drained, its final states answer them)."""
+    return any(not is_marker(r.data) for r in batch.records)
 
 
 def flush_s(ctx: WorkerContext, slot: Slot) -> float:

@@ -42,12 +42,14 @@ from geo_service.config import WorkerConfig
 from geo_service.consumer import KinesisRecord, ShardConsumer, ShardInfo
 from geo_service.control import ControlView
 from geo_service.cost import CostTracker
+from geo_service.handoff import EntityGate
 from geo_service.handover import GateReading, Place, SlotReader
 from geo_service.handover_summary import Aggregator, SummaryStore
 from geo_service.lease import Clock, LeaseManager, read_leases
 from geo_service.state import EntityStates, store_for
 from geo_service.transform import GeoTransform, stateful_of
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
+from partitioner.contracts.handoff import event_bytes, slot_label
 from partitioner.contracts.plan import SwapMode
 from partitioner.load.events import ValidEvent, parse_event
 from partitioner.spec.index import SpecIndex
@@ -113,11 +115,24 @@ class Slot:
     aggregator: Aggregator | None = None
     #: The entity states of a stateful transform (:mod:`geo_service.state`); None for a stateless one.
     states: EntityStates | None = field(init=False)
+    #: The state handoff gate over ``states`` (:mod:`geo_service.handoff`); None for a stateless transform.
+    gate: EntityGate | None = field(init=False)
+    #: When the gate may next fetch the states its held entities wait for (monotonic seconds).
+    next_fetch: float = 0.0
 
     def __post_init__(self) -> None:
         self.index = SpecIndex(self.spec)
         self.partition_ids = frozenset(p.id for p in self.spec.partitions_of(self.worker_id))
         self.states = store_for(self.transform) if stateful_of(self.transform) is not None else None
+        self.gate = None
+        if self.states is not None:
+            self.share_states(self.states)
+
+    def share_states(self, store: EntityStates) -> None:
+        """Serve ``store`` (a carried slot shares its old slot's), behind a gate of this slot's own."""
+        self.states = store
+        store.labels.add(slot_label(self.version, self.worker_id))
+        self.gate = EntityGate(store)
 
     @property
     def version(self) -> int:
@@ -296,7 +311,7 @@ def old_places(spec: Spec,
 
     def classify(records: tuple[KinesisRecord, ...]) -> list[Place]:
         out = [Place("", None)] * len(records)
-        valid = [(i, ev) for i, r in enumerate(records) if isinstance(ev := parse_event(r.data, fields), ValidEvent)]
+        valid = [(i, ev) for i, r in enumerate(records) if isinstance(ev := parse_event(event_bytes(r.data), fields), ValidEvent)]
         if not valid:
             return out
         owners = index.locate([ev.lon for _i, ev in valid], [ev.lat for _i, ev in valid],

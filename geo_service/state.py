@@ -12,9 +12,11 @@ written back with :meth:`EntityStates.put` (:meth:`EntityStates.applier` does th
 * :meth:`EntityStates.items` yields the texts as they would be written out: the store can be snapshotted and
   handed to another worker as it is.
 
-State is held in memory only, per slot: it does **not** follow an entity to another worker (a region border that
-moves, a swap to another process, a worker restart); a kept slot of the same process (``carry`` mode) keeps its
-store (:mod:`geo_service.carry`).
+With state handoff on (the router's ``STATE_HANDOFF``), the store also keeps each entity's last applied event
+number (``n``), the entities it handed to another slot (``gone``: after which event) and the slot labels it serves
+(``labels``: a slot and the slot it carries over share one store); :mod:`geo_service.handoff` moves states between
+stores, and :meth:`EntityStates.snapshot` / :meth:`EntityStates.restore` write and read them whole. A kept slot of
+the same process (``carry`` mode) keeps its store (:mod:`geo_service.carry`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,12 @@ class EntityStates:
         self.transform = transform
         self.max_bytes = max_bytes
         self._texts: dict[str, str] = {}
+        #: Last applied event number per entity (stamped by the router; empty without state handoff).
+        self.n: dict[str, int] = {}
+        #: Entities handed to another slot, with the number of their last event here.
+        self.gone: dict[str, int] = {}
+        #: The slot labels (``v<version>#<worker>``) this store serves.
+        self.labels: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._texts)
@@ -93,6 +101,38 @@ class EntityStates:
     def items(self) -> Iterator[tuple[str, str]]:
         """``(entity_id, JSON text)`` of every stored state (a snapshot: the store may change afterwards)."""
         return iter(list(self._texts.items()))
+
+    def text(self, entity_id: str) -> str | None:
+        """The entity's state as stored (JSON text), or None."""
+        return self._texts.get(entity_id)
+
+    def take(self, entity_id: str) -> str | None:
+        """Hand the entity away: forget its state and number (remembered in ``gone``); return the state's text."""
+        self.gone[entity_id] = self.n.pop(entity_id, 0)
+        return self._texts.pop(entity_id, None)
+
+    def adopt(self, entity_id: str, n: int, text: str | None) -> None:
+        """Take an entity's state handed over after its event ``n`` (JSON text, or None when it had none)."""
+        self.gone.pop(entity_id, None)
+        self.n[entity_id] = n
+        if text is None:
+            self._texts.pop(entity_id, None)
+        else:
+            self._texts[entity_id] = text
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything a successor needs: numbers, handed-away entities and states (JSON-ready)."""
+        return {"n": dict(self.n), "gone": dict(self.gone), "states": dict(self._texts)}
+
+    def restore(self, snap: Mapping[str, Any], where: str) -> None:
+        """Load a :meth:`snapshot` (a takeover); :class:`TransformError` naming ``where`` if it is not one."""
+        try:
+            n = {str(k): int(v) for k, v in snap["n"].items()}
+            gone = {str(k): int(v) for k, v in snap["gone"].items()}
+            texts = {str(k): str(v) for k, v in snap["states"].items()}
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise TransformError(f"state snapshot {where!r} is not a snapshot: {exc!r}") from None
+        self.n, self.gone, self._texts = n, gone, texts
 
     def applier(self, transform: StatefulTransform) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
         """A function ``event -> fields`` that runs ``transform`` on the event with its entity's state.

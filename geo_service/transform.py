@@ -9,7 +9,7 @@ A **stateful** transform (:class:`StatefulTransform`: class attribute ``stateful
 value per entity: the worker calls ``apply_stateful(event, state)`` with the entity's state (None the first
 time) and stores the :class:`Applied` ``state`` it returns (:class:`geo_service.state.EntityStates`); its
 ``apply(event)`` is the answer for an entity seen for the first time (``apply_stateful(event, None).fields``).
-State lives in the worker serving the entity and does not yet follow an entity to another worker.
+State lives in the worker serving the entity and follows it to another worker (:mod:`geo_service.handoff`).
 
 :class:`ReverseGeocoder` (the default) returns the nearest populated place (name,
 country, population, great-circle distance in km) from ``geo_service/data/places.csv.gz``

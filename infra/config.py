@@ -119,6 +119,7 @@ class GeoConfig:
     ingest_shards: int = 0  # 0: on-demand ingest stream; N: provisioned with N shards
     shards_per_worker: int = 1  # SHARDS_PER_WORKER: geo-stream shards each worker owns (derived from the cap if 0)
     geo_transform: str | None = None  # GEO_TRANSFORM of the workers ("module:Class"); None = the default transform
+    state_handoff: bool = False  # STATE_HANDOFF of the router: a stateful transform's state follows each entity
     event_fields: EventFields = DEFAULT_EVENT_FIELDS  # EVENT_FIELDS: which key of an event holds each field
 
     @property
@@ -163,6 +164,7 @@ DEFAULTS: dict[str, Any] = {
     "swap_mode": "carry",
     "shards_per_worker": 0,
     "geo_transform": "",
+    "state_handoff": False,
     "event_fields": {},
 }
 
@@ -262,6 +264,7 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
         swap_mode=_text(ctx, "swap_mode", lambda v: v in SWAP_MODES, f"one of {SWAP_MODES}"),
         geo_transform=_text(ctx, "geo_transform", lambda v: v == "" or bool(_TRANSFORM_RE.match(v)),
                             "'' (the default reverse geocoder) or 'module:Class'") or None,
+        state_handoff=_bool(ctx, "state_handoff"),
         event_fields=_event_fields(ctx),
     )
 

@@ -29,6 +29,7 @@ from infra.suppressions import FindingOwners, acknowledge_findings
 from infra.tables import ControlTables
 from infra.workers import Workers, cluster_name, service_name
 from partitioner.contracts.env import EnvVar
+from partitioner.contracts.handoff import router_ledger_key, state_key
 
 
 class GeoRebalancerStack(Stack):
@@ -56,6 +57,7 @@ class GeoRebalancerStack(Stack):
         self.deployer.function.add_environment(EnvVar.WORKER_TASK_DEFINITION, self.workers.template_revision)
         self.monitoring = Monitoring(self, "Monitoring", config=config, watched=self._watched())
         self._grant()
+        self._grant_state_handoff()
         self._outputs()
         OperatorOutputs(self, "OperatorOutputs", dashboard=self.monitoring.dashboard, alarms=self.monitoring.alarms,
                         functions=self._functions_by_name(), worker_logs=self.workers.log_group,
@@ -151,6 +153,7 @@ class GeoRebalancerStack(Stack):
             EnvVar.ECS_SERVICE: service_name(config),
             EnvVar.GEO_STREAM_KMS_KEY: self.geo_streams.key.key_arn,
             EnvVar.SWAP_MODE: config.swap_mode,
+            **({EnvVar.STATE_HANDOFF: "1"} if config.state_handoff else {}),
         }
 
     @property
@@ -163,6 +166,15 @@ class GeoRebalancerStack(Stack):
         )
 
     # -- least-privilege grants: every role gets exactly what its code path uses ----------------------------
+    def _grant_state_handoff(self) -> None:
+        """``state_handoff``: the router's ledgers (lambdas/router/stateful.py); the workers' handoff items and the
+        slot state objects they read back (geo_service/handoff.py)."""
+        if not self.config.state_handoff:
+            return
+        self.storage.specs.grant_put(self.router.function, router_ledger_key("*", "*").split("/")[0] + "/*")
+        self.tables.control.grant_write_data(self.workers.task_role)
+        self.storage.output.grant_read(self.workers.task_role, state_key(0, "*", final=True).split("/")[0] + "/*")
+
     def _grant(self) -> None:
         storage, tables, geo = self.storage, self.tables, self.geo_streams
         job = self.aggregation.job_role

@@ -192,6 +192,17 @@ def _ack_run_time_names(stack: Stack, owners: FindingOwners) -> None:
         f"{config.prefix}-workers/{config.prefix}-geo-workers/*]",
         "ECS creates a service-deployment id per blue/green deploy at run time; limited to the worker service.",
     )
+    if config.state_handoff:  # infra/stack.py _grant_state_handoff: objects under one fixed prefix each
+        _ack(
+            stack,
+            f"AwsSolutions-IAM5[Resource::{_arn_token(stack, owners.storage.specs)}/router-ledger/*]",
+            "The router's ledger objects, one per ingest shard named at run time (docs/CONTRACTS.md 'Router ledger').",
+        )
+        _ack(
+            stack,
+            f"AwsSolutions-IAM5[Resource::{_arn_token(stack, owners.storage.output)}/state/*]",
+            "Slot state objects, one per slot and version named at run time (docs/CONTRACTS.md 'Slot states').",
+        )
     _ack(
         owners.worker_task,
         f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:task/{config.prefix}-workers/*]",

@@ -41,5 +41,7 @@ class ControlTables(Construct):
             encryption_key=self.key,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(point_in_time_recovery_enabled=True),
             deletion_protection=config.retain_data,
+            # state handoff items (partitioner/contracts/handoff.py) expire; nothing else sets the attribute
+            time_to_live_attribute="expires_at" if key == "pk" else None,
             removal_policy=removal,
         )

@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from geo_service.transform import load_transform
+from geo_service.transform import load_transform, stateful_of
 from local.config import RunConfig
 from partitioner.contracts.env import EnvVar
 
@@ -44,6 +44,9 @@ def event_env(cfg: RunConfig) -> dict[str, str]:
 
 def transform_env(spec: str) -> dict[str, str]:
     """``GEO_TRANSFORM`` for the workers, and this process's values of the variables the transform names in its
-    ``settings`` (so the workers and the oracle, :mod:`local.oracle`, build the same transform)."""
-    names = getattr(load_transform(spec), "settings", ())
-    return {EnvVar.GEO_TRANSFORM: spec, **{n: os.environ[n] for n in names if n in os.environ}}
+    ``settings`` (so the workers and the oracle, :mod:`local.oracle`, build the same transform); for a stateful
+    transform also ``STATE_HANDOFF=1`` for the router, so each entity's state follows it (:mod:`geo_service.handoff`)."""
+    transform = load_transform(spec)
+    names = getattr(transform, "settings", ())
+    handoff = {EnvVar.STATE_HANDOFF: "1"} if stateful_of(transform) is not None else {}
+    return {EnvVar.GEO_TRANSFORM: spec, **handoff, **{n: os.environ[n] for n in names if n in os.environ}}

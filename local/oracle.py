@@ -19,8 +19,8 @@ merges them (:func:`geo_service.records.enriched_record`), after a JSON round tr
   is read from two shards by two workers, so across workers this is normal (and reported); within one slot of one
   process (``same_slot_out_of_order``) it would break a stateful transform and fails its run.
 
-A stateless transform must match exactly. A stateful one differs today wherever an entity changes worker (a region
-border, a swap to another process, a restart): its state does not follow it yet, so the run fails and says so.
+Both must match exactly: a stateful transform's state follows each entity to its next slot (the local loop routes
+with ``STATE_HANDOFF=1`` for it, :mod:`geo_service.handoff`).
 """
 
 from __future__ import annotations

@@ -32,9 +32,9 @@ latitude; every shipped zone (``transforms/data/geofences.csv``, ``transforms/da
 4 km and below 60 degrees (4.9 km cells). A bigger zone or a finer region needs a wider ``BUFFER_RING``, or the
 entity's membership would depend on which worker processes it.
 
-**State does not follow the entity** to another worker yet: after a border moves or a swap, the new worker starts
-the entity from no state (speed None, ENTER again) where a single process would not; the local run's oracle
-(``local/oracle.py``) counts those differences.
+**State follows the entity** to another worker with state handoff on (``geo_service/handoff.py``): after a border
+moves or a swap, the new worker goes on from the state the entity's previous event left; the local run's oracle
+(``local/oracle.py``) checks every record against one process.
 """
 
 from __future__ import annotations

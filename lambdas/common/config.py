@@ -57,6 +57,7 @@ class LambdaConfig:
     swap_mode: SwapMode = SwapMode.CARRY
     worker_task_definition: str = ""
     event_fields: EventFields = DEFAULT_EVENT_FIELDS
+    state_handoff: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LambdaConfig:
@@ -92,6 +93,7 @@ class LambdaConfig:
             swap_mode=parse_swap_mode(e.get(EnvVar.SWAP_MODE, "")),
             worker_task_definition=e.get(EnvVar.WORKER_TASK_DEFINITION, "").strip(),
             event_fields=parse_event_fields(e.get(EnvVar.EVENT_FIELDS, "")),
+            state_handoff=parse_flag(EnvVar.STATE_HANDOFF, e.get(EnvVar.STATE_HANDOFF, "")),
         )
 
     def require(self, *names: str) -> LambdaConfig:
@@ -111,6 +113,16 @@ class LambdaConfig:
     def stream_name(self, version: int) -> str:
         """Return the geo stream name of a spec version: ``<prefix>-geo-v<version>``."""
         return geo_stream_name(self.prefix, version)
+
+
+def parse_flag(name: str, text: str) -> bool:
+    """``1``/``true`` or ``0``/``false``/empty (off); anything else raises ConfigError naming the variable."""
+    t = text.strip().lower()
+    if t in ("", "0", "false"):
+        return False
+    if t in ("1", "true"):
+        return True
+    raise ConfigError(f"environment variable {name} must be 1/true or 0/false, got {text!r}")
 
 
 def parse_swap_mode(text: str, where: str = f"environment variable {EnvVar.SWAP_MODE}") -> SwapMode:

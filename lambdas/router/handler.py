@@ -36,9 +36,11 @@ from lambdas.common.dynamodb import ControlTable
 from lambdas.common.kinesis import GeoStreams
 from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router.routing import ActiveSpecCache, InputRecord, route_batch
+from lambdas.router.stateful import LedgerStore
 from partitioner.contracts.env import EnvVar
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.events import ReasonCode
+from partitioner.contracts.handoff import router_ledger_key
 from partitioner.contracts.kpl import KplError, deaggregate, is_aggregated, sub_record_source
 from partitioner.contracts.metric_names import NAMESPACE, Metric, MetricService
 
@@ -54,6 +56,7 @@ class Runtime:
     streams: GeoStreams
     quarantine: QuarantineSink
     fields: EventFields = DEFAULT_EVENT_FIELDS  # EVENT_FIELDS: which key of an event holds each field
+    ledgers: LedgerStore | None = None  # STATE_HANDOFF=1: each ingest shard's ledger (lambdas.router.stateful)
 
 
 @functools.cache
@@ -64,7 +67,7 @@ def runtime() -> Runtime:
     cache = ActiveSpecCache(ControlTable(clients.dynamodb, cfg.control_table), SpecStore(clients.s3, cfg.specs_bucket),
                             ttl_s=cfg.router_spec_ttl_s)
     return Runtime(cache, GeoStreams(put_client(cfg)), QuarantineSink(clients.s3, cfg.quarantine_bucket, "router"),
-                   cfg.event_fields)
+                   cfg.event_fields, LedgerStore(clients.s3, cfg.specs_bucket) if cfg.state_handoff else None)
 
 
 def put_client(cfg: LambdaConfig) -> Any:
@@ -97,6 +100,14 @@ def parse_kinesis_event(event: dict[str, Any]) -> list[InputRecord]:
     return records
 
 
+def ledger_key_of(event: dict[str, Any]) -> str | None:
+    """The router ledger key of the batch's ingest shard (from its first record), or None for an empty batch."""
+    for r in event.get("Records", []):
+        stream = str(r.get("eventSourceARN", "?")).rsplit("/", 1)[-1]
+        return router_ledger_key(stream, str(r.get("eventID", "?")).split(":")[0])
+    return None
+
+
 def user_records(record: InputRecord) -> list[InputRecord]:
     """``record`` itself, or the user records of a KPL aggregated one (sources ``<source>/sub=<index>``).
 
@@ -120,7 +131,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     records = parse_kinesis_event(event)
     rt = runtime()
     table = rt.cache.current()
-    result = route_batch(records, table, rt.streams, rt.quarantine, rt.fields)
+    key = ledger_key_of(event) if rt.ledgers is not None else None
+    ledger = rt.ledgers.load(key) if rt.ledgers is not None and key is not None else None
+    result = route_batch(records, table, rt.streams, rt.quarantine, rt.fields, ledger)
+    if rt.ledgers is not None and key is not None and ledger is not None:
+        rt.ledgers.save(key, ledger)  # before the batch is acknowledged (a failed save fails the invocation)
     failed = list(dict.fromkeys(result.failed_ids))
     metrics.add_metric(name=Metric.ROUTED, unit=MetricUnit.Count, value=result.routed)
     metrics.add_metric(name=Metric.QUARANTINED, unit=MetricUnit.Count, value=result.quarantined)

@@ -24,7 +24,9 @@ from lambdas.common.kinesis import GeoStreams, PutEntry
 from lambdas.common.records import read_active
 from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.common.timestamps import now_iso
+from lambdas.router.stateful import Routed, RouterLedger, Target, ingest_order, route_stamped
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
+from partitioner.contracts.handoff import slot_label
 from partitioner.load.events import Rejection, ValidEvent, parse_event, quarantine_record
 from partitioner.spec.index import SpecIndex
 from partitioner.spec.model import Spec
@@ -68,6 +70,8 @@ class RoutingTable:
         self.index = SpecIndex(spec)
         worker_keys = {w.id: w.shard_keys for w in spec.workers}
         own = [worker_keys[p.worker] for p in spec.partitions]
+        self.labels: npt.NDArray[np.object_] = np.array([slot_label(spec.version, p.worker) for p in spec.partitions],
+                                                        dtype=object)
         self.hash_keys: npt.NDArray[np.object_] = np.array([k[0] for k in own], dtype=object)
         # per partition: its worker's shard count and keys (one row, padded); entity_shards picks the column
         self.shards: npt.NDArray[np.int64] = np.array([len(k) for k in own], dtype=np.int64)
@@ -83,7 +87,16 @@ class RoutingTable:
         per entity, :func:`~partitioner.spec.shards.entity_shards`; the rest is NumPy), so
         one entity's events stay on one shard (per-entity order) and the worker's entities spread over its shards.
         """
+        return self._keys(self.index.locate(lon, lat, entity_ids), entity_ids)
+
+    def targets_for(self, lon: npt.ArrayLike, lat: npt.ArrayLike, entity_ids: Sequence[str]) -> list[Target]:
+        """Like :meth:`hash_keys_for`, with the stream and the slot label of each point's worker (state handoff)."""
         idx = self.index.locate(lon, lat, entity_ids)
+        keys = self._keys(idx, entity_ids)
+        labels = self.labels[idx]
+        return [Target(self.stream_name, k, str(lb)) for k, lb in zip(keys, labels, strict=True)]
+
+    def _keys(self, idx: npt.NDArray[np.int64], entity_ids: Sequence[str]) -> list[str]:
         if self.shard_keys is None:
             return list(self.hash_keys[idx])
         k = self.shards[idx]
@@ -121,7 +134,8 @@ class ActiveSpecCache:
 
 
 def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, streams: GeoStreams,
-                quarantine: QuarantineSink, fields: EventFields = DEFAULT_EVENT_FIELDS) -> RouteResult:
+                quarantine: QuarantineSink, fields: EventFields = DEFAULT_EVENT_FIELDS,
+                ledger: RouterLedger | None = None) -> RouteResult:
     """Route one batch; every record ends up put, quarantined, or listed in ``failed_ids``.
 
     Parameters
@@ -133,6 +147,9 @@ def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, stre
     quarantine : QuarantineSink
     fields : EventFields
         Which JSON key holds each event field (``EVENT_FIELDS``); the record put is the original bytes either way.
+    ledger : RouterLedger, optional
+        The ingest shard's ledger when state handoff is on (``STATE_HANDOFF``): events are put stamped, with
+        markers where an entity changes slot (:mod:`lambdas.router.stateful`).
 
     Returns
     -------
@@ -164,6 +181,9 @@ def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, stre
         return RouteResult(tuple(failed + [rec.item_id for rec, _ in valid]), 0, quarantined, None, tuple(reasons))
     lon = np.fromiter((ev.lon for _, ev in valid), dtype=np.float64, count=len(valid))
     lat = np.fromiter((ev.lat for _, ev in valid), dtype=np.float64, count=len(valid))
+    if ledger is not None:
+        bad_ids, routed, why = _route_with_ledger(valid, lon, lat, table, streams, ledger)
+        return RouteResult(tuple(failed + bad_ids), routed, quarantined, table.version, tuple(reasons + why))
     keys = table.hash_keys_for(lon, lat, [ev.entity_id for _, ev in valid])
     entries = [PutEntry(ev.raw, ev.entity_id, key) for (_, ev), key in zip(valid, keys, strict=True)]
     put_failed = streams.put_records(table.stream_name, entries)
@@ -171,3 +191,13 @@ def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, stre
         reasons.append(f"{len(put_failed)} of {len(entries)} puts to {table.stream_name!r} failed")
     failed += [valid[i][0].item_id for i in put_failed]
     return RouteResult(tuple(failed), len(entries) - len(put_failed), quarantined, table.version, tuple(reasons))
+
+
+def _route_with_ledger(valid: Sequence[tuple[InputRecord, ValidEvent]], lon: npt.NDArray[np.float64],
+                       lat: npt.NDArray[np.float64], table: RoutingTable, streams: GeoStreams,
+                       ledger: RouterLedger) -> tuple[list[str], int, list[str]]:
+    """State handoff: put the valid records stamped, with markers (:func:`lambdas.router.stateful.route_stamped`)."""
+    targets = table.targets_for(lon, lat, [ev.entity_id for _, ev in valid])
+    items = [Routed(rec.item_id, ingest_order(rec.item_id, rec.source), ev, t)
+             for (rec, ev), t in zip(valid, targets, strict=True)]
+    return route_stamped(items, streams, ledger)

@@ -18,7 +18,7 @@ from local import calls
 from local.oracle import OracleResult
 from local.output import Delivery, delivery
 from local.replay import RecordedReplayer
-from local.report import reference, specs, swaps
+from local.report import handoff, reference, specs, swaps
 from local.report.figures import utilisation_figure
 from local.report.flips import flip_times, flips_section
 from local.report.invariants import Check, checks, demonstrated, loops
@@ -136,6 +136,9 @@ def sections(state: RunState, load: WorkerLoad, wall: float) -> Sections:
     except Exception as exc:  # the transform could not be built or loaded here: the invariant fails and says why
         oracle_error = f"{type(exc).__name__}: {exc}"
     text += ["", *reference.section(oracle, oracle_error)]
+    moved = handoff.section(handoff.read_stats(sorted((cfg.out / "logs").glob("worker-*.log")),
+                                               handoff.router_saves()), len(sent))
+    text += ["", *moved] if moved else []
     return Sections(text, spec_json, figures, flips, d, swaps_rep, report_errors, oracle, oracle_error)
 
 

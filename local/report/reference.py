@@ -33,8 +33,8 @@ def section(result: OracleResult | None, error: str | None) -> list[str]:
     lines += [f"  e.g. event {d.event_id!r} entity {d.entity!r} field {d.field!r}: expected {d.expected!r}, "
               f"got {d.got!r}" for d in result.examples]
     if result.stateful and not result.ok:
-        lines.append("  expected for a stateful transform: entity state does not follow an entity to another worker "
-                     "yet (region borders, swaps to another process, restarts start it from no state)")
+        lines.append("  a stateful transform's state follows each entity (geo_service/handoff.py): a difference means "
+                     "a state was not handed over in order (see STATE HANDOFF and the workers' state_not_handed_over)")
     return lines
 
 

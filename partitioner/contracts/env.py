@@ -44,6 +44,7 @@ class EnvVar(StrEnum):
     SWAP_MODE = "SWAP_MODE"
     WORKER_TASK_DEFINITION = "WORKER_TASK_DEFINITION"
     EVENT_FIELDS = "EVENT_FIELDS"
+    STATE_HANDOFF = "STATE_HANDOFF"
     # -- control-plane timings (the Lambdas' defaults apply in AWS; the local loop shortens them)
     ROUTER_SPEC_TTL_S = "ROUTER_SPEC_TTL_S"
     GREEN_TIMEOUT_S = "GREEN_TIMEOUT_S"
@@ -140,6 +141,10 @@ ENV_VARS: Mapping[EnvVar, EnvVarUse] = MappingProxyType({
     EnvVar.EVENT_FIELDS: _use((_S, _L), (_R, _W),
                               "Which JSON key of an event holds each field, as JSON {canonical: name} "
                               "(partitioner.contracts.event_fields.EventFields; unset: the canonical names)."),
+    EnvVar.STATE_HANDOFF: _use((_S, _L), (_R,),
+                               "1: the router numbers each entity's events and marks where it changes slot, so a "
+                               "stateful transform's state follows the entity (partitioner.contracts.handoff); "
+                               "unset or 0: events are put as they came."),
     EnvVar.ROUTER_SPEC_TTL_S: _use((_L,), (_R,), "Seconds the router caches the active spec (default 5)."),
     EnvVar.GREEN_TIMEOUT_S: _use((_L,), _DEPLOY, "Seconds a new fleet may take to be leased and warm (default 900)."),
     EnvVar.DRAIN_TIMEOUT_S: _use((_L,), (*_DEPLOY, _W),

@@ -17,6 +17,8 @@ from partitioner.contracts.errors import ContractError
 
 #: The one reason code only a geo worker writes: its transform raised on a valid event.
 TRANSFORM_ERROR = "transform_error"
+#: A geo record with the state-handoff magic whose stamp or marker does not decode (worker).
+BAD_STAMP = "bad_handoff_stamp"
 
 
 def batch_quarantine_key(batch_id: int, n: int) -> str:

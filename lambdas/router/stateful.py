@@ -1,0 +1,204 @@
+"""Routing with state handoff (``STATE_HANDOFF=1``): number each entity's events, stamp them, mark departures.
+
+Per ingest shard the router keeps a :class:`RouterLedger`: for each entity the number ``n`` of its last routed
+event, that event's place in the ingest shard (so a retried batch does not route it twice) and the slot it went to.
+:func:`route_stamped` puts every event stamped with ``n`` and the previous slot, and when the slot changes it first
+puts a marker behind the entity's previous event in the old slot's shard (``partitioner.contracts.handoff``).
+
+Per-entity order holds although ``PutRecords`` does not keep order across a partial failure
+(https://docs.aws.amazon.com/kinesis/latest/APIReference/API_PutRecords.html: "PutRecords doesn't guarantee the
+ordering of records"): the batch goes out in rounds, each with at most one event per entity, and an entity whose
+marker or event failed sends nothing more in this batch (its records are reported failed and retried in order).
+
+The ledger is saved to S3 after the batch (one PUT per invocation, :func:`~partitioner.contracts.handoff.
+router_ledger_key`), before the records are acknowledged: a retry after a crash re-stamps the same events alike.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from lambdas.common.errors import AdapterError
+from lambdas.common.kinesis import GeoStreams, PutEntry
+from partitioner.contracts.handoff import Marker, Stamp, encode_marker, encode_stamped
+from partitioner.contracts.kpl import SUB_RECORD_MARK
+from partitioner.load.events import ValidEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where an event goes: the geo stream, the ExplicitHashKey of its shard and the slot's label."""
+
+    stream: str
+    hash_key: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """An entity's last routed event: its number, its place in the ingest shard, and where it went."""
+
+    n: int
+    order: tuple[int, int]
+    target: Target
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """One valid record to route: its batch item id, its place in the ingest shard, the event and its target."""
+
+    item_id: str
+    order: tuple[int, int]
+    event: ValidEvent
+    target: Target
+
+
+class RouterLedger:
+    """Each entity's :class:`LedgerEntry` for one ingest shard; ``dirty`` once it changed since it was saved."""
+
+    def __init__(self, entries: dict[str, LedgerEntry] | None = None) -> None:
+        self.entries: dict[str, LedgerEntry] = entries or {}
+        self.dirty = False
+        #: Geo streams found deleted (not saved): markers to them are skipped without a call.
+        self.gone_streams: set[str] = set()
+
+    def to_json(self) -> str:
+        rows = {e: [x.n, x.order[0], x.order[1], x.target.stream, x.target.hash_key, x.target.label]
+                for e, x in self.entries.items()}
+        return json.dumps({"entities": rows}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str, where: str) -> RouterLedger:
+        try:
+            rows: Any = json.loads(text)["entities"]
+            return cls({str(e): LedgerEntry(int(r[0]), (int(r[1]), int(r[2])), Target(str(r[3]), str(r[4]), str(r[5])))
+                        for e, r in rows.items()})
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise AdapterError(f"router ledger {where!r} is not a ledger: {exc}") from None
+
+
+class LedgerStore:
+    """Router ledgers in S3, cached in the Lambda instance (loaded once per ingest shard per instance)."""
+
+    def __init__(self, s3: Any, bucket: str) -> None:
+        self._s3 = s3
+        self.bucket = bucket
+        self._cache: dict[str, RouterLedger] = {}
+        self.saves = 0  # PutObject calls made (the local report's extra calls per event)
+
+    def load(self, key: str) -> RouterLedger:
+        if key in self._cache:
+            return self._cache[key]
+        try:
+            body = self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read().decode()
+            ledger = RouterLedger.from_json(body, f"s3://{self.bucket}/{key}")
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
+                raise AdapterError(f"cannot read router ledger s3://{self.bucket}/{key}: {exc}") from exc
+            ledger = RouterLedger()
+        self._cache[key] = ledger
+        return ledger
+
+    def save(self, key: str, ledger: RouterLedger) -> None:
+        if not ledger.dirty:
+            return
+        self.saves += 1
+        try:
+            self._s3.put_object(Bucket=self.bucket, Key=key, Body=ledger.to_json().encode(),
+                                ContentType="application/json")
+        except ClientError as exc:
+            self._cache.pop(key, None)  # reload what was saved last: the batch is retried and re-stamped alike
+            raise AdapterError(f"cannot save router ledger s3://{self.bucket}/{key}: {exc}") from exc
+        ledger.dirty = False
+
+
+def ingest_order(item_id: str, source: str) -> tuple[int, int]:
+    """A record's place in its ingest shard: (sequence number, sub-record index of a KPL aggregate)."""
+    seq = int(item_id) if item_id.isdigit() else 0
+    _, mark, sub = source.rpartition(SUB_RECORD_MARK)
+    return seq, int(sub) if mark and sub.isdigit() else 0
+
+
+def route_stamped(items: Sequence[Routed], streams: GeoStreams, ledger: RouterLedger) -> tuple[list[str], int, list[str]]:
+    """Put ``items`` (in ingest order) stamped, with markers; return (failed item ids, events put, reasons).
+
+    An item at or before its entity's last routed place was routed by an earlier try of this batch: it counts as
+    routed and is not put again.
+    """
+    pending: dict[str, list[Routed]] = {}
+    routed = 0
+    for it in items:
+        last = ledger.entries.get(it.event.entity_id)
+        if last is not None and it.order <= last.order:
+            routed += 1
+            continue
+        pending.setdefault(it.event.entity_id, []).append(it)
+    failed: list[str] = []
+    reasons: list[str] = []
+    blocked: set[str] = set()
+    depth = max((len(v) for v in pending.values()), default=0)
+    for r in range(depth):
+        wave = [v[r] for e, v in pending.items() if len(v) > r and e not in blocked]
+        moving = [(it, ledger.entries[it.event.entity_id]) for it in wave
+                  if it.event.entity_id in ledger.entries
+                  and ledger.entries[it.event.entity_id].target.label != it.target.label]
+        for it in _put_markers(moving, streams, reasons, ledger.gone_streams):
+            blocked.add(it.event.entity_id)
+        sendable = [it for it in wave if it.event.entity_id not in blocked]
+        by_stream: dict[str, list[Routed]] = {}
+        for it in sendable:
+            by_stream.setdefault(it.target.stream, []).append(it)
+        for stream, group in by_stream.items():
+            entries: list[PutEntry] = []
+            stamps: list[int] = []
+            for it in group:
+                last = ledger.entries.get(it.event.entity_id)
+                n = 1 if last is None else last.n + 1
+                stamp = Stamp(n, None if last is None else last.target.label)
+                entries.append(PutEntry(encode_stamped(stamp, it.event.raw), it.event.entity_id, it.target.hash_key))
+                stamps.append(n)
+            bad = set(streams.put_records(stream, entries))
+            if bad:
+                reasons.append(f"{len(bad)} of {len(entries)} stamped puts to {stream!r} failed")
+            for i, (it, n) in enumerate(zip(group, stamps, strict=True)):
+                if i in bad:
+                    blocked.add(it.event.entity_id)
+                    continue
+                ledger.entries[it.event.entity_id] = LedgerEntry(n, it.order, it.target)
+                ledger.dirty = True
+                routed += 1
+    for e in blocked:
+        done = ledger.entries.get(e)
+        failed += [it.item_id for it in pending.get(e, []) if done is None or it.order > done.order]
+    return failed, routed, reasons
+
+
+def _put_markers(moving: Sequence[tuple[Routed, LedgerEntry]], streams: GeoStreams,
+                 reasons: list[str], gone: set[str]) -> list[Routed]:
+    """Put one marker per moving entity to the shard of its previous event; return the items whose marker failed.
+
+    A marker to a geo stream that no longer exists is not needed: its slots drained and wrote their final states.
+    Such a stream is checked once (``DescribeStreamSummary``, 20 calls/s per account) and then remembered in
+    ``gone``.
+    """
+    by_stream: dict[str, list[tuple[Routed, LedgerEntry]]] = {}
+    for it, last in moving:
+        if last.target.stream not in gone:
+            by_stream.setdefault(last.target.stream, []).append((it, last))
+    failed: list[Routed] = []
+    for stream, group in by_stream.items():
+        entries = [PutEntry(encode_marker(Marker(it.event.entity_id, last.n, it.target.label)), it.event.entity_id,
+                            last.target.hash_key) for it, last in group]
+        bad = streams.put_records(stream, entries)
+        if bad and streams.status(stream) is None:
+            gone.add(stream)
+            continue
+        if bad:
+            reasons.append(f"{len(bad)} of {len(entries)} handoff markers to {stream!r} failed")
+        failed += [group[i][0] for i in bad]
+    return failed

@@ -1,0 +1,100 @@
+"""The state handoff gate (geo_service.handoff.EntityGate): apply, skip, hold, hand over, give up."""
+
+from __future__ import annotations
+
+from geo_service.handoff import EntityGate, Handoff
+from geo_service.state import EntityStates
+from partitioner.contracts.handoff import Marker, Stamp
+
+HERE, THERE = "v1#w-a", "v1#w-b"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def gate(label: str = HERE, clock: Clock | None = None) -> tuple[EntityGate, list[tuple[str, int]]]:
+    store = EntityStates("t:T")
+    store.labels.add(label)
+    return EntityGate(store, clock=clock or Clock(), wait_s=30.0), []
+
+
+def offer(g: EntityGate, ran: list[tuple[str, int]], e: str, n: int, prev: str | None, shard: str = "s0") -> None:
+    def run() -> None:
+        ran.append((e, n))
+        g.store.put(e, {"last": n})
+    g.offer(e, Stamp(n, prev), shard, run)
+
+
+def test_in_order_events_apply_and_copies_are_skipped() -> None:
+    g, ran = gate()
+    offer(g, ran, "e", 1, None)
+    offer(g, ran, "e", 2, HERE)
+    offer(g, ran, "e", 2, HERE)  # a retried put
+    assert ran == [("e", 1), ("e", 2)] and g.duplicates == 1 and g.holding == 0
+
+
+def test_a_reordered_event_waits_for_its_predecessor_in_the_same_slot() -> None:
+    g, ran = gate()
+    offer(g, ran, "e", 1, None)
+    offer(g, ran, "e", 3, HERE)
+    assert ran == [("e", 1)] and g.holds("s0") and g.fetches() == []
+    offer(g, ran, "e", 2, HERE)
+    assert ran == [("e", 1), ("e", 2), ("e", 3)] and not g.holds("s0")
+
+
+def test_an_entity_from_another_slot_waits_for_its_state_and_then_runs_in_order() -> None:
+    # GIVEN an entity whose events 5 and 6 arrive here, its event 4 having gone to another slot
+    clock = Clock()
+    g, ran = gate(clock=clock)
+    offer(g, ran, "e", 5, THERE)
+    offer(g, ran, "e", 6, HERE)
+    offer(g, ran, "f", 1, None)  # other entities go on
+    assert ran == [("f", 1)] and [(e, w.n, w.prev) for e, w in g.fetches()] == [("e", 4, THERE)]
+    # WHEN the state after event 4 arrives 1.5 s later
+    clock.t += 1.5
+    g.receive({"e": (4, '{"last":4}')})
+    # THEN both events run in order on that state, and the wait is measured
+    assert ran == [("f", 1), ("e", 5), ("e", 6)] and g.holding == 0 and g.waits == [1.5]
+
+
+def test_a_marker_hands_the_state_over_once_its_event_was_applied() -> None:
+    g, ran = gate()
+    g.mark(Marker("e", 2, THERE), "s0")  # the marker overtook event 2 (a reordered put)
+    offer(g, ran, "e", 1, None)
+    assert g.outbox == [] and g.holds("s0")
+    offer(g, ran, "e", 2, HERE)
+    assert g.outbox == [Handoff("e", 2, '{"last":2}')] and "e" not in g.store and g.store.gone == {"e": 2}
+    assert not g.holds("s0")
+    g.mark(Marker("e", 2, THERE), "s0")  # a copy of the marker
+    assert len(g.outbox) == 1
+
+
+def test_a_marker_to_the_slot_carried_over_from_this_one_keeps_the_shared_store() -> None:
+    g, ran = gate()
+    g.store.labels.add("v2#w-a")
+    offer(g, ran, "e", 1, None)
+    g.mark(Marker("e", 1, "v2#w-a"), "s0")
+    assert g.outbox == [] and "e" in g.store
+
+
+def test_an_entity_held_too_long_runs_without_its_state_and_is_counted() -> None:
+    clock = Clock()
+    g, ran = gate(clock=clock)
+    offer(g, ran, "e", 3, THERE)
+    clock.t += 31
+    assert g.expire() == ["e"] and ran == [("e", 3)] and g.lost == 1 and g.holding == 0
+
+
+def test_a_snapshot_restores_numbers_states_and_handed_entities() -> None:
+    g, ran = gate()
+    offer(g, ran, "e", 1, None)
+    offer(g, ran, "f", 1, None)
+    g.mark(Marker("f", 1, THERE), "s0")
+    other = EntityStates("t:T")
+    other.restore(g.store.snapshot(), "x")
+    assert other.n == {"e": 1} and other.gone == {"f": 1} and other.get("e") == {"last": 1}

@@ -1,0 +1,112 @@
+"""Routing with state handoff (lambdas.router.stateful): numbers, stamps, markers, retries."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from lambdas.common.kinesis import PutEntry
+from lambdas.router.stateful import LedgerEntry, Routed, RouterLedger, Target, ingest_order, route_stamped
+from partitioner.contracts.handoff import Marker, decode_marker, is_marker, split_stamped
+from partitioner.load.events import ValidEvent, parse_event
+
+A = Target("geo-v1", "0", "v1#w-a")
+B = Target("geo-v1", "100", "v1#w-b")
+C = Target("geo-v2", "0", "v2#w-a")
+
+
+class Streams:
+    """Geo streams in memory: what was put where, and which puts fail (by entity, once each)."""
+
+    def __init__(self, fail: Sequence[str] = (), gone: Sequence[str] = ()) -> None:
+        self.put: list[tuple[str, str, bytes]] = []
+        self.fail = list(fail)
+        self.gone = set(gone)
+
+    def put_records(self, name: str, entries: Sequence[PutEntry]) -> list[int]:
+        if name in self.gone:
+            return list(range(len(entries)))
+        bad = []
+        for i, e in enumerate(entries):
+            if e.partition_key in self.fail:
+                self.fail.remove(e.partition_key)
+                bad.append(i)
+            else:
+                self.put.append((name, e.explicit_hash_key, e.data))
+        return bad
+
+    def status(self, name: str) -> str | None:
+        return None if name in self.gone else "ACTIVE"
+
+
+def event(entity: str, i: int) -> ValidEvent:
+    raw = json.dumps({"event_id": f"{entity}-{i}", "entity_id": entity, "lat": 1.0, "lon": 2.0,
+                      "ts": "2026-01-01T00:00:00Z"}).encode()
+    ev = parse_event(raw)
+    assert isinstance(ev, ValidEvent), ev
+    return ev
+
+
+def item(entity: str, i: int, target: Target, seq: int) -> Routed:
+    return Routed(str(seq), (seq, 0), event(entity, i), target)
+
+
+def stamps(streams: Streams) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for name, key, data in streams.put:
+        if is_marker(data):
+            out.append((f"{name}/{key}", decode_marker(data)))
+        else:
+            stamp, body = split_stamped(data)
+            out.append((f"{name}/{key}", (json.loads(body)["event_id"], stamp)))
+    return out
+
+
+def test_events_are_numbered_per_entity_and_stamped_with_the_previous_slot() -> None:
+    # GIVEN an entity that moves from slot a to slot b, and one that stays
+    ledger, streams = RouterLedger(), Streams()
+    items = [item("e1", 1, A, 1), item("e2", 1, A, 2), item("e1", 2, B, 3), item("e2", 2, A, 4)]
+    # WHEN the batch is routed
+    failed, routed, _ = route_stamped(items, streams, ledger)  # type: ignore[arg-type]
+    # THEN every event is put once, numbered, and the mover's marker sits in slot a's shard before its event in b
+    assert (failed, routed) == ([], 4)
+    got = stamps(streams)
+    assert [g for g in got if not isinstance(g[1], Marker)] == [
+        ("geo-v1/0", ("e1-1", split_stamped(streams.put[0][2])[0])), ("geo-v1/0", ("e2-1", got[1][1][1])),
+        ("geo-v1/100", ("e1-2", got[3][1][1])), ("geo-v1/0", ("e2-2", got[4][1][1]))]
+    assert got[2] == ("geo-v1/0", Marker("e1", 1, "v1#w-b"))
+    assert [s[1][1].n for s in got if not isinstance(s[1], Marker)] == [1, 1, 2, 2]
+    assert got[3][1][1].prev == "v1#w-a" and got[4][1][1].prev == "v1#w-a" and got[0][1][1].prev is None
+    assert ledger.entries["e1"] == LedgerEntry(2, (3, 0), B)
+
+
+def test_a_failed_put_stops_the_entity_and_a_retry_routes_the_rest_once() -> None:
+    # GIVEN the first put of e1 fails
+    ledger, streams = RouterLedger(), Streams(fail=["e1"])
+    items = [item("e1", 1, A, 1), item("e2", 1, A, 2), item("e1", 2, A, 3)]
+    # WHEN the batch is routed, then retried from the failed record as the event source mapping does
+    failed, routed, reasons = route_stamped(items, streams, ledger)  # type: ignore[arg-type]
+    again, routed2, _ = route_stamped(items, streams, ledger)  # type: ignore[arg-type]
+    # THEN e1's later event was not put before its first, nothing is put twice, and the numbers have no gap
+    assert failed == ["1", "3"] and routed == 1 and reasons
+    assert again == [] and routed2 == 3
+    got = [(eid, st.n) for _, (eid, st) in stamps(streams)]
+    assert got == [("e2-1", 1), ("e1-1", 1), ("e1-2", 2)]
+
+
+def test_a_marker_to_a_deleted_stream_is_not_needed() -> None:
+    # GIVEN an entity last routed to version 1, whose stream is gone (its slots drained and wrote final states)
+    ledger = RouterLedger({"e1": LedgerEntry(4, (1, 0), A)})
+    streams = Streams(gone=["geo-v1"])
+    # WHEN its next event goes to version 2
+    failed, routed, _ = route_stamped([item("e1", 5, C, 2)], streams, ledger)  # type: ignore[arg-type]
+    # THEN it is put, stamped n=5 after slot v1#w-a
+    assert (failed, routed) == ([], 1)
+    assert [(eid, st.n, st.prev) for _, (eid, st) in stamps(streams)] == [("e1-5", 5, "v1#w-a")]
+
+
+def test_ledger_round_trips_through_json_and_orders_kpl_sub_records() -> None:
+    ledger = RouterLedger({"e": LedgerEntry(3, (17, 2), B)})
+    assert RouterLedger.from_json(ledger.to_json(), "x").entries == ledger.entries
+    assert ingest_order("17", "arn/shard-0/17/sub=2") == (17, 2) < ingest_order("17", "arn/shard-0/17/sub=10")
