@@ -86,6 +86,8 @@ class EntityGate:
     """
 
     store: EntityStates
+    #: This slot's label (``v<version>#<worker>``).
+    label: str = ""
     clock: Callable[[], float] = time.monotonic
     wait_s: float = 60.0
     held: dict[str, list[Held]] = field(default_factory=dict)
@@ -94,6 +96,8 @@ class EntityGate:
     outbox: list[Handoff] = field(default_factory=list)
     #: Seconds each handed-over entity waited (first held -> state here), for the p99 the report prints.
     waits: list[float] = field(default_factory=list)
+    #: States received from a slot of this slot's own version (an entity that crossed a region border).
+    crossings: int = 0
     duplicates: int = 0
     lost: int = 0
     _shards: Counter[str] = field(default_factory=Counter)
@@ -155,6 +159,8 @@ class EntityGate:
                 continue
             self.store.adopt(e, n, text)
             self.waits.append(now - w.since)
+            if w.prev is not None and self.label and w.prev.split("#")[0] == self.label.split("#")[0]:
+                self.crossings += 1
             self._drain(e)
 
     def recheck(self) -> None:
@@ -235,6 +241,11 @@ class EntityGate:
         self.outbox.append(Handoff(e, n, self.store.take(e)))
 
 
+#: Seconds an entity waits for its handoff item before its previous slot's final states are read (a live slot
+#: answers the marker within a poll; only a drained one needs the final states).
+FINAL_AFTER_S = 0.5
+
+
 class HandoffStore:
     """Handoff items in the control table and slot state objects in the output bucket (AWS side of the gate).
 
@@ -284,8 +295,9 @@ class HandoffStore:
             for it in out.get("Responses", {}).get(self.table, []):
                 n = int(it["n"]["N"])
                 found[it["entity"]["S"]] = (n, it[STATE_ATTR]["S"] if STATE_ATTR in it else None)
+        now = self.clock()
         for e, w in wants:
-            if e in found or w.prev is None:
+            if e in found or w.prev is None or now - w.since < FINAL_AFTER_S:
                 continue
             final = self.final(w.prev)
             if final is not None and final["n"].get(e) == w.n:

@@ -48,6 +48,8 @@ from partitioner.geo.tiles import arrays_to_quadkeys, tiles_xy
 
 #: Seconds between two fetches of the states a slot's held entities wait for (one BatchGetItem per 100 entities).
 FETCH_EVERY_S = 0.25
+#: Seconds between two snapshots of a stateful slot's states, which its checkpoints move with (one PutObject each).
+STATE_SNAPSHOT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -177,7 +179,7 @@ class BatchProcessor:
         gate.recheck()
         now = self.monotonic()
         wants = gate.fetches()
-        waited = len(gate.waits)
+        waited, crossed = len(gate.waits), gate.crossings
         if wants and now >= slot.next_fetch:
             slot.next_fetch = now + FETCH_EVERY_S
             gate.receive(self.handoffs.get(wants))
@@ -191,7 +193,8 @@ class BatchProcessor:
         if handed or len(gate.waits) > waited:
             # one line per step that moved states: the local report's handoff latency and calls per event
             log(self.log, logging.INFO, "state_handoff", handed=len(handed),
-                waits_s=[round(w, 3) for w in gate.waits[waited:]], calls=dict(self.handoffs.calls),
+                waits_s=[round(w, 3) for w in gate.waits[waited:]], crossings=gate.crossings - crossed,
+                calls=dict(self.handoffs.calls),
                 version=slot.version, worker_id=slot.worker_id, owner=self.owner)
         if slot.output.lines and slot.output.since is None:
             slot.output.since = self.monotonic()
@@ -209,8 +212,9 @@ class BatchProcessor:
         if slot.gate is not None and slot.states is not None and (final or slot.states.n or slot.states.gone):
             self.handoffs.save(slot.version, slot.worker_id, slot.states.snapshot(), final=final)
 
-    def flush(self, slot: Slot) -> FlushResult | None:
-        """Write the slot's buffer (one object each for output and quarantine), then move its checkpoints.
+    def flush(self, slot: Slot, final: bool = False) -> FlushResult | None:
+        """Write the slot's buffer (one object each for output and quarantine), then move its checkpoints
+        (a stateful slot's with a snapshot of its states: :meth:`_checkpoints_due`; ``final`` on its last flush).
 
         Returns None when the buffer was empty. A failed write raises and leaves the buffer and checkpoints as
         they were (the next flush retries; a successor re-reads from the old checkpoint).
@@ -227,12 +231,28 @@ class BatchProcessor:
             put_jsonl(self.clients.s3, self.quarantine_bucket, geo_quarantine_key(slot.version, slot.worker_id, ms),
                       buf.bad)
             objects += 1
-        self.save_states(slot, final=False)
-        if buf.checkpoints:
-            slot.leases.checkpoint_many(buf.checkpoints)
-        result = FlushResult(len(buf.lines), len(buf.bad), objects, dict(buf.checkpoints))
+        checkpoints = self._checkpoints_due(slot, buf.checkpoints, final)
+        if checkpoints:
+            slot.leases.checkpoint_many(checkpoints)
+        result = FlushResult(len(buf.lines), len(buf.bad), objects, checkpoints)
         slot.output = OutputBuffer()
         return result
+
+    def _checkpoints_due(self, slot: Slot, new: Mapping[str, str], final: bool) -> dict[str, str]:
+        """The checkpoints a flush moves: all of them for a stateless slot; for a stateful one (a handoff gate) only
+        together with a snapshot of its states, at most every :data:`STATE_SNAPSHOT_S` and on its last flush
+        (``final``). A successor re-reads from the checkpoint onto the snapshot, whose event numbers make what it
+        already includes copies; one snapshot per flush would cost a ``PutObject`` per flush."""
+        if slot.gate is None:
+            return dict(new)
+        slot.pending_checkpoints.update(new)
+        now = self.monotonic()
+        if not slot.pending_checkpoints or (not final and now - slot.states_saved_at < STATE_SNAPSHOT_S):
+            return {}
+        self.save_states(slot, final=False)
+        slot.states_saved_at = now
+        due, slot.pending_checkpoints = slot.pending_checkpoints, {}
+        return due
 
     def _transform(self, items: list[tuple[Event | BadRecord | Marker, Stamp | None]], slot: Slot,
                    tracker: CostTracker, bad: list[BadRecord], shard_id: str, processed_ms: int) -> list[str]:
@@ -264,7 +284,8 @@ class BatchProcessor:
                     slot.output.bad.append(failed.to_dict())
                 return
             row = enriched_record(ev, fields, spec_version=slot.version, partition_id=pid, worker_id=slot.worker_id,
-                                  stray=stray, owner=self.owner, processed_at=processed_ms)
+                                  stray=stray, owner=self.owner,
+                                  processed_at=processed_ms if self._batch_bad is not None else self._unique_ms())
             line = json.dumps(row, separators=(",", ":"), default=str)
             slot.output.lines.append(line)
             slot.output.bytes += len(line) + 1

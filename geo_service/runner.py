@@ -159,7 +159,7 @@ class SlotRunner:
         slot, ctx = self.slot, self.ctx
         if not (force or slot.output.due(ctx.timebase.monotonic(), flush_s(ctx, slot), ctx.config.output_flush_bytes)):
             return
-        written = ctx.output.flush(slot)
+        written = ctx.output.flush(slot, final=force)
         if slot.reader is not None:
             slot.reader.flushed()
         if written is not None:

@@ -119,6 +119,9 @@ class Slot:
     gate: EntityGate | None = field(init=False)
     #: When the gate may next fetch the states its held entities wait for (monotonic seconds).
     next_fetch: float = 0.0
+    #: A stateful slot's checkpoints not yet moved, and when it last wrote its states (:mod:`geo_service.process`).
+    pending_checkpoints: dict[str, str] = field(default_factory=dict)
+    states_saved_at: float = float("-inf")
 
     def __post_init__(self) -> None:
         self.index = SpecIndex(self.spec)
@@ -132,7 +135,7 @@ class Slot:
         """Serve ``store`` (a carried slot shares its old slot's), behind a gate of this slot's own."""
         self.states = store
         store.labels.add(slot_label(self.version, self.worker_id))
-        self.gate = EntityGate(store)
+        self.gate = EntityGate(store, label=slot_label(self.version, self.worker_id))
 
     @property
     def version(self) -> int:

@@ -21,6 +21,7 @@ class HandoffStats:
 
     handed: int = 0
     waits: list[float] = field(default_factory=list)
+    crossings: int = 0
     lost: int = 0
     calls: dict[str, int] = field(default_factory=dict)
     router_saves: int = 0
@@ -51,6 +52,7 @@ def read_stats(log_files: Iterable[Path], router_saves: int) -> HandoffStats:
             if rec.get("event") == "state_handoff":
                 stats.handed += int(rec.get("handed", 0))
                 stats.waits += [float(w) for w in rec.get("waits_s", [])]
+                stats.crossings += int(rec.get("crossings", 0))
                 last_calls[str(rec.get("owner"))] = {str(k): int(v) for k, v in rec.get("calls", {}).items()}
             elif rec.get("event") == "state_not_handed_over":
                 stats.lost += 1
@@ -78,7 +80,8 @@ def section(stats: HandoffStats, events: int) -> list[str]:
     per_event = stats.total_calls / events if events else 0.0
     calls = ", ".join(f"{api} {n}" for api, n in sorted(stats.calls.items()))
     return ["STATE HANDOFF (an entity's state follows it to its next slot: geo_service/handoff.py)",
-            f"  states handed over {stats.handed}, received {len(stats.waits)}; wait from the entity's first held "
+            f"  states handed over {stats.handed}, received {len(stats.waits)} ({stats.crossings} across a region "
+            f"border within a version, the rest across swaps); wait from the entity's first held "
             f"event to its state: p50 {stats.p(0.5):.2f}s, p99 {stats.p(0.99):.2f}s, max {max(stats.waits, default=0):.2f}s"
             f" (target p99 <= 2 s); given up {stats.lost}",
             f"  extra AWS calls: {stats.total_calls} ({calls}; router ledger PutObject {stats.router_saves}) = "

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from geo_service.handoff import EntityGate, Handoff
+from typing import Any
+
+from geo_service.handoff import EntityGate, Handoff, HandoffStore, Wanted
 from geo_service.state import EntityStates
 from partitioner.contracts.handoff import Marker, Stamp
 
@@ -98,3 +100,29 @@ def test_a_snapshot_restores_numbers_states_and_handed_entities() -> None:
     other = EntityStates("t:T")
     other.restore(g.store.snapshot(), "x")
     assert other.n == {"e": 1} and other.gone == {"f": 1} and other.get("e") == {"last": 1}
+
+
+# ---------------------------------------------------------------------------------------------- against moto
+def test_handoff_items_round_trip_and_a_drained_slot_answers_from_its_final_states(clients: Any,
+                                                                                  resources: Any) -> None:
+    # GIVEN the AWS side of the handoff on a moto control table and output bucket
+    store = HandoffStore(clients.dynamodb, resources.control_table, clients.s3, resources.output_bucket)
+    # WHEN an old slot hands over 30 entities (two BatchWriteItem calls), one with no state
+    store.put([Handoff(f"e{i}", 4, None if i == 0 else f'{{"i":{i}}}') for i in range(30)])
+    wants = [(f"e{i}", Wanted(4, "v1#w-a", 0.0, False)) for i in range(30)]
+    # THEN the next slot reads each back in one BatchGetItem; an item for another event number is not there
+    got = store.get(wants)
+    assert store.get([("e1", Wanted(5, "v1#w-x", 0.0, False))]) == {}
+    assert got == {"e0": (4, None), **{f"e{i}": (4, f'{{"i":{i}}}') for i in range(1, 30)}}
+    assert store.calls["BatchWriteItem"] == 2 and store.calls["BatchGetItem"] == 2
+    # AND an entity that was never handed over is answered by its slot's final states once that slot drained
+    lone = [("z", Wanted(7, "v1#w-b", 0.0, False))]
+    assert store.get(lone) == {}
+    final = EntityStates("t:T")
+    final.adopt("z", 7, '{"k":1}')
+    store.save(1, "w-b", final.snapshot(), final=True)
+    store._final_checked.clear()  # its negative answer is cached for a second
+    assert store.get(lone) == {"z": (7, '{"k":1}')}
+    # AND a successor finds the states of the last flush
+    store.save(1, "w-b", final.snapshot(), final=False)
+    assert store.latest(1, "w-b") == final.snapshot() and store.latest(1, "w-c") is None

@@ -37,6 +37,8 @@ def test_the_transform_flag_reaches_the_workers_with_the_settings_it_names(monke
     assert default["GEO_TRANSFORM"] == "geo_service.transform:ReverseGeocoder" and "GEOFENCE_DWELL_S" not in default
     assert env["GEO_TRANSFORM"] == "transforms.geofence_state:GeofenceState" and env["GEOFENCE_DWELL_S"] == "20"
     assert "GEOFENCES_CSV" not in env
+    # AND the router numbers events for the stateful one only (its state follows each entity)
+    assert env["STATE_HANDOFF"] == "1" and "STATE_HANDOFF" not in default
 
 
 def test_a_bad_transform_flag_is_a_usage_error_naming_it(capsys) -> None:
