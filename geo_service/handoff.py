@@ -241,11 +241,6 @@ class EntityGate:
         self.outbox.append(Handoff(e, n, self.store.take(e)))
 
 
-#: Seconds an entity waits for its handoff item before its previous slot's final states are read (a live slot
-#: answers the marker within a poll; only a drained one needs the final states).
-FINAL_AFTER_S = 0.5
-
-
 class HandoffStore:
     """Handoff items in the control table and slot state objects in the output bucket (AWS side of the gate).
 
@@ -295,9 +290,8 @@ class HandoffStore:
             for it in out.get("Responses", {}).get(self.table, []):
                 n = int(it["n"]["N"])
                 found[it["entity"]["S"]] = (n, it[STATE_ATTR]["S"] if STATE_ATTR in it else None)
-        now = self.clock()
         for e, w in wants:
-            if e in found or w.prev is None or now - w.since < FINAL_AFTER_S:
+            if e in found or w.prev is None:
                 continue
             final = self.final(w.prev)
             if final is not None and final["n"].get(e) == w.n:

@@ -200,8 +200,10 @@ class BatchProcessor:
             slot.output.since = self.monotonic()
 
     def restore_states(self, slot: Slot) -> None:
-        """A slot taken over starts from the states its last holder wrote with its last flush (if any)."""
-        if slot.gate is None or slot.states is None:
+        """A slot taken over starts from the states its last holder wrote with its checkpoints; a slot that has no
+        checkpoint yet never had any (they move together), so it reads nothing."""
+        lease = slot.leases.lease
+        if slot.gate is None or slot.states is None or lease is None or not lease.checkpoint:
             return
         snap = self.handoffs.latest(slot.version, slot.worker_id)
         if snap is not None:
