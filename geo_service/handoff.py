@@ -168,6 +168,14 @@ class EntityGate:
         for e in list(self.wanted):
             self._drain(e)
 
+    def describe(self, e: str) -> dict[str, object]:
+        """What the gate knows of a held entity (for the log line of one it gives up on)."""
+        w = self.wanted.get(e)
+        return {"wanted_n": w.n if w else None, "prev": w.prev if w else None, "local": w.local if w else None,
+                "held": [(h.stamp.n, h.stamp.prev) for h in self.held.get(e, [])][:5],
+                "last": self.store.n.get(e), "gone": self.store.gone.get(e),
+                "markers": [(m.n, m.to) for m, _ in self.markers.get(e, [])][:5], "labels": sorted(self.store.labels)}
+
     def expire(self) -> list[str]:
         """Apply, without their state, the entities held longer than ``wait_s``; return them (to log)."""
         now = self.clock()
@@ -184,6 +192,9 @@ class EntityGate:
         last = self.store.n.get(e)
         if last is not None and stamp.n <= last:
             return _Verdict.SKIP
+        gone = self.store.gone.get(e)
+        if last is None and gone is not None and stamp.n <= gone:
+            return _Verdict.SKIP  # a copy of an event applied here before the entity was handed on
         if (last is not None and stamp.n == last + 1) or (last is None and stamp.prev is None):
             return _Verdict.APPLY
         if stamp.prev is not None and stamp.prev in self.store.labels:
@@ -230,11 +241,9 @@ class EntityGate:
             self._shards[shard] -= 1
             if m.n == n:
                 self._give(e, n)
-        if keep and e in self.store.n:
+        if keep:  # markers of later events: the entity comes back here before it leaves again
             self.markers[e] = keep
         else:
-            for _, shard in keep:
-                self._shards[shard] -= 1
             self.markers.pop(e, None)
 
     def _give(self, e: str, n: int) -> None:

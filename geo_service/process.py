@@ -183,9 +183,10 @@ class BatchProcessor:
         if wants and now >= slot.next_fetch:
             slot.next_fetch = now + FETCH_EVERY_S
             gate.receive(self.handoffs.get(wants))
+        late = {e: gate.describe(e) for e, w in gate.wanted.items() if now - w.since > gate.wait_s}
         for e in gate.expire():
             log(self.log, logging.WARNING, "state_not_handed_over", entity_id=e, waited_s=gate.wait_s,
-                version=slot.version, worker_id=slot.worker_id, owner=self.owner)
+                gate=late.get(e), version=slot.version, worker_id=slot.worker_id, owner=self.owner)
         handed = gate.outbox
         if handed:
             self.handoffs.put(handed)

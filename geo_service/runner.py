@@ -174,6 +174,10 @@ class SlotRunner:
     def shutdown_requested(self) -> None:
         """On a stop request: write what is buffered and the last cost report (a failure is logged: the leases
         must still be released, and a successor re-reads from the last checkpoint)."""
+        gate = self.slot.gate
+        if gate is not None and gate.wanted:  # entities still waiting for their state: a successor re-reads them
+            log(self.ctx.log, logging.WARNING, "state_held_at_stop",
+                entities={e: gate.describe(e) for e in list(gate.wanted)[:20]}, **self.ctx.ids())
         try:
             self.checkpoint(force=True)
             self.report(force=True)

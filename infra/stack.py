@@ -86,7 +86,7 @@ class GeoRebalancerStack(Stack):
 
     def _workers(self, env: Mapping[str, str]) -> Workers:
         """The worker fleet: the shared environment without what only the Lambdas read, plus the transform."""
-        lambdas_only = (EnvVar.POLICY_JSON, EnvVar.SNAPSHOTS_BUCKET)
+        lambdas_only = (EnvVar.POLICY_JSON, EnvVar.SNAPSHOTS_BUCKET, EnvVar.STATE_HANDOFF)
         transform: dict[str, str] = {EnvVar.GEO_TRANSFORM: self.config.geo_transform} if self.config.geo_transform else {}
         return Workers(
             self,

@@ -71,11 +71,13 @@ def test_a_small_recorded_log_runs_the_whole_loop(tmp_path: Path) -> None:
     # GIVEN 900 rows (about 6 recorded minutes) of real AIS positions with two bad rows
     path, bad = small_log(tmp_path, 900)
     out = tmp_path / "out"
-    # WHEN the loop replays it in 20 s with 5 s windows
+    # WHEN the loop replays it in 20 s with 5 s windows through the stateful reference transform (its state must
+    # follow every ship across borders and swaps: the oracle compares each record with one process)
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "local.run", "--quick", "--events", str(path), "--lat", "LAT",
                            "--lon", "LON", "--time", "BaseDateTime", "--entity", "MMSI", "--duration", "20",
-                           "--window", "5", "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=400)
+                           "--window", "5", "--transform", "transforms.geofence_state:GeofenceState",
+                           "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=400)
     wall = time.monotonic() - started
     report = json.loads((out / "report.json").read_text())
     failed = [c for c in report["invariants"] if not c["ok"]]
@@ -90,4 +92,5 @@ def test_a_small_recorded_log_runs_the_whole_loop(tmp_path: Path) -> None:
     text = (out / "report.txt").read_text()
     assert f"recorded events sent {rec['recorded_sent']} of 899 good rows" in text and "RESULT: OK" in text
     assert f"events in {d['sent']} ({rec['recorded_sent']} recorded + {rec['warmup_copies']} warm-up copies)" in text
+    assert report["oracle"]["stateful"] and report["oracle"]["differing"] == 0
     print(f"recorded-log run: {wall:.0f}s wall")
