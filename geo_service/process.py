@@ -263,17 +263,8 @@ class BatchProcessor:
         rows go to the slot's buffer. Returns the stray event ids."""
         strays: list[str] = []
         events = [it for it, _ in items if isinstance(it, Event)]
-        if not events:
-            for it, stamp in items:
-                self._other(it, stamp, slot, bad, shard_id)
-            return strays
-        lon = np.array([e.lon for e in events])
-        lat = np.array([e.lat for e in events])
-        owners = slot.index.locate(lon, lat, [e.entity_id for e in events])
-        gx, gy = tiles_xy(lon, lat, self.grid_zoom)
-        grid_qks = arrays_to_quadkeys(gx, gy, self.grid_zoom)
+        located = iter(self._locate(events, slot) if events else [])
         apply = apply_of(slot)
-        located = iter(zip(owners, grid_qks, strict=True))
 
         def run(ev: Event, pid: str, stray: bool, qk: str) -> None:
             try:
@@ -308,6 +299,14 @@ class BatchProcessor:
             else:
                 slot.gate.offer(it.entity_id, stamp, shard_id, call)
         return strays
+
+    def _locate(self, events: list[Event], slot: Slot) -> list[tuple[Any, Any]]:
+        """Each event's owning partition index in the slot's spec and its grid quadkey (vectorised)."""
+        lon = np.array([e.lon for e in events])
+        lat = np.array([e.lat for e in events])
+        owners = slot.index.locate(lon, lat, [e.entity_id for e in events])
+        gx, gy = tiles_xy(lon, lat, self.grid_zoom)
+        return list(zip(owners, arrays_to_quadkeys(gx, gy, self.grid_zoom), strict=True))
 
     @staticmethod
     def _other(it: BadRecord | Marker | Event, stamp: Stamp | None, slot: Slot, bad: list[BadRecord],
