@@ -63,15 +63,22 @@ def load_spec_from_s3(s3: Any, bucket: str, version: int) -> Spec:
     return spec
 
 
-def load_stream_manifest(s3: Any, bucket: str, version: int) -> StreamManifest | None:
-    """Read the shard map of version ``version``'s geo stream; None while the deployer has not published it."""
-    key = stream_manifest_key(version)
+def get_object_or_none(s3: Any, bucket: str, key: str, what: str) -> bytes | None:
+    """The object's bytes, or None when it does not exist; :class:`AwsError` naming ``what`` and the key otherwise."""
     try:
-        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        return bytes(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
             return None
-        raise AwsError(f"cannot read stream manifest s3://{bucket}/{key}: {exc.response['Error'].get('Code')!r}") from exc
+        raise AwsError(f"cannot read {what} s3://{bucket}/{key}: {exc.response['Error'].get('Code')!r}") from exc
+
+
+def load_stream_manifest(s3: Any, bucket: str, version: int) -> StreamManifest | None:
+    """Read the shard map of version ``version``'s geo stream; None while the deployer has not published it."""
+    key = stream_manifest_key(version)
+    body = get_object_or_none(s3, bucket, key, "stream manifest")
+    if body is None:
+        return None
     try:
         return StreamManifest.from_json(body, f"s3://{bucket}/{key}")
     except ValueError as exc:

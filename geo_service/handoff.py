@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from botocore.exceptions import ClientError
-
+from geo_service.aws import get_object_or_none
 from geo_service.state import EntityStates
 from partitioner.contracts.handoff import (
     HANDOFF_TTL_S,
@@ -333,12 +332,9 @@ class HandoffStore:
 
     def _read(self, key: str) -> dict[str, Any] | None:
         self.calls["GetObject"] += 1
-        try:
-            body = self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                return None
-            raise
+        body = get_object_or_none(self._s3, self.bucket, key, "slot states")
+        if body is None:
+            return None
         snap: dict[str, Any] = json.loads(body)
         return snap
 

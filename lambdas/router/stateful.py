@@ -25,6 +25,7 @@ from botocore.exceptions import ClientError
 
 from lambdas.common.errors import AdapterError
 from lambdas.common.kinesis import GeoStreams, PutEntry
+from lambdas.common.s3 import ObjectStore
 from partitioner.contracts.handoff import Marker, Stamp, encode_marker, encode_stamped
 from partitioner.contracts.kpl import SUB_RECORD_MARK
 from partitioner.load.events import ValidEvent
@@ -88,21 +89,16 @@ class LedgerStore:
     def __init__(self, s3: Any, bucket: str) -> None:
         self._s3 = s3
         self.bucket = bucket
+        self._objects = ObjectStore(s3, bucket)
         self._cache: dict[str, RouterLedger] = {}
         self.saves = 0  # PutObject calls made (the local report's extra calls per event)
 
     def load(self, key: str) -> RouterLedger:
-        if key in self._cache:
-            return self._cache[key]
-        try:
-            body = self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read().decode()
-            ledger = RouterLedger.from_json(body, f"s3://{self.bucket}/{key}")
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
-                raise AdapterError(f"cannot read router ledger s3://{self.bucket}/{key}: {exc}") from exc
-            ledger = RouterLedger()
-        self._cache[key] = ledger
-        return ledger
+        if key not in self._cache:
+            body = self._objects.read(key)
+            self._cache[key] = (RouterLedger() if body is None
+                                else RouterLedger.from_json(body.decode(), f"s3://{self.bucket}/{key}"))
+        return self._cache[key]
 
     def save(self, key: str, ledger: RouterLedger) -> None:
         if not ledger.dirty:
