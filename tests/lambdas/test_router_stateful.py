@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lambdas.common.kinesis import PutEntry
-from lambdas.router.stateful import LedgerEntry, Routed, RouterLedger, Target, ingest_order, route_stamped
+from lambdas.router.stateful import LedgerEntry, LedgerStore, Routed, RouterLedger, Target, ingest_order, route_stamped
 from partitioner.contracts.handoff import Marker, decode_marker, is_marker, split_stamped
 from partitioner.load.events import ValidEvent, parse_event
 
@@ -110,3 +110,19 @@ def test_ledger_round_trips_through_json_and_orders_kpl_sub_records() -> None:
     ledger = RouterLedger({"e": LedgerEntry(3, (17, 2), B)})
     assert RouterLedger.from_json(ledger.to_json(), "x").entries == ledger.entries
     assert ingest_order("17", "arn/shard-0/17/sub=2") == (17, 2) < ingest_order("17", "arn/shard-0/17/sub=10")
+
+
+def test_the_ledger_store_starts_empty_saves_once_when_changed_and_a_new_instance_reads_it(aws: Any) -> None:
+    # GIVEN a ledger store on the specs bucket and no ledger yet for the shard
+    store = LedgerStore(aws.clients.s3, aws.cfg.specs_bucket)
+    ledger = store.load("router-ledger/ingest/shard-0.json")
+    assert ledger.entries == {}
+    # WHEN one entity is routed and the ledger saved (twice: the second has nothing new)
+    ledger.entries["e"] = LedgerEntry(2, (9, 0), A)
+    ledger.dirty = True
+    store.save("router-ledger/ingest/shard-0.json", ledger)
+    store.save("router-ledger/ingest/shard-0.json", ledger)
+    # THEN it was written once, and a cold instance reads the same entries back
+    assert store.saves == 1
+    again = LedgerStore(aws.clients.s3, aws.cfg.specs_bucket).load("router-ledger/ingest/shard-0.json")
+    assert again.entries == {"e": LedgerEntry(2, (9, 0), A)}
