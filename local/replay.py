@@ -37,6 +37,7 @@ from local.loops import FatalLoopError, LoopThread
 from local.recorded import WARMUP_SUFFIX, RecordedLog, ReplayPlan, log_events, utc_text
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.events import ReasonCode
+from partitioner.contracts.stream import ShardRange
 
 #: Events per KPL aggregated record with ``--kpl``.
 KPL_EVENTS_PER_RECORD = 25
@@ -60,6 +61,7 @@ class ReplayThread(LoopThread):
         self.warmup_timeout_s, self.align_s = warmup_timeout_s, align_s
         self.fields = fields  # the keys the events are sent under (--event-fields)
         self.kpl = kpl  # user records per KPL aggregated record; 0 = one event per Kinesis record
+        self._shards: tuple[ShardRange, ...] = ()  # the stream's shards (ListShards once), to aggregate per shard
         self.began_at: float | None = None
         self.started_at: float | None = None
         self.ended_at: float | None = None
@@ -121,8 +123,14 @@ class ReplayThread(LoopThread):
         self.sent_events.extend(canonical)
 
     def _put_raw(self, records: list[tuple[bytes, str]]) -> None:
-        """Put ``(data, partition key)`` records as they are, or KPL-aggregated ``kpl`` per Kinesis record."""
-        self.put_retries += put_all(self.kinesis, self.stream, kpl_aggregate(records, self.kpl) if self.kpl else records)
+        """Put ``(data, partition key)`` records as they are, or KPL-aggregated ``kpl`` per Kinesis record (records
+        of one shard together, as the KPL packs them: :mod:`local.kpl`)."""
+        if self.kpl:
+            if not self._shards:
+                self._shards = tuple(ShardRange.from_list_shards(s)
+                                     for s in self.kinesis.list_shards(StreamName=self.stream)["Shards"])
+            records = kpl_aggregate(records, self.kpl, self._shards)
+        self.put_retries += put_all(self.kinesis, self.stream, records)
 
 
 class Replayer(ReplayThread):

@@ -7,8 +7,9 @@ object to find their shards, and the router puts records on the stream the activ
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,27 @@ def stream_manifest_key(version: int) -> str:
     (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_DescribeStreamSummary.html).
     """
     return f"streams/v{version:08d}.json"
+
+
+def partition_hash_key(partition_key: str) -> int:
+    """Return the hash key Kinesis gives a record's partition key: the MD5 of its UTF-8 bytes as a 128-bit integer.
+
+    A record goes to the open shard whose hash-key range holds this value, so records with one partition key share
+    a shard (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_PutRecordsRequestEntry.html).
+    """
+    return int.from_bytes(hashlib.md5(partition_key.encode("utf-8"), usedforsecurity=False).digest(), "big")
+
+
+def shard_for_key(shards: Sequence[ShardRange], partition_key: str) -> ShardRange:
+    """Return the open shard of ``shards`` that a record with ``partition_key`` goes to.
+
+    Raises :class:`ContractError` if no open shard holds its hash key (``shards`` is not a whole stream).
+    """
+    hash_key = partition_hash_key(partition_key)
+    for shard in shards:
+        if not shard.closed and shard.holds(hash_key):
+            return shard
+    raise ContractError(f"no open shard of {[s.shard_id for s in shards]!r} holds partition key {partition_key!r}")
 
 
 @dataclass(frozen=True, slots=True)
