@@ -249,7 +249,7 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
         worker_memory_mib=worker_memory,
         router_batch_size=_int(ctx, "router_batch_size", 1, 10000),
         router_batching_window_s=_int(ctx, "router_batching_window_s", 0, 300),
-        router_parallelism=_int(ctx, "router_parallelism", 1, 10),
+        router_parallelism=_router_parallelism(ctx),
         log_retention_days=_int(ctx, "log_retention_days", 1, 3653),
         alarm_email=email or None,
         spec_age_alarm_s=_int(ctx, "spec_age_alarm_s", 60, 30 * 86400),
@@ -267,6 +267,15 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
         state_handoff=_bool(ctx, "state_handoff"),
         event_fields=_event_fields(ctx),
     )
+
+
+def _router_parallelism(ctx: Mapping[str, Any]) -> int:
+    """``router_parallelism``: 1 with ``state_handoff`` (one invocation per ingest shard at a time owns its ledger)."""
+    parallelism = _int(ctx, "router_parallelism", 1, 10)
+    if parallelism > 1 and _bool(ctx, "state_handoff"):
+        raise ConfigError(f"context 'router_parallelism' must be 1 with state_handoff=true (each ingest shard's router "
+                          f"ledger is kept by one invocation at a time), got {_raw(ctx, 'router_parallelism')!r}")
+    return parallelism
 
 
 def _event_fields(ctx: Mapping[str, Any]) -> EventFields:

@@ -36,13 +36,13 @@ from lambdas.common.dynamodb import ControlTable
 from lambdas.common.kinesis import GeoStreams
 from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router.routing import ActiveSpecCache, InputRecord, route_batch
-from lambdas.router.stateful import LedgerStore
+from lambdas.router.ledger import LedgerStore
 from partitioner.contracts.env import EnvVar
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.events import ReasonCode
-from partitioner.contracts.handoff import router_ledger_key
 from partitioner.contracts.kpl import KplError, deaggregate, is_aggregated, sub_record_source
 from partitioner.contracts.metric_names import NAMESPACE, Metric, MetricService
+from partitioner.contracts.stream import ShardRange
 
 logger = Logger(service="router")
 metrics = Metrics(namespace=NAMESPACE, service=MetricService.ROUTER)
@@ -66,8 +66,22 @@ def runtime() -> Runtime:
     clients = make_clients(cfg)
     cache = ActiveSpecCache(ControlTable(clients.dynamodb, cfg.control_table), SpecStore(clients.s3, cfg.specs_bucket),
                             ttl_s=cfg.router_spec_ttl_s)
+    ledgers = (LedgerStore(clients.s3, cfg.specs_bucket, functools.partial(list_shards, clients.kinesis))
+               if cfg.state_handoff else None)
     return Runtime(cache, GeoStreams(put_client(cfg)), QuarantineSink(clients.s3, cfg.quarantine_bucket, "router"),
-                   cfg.event_fields, LedgerStore(clients.s3, cfg.specs_bucket) if cfg.state_handoff else None)
+                   cfg.event_fields, ledgers)
+
+
+def list_shards(kinesis: Any, stream: str) -> list[ShardRange]:
+    """Every shard of the ingest stream ``stream``, open and closed (``ListShards``, paginated)."""
+    out: list[ShardRange] = []
+    kw: dict[str, Any] = {"StreamName": stream}
+    while True:
+        resp = kinesis.list_shards(**kw)
+        out += [ShardRange.from_list_shards(s) for s in resp.get("Shards", [])]
+        if not resp.get("NextToken"):
+            return out
+        kw = {"NextToken": resp["NextToken"]}
 
 
 def put_client(cfg: LambdaConfig) -> Any:
@@ -100,11 +114,10 @@ def parse_kinesis_event(event: dict[str, Any]) -> list[InputRecord]:
     return records
 
 
-def ledger_key_of(event: dict[str, Any]) -> str | None:
-    """The router ledger key of the batch's ingest shard (from its first record), or None for an empty batch."""
+def ingest_shard_of(event: dict[str, Any]) -> tuple[str, str] | None:
+    """The batch's ingest stream and shard id (from its first record; a batch holds one shard's), or None if empty."""
     for r in event.get("Records", []):
-        stream = str(r.get("eventSourceARN", "?")).rsplit("/", 1)[-1]
-        return router_ledger_key(stream, str(r.get("eventID", "?")).split(":")[0])
+        return str(r.get("eventSourceARN", "?")).rsplit("/", 1)[-1], str(r.get("eventID", "?")).split(":")[0]
     return None
 
 
@@ -131,11 +144,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     records = parse_kinesis_event(event)
     rt = runtime()
     table = rt.cache.current()
-    key = ledger_key_of(event) if rt.ledgers is not None else None
-    ledger = rt.ledgers.load(key) if rt.ledgers is not None and key is not None else None
+    shard = ingest_shard_of(event) if rt.ledgers is not None else None
+    ledger = rt.ledgers.load(*shard) if rt.ledgers is not None and shard is not None else None
     result = route_batch(records, table, rt.streams, rt.quarantine, rt.fields, ledger)
-    if rt.ledgers is not None and key is not None and ledger is not None:
-        rt.ledgers.save(key, ledger)  # before the batch is acknowledged (a failed save fails the invocation)
+    if rt.ledgers is not None and shard is not None and ledger is not None:
+        rt.ledgers.save(*shard, ledger)  # before the batch is acknowledged (a failed save fails the invocation)
     failed = list(dict.fromkeys(result.failed_ids))
     metrics.add_metric(name=Metric.ROUTED, unit=MetricUnit.Count, value=result.routed)
     metrics.add_metric(name=Metric.QUARANTINED, unit=MetricUnit.Count, value=result.quarantined)

@@ -24,7 +24,8 @@ from lambdas.common.kinesis import GeoStreams, PutEntry
 from lambdas.common.records import read_active
 from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.common.timestamps import now_iso
-from lambdas.router.stateful import Routed, RouterLedger, Target, ingest_order, route_stamped
+from lambdas.router.ledger import RouterLedger, Target
+from lambdas.router.stateful import Routed, ingest_order, route_stamped
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.handoff import slot_label
 from partitioner.load.events import Rejection, ValidEvent, parse_event, quarantine_record

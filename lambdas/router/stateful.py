@@ -10,43 +10,20 @@ Per-entity order holds although ``PutRecords`` does not keep order across a part
 ordering of records"): the batch goes out in rounds, each with at most one event per entity, and an entity whose
 marker or event failed sends nothing more in this batch (its records are reported failed and retried in order).
 
-The ledger is saved to S3 after the batch (one PUT per invocation, :func:`~partitioner.contracts.handoff.
-router_ledger_key`), before the records are acknowledged: a retry after a crash re-stamps the same events alike.
+The ledger (:mod:`lambdas.router.ledger`) is saved to S3 after the batch (one PUT per invocation), before the records
+are acknowledged: a retry after a crash re-stamps the same events alike.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from botocore.exceptions import ClientError
-
-from lambdas.common.errors import AdapterError
 from lambdas.common.kinesis import GeoStreams, PutEntry
-from lambdas.common.s3 import ObjectStore
+from lambdas.router.ledger import LedgerEntry, RouterLedger, Target
 from partitioner.contracts.handoff import Marker, Stamp, encode_marker, encode_stamped
 from partitioner.contracts.kpl import SUB_RECORD_MARK
 from partitioner.load.events import ValidEvent
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where an event goes: the geo stream, the ExplicitHashKey of its shard and the slot's label."""
-
-    stream: str
-    hash_key: str
-    label: str
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerEntry:
-    """An entity's last routed event: its number, its place in the ingest shard, and where it went."""
-
-    n: int
-    order: tuple[int, int]
-    target: Target
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,60 +34,6 @@ class Routed:
     order: tuple[int, int]
     event: ValidEvent
     target: Target
-
-
-class RouterLedger:
-    """Each entity's :class:`LedgerEntry` for one ingest shard; ``dirty`` once it changed since it was saved."""
-
-    def __init__(self, entries: dict[str, LedgerEntry] | None = None) -> None:
-        self.entries: dict[str, LedgerEntry] = entries or {}
-        self.dirty = False
-        #: Geo streams found deleted (not saved): markers to them are skipped without a call.
-        self.gone_streams: set[str] = set()
-
-    def to_json(self) -> str:
-        rows = {e: [x.n, x.order[0], x.order[1], x.target.stream, x.target.hash_key, x.target.label]
-                for e, x in self.entries.items()}
-        return json.dumps({"entities": rows}, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str, where: str) -> RouterLedger:
-        try:
-            rows: Any = json.loads(text)["entities"]
-            return cls({str(e): LedgerEntry(int(r[0]), (int(r[1]), int(r[2])), Target(str(r[3]), str(r[4]), str(r[5])))
-                        for e, r in rows.items()})
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
-            raise AdapterError(f"router ledger {where!r} is not a ledger: {exc}") from None
-
-
-class LedgerStore:
-    """Router ledgers in S3, cached in the Lambda instance (loaded once per ingest shard per instance)."""
-
-    def __init__(self, s3: Any, bucket: str) -> None:
-        self._s3 = s3
-        self.bucket = bucket
-        self._objects = ObjectStore(s3, bucket)
-        self._cache: dict[str, RouterLedger] = {}
-        self.saves = 0  # PutObject calls made (the local report's extra calls per event)
-
-    def load(self, key: str) -> RouterLedger:
-        if key not in self._cache:
-            body = self._objects.read(key)
-            self._cache[key] = (RouterLedger() if body is None
-                                else RouterLedger.from_json(body.decode(), f"s3://{self.bucket}/{key}"))
-        return self._cache[key]
-
-    def save(self, key: str, ledger: RouterLedger) -> None:
-        if not ledger.dirty:
-            return
-        self.saves += 1
-        try:
-            self._s3.put_object(Bucket=self.bucket, Key=key, Body=ledger.to_json().encode(),
-                                ContentType="application/json")
-        except ClientError as exc:
-            self._cache.pop(key, None)  # reload what was saved last: the batch is retried and re-stamped alike
-            raise AdapterError(f"cannot save router ledger s3://{self.bucket}/{key}: {exc}") from exc
-        ledger.dirty = False
 
 
 def ingest_order(item_id: str, source: str) -> tuple[int, int]:

@@ -14,7 +14,8 @@ from geo_service.cost import Calibration
 from geo_service.transform import Applied, JsonValue
 from geo_service.worker import GeoWorker
 from lambdas.common.kinesis import GeoStreams
-from lambdas.router.stateful import Routed, RouterLedger, Target, route_stamped
+from lambdas.router.ledger import RouterLedger, Target
+from lambdas.router.stateful import Routed, route_stamped
 from partitioner.contracts.handoff import slot_label
 from partitioner.load.events import ValidEvent, parse_event
 

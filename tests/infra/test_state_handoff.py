@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from aws_cdk.assertions import Match, Template
 
-from infra.config import load_config
+from infra.config import ConfigError, load_config
 
 
 def _policies_with(template: Template, action: str, resource_part: str) -> list[str]:
@@ -37,8 +38,21 @@ def test_on_the_router_and_workers_get_what_the_handoff_uses(custom: Any) -> Non
     t.has_resource_properties("AWS::Lambda::Function", {"Environment": {"Variables": Match.object_like(
         {"STATE_HANDOFF": "1"})}})
     assert _policies_with(t, "s3:PutObject", "router-ledger/*")
+    # AND it may list the ingest stream's shards (a new shard's ledger starts from its parents': lambdas.router.ledger)
+    (ingest,) = [k for k in t.find_resources("AWS::Kinesis::Stream") if k.startswith("IngestStream")]
+    assert any(name.startswith("RouterFunction") for name in _policies_with(t, "kinesis:ListShards", ingest))
     # AND the workers may read slot states back from the output bucket
     assert _policies_with(t, "s3:GetObject*", "state/*")
     # AND the control table expires handoff items
     t.has_resource_properties("AWS::DynamoDB::Table", {"TimeToLiveSpecification": {
         "AttributeName": "expires_at", "Enabled": True}})
+
+
+def test_state_handoff_with_a_parallel_router_is_refused_naming_the_value() -> None:
+    # GIVEN state_handoff on and two router invocations per ingest shard WHEN the config is read
+    # THEN it is refused: each shard's ledger must be kept by one invocation at a time
+    with pytest.raises(ConfigError, match=r"'router_parallelism' must be 1 with state_handoff=true .*got 2"):
+        load_config({"state_handoff": True, "router_parallelism": 2})
+    # AND either alone is fine
+    assert load_config({"router_parallelism": 2}).router_parallelism == 2
+    assert load_config({"state_handoff": True}).router_parallelism == 1

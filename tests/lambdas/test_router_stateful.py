@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from typing import Any
 
 from lambdas.common.kinesis import PutEntry
-from lambdas.router.stateful import LedgerEntry, LedgerStore, Routed, RouterLedger, Target, ingest_order, route_stamped
+from lambdas.router.handler import list_shards
+from lambdas.router.ledger import LedgerEntry, LedgerStore, RouterLedger, Target, inherit
+from lambdas.router.stateful import Routed, ingest_order, route_stamped
 from partitioner.contracts.handoff import Marker, decode_marker, is_marker, split_stamped
+from partitioner.contracts.stream import ShardRange, partition_hash_key
 from partitioner.load.events import ValidEvent, parse_event
 
 A = Target("geo-v1", "0", "v1#w-a")
@@ -115,14 +119,67 @@ def test_ledger_round_trips_through_json_and_orders_kpl_sub_records() -> None:
 def test_the_ledger_store_starts_empty_saves_once_when_changed_and_a_new_instance_reads_it(aws: Any) -> None:
     # GIVEN a ledger store on the specs bucket and no ledger yet for the shard
     store = LedgerStore(aws.clients.s3, aws.cfg.specs_bucket)
-    ledger = store.load("router-ledger/ingest/shard-0.json")
+    ledger = store.load("ingest", "shard-0")
     assert ledger.entries == {}
     # WHEN one entity is routed and the ledger saved (twice: the second has nothing new)
     ledger.entries["e"] = LedgerEntry(2, (9, 0), A)
     ledger.dirty = True
-    store.save("router-ledger/ingest/shard-0.json", ledger)
-    store.save("router-ledger/ingest/shard-0.json", ledger)
-    # THEN it was written once, and a cold instance reads the same entries back
+    store.save("ingest", "shard-0", ledger)
+    store.save("ingest", "shard-0", ledger)
+    # THEN it was written once, at the shard's key, and a cold instance reads the same entries back
     assert store.saves == 1
-    again = LedgerStore(aws.clients.s3, aws.cfg.specs_bucket).load("router-ledger/ingest/shard-0.json")
+    assert aws.clients.s3.head_object(Bucket=aws.cfg.specs_bucket, Key="router-ledger/ingest/shard-0.json")
+    again = LedgerStore(aws.clients.s3, aws.cfg.specs_bucket).load("ingest", "shard-0")
     assert again.entries == {"e": LedgerEntry(2, (9, 0), A)}
+
+
+def test_a_child_shard_after_a_split_goes_on_numbering_its_entities_from_the_parents_ledger(aws: Any) -> None:
+    # GIVEN an ingest stream of one shard whose ledger holds 40 entities
+    kinesis = aws.clients.kinesis
+    kinesis.create_stream(StreamName="ingest-split", ShardCount=1)
+    (parent,) = kinesis.list_shards(StreamName="ingest-split")["Shards"]
+    store = LedgerStore(aws.clients.s3, aws.cfg.specs_bucket, functools.partial(list_shards, kinesis))
+    ledger = store.load("ingest-split", parent["ShardId"])
+    for i in range(40):
+        ledger.entries[f"ent-{i}"] = LedgerEntry(i + 3, (1000 + i, 0), A)
+    ledger.dirty = True
+    store.save("ingest-split", parent["ShardId"], ledger)
+    # WHEN the shard is split in half (as an on-demand stream does by itself)
+    kinesis.split_shard(StreamName="ingest-split", ShardToSplit=parent["ShardId"], NewStartingHashKey=str(2 ** 127))
+    children = [ShardRange.from_list_shards(s) for s in kinesis.list_shards(StreamName="ingest-split")["Shards"]
+                if s.get("ParentShardId") == parent["ShardId"]]
+    assert len(children) == 2
+    # THEN each child's first ledger (a cold instance, none stored yet) holds exactly the entities it will receive,
+    # with their numbers, and every record of the child counts as new
+    cold = LedgerStore(aws.clients.s3, aws.cfg.specs_bucket, functools.partial(list_shards, kinesis))
+    got = {c.shard_id: cold.load("ingest-split", c.shard_id) for c in children}
+    for child in children:
+        mine = {e for e in ledger.entries if child.holds(partition_hash_key(e))}
+        assert set(got[child.shard_id].entries) == mine
+        assert all(got[child.shard_id].entries[e] == LedgerEntry(ledger.entries[e].n, (0, 0), A) for e in mine)
+        assert got[child.shard_id].dirty
+    assert sum(len(g.entries) for g in got.values()) == 40 and cold.inherited == 2
+
+
+def test_an_event_after_a_split_gets_the_next_number_not_one() -> None:
+    # GIVEN entity e1 routed three times on the parent shard, then the child ledger inherited from it
+    parent, streams = RouterLedger(), Streams()
+    route_stamped([item("e1", i, A, seq=i) for i in range(3)], streams, parent)  # type: ignore[arg-type]
+    whole = ShardRange("shardId-1", 0, 2 ** 128 - 1, 0, parents=("shardId-0",))
+    child = inherit(whole, [parent])
+    # WHEN its next event arrives on the child shard, with a sequence number lower than the parent's
+    route_stamped([item("e1", 3, A, seq=1)], streams, child)  # type: ignore[arg-type]
+    # THEN it is put as event 4 of e1 (a worker that applied 1..3 runs it, it is not skipped as a copy)
+    assert [s[1][1].n for s in stamps(streams)] == [1, 2, 3, 4]
+
+
+def test_a_merge_takes_each_parents_entities_and_a_ledger_with_nothing_to_inherit_is_clean() -> None:
+    # GIVEN two parent ledgers with an entity each, and one entity in both (the higher number wins)
+    left = RouterLedger({"a": LedgerEntry(5, (9, 0), A), "both": LedgerEntry(2, (9, 0), A)})
+    right = RouterLedger({"b": LedgerEntry(7, (3, 1), B), "both": LedgerEntry(6, (3, 0), B)})
+    merged = ShardRange("shardId-2", 0, 2 ** 128 - 1, 0, parents=("shardId-0", "shardId-1"))
+    # WHEN the merged child inherits THEN it has all three, places reset
+    got = inherit(merged, [left, right]).entries
+    assert got == {"a": LedgerEntry(5, (0, 0), A), "b": LedgerEntry(7, (0, 0), B), "both": LedgerEntry(6, (0, 0), B)}
+    # AND a child of empty parents starts clean (nothing to save)
+    assert not inherit(merged, [RouterLedger()]).dirty

@@ -1,0 +1,158 @@
+"""The router's ledger of one ingest shard (``STATE_HANDOFF=1``), kept in S3 and inherited across a reshard.
+
+For each entity the ledger holds its last routed event: the number ``n`` the router gave it, its place in the ingest
+shard and the slot it went to (:mod:`lambdas.router.stateful` stamps and marks with it). It lives at
+:func:`~partitioner.contracts.handoff.router_ledger_key` in the specs bucket, one object per ingest shard.
+
+**Resharding.** An on-demand ingest stream (``ingest_shards`` 0, the default) splits and merges shards by itself,
+and an entity's events then go to a child shard. A shard whose ledger does not exist yet starts from its parents'
+ledgers (``ParentShardId``, ``AdjacentParentShardId`` from ``ListShards``), keeping the entities whose partition
+keys hash into the child's range, so their numbers go on instead of starting again at 1 (which the workers would skip
+as copies). That is exact as long as a parent's last batch is routed before its child's first: the event source
+mapping keeps an entity's records in order (https://docs.aws.amazon.com/lambda/latest/dg/with-kinesis.html), which
+across a reshard means reading a parent to its end before its children, as the KCL does
+(https://docs.aws.amazon.com/streams/latest/dev/kinesis-using-sdk-java-after-resharding.html).
+``ListShards`` is called once per container for a shard with no ledger (1,000 calls/s per stream:
+https://docs.aws.amazon.com/kinesis/latest/APIReference/API_ListShards.html).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from lambdas.common.errors import AdapterError
+from lambdas.common.s3 import ObjectStore
+from partitioner.contracts.handoff import router_ledger_key
+from partitioner.contracts.stream import ShardRange, partition_hash_key
+
+#: The shards of an ingest stream by id (``ListShards``), asked for only when a shard has no ledger yet.
+ShardLister = Callable[[str], Sequence[ShardRange]]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where an event goes: the geo stream, the ExplicitHashKey of its shard and the slot's label."""
+
+    stream: str
+    hash_key: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """An entity's last routed event: its number, its place in the ingest shard, and where it went."""
+
+    n: int
+    order: tuple[int, int]
+    target: Target
+
+
+class RouterLedger:
+    """Each entity's :class:`LedgerEntry` for one ingest shard; ``dirty`` once it changed since it was saved."""
+
+    def __init__(self, entries: dict[str, LedgerEntry] | None = None) -> None:
+        self.entries: dict[str, LedgerEntry] = entries or {}
+        self.dirty = False
+        #: Geo streams found deleted (not saved): markers to them are skipped without a call.
+        self.gone_streams: set[str] = set()
+
+    def to_json(self) -> str:
+        rows = {e: [x.n, x.order[0], x.order[1], x.target.stream, x.target.hash_key, x.target.label]
+                for e, x in self.entries.items()}
+        return json.dumps({"entities": rows}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str, where: str) -> RouterLedger:
+        try:
+            rows: Any = json.loads(text)["entities"]
+            return cls({str(e): LedgerEntry(int(r[0]), (int(r[1]), int(r[2])), Target(str(r[3]), str(r[4]), str(r[5])))
+                        for e, r in rows.items()})
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise AdapterError(f"router ledger {where!r} is not a ledger: {exc}") from None
+
+
+def inherit(child: ShardRange, parents: Sequence[RouterLedger]) -> RouterLedger:
+    """The ledger a new shard starts with: its parents' entries for the entities whose hash keys it holds.
+
+    Notes
+    -----
+    An entry's place is reset to ``(0, 0)``: every record of the child is newer than the parent's, and sequence
+    numbers of different shards do not compare. An entity in two parents (not possible for siblings, whose ranges
+    are disjoint) keeps its higher number. The result is ``dirty`` when it holds anything, so it is saved.
+    """
+    entries: dict[str, LedgerEntry] = {}
+    for ledger in parents:
+        for entity, entry in ledger.entries.items():
+            have = entries.get(entity)
+            if child.holds(partition_hash_key(entity)) and (have is None or entry.n > have.n):
+                entries[entity] = LedgerEntry(entry.n, (0, 0), entry.target)
+    out = RouterLedger(entries)
+    out.dirty = bool(entries)
+    return out
+
+
+class LedgerStore:
+    """Router ledgers in S3, cached in the Lambda instance (loaded once per ingest shard per instance).
+
+    ``list_shards`` (optional) lists an ingest stream's shards: a shard with no ledger then inherits its parents'.
+    """
+
+    def __init__(self, s3: Any, bucket: str, list_shards: ShardLister | None = None) -> None:
+        self._s3 = s3
+        self.bucket = bucket
+        self._objects = ObjectStore(s3, bucket)
+        self._list_shards = list_shards
+        self._shards: dict[str, dict[str, ShardRange]] = {}  # per stream, listed once (again for an unknown shard)
+        self._cache: dict[str, RouterLedger] = {}
+        self.saves = 0  # PutObject calls made (the local report's extra calls per event)
+        self.inherited = 0  # ledgers started from their parents'
+
+    def load(self, stream: str, shard_id: str) -> RouterLedger:
+        """The ledger of ``shard_id`` of ingest stream ``stream``: cached, stored, inherited or empty."""
+        key = router_ledger_key(stream, shard_id)
+        if key not in self._cache:
+            body = self._objects.read(key)
+            self._cache[key] = (self._start(stream, shard_id, set()) if body is None
+                                else RouterLedger.from_json(body.decode(), f"s3://{self.bucket}/{key}"))
+        return self._cache[key]
+
+    def save(self, stream: str, shard_id: str, ledger: RouterLedger) -> None:
+        if not ledger.dirty:
+            return
+        key = router_ledger_key(stream, shard_id)
+        self.saves += 1
+        try:
+            self._s3.put_object(Bucket=self.bucket, Key=key, Body=ledger.to_json().encode(),
+                                ContentType="application/json")
+        except ClientError as exc:
+            self._cache.pop(key, None)  # reload what was saved last: the batch is retried and re-stamped alike
+            raise AdapterError(f"cannot save router ledger s3://{self.bucket}/{key}: {exc}") from exc
+        ledger.dirty = False
+
+    def _start(self, stream: str, shard_id: str, seen: set[str]) -> RouterLedger:
+        """A shard with no stored ledger: its parents' (each stored, or started the same way), or empty."""
+        shard = self._shard(stream, shard_id)
+        if shard is None or not shard.parents or shard_id in seen:
+            return RouterLedger()
+        seen.add(shard_id)
+        parents = []
+        for parent in shard.parents:
+            body = self._objects.read(router_ledger_key(stream, parent))
+            parents.append(self._start(stream, parent, seen) if body is None else RouterLedger.from_json(
+                body.decode(), f"s3://{self.bucket}/{router_ledger_key(stream, parent)}"))
+        ledger = inherit(shard, parents)
+        self.inherited += bool(ledger.entries)
+        return ledger
+
+    def _shard(self, stream: str, shard_id: str) -> ShardRange | None:
+        if self._list_shards is None:
+            return None
+        known: Mapping[str, ShardRange] = self._shards.get(stream, {})
+        if shard_id not in known:
+            known = self._shards[stream] = {s.shard_id: s for s in self._list_shards(stream)}
+        return known.get(shard_id)
