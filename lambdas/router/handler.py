@@ -35,8 +35,8 @@ from lambdas.common.config import LambdaConfig
 from lambdas.common.dynamodb import ControlTable
 from lambdas.common.kinesis import GeoStreams
 from lambdas.common.s3 import QuarantineSink, SpecStore
-from lambdas.router.routing import ActiveSpecCache, InputRecord, route_batch
 from lambdas.router.ledger import LedgerStore
+from lambdas.router.routing import ActiveSpecCache, InputRecord, route_batch
 from partitioner.contracts.env import EnvVar
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.events import ReasonCode
