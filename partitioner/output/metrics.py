@@ -49,7 +49,6 @@ Notes
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import defaultdict
 from dataclasses import dataclass, fields
@@ -79,12 +78,7 @@ def _json_safe(value: Any) -> Any:
 
 def _flat(record: Any) -> dict[str, Any]:
     """A dataclass instance's fields as a dict, values as they are (no recursion, no copies)."""
-    return {name: getattr(record, name) for name in _field_names(type(record))}
-
-
-@functools.cache
-def _field_names(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
+    return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
 @dataclass(frozen=True)
