@@ -76,6 +76,8 @@ class OracleResult:
     same_slot_out_of_order: int
     examples: tuple[Difference, ...]
     seconds: float = 0.0
+    #: A few pairs processed out of send order: where and when each of the two records was processed.
+    order_examples: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -144,27 +146,38 @@ def compare(expected: Expected, records: Iterable[EnrichedRecord], *, transform:
         if any(dict(r.fields) != dict(got[0].fields) for r in got[1:]):
             inconsistent += 1
     compared = len(expected.order) - missing
-    return OracleResult(transform, stateful, compared, missing, spurious, differing, inconsistent,
-                        *out_of_order(expected, copies), tuple(examples))
+    count, same, order_examples = out_of_order(expected, copies)
+    return OracleResult(transform, stateful, compared, missing, spurious, differing, inconsistent, count, same,
+                        tuple(examples), order_examples=order_examples)
 
 
-def out_of_order(expected: Expected, copies: Mapping[str, Sequence[EnrichedRecord]]) -> tuple[int, int]:
+def out_of_order(expected: Expected,
+                 copies: Mapping[str, Sequence[EnrichedRecord]]) -> tuple[int, int, tuple[str, ...]]:
     """Consecutive events of one entity (send order) whose records were processed in the other order: all such
-    pairs, and those whose two records came from the same slot (``worker_id``) of the same process (``owner``)."""
-    last: dict[str, tuple[int, str, str | None]] = {}
+    pairs, those whose two records came from the same slot (``worker_id``) of the same process (``owner``), and up
+    to :data:`EXAMPLES` of them described (event, slot, spec version, owner, ``processed_at``)."""
+    last: dict[str, tuple[int, str, EnrichedRecord]] = {}
     count = same = 0
+    examples: list[str] = []
     for eid in expected.order:
         done = [r for r in copies.get(eid, ()) if r.processed_at is not None]
         if not done:
             continue
         first = min(done, key=lambda r: r.processed_at or 0)
-        at, where = first.processed_at or 0, (first.worker_id, first.owner)
+        at = first.processed_at or 0
         entity = expected.entity[eid]
         if entity in last and at < last[entity][0]:
+            _, prev_id, prev = last[entity]
             count += 1
-            same += (last[entity][1], last[entity][2]) == where
-        last[entity] = (at, *where)
-    return count, same
+            same += (prev.worker_id, prev.owner) == (first.worker_id, first.owner)
+            if len(examples) < EXAMPLES:
+                examples.append(f"entity {entity!r}: {eid!r} ({_where(first)}) before {prev_id!r} ({_where(prev)})")
+        last[entity] = (at, eid, first)
+    return count, same, tuple(examples)
+
+
+def _where(record: EnrichedRecord) -> str:
+    return f"v{record.spec_version} {record.worker_id} of {record.owner}, processed_at {record.processed_at}"
 
 
 def run_oracle(spec: str, sent: Sequence[Mapping[str, Any]], records: Sequence[EnrichedRecord],

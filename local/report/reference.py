@@ -32,6 +32,7 @@ def section(result: OracleResult | None, error: str | None) -> list[str]:
              f"  {result.line()}"]
     lines += [f"  e.g. event {d.event_id!r} entity {d.entity!r} field {d.field!r}: expected {d.expected!r}, "
               f"got {d.got!r}" for d in result.examples]
+    lines += [f"  out of send order: {e}" for e in result.order_examples]
     if result.stateful and not result.ok:
         lines.append("  a stateful transform's state follows each entity (geo_service/handoff.py): a difference means "
                      "a state was not handed over in order (see STATE HANDOFF and the workers' state_not_handed_over)")

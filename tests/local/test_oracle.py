@@ -136,6 +136,10 @@ def test_an_entity_read_by_two_workers_out_of_order_is_reported_but_not_a_slot_f
     result = compare(expected, records, transform="t", stateful=True)
     # THEN the pair is counted but not as within one slot, so it alone does not fail the run
     assert result.out_of_order == 1 and result.same_slot_out_of_order == 0 and result.ok
+    # AND the report names the two records: which came first, from which slot, when
+    (example,) = result.order_examples
+    assert example.startswith(f"entity 'car-0': {sent[2]['event_id']!r} (v{late.spec_version} w2 ")
+    assert "processed_at 30" in example and "processed_at 50" in example
 
 
 def test_events_the_decoder_rejects_are_not_expected(spec: str) -> None:
