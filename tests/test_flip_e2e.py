@@ -315,7 +315,10 @@ def test_carry_swaps_keep_slots_in_their_processes_and_every_entity_in_order(end
         route_and_keep(620, 60)
         # THEN the removed slot's worker drained and finished; the others carried over again; nothing started
         by_slot = {w.config.worker_id: w for w in fleet.all()}
-        assert by_slot["w0001"].run_until(lambda s: s.finished, timeout=30).state == "drained"
+        final = by_slot["w0001"].run_until(lambda s: s.finished, timeout=30)
+        assert leases.states(2, ["w0001"])["w0001"].drained  # its v2 slot drained (the lease says so)
+        # then it found nothing more to claim (drained) or the deployer stopped it first (released): a race
+        assert final.state in ("drained", "released") and final.exit_code == 0
         assert [by_slot[w].status().carried for w in ("w0002", "w0003", "w0004")] == [2, 2, 1]
         assert len(fleet.started) == 4
         # AND every event sent came out, exactly once after dedupe by event_id
