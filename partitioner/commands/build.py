@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 
 from partitioner.builders import build_with_report
 from partitioner.builders.registry import STRATEGIES
@@ -74,7 +73,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         line.step(f"writing {args.output}")
         write_text(args.output, text)
         if args.json:
-            write_text(args.json, json.dumps(metrics.to_dict(), indent=1) + "\n")
+            write_text(args.json, metrics.to_json())
     print(render_table(metrics, limit=args.limit), file=out)
     print(f"Build: strategy {report.strategy}, mode {report.mode}, hot cells {report.hot_cells} "
           f"({report.hash_split_cells} split by entity hash)", file=out)

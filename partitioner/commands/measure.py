@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 
 import numpy as np
 
@@ -38,7 +37,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         line.step("measuring the spec")
         metrics = dataclasses.replace(evaluate(spec, counts), spec_bytes=len((spec.to_json() + "\n").encode()))
         if args.json:
-            write_text(args.json, json.dumps(metrics.to_dict(), indent=1) + "\n")
+            write_text(args.json, metrics.to_json())
     print(render_table(metrics, limit=args.limit), file=out)
     if args.json and args.json != STDIO:
         print(f"wrote {args.json}", file=out)

@@ -49,6 +49,7 @@ Notes
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, fields
@@ -187,6 +188,19 @@ class SpecMetrics:
                  max_regions_per_worker=max_regions)
         safe: dict[str, Any] = _json_safe(d)
         return safe
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as the text ``--json`` writes: one key per line, each partition and worker on a line of
+        its own (readable, and written by the C encoder: ``indent`` would use the pure-Python one, 0.2 s on 3,000
+        partitions)."""
+        rows = []
+        for key, value in self.to_dict().items():
+            if isinstance(value, list) and value and isinstance(value[0], dict):
+                inner = ",\n  ".join(json.dumps(item) for item in value)
+                rows.append(f"{json.dumps(key)}: [\n  {inner}\n ]")
+            else:
+                rows.append(f"{json.dumps(key)}: {json.dumps(value)}")
+        return "{\n " + ",\n ".join(rows) + "\n}\n"
 
 
 # ---------------------------------------------------------------------------

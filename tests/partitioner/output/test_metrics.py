@@ -184,3 +184,19 @@ def test_attributed_loads_always_sum_to_the_total(cells, k: int):
     # THEN nothing is lost or double counted
     assert sum(p.load for p in m.partitions) == pytest.approx(m.total, rel=1e-9, abs=1e-6)
     assert np.isclose(sum(w.load for w in m.workers), m.total, rtol=1e-9, atol=1e-6)
+
+
+def test_metrics_to_json_is_the_dict_one_partition_and_worker_per_line(two_squares):
+    # GIVEN a measured spec WHEN written as the --json text
+    import json
+
+    spec, counts = two_squares
+    m = evaluate(spec, counts)
+    text = m.to_json()
+    # THEN it parses back to exactly to_dict(), and every partition and worker record is one line of its own
+    assert json.loads(text) == json.loads(json.dumps(m.to_dict())) and text.endswith("}\n")
+    lines = text.splitlines()
+    for p in m.partitions:
+        (line,) = [x for x in lines if f'"id": "{p.id}", "worker"' in x]
+        assert json.loads(line.strip().rstrip(","))["load"] == p.load
+    assert sum(1 for x in lines if x.lstrip().startswith('{"id": "w')) == len(m.workers)
