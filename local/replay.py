@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from lambdas.common.kinesis import GeoStreams
 from local.dataset import EventFactory, bad_events
 from local.kpl import corrupt_kpl_record, kpl_aggregate
 from local.loops import FatalLoopError, LoopThread
@@ -127,8 +128,7 @@ class ReplayThread(LoopThread):
         of one shard together, as the KPL packs them: :mod:`local.kpl`)."""
         if self.kpl:
             if not self._shards:
-                self._shards = tuple(ShardRange.from_list_shards(s)
-                                     for s in self.kinesis.list_shards(StreamName=self.stream)["Shards"])
+                self._shards = GeoStreams(self.kinesis).shards(self.stream)
             records = kpl_aggregate(records, self.kpl, self._shards)
         self.put_retries += put_all(self.kinesis, self.stream, records)
 

@@ -101,7 +101,7 @@ class GeoStreams:
                     return tuple(out)
                 kwargs = {"NextToken": resp["NextToken"]}
         except ClientError as exc:
-            raise AdapterError(f"cannot list the shards of geo stream {name!r}: {exc}") from exc
+            raise AdapterError(f"cannot list the shards of stream {name!r}: {exc}") from exc
 
     def status(self, name: str) -> str | None:
         """Return the stream status (``CREATING``, ``ACTIVE``, ...) or None when it does not exist."""

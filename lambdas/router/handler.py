@@ -42,7 +42,6 @@ from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.events import ReasonCode
 from partitioner.contracts.kpl import KplError, deaggregate, is_aggregated, sub_record_source
 from partitioner.contracts.metric_names import NAMESPACE, Metric, MetricService
-from partitioner.contracts.stream import ShardRange
 
 logger = Logger(service="router")
 metrics = Metrics(namespace=NAMESPACE, service=MetricService.ROUTER)
@@ -66,22 +65,9 @@ def runtime() -> Runtime:
     clients = make_clients(cfg)
     cache = ActiveSpecCache(ControlTable(clients.dynamodb, cfg.control_table), SpecStore(clients.s3, cfg.specs_bucket),
                             ttl_s=cfg.router_spec_ttl_s)
-    ledgers = (LedgerStore(clients.s3, cfg.specs_bucket, functools.partial(list_shards, clients.kinesis))
-               if cfg.state_handoff else None)
+    ledgers = LedgerStore(clients.s3, cfg.specs_bucket, GeoStreams(clients.kinesis).shards) if cfg.state_handoff else None
     return Runtime(cache, GeoStreams(put_client(cfg)), QuarantineSink(clients.s3, cfg.quarantine_bucket, "router"),
                    cfg.event_fields, ledgers)
-
-
-def list_shards(kinesis: Any, stream: str) -> list[ShardRange]:
-    """Every shard of the ingest stream ``stream``, open and closed (``ListShards``, paginated)."""
-    out: list[ShardRange] = []
-    kw: dict[str, Any] = {"StreamName": stream}
-    while True:
-        resp = kinesis.list_shards(**kw)
-        out += [ShardRange.from_list_shards(s) for s in resp.get("Shards", [])]
-        if not resp.get("NextToken"):
-            return out
-        kw = {"NextToken": resp["NextToken"]}
 
 
 def put_client(cfg: LambdaConfig) -> Any:

@@ -116,10 +116,14 @@ class LedgerStore:
         """The ledger of ``shard_id`` of ingest stream ``stream``: cached, stored, inherited or empty."""
         key = router_ledger_key(stream, shard_id)
         if key not in self._cache:
-            body = self._objects.read(key)
-            self._cache[key] = (self._start(stream, shard_id, set()) if body is None
-                                else RouterLedger.from_json(body.decode(), f"s3://{self.bucket}/{key}"))
+            self._cache[key] = self._stored(stream, shard_id) or self._start(stream, shard_id, set())
         return self._cache[key]
+
+    def _stored(self, stream: str, shard_id: str) -> RouterLedger | None:
+        """The ledger saved for the shard, or None if there is none."""
+        key = router_ledger_key(stream, shard_id)
+        body = self._objects.read(key)
+        return None if body is None else RouterLedger.from_json(body.decode(), f"s3://{self.bucket}/{key}")
 
     def save(self, stream: str, shard_id: str, ledger: RouterLedger) -> None:
         if not ledger.dirty:
@@ -140,11 +144,7 @@ class LedgerStore:
         if shard is None or not shard.parents or shard_id in seen:
             return RouterLedger()
         seen.add(shard_id)
-        parents = []
-        for parent in shard.parents:
-            body = self._objects.read(router_ledger_key(stream, parent))
-            parents.append(self._start(stream, parent, seen) if body is None else RouterLedger.from_json(
-                body.decode(), f"s3://{self.bucket}/{router_ledger_key(stream, parent)}"))
+        parents = [self._stored(stream, p) or self._start(stream, p, seen) for p in shard.parents]
         ledger = inherit(shard, parents)
         self.inherited += bool(ledger.entries)
         return ledger

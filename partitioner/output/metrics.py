@@ -175,13 +175,12 @@ class SpecMetrics:
         Notes
         -----
         Built field by field, one level deep (every field is a plain value, a tuple of strings or a tuple of the
-        flat records above): ``dataclasses.asdict`` recursing and deep-copying 3,000 partitions took 0.8 s of the
-        CLI's 2 s on sparse data.
+        flat records above; tuples become lists in ``_json_safe``), without ``dataclasses.asdict``'s recursion and
+        deep copies.
         """
         d = _flat(self)
         d["partitions"] = [_flat(p) for p in self.partitions]
-        d["workers"] = [{**_flat(w), "partitions": list(w.partitions)} for w in self.workers]
-        d["non_contiguous"] = list(self.non_contiguous)
+        d["workers"] = [_flat(w) for w in self.workers]
         median_regions, max_regions = self.regions_per_worker
         d.update(worker_count=self.worker_count, region_count=self.region_count, waste_ratio=self.waste_ratio,
                  mismatch=self.mismatch, median_regions_per_worker=median_regions,
@@ -191,8 +190,7 @@ class SpecMetrics:
 
     def to_json(self) -> str:
         """:meth:`to_dict` as the text ``--json`` writes: one key per line, each partition and worker on a line of
-        its own (readable, and written by the C encoder: ``indent`` would use the pure-Python one, 0.2 s on 3,000
-        partitions)."""
+        its own (readable, and written by the C encoder: ``indent`` would use Python's pure-Python one)."""
         rows = []
         for key, value in self.to_dict().items():
             if isinstance(value, list) and value and isinstance(value[0], dict):

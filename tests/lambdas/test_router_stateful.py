@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Sequence
 from typing import Any
 
-from lambdas.common.kinesis import PutEntry
-from lambdas.router.handler import list_shards
+from lambdas.common.kinesis import GeoStreams, PutEntry
 from lambdas.router.ledger import LedgerEntry, LedgerStore, RouterLedger, Target, inherit
 from lambdas.router.stateful import Routed, ingest_order, route_stamped
 from partitioner.contracts.handoff import Marker, decode_marker, is_marker, split_stamped
@@ -138,7 +136,7 @@ def test_a_child_shard_after_a_split_goes_on_numbering_its_entities_from_the_par
     kinesis = aws.clients.kinesis
     kinesis.create_stream(StreamName="ingest-split", ShardCount=1)
     (parent,) = kinesis.list_shards(StreamName="ingest-split")["Shards"]
-    store = LedgerStore(aws.clients.s3, aws.cfg.specs_bucket, functools.partial(list_shards, kinesis))
+    store = LedgerStore(aws.clients.s3, aws.cfg.specs_bucket, GeoStreams(kinesis).shards)
     ledger = store.load("ingest-split", parent["ShardId"])
     for i in range(40):
         ledger.entries[f"ent-{i}"] = LedgerEntry(i + 3, (1000 + i, 0), A)
@@ -151,7 +149,7 @@ def test_a_child_shard_after_a_split_goes_on_numbering_its_entities_from_the_par
     assert len(children) == 2
     # THEN each child's first ledger (a cold instance, none stored yet) holds exactly the entities it will receive,
     # with their numbers, and every record of the child counts as new
-    cold = LedgerStore(aws.clients.s3, aws.cfg.specs_bucket, functools.partial(list_shards, kinesis))
+    cold = LedgerStore(aws.clients.s3, aws.cfg.specs_bucket, GeoStreams(kinesis).shards)
     got = {c.shard_id: cold.load("ingest-split", c.shard_id) for c in children}
     for child in children:
         mine = {e for e in ledger.entries if child.holds(partition_hash_key(e))}
