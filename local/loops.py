@@ -5,7 +5,10 @@
   ``ObjectCreated`` event. A handler exception is recorded and retried twice (Lambda's
   asynchronous-invocation retries), then given up, as in AWS.
 * :class:`RouterPoller` is the Kinesis event source mapping: GetRecords on every shard of
-  the ingest stream, batches of up to ``batch_size`` records to the real router handler,
+  the ingest stream, batches of up to ``batch_size`` records to the real router handler, each
+  invocation in one of several execution environments picked at random (:func:`lambda_environments`:
+  Lambda runs a shard's invocations in whichever environment of the function is free, so what a handler
+  caches in one environment can be stale in another),
   and on ``batchItemFailures`` re-delivery from the first failed sequence number
   (``ReportBatchItemFailures`` semantics); a handler exception re-delivers the whole batch.
   Like an event source mapping with the default ``MaximumRetryAttempts=-1`` it retries
@@ -20,11 +23,15 @@ and the report read.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import random
+import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from aws_lambda_powertools import Metrics
@@ -49,6 +56,11 @@ def load_handler(dotted: str) -> Handler:
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise RuntimeError(f"handler {dotted!r}: module {module_name!r} has no callable {attr!r}")
+    return _wrapped(fn, module)
+
+
+def _wrapped(fn: Handler, module: ModuleType) -> Handler:
+    """``fn``, clearing its module's Powertools metrics after each invocation when metrics are disabled."""
     metrics = getattr(module, "metrics", None)
     if isinstance(metrics, Metrics) and is_metrics_disabled():
         # With metrics disabled Powertools skips the flush but keeps the values, and at 100 values of one
@@ -60,7 +72,37 @@ def load_handler(dotted: str) -> Handler:
                 metrics.clear_metrics()
 
         return run
-    return fn  # type: ignore[no-any-return]
+    return fn
+
+
+@dataclass(frozen=True)
+class Environment:
+    """One execution environment of a Lambda function: its own copy of the handler's module (globals, caches)."""
+
+    name: str
+    module: ModuleType
+    handler: Handler
+
+
+def lambda_environments(dotted: str, count: int) -> list[Environment]:
+    """``count`` environments of the handler ``package.module:function``: the imported module, then fresh copies.
+
+    A copy is the module's file executed again under the name ``<module>@env<i>`` (registered in ``sys.modules``,
+    which dataclasses need): it shares the modules it imports, but its own globals (``functools.cache`` d builders,
+    clients' caches, loggers) start empty, as in a new environment.
+    """
+    module_name, _, attr = dotted.partition(":")
+    envs = [Environment(f"{module_name}@env0", importlib.import_module(module_name), load_handler(dotted))]
+    for i in range(1, count):
+        name = f"{module_name}@env{i}"
+        spec = importlib.util.spec_from_file_location(name, envs[0].module.__file__)
+        if spec is None or spec.loader is None:
+            raise RuntimeError(f"handler {dotted!r}: cannot load a second copy of {module_name!r}")
+        copy = importlib.util.module_from_spec(spec)
+        sys.modules[name] = copy
+        spec.loader.exec_module(copy)
+        envs.append(Environment(name, copy, _wrapped(getattr(copy, attr), copy)))
+    return envs
 
 
 class LoopThread(threading.Thread):
@@ -172,11 +214,13 @@ class ShardCursor:
 class RouterPoller(LoopThread):
     """Kinesis event source mapping for the ingest stream -> the router handler."""
 
-    def __init__(self, aws: EmbeddedAws, handler: Handler, batch_size: int = 500, interval_s: float = 0.5,
-                 max_retries: int | None = None, gate: Callable[[], bool] = lambda: True) -> None:
+    def __init__(self, aws: EmbeddedAws, environments: Sequence[Environment], batch_size: int = 500,
+                 interval_s: float = 0.5, max_retries: int | None = None, gate: Callable[[], bool] = lambda: True,
+                 seed: int = 0) -> None:
         super().__init__("router-esm", interval_s)
         self.aws = aws
-        self.handler = handler
+        self.environments = list(environments)
+        self._pick = random.Random(seed)
         self.gate = gate
         self.batch_size = batch_size
         self.max_retries = max_retries
@@ -215,7 +259,8 @@ class RouterPoller(LoopThread):
             return
         self.invocations += 1
         try:
-            result = self.handler(kinesis_batch(self.stream_arn, cursor.pending), LambdaContext("georebal-router"))
+            env = self._pick.choice(self.environments)
+            result = env.handler(kinesis_batch(self.stream_arn, cursor.pending), LambdaContext("georebal-router"))
             failures = [f["itemIdentifier"] for f in (result or {}).get("batchItemFailures", [])]
         except Exception:  # Lambda: a raised error fails (and re-delivers) the whole batch
             self.errors.append(traceback.format_exc(limit=6))

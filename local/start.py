@@ -21,7 +21,7 @@ from local.environment import DRAIN_TIMEOUT_S, GREEN_TIMEOUT_S, REPO_ROOT, handl
 from local.faults.arm import arm_faults
 from local.faults.deployer_crash import CrashingFleet
 from local.fleet import LocalFleet, WorkerSettings
-from local.loops import Invocation, ManifestNotifier, RouterPoller, load_handler
+from local.loops import Invocation, ManifestNotifier, RouterPoller, lambda_environments, load_handler
 from local.observe import ControlObserver
 from local.outcomes import summarise
 from local.output import EnrichedReader
@@ -37,6 +37,8 @@ from partitioner.contracts.spec_pointer import DesiredPointer
 
 #: How long the replay may stay in warm-up (no active spec yet) before the run fails.
 WARMUP_TIMEOUT_S = 240.0
+#: Execution environments the router's invocations are spread over (as Lambda spreads a function's invocations).
+ROUTER_ENVIRONMENTS = 2
 
 
 def build_scenario(state: RunState) -> tuple[Places, Scenario]:
@@ -118,7 +120,7 @@ def _start_components(state: RunState, aws: EmbeddedAws) -> ControlObserver:
     cfg = state.config
     state.calls = count_this_process(CallLog())  # before any handler makes its clients
     partitioner_handler = load_handler("lambdas.partitioner.handler:handler")
-    router_handler = load_handler("lambdas.router.handler:handler")
+    routers = lambda_environments("lambdas.router.handler:handler", ROUTER_ENVIRONMENTS)
     state.spark = start_spark(state, aws)
     say(state, f"Spark streaming job started (pid {state.spark.pid}, log {state.spark.log_path})")
     wait_for_spark(state, state.spark)
@@ -128,7 +130,7 @@ def _start_components(state: RunState, aws: EmbeddedAws) -> ControlObserver:
     observer = state.observer = ControlObserver(
         aws, alive_pids=lambda: {p.pid for p in fleet_now.processes() if p.exited_at is None and p.child.alive()})
     state.notifier = ManifestNotifier(aws, partitioner_handler, on_invocation=on_invocation(state, aws))
-    state.router = RouterPoller(aws, router_handler, gate=lambda: observer.active_version is not None)
+    state.router = RouterPoller(aws, routers, gate=lambda: observer.active_version is not None)
     fleet: Any = state.fleet
     if "deployer-crash" in cfg.faults:
         fleet = CrashingFleet(state.fleet)  # the deployer's view of the fleet; the report reads state.fleet

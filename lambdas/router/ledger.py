@@ -14,6 +14,19 @@ across a reshard means reading a parent to its end before its children, as the K
 (https://docs.aws.amazon.com/streams/latest/dev/kinesis-using-sdk-java-after-resharding.html).
 ``ListShards`` is called once per container for a shard with no ledger (1,000 calls/s per stream:
 https://docs.aws.amazon.com/kinesis/latest/APIReference/API_ListShards.html).
+
+**Execution environments.** The router's invocations for one shard run one at a time, but not always in the same
+execution environment: environments serve every shard of the function, and Lambda says to assume an environment
+lives for one invocation and to keep no counters across invocations in it
+(https://docs.aws.amazon.com/lambda/latest/operatorguide/statelessness-functions.html). A ledger cached in one
+environment is stale once another environment routed the shard and saved: stamping from it would give numbers the
+workers already applied, and they would skip those events as copies. So :meth:`LedgerStore.load` asks S3 for the
+ledger on every invocation with ``If-None-Match: <ETag of the cached copy>`` (a ``304 Not Modified`` costs one GET
+request and keeps the cache), and :meth:`LedgerStore.save` writes with ``If-Match: <that ETag>`` (``If-None-Match: *``
+for a shard's first ledger): a ledger some other invocation wrote meanwhile fails the save with
+``412 Precondition Failed`` instead of being overwritten
+(https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html,
+https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html). Two calls per invocation that routed anything.
 """
 
 from __future__ import annotations
@@ -25,8 +38,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from lambdas.common.clients import error_code
 from lambdas.common.errors import AdapterError
-from lambdas.common.s3 import ObjectStore
 from partitioner.contracts.handoff import router_ledger_key
 from partitioner.contracts.stream import ShardRange, partition_hash_key
 
@@ -96,8 +109,16 @@ def inherit(child: ShardRange, parents: Sequence[RouterLedger]) -> RouterLedger:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Copy:
+    """A ledger as one environment holds it, and the ETag of the S3 object it equals (None: never stored)."""
+
+    ledger: RouterLedger
+    etag: str | None
+
+
 class LedgerStore:
-    """Router ledgers in S3, cached in the Lambda instance (loaded once per ingest shard per instance).
+    """Router ledgers in S3, each checked against S3 on every load (see the module docstring), parsed only when changed.
 
     ``list_shards`` (optional) lists an ingest stream's shards: a shard with no ledger then inherits its parents'.
     """
@@ -105,37 +126,73 @@ class LedgerStore:
     def __init__(self, s3: Any, bucket: str, list_shards: ShardLister | None = None) -> None:
         self._s3 = s3
         self.bucket = bucket
-        self._objects = ObjectStore(s3, bucket)
         self._list_shards = list_shards
         self._shards: dict[str, dict[str, ShardRange]] = {}  # per stream, listed once (again for an unknown shard)
-        self._cache: dict[str, RouterLedger] = {}
+        self._cache: dict[str, _Copy] = {}  # by key: the ledger and the ETag it was read or saved as
         self.saves = 0  # PutObject calls made (the local report's extra calls per event)
+        self.reads = 0  # GetObject calls made for the shards routed (304 Not Modified included)
         self.inherited = 0  # ledgers started from their parents'
 
+    @property
+    def calls(self) -> int:
+        """S3 calls made for the ledgers (reads and saves)."""
+        return self.reads + self.saves
+
     def load(self, stream: str, shard_id: str) -> RouterLedger:
-        """The ledger of ``shard_id`` of ingest stream ``stream``: cached, stored, inherited or empty."""
+        """The ledger of ``shard_id`` of ingest stream ``stream`` as last saved by anyone: cached if S3 still holds
+        that copy, else stored, inherited or empty."""
         key = router_ledger_key(stream, shard_id)
-        if key not in self._cache:
-            self._cache[key] = self._stored(stream, shard_id) or self._start(stream, shard_id, set())
-        return self._cache[key]
+        cached = self._cache.get(key)
+        got = self._read(key, None if cached is None else cached.etag)
+        if got is _NOT_MODIFIED and cached is not None:
+            return cached.ledger
+        if isinstance(got, _Copy):
+            self._cache[key] = got
+        elif cached is None or cached.etag is not None:  # none stored (or it was deleted): start or inherit
+            self._cache[key] = _Copy(self._start(stream, shard_id, set()), None)
+        return self._cache[key].ledger
+
+    def _read(self, key: str, etag: str | None) -> _Copy | object | None:
+        """The stored ledger and its ETag, :data:`_NOT_MODIFIED` if it is still ``etag``, or None if none is stored."""
+        kw: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+        if etag is not None:
+            kw["IfNoneMatch"] = etag
+        self.reads += 1
+        try:
+            resp = self._s3.get_object(**kw)
+        except ClientError as exc:
+            code = error_code(exc)
+            if code in ("304", "NotModified"):
+                return _NOT_MODIFIED
+            if code in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise AdapterError(f"cannot read router ledger s3://{self.bucket}/{key}: {exc}") from exc
+        return _Copy(RouterLedger.from_json(resp["Body"].read().decode(), f"s3://{self.bucket}/{key}"), resp.get("ETag"))
 
     def _stored(self, stream: str, shard_id: str) -> RouterLedger | None:
-        """The ledger saved for the shard, or None if there is none."""
-        key = router_ledger_key(stream, shard_id)
-        body = self._objects.read(key)
-        return None if body is None else RouterLedger.from_json(body.decode(), f"s3://{self.bucket}/{key}")
+        """The ledger saved for a parent shard, or None if there is none."""
+        got = self._read(router_ledger_key(stream, shard_id), None)
+        return got.ledger if isinstance(got, _Copy) else None
 
     def save(self, stream: str, shard_id: str, ledger: RouterLedger) -> None:
+        """Write ``ledger`` if it changed, only over the copy it was loaded from (:class:`AdapterError` otherwise)."""
         if not ledger.dirty:
             return
         key = router_ledger_key(stream, shard_id)
+        cached = self._cache.get(key)
+        etag = cached.etag if cached is not None and cached.ledger is ledger else None
+        cond = {"IfMatch": etag} if etag is not None else {"IfNoneMatch": "*"}
         self.saves += 1
         try:
-            self._s3.put_object(Bucket=self.bucket, Key=key, Body=ledger.to_json().encode(),
-                                ContentType="application/json")
+            resp = self._s3.put_object(Bucket=self.bucket, Key=key, Body=ledger.to_json().encode(),
+                                       ContentType="application/json", **cond)
         except ClientError as exc:
             self._cache.pop(key, None)  # reload what was saved last: the batch is retried and re-stamped alike
+            if error_code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+                raise AdapterError(f"router ledger s3://{self.bucket}/{key} was written by another invocation "
+                                   f"while this one routed the shard (router_parallelism must be 1)") from exc
             raise AdapterError(f"cannot save router ledger s3://{self.bucket}/{key}: {exc}") from exc
+        self._cache[key] = _Copy(ledger, resp.get("ETag"))
         ledger.dirty = False
 
     def _start(self, stream: str, shard_id: str, seen: set[str]) -> RouterLedger:
@@ -156,3 +213,7 @@ class LedgerStore:
         if shard_id not in known:
             known = self._shards[stream] = {s.shard_id: s for s in self._list_shards(stream)}
         return known.get(shard_id)
+
+
+#: What :meth:`LedgerStore._read` returns for ``304 Not Modified``.
+_NOT_MODIFIED = object()

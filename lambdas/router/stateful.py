@@ -10,8 +10,9 @@ Per-entity order holds although ``PutRecords`` does not keep order across a part
 ordering of records"): the batch goes out in rounds, each with at most one event per entity, and an entity whose
 marker or event failed sends nothing more in this batch (its records are reported failed and retried in order).
 
-The ledger (:mod:`lambdas.router.ledger`) is saved to S3 after the batch (one PUT per invocation), before the records
-are acknowledged: a retry after a crash re-stamps the same events alike.
+The ledger (:mod:`lambdas.router.ledger`) is read from S3 at the start of each invocation (a conditional GET:
+``304 Not Modified`` when this environment's copy is current) and saved after the batch (a conditional PUT), before
+the records are acknowledged: a retry after a crash re-stamps the same events alike, in whichever environment.
 """
 
 from __future__ import annotations

@@ -136,8 +136,9 @@ def sections(state: RunState, load: WorkerLoad, wall: float) -> Sections:
     except Exception as exc:  # the transform could not be built or loaded here: the invariant fails and says why
         oracle_error = f"{type(exc).__name__}: {exc}"
     text += ["", *reference.section(oracle, oracle_error)]
+    routers = [e.module for e in state.router.environments] if state.router else []
     moved = handoff.section(handoff.read_stats(sorted((cfg.out / "logs").glob("worker-*.log")),
-                                               handoff.router_saves()), len(sent))
+                                               handoff.router_ledger_calls(routers)), len(sent))
     text += ["", *moved] if moved else []
     return Sections(text, spec_json, figures, flips, d, swaps_rep, report_errors, oracle, oracle_error)
 

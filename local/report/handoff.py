@@ -2,8 +2,9 @@
 
 Each worker logs one ``state_handoff`` line per step that moved states (:mod:`geo_service.process`): the states it
 handed over, how long each entity it received had waited (first event held -> state here) and its handoff calls so
-far per API; ``state_not_handed_over`` when it gave up waiting. The router's ledger saves are counted by its
-:class:`~lambdas.router.stateful.LedgerStore` in this process. Calls per event are all of these over the events sent.
+far per API; ``state_not_handed_over`` when it gave up waiting. The router's ledger reads and saves are counted by
+the :class:`~lambdas.router.ledger.LedgerStore` of each of its execution environments in this process. Calls per
+event are all of these over the events sent.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 
 @dataclass
@@ -24,6 +26,7 @@ class HandoffStats:
     crossings: int = 0
     lost: int = 0
     calls: dict[str, int] = field(default_factory=dict)
+    router_reads: int = 0
     router_saves: int = 0
 
     def p(self, q: float) -> float:
@@ -34,12 +37,13 @@ class HandoffStats:
 
     @property
     def total_calls(self) -> int:
-        return sum(self.calls.values()) + self.router_saves
+        return sum(self.calls.values()) + self.router_reads + self.router_saves
 
 
-def read_stats(log_files: Iterable[Path], router_saves: int) -> HandoffStats:
-    """Sum the ``state_handoff`` lines of ``log_files`` (a process's calls are cumulative: its last line counts)."""
-    stats = HandoffStats(router_saves=router_saves)
+def read_stats(log_files: Iterable[Path], router: tuple[int, int] = (0, 0)) -> HandoffStats:
+    """Sum the ``state_handoff`` lines of ``log_files`` (a process's calls are cumulative: its last line counts);
+    ``router`` is the ledger's (reads, saves)."""
+    stats = HandoffStats(router_reads=router[0], router_saves=router[1])
     last_calls: dict[str, dict[str, int]] = {}
     for path in log_files:
         for line in path.read_text(errors="replace").splitlines():
@@ -62,15 +66,18 @@ def read_stats(log_files: Iterable[Path], router_saves: int) -> HandoffStats:
     return stats
 
 
-def router_saves() -> int:
-    """Ledger saves of this process's router (0 when it routes without state handoff)."""
-    from lambdas.router.handler import runtime
-
-    try:
-        ledgers = runtime().ledgers
-    except Exception:  # the router never ran in this process (its configuration is not set)
-        return 0
-    return ledgers.saves if ledgers is not None else 0
+def router_ledger_calls(environments: Iterable[ModuleType]) -> tuple[int, int]:
+    """The router ledger's (GetObject, PutObject) calls over its environments' handler modules (0 without state
+    handoff, or for an environment that never ran)."""
+    reads = saves = 0
+    for module in environments:
+        try:
+            ledgers = module.runtime().ledgers
+        except Exception:  # the router never ran in this environment (its configuration is not set)
+            continue
+        if ledgers is not None:
+            reads, saves = reads + ledgers.reads, saves + ledgers.saves
+    return reads, saves
 
 
 def section(stats: HandoffStats, events: int) -> list[str]:
@@ -84,5 +91,6 @@ def section(stats: HandoffStats, events: int) -> list[str]:
             f"border within a version, the rest across swaps); wait from the entity's first held "
             f"event to its state: p50 {stats.p(0.5):.2f}s, p99 {stats.p(0.99):.2f}s, max {max(stats.waits, default=0):.2f}s"
             f" (target p99 <= 2 s); given up {stats.lost}",
-            f"  extra AWS calls: {stats.total_calls} ({calls}; router ledger PutObject {stats.router_saves}) = "
+            f"  extra AWS calls: {stats.total_calls} ({calls}; router ledger GetObject {stats.router_reads}, "
+            f"PutObject {stats.router_saves}) = "
             f"{per_event:.4f} per event sent ({events}) (target <= 0.01)"]

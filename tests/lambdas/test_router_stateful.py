@@ -6,6 +6,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
+from lambdas.common.errors import AdapterError
 from lambdas.common.kinesis import GeoStreams, PutEntry
 from lambdas.router.ledger import LedgerEntry, LedgerStore, RouterLedger, Target, inherit
 from lambdas.router.stateful import Routed, ingest_order, route_stamped
@@ -181,3 +184,41 @@ def test_a_merge_takes_each_parents_entities_and_a_ledger_with_nothing_to_inheri
     assert got == {"a": LedgerEntry(5, (0, 0), A), "b": LedgerEntry(7, (0, 0), B), "both": LedgerEntry(6, (0, 0), B)}
     # AND a child of empty parents starts clean (nothing to save)
     assert not inherit(merged, [RouterLedger()]).dirty
+
+
+def test_an_environment_whose_cached_ledger_went_stale_reads_the_newer_one_and_numbers_on(aws: Any) -> None:
+    # GIVEN two execution environments of the router (Lambda runs a shard's invocations in any of them)
+    env1 = LedgerStore(aws.clients.s3, aws.cfg.specs_bucket)
+    env2 = LedgerStore(aws.clients.s3, aws.cfg.specs_bucket)
+    streams = Streams()
+
+    def invoke(env: LedgerStore, seqs: range) -> None:
+        ledger = env.load("ingest", "shard-0")
+        route_stamped([item("e1", s, A, seq=s) for s in seqs], streams, ledger)  # type: ignore[arg-type]
+        env.save("ingest", "shard-0", ledger)
+
+    # WHEN the shard's batches go to env1, then env2, then env1 again (its cache last saw event 2)
+    invoke(env1, range(1, 3))
+    invoke(env2, range(3, 5))
+    invoke(env1, range(5, 6))
+    # THEN the numbers go on 1..5 (env1 did not number event 5 as 3, which the worker would skip as a copy)
+    assert [s[1][1].n for s in stamps(streams)] == [1, 2, 3, 4, 5]
+    # AND env1 made one conditional read per invocation, its unchanged cache answered by 304 without a parse
+    assert (env1.reads, env1.saves, env2.reads, env2.saves) == (2, 2, 1, 1)
+    again = env1.load("ingest", "shard-0")
+    assert again.entries["e1"].n == 5 and env1.reads == 3
+
+
+def test_a_ledger_written_meanwhile_by_another_invocation_is_not_overwritten(aws: Any) -> None:
+    # GIVEN two environments that both loaded the shard's ledger (two concurrent invocations of one shard)
+    env1 = LedgerStore(aws.clients.s3, aws.cfg.specs_bucket)
+    env2 = LedgerStore(aws.clients.s3, aws.cfg.specs_bucket)
+    first, second = env1.load("ingest", "shard-1"), env2.load("ingest", "shard-1")
+    first.entries["e"] = LedgerEntry(1, (1, 0), A)
+    second.entries["e"] = LedgerEntry(1, (2, 0), B)
+    first.dirty = second.dirty = True
+    env1.save("ingest", "shard-1", first)
+    # WHEN the second saves over it THEN the save fails naming the cause, and the first's ledger stays
+    with pytest.raises(AdapterError, match="written by another invocation"):
+        env2.save("ingest", "shard-1", second)
+    assert LedgerStore(aws.clients.s3, aws.cfg.specs_bucket).load("ingest", "shard-1").entries["e"].target == A

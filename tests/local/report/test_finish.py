@@ -38,7 +38,7 @@ def quiet_run(out: Path) -> RunState:
                           ended_at=T0 + 70)
     state.output = SimpleNamespace(records=[], processed=[], problems=[], enriched=[])
     state.notifier = loop("notifier", invocations=[])
-    state.router = loop("router", records_in=0, invocations=0, failed_items=0)
+    state.router = loop("router", records_in=0, invocations=0, failed_items=0, environments=[])
     return state
 
 
