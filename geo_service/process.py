@@ -50,6 +50,8 @@ from partitioner.geo.tiles import arrays_to_quadkeys, tiles_xy
 FETCH_EVERY_S = 0.25
 #: Seconds between two snapshots of a stateful slot's states, which its checkpoints move with (one PutObject each).
 STATE_SNAPSHOT_S = 10.0
+#: Least seconds between two ``state_calls`` log lines of a process (the local report times the handoff calls by them).
+CALLS_LOG_EVERY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,7 @@ class BatchProcessor:
         self.log = get_logger()
         self._last_ms = 0
         self._last_cost_s = 0
+        self._calls_logged: tuple[float, dict[str, int]] = (0.0, {})  # the last state_calls line: (when, calls)
 
     @property
     def handoffs(self) -> HandoffStore:
@@ -197,8 +200,18 @@ class BatchProcessor:
                 waits_s=[round(w, 3) for w in gate.waits[waited:]], crossings=gate.crossings - crossed,
                 calls=dict(self.handoffs.calls),
                 version=slot.version, worker_id=slot.worker_id, owner=self.owner)
+        self._log_calls(now)
         if slot.output.lines and slot.output.since is None:
             slot.output.since = self.monotonic()
+
+    def _log_calls(self, now: float) -> None:
+        """A ``state_calls`` line (the handoff's calls so far, per API) at most every :data:`CALLS_LOG_EVERY_S` while
+        they change: the local report splits the calls between steady state and swaps by these times."""
+        calls = dict(self.handoffs.calls)
+        at, logged = self._calls_logged
+        if calls != logged and now - at >= CALLS_LOG_EVERY_S:
+            self._calls_logged = (now, calls)
+            log(self.log, logging.INFO, "state_calls", calls=calls, owner=self.owner)
 
     def restore_states(self, slot: Slot) -> None:
         """A slot taken over starts from the states its last holder wrote with its checkpoints; a slot that has no

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -48,7 +49,7 @@ class ReplayThread(LoopThread):
     """What both replayers share: the run's view of a replay and how events go on the stream.
 
     The run reads ``sent_ids`` (the events in), ``sent_events`` (the valid events in send order, canonical keys:
-    :mod:`local.oracle` replays them), ``bad_sent``, ``began_at`` (first event sent: the warm-up starts),
+    :mod:`local.oracle` replays them), ``sent_seconds`` (how many were sent in each wall second), ``bad_sent``, ``began_at`` (first event sent: the warm-up starts),
     ``started_at`` (the scenario or replay clock starts: the system is live), ``ended_at``, ``fraction``,
     ``warming_up``, ``done``, ``duration_s`` and ``put_retries``.
     """
@@ -69,6 +70,7 @@ class ReplayThread(LoopThread):
         self.sent_ids: list[str] = []
         self.sent_events: list[dict[str, Any]] = []
         self.bad_sent: dict[str, int] = {}
+        self.sent_seconds: Counter[int] = Counter()  # valid events sent per whole wall second (epoch)
         self.put_retries = 0
         self.done = False
 
@@ -122,6 +124,7 @@ class ReplayThread(LoopThread):
         self._put_raw([(json.dumps(w).encode(), str(w[key])) for w in wire])
         self.sent_ids.extend(str(e["event_id"]) for e in canonical)
         self.sent_events.extend(canonical)
+        self.sent_seconds[int(time.time())] += len(canonical)
 
     def _put_raw(self, records: list[tuple[bytes, str]]) -> None:
         """Put ``(data, partition key)`` records as they are, or KPL-aggregated ``kpl`` per Kinesis record (records

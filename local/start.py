@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from infra.config import DEFAULTS
 from local.aws import EmbeddedAws, start_moto
 from local.calls import CALL_LOG_DIR, count_this_process
 from local.dataset import EventFactory, Places, Scenario, choose_hotspot, load_places
@@ -130,7 +131,10 @@ def _start_components(state: RunState, aws: EmbeddedAws) -> ControlObserver:
     observer = state.observer = ControlObserver(
         aws, alive_pids=lambda: {p.pid for p in fleet_now.processes() if p.exited_at is None and p.child.alive()})
     state.notifier = ManifestNotifier(aws, partitioner_handler, on_invocation=on_invocation(state, aws))
-    state.router = RouterPoller(aws, routers, gate=lambda: observer.active_version is not None)
+    # the deployed event source mapping's batch size and batching window (infra/router.py): a poll per window
+    state.router = RouterPoller(aws, routers, batch_size=int(DEFAULTS["router_batch_size"]),
+                                interval_s=float(DEFAULTS["router_batching_window_s"]),
+                                gate=lambda: observer.active_version is not None)
     fleet: Any = state.fleet
     if "deployer-crash" in cfg.faults:
         fleet = CrashingFleet(state.fleet)  # the deployer's view of the fleet; the report reads state.fleet

@@ -32,6 +32,8 @@ https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html). Two calls p
 from __future__ import annotations
 
 import json
+import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -123,15 +125,21 @@ class LedgerStore:
     ``list_shards`` (optional) lists an ingest stream's shards: a shard with no ledger then inherits its parents'.
     """
 
-    def __init__(self, s3: Any, bucket: str, list_shards: ShardLister | None = None) -> None:
+    def __init__(self, s3: Any, bucket: str, list_shards: ShardLister | None = None, *,
+                 clock: Callable[[], float] = time.time) -> None:
         self._s3 = s3
+        self._clock = clock
         self.bucket = bucket
         self._list_shards = list_shards
         self._shards: dict[str, dict[str, ShardRange]] = {}  # per stream, listed once (again for an unknown shard)
         self._cache: dict[str, _Copy] = {}  # by key: the ledger and the ETag it was read or saved as
         self.saves = 0  # PutObject calls made (the local report's extra calls per event)
         self.reads = 0  # GetObject calls made for the shards routed (304 Not Modified included)
+        self.seconds: Counter[int] = Counter()  # reads and saves per whole second of ``clock``
         self.inherited = 0  # ledgers started from their parents'
+        #: Geo streams this environment found deleted, shared by every ledger it loads (a ledger read anew from S3
+        #: must not check them again: ``DescribeStreamSummary`` has 20 calls/s per account).
+        self.gone_streams: set[str] = set()
 
     @property
     def calls(self) -> int:
@@ -150,7 +158,9 @@ class LedgerStore:
             self._cache[key] = got
         elif cached is None or cached.etag is not None:  # none stored (or it was deleted): start or inherit
             self._cache[key] = _Copy(self._start(stream, shard_id, set()), None)
-        return self._cache[key].ledger
+        ledger = self._cache[key].ledger
+        ledger.gone_streams = self.gone_streams
+        return ledger
 
     def _read(self, key: str, etag: str | None) -> _Copy | object | None:
         """The stored ledger and its ETag, :data:`_NOT_MODIFIED` if it is still ``etag``, or None if none is stored."""
@@ -158,6 +168,7 @@ class LedgerStore:
         if etag is not None:
             kw["IfNoneMatch"] = etag
         self.reads += 1
+        self.seconds[int(self._clock())] += 1
         try:
             resp = self._s3.get_object(**kw)
         except ClientError as exc:
@@ -183,6 +194,7 @@ class LedgerStore:
         etag = cached.etag if cached is not None and cached.ledger is ledger else None
         cond = {"IfMatch": etag} if etag is not None else {"IfNoneMatch": "*"}
         self.saves += 1
+        self.seconds[int(self._clock())] += 1
         try:
             resp = self._s3.put_object(Bucket=self.bucket, Key=key, Body=ledger.to_json().encode(),
                                        ContentType="application/json", **cond)

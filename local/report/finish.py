@@ -137,10 +137,22 @@ def sections(state: RunState, load: WorkerLoad, wall: float) -> Sections:
         oracle_error = f"{type(exc).__name__}: {exc}"
     text += ["", *reference.section(oracle, oracle_error)]
     routers = [e.module for e in state.router.environments] if state.router else []
-    moved = handoff.section(handoff.read_stats(sorted((cfg.out / "logs").glob("worker-*.log")),
-                                               handoff.router_ledger_calls(routers)), len(sent))
+    stats = handoff.read_stats(sorted((cfg.out / "logs").glob("worker-*.log")), handoff.router_ledger_calls(routers))
+    moved = handoff.section(stats, len(sent), _steady(state, stats))
     text += ["", *moved] if moved else []
     return Sections(text, spec_json, figures, flips, d, swaps_rep, report_errors, oracle, oracle_error)
+
+
+def _steady(state: RunState, stats: handoff.HandoffStats) -> handoff.Steady | None:
+    """The handoff's calls and events sent while the replay was live and no swap in progress."""
+    rep, observer = state.replayer, state.observer
+    if rep is None or rep.started_at is None or observer is None:
+        return None
+    end = state.finished_at or time.time()
+    versions = observer.versions
+    spans = handoff.swap_spans(observer.flips, {v: t.deploy_started_at for v, t in versions.items()},
+                               {v: t.drained_at for v, t in versions.items()}, end)
+    return handoff.steady(stats, (rep.started_at, rep.ended_at or end), spans, rep.sent_seconds)
 
 
 def invariants(state: RunState, load: WorkerLoad, body: Sections) -> tuple[Verdict, list[str]]:

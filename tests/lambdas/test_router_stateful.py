@@ -199,14 +199,17 @@ def test_an_environment_whose_cached_ledger_went_stale_reads_the_newer_one_and_n
 
     # WHEN the shard's batches go to env1, then env2, then env1 again (its cache last saw event 2)
     invoke(env1, range(1, 3))
+    env1.load("ingest", "shard-0").gone_streams.add("geo-v0")  # env1 found a deleted stream
     invoke(env2, range(3, 5))
     invoke(env1, range(5, 6))
     # THEN the numbers go on 1..5 (env1 did not number event 5 as 3, which the worker would skip as a copy)
     assert [s[1][1].n for s in stamps(streams)] == [1, 2, 3, 4, 5]
     # AND env1 made one conditional read per invocation, its unchanged cache answered by 304 without a parse
-    assert (env1.reads, env1.saves, env2.reads, env2.saves) == (2, 2, 1, 1)
+    assert (env1.reads, env1.saves, env2.reads, env2.saves) == (3, 2, 1, 1)
     again = env1.load("ingest", "shard-0")
-    assert again.entries["e1"].n == 5 and env1.reads == 3
+    assert again.entries["e1"].n == 5 and env1.reads == 4
+    # AND the ledger it read anew still knows the deleted stream (not asked about again)
+    assert again.gone_streams == {"geo-v0"}
 
 
 def test_a_ledger_written_meanwhile_by_another_invocation_is_not_overwritten(aws: Any) -> None:
