@@ -77,15 +77,25 @@ class RouterLedger:
         self.gone_streams: set[str] = set()
 
     def to_json(self) -> str:
-        rows = {e: [x.n, x.order[0], x.order[1], x.target.stream, x.target.hash_key, x.target.label]
+        """``{"targets": [[stream, hash_key, label], ...], "entities": {entity: [n, seq, sub, target index]}}``:
+        the few targets once, each entity as four numbers (a third of the bytes of a row with its target's names)."""
+        index: dict[Target, int] = {}
+        rows = {e: [x.n, x.order[0], x.order[1], index.setdefault(x.target, len(index))]
                 for e, x in self.entries.items()}
-        return json.dumps({"entities": rows}, separators=(",", ":"))
+        targets = [[t.stream, t.hash_key, t.label] for t in index]
+        return json.dumps({"targets": targets, "entities": rows}, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str, where: str) -> RouterLedger:
+        """A ledger from :meth:`to_json`, or from the earlier layout (each row with its target's three names)."""
         try:
-            rows: Any = json.loads(text)["entities"]
-            return cls({str(e): LedgerEntry(int(r[0]), (int(r[1]), int(r[2])), Target(str(r[3]), str(r[4]), str(r[5])))
+            data: Any = json.loads(text)
+            rows: Any = data["entities"]
+            if "targets" not in data:
+                return cls({str(e): LedgerEntry(int(r[0]), (int(r[1]), int(r[2])),
+                                                Target(str(r[3]), str(r[4]), str(r[5]))) for e, r in rows.items()})
+            targets = [Target(str(t[0]), str(t[1]), str(t[2])) for t in data["targets"]]
+            return cls({str(e): LedgerEntry(int(r[0]), (int(r[1]), int(r[2])), targets[int(r[3])])
                         for e, r in rows.items()})
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise AdapterError(f"router ledger {where!r} is not a ledger: {exc}") from None

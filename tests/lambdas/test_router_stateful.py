@@ -112,8 +112,15 @@ def test_a_marker_to_a_deleted_stream_is_not_needed() -> None:
 
 
 def test_ledger_round_trips_through_json_and_orders_kpl_sub_records() -> None:
-    ledger = RouterLedger({"e": LedgerEntry(3, (17, 2), B)})
-    assert RouterLedger.from_json(ledger.to_json(), "x").entries == ledger.entries
+    ledger = RouterLedger({"e": LedgerEntry(3, (17, 2), B), "f": LedgerEntry(1, (18, 0), A), "g": LedgerEntry(2, (9, 0), B)})
+    text = ledger.to_json()
+    assert RouterLedger.from_json(text, "x").entries == ledger.entries
+    assert json.loads(text)["targets"] == [["geo-v1", "100", "v1#w-b"], ["geo-v1", "0", "v1#w-a"]]  # each once
+    # a ledger saved in the earlier layout (each row naming its target) still reads
+    old = json.dumps({"entities": {"e": [3, 17, 2, "geo-v1", "100", "v1#w-b"]}})
+    assert RouterLedger.from_json(old, "x").entries == {"e": LedgerEntry(3, (17, 2), B)}
+    with pytest.raises(AdapterError, match="'s3://b/k' is not a ledger"):
+        RouterLedger.from_json('{"targets": [], "entities": {"e": [1, 2, 0, 5]}}', "s3://b/k")
     assert ingest_order("17", "arn/shard-0/17/sub=2") == (17, 2) < ingest_order("17", "arn/shard-0/17/sub=10")
 
 
