@@ -33,8 +33,8 @@ spark
 events
     Real-shaped Lambda inputs: S3 notification, Kinesis batch, Lambda context.
 loops, outcomes
-    S3-notification -> partitioner handler; Kinesis event source mapping -> router handler;
-    what the partitioner answered.
+    S3-notification -> partitioner handler; Kinesis event source mapping -> router handler, run in two
+    execution environments (module copies) picked at random per invocation; what the partitioner answered.
 deploy
     Deployer + ECS lifecycle hooks over the real DeployController.
 fleet

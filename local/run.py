@@ -5,7 +5,8 @@ What runs (all real, nothing mocked that a local component can do)::
     Replayer ──PutRecords──► ingest stream (moto Kinesis)
                               │                        │
      Spark streaming job ◄────┘ (subprocess,           └──► RouterPoller ─► lambdas.router.handler
-     python -m aggregation.quadkey_counts                     (Kinesis ESM)     └─► geo stream v<N>
+     python -m aggregation.quadkey_counts                     (Kinesis ESM,     └─► geo stream v<N>
+                                                               2 environments)         │
        └─► snapshots/…/_manifest.json (moto S3)                                        │
      ManifestNotifier ─► lambdas.partitioner.handler (S3 event) ─► spec v<N>, desired     │
      DeployDriver ─► lambdas.deploy controller + hooks ─► LocalFleet: python -m geo_service ◄┘
