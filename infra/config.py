@@ -19,7 +19,7 @@ from infra.errors import InfraError
 from partitioner.contracts.errors import ContractError
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.plan import SwapMode
-from partitioner.contracts.stream import geo_stream_prefix
+from partitioner.contracts.stream import ROUTER_BATCH_SIZE, ROUTER_BATCHING_WINDOW_S, geo_stream_prefix
 from partitioner.control.controller import ControlSettings
 from partitioner.errors import PartitionerError
 
@@ -148,8 +148,8 @@ DEFAULTS: dict[str, Any] = {
     "lease_s": 30,
     "worker_cpu": 512,
     "worker_memory_mib": 1024,
-    "router_batch_size": 500,
-    "router_batching_window_s": 1,
+    "router_batch_size": ROUTER_BATCH_SIZE,
+    "router_batching_window_s": ROUTER_BATCHING_WINDOW_S,
     "router_parallelism": 1,
     "log_retention_days": 30,
     "alarm_email": "",

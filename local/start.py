@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from infra.config import DEFAULTS
 from local.aws import EmbeddedAws, start_moto
 from local.calls import CALL_LOG_DIR, count_this_process
 from local.dataset import EventFactory, Places, Scenario, choose_hotspot, load_places
@@ -35,6 +34,7 @@ from partitioner.contracts.control import ControlKey
 from partitioner.contracts.dynamo import plain_item
 from partitioner.contracts.env import EnvVar
 from partitioner.contracts.spec_pointer import DesiredPointer
+from partitioner.contracts.stream import ROUTER_BATCH_SIZE, ROUTER_BATCHING_WINDOW_S
 
 #: How long the replay may stay in warm-up (no active spec yet) before the run fails.
 WARMUP_TIMEOUT_S = 240.0
@@ -132,8 +132,7 @@ def _start_components(state: RunState, aws: EmbeddedAws) -> ControlObserver:
         aws, alive_pids=lambda: {p.pid for p in fleet_now.processes() if p.exited_at is None and p.child.alive()})
     state.notifier = ManifestNotifier(aws, partitioner_handler, on_invocation=on_invocation(state, aws))
     # the deployed event source mapping's batch size and batching window (infra/router.py): a poll per window
-    state.router = RouterPoller(aws, routers, batch_size=int(DEFAULTS["router_batch_size"]),
-                                interval_s=float(DEFAULTS["router_batching_window_s"]),
+    state.router = RouterPoller(aws, routers, batch_size=ROUTER_BATCH_SIZE, interval_s=ROUTER_BATCHING_WINDOW_S,
                                 gate=lambda: observer.active_version is not None)
     fleet: Any = state.fleet
     if "deployer-crash" in cfg.faults:

@@ -15,6 +15,11 @@ from typing import Any
 
 from partitioner.contracts.errors import ContractError
 
+#: The router's event source mapping on the ingest stream: records per invocation at most, and seconds it waits to fill
+#: a batch (the deployed defaults, ``router_batch_size`` and ``router_batching_window_s``; the local loop's poller).
+ROUTER_BATCH_SIZE = 500
+ROUTER_BATCHING_WINDOW_S = 1
+
 
 def geo_stream_prefix(prefix: str) -> str:
     """Return what every geo stream name of a deployment starts with: ``<prefix>-geo-v`` (IAM resource patterns)."""
