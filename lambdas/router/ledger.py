@@ -151,11 +151,6 @@ class LedgerStore:
         #: must not check them again: ``DescribeStreamSummary`` has 20 calls/s per account).
         self.gone_streams: set[str] = set()
 
-    @property
-    def calls(self) -> int:
-        """S3 calls made for the ledgers (reads and saves)."""
-        return self.reads + self.saves
-
     def load(self, stream: str, shard_id: str) -> RouterLedger:
         """The ledger of ``shard_id`` of ingest stream ``stream`` as last saved by anyone: cached if S3 still holds
         that copy, else stored, inherited or empty."""
