@@ -37,6 +37,7 @@ Warm-up
 from __future__ import annotations
 
 import json
+import tempfile
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -48,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from local.errors import LocalRunError
+from local.traj import traj_to_csv
 from partitioner.contracts.events import MAX_PARTITION_KEY
 from partitioner.contracts.quarantine import lambda_quarantine_key
 from partitioner.load.eventlog import BadRow, check_rows
@@ -85,6 +87,11 @@ BUILTIN_LOGS = {
         EventColumns(lat="LAT", lon="LON", time="BaseDateTime", entity="MMSI", entity_given=True), "iso",
         "AIS positions of 295 vessels in New York harbor, 2020-06-30 00:00-01:00 UTC (8,689 rows in the column layout "
         "of the US MarineCadastre AIS files, as shipped in tracktable-data)"),
+    "uscoastal": BuiltinLog(
+        "tracktable_data", "tracktable-data==1.7.3.1", "python_example_data/US_coastal_2020_06_30.traj",
+        EventColumns(lat="LAT", lon="LON", time="BaseDateTime", entity="MMSI", entity_given=True), "iso",
+        "AIS positions of 1,185 vessels along the US coasts, 2020-06-30 00:22-23:38 UTC (235,967 points, shipped in "
+        "tracktable-data as a .traj file and turned into that CSV layout on first use: local/traj.py)"),
 }
 
 
@@ -100,13 +107,20 @@ def builtin_log(spec: str) -> BuiltinLog | None:
 
 
 def builtin_path(log: BuiltinLog) -> Path:
-    """The file of a built-in log inside its installed package (:class:`RecordedLogError` when not installed)."""
+    """The file of a built-in log inside its installed package (:class:`RecordedLogError` when not installed); a
+    ``.traj`` one as CSV, converted once into the system's temporary directory (``geo-rebalancer-logs/``)."""
     try:
         root = resources.files(log.package)
     except ModuleNotFoundError:
         raise RecordedLogError(f"the built-in log needs the package {log.pip_name!r} (requirements-dev.txt): "
                                f"pip install {log.pip_name}") from None
-    return Path(str(root.joinpath(log.resource)))
+    path = Path(str(root.joinpath(log.resource)))
+    if path.suffix != ".traj":
+        return path
+    csv = Path(tempfile.gettempdir()) / "geo-rebalancer-logs" / f"{path.stem}.csv"
+    if not csv.exists() or csv.stat().st_mtime < path.stat().st_mtime:
+        traj_to_csv(path, csv)
+    return csv
 
 
 @dataclass(frozen=True, eq=False)
