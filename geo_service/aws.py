@@ -32,21 +32,32 @@ class AwsError(GeoServiceError, RuntimeError):
 
 @dataclass(frozen=True)
 class Clients:
-    """The three boto3 clients one worker uses (boto3 clients are thread-safe)."""
+    """The boto3 clients one worker uses (boto3 clients are thread-safe).
+
+    ``kinesis_reads`` makes the ``GetRecords`` calls: a Kinesis client without SDK retries (None: ``kinesis``). The
+    SDK's standard mode retries a throttled call up to five times within seconds, and every retry is one more call
+    against the shard's five per second (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_GetRecords.html),
+    so a throttled shard got more calls, not fewer: measured in the local loop's ``stream-throttle`` fault, 4 to 7
+    calls/s on one shard. Without SDK retries a throttled read returns nothing and the consumer's next call waits
+    its spacing (:class:`geo_service.consumer.ShardConsumer`).
+    """
 
     s3: Any
     kinesis: Any
     dynamodb: Any
+    kinesis_reads: Any = None
 
 
 def make_clients(endpoint_url: str | None = None, region: str | None = None) -> Clients:
-    """Return boto3 clients; ``endpoint_url`` (moto) applies to all three."""
-    cfg = Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5, read_timeout=20)
-    kw: dict[str, Any] = {"region_name": region or DEFAULT_REGION, "config": cfg}
+    """Return boto3 clients; ``endpoint_url`` (moto) applies to all of them."""
+    kw: dict[str, Any] = {"region_name": region or DEFAULT_REGION}
     if endpoint_url:
         kw["endpoint_url"] = endpoint_url
-    return Clients(s3=boto3.client("s3", **kw), kinesis=boto3.client("kinesis", **kw),
-                   dynamodb=boto3.client("dynamodb", **kw))
+    cfg = Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=5, read_timeout=20)
+    once = Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=5, read_timeout=20)
+    return Clients(s3=boto3.client("s3", config=cfg, **kw), kinesis=boto3.client("kinesis", config=cfg, **kw),
+                   dynamodb=boto3.client("dynamodb", config=cfg, **kw),
+                   kinesis_reads=boto3.client("kinesis", config=once, **kw))
 
 
 def load_spec_from_s3(s3: Any, bucket: str, version: int) -> Spec:

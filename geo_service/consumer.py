@@ -25,7 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as EndpointError
 
 from geo_service.aws import load_stream_manifest
 from geo_service.errors import GeoServiceError
@@ -36,6 +37,12 @@ from partitioner.spec.model import Spec
 DEFAULT_LIMIT = 1000
 #: Least time between two GetRecords calls on one shard (5 calls/s per shard is the quota).
 MIN_INTERVAL_S = 0.5
+#: GetRecords errors tried again at the consumer's next poll, not at once (the API reference's throttling and
+#: server errors of GetRecords; the reads client makes no SDK retries, see :class:`geo_service.aws.Clients`).
+RETRY_NEXT_POLL = frozenset({"ProvisionedThroughputExceededException", "KMSThrottlingException",
+                             "InternalFailure", "ServiceUnavailable", "ThrottlingException"})
+#: Connection failures of GetRecords in a row tried again at the next poll; one more is raised.
+MAX_FAILED_READS = 5
 
 #: One shard of a geo stream (the manifest's record).
 ShardInfo = ShardRange
@@ -209,6 +216,9 @@ class ShardConsumer:
         Least time between two GetRecords calls (:data:`MIN_INTERVAL_S`); 0 turns the spacing off.
     clock : callable
         Monotonic seconds (the worker's timebase).
+    reads : botocore Kinesis client, optional
+        The client of the ``GetRecords`` calls, without SDK retries (:class:`geo_service.aws.Clients`); default
+        ``kinesis``.
 
     Notes
     -----
@@ -220,10 +230,12 @@ class ShardConsumer:
 
     def __init__(self, kinesis: Any, stream_name: str, shards: list[ShardInfo], checkpoint: Mapping[str, str],
                  limit: int = DEFAULT_LIMIT, *, min_interval_s: float = MIN_INTERVAL_S,
-                 clock: Callable[[], float] | None = None, spacing: CallSpacing | None = None) -> None:
+                 clock: Callable[[], float] | None = None, spacing: CallSpacing | None = None,
+                 reads: Any = None) -> None:
         if not shards:
             raise ShardNotFound(f"ShardConsumer for {stream_name!r} needs at least one shard")
         self._kinesis = kinesis
+        self._reads = kinesis if reads is None else reads
         self.stream_name = stream_name
         self.shards = tuple(shards)
         self.limit = limit
@@ -235,6 +247,7 @@ class ShardConsumer:
         self._positions: dict[str, str] = dict(checkpoint)
         self._current = 0
         self._iterator: str | None = None
+        self._failed_in_row = 0
 
     @property
     def shard_id(self) -> str:
@@ -259,19 +272,25 @@ class ShardConsumer:
         try:
             if self._iterator is None:
                 self._iterator = self._new_iterator(shard_id)
-            resp = self._kinesis.get_records(ShardIterator=self._iterator, Limit=self.limit)
+            resp = self._reads.get_records(ShardIterator=self._iterator, Limit=self.limit)
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code")
             if code == "ExpiredIteratorException":
                 self._iterator = None
                 return Batch(shard_id=shard_id, records=(), millis_behind_latest=1, at_end=False)
-            if code == "ProvisionedThroughputExceededException":
-                # throttled past the SDK's retries: nothing read, not caught up (no drain, no handover); the iterator
-                # stays valid and the worker's poll loop waits its interval before the next call
+            if code in RETRY_NEXT_POLL:
+                # throttled or a passing server error (the reads client makes no SDK retries): nothing read, not
+                # caught up (no drain, no handover); the iterator stays valid and the next call waits the spacing
                 return Batch(shard_id=shard_id, records=(), millis_behind_latest=1, at_end=False)
             raise
+        except (EndpointError, HTTPClientError):  # a dropped connection, a timeout: the same, at the next poll
+            self._failed_in_row += 1
+            if self._failed_in_row > MAX_FAILED_READS:
+                raise
+            return Batch(shard_id=shard_id, records=(), millis_behind_latest=1, at_end=False)
         finally:
             self._spacing.done(key, self._clock())
+        self._failed_in_row = 0
         records = tuple(KinesisRecord.from_get_records(shard_id, r) for r in resp.get("Records", []))
         if records:
             self._positions[shard_id] = records[-1].sequence_number

@@ -128,7 +128,7 @@ class WorkerContext:
         """A reader of one shard lineage, spaced with every other reader of the process."""
         return ShardConsumer(self.clients.kinesis, stream, shards, checkpoint,
                              min_interval_s=self.config.get_records_interval_s, clock=self.timebase.monotonic,
-                             spacing=self.spacing)
+                             spacing=self.spacing, reads=self.clients.kinesis_reads)
 
     # ------------------------------------------------------------------ leases
     def check_lease(self, manager: LeaseManager) -> None:

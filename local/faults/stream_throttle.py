@@ -67,7 +67,11 @@ class StreamThrottle:
             return
         if self._sent_before_end is None:
             self._sent_before_end = len(self.sent_ids())
-        if self.record.detected_at is not None and set(self.sent_ids()[:self._sent_before_end]) <= self.out_ids():
+        missing = set(self.sent_ids()[:self._sent_before_end]) - self.out_ids()
+        if missing:  # what the fault table shows if the deadline passes first
+            self.record.did = (f"{len(missing)} of {self._sent_before_end} events sent before the end not out yet "
+                               f"(e.g. {min(missing)!r}); {self.throttle.refused} calls refused")
+        elif self.record.detected_at is not None:
             self.record.recovered_at = now
             self.record.did = (f"{self.throttle.refused} of {self.throttle.refused + self.throttle.passed} calls refused; "
                                f"router re-delivered {self.router_failures() - self._router_before} failed items; "

@@ -34,8 +34,9 @@ def test_quick_run_with_all_faults_recovers_without_losing_an_event(tmp_path: Pa
     # THEN every fault was injected and recovered in time
     faults = json.loads((tmp_path / "faults.json").read_text())
     assert [f["fault"] for f in faults] == [f for f in FAULTS if mode == "whole" or f not in WHOLE_ONLY]
+    said = "\n".join(line for line in proc.stdout.splitlines() if "[FAIL]" in line or "tail timeout" in line)
     for f in faults:
-        assert f["injected_at"] is not None and f["recovered"] and f["within_deadline"], f
+        assert f["injected_at"] is not None and f["recovered"] and f["within_deadline"], (f, said)
         assert not f["problems"], f  # e.g. a corrupt snapshot not rejected, a duplicate that published
     assert "fault table" in proc.stdout
     # AND no event was lost, no lease had two owners, no flip came early, the components ran to the end

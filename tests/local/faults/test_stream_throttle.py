@@ -11,6 +11,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from geo_service.aws import make_clients as make_worker_clients
 from geo_service.consumer import ShardConsumer, shards_for_hash_key
 from lambdas.common.clients import make_clients
 from lambdas.common.config import LambdaConfig
@@ -117,6 +118,30 @@ def test_a_worker_read_throttled_past_its_retries_reads_nothing_and_is_not_caugh
     assert consumer.poll().records
 
 
+
+def test_a_worker_makes_one_getrecords_call_per_poll_while_throttled(server: SerialMotoServer) -> None:
+    # GIVEN a worker's own clients (geo_service.aws.make_clients) and a record on the geo stream
+    clients = make_worker_clients(server.url, REGION)
+    put(kinesis(server.url, attempts=1), "t-geo-v1")
+    manifest = StreamManifest(1, "t-geo-v1", GeoStreams(clients.kinesis).shards("t-geo-v1"))
+    consumer = ShardConsumer(clients.kinesis, "t-geo-v1", shards_for_hash_key(manifest, "1"), {}, min_interval_s=0.0,
+                             reads=clients.kinesis_reads)
+    consumer.poll()  # the iterator made before the throttle
+    server.throttle.start("t-geo-v", 1.0, 60.0)
+    try:
+        # WHEN it polls three times under the throttle
+        before = server.throttle.refused
+        batches = [consumer.poll() for _ in range(3)]
+        # THEN each poll made one GetRecords call (no SDK retries adding calls to a throttled shard), read nothing
+        assert server.throttle.refused - before == 3
+        assert all(b.records == () and b.millis_behind_latest > 0 for b in batches)
+    finally:
+        server.throttle.until = 0.0
+    # AND after the throttle the same consumer reads on
+    put(kinesis(server.url, attempts=1), "t-geo-v1")
+    assert consumer.poll().records
+
+
 class Throttle:
     def __init__(self) -> None:
         self.until = 0.0
@@ -152,7 +177,7 @@ def test_stream_throttle_recovers_when_every_event_sent_before_its_end_came_out(
     sent.append("c")  # sent after the end: not waited for
     out.add("a")
     fault.poll()
-    assert not fault.record.recovered
+    assert not fault.record.recovered and "1 of 2 events sent before the end not out yet (e.g. 'b')" in fault.record.did
     out.add("b")
     fault.poll()
     assert fault.record.recovered and "3 of 8 calls refused" in fault.record.did
