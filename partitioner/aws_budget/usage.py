@@ -164,7 +164,10 @@ def _kinesis(op: str, params: Mapping[str, Any], response: Mapping[str, Any], it
         return [Usage("kinesis.GetShardIterator", shard, 1)]
     if op == "GetRecords":
         shard = iterators.take(params.get("ShardIterator"))
-        iterators.give(response.get("NextShardIterator"), shard)
+        # a call that read nothing because it failed (throttled: an error response; no answer: {}) leaves its
+        # iterator valid, and the caller tries it again
+        iterators.give(response.get("NextShardIterator") if "Records" in response else params.get("ShardIterator"),
+                       shard)
         size = sum(len(r.get("Data", b"")) for r in response.get("Records", []))
         return [Usage("kinesis.GetRecords", shard, 1), Usage("kinesis.GetRecords.bytes", shard, size)]
     if op in ("PutRecords", "PutRecord"):

@@ -78,6 +78,20 @@ def test_hooks_count_every_call_on_moto_with_shards_followed_through_iterators()
     assert by_key["kinesis.DescribeStreamSummary"] == {"account": 1}
 
 
+
+def test_a_failed_getrecords_keeps_its_iterator_so_the_retry_still_names_the_shard() -> None:
+    # GIVEN an iterator handed out for shard s/0
+    its = IteratorMap()
+    usages("kinesis", "GetShardIterator", {"StreamName": "s", "ShardId": "0"}, {"ShardIterator": "i1"}, its)
+    throttled = {"Error": {"Code": "ProvisionedThroughputExceededException"}}
+    # WHEN a read with it is throttled, another gets no answer, and the next one reads
+    first = usages("kinesis", "GetRecords", {"ShardIterator": "i1"}, throttled, its)
+    second = usages("kinesis", "GetRecords", {"ShardIterator": "i1"}, {}, its)
+    third = usages("kinesis", "GetRecords", {"ShardIterator": "i1"}, {"Records": [], "NextShardIterator": "i2"}, its)
+    # THEN every call counts against s/0, not an unknown shard, and the iterator moved on only after the read
+    assert {u.scope for u in first + second + third if u.key == "kinesis.GetRecords"} == {"s/0"}
+    assert its.take("i2") == "s/0" and its.take("i1") != "s/0"
+
 def test_report_holds_peak_and_sustained_against_the_quota() -> None:
     # GIVEN 15 DescribeStreamSummary calls in one second (quota 20/s) and 3/s of launches for 20 s
     log = CallLog()
