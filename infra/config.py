@@ -121,12 +121,16 @@ class GeoConfig:
     geo_transform: str | None = None  # GEO_TRANSFORM of the workers ("module:Class"); None = the default transform
     state_handoff: bool = False  # STATE_HANDOFF of the router: a stateful transform's state follows each entity
     event_fields: EventFields = DEFAULT_EVENT_FIELDS  # EVENT_FIELDS: which key of an event holds each field
+    leases_warm_writes: int = 0  # warm throughput of the leases table, write units/s (0: a new table's 4,000)
 
     @property
     def geo_stream_prefix(self) -> str:
         """Name prefix of the per-version geo streams (docs/CONTRACTS.md: ``<prefix>-geo-v<version>``)."""
         return geo_stream_prefix(self.prefix)
 
+
+#: Write units/s a new on-demand DynamoDB table sustains before it scales (DynamoDB's warm throughput page).
+NEW_TABLE_WRITES = 4000
 
 DEFAULTS: dict[str, Any] = {
     "prefix": "georebal",
@@ -166,6 +170,7 @@ DEFAULTS: dict[str, Any] = {
     "geo_transform": "",
     "state_handoff": False,
     "event_fields": {},
+    "leases_warm_writes": 0,
 }
 
 
@@ -266,7 +271,18 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
                             "'' (the default reverse geocoder) or 'module:Class'") or None,
         state_handoff=_bool(ctx, "state_handoff"),
         event_fields=_event_fields(ctx),
+        leases_warm_writes=_warm_writes(ctx),
     )
+
+
+def _warm_writes(ctx: Mapping[str, Any]) -> int:
+    """``leases_warm_writes``: 0, or write units/s above a new on-demand table's 4,000 and within the default
+    40,000 per table (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html)."""
+    value = _int(ctx, "leases_warm_writes", 0, NEW_TABLE_WRITES * 10)
+    if 0 < value <= NEW_TABLE_WRITES:
+        raise ConfigError(f"context 'leases_warm_writes' must be 0 (not pre-warmed) or above a new on-demand table's "
+                          f"{NEW_TABLE_WRITES} write units/s, got {_raw(ctx, 'leases_warm_writes')!r}")
+    return value
 
 
 def _router_parallelism(ctx: Mapping[str, Any]) -> int:

@@ -152,3 +152,14 @@ def test_policy_mode_selects_the_policy_the_partitioner_runs() -> None:
     assert settings.mode == "reactive" and settings.reactive.high_watermark == 0.9
     # AND the default is the predictive policy
     assert ControlSettings.from_json(load_config({}).policy.to_json(), where="POLICY_JSON").mode == "predictive"
+
+
+@pytest.mark.parametrize("bad", [1, 4000, 40_001, -1, "lots"])
+def test_leases_warm_writes_is_off_or_above_a_new_tables_writes(bad: object) -> None:
+    # GIVEN a warm throughput at or below what a new on-demand table has anyway, or past the table quota
+    # WHEN loaded THEN one line names the key and the value
+    with pytest.raises(ConfigError, match=f"'leases_warm_writes'.*{bad!r}"):
+        load_config({"leases_warm_writes": bad})
+    # AND 0 and a value above 4,000 are taken
+    assert load_config({}).leases_warm_writes == 0
+    assert load_config({"leases_warm_writes": 6000}).leases_warm_writes == 6000

@@ -31,3 +31,14 @@ def test_a_provisioned_ingest_stream_and_fixed_names_when_not_retained(custom: A
     synth.template.has_resource_properties(
         "AWS::Kinesis::Stream", {"Name": "georebal-ingest", "ShardCount": 4, "StreamModeDetails": {"StreamMode": "PROVISIONED"}})
     synth.template.has_resource_properties("AWS::DynamoDB::Table", {"TableName": "georebal-control"})
+
+
+def test_the_leases_table_is_pre_warmed_only_when_asked(emr: Any, custom: Any) -> None:
+    # GIVEN the default stack and one with leases_warm_writes=6000 WHEN their tables are inspected
+    # THEN by default no table is pre-warmed (no one-time charge)
+    assert not [r for r in emr.resources("AWS::DynamoDB::Table").values() if "WarmThroughput" in r["Properties"]]
+    # AND with the setting the leases table (only) sustains 6,000 write units/s from the start
+    custom.template.has_resource_properties("AWS::DynamoDB::Table", {
+        "TableName": "georebal-leases", "WarmThroughput": {"WriteUnitsPerSecond": 6000}})
+    custom.template.has_resource_properties("AWS::DynamoDB::Table", {
+        "TableName": "georebal-control", "WarmThroughput": Match.absent()})
