@@ -1,7 +1,8 @@
 """Following the armed faults while the loop runs, and their table at the end.
 
 :func:`poll_faults` drives every injector (the replay and tail phases call it several times a second) and says
-when one fired or broke a promise; :func:`fault_pending` keeps the tail waiting for a fault still open;
+when one fired or broke a promise; :func:`fault_pending` keeps the tail waiting for a fault still open, and
+:func:`snapshot_fault_open` keeps its snapshot notifications on while a snapshot fault needs a judged window;
 :func:`fault_table` prints the table, writes ``faults.json`` and fails the run when a fault did not recover in time.
 """
 
@@ -60,6 +61,14 @@ def fault_table(state: RunState) -> None:
         state.failure = "; ".join(
             ([f"fault(s) not injected or not recovered within their deadline: {', '.join(bad)}"] if bad else [])
             + broken) + " (see faults.json)"
+
+
+def snapshot_fault_open(state: RunState) -> bool:
+    """True while an injected ``snapshot-*`` fault has not recovered and its deadline has not passed (the tail keeps
+    the snapshot notifications on for it: only a window judged after it recovers it)."""
+    now = time.time()
+    return any(f.record.fault.startswith("snapshot-") and f.record.injected_at is not None and not f.record.recovered
+               and now - f.record.injected_at <= f.record.deadline_s for f in state.faults)
 
 
 def fault_pending(state: RunState) -> bool:

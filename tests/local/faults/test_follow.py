@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from local.config import RunConfig
-from local.faults.follow import fault_pending, fault_table, poll_faults
+from local.faults.follow import fault_pending, fault_table, poll_faults, snapshot_fault_open
 from local.faults.record import FaultRecord
 from local.state import RunState
 
@@ -59,3 +60,20 @@ def test_the_table_fails_the_run_for_a_fault_that_did_not_recover_in_time(tmp_pa
     assert state.failure == ("fault(s) not injected or not recovered within their deadline: stream-throttle "
                              "(see faults.json)")
     assert any("fault table" in line for line in state.events_log)
+
+
+def test_only_an_open_snapshot_fault_keeps_the_snapshot_notifications_on(tmp_path: Path) -> None:
+    # GIVEN an open stream throttle and a snapshot fault injected just now
+    state = RunState(config=RunConfig(out=tmp_path), started_at=990.0, workdir=tmp_path)
+    now = time.time()
+    throttle = FaultRecord("stream-throttle", injected_at=now, deadline_s=60.0)
+    dup = FaultRecord("snapshot-dup", injected_at=now, detected_at=now, deadline_s=60.0)
+    state.faults = [SimpleNamespace(record=throttle), SimpleNamespace(record=dup)]
+    # THEN the snapshot fault keeps them on
+    assert snapshot_fault_open(state)
+    # WHEN it recovered THEN nothing does (the throttle does not need a judged window)
+    dup.recovered_at = now + 1.0
+    assert not snapshot_fault_open(state) and fault_pending(state)
+    # AND one past its deadline does not either
+    state.faults = [SimpleNamespace(record=FaultRecord("snapshot-corrupt", injected_at=now - 100.0, deadline_s=60.0))]
+    assert not snapshot_fault_open(state)
