@@ -3,7 +3,8 @@
 :class:`CrashingFleet` raises :class:`InjectedCrash` once; the driver (:class:`local.deploy.DeployDriver`) ends that
 "invocation" like a Lambda that died. Nothing calls the fleet start again but the controller's resume on a later
 step (:meth:`lambdas.deploy.controller.DeployController.resume_fleet`, after ``fleet_start_grace_s``; the schedule
-in AWS). *Recovered* when that swap's fleet started and the swap flipped.
+in AWS). *Recovered* when that swap flipped (or a later one did): its fleet started by a later step, or its slots
+carried by running workers.
 """
 
 from __future__ import annotations
@@ -67,8 +68,12 @@ class DeployerCrash:
             self.record.injected_at = self.record.detected_at = now  # the invocation error is seen at once
             self.record.mid_swap = True
             self.record.target = f"deployer, inside the fleet start of v{version} (after saving waiting_green)"
-        elif self.record.recovered_at is None and self.fleet_started(version, old):
+        elif self.record.recovered_at is None:
+            # the swap flipped (or a later one did): every slot of the plan was served, by a fleet a later step
+            # started or, in carry mode, by running workers that carried the slots from the stored plan (then no
+            # fleet start is recorded: seen under load, when the carried slots were ready before the resume's grace)
             active = self.active_version()
             if active is not None and active >= version:
-                self.record.took_over_by["fleet"] = f"started by a later step; v{version} flipped"
+                how = "started by a later step" if self.fleet_started(version, old) else "no fleet start recorded"
+                self.record.took_over_by["fleet"] = f"{how}; active spec v{active} (the crashed swap was to v{version})"
                 self.record.recovered_at = now

@@ -50,3 +50,22 @@ def test_deployer_crash_dies_once_in_the_next_swaps_fleet_start_and_recovers_whe
     state["active"] = 2
     fault.poll()
     assert fault.record.recovered and fault.record.within_deadline
+    assert fault.record.took_over_by["fleet"] == "started by a later step; active spec v2 (the crashed swap was to v2)"
+
+
+def test_a_crashed_swap_whose_carried_slots_flipped_without_a_fleet_start_recovered() -> None:
+    # GIVEN a deployer that died in v2's fleet start
+    fleet = CrashingFleet(Fleet())
+    state = {"status": "done", "active": 1}
+    fault = DeployerCrash(fleet, lambda v, old: False, lambda: int(state["active"]), lambda: str(state["status"]),
+                          deadline_s=65.0, clock=lambda: 100.0)
+    fault.poll()
+    with pytest.raises(InjectedCrash):
+        fleet.start(Plan(2, 1))
+    fault.poll()
+    assert not fault.record.recovered
+    # WHEN v2 flipped with no fleet start recorded (carry mode: running workers carried every slot), or a later
+    # version flipped THEN recovered, and the table says no start was recorded
+    state["active"] = 3
+    fault.poll()
+    assert fault.record.recovered and fault.record.took_over_by["fleet"] == "no fleet start recorded; active spec v3 (the crashed swap was to v2)"
