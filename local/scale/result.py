@@ -12,6 +12,7 @@ from typing import Any
 
 from geo_service.config import WorkerConfig
 from partitioner.aws_budget.calls import CallLog
+from partitioner.aws_budget.quotas import warm_table_writes
 from partitioner.aws_budget.report import BudgetRow, budget, failures, rates_per_api, render
 
 
@@ -30,6 +31,8 @@ class ScaleConfig:
     phase_timeout_s: float = 900.0
     seed: int = 11
     out: Path = Path("out/scale")
+    #: the stack's ``leases_warm_writes``: the leases table's writes are held against it (0: a new table's 4,000)
+    leases_warm_writes: int = 0
 
 
 @dataclass
@@ -66,8 +69,13 @@ class ScaleResult:
     #: wrote two objects in it (records reach the slots too rarely: raise ``--sent-per-worker-s``)
     steady_output_puts: float | None = None
 
+    #: the leases table's name (the scope of its writes in the call log)
+    leases_table: str = ""
+
     def budget(self) -> list[BudgetRow]:
-        return budget(self.calls)
+        warm = self.config.leases_warm_writes
+        return budget(self.calls, overrides={("dynamodb.write_units.table", self.leases_table): warm_table_writes(warm)}
+                      if warm and self.leases_table else None)
 
     def rates(self) -> dict[str, float]:
         """Every API's calls (or units) per simulated second over the whole run."""

@@ -94,6 +94,7 @@ def run(cfg: ScaleConfig, progress: Callable[[str], None] = print) -> ScaleResul
     result.slots = tuple(len(v.spec.workers) for v in world.versions)
     result.moved_shares = tuple(round(v.moved_share, 4) for v in world.versions)
     names = Names(PREFIX)
+    result.leases_table = names.leases_table
     ctx = Context(cfg, sim, calls, result, progress, started)
     with moto_on(sim):
         actors = start_actors(ctx, names, world)
@@ -244,15 +245,19 @@ def parse_args(argv: list[str] | None = None) -> ScaleConfig:
     p.add_argument("--shards-per-worker", type=int, default=1, help="geo-stream shards per worker, k (1)")
     p.add_argument("--steady", type=float, default=30.0, help="simulated seconds of steady state after v1 (30)")
     p.add_argument("--launch-delay", type=float, default=20.0, help="simulated seconds to start a task (20)")
+    p.add_argument("--leases-warm-writes", type=int, default=0,
+                   help="the stack's leases_warm_writes: hold the leases table's writes against it (0: 4,000)")
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--out", type=Path, default=Path("out/scale"))
     a = p.parse_args(argv)
     for name in ("workers", "shards_per_worker"):
         if getattr(a, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(a, name)!r}")
+    if a.leases_warm_writes < 0:
+        p.error(f"--leases-warm-writes must be >= 0, got {a.leases_warm_writes!r}")
     return ScaleConfig(workers=a.workers, events_per_s=a.events_per_s, sent_per_worker_s=a.sent_per_worker_s,
                        shards_per_worker=a.shards_per_worker, steady_s=a.steady, launch_delay_s=a.launch_delay,
-                       seed=a.seed, out=a.out)
+                       seed=a.seed, out=a.out, leases_warm_writes=a.leases_warm_writes)
 
 
 def main(argv: list[str] | None = None) -> int:

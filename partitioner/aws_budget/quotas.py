@@ -135,3 +135,11 @@ QUOTAS: tuple[Quota, ...] = (
 )
 
 BY_KEY: dict[str, Quota] = {q.key: q for q in QUOTAS}
+
+_DDB_WARM = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html"
+
+
+def warm_table_writes(units_per_second: float) -> Quota:
+    """The write quota of a table pre-warmed to ``units_per_second`` (the stack's ``leases_warm_writes``)."""
+    return Quota("dynamodb.write_units.table", "DynamoDB writes of a pre-warmed table", Scope.TABLE, Unit.WRITE_UNITS,
+                 units_per_second, _DDB_WARM, note="warm throughput set when the table was created")

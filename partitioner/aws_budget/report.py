@@ -77,18 +77,29 @@ def _sustained(seconds: Mapping[int, float], window_s: int) -> float:
     return best / window_s
 
 
-def budget(log: CallLog | Iterable[Series], window_s: int = WINDOW_S) -> list[BudgetRow]:
-    """One :class:`BudgetRow` per quota row (or uncovered call) the log used, worst margin first."""
+def budget(log: CallLog | Iterable[Series], window_s: int = WINDOW_S,
+           overrides: Mapping[tuple[str, str], Quota] | None = None) -> list[BudgetRow]:
+    """One :class:`BudgetRow` per quota row (or uncovered call) the log used, worst margin first.
+
+    ``overrides``: ``{(quota key, scope): quota}`` for a scope whose quota differs from the row's (a pre-warmed
+    table: :func:`partitioner.aws_budget.quotas.warm_table_writes`). A row with one shows its scope of least margin;
+    without, its busiest scope.
+    """
     by_key: dict[str, list[Series]] = {}
     for s in log.series() if isinstance(log, CallLog) else log:
         by_key.setdefault(s.key, []).append(s)
     rows = []
     for key, series in by_key.items():
-        scored = [(max(s.seconds.values(), default=0.0), _sustained(s.seconds, window_s), s) for s in series]
-        peak, _, peak_s = max(scored, key=lambda x: x[0])
-        sustained = max(x[1] for x in scored)
         total = sum(sum(s.seconds.values()) for s in series)
-        rows.append(BudgetRow(key, peak_s.scope, len(series), peak, sustained, total, BY_KEY.get(key)))
+        scored = [BudgetRow(key, s.scope, len(series), max(s.seconds.values(), default=0.0),
+                            _sustained(s.seconds, window_s), total, (overrides or {}).get((key, s.scope), BY_KEY.get(key)))
+                  for s in series]
+        if any((key, s.scope) in (overrides or {}) for s in series):
+            rows.append(min(scored, key=lambda r: (float("inf") if r.margin is None else r.margin, -r.peak)))
+            continue
+        busiest = max(scored, key=lambda r: r.peak)
+        rows.append(BudgetRow(key, busiest.scope, len(series), busiest.peak, max(r.sustained for r in scored), total,
+                              busiest.quota))
     return sorted(rows, key=lambda r: (r.margin is None, r.margin if r.margin is not None else 0.0, r.key))
 
 

@@ -7,7 +7,7 @@ import pytest
 from moto import mock_aws
 
 from partitioner.aws_budget.calls import CallLog, watch
-from partitioner.aws_budget.quotas import BY_KEY, QUOTAS, BudgetError, Quota, Scope, Unit
+from partitioner.aws_budget.quotas import BY_KEY, QUOTAS, BudgetError, Quota, Scope, Unit, warm_table_writes
 from partitioner.aws_budget.report import MIN_MARGIN, budget, failures, growth, rates_per_api, render
 from partitioner.aws_budget.usage import IteratorMap, Usage, usages
 
@@ -91,6 +91,24 @@ def test_a_failed_getrecords_keeps_its_iterator_so_the_retry_still_names_the_sha
     # THEN every call counts against s/0, not an unknown shard, and the iterator moved on only after the read
     assert {u.scope for u in first + second + third if u.key == "kinesis.GetRecords"} == {"s/0"}
     assert its.take("i2") == "s/0" and its.take("i1") != "s/0"
+
+
+def test_a_pre_warmed_table_is_held_against_its_warm_throughput_and_the_others_against_the_default() -> None:
+    # GIVEN 3,000 write units/s on the leases table and 10/s on the control table
+    log = CallLog()
+    for t in range(10):
+        log.add([Usage("dynamodb.write_units.table", "leases", 3000), Usage("dynamodb.write_units.table", "control", 10)],
+                at=float(t))
+    # WHEN held against a new on-demand table's 4,000 THEN the row is below the 2x margin
+    (plain,) = budget(log)
+    assert plain.scope == "leases" and not plain.ok
+    # WHEN the leases table is pre-warmed to 8,000 THEN its margin is 8,000 / 3,000 and the row passes
+    (warm,) = budget(log, overrides={("dynamodb.write_units.table", "leases"): warm_table_writes(8000)})
+    assert warm.scope == "leases" and warm.margin == pytest.approx(8000 / 3000) and warm.ok
+    # AND a pre-warmed table with little use does not hide another table near its default quota
+    (other,) = budget(log, overrides={("dynamodb.write_units.table", "control"): warm_table_writes(8000)})
+    assert other.scope == "leases" and not other.ok
+
 
 def test_report_holds_peak_and_sustained_against_the_quota() -> None:
     # GIVEN 15 DescribeStreamSummary calls in one second (quota 20/s) and 3/s of launches for 20 s

@@ -20,7 +20,8 @@ def test_a_small_fleet_swaps_twice_within_every_quota(tmp_path: Path) -> None:
     # GIVEN 6 light workers on the worker's own code, 120 events/s routed and all of them sent (every router
     # invocation puts its records, so every slot receives records continuously), on a simulated clock
     proc = subprocess.run([sys.executable, "-m", "local.scale", "--workers", "6", "--events-per-s", "120",
-                           "--sent-per-worker-s", "20", "--steady", "30", "--out", str(tmp_path)], cwd=REPO,
+                           "--sent-per-worker-s", "20", "--steady", "30", "--leases-warm-writes", "6000",
+                           "--out", str(tmp_path)], cwd=REPO,
                           capture_output=True, text=True, timeout=600)
     # WHEN the fleet starts, moves 5 % of its load and grows by 20 %
     result = json.loads((tmp_path / "result.json").read_text())
@@ -43,3 +44,8 @@ def test_a_small_fleet_swaps_twice_within_every_quota(tmp_path: Path) -> None:
     assert rows["kinesis.ListShards"]["total"] == 3
     assert rows["kinesis.DescribeStreamSummary"]["sustained"] < 1.0
     assert "AWS API budget at 6 workers" in proc.stdout
+    # AND with the stack's leases_warm_writes the leases table's writes are held against it, the control table's
+    # against a new table's 4,000 (the row shows the table of least margin)
+    writes = rows["dynamodb.write_units.table"]
+    quota = 6000 if writes["scope"].endswith("-leases") else 4000
+    assert result["config"]["leases_warm_writes"] == 6000 and writes["margin"] == pytest.approx(quota / writes["peak"])
