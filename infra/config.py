@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from infra.errors import InfraError
+from partitioner.aws_budget.quotas import BY_KEY
 from partitioner.contracts.errors import ContractError
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.contracts.plan import SwapMode
@@ -129,8 +130,7 @@ class GeoConfig:
         return geo_stream_prefix(self.prefix)
 
 
-#: Write units/s a new on-demand DynamoDB table sustains before it scales (DynamoDB's warm throughput page).
-NEW_TABLE_WRITES = 4000
+NEW_TABLE_WRITES = int(BY_KEY["dynamodb.write_units.table"].per_second or 0)  # a new on-demand table's, per second
 
 DEFAULTS: dict[str, Any] = {
     "prefix": "georebal",
