@@ -123,6 +123,7 @@ class GeoConfig:
     state_handoff: bool = False  # STATE_HANDOFF of the router: a stateful transform's state follows each entity
     event_fields: EventFields = DEFAULT_EVENT_FIELDS  # EVENT_FIELDS: which key of an event holds each field
     leases_warm_writes: int = 0  # warm throughput of the leases table, write units/s (0: a new table's 4,000)
+    leases_warm_reads: int = 0  # warm throughput of the leases table, read units/s (0: a new table's 12,000)
 
     @property
     def geo_stream_prefix(self) -> str:
@@ -131,6 +132,7 @@ class GeoConfig:
 
 
 NEW_TABLE_WRITES = int(BY_KEY["dynamodb.write_units.table"].per_second or 0)  # a new on-demand table's, per second
+NEW_TABLE_READS = int(BY_KEY["dynamodb.read_units.table"].per_second or 0)
 
 DEFAULTS: dict[str, Any] = {
     "prefix": "georebal",
@@ -171,6 +173,7 @@ DEFAULTS: dict[str, Any] = {
     "state_handoff": False,
     "event_fields": {},
     "leases_warm_writes": 0,
+    "leases_warm_reads": 0,
 }
 
 
@@ -271,17 +274,18 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
                             "'' (the default reverse geocoder) or 'module:Class'") or None,
         state_handoff=_bool(ctx, "state_handoff"),
         event_fields=_event_fields(ctx),
-        leases_warm_writes=_warm_writes(ctx),
+        leases_warm_writes=_warm(ctx, "leases_warm_writes", NEW_TABLE_WRITES, "write"),
+        leases_warm_reads=_warm(ctx, "leases_warm_reads", NEW_TABLE_READS, "read"),
     )
 
 
-def _warm_writes(ctx: Mapping[str, Any]) -> int:
-    """``leases_warm_writes``: 0, or write units/s above a new on-demand table's 4,000 and within the default
-    40,000 per table (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html)."""
-    value = _int(ctx, "leases_warm_writes", 0, NEW_TABLE_WRITES * 10)
-    if 0 < value <= NEW_TABLE_WRITES:
-        raise ConfigError(f"context 'leases_warm_writes' must be 0 (not pre-warmed) or above a new on-demand table's "
-                          f"{NEW_TABLE_WRITES} write units/s, got {_raw(ctx, 'leases_warm_writes')!r}")
+def _warm(ctx: Mapping[str, Any], key: str, new_table: int, unit: str) -> int:
+    """``leases_warm_writes`` / ``_reads``: 0, or units/s above a new on-demand table's and within 40,000 per table
+    (the default table maximum, https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html)."""
+    value = _int(ctx, key, 0, 40_000)
+    if 0 < value <= new_table:
+        raise ConfigError(f"context {key!r} must be 0 (not pre-warmed) or above a new on-demand table's "
+                          f"{new_table} {unit} units/s, got {_raw(ctx, key)!r}")
     return value
 
 
@@ -330,14 +334,9 @@ def _policy(ctx: Mapping[str, Any]) -> PolicyConfig:
     if low >= high:
         raise ConfigError(f"context 'low_watermark' must be < high_watermark ({high}), got {_raw(ctx, 'low_watermark')!r}")
     mode = _text(ctx, "policy_mode", lambda v: v in ("predictive", "reactive"), "'predictive' or 'reactive'")
-    policy = PolicyConfig(
-        mode=mode,
-        high_watermark=high,
-        low_watermark=low,
-        max_waste_ratio=_float(ctx, "max_waste_ratio", 1.0, 100.0),
-        cooldown_s=_int(ctx, "cooldown_s", 0, 7 * 86400),
-        min_change=_float(ctx, "min_change", 0.0, 1.0),
-    )
+    policy = PolicyConfig(mode=mode, high_watermark=high, low_watermark=low,
+                          max_waste_ratio=_float(ctx, "max_waste_ratio", 1.0, 100.0),
+                          cooldown_s=_int(ctx, "cooldown_s", 0, 7 * 86400), min_change=_float(ctx, "min_change", 0.0, 1.0))
     try:  # the one parser of POLICY_JSON, the one the partitioner Lambda runs
         ControlSettings.from_json(policy.to_json(), where="cdk.json context (policy_mode and the policy keys)")
     except PartitionerError as exc:

@@ -131,17 +131,18 @@ class DeployDriver(LoopThread):
             for version in sorted(requested_versions(event)):
                 if await_desired(self.ctl, version, wait_s=2.0):
                     self.ctl.request(version)
-        if self.deployment is None:  # a carry swap has no ECS deployment: the deployer steps it all the way
-            self.ctl.step(allow_start=True)
-        if self.swap_mode is SwapMode.WHOLE:  # the deployer Lambda's reconcile (lambdas/deploy/deployer.py)
-            from lambdas.deploy.code import reconcile_fleet
+        from lambdas.deploy.code import Reconciled, may_start, reconcile_fleet
 
+        done = None
+        if self.swap_mode is SwapMode.WHOLE:  # the deployer Lambda's reconcile first (lambdas/deploy/deployer.py)
             done = reconcile_fleet(self.ctl)
             if done is not None:
                 st = self.ctl.state()
                 self.reconciled.append(Reconcile(time.time(), done.value, st.version))
                 self.say(f"deployer: ECS rolled a deployment back; reconciled: {done.value} (deploy v{st.version} "
                          f"{st.status})")
+        if self.deployment is None:  # a carry swap has no ECS deployment: the deployer steps it all the way
+            self.ctl.step(allow_start=done is not Reconciled.REDEPLOYED and may_start(self.ctl))
 
     def _ecs(self) -> None:
         from lambdas.deploy.hooks import HookEvent, run_hook

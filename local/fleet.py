@@ -157,6 +157,15 @@ class LocalFleet:
         """True when the service runs another version's revision than ``version`` (see :meth:`ecs_rollback`)."""
         return self.service_version != version
 
+    def serves(self, version: int) -> bool:
+        """True when the service runs ``version``'s revision (the local ECS driver holds the deployer back while a
+        deployment's hooks run)."""
+        return self.service_version == version
+
+    def target_version(self) -> int | None:
+        """The SPEC_VERSION the service's revision carries (the one being deployed during a deployment)."""
+        return self.service_version
+
     def reconcile(self, version: int, worker_ids: Sequence[str]) -> bool:
         """Deploy ``version`` again if the service runs another revision: a process per slot of ``worker_ids``
         with none of ``version`` running; True if it did."""

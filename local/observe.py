@@ -166,9 +166,13 @@ class ControlObserver(LoopThread):
         up to now)."""
         # an open span counts up to the last observation, not to the report: the teardown that stops the workers
         # comes after the last step, and the time it takes says nothing about the run
+        return max(((b - a, v) for a, b, v in self.unserved_spans()), default=(0.0, None))
+
+    def unserved_spans(self) -> list[tuple[float, float, int]]:
+        """Every span ``(start, end, version)`` the active version had no running worker, an open one up to the last
+        observation (see :meth:`longest_unserved`)."""
         since = self._unserved_since
-        spans = [*self.unserved, *([(since[0], max(since[0], self.last_step_at), since[1])] if since else [])]
-        return max(((b - a, v) for a, b, v in spans), default=(0.0, None))
+        return [*self.unserved, *([(since[0], max(since[0], self.last_step_at), since[1])] if since else [])]
 
     def _observe_leases(self, items: Iterable[Mapping[str, Any]], now: float) -> None:
         by_version: dict[int, list[LeaseRecord]] = {}

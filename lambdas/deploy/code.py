@@ -82,6 +82,25 @@ class ReconcilableFleet(Protocol):
 
     def reconcile(self, version: int, worker_ids: Sequence[str]) -> bool: ...
 
+    def serves(self, version: int) -> bool: ...
+
+    def target_version(self) -> int | None: ...
+
+
+def may_start(ctl: DeployController) -> bool:
+    """May the controller start a new swap now? ``whole`` mode: only while the service runs the live version's
+    revision with no deployment rolling out or back.
+
+    After ECS rolled the live version's deployment back (a hook timed out after the flip), the live version has no
+    running worker until :func:`reconcile_fleet` deployed it again. A swap started meanwhile would drain a version
+    no worker reads: its records would stay in its stream. So the next swap waits for the live fleet to be back.
+    """
+    fleet = ctl.fleet
+    if ctl.swap_mode is not SwapMode.WHOLE or not isinstance(fleet, ReconcilableFleet):
+        return True
+    active = read_active(ctl.control)
+    return active is None or fleet.serves(active.version)
+
 
 def reconcile_fleet(ctl: DeployController) -> Reconciled | None:
     """``whole`` mode: match the controller to what ECS did with its deployments (see the module docstring).

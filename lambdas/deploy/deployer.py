@@ -29,6 +29,8 @@ redeployed as a new version (:mod:`lambdas.deploy.code`). In ``whole`` mode ever
 controller with what ECS did (:func:`lambdas.deploy.code.reconcile_fleet`): a deployment ECS rolled back before its
 flip (a hook invocation failed or timed out) is marked rolled back at once, and after the flip the live version is
 deployed again; the ECS deployment events of the service invoke it (``infra/deploy.py``, ``DeploymentEvents``).
+It reconciles before it steps, and a new swap starts only while the service runs the live version
+(:func:`lambdas.deploy.code.may_start`).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from lambdas.common.errors import LambdaError
 from lambdas.common.records import read_desired
-from lambdas.deploy.code import Reconciled, reconcile_fleet, redeploy_live_spec
+from lambdas.deploy.code import Reconciled, may_start, reconcile_fleet, redeploy_live_spec
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.runtime import config, controller
 from partitioner.contracts.control import DeployState
@@ -147,15 +149,16 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             logger.warning("spec object exists but control 'desired' never reached it: not deployed",
                            extra={"version": version})
     ctl.stream_wait_s = stream_wait_budget(remaining_s(), cfg.stream_active_wait_s)  # per invocation
-    st = ctl.step(allow_start=True)
-    reconciled = reconcile_fleet(ctl)  # ECS rolled a deployment back (a hook failed or timed out)
+    # first match the controller to what ECS did (a hook failed or timed out and ECS rolled a deployment back), then
+    # step: a new swap starts only while the service runs the live version (may_start)
+    reconciled = reconcile_fleet(ctl)
     if reconciled is not None:
         metrics.add_metric(name=fleet_reconciled_metric(reconciled), unit=MetricUnit.Count, value=1)
         logger.warning("ECS rolled a deployment back: " + ("the version in flight is marked rolled back" if
                        reconciled is Reconciled.ROLLED_BACK else "the live version was deployed again"),
-                       extra={"version": st.version, "reconciled": reconciled.value})
-        st = ctl.state()
-    if not st.in_flight:
+                       extra={"version": ctl.state().version, "reconciled": reconciled.value})
+    st = ctl.step(allow_start=reconciled is not Reconciled.REDEPLOYED and may_start(ctl))
+    if not st.in_flight and may_start(ctl):
         rolled = redeploy_live_spec(ctl, cfg.worker_task_definition, ctl.clock)
         if rolled is not None:
             logger.info("worker code changed: live spec redeployed as a new version", extra={"version": rolled})

@@ -80,6 +80,15 @@ class EcsFleet:
         steady and runs another ``SPEC_VERSION``."""
         return not self.service.deploying() and self.service.running_spec_version() != version
 
+    def serves(self, version: int) -> bool:
+        """``whole`` mode: the service runs ``version``'s revision and no deployment is rolling out or back."""
+        return not self.service.deploying() and self.service.running_spec_version() == version
+
+    def target_version(self) -> int | None:
+        """``SPEC_VERSION`` of the revision the service is set to: the last ``UpdateService``'s, so during a
+        deployment the one being deployed."""
+        return self.service.running_spec_version()
+
     def start(self, plan: DeployPlan) -> None:
         if plan.mode is SwapMode.WHOLE:
             self.service.deploy(self.service.register_revision(plan.to_version, self.template), plan.new_slots)

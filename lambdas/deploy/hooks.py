@@ -42,6 +42,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from lambdas.common.errors import LambdaError
+from lambdas.deploy.code import ReconcilableFleet
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.runtime import config, controller
 from partitioner.contracts.control import IN_FLIGHT, DeployState, DeployStatus
@@ -118,6 +119,11 @@ def run_hook(ctl: DeployController, event: HookEvent, callback_delay_s: int) -> 
         logger.exception("deploy step failed inside the lifecycle hook", extra={"stage": event.stage, "error": str(exc)})
         return fallback(ctl, event.hold, event.hook_details, callback_delay_s)
     tracked = event.tracked_version
+    if tracked is None and st.status == DeployStatus.ROLLED_BACK and isinstance(ctl.fleet, ReconcilableFleet):
+        # the first call of a deployment after a version was rolled back: it is that version's deployment only if
+        # the service is being set to it; the deployer's redeploy of the live version (reconcile_fleet) is not, and
+        # failing it would make ECS roll the live version back again, in a loop
+        tracked = ctl.fleet.target_version()
     if tracked is None and st.status in (*IN_FLIGHT, DeployStatus.ROLLED_BACK):
         tracked = st.version
     status = decide(event.hold, st, tracked)

@@ -62,7 +62,8 @@ class HookFault:
 
     * before the flip (``hook-fail`` at ``POST_SCALE_UP``): mark the version rolled back at once, blue serving;
     * after the flip (``hook-timeout`` at ``POST_PRODUCTION_TRAFFIC_SHIFT``, the router already follows green):
-      deploy the live version again before a lease duration passes without a running worker of it.
+      deploy the live version again. Until it runs, the router follows a version with no running worker: an outage
+      the fault itself makes, judged against this fault's deadline (``record.outage``), not the one-lease invariant.
 
     *Detected* when the deployer reconciled (``reconciled`` entries after the injection), *recovered* when the
     router's version has every slot served by a running worker (``served``) and, before the flip, the version is
@@ -93,6 +94,7 @@ class HookFault:
         self._version, self._blue = version, st.old_version
         self.record.injected_at = self.clock()
         self.record.mid_swap = True
+        self.record.outage = not self.pre_flip  # ECS stops the tasks of the version the router already follows
         self.record.target = (f"lifecycle hook {stage} of the ECS deployment of v{version} (blue v{st.old_version}, "
                               f"{'before' if self.pre_flip else 'after'} the flip): the invocation {self.failure}")
         return self.failure

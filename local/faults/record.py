@@ -31,6 +31,10 @@ class FaultRecord:
     did: str = ""  # what the system did, in a few words (the leases taken over when empty)
     events: str = ""  # events lost or doubled while the fault was open (:func:`events_column`)
     problems: list[str] = field(default_factory=list)  # a broken promise (e.g. a bad snapshot published): fails the run
+    #: the fault itself stops every worker of the live version (ECS rolling a deployment back after the flip): the
+    #: span without a running worker it opens is judged against ``deadline_s``, not against one lease
+    #: (:func:`local.report.invariants.served_check`)
+    outage: bool = False
 
     @property
     def recovered(self) -> bool:

@@ -22,7 +22,8 @@ Invariants (exit 1 when one breaks):
 * **flip safety**: ``active`` never moved to a version before all its leases were
   owned, unexpired and ready.
 * **served**: the version ``active`` names (the router's target) never went longer than one
-  lease duration without a lease held by a running worker process (``ControlObserver``).
+  lease duration without a lease held by a running worker process (``ControlObserver``); a span that an injected
+  ``hook-timeout`` opens (ECS stops the live version's tasks) is held to that fault's deadline instead.
 * **cap, at the workers**: at most 2 % of worker-windows over the cap and none above
   110 % of it (:data:`local.report.worker_load.MAX_OVER_CAP_SHARE`, ``MAX_UTILISATION``; what a
   worker-window is: :mod:`local.report.worker_load`). No worker-window at all fails it.

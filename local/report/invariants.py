@@ -7,9 +7,11 @@ components (:func:`checks`); the swap invariants are :func:`local.report.swaps.c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from local.faults.record import FaultRecord
 from local.fleet import WorkerSettings
 from local.output import delivery
 from local.report.utilisation import as_percent
@@ -51,12 +53,8 @@ def checks(state: RunState, load: WorkerLoad) -> list[Check]:
                      f"{oc.over} of {oc.worker_windows} worker-windows over the cap ({100 * oc.share:.1f}%), "
                      f"{oc.above_limit} above {100 * MAX_UTILISATION:.0f}%, worst {worst}"
                      + ("" if oc.worker_windows else "; no worker-window measured")))
-    gap, gap_v = obs.longest_unserved() if obs is not None else (0.0, None)
-    lease_s = WorkerSettings().lease_s
-    out.append(Check(f"the router never pointed at a version with no running worker for longer than one lease "
-                     f"({lease_s:g}s)", obs is not None and gap <= lease_s,
-                     f"longest span without a running worker of the active version: {gap:.1f}s"
-                     + (f" (v{gap_v})" if gap_v is not None else "") + f"; {len(obs.unserved) if obs else 0} span(s)"))
+    outages = [f.record for f in state.faults if f.record.outage]
+    out.append(served_check(obs.unserved_spans() if obs is not None else None, outages, WorkerSettings().lease_s))
     loop_errors = {loop.name: loop.errors for loop in loops(state) if loop.errors}
     fatal = state.failure or state.interrupted or next((f"{loop.name}: {loop.fatal}" for loop in loops(state)
                                                        if loop.fatal), None)
@@ -65,6 +63,37 @@ def checks(state: RunState, load: WorkerLoad) -> list[Check]:
                      f"failure: {fatal or 'none'}; all events out: {state.drained_cleanly}; "
                      f"loop errors: {sum(len(e) for e in loop_errors.values())}; other: {other_v or 'none'}"))
     return out
+
+
+def served_check(spans: Sequence[tuple[float, float, int]] | None, outages: Sequence[FaultRecord],
+                 lease_s: float) -> Check:
+    """The router never pointed at a version with no running worker for longer than one lease.
+
+    ``spans`` are the observer's ``(start, end, version)`` spans without a running worker of the active version
+    (None: no observer, the check fails). A span that starts while an injected fault that stops the live version's
+    workers is open (``outages``: ``hook-timeout``, ECS rolling the deployment back after the flip) is that fault's
+    outage: it is judged against the fault's deadline and reported on its own line of the detail, never dropped.
+    """
+    if spans is None:
+        return Check(f"the router never pointed at a version with no running worker for longer than one lease "
+                     f"({lease_s:g}s)", False, "no observer")
+
+    def cause(start: float) -> FaultRecord | None:
+        return next((r for r in outages if r.injected_at is not None and r.injected_at <= start
+                     and (r.recovered_at is None or start <= r.recovered_at)), None)
+
+    own = [(b - a, v) for a, b, v in spans if cause(a) is None]
+    gap, gap_v = max(own, default=(0.0, None))
+    faulted = [(b - a, v, r) for a, b, v in spans if (r := cause(a)) is not None]
+    late = [(d, v, r) for d, v, r in faulted if d > r.deadline_s]
+    detail = (f"longest span without a running worker of the active version: {gap:.1f}s"
+              + (f" (v{gap_v})" if gap_v is not None else "") + f"; {len(own)} span(s)")
+    if faulted:
+        detail += "; while an injected fault stopped the live version's workers: " + ", ".join(
+            f"{d:.1f}s (v{v}, {r.fault}, deadline {r.deadline_s:g}s)" for d, v, r in faulted)
+    return Check(f"the router never pointed at a version with no running worker for longer than one lease "
+                 f"({lease_s:g}s; a fault that stops its workers: that fault's deadline)",
+                 gap <= lease_s and not late, detail)
 
 
 def demonstrated(state: RunState, spec_json: dict[str, Any]) -> list[tuple[str, bool, str]]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from geo_service.config import WorkerConfig
 from partitioner.aws_budget.calls import CallLog
-from partitioner.aws_budget.quotas import warm_table_writes
+from partitioner.aws_budget.quotas import warm_table_reads, warm_table_writes
 from partitioner.aws_budget.report import BudgetRow, budget, failures, rates_per_api, render
 
 
@@ -33,6 +33,8 @@ class ScaleConfig:
     out: Path = Path("out/scale")
     #: the stack's ``leases_warm_writes``: the leases table's writes are held against it (0: a new table's 4,000)
     leases_warm_writes: int = 0
+    #: the stack's ``leases_warm_reads``: the leases table's reads are held against it (0: a new table's 12,000)
+    leases_warm_reads: int = 0
 
 
 @dataclass
@@ -73,9 +75,12 @@ class ScaleResult:
     leases_table: str = ""
 
     def budget(self) -> list[BudgetRow]:
-        warm = self.config.leases_warm_writes
-        return budget(self.calls, overrides={("dynamodb.write_units.table", self.leases_table): warm_table_writes(warm)}
-                      if warm and self.leases_table else None)
+        cfg, table = self.config, self.leases_table
+        warm = {**({("dynamodb.write_units.table", table): warm_table_writes(cfg.leases_warm_writes)}
+                   if cfg.leases_warm_writes and table else {}),
+                **({("dynamodb.read_units.table", table): warm_table_reads(cfg.leases_warm_reads)}
+                   if cfg.leases_warm_reads and table else {})}
+        return budget(self.calls, overrides=warm or None)
 
     def rates(self) -> dict[str, float]:
         """Every API's calls (or units) per simulated second over the whole run."""

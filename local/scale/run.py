@@ -247,17 +247,21 @@ def parse_args(argv: list[str] | None = None) -> ScaleConfig:
     p.add_argument("--launch-delay", type=float, default=20.0, help="simulated seconds to start a task (20)")
     p.add_argument("--leases-warm-writes", type=int, default=0,
                    help="the stack's leases_warm_writes: hold the leases table's writes against it (0: 4,000)")
+    p.add_argument("--leases-warm-reads", type=int, default=0,
+                   help="the stack's leases_warm_reads: hold the leases table's reads against it (0: 12,000)")
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--out", type=Path, default=Path("out/scale"))
     a = p.parse_args(argv)
     for name in ("workers", "shards_per_worker"):
         if getattr(a, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(a, name)!r}")
-    if a.leases_warm_writes < 0:
-        p.error(f"--leases-warm-writes must be >= 0, got {a.leases_warm_writes!r}")
+    for name in ("leases_warm_writes", "leases_warm_reads"):
+        if getattr(a, name) < 0:
+            p.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(a, name)!r}")
     return ScaleConfig(workers=a.workers, events_per_s=a.events_per_s, sent_per_worker_s=a.sent_per_worker_s,
                        shards_per_worker=a.shards_per_worker, steady_s=a.steady, launch_delay_s=a.launch_delay,
-                       seed=a.seed, out=a.out, leases_warm_writes=a.leases_warm_writes)
+                       seed=a.seed, out=a.out, leases_warm_writes=a.leases_warm_writes,
+                       leases_warm_reads=a.leases_warm_reads)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -143,3 +143,9 @@ def warm_table_writes(units_per_second: float) -> Quota:
     """The write quota of a table pre-warmed to ``units_per_second`` (the stack's ``leases_warm_writes``)."""
     return Quota("dynamodb.write_units.table", "DynamoDB writes of a pre-warmed table", Scope.TABLE, Unit.WRITE_UNITS,
                  units_per_second, _DDB_WARM, note="warm throughput set when the table was created")
+
+
+def warm_table_reads(units_per_second: float) -> Quota:
+    """The read quota of a table pre-warmed to ``units_per_second`` (the stack's ``leases_warm_reads``)."""
+    return Quota("dynamodb.read_units.table", "DynamoDB reads of a pre-warmed table", Scope.TABLE, Unit.READ_UNITS,
+                 units_per_second, _DDB_WARM, note="warm throughput set when the table was created")

@@ -163,3 +163,14 @@ def test_leases_warm_writes_is_off_or_above_a_new_tables_writes(bad: object) -> 
     # AND 0 and a value above 4,000 are taken
     assert load_config({}).leases_warm_writes == 0
     assert load_config({"leases_warm_writes": 6000}).leases_warm_writes == 6000
+
+
+@pytest.mark.parametrize("bad", [1, 12000, 40_001, -1, "lots"])
+def test_leases_warm_reads_is_off_or_above_a_new_tables_reads(bad: object) -> None:
+    # GIVEN a read warm throughput at or below a new on-demand table's 12,000, or past the table quota
+    # WHEN loaded THEN one line names the key and the value
+    with pytest.raises(ConfigError, match=f"'leases_warm_reads'.*{bad!r}"):
+        load_config({"leases_warm_reads": bad})
+    # AND 0 and a value above 12,000 are taken, independently of the writes
+    assert load_config({}).leases_warm_reads == 0
+    assert load_config({"leases_warm_reads": 20000}).leases_warm_reads == 20000

@@ -34,11 +34,12 @@ def test_a_provisioned_ingest_stream_and_fixed_names_when_not_retained(custom: A
 
 
 def test_the_leases_table_is_pre_warmed_only_when_asked(emr: Any, custom: Any) -> None:
-    # GIVEN the default stack and one with leases_warm_writes=6000 WHEN their tables are inspected
+    # GIVEN the default stack and one with leases_warm_writes=6000, leases_warm_reads=20000 WHEN their tables are
+    # inspected
     # THEN by default no table is pre-warmed (no one-time charge)
     assert not [r for r in emr.resources("AWS::DynamoDB::Table").values() if "WarmThroughput" in r["Properties"]]
-    # AND with the setting the leases table (only) sustains 6,000 write units/s from the start
+    # AND with the settings the leases table (only) sustains 6,000 write and 20,000 read units/s from the start
     custom.template.has_resource_properties("AWS::DynamoDB::Table", {
-        "TableName": "georebal-leases", "WarmThroughput": {"WriteUnitsPerSecond": 6000}})
+        "TableName": "georebal-leases", "WarmThroughput": {"WriteUnitsPerSecond": 6000, "ReadUnitsPerSecond": 20000}})
     custom.template.has_resource_properties("AWS::DynamoDB::Table", {
         "TableName": "georebal-control", "WarmThroughput": Match.absent()})

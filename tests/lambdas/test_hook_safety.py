@@ -206,3 +206,35 @@ def test_an_ecs_rollback_after_the_flip_is_redeployed_while_blue_still_drains(aw
     assert out["status"] == DeployStatus.DRAINING and read_active(aws.control).version == 2  # type: ignore[union-attr]
     # AND v1's stream is still there for its remaining records
     assert "georebal-geo-v1" in aws.stream_names()
+
+
+def test_a_redeploy_of_the_live_version_after_a_rollback_is_not_failed_by_its_hook(aws: Aws) -> None:
+    # GIVEN v2's deployment rolled back by ECS before its flip (the controller says v2 rolled_back; v1 serves)
+    _, _, v1_revision = whole_v1_then_v2_started(aws)
+    aws.clients.ecs.update_service(cluster=SERVICE[0], service=SERVICE[1], taskDefinition=v1_revision)
+    assert deployer.handler(load_event("ecs_deployment_state_change.json"), ShortContext())["status"] == "rolled_back"
+    ctl = runtime.controller()
+    # WHEN ECS runs the hooks of a deployment of v1's revision (the deployer deploying the live version again)
+    out = hooks.run_hook(ctl, hooks.HookEvent.parse(event()), 15)
+    # THEN the hook lets it through: failing it would make ECS roll the live version back, in a loop
+    assert out["hookStatus"] == "SUCCEEDED" and out["hookDetails"]["version"] == 1
+    # AND the first hook call of v2's own deployment (the service set to v2's revision) still fails
+    EcsService(aws.clients.ecs, *SERVICE).deploy(EcsService(aws.clients.ecs, *SERVICE).register_revision(2), 4)
+    assert hooks.run_hook(ctl, hooks.HookEvent.parse(event()), 15)["hookStatus"] == "FAILED"
+
+
+def test_no_swap_starts_while_ecs_has_rolled_the_live_version_back(aws: Aws) -> None:
+    # GIVEN v2 live and done, then ECS rolls the service back to v1's revision (a hook timed out after the flip)
+    v1, v2, v1_revision = whole_v1_then_v2_started(aws)
+    for w in v2.workers:
+        aws.put_lease(2, w.id)
+    for w in v1.workers:
+        aws.put_lease(1, w.id, drained=True, owner=None)
+    assert deployer.handler({"action": "step"}, ShortContext())["status"] == "done"
+    aws.clients.ecs.update_service(cluster=SERVICE[0], service=SERVICE[1], taskDefinition=v1_revision)
+    # WHEN v3 is published in the same moment and the deployer runs for it
+    publish(aws, make_spec(3, loads=(800, 800, 800, 800), previous=v2))
+    out = deployer.handler({"version": 3}, ShortContext())
+    # THEN the live v2 is deployed again first; v3 waits (queued), so no swap drains a version no worker reads
+    assert spec_version_running(aws) == 2 and read_active(aws.control).version == 2  # type: ignore[union-attr]
+    assert out["version"] == 2 and out["queued_version"] == 3, out

@@ -21,7 +21,7 @@ def test_a_small_fleet_swaps_twice_within_every_quota(tmp_path: Path) -> None:
     # invocation puts its records, so every slot receives records continuously), on a simulated clock
     proc = subprocess.run([sys.executable, "-m", "local.scale", "--workers", "6", "--events-per-s", "120",
                            "--sent-per-worker-s", "20", "--steady", "30", "--leases-warm-writes", "6000",
-                           "--out", str(tmp_path)], cwd=REPO,
+                           "--leases-warm-reads", "20000", "--out", str(tmp_path)], cwd=REPO,
                           capture_output=True, text=True, timeout=600)
     # WHEN the fleet starts, moves 5 % of its load and grows by 20 %
     result = json.loads((tmp_path / "result.json").read_text())
@@ -49,3 +49,7 @@ def test_a_small_fleet_swaps_twice_within_every_quota(tmp_path: Path) -> None:
     writes = rows["dynamodb.write_units.table"]
     quota = 6000 if writes["scope"].endswith("-leases") else 4000
     assert result["config"]["leases_warm_writes"] == 6000 and writes["margin"] == pytest.approx(quota / writes["peak"])
+    # AND the same for the reads with leases_warm_reads (a new table's 12,000 for the control table)
+    reads = rows["dynamodb.read_units.table"]
+    quota = 20000 if reads["scope"].endswith("-leases") else 12000
+    assert result["config"]["leases_warm_reads"] == 20000 and reads["margin"] == pytest.approx(quota / reads["peak"])
