@@ -49,6 +49,7 @@ def test_hook_fail_fails_the_first_pre_flip_green_hold_and_recovers_when_the_dep
     # AND it recovered: v2 rolled back, v1 still active and served, within two lease durations
     assert fault.record.detected_at == 502.0 and fault.record.recovered_at == 502.0 and fault.record.within_deadline
     assert "blue v1 kept serving" in fault.record.did
+    assert not fault.record.outage  # blue kept serving: no outage to excuse
 
 
 def test_hook_fail_does_not_fire_on_a_first_deployment_or_after_the_flip() -> None:
@@ -66,6 +67,8 @@ def test_hook_timeout_fails_after_the_flip_and_recovers_only_when_the_live_versi
     w.deploy, w.active, w.served = Deploy(2, "draining", 1), 2, {2}
     fault = w.fault("hook-timeout")
     assert fault.intercept(2, "POST_PRODUCTION_TRAFFIC_SHIFT") is not None
+    # (an outage of the live version the fault makes itself: held to its deadline, not to one lease)
+    assert fault.record.outage
     # WHEN ECS stopped v2's tasks and the deployer redeployed v2, but no v2 worker runs yet
     w.served = set()
     w.now += 0.5
