@@ -12,9 +12,11 @@ Notes
 * A DynamoDB item's key stands in for its partition (one item is always in one partition): the per-partition rows
   are checked per item, which finds hot items; several items of a small table may share a partition, so the
   table-level rows are checked too.
-* The ECS API's per-action token buckets are listed on its request-throttling page; only the rows quoted here were
-  readable when this table was written (``RegisterTaskDefinition`` 20 / 1 per second). The other ECS actions the
-  system calls are counted and reported without a margin (``per_second`` None) rather than with a guessed quota.
+* The ECS API throttles by action category, one token bucket per category per account and region (the
+  request-throttling page's table: bucket = burst, refill = sustained). The rows are keyed by the one action of each
+  category the system calls; the other actions of those categories (``ListServices``, ``ListTaskDefinitions``,
+  ``DeregisterTaskDefinition``, ``CreateService``, ``DeleteService``, ``GetTaskProtection``) are never called, so
+  an action's count is its category's.
 """
 
 from __future__ import annotations
@@ -123,12 +125,14 @@ QUOTAS: tuple[Quota, ...] = (
           burst=100, note="on-demand tasks: a bucket of 100 refilled at 20 per second"),
     Quota("ecs.RegisterTaskDefinition", "ECS RegisterTaskDefinition", Scope.ACCOUNT, Unit.CALLS, 1, _ECS_THROTTLE,
           burst=20),
-    Quota("ecs.UpdateService", "ECS UpdateService", Scope.ACCOUNT, Unit.CALLS, None, _ECS_THROTTLE,
-          note="per-action bucket listed on the page; not readable here: counted, no margin"),
-    Quota("ecs.DescribeServices", "ECS DescribeServices", Scope.ACCOUNT, Unit.CALLS, None, _ECS_THROTTLE,
-          note="per-action bucket listed on the page; not readable here: counted, no margin"),
+    Quota("ecs.DescribeTaskDefinition", "ECS DescribeTaskDefinition", Scope.ACCOUNT, Unit.CALLS, 20, _ECS_THROTTLE,
+          burst=50, note="task definition read actions: a bucket of 50 refilled at 20 per second"),
+    Quota("ecs.UpdateService", "ECS UpdateService", Scope.ACCOUNT, Unit.CALLS, 5, _ECS_THROTTLE, burst=50,
+          note="service modify actions: a bucket of 50 refilled at 5 per second"),
+    Quota("ecs.DescribeServices", "ECS DescribeServices", Scope.ACCOUNT, Unit.CALLS, 20, _ECS_THROTTLE, burst=100,
+          note="service read actions: a bucket of 100 refilled at 20 per second"),
     Quota("ecs.UpdateTaskProtection", "ECS UpdateTaskProtection (through the agent)", Scope.ACCOUNT, Unit.CALLS,
-          None, _ECS_THROTTLE, note="per-action bucket listed on the page; not readable here: counted, no margin"),
+          80, _ECS_THROTTLE, burst=200, note="task protection actions: a bucket of 200 refilled at 80 per second"),
     # Lambda
     Quota("lambda.concurrency", "Lambda concurrent executions", Scope.ACCOUNT, Unit.EXECUTIONS, 1000,
           _LAMBDA_LIMITS, note="1,000 per region by default (a level, not a rate: the peak is compared)"),

@@ -46,9 +46,31 @@ def test_dynamodb_units_follow_item_size_and_consistency() -> None:
 def test_s3_calls_count_per_prefix_and_unknown_calls_are_kept() -> None:
     # GIVEN a PUT under enriched/v3/ and an ECS call no row covers WHEN counted THEN prefix and name are kept
     put = usages("s3", "PutObject", {"Bucket": "out", "Key": "enriched/v3/w1/1.jsonl"}, {}, IteratorMap())
-    ecs = usages("ecs", "DescribeServices", {}, {}, IteratorMap())
+    ecs = usages("ecs", "ListClusters", {}, {}, IteratorMap())
     assert put == [Usage("s3.put.prefix", "out/enriched/v3/w1", 1)]
-    assert ecs == [Usage("ecs.DescribeServices", "account", 1)]
+    assert ecs == [Usage("ecs.ListClusters", "account", 1)]
+    # AND an unknown call is reported with its rate and no margin, never dropped
+    log = CallLog(clock=lambda: 1000.0)
+    log.record_call("ecs", "ListClusters", {}, {})
+    (row,) = budget(log)
+    assert row.key == "ecs.ListClusters" and row.total == 1 and row.margin is None
+
+
+def test_every_ecs_action_the_system_calls_has_its_categorys_token_bucket() -> None:
+    # GIVEN the ECS actions the deployer, the hooks and the workers call
+    # WHEN their rows are read THEN each has the bucket and refill of its category on ECS's request-throttling page
+    buckets = {k: (BY_KEY[k].burst, BY_KEY[k].per_second) for k in (
+        "ecs.UpdateService", "ecs.DescribeServices", "ecs.DescribeTaskDefinition", "ecs.RegisterTaskDefinition",
+        "ecs.UpdateTaskProtection")}
+    assert buckets == {"ecs.UpdateService": (50, 5), "ecs.DescribeServices": (100, 20),
+                       "ecs.DescribeTaskDefinition": (50, 20), "ecs.RegisterTaskDefinition": (20, 1),
+                       "ecs.UpdateTaskProtection": (200, 80)}
+    # AND 30 UpdateService calls in one second use 60 % of the bucket: below the 2x margin
+    log = CallLog(clock=lambda: 1000.0)
+    for _ in range(30):
+        log.record_call("ecs", "UpdateService", {}, {})
+    (row,) = budget(log)
+    assert row.margin == pytest.approx(5 / 3) and not row.ok
 
 
 def test_hooks_count_every_call_on_moto_with_shards_followed_through_iterators() -> None:
