@@ -154,23 +154,14 @@ def test_policy_mode_selects_the_policy_the_partitioner_runs() -> None:
     assert ControlSettings.from_json(load_config({}).policy.to_json(), where="POLICY_JSON").mode == "predictive"
 
 
-@pytest.mark.parametrize("bad", [1, 4000, 40_001, -1, "lots"])
-def test_leases_warm_writes_is_off_or_above_a_new_tables_writes(bad: object) -> None:
-    # GIVEN a warm throughput at or below what a new on-demand table has anyway, or past the table quota
-    # WHEN loaded THEN one line names the key and the value
-    with pytest.raises(ConfigError, match=f"'leases_warm_writes'.*{bad!r}"):
-        load_config({"leases_warm_writes": bad})
-    # AND 0 and a value above 4,000 are taken
-    assert load_config({}).leases_warm_writes == 0
-    assert load_config({"leases_warm_writes": 6000}).leases_warm_writes == 6000
-
-
-@pytest.mark.parametrize("bad", [1, 12000, 40_001, -1, "lots"])
-def test_leases_warm_reads_is_off_or_above_a_new_tables_reads(bad: object) -> None:
-    # GIVEN a read warm throughput at or below a new on-demand table's 12,000, or past the table quota
-    # WHEN loaded THEN one line names the key and the value
-    with pytest.raises(ConfigError, match=f"'leases_warm_reads'.*{bad!r}"):
-        load_config({"leases_warm_reads": bad})
-    # AND 0 and a value above 12,000 are taken, independently of the writes
-    assert load_config({}).leases_warm_reads == 0
-    assert load_config({"leases_warm_reads": 20000}).leases_warm_reads == 20000
+@pytest.mark.parametrize(("key", "bad", "good"), [
+    *[("leases_warm_writes", bad, 6000) for bad in (1, 4000, 40_001, -1, "lots")],
+    *[("leases_warm_reads", bad, 20000) for bad in (1, 12000, 40_001, -1, "lots")]])
+def test_leases_warm_throughput_is_off_or_above_a_new_tables(key: str, bad: object, good: int) -> None:
+    # GIVEN a warm throughput at or below what a new on-demand table has anyway (4,000 writes, 12,000 reads), or past
+    # the table quota WHEN loaded THEN one line names the key and the value
+    with pytest.raises(ConfigError, match=f"'{key}'.*{bad!r}"):
+        load_config({key: bad})
+    # AND 0 and a value above the new table's are taken, each setting on its own
+    assert getattr(load_config({}), key) == 0
+    assert getattr(load_config({key: good}), key) == good

@@ -142,12 +142,7 @@ def spec_version_running(aws: Aws) -> int | None:
 
 def test_an_ecs_rollback_after_the_flip_is_redeployed_by_the_schedule(aws: Aws) -> None:
     # GIVEN whole mode, v1 then v2 deployed to done through the deployer and hooks
-    v1, v2, v1_revision = whole_v1_then_v2_started(aws)
-    for w in v2.workers:
-        aws.put_lease(2, w.id)
-    for w in v1.workers:
-        aws.put_lease(1, w.id, drained=True, owner=None)
-    assert deployer.handler({"action": "step"}, ShortContext())["status"] == "done"
+    v2, v1_revision = whole_v2_done(aws)
     assert spec_version_running(aws) == 2 and aws.stream_names() == ["georebal-geo-v2"]
     # WHEN ECS rolls the service back to v1's revision after the flip (circuit breaker, hook timeout)
     aws.clients.ecs.update_service(cluster=SERVICE[0], service=SERVICE[1], taskDefinition=v1_revision)
@@ -177,6 +172,17 @@ def whole_v1_then_v2_started(aws: Aws) -> tuple[Spec, Spec, str]:
     assert deployer.handler({"version": 2}, ShortContext())["status"] == DeployStatus.WAITING_GREEN
     assert spec_version_running(aws) == 2
     return v1, v2, v1_revision
+
+
+def whole_v2_done(aws: Aws) -> tuple[Spec, str]:
+    """Whole mode through the deployer: v1, then v2 leased, v1 drained and the swap done; v2 and v1's revision."""
+    v1, v2, v1_revision = whole_v1_then_v2_started(aws)
+    for w in v2.workers:
+        aws.put_lease(2, w.id)
+    for w in v1.workers:
+        aws.put_lease(1, w.id, drained=True, owner=None)
+    assert deployer.handler({"action": "step"}, ShortContext())["status"] == "done"
+    return v2, v1_revision
 
 
 def test_an_ecs_rollback_before_the_flip_ends_the_swap_at_once(aws: Aws) -> None:
@@ -225,12 +231,7 @@ def test_a_redeploy_of_the_live_version_after_a_rollback_is_not_failed_by_its_ho
 
 def test_no_swap_starts_while_ecs_has_rolled_the_live_version_back(aws: Aws) -> None:
     # GIVEN v2 live and done, then ECS rolls the service back to v1's revision (a hook timed out after the flip)
-    v1, v2, v1_revision = whole_v1_then_v2_started(aws)
-    for w in v2.workers:
-        aws.put_lease(2, w.id)
-    for w in v1.workers:
-        aws.put_lease(1, w.id, drained=True, owner=None)
-    assert deployer.handler({"action": "step"}, ShortContext())["status"] == "done"
+    v2, v1_revision = whole_v2_done(aws)
     aws.clients.ecs.update_service(cluster=SERVICE[0], service=SERVICE[1], taskDefinition=v1_revision)
     # WHEN v3 is published in the same moment and the deployer runs for it
     publish(aws, make_spec(3, loads=(800, 800, 800, 800), previous=v2))
