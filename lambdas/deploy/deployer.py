@@ -157,8 +157,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logger.warning("ECS rolled a deployment back: " + ("the version in flight is marked rolled back" if
                        reconciled is Reconciled.ROLLED_BACK else "the live version was deployed again"),
                        extra={"version": ctl.state().version, "reconciled": reconciled.value})
-    st = ctl.step(allow_start=reconciled is not Reconciled.REDEPLOYED and may_start(ctl))
-    if not st.in_flight and may_start(ctl):
+    startable = reconciled is not Reconciled.REDEPLOYED and may_start(ctl)  # asked once: ECS reads behind it
+    st = ctl.step(allow_start=startable)
+    if not st.in_flight and startable:
         rolled = redeploy_live_spec(ctl, cfg.worker_task_definition, ctl.clock)
         if rolled is not None:
             logger.info("worker code changed: live spec redeployed as a new version", extra={"version": rolled})

@@ -66,13 +66,12 @@ def fault_table(state: RunState) -> None:
 def snapshot_fault_open(state: RunState) -> bool:
     """True while an injected ``snapshot-*`` fault has not recovered and its deadline has not passed (the tail keeps
     the snapshot notifications on for it: only a window judged after it recovers it)."""
-    now = time.time()
-    return any(f.record.fault.startswith("snapshot-") and f.record.injected_at is not None and not f.record.recovered
-               and now - f.record.injected_at <= f.record.deadline_s for f in state.faults)
+    return fault_pending(state, prefix="snapshot-")
 
 
-def fault_pending(state: RunState) -> bool:
-    """True while an injected fault has not recovered and its deadline has not passed (the tail waits for it)."""
+def fault_pending(state: RunState, prefix: str = "") -> bool:
+    """True while an injected fault (whose name starts with ``prefix``) has not recovered and its deadline has not
+    passed (the tail waits for it)."""
     now = time.time()
-    return any(f.record.injected_at is not None and not f.record.recovered
+    return any(f.record.fault.startswith(prefix) and f.record.injected_at is not None and not f.record.recovered
                and now - f.record.injected_at <= f.record.deadline_s for f in state.faults)

@@ -82,9 +82,10 @@ def served_check(spans: Sequence[tuple[float, float, int]] | None, outages: Sequ
         return next((r for r in outages if r.injected_at is not None and r.injected_at <= start
                      and (r.recovered_at is None or start <= r.recovered_at)), None)
 
-    own = [(b - a, v) for a, b, v in spans if cause(a) is None]
+    judged = [(b - a, v, cause(a)) for a, b, v in spans]
+    own = [(d, v) for d, v, r in judged if r is None]
     gap, gap_v = max(own, default=(0.0, None))
-    faulted = [(b - a, v, r) for a, b, v in spans if (r := cause(a)) is not None]
+    faulted = [(d, v, r) for d, v, r in judged if r is not None]
     late = [(d, v, r) for d, v, r in faulted if d > r.deadline_s]
     detail = (f"longest span without a running worker of the active version: {gap:.1f}s"
               + (f" (v{gap_v})" if gap_v is not None else "") + f"; {len(own)} span(s)")

@@ -12,7 +12,7 @@ from typing import Any
 
 from geo_service.config import WorkerConfig
 from partitioner.aws_budget.calls import CallLog
-from partitioner.aws_budget.quotas import warm_table_reads, warm_table_writes
+from partitioner.aws_budget.quotas import WARM_TABLE_ROWS, warm_table
 from partitioner.aws_budget.report import BudgetRow, budget, failures, rates_per_api, render
 
 
@@ -75,11 +75,9 @@ class ScaleResult:
     leases_table: str = ""
 
     def budget(self) -> list[BudgetRow]:
-        cfg, table = self.config, self.leases_table
-        warm = {**({("dynamodb.write_units.table", table): warm_table_writes(cfg.leases_warm_writes)}
-                   if cfg.leases_warm_writes and table else {}),
-                **({("dynamodb.read_units.table", table): warm_table_reads(cfg.leases_warm_reads)}
-                   if cfg.leases_warm_reads and table else {})}
+        writes, reads = WARM_TABLE_ROWS
+        units = {writes: self.config.leases_warm_writes, reads: self.config.leases_warm_reads}
+        warm = {(key, self.leases_table): warm_table(key, n) for key, n in units.items() if n and self.leases_table}
         return budget(self.calls, overrides=warm or None)
 
     def rates(self) -> dict[str, float]:

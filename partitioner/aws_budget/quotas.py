@@ -21,7 +21,7 @@ Notes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from partitioner.errors import PartitionerError
@@ -143,13 +143,14 @@ BY_KEY: dict[str, Quota] = {q.key: q for q in QUOTAS}
 _DDB_WARM = "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html"
 
 
-def warm_table_writes(units_per_second: float) -> Quota:
-    """The write quota of a table pre-warmed to ``units_per_second`` (the stack's ``leases_warm_writes``)."""
-    return Quota("dynamodb.write_units.table", "DynamoDB writes of a pre-warmed table", Scope.TABLE, Unit.WRITE_UNITS,
-                 units_per_second, _DDB_WARM, note="warm throughput set when the table was created")
+#: The table rows whose quota a pre-warmed table raises (warm throughput sets writes and reads per second).
+WARM_TABLE_ROWS = ("dynamodb.write_units.table", "dynamodb.read_units.table")
 
 
-def warm_table_reads(units_per_second: float) -> Quota:
-    """The read quota of a table pre-warmed to ``units_per_second`` (the stack's ``leases_warm_reads``)."""
-    return Quota("dynamodb.read_units.table", "DynamoDB reads of a pre-warmed table", Scope.TABLE, Unit.READ_UNITS,
-                 units_per_second, _DDB_WARM, note="warm throughput set when the table was created")
+def warm_table(key: str, units_per_second: float) -> Quota:
+    """The quota of row ``key`` (one of :data:`WARM_TABLE_ROWS`) for a table pre-warmed to ``units_per_second``."""
+    if key not in WARM_TABLE_ROWS:
+        raise BudgetError(f"warm_table: {key!r} is not a table row that warm throughput sets; "
+                          f"one of {WARM_TABLE_ROWS}")
+    return replace(BY_KEY[key], title=BY_KEY[key].title.replace("a new on-demand", "a pre-warmed"),
+                   per_second=units_per_second, source=_DDB_WARM, note="warm throughput set when the table was created")

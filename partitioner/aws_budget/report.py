@@ -82,7 +82,7 @@ def budget(log: CallLog | Iterable[Series], window_s: int = WINDOW_S,
     """One :class:`BudgetRow` per quota row (or uncovered call) the log used, worst margin first.
 
     ``overrides``: ``{(quota key, scope): quota}`` for a scope whose quota differs from the row's (a pre-warmed
-    table: :func:`partitioner.aws_budget.quotas.warm_table_writes`). A row with one shows its scope of least margin;
+    table: :func:`partitioner.aws_budget.quotas.warm_table`). A row with one shows its scope of least margin;
     without, its busiest scope.
     """
     by_key: dict[str, list[Series]] = {}

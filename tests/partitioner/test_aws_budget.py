@@ -7,7 +7,7 @@ import pytest
 from moto import mock_aws
 
 from partitioner.aws_budget.calls import CallLog, watch
-from partitioner.aws_budget.quotas import BY_KEY, QUOTAS, BudgetError, Quota, Scope, Unit, warm_table_writes
+from partitioner.aws_budget.quotas import BY_KEY, QUOTAS, BudgetError, Quota, Scope, Unit, warm_table
 from partitioner.aws_budget.report import MIN_MARGIN, budget, failures, growth, rates_per_api, render
 from partitioner.aws_budget.usage import IteratorMap, Usage, usages
 
@@ -125,10 +125,11 @@ def test_a_pre_warmed_table_is_held_against_its_warm_throughput_and_the_others_a
     (plain,) = budget(log)
     assert plain.scope == "leases" and not plain.ok
     # WHEN the leases table is pre-warmed to 8,000 THEN its margin is 8,000 / 3,000 and the row passes
-    (warm,) = budget(log, overrides={("dynamodb.write_units.table", "leases"): warm_table_writes(8000)})
+    writes = "dynamodb.write_units.table"
+    (warm,) = budget(log, overrides={(writes, "leases"): warm_table(writes, 8000)})
     assert warm.scope == "leases" and warm.margin == pytest.approx(8000 / 3000) and warm.ok
     # AND a pre-warmed table with little use does not hide another table near its default quota
-    (other,) = budget(log, overrides={("dynamodb.write_units.table", "control"): warm_table_writes(8000)})
+    (other,) = budget(log, overrides={(writes, "control"): warm_table(writes, 8000)})
     assert other.scope == "leases" and not other.ok
 
 
