@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from lambdas.common.dynamodb import ControlTable
 from local import procs
 from local.aws import EmbeddedAws
 from local.environment import DRAIN_TIMEOUT_S, GREEN_TIMEOUT_S
@@ -25,6 +26,7 @@ from local.faults.worker_kill import WorkerKill, leases_from_items
 from local.fleet import WorkerSettings
 from local.spark import SPARK_START_TIMEOUT_S, WATERMARK_S, start_spark
 from local.state import RunState, say
+from partitioner.contracts.control import ControlKey, SnapshotMark
 from partitioner.contracts.lease import lease_key
 from partitioner.contracts.snapshot import SNAPSHOTS_PREFIX, is_manifest_key
 from partitioner.contracts.stream import geo_stream_prefix
@@ -95,15 +97,18 @@ def arm_hook_faults(state: RunState, leases: Callable[[], list[Any]]) -> None:
         pointer = read_active(ctl.control)
         return pointer.version if pointer else None
 
-    def served(version: int) -> bool:
-        """Every slot of ``version`` leased (unexpired, not drained) by a running worker process."""
+    def served(version: int) -> float | None:
+        """Since when every slot of ``version`` is leased (unexpired, not drained) by a running worker process: the
+        latest claim among them (now when a lease has no claim time); None while one is not."""
         spec = state.observer.specs.get(version) if state.observer else None
         if spec is None:
-            return False
+            return None
         alive = {p.pid for p in fleet.processes() if p.exited_at is None and p.child.alive()}
         now = time.time()
-        held = {le.key for le in leases() if le.owner and le.expires_at > now and not le.drained and le.pid() in alive}
-        return all(lease_key(version, w.id) in held for w in spec.workers)
+        held = {le.key: le.since or now for le in leases()
+                if le.owner and le.expires_at > now and not le.drained and le.pid() in alive}
+        keys = [lease_key(version, w.id) for w in spec.workers]
+        return max(held[k] for k in keys) if all(k in held for k in keys) else None
 
     faults = [HookFault(n, ctl.state, active, lambda: list(deployer.reconciled), served,
                         lease_s=WorkerSettings().lease_s) for n in names]
@@ -167,8 +172,14 @@ def arm_data_faults(state: RunState, aws: EmbeddedAws, status: Any) -> None:
                        f"({first.get('reason')})")
             return result
 
-        state.faults.append(SnapshotDup(bucket, lambda: list(notifier.invocations), notifier.seen.add, deliver, status,
-                                        window_s=cfg.window_s, delay_s=0.1 * cfg.duration_s,
+        control = ControlTable(aws.client("dynamodb"), aws.names.control_table)
+
+        def mark() -> str:
+            item = control.get(ControlKey.SNAPSHOT)
+            return SnapshotMark.from_item(item).window_end if item else ""
+
+        state.faults.append(SnapshotDup(bucket, lambda: list(notifier.invocations), notifier.seen.add, deliver, mark,
+                                        status, window_s=cfg.window_s, delay_s=0.1 * cfg.duration_s,
                                         deadline_s=2 * judged_within))
     if "stream-throttle" in cfg.faults:
         replayer, output, router = state.replayer, state.output, state.router

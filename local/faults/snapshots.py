@@ -20,7 +20,14 @@ ahead of the newest snapshot written (it is marked seen before it exists, so the
 last judged snapshot's event (the same S3 event a second time), and, once a later window was judged, delivers the
 held one. The partitioner must answer ``duplicate`` to the first (or ``stale_snapshot`` when a newer window was judged
 in between) and reject the second as ``stale_snapshot``; anything else, or a desired pointer that moved on either delivery, is a broken promise. *Detected* when both
-answers came, *recovered* when a real snapshot after them was judged.
+answers came. *Recovered* when, read right after the late delivery, the partitioner's snapshot mark (control
+``pk="snapshot"``) still names the newer window judged after the duplicate: the rejection wrote nothing and the
+partitioner stands where that window left it. A mark at or before the held window is a broken promise.
+
+Until stop 36 recovery waited for one window more, judged after the late delivery. That needs Spark to close another
+window before the replay ends; under CI's load, with ``spark-kill`` near the end, it did not (the fault failed with
+every answer right). A rejection writes nothing (:mod:`lambdas.partitioner.logic`), so the mark says the same thing
+at once, and does not depend on the harness's timing.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from partitioner.contracts.snapshot import (
     SNAPSHOTS_PREFIX,
     SnapshotFile,
     SnapshotManifest,
+    iso,
     manifest_checksum,
 )
 
@@ -189,16 +197,18 @@ class SnapshotDup:
     """Inject and follow ``snapshot-dup`` (see the module docstring); call :meth:`poll` often.
 
     ``hold(key)`` makes the notifier skip ``key`` (marks it seen); ``deliver(key)`` invokes the partitioner handler
-    with the S3 event of ``key`` and returns its result; ``desired()`` reads the desired version.
+    with the S3 event of ``key`` and returns its result; ``mark()`` reads the window end (ISO-8601) the partitioner's
+    snapshot mark names ("" before any).
     """
 
     def __init__(self, store: Store, calls: Callable[[], Sequence[Call]], hold: Callable[[str], None],
-                 deliver: Callable[[str], Any], deploy_status: Callable[[], str], *,
+                 deliver: Callable[[str], Any], mark: Callable[[], str], deploy_status: Callable[[], str], *,
                  window_s: float, delay_s: float, deadline_s: float, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.calls = calls
         self.hold = hold
         self.deliver = deliver
+        self.mark = mark
         self.window_s = window_s
         self.clock = clock
         self._delay = LiveDelay(deploy_status, delay_s)
@@ -224,14 +234,21 @@ class SnapshotDup:
             if newer and self.held in self.store.manifests():
                 self.answers["out-of-order"] = self._redeliver(self.held, ("stale_snapshot",))
                 self.record.detected_at = now
+                self._check_mark(newer[-1].key, now)
                 self.record.did = (f"same event twice -> {self.answers['duplicate']}; older window "
                                    f"{self.held.split('/')[1]} after {newer[0].key.split('/')[1]} -> "
-                                   f"{self.answers['out-of-order']}")
-        elif self.record.recovered_at is None:
-            assert self.record.detected_at is not None
-            later = [c for c in calls if c.at >= self.record.detected_at and outcome(c.result)[0] in JUDGED]
-            if later:
-                self.record.recovered_at = now
+                                   f"{self.answers['out-of-order']}; the partitioner's mark still at "
+                                   f"{self.mark() or 'nothing'}")
+
+    def _check_mark(self, newer: str, now: float) -> None:
+        """Recovered when the mark names ``newer``'s window or a later one (the notifier only moves it forward)."""
+        after, want = self.mark(), _window_end(newer)
+        assert want is not None
+        if after >= iso(want):
+            self.record.recovered_at = now
+        else:
+            self.record.problems.append(f"after the late delivery of {self.held} the partitioner's snapshot mark is "
+                                        f"{after!r}, not at or after the judged {iso(want)!r}")
 
     def _inject(self, now: float) -> None:
         real = [k for k in self.store.manifests() if _window_end(k) is not None]

@@ -147,31 +147,49 @@ def test_dup_fault_redelivers_the_same_event_and_an_older_window_after_a_newer_o
         return answers[key]
 
     now = [100.0]
-    fault = SnapshotDup(store, lambda: calls, held.add, deliver, lambda: "done", window_s=10.0, delay_s=0.0,
-                        deadline_s=90.0, clock=lambda: now[0])
+    mark = ["2026-11-21T10:00:20Z"]
+    fault = SnapshotDup(store, lambda: calls, held.add, deliver, lambda: mark[0], lambda: "done", window_s=10.0,
+                        delay_s=0.0, deadline_s=90.0, clock=lambda: now[0])
     fault.poll()
     # THEN the window two ahead of the newest (:40) is held back before it exists
     assert held == {W.format(40)} and fault.record.injected_at == 100.0
     fault.poll()
     assert delivered == [W.format(20)]  # the same S3 event a second time
-    # WHEN :40 was written and :50 judged THEN :40 is delivered late and rejected as stale: detected
+    # WHEN :40 was written and :50 judged (the mark moved to :50) THEN :40 is delivered late and rejected as stale:
+    # detected, and recovered at once because the partitioner's mark still names :50
     store.put(W.format(40), b"")
     calls.append(Call(W.format(50), 130.0, result("published")))
+    mark[0] = "2026-11-21T10:00:50Z"
     now[0] = 131.0
     fault.poll()
     assert delivered == [W.format(20), W.format(40)] and fault.record.detected_at == 131.0
     assert not fault.record.problems
-    # WHEN a later window is judged THEN recovered
-    calls.append(Call("snapshots/window_end=2026-11-21T10-01-00Z/_manifest.json", 140.0, result("held")))
-    now[0] = 141.0
+    assert fault.record.recovered_at == 131.0 and fault.record.within_deadline
+    assert "mark still at 2026-11-21T10:00:50Z" in fault.record.did
+
+
+def test_dup_fault_reports_a_late_delivery_that_moved_the_mark_back() -> None:
+    # GIVEN the dup fault past its duplicate, :40 held back, :50 judged
+    store = Dict([W.format(10), W.format(20)])
+    calls = [Call(W.format(20), 95.0, result("held"))]
+    answers = {W.format(20): result("duplicate", "duplicate"), W.format(40): result("rejected", "stale_snapshot: x")}
+    fault = SnapshotDup(store, lambda: calls, lambda k: None, answers.__getitem__, lambda: "2026-11-21T10:00:40Z",
+                        lambda: "done", window_s=10.0, delay_s=0.0, deadline_s=90.0, clock=lambda: 100.0)
     fault.poll()
-    assert fault.record.recovered and fault.record.within_deadline
+    fault.poll()
+    store.put(W.format(40), b"")
+    calls.append(Call(W.format(50), 98.0, result("published")))
+    # WHEN the late delivery left the mark at the held window :40 (a partitioner that recorded the stale one)
+    fault.poll()
+    # THEN the fault is detected, not recovered, and the broken promise names the mark
+    assert fault.record.detected_at is not None and not fault.record.recovered
+    assert any("snapshot mark is '2026-11-21T10:00:40Z'" in p for p in fault.record.problems)
 
 
 def test_dup_fault_reports_a_duplicate_that_published() -> None:
     store = Dict([W.format(10)])
     calls = [Call(W.format(10), 90.0, result("published"))]
-    fault = SnapshotDup(store, lambda: calls, lambda k: None, lambda k: result("published"), lambda: "done",
+    fault = SnapshotDup(store, lambda: calls, lambda k: None, lambda k: result("published"), lambda: "", lambda: "done",
                         window_s=10.0, delay_s=0.0, deadline_s=90.0, clock=lambda: 100.0)
     fault.poll()
     fault.poll()
