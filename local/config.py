@@ -261,8 +261,8 @@ def _run_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) -> No
                         f"entity on one of them, the worker reads all) (default {d.shards_per_worker})")
     p.add_argument("--faults", default="",
                    help="inject faults during the run, a comma list or 'all': worker-kill (kill -9 of a worker "
-                        "process while a swap is in flight; its slots must be taken over within two lease durations "
-                        "and no event lost), spark-kill (kill -9 of the Spark job once a spec is live; restarted on "
+                        "process while a swap is in flight; its slot must be taken over within two lease durations, "
+                        "a carried one within one more, and no event lost), spark-kill (kill -9 of the Spark job once a spec is live; restarted on "
                         "its checkpoint, it must write a snapshot again), deployer-crash (the deployer dies inside the next swap's fleet "
                         "start; a later step must start it and the swap flip), snapshot-corrupt (a truncated snapshot, a manifest that is "
                         "not one, a snapshot with a bad row: each rejected, the live spec kept), snapshot-dup (the same "

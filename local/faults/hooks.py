@@ -67,11 +67,13 @@ class HookFault:
 
     *Detected* when the deployer reconciled (``reconciled`` entries after the injection), *recovered* when the
     router's version has every slot served by a running worker (``served``) and, before the flip, the version is
-    marked rolled back; within :data:`TAKEOVER_LEASES` lease durations.
+    marked rolled back; within :data:`TAKEOVER_LEASES` lease durations. ``served(version)`` answers since when (the
+    latest claim among its slots' leases, as the workers wrote it) or None: the recovery is dated where it happened,
+    not when the loop's poll, seconds later on a loaded machine, saw it.
     """
 
     def __init__(self, fault: str, deploy: Callable[[], DeployView], active: Callable[[], int | None],
-                 reconciled: Callable[[], Sequence[Reconcile]], served: Callable[[int], bool], *,
+                 reconciled: Callable[[], Sequence[Reconcile]], served: Callable[[int], float | None], *,
                  lease_s: float, clock: Callable[[], float] = time.time) -> None:
         self.stage, self.failure, self.pre_flip = HOOK_FAULTS[fault]  # a HookFailure
         self.deploy = deploy
@@ -113,12 +115,13 @@ class HookFault:
         active = self.active()
         if self.pre_flip:
             st = self.deploy()
-            if st.version == v and st.status == "rolled_back" and active is not None and active < v and self.served(active):
-                r.recovered_at = now
+            at = self.served(active) if active is not None else None
+            if st.version == v and st.status == "rolled_back" and active is not None and active < v and at is not None:
+                r.recovered_at = min(now, max(r.detected_at, at))
                 r.did = (f"ECS rolled v{v} back; the deployer marked v{v} rolled back {r.detected_at - r.injected_at:.1f}s "
                          f"later (not after GREEN_TIMEOUT_S); blue v{active} kept serving")
-        elif active == v and self.served(v):
-            r.recovered_at = now
+        elif active == v and (at := self.served(v)) is not None:
+            r.recovered_at = min(now, max(r.detected_at, at))
             r.did = (f"ECS rolled v{v} back after the flip (its tasks stopped, blue v{self._blue}'s revision back); "
                      f"the deployer deployed v{v} again {r.detected_at - r.injected_at:.1f}s later; every v{v} slot "
-                     f"served by a running worker {now - r.injected_at:.1f}s after the failure")
+                     f"served by a running worker {r.recovered_at - r.injected_at:.1f}s after the failure")

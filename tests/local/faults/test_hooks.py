@@ -23,10 +23,12 @@ class HookWorld:
         self.active: int | None = 1
         self.reconciled: list[Reconcile] = []
         self.served: set[int] = {1}
+        self.served_at: dict[int, float] = {}  # since when a served version's slots are held (default: now)
 
     def fault(self, name: str) -> HookFault:
         return HookFault(name, lambda: self.deploy, lambda: self.active, lambda: self.reconciled,
-                         lambda v: v in self.served, lease_s=9.0, clock=lambda: self.now)
+                         lambda v: self.served_at.get(v, self.now) if v in self.served else None, lease_s=9.0,
+                         clock=lambda: self.now)
 
 
 def test_hook_fail_fails_the_first_pre_flip_green_hold_and_recovers_when_the_deployer_rolled_back() -> None:
@@ -81,3 +83,20 @@ def test_hook_timeout_fails_after_the_flip_and_recovers_only_when_the_live_versi
     fault.poll()
     assert fault.record.recovered_at == 504.5 and fault.record.within_deadline
     assert "deployed v2 again 0.5s later" in fault.record.did
+
+
+def test_hook_timeout_recovery_is_dated_by_the_workers_claims_not_the_late_poll() -> None:
+    # GIVEN hook-timeout injected at 500 and the deployer's redeploy at 501
+    w = HookWorld()
+    w.deploy, w.active, w.served = Deploy(2, "draining", 1), 2, {2}
+    fault = w.fault("hook-timeout")
+    fault.intercept(2, "POST_PRODUCTION_TRAFFIC_SHIFT")
+    w.served = set()
+    w.now = 501.0
+    w.reconciled.append(Reconcile(w.now, "redeployed", 2))
+    fault.poll()
+    # WHEN the last v2 slot was claimed at 507 but the loop polls only at 515
+    w.now, w.served, w.served_at = 515.0, {2}, {2: 507.0}
+    fault.poll()
+    # THEN the fault recovered at 507, 7 s after the failure
+    assert fault.record.recovered_at == 507.0 and "7.0s after the failure" in fault.record.did

@@ -73,6 +73,80 @@ def test_a_takeover_later_than_two_lease_durations_is_reported_late() -> None:
     assert fault.record.recovered and not fault.record.within_deadline
 
 
+def test_the_takeover_time_is_the_claim_the_lease_records_not_the_poll_that_saw_it() -> None:
+    # GIVEN a worker killed mid-swap at 1000
+    w = World()
+    fault = w.injector()
+    fault.poll()
+    w.status = "waiting_green"
+    fault.poll()
+    w.procs[0].exited_at = w.now
+    fault.poll()
+    # WHEN the replacement claimed at 1012 but the loop polls only at 1020 (a loaded machine)
+    w.now = 1020.0
+    w.leases["v1#w0"] = Lease("v1#w0", "host:103:cc", 1021.0, False, since=1012.0)
+    fault.poll()
+    # THEN recovered at the claim, 12 s after the kill
+    assert fault.record.recovered_at == 1012.0 and fault.record.within_deadline
+    # AND a lease item with the old claim time (before the kill) falls back to the poll's time
+    w2 = World()
+    f2 = w2.injector()
+    f2.poll()
+    w2.status = "draining"
+    f2.poll()
+    w2.procs[0].exited_at = w2.now
+    f2.poll()
+    w2.now = 1015.0
+    w2.leases["v1#w0"] = Lease("v1#w0", "host:103:cc", 1020.0, False, since=990.0)
+    f2.poll()
+    assert f2.record.recovered_at == 1015.0
+
+
+def test_a_killed_carrier_gets_one_lease_more_for_its_carried_lease() -> None:
+    # GIVEN a carrier holding its v1 slot and that slot's v2 lease, killed mid-swap
+    w = World()
+    w.leases["v2#w0"] = Lease("v2#w0", "host:101:aa", 1009.0, False)
+    fault = w.injector()
+    fault.poll()  # the first deployment is done
+    w.status = "draining"
+    fault.poll()
+    assert fault.record.leases == ("v1#w0", "v2#w0") and fault.record.deadline_s == 27.0
+    w.procs[0].exited_at = w.now
+    fault.poll()
+    # WHEN the replacement takes the slot after 13 s and the carried lease after 22 s
+    w.now += 13
+    w.leases["v1#w0"] = Lease("v1#w0", "host:103:cc", w.now + 9, False)
+    fault.poll()
+    assert not fault.record.recovered
+    w.now += 9
+    for key in ("v1#w0", "v2#w0"):  # the slot's lease renewed meanwhile
+        w.leases[key] = Lease(key, "host:103:cc", w.now + 9, False)
+    fault.poll()
+    # THEN it recovered within its deadline, with no problem
+    assert fault.record.recovered and fault.record.within_deadline and not fault.record.problems
+    assert fault.record.took_over_by == {"v1#w0": "host:103:cc", "v2#w0": "host:103:cc"}
+
+
+def test_a_carrier_whose_slot_lease_took_longer_than_two_leases_is_a_broken_promise() -> None:
+    # GIVEN a killed carrier with two leases
+    w = World()
+    w.leases["v2#w0"] = Lease("v2#w0", "host:101:aa", 1009.0, False)
+    fault = w.injector()
+    fault.poll()
+    w.status = "waiting_green"
+    fault.poll()
+    w.procs[0].exited_at = w.now
+    fault.poll()
+    # WHEN its first lease is taken over only after 19 s (both at once)
+    w.now += 19
+    for key in ("v1#w0", "v2#w0"):
+        w.leases[key] = Lease(key, "host:103:cc", w.now + 9, False)
+    fault.poll()
+    # THEN within the whole deadline, but the slot's takeover is named as too slow
+    assert fault.record.within_deadline
+    assert fault.record.problems and "19.0 s > 18 s" in fault.record.problems[0]
+
+
 def test_without_a_swap_the_kill_falls_back_after_the_delay() -> None:
     w = World()
     w.status = "waiting_green"  # the first deployment: not a swap yet
@@ -91,4 +165,7 @@ def test_leases_from_scan_items() -> None:
     items = [{"lease_key": {"S": "v2#w3"}, "owner": {"S": "h:7:x"}, "expires_at": {"N": "12.5"},
               "drained": {"BOOL": True}}, {"lease_key": {"S": "v2#w4"}}]
     assert leases_from_items(items) == [Lease("v2#w3", "h:7:x", 12.5, True), Lease("v2#w4", None, 0.0, False)]
+    claimed = [{"lease_key": {"S": "v2#w5"}, "owner": {"S": "h:8:y"}, "expires_at": {"N": "20"},
+                "claimed_at": {"N": "11.5"}, "drained_at": {"N": "15"}}]
+    assert leases_from_items(claimed)[0].since == 11.5  # not drained: the claim's time
     assert leases_from_items(items)[0].pid() == 7 and leases_from_items(items)[1].pid() is None
