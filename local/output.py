@@ -98,6 +98,7 @@ class EnrichedReader:
         self.keys: set[str] = set()
         self.records: list[OutRecord] = []
         self.ids: set[str] = set()
+        self.first_written: dict[str, float] = {}  # event_id -> epoch s its first copy was written (the object key's)
         self.problems: list[str] = []
         self.processed: list[Processed] = []  # what the swap checks read (local.report.swap_checks): entity, process, cell
         self.enriched: list[EnrichedRecord] = []  # every record as written (local.oracle compares the fields)
@@ -140,6 +141,7 @@ class EnrichedReader:
         self.records.append(rec)
         self.enriched.append(r)
         self.ids.add(rec.event_id)
+        self.first_written[rec.event_id] = min(written_ms / 1000, self.first_written.get(rec.event_id, float("inf")))
 
 
 def _ts_ms(ts: Any) -> int:

@@ -189,6 +189,6 @@ def arm_data_faults(state: RunState, aws: EmbeddedAws, status: Any) -> None:
         # published (seen in CI: 60 s), so events the throttle delayed come out that much later.
         gate_wait = DRAIN_TIMEOUT_S if "hook-timeout" in cfg.faults else 0.0
         state.faults.append(StreamThrottle(
-            aws.server.throttle, geo_stream_prefix(cfg.prefix), lambda: replayer.sent_ids, lambda: output.ids,
+            aws.server.throttle, geo_stream_prefix(cfg.prefix), lambda: replayer.sent_ids, lambda: output.first_written,
             lambda: router.failed_items, status, delay_s=0.3 * cfg.duration_s, duration_s=0.15 * cfg.duration_s,
             share=0.5, deadline_s=0.15 * cfg.duration_s + cfg.drain_timeout_s + gate_wait))

@@ -7,7 +7,7 @@ router and the workers must ride it out without losing an event.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from local.faults.record import IN_SWAP, FaultRecord, LiveDelay
@@ -30,17 +30,19 @@ class StreamThrottle:
 
     *Detected* at the first refused call (the router and the workers see the error), *recovered* once the throttle
     ended and every event sent before its end came out of the workers: the router (its event source mapping
-    re-delivers failed items) and the workers (the SDK's retries, then their poll loop) rode it out.
+    re-delivers failed items) and the workers (the SDK's retries, then their poll loop) rode it out. The recovery is
+    dated by the last of those events' output objects (``written``: event id -> when a worker wrote its first copy,
+    from the object key), not by the loop's read of the output, which comes seconds later on a loaded machine.
     """
 
     def __init__(self, throttle: Throttle, stream_prefix: str, sent_ids: Callable[[], Sequence[str]],
-                 out_ids: Callable[[], set[str]], router_failures: Callable[[], int], deploy_status: Callable[[], str],
+                 written: Callable[[], Mapping[str, float]], router_failures: Callable[[], int], deploy_status: Callable[[], str],
                  *, delay_s: float, duration_s: float, share: float, deadline_s: float,
                  clock: Callable[[], float] = time.time) -> None:
         self.throttle = throttle
         self.stream_prefix = stream_prefix
         self.sent_ids = sent_ids
-        self.out_ids = out_ids
+        self.written = written
         self.router_failures = router_failures
         self.deploy_status = deploy_status
         self.duration_s, self.share = duration_s, share
@@ -67,12 +69,14 @@ class StreamThrottle:
             return
         if self._sent_before_end is None:
             self._sent_before_end = len(self.sent_ids())
-        missing = set(self.sent_ids()[:self._sent_before_end]) - self.out_ids()
+        before, written = self.sent_ids()[:self._sent_before_end], self.written()
+        missing = set(before) - written.keys()
         if missing:  # what the fault table shows if the deadline passes first
             self.record.did = (f"{len(missing)} of {self._sent_before_end} events sent before the end not out yet "
                                f"(e.g. {min(missing)!r}); {self.throttle.refused} calls refused")
         elif self.record.detected_at is not None:
-            self.record.recovered_at = now
+            last = max((written[i] for i in before), default=now)
+            self.record.recovered_at = min(now, max(self.throttle.until, last))
             self.record.did = (f"{self.throttle.refused} of {self.throttle.refused + self.throttle.passed} calls refused; "
                                f"router re-delivered {self.router_failures() - self._router_before} failed items; "
                                f"all {self._sent_before_end} events sent before the end came out")

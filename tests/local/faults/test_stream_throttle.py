@@ -158,7 +158,7 @@ def test_stream_throttle_recovers_when_every_event_sent_before_its_end_came_out(
     # GIVEN a live spec and a throttle armed 5 s later for 10 s
     now = [90.0]
     sent = ["a", "b"]
-    out: set[str] = set()
+    out: dict[str, float] = {}
     t = Throttle()
     fault = StreamThrottle(t, "p-geo-v", lambda: sent, lambda: out, lambda: 4, lambda: "done", delay_s=5.0,
                            duration_s=10.0, share=0.5, deadline_s=60.0, clock=lambda: now[0])
@@ -175,9 +175,25 @@ def test_stream_throttle_recovers_when_every_event_sent_before_its_end_came_out(
     now[0] = 111.0
     fault.poll()
     sent.append("c")  # sent after the end: not waited for
-    out.add("a")
+    out["a"] = 108.0
     fault.poll()
     assert not fault.record.recovered and "1 of 2 events sent before the end not out yet (e.g. 'b')" in fault.record.did
-    out.add("b")
+    out["b"] = 109.5  # written before the throttle's end at 110: recovery no earlier than the end
     fault.poll()
-    assert fault.record.recovered and "3 of 8 calls refused" in fault.record.did
+    assert fault.record.recovered_at == 110.0 and "3 of 8 calls refused" in fault.record.did
+
+
+def test_stream_throttle_recovery_is_dated_by_the_last_output_written_not_the_late_read() -> None:
+    # GIVEN a throttle from 100 to 110 and both events sent before its end
+    now = [100.0]
+    sent, out = ["a", "b"], {}
+    t = Throttle()
+    fault = StreamThrottle(t, "p-geo-v", lambda: sent, lambda: out, lambda: 0, lambda: "done", delay_s=0.0,
+                           duration_s=10.0, share=0.5, deadline_s=60.0, clock=lambda: now[0])
+    fault.poll()
+    t.first_refused_at = 100.2
+    # WHEN the last one was written at 114 but the loop read the output only at 125
+    now[0], out["a"], out["b"] = 125.0, 109.0, 114.0
+    fault.poll()
+    # THEN recovered at 114
+    assert fault.record.recovered_at == 114.0
