@@ -234,14 +234,14 @@ class SnapshotDup:
             if newer and self.held in self.store.manifests():
                 self.answers["out-of-order"] = self._redeliver(self.held, ("stale_snapshot",))
                 self.record.detected_at = now
-                self._check_mark(newer[-1].key, now)
+                after = self._check_mark(newer[-1].key, now)
                 self.record.did = (f"same event twice -> {self.answers['duplicate']}; older window "
                                    f"{self.held.split('/')[1]} after {newer[0].key.split('/')[1]} -> "
-                                   f"{self.answers['out-of-order']}; the partitioner's mark still at "
-                                   f"{self.mark() or 'nothing'}")
+                                   f"{self.answers['out-of-order']}; the partitioner's mark still at {after or 'nothing'}")
 
-    def _check_mark(self, newer: str, now: float) -> None:
-        """Recovered when the mark names ``newer``'s window or a later one (the notifier only moves it forward)."""
+    def _check_mark(self, newer: str, now: float) -> str:
+        """Recovered when the mark names ``newer``'s window or a later one (the notifier only moves it forward);
+        return the mark read."""
         after, want = self.mark(), _window_end(newer)
         assert want is not None
         if after >= iso(want):
@@ -249,6 +249,7 @@ class SnapshotDup:
         else:
             self.record.problems.append(f"after the late delivery of {self.held} the partitioner's snapshot mark is "
                                         f"{after!r}, not at or after the judged {iso(want)!r}")
+        return after
 
     def _inject(self, now: float) -> None:
         real = [k for k in self.store.manifests() if _window_end(k) is not None]

@@ -36,8 +36,8 @@ class StreamThrottle:
     """
 
     def __init__(self, throttle: Throttle, stream_prefix: str, sent_ids: Callable[[], Sequence[str]],
-                 written: Callable[[], Mapping[str, float]], router_failures: Callable[[], int], deploy_status: Callable[[], str],
-                 *, delay_s: float, duration_s: float, share: float, deadline_s: float,
+                 written: Callable[[], Mapping[str, float]], router_failures: Callable[[], int],
+                 deploy_status: Callable[[], str], *, delay_s: float, duration_s: float, share: float, deadline_s: float,
                  clock: Callable[[], float] = time.time) -> None:
         self.throttle = throttle
         self.stream_prefix = stream_prefix

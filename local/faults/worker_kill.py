@@ -16,8 +16,8 @@ the kill: lease-based stream consumers such as Kinesis's KCL, with leases of abo
 shards within 10-30 s. A carry worker killed mid-swap also held its slot's lease of the next version; its new holder
 claims that one only once it opened the slot again (spec, places, stream), so the last lease gets one lease duration
 more (:data:`CARRIED_LEASES`): measured on a loaded 2-core machine, the carried lease followed its slot's by up to
-4.5 s and the whole takeover took up to 18.1 s with 9 s leases. Events lost or doubled are the run's own invariants (every event out, the lease safety checks of
-:mod:`local.observe`); the fault table (:meth:`~local.faults.record.FaultRecord.row`) says what the system did.
+4.5 s and the whole takeover took up to 18.1 s with 9 s leases. Events lost or doubled are the run's own invariants
+(every event out, the lease safety checks of :mod:`local.observe`); the fault table (:meth:`~local.faults.record.FaultRecord.row`) says what the system did.
 """
 
 from __future__ import annotations

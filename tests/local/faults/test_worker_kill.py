@@ -30,6 +30,16 @@ class World:
         return WorkerKill(lambda: self.procs, lambda: list(self.leases.values()), lambda: self.status,
                           lease_s=9.0, fallback_after_s=60.0, kill=self.killed.append, clock=lambda: self.now)
 
+    def killed_mid_swap(self, status: str = "draining") -> WorkerKill:
+        """An injector that killed pid 101 at ``now`` during a swap in ``status``, its exit recorded."""
+        fault = self.injector()
+        fault.poll()  # the first deployment is done
+        self.status = status
+        fault.poll()
+        self.procs[0].exited_at = self.now
+        fault.poll()
+        return fault
+
 
 def test_a_worker_is_killed_mid_swap_and_recovers_when_its_lease_is_taken_over() -> None:
     # GIVEN no swap in flight
@@ -61,12 +71,7 @@ def test_a_worker_is_killed_mid_swap_and_recovers_when_its_lease_is_taken_over()
 
 def test_a_takeover_later_than_two_lease_durations_is_reported_late() -> None:
     w = World()
-    fault = w.injector()
-    fault.poll()
-    w.status = "draining"
-    fault.poll()
-    w.procs[0].exited_at = w.now
-    fault.poll()
+    fault = w.killed_mid_swap()
     w.now += 19
     w.leases["v1#w0"] = Lease("v1#w0", "host:103:cc", w.now + 9, False)
     fault.poll()
@@ -76,12 +81,7 @@ def test_a_takeover_later_than_two_lease_durations_is_reported_late() -> None:
 def test_the_takeover_time_is_the_claim_the_lease_records_not_the_poll_that_saw_it() -> None:
     # GIVEN a worker killed mid-swap at 1000
     w = World()
-    fault = w.injector()
-    fault.poll()
-    w.status = "waiting_green"
-    fault.poll()
-    w.procs[0].exited_at = w.now
-    fault.poll()
+    fault = w.killed_mid_swap("waiting_green")
     # WHEN the replacement claimed at 1012 but the loop polls only at 1020 (a loaded machine)
     w.now = 1020.0
     w.leases["v1#w0"] = Lease("v1#w0", "host:103:cc", 1021.0, False, since=1012.0)
@@ -90,12 +90,7 @@ def test_the_takeover_time_is_the_claim_the_lease_records_not_the_poll_that_saw_
     assert fault.record.recovered_at == 1012.0 and fault.record.within_deadline
     # AND a lease item with the old claim time (before the kill) falls back to the poll's time
     w2 = World()
-    f2 = w2.injector()
-    f2.poll()
-    w2.status = "draining"
-    f2.poll()
-    w2.procs[0].exited_at = w2.now
-    f2.poll()
+    f2 = w2.killed_mid_swap()
     w2.now = 1015.0
     w2.leases["v1#w0"] = Lease("v1#w0", "host:103:cc", 1020.0, False, since=990.0)
     f2.poll()
@@ -106,13 +101,8 @@ def test_a_killed_carrier_gets_one_lease_more_for_its_carried_lease() -> None:
     # GIVEN a carrier holding its v1 slot and that slot's v2 lease, killed mid-swap
     w = World()
     w.leases["v2#w0"] = Lease("v2#w0", "host:101:aa", 1009.0, False)
-    fault = w.injector()
-    fault.poll()  # the first deployment is done
-    w.status = "draining"
-    fault.poll()
+    fault = w.killed_mid_swap()
     assert fault.record.leases == ("v1#w0", "v2#w0") and fault.record.deadline_s == 27.0
-    w.procs[0].exited_at = w.now
-    fault.poll()
     # WHEN the replacement takes the slot after 13 s and the carried lease after 22 s
     w.now += 13
     w.leases["v1#w0"] = Lease("v1#w0", "host:103:cc", w.now + 9, False)
@@ -131,12 +121,7 @@ def test_a_carrier_whose_slot_lease_took_longer_than_two_leases_is_a_broken_prom
     # GIVEN a killed carrier with two leases
     w = World()
     w.leases["v2#w0"] = Lease("v2#w0", "host:101:aa", 1009.0, False)
-    fault = w.injector()
-    fault.poll()
-    w.status = "waiting_green"
-    fault.poll()
-    w.procs[0].exited_at = w.now
-    fault.poll()
+    fault = w.killed_mid_swap("waiting_green")
     # WHEN its first lease is taken over only after 19 s (both at once)
     w.now += 19
     for key in ("v1#w0", "v2#w0"):
