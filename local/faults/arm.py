@@ -19,6 +19,7 @@ from local.events import LambdaContext, s3_object_created
 from local.fault_names import WHOLE_ONLY
 from local.faults.deployer_crash import DeployerCrash
 from local.faults.hooks import HookFault
+from local.faults.record import LiveSince
 from local.faults.snapshots import SnapshotCorrupt, SnapshotDup
 from local.faults.spark_kill import SparkKill
 from local.faults.stream_throttle import StreamThrottle
@@ -52,8 +53,11 @@ def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
     def status() -> str:
         return str(deployer.ctl.state().status)
 
+    def live_since() -> float | None:  # the replay's clock starts once the first spec is active (LiveSince)
+        return state.replayer.started_at if state.replayer is not None else None
+
     if "worker-kill" in cfg.faults:
-        state.faults.append(WorkerKill(fleet.processes, leases, status, lease_s=WorkerSettings().lease_s,
+        state.faults.append(WorkerKill(fleet.processes, leases, status, live_since, lease_s=WorkerSettings().lease_s,
                                        fallback_after_s=0.6 * cfg.duration_s))
     if "spark-kill" in cfg.faults:
         def restart() -> procs.Child:
@@ -65,7 +69,7 @@ def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
         # start plus a window and its watermark, 78 s in a measured --quick run), and a Spark outage during a load
         # shift delays rebalancing by that much (that run, killed during the ramp, had one of 20 worker-windows at
         # 105% of the cap); recovered once the new job wrote a snapshot, the tail waits for it
-        state.faults.append(SparkKill(lambda: state.spark, restart, status, delay_s=0.8 * cfg.duration_s,
+        state.faults.append(SparkKill(lambda: state.spark, restart, status, live_since, delay_s=0.8 * cfg.duration_s,
                                       deadline_s=SPARK_START_TIMEOUT_S + 3 * cfg.window_s))
     if "deployer-crash" in cfg.faults:
         from lambdas.common.records import read_active
@@ -76,9 +80,9 @@ def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
             pointer = read_active(ctl.control)
             return pointer.version if pointer else None
 
-        state.faults.append(DeployerCrash(ctl.fleet, ctl.fleet_started, active, status,
+        state.faults.append(DeployerCrash(ctl.fleet, ctl.fleet_started, active, live_since,
                                           deadline_s=ctl.fleet_start_grace_s + GREEN_TIMEOUT_S))
-    arm_data_faults(state, aws, status)
+    arm_data_faults(state, aws, status, live_since)
     arm_hook_faults(state, leases)
     say(state, f"faults armed: {', '.join(cfg.faults)}")
 
@@ -147,7 +151,7 @@ class SnapshotBucket:
         return sorted(keys)
 
 
-def arm_data_faults(state: RunState, aws: EmbeddedAws, status: Any) -> None:
+def arm_data_faults(state: RunState, aws: EmbeddedAws, status: Any, live_since: LiveSince) -> None:
     """Arm ``snapshot-corrupt``, ``snapshot-dup`` and ``stream-throttle`` (:mod:`local.faults.snapshots`, :mod:`local.faults.stream_throttle`).
 
     Their moments, as shares of the replay after the first spec went live: corrupt snapshots at 20%, the held-back
@@ -158,7 +162,7 @@ def arm_data_faults(state: RunState, aws: EmbeddedAws, status: Any) -> None:
     assert notifier is not None
     judged_within = 3 * cfg.window_s + WATERMARK_S + 30.0  # a window, its watermark and trigger, the partitioner
     if "snapshot-corrupt" in cfg.faults:
-        state.faults.append(SnapshotCorrupt(bucket, lambda: list(notifier.invocations), state.desired_after, status,
+        state.faults.append(SnapshotCorrupt(bucket, lambda: list(notifier.invocations), state.desired_after, live_since,
                                             delay_s=0.2 * cfg.duration_s, deadline_s=judged_within))
     if "snapshot-dup" in cfg.faults:
         s3 = aws.client("s3")
@@ -179,7 +183,7 @@ def arm_data_faults(state: RunState, aws: EmbeddedAws, status: Any) -> None:
             return SnapshotMark.from_item(item).window_end if item else ""
 
         state.faults.append(SnapshotDup(bucket, lambda: list(notifier.invocations), notifier.seen.add, deliver, mark,
-                                        status, window_s=cfg.window_s, delay_s=0.1 * cfg.duration_s,
+                                        live_since, window_s=cfg.window_s, delay_s=0.1 * cfg.duration_s,
                                         deadline_s=2 * judged_within))
     if "stream-throttle" in cfg.faults:
         replayer, output, router = state.replayer, state.output, state.router
@@ -190,5 +194,5 @@ def arm_data_faults(state: RunState, aws: EmbeddedAws, status: Any) -> None:
         gate_wait = DRAIN_TIMEOUT_S if "hook-timeout" in cfg.faults else 0.0
         state.faults.append(StreamThrottle(
             aws.server.throttle, geo_stream_prefix(cfg.prefix), lambda: replayer.sent_ids, lambda: output.first_written,
-            lambda: router.failed_items, status, delay_s=0.3 * cfg.duration_s, duration_s=0.15 * cfg.duration_s,
+            lambda: router.failed_items, status, live_since, delay_s=0.3 * cfg.duration_s, duration_s=0.15 * cfg.duration_s,
             share=0.5, deadline_s=0.15 * cfg.duration_s + cfg.drain_timeout_s + gate_wait))

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from local.errors import LocalRunError
-from local.faults.record import FaultRecord
+from local.faults.record import FaultRecord, LiveSince
 
 
 class InjectedCrash(LocalRunError, RuntimeError):
@@ -46,19 +46,19 @@ class DeployerCrash:
     """Follow one ``deployer-crash`` fault over a :class:`CrashingFleet` and the controller's state."""
 
     def __init__(self, fleet: CrashingFleet, fleet_started: Callable[[int, int | None], bool],
-                 active_version: Callable[[], int | None], deploy_status: Callable[[], str], *, deadline_s: float,
+                 active_version: Callable[[], int | None], live_since: LiveSince, *, deadline_s: float,
                  clock: Callable[[], float] = time.time) -> None:
         self.fleet = fleet
         self.fleet_started = fleet_started
         self.active_version = active_version
-        self.deploy_status = deploy_status
+        self.live_since = live_since
         self.clock = clock
         self.record = FaultRecord("deployer-crash", deadline_s=deadline_s)
 
     def poll(self) -> None:
         now = self.clock()
         if not self.fleet.armed:
-            if self.deploy_status() == "done":
+            if self.live_since() is not None:
                 self.fleet.arm()  # the next swap's fleet start dies
             return
         if self.fleet.crashed_plan is None:

@@ -40,7 +40,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from local.faults.record import FaultRecord, LiveDelay
+from local.faults.record import FaultRecord, LiveDelay, LiveSince
 from local.outcomes import outcome
 from partitioner.contracts.snapshot import (
     MANIFEST_NAME,
@@ -144,13 +144,13 @@ class SnapshotCorrupt:
     """Inject and follow ``snapshot-corrupt`` (see the module docstring); call :meth:`poll` often."""
 
     def __init__(self, store: Store, calls: Callable[[], Sequence[Call]], desired_after: Mapping[str, int | None],
-                 deploy_status: Callable[[], str], *, delay_s: float, deadline_s: float,
+                 live_since: LiveSince, *, delay_s: float, deadline_s: float,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.calls = calls
         self.desired_after = desired_after
         self.clock = clock
-        self._delay = LiveDelay(deploy_status, delay_s)
+        self._delay = LiveDelay(live_since, delay_s)
         self.record = FaultRecord("snapshot-corrupt", deadline_s=deadline_s)
         self.kinds: dict[str, str] = {}
         self.reasons: dict[str, str] = {}
@@ -202,7 +202,7 @@ class SnapshotDup:
     """
 
     def __init__(self, store: Store, calls: Callable[[], Sequence[Call]], hold: Callable[[str], None],
-                 deliver: Callable[[str], Any], mark: Callable[[], str], deploy_status: Callable[[], str], *,
+                 deliver: Callable[[str], Any], mark: Callable[[], str], live_since: LiveSince, *,
                  window_s: float, delay_s: float, deadline_s: float, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.calls = calls
@@ -211,7 +211,7 @@ class SnapshotDup:
         self.mark = mark
         self.window_s = window_s
         self.clock = clock
-        self._delay = LiveDelay(deploy_status, delay_s)
+        self._delay = LiveDelay(live_since, delay_s)
         self.record = FaultRecord("snapshot-dup", deadline_s=deadline_s)
         self.held = ""
         self.duplicate = ""

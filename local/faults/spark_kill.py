@@ -15,14 +15,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from local.faults.record import IN_SWAP, FaultRecord
+from local.faults.record import IN_SWAP, FaultRecord, LiveDelay, LiveSince
 
 
 class SparkKill:
     """Inject and follow one ``spark-kill`` fault: ``child()`` is the running job, ``restart()`` starts a new one."""
 
-    def __init__(self, child: Callable[[], Any], restart: Callable[[], Any], deploy_status: Callable[[], str], *,
-                 delay_s: float, deadline_s: float,
+    def __init__(self, child: Callable[[], Any], restart: Callable[[], Any], deploy_status: Callable[[], str],
+                 live_since: LiveSince, *, delay_s: float, deadline_s: float,
                  kill: Callable[[int], None] = lambda pid: os.killpg(os.getpgid(pid), signal.SIGKILL),
                  clock: Callable[[], float] = time.time) -> None:
         self.child = child
@@ -30,8 +30,7 @@ class SparkKill:
         self.deploy_status = deploy_status
         self.kill = kill
         self.clock = clock
-        self.delay_s = delay_s
-        self.live_since: float | None = None
+        self._delay = LiveDelay(live_since, delay_s)
         self.record = FaultRecord("spark-kill", deadline_s=deadline_s)
         self._restarted: Any = None
         self._log_offset = 0
@@ -43,11 +42,7 @@ class SparkKill:
     def poll(self) -> None:
         now = self.clock()
         if self.record.injected_at is None:
-            if self.live_since is None:
-                if self.deploy_status() == "done":
-                    self.live_since = now
-                return
-            if now - self.live_since < self.delay_s:
+            if not self._delay.due(now):
                 return
             child = self.child()
             self.record.target = f"Spark job pid {child.pid} (driver and JVM, kill -9 of the process group)"

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
-from local.faults.record import IN_SWAP, FaultRecord, LiveDelay
+from local.faults.record import IN_SWAP, FaultRecord, LiveDelay, LiveSince
 
 
 class Throttle(Protocol):
@@ -37,7 +37,7 @@ class StreamThrottle:
 
     def __init__(self, throttle: Throttle, stream_prefix: str, sent_ids: Callable[[], Sequence[str]],
                  written: Callable[[], Mapping[str, float]], router_failures: Callable[[], int],
-                 deploy_status: Callable[[], str], *, delay_s: float, duration_s: float, share: float, deadline_s: float,
+                 deploy_status: Callable[[], str], live_since: LiveSince, *, delay_s: float, duration_s: float, share: float, deadline_s: float,
                  clock: Callable[[], float] = time.time) -> None:
         self.throttle = throttle
         self.stream_prefix = stream_prefix
@@ -47,7 +47,7 @@ class StreamThrottle:
         self.deploy_status = deploy_status
         self.duration_s, self.share = duration_s, share
         self.clock = clock
-        self._delay = LiveDelay(deploy_status, delay_s)
+        self._delay = LiveDelay(live_since, delay_s)
         self.record = FaultRecord("stream-throttle", deadline_s=deadline_s)
         self._sent_before_end: int | None = None
         self._router_before = 0

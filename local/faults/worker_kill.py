@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from local.faults.record import IN_SWAP, TAKEOVER_LEASES, FaultRecord
+from local.faults.record import IN_SWAP, TAKEOVER_LEASES, FaultRecord, LiveSince
 from partitioner.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, parse_lease_key
 
 CARRIED_LEASES = 1.0  # lease durations more for the leases a killed carrier held beyond its slot's
@@ -66,7 +66,7 @@ class WorkerKill:
     """Inject and follow one ``worker-kill`` fault; call :meth:`poll` every fraction of a second."""
 
     def __init__(self, processes: Callable[[], Sequence[Process]], leases: Callable[[], Sequence[Lease]],
-                 deploy_status: Callable[[], str], *, lease_s: float, fallback_after_s: float,
+                 deploy_status: Callable[[], str], live_since: LiveSince, *, lease_s: float, fallback_after_s: float,
                  kill: Callable[[int], None] = lambda pid: os.kill(pid, signal.SIGKILL),
                  clock: Callable[[], float] = time.time) -> None:
         self.processes = processes
@@ -74,7 +74,7 @@ class WorkerKill:
         self.deploy_status = deploy_status
         self.kill = kill
         self.clock = clock
-        self.live_since: float | None = None  # when the first deployment finished
+        self.live_since = live_since
         self.fallback_after_s = fallback_after_s
         self.lease_s = lease_s
         self.record = FaultRecord("worker-kill", deadline_s=TAKEOVER_LEASES * lease_s)
@@ -93,13 +93,11 @@ class WorkerKill:
             self._check_takeover(now)
 
     def _maybe_inject(self, now: float) -> None:
-        status = self.deploy_status()
-        if self.live_since is None:
-            if status != "done":
-                return  # the first deployment is not a swap: wait until a spec is live
-            self.live_since = now
-        mid_swap = status in IN_SWAP
-        if not mid_swap and now - self.live_since < self.fallback_after_s:
+        live = self.live_since()
+        if live is None:
+            return  # the first deployment is not a swap: wait until a spec is live
+        mid_swap = self.deploy_status() in IN_SWAP
+        if not mid_swap and now - live < self.fallback_after_s:
             return
         held = [le for le in self.leases() if le.owner and le.expires_at > now and not le.drained]
         for p in self.processes():

@@ -30,9 +30,9 @@ def test_deployer_crash_dies_once_in_the_next_swaps_fleet_start_and_recovers_whe
     # GIVEN a live spec and the crashing view of the fleet
     inner = Fleet()
     fleet = CrashingFleet(inner)
-    state = {"status": "done", "active": 1, "started": False}
+    state = {"active": 1, "started": False}
     fault = DeployerCrash(fleet, lambda v, old: bool(state["started"]), lambda: int(state["active"]),
-                          lambda: str(state["status"]), deadline_s=65.0, clock=lambda: 100.0)
+                          lambda: 90.0, deadline_s=65.0, clock=lambda: 100.0)
     fault.poll()
     assert fleet.armed and fault.record.injected_at is None
     # WHEN the next swap starts its fleet THEN the deployer dies there, once; other calls pass through
@@ -56,8 +56,8 @@ def test_deployer_crash_dies_once_in_the_next_swaps_fleet_start_and_recovers_whe
 def test_a_crashed_swap_whose_carried_slots_flipped_without_a_fleet_start_recovered() -> None:
     # GIVEN a deployer that died in v2's fleet start
     fleet = CrashingFleet(Fleet())
-    state = {"status": "done", "active": 1}
-    fault = DeployerCrash(fleet, lambda v, old: False, lambda: int(state["active"]), lambda: str(state["status"]),
+    state = {"active": 1}
+    fault = DeployerCrash(fleet, lambda v, old: False, lambda: int(state["active"]), lambda: 90.0,
                           deadline_s=65.0, clock=lambda: 100.0)
     fault.poll()
     with pytest.raises(InjectedCrash):

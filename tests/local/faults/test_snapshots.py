@@ -93,7 +93,7 @@ W = "snapshots/window_end=2026-11-21T10-00-{:02d}Z/_manifest.json"
 
 
 def corrupt_fault(calls: list[Call], desired_after: dict[str, int | None]) -> SnapshotCorrupt:
-    fault = SnapshotCorrupt(Dict([W.format(10)]), lambda: calls, desired_after, lambda: "done",
+    fault = SnapshotCorrupt(Dict([W.format(10)]), lambda: calls, desired_after, lambda: 0.0,
                             delay_s=0.0, deadline_s=60.0, clock=lambda: 100.0)
     fault.poll()  # the injection is tested against moto above; here only its bookkeeping
     return fault
@@ -148,7 +148,7 @@ def test_dup_fault_redelivers_the_same_event_and_an_older_window_after_a_newer_o
 
     now = [100.0]
     mark = ["2026-11-21T10:00:20Z"]
-    fault = SnapshotDup(store, lambda: calls, held.add, deliver, lambda: mark[0], lambda: "done", window_s=10.0,
+    fault = SnapshotDup(store, lambda: calls, held.add, deliver, lambda: mark[0], lambda: 0.0, window_s=10.0,
                         delay_s=0.0, deadline_s=90.0, clock=lambda: now[0])
     fault.poll()
     # THEN the window two ahead of the newest (:40) is held back before it exists
@@ -174,7 +174,7 @@ def test_dup_fault_reports_a_late_delivery_that_moved_the_mark_back() -> None:
     calls = [Call(W.format(20), 95.0, result("held"))]
     answers = {W.format(20): result("duplicate", "duplicate"), W.format(40): result("rejected", "stale_snapshot: x")}
     fault = SnapshotDup(store, lambda: calls, lambda k: None, answers.__getitem__, lambda: "2026-11-21T10:00:40Z",
-                        lambda: "done", window_s=10.0, delay_s=0.0, deadline_s=90.0, clock=lambda: 100.0)
+                        lambda: 0.0, window_s=10.0, delay_s=0.0, deadline_s=90.0, clock=lambda: 100.0)
     fault.poll()
     fault.poll()
     store.put(W.format(40), b"")
@@ -189,7 +189,7 @@ def test_dup_fault_reports_a_late_delivery_that_moved_the_mark_back() -> None:
 def test_dup_fault_reports_a_duplicate_that_published() -> None:
     store = Dict([W.format(10)])
     calls = [Call(W.format(10), 90.0, result("published"))]
-    fault = SnapshotDup(store, lambda: calls, lambda k: None, lambda k: result("published"), lambda: "", lambda: "done",
+    fault = SnapshotDup(store, lambda: calls, lambda k: None, lambda k: result("published"), lambda: "", lambda: 0.0,
                         window_s=10.0, delay_s=0.0, deadline_s=90.0, clock=lambda: 100.0)
     fault.poll()
     fault.poll()

@@ -30,7 +30,7 @@ def test_spark_kill_restarts_the_job_and_recovers_on_its_next_snapshot(tmp_path:
         jobs.append(Job(11, log))
         return jobs[-1]
 
-    fault = SparkKill(lambda: jobs[-1], restart, lambda: "done", delay_s=5.0, deadline_s=60.0,
+    fault = SparkKill(lambda: jobs[-1], restart, lambda: "done", lambda: 0.0, delay_s=5.0, deadline_s=60.0,
                       kill=killed.append, clock=lambda: now[0])
     fault.poll()
     assert killed == [] and not fault.owns_exit()

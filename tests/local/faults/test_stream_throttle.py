@@ -160,7 +160,7 @@ def test_stream_throttle_recovers_when_every_event_sent_before_its_end_came_out(
     sent = ["a", "b"]
     out: dict[str, float] = {}
     t = Throttle()
-    fault = StreamThrottle(t, "p-geo-v", lambda: sent, lambda: out, lambda: 4, lambda: "done", delay_s=5.0,
+    fault = StreamThrottle(t, "p-geo-v", lambda: sent, lambda: out, lambda: 4, lambda: "done", lambda: 90.0, delay_s=5.0,
                            duration_s=10.0, share=0.5, deadline_s=60.0, clock=lambda: now[0])
     fault.poll()
     now[0] = 100.0
@@ -188,7 +188,7 @@ def test_stream_throttle_recovery_is_dated_by_the_last_output_written_not_the_la
     now = [100.0]
     sent, out = ["a", "b"], {}
     t = Throttle()
-    fault = StreamThrottle(t, "p-geo-v", lambda: sent, lambda: out, lambda: 0, lambda: "done", delay_s=0.0,
+    fault = StreamThrottle(t, "p-geo-v", lambda: sent, lambda: out, lambda: 0, lambda: "done", lambda: 100.0, delay_s=0.0,
                            duration_s=10.0, share=0.5, deadline_s=60.0, clock=lambda: now[0])
     fault.poll()
     t.first_refused_at = 100.2

@@ -21,6 +21,7 @@ class World:
     def __init__(self) -> None:
         self.now = 1000.0
         self.status = "done"
+        self.live: float | None = 1000.0  # a spec live since (None: the first deployment is still going)
         self.procs = [Proc(101, "w0", 1), Proc(102, "w1", 1)]
         self.leases = {"v1#w0": Lease("v1#w0", "host:101:aa", 1009.0, False),
                        "v1#w1": Lease("v1#w1", "host:102:bb", 1009.0, False)}
@@ -28,7 +29,7 @@ class World:
 
     def injector(self) -> WorkerKill:
         return WorkerKill(lambda: self.procs, lambda: list(self.leases.values()), lambda: self.status,
-                          lease_s=9.0, fallback_after_s=60.0, kill=self.killed.append, clock=lambda: self.now)
+                          lambda: self.live, lease_s=9.0, fallback_after_s=60.0, kill=self.killed.append, clock=lambda: self.now)
 
     def killed_mid_swap(self, status: str = "draining") -> WorkerKill:
         """An injector that killed pid 101 at ``now`` during a swap in ``status``, its exit recorded."""
@@ -134,11 +135,11 @@ def test_a_carrier_whose_slot_lease_took_longer_than_two_leases_is_a_broken_prom
 
 def test_without_a_swap_the_kill_falls_back_after_the_delay() -> None:
     w = World()
-    w.status = "waiting_green"  # the first deployment: not a swap yet
+    w.status, w.live = "waiting_green", None  # the first deployment: not a swap yet
     fault = w.injector()
     fault.poll()
     assert w.killed == []
-    w.status = "done"
+    w.status, w.live = "done", w.now
     fault.poll()
     w.now += 61
     w.leases["v1#w0"] = Lease("v1#w0", "host:101:aa", w.now + 9, False)  # renewed
