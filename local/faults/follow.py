@@ -65,7 +65,7 @@ def fault_table(state: RunState) -> None:
 
 def snapshot_fault_open(state: RunState) -> bool:
     """True while an injected ``snapshot-*`` fault has not recovered and its deadline has not passed (the tail keeps
-    the snapshot notifications on for it: only a window judged after it recovers it)."""
+    the snapshot notifications on for it: ``snapshot-corrupt`` recovers only on a window judged after it)."""
     return fault_pending(state, prefix="snapshot-")
 
 

@@ -115,8 +115,8 @@ class HookFault:
         active = self.active()
         if self.pre_flip:
             st = self.deploy()
-            at = self.served(active) if active is not None else None
-            if st.version == v and st.status == "rolled_back" and active is not None and active < v and at is not None:
+            rolled = st.version == v and st.status == "rolled_back" and active is not None and active < v
+            if rolled and active is not None and (at := self.served(active)) is not None:  # the leases read last
                 r.recovered_at = min(now, max(r.detected_at, at))
                 r.did = (f"ECS rolled v{v} back; the deployer marked v{v} rolled back {r.detected_at - r.injected_at:.1f}s "
                          f"later (not after GREEN_TIMEOUT_S); blue v{active} kept serving")
