@@ -19,6 +19,12 @@ Each runs as a thread on the simulated clock (:mod:`local.scale.simtime`) and ca
   the same routing (:meth:`RoutingTable.hash_keys_for`, :func:`lambdas.common.kinesis.chunk_entries`) and its
   ``PutRecords`` call is counted by the same rules without being sent (moto takes ~0.1 ms per record: 100,000
   events per simulated second could not be sent).
+
+  With state handoff (``--stateful``) every container also has its ingest shard's ledger
+  (:class:`lambdas.router.ledger.LedgerStore` over the counted S3 client): a sent invocation routes one shard's
+  entities through it (a conditional GET, the stamped puts and markers, a conditional PUT), and a counted one
+  counts the same two S3 calls on its ledger's key. The workers then run :class:`CountingState`, a stateful
+  transform, so their state snapshots and handoffs are the real worker's calls.
 """
 
 from __future__ import annotations
@@ -34,15 +40,20 @@ from geo_service.config import WorkerConfig
 from geo_service.cost import Calibration
 from geo_service.lifecycle import WorkerState
 from geo_service.protection import ScaleInProtection
+from geo_service.transform import Applied, GeoTransform
 from geo_service.worker import GeoWorker
 from lambdas.common.dynamodb import ControlTable
 from lambdas.common.kinesis import GeoStreams, PutEntry, chunk_entries
 from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.deploy.controller import DeployController
+from lambdas.router.ledger import LedgerStore
 from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
 from local.scale.simtime import SimTime
-from local.scale.world import EventSource
+from local.scale.world import EventSource, HomedSource
+from partitioner.aws_budget.calls import CallLog
 from partitioner.contracts.control import ControlKey, DeployStatus
+from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS
+from partitioner.contracts.handoff import router_ledger_key
 from partitioner.contracts.spec_pointer import DesiredPointer, spec_key
 from partitioner.spec.model import Spec
 
@@ -67,6 +78,25 @@ class NullTransform:
         return {}
 
 
+class CountingState(NullTransform):
+    """The light workers' stateful transform (``--stateful``): each entity's state is its number of events."""
+
+    stateful = True
+
+    def apply_stateful(self, event: Mapping[str, Any], state: Any) -> Applied:
+        seen = (state.get("seen", 0) if isinstance(state, dict) else 0) + 1
+        return Applied({"seen": seen}, {"seen": seen})
+
+
+#: The ingest stream the simulated router's containers read (one shard each; only its ledgers' keys use it).
+INGEST_STREAM = "georebal-sim-ingest"
+
+
+def ingest_shard_id(container: int) -> str:
+    """The ingest shard of router container ``container``, named as Kinesis names shards."""
+    return f"shardId-{container:012d}"
+
+
 @dataclass
 class Launch:
     """One task of the worker service: launched at ``at``, its worker once running."""
@@ -80,8 +110,10 @@ class EcsScheduler:
 
     def __init__(self, sim: SimTime, ecs: Any, cluster: str, service: str, *, config: WorkerConfig,
                  clients: WorkerClients, launch_delay_s: float, on_protect: Callable[[dict[str, object]], object],
-                 on_launch: Callable[[float], None], period_s: float = 1.0) -> None:
+                 on_launch: Callable[[float], None], period_s: float = 1.0,
+                 transform_factory: Callable[[], GeoTransform] = NullTransform) -> None:
         self.sim = sim
+        self.transform_factory = transform_factory
         self._ecs = ecs
         self.cluster = cluster
         self.service = service
@@ -134,7 +166,7 @@ class EcsScheduler:
         self.started += 1
         protection = ScaleInProtection("sim://ecs-agent", clock=self.sim.monotonic, send=self.on_protect)
         worker = GeoWorker(self.config, self.clients, owner=f"task-{self.started:05d}", timebase=self.sim,
-                           transform_factory=NullTransform, calibration=CALIBRATION, protection=protection)
+                           transform_factory=self.transform_factory, calibration=CALIBRATION, protection=protection)
         return worker.start()
 
     @property
@@ -217,10 +249,14 @@ class Router:
     """The router Lambda's containers (see the module docstring)."""
 
     def __init__(self, sim: SimTime, *, control: ControlTable, s3: Any, specs_bucket: str, streams: GeoStreams,
-                 quarantine: QuarantineSink, events: Callable[[], EventSource], events_per_s: float,
+                 quarantine: QuarantineSink, events: Callable[[], EventSource | HomedSource], events_per_s: float,
                  containers: int, sample: int, count_put: Callable[[str, list[PutEntry], float], None],
-                 tick_s: float = 0.5, payload_bytes: int = 110) -> None:
+                 tick_s: float = 0.5, payload_bytes: int = 110, ledgers: LedgerStore | None = None,
+                 calls: CallLog | None = None) -> None:
         self.sim = sim
+        self.ledgers = ledgers
+        self.calls = calls
+        self._seq = [0] * containers  # each ingest shard's last sequence number (the ledger orders by it)
         self.streams = streams
         self.quarantine = quarantine
         self.events = events
@@ -245,34 +281,84 @@ class Router:
 
     def tick(self) -> None:
         per = round(self.events_per_s * self.tick_s / len(self.caches))
-        for cache in self.caches:
+        for i, cache in enumerate(self.caches):
             table = cache.current()
             if table is None or per == 0:
                 continue
             self.stats.invocations += 1
             self._turn += 1
-            if self._turn % self.sample == 0:
+            if self._turn % self.sample == 0 and self.ledgers is not None:
+                self._send_stamped(table, per, i)
+            elif self._turn % self.sample == 0:
                 self._send(table, per)
             else:
-                self._count(table, per)
+                self._count(table, per, None if self.ledgers is None else i)
 
     def _send(self, table: RoutingTable, n: int) -> None:
         ev = self.events().take(n)
         records = [InputRecord(eid, d, "sim") for eid, d in zip(ev.event_ids, ev.data, strict=True)]
         result = route_batch(records, table, self.streams, self.quarantine)
-        self.stats.routed += result.routed
-        self.stats.sent += result.routed
-        self.stats.failed += len(result.failed_ids)
-        failed = set(result.failed_ids)
-        self.stats.sent_ids += [eid for eid in ev.event_ids if eid not in failed]
+        self._sent(ev.event_ids, result.routed, result.failed_ids)
 
-    def _count(self, table: RoutingTable, n: int) -> None:
-        ev = self.events().take(n, encode=False)
+    def _send_stamped(self, table: RoutingTable, n: int, container: int) -> None:
+        """One invocation of ingest shard ``container``: its entities' events, numbered through its ledger."""
+        assert self.ledgers is not None
+        source = self.events()
+        if not isinstance(source, HomedSource):
+            raise TypeError("state handoff needs entities that keep their home cell (HomedSource)")
+        ev = source.take(n, part=(container, len(self.caches)))
+        first = self._seq[container]
+        self._seq[container] += n
+        records = [InputRecord(str(first + k + 1), d, "sim") for k, d in enumerate(ev.data)]
+        shard = ingest_shard_id(container)
+        ledger = self.ledgers.load(INGEST_STREAM, shard)
+        result = route_batch(records, table, self.streams, self.quarantine, DEFAULT_EVENT_FIELDS, ledger)
+        self.ledgers.save(INGEST_STREAM, shard, ledger)
+        by_item = dict(zip((r.item_id for r in records), ev.event_ids, strict=True))
+        self._sent(ev.event_ids, result.routed, tuple(by_item[f] for f in result.failed_ids))
+
+    def _sent(self, event_ids: list[str], routed: int, failed_ids: Sequence[str]) -> None:
+        self.stats.routed += routed
+        self.stats.sent += routed
+        self.stats.failed += len(failed_ids)
+        failed = set(failed_ids)
+        self.stats.sent_ids += [eid for eid in event_ids if eid not in failed]
+
+    def _count_ledger(self, container: int) -> None:
+        """The ledger calls of a counted invocation: a conditional GET and a PUT of its shard's ledger."""
+        assert self.ledgers is not None and self.calls is not None
+        params = {"Bucket": self.ledgers.bucket, "Key": router_ledger_key(INGEST_STREAM, ingest_shard_id(container))}
+        for op in ("GetObject", "PutObject"):
+            self.calls.record_call("s3", op, params, {}, at=self.sim.time())
+
+    def _count(self, table: RoutingTable, n: int, container: int | None) -> None:
+        """A counted invocation: its PutRecords calls counted, not sent. With state handoff (``container`` set) it
+        draws that ingest shard's entities, puts in rounds of at most one event per entity (as
+        :func:`lambdas.router.stateful.route_stamped` does) and counts its ledger's GET and PUT."""
+        source = self.events()
+        ev = (source.take(n, encode=False, part=(container, len(self.caches)))
+              if container is not None and isinstance(source, HomedSource) else source.take(n, encode=False))
         keys = table.hash_keys_for(ev.lon, ev.lat, ev.entity_ids)
         entries = [PutEntry(self.payload, e, k) for e, k in zip(ev.entity_ids, keys, strict=True)]
-        for chunk in chunk_entries(entries):
-            self.count_put(table.stream_name, [entries[i] for i in chunk], self.sim.time())
+        for wave in ([entries] if container is None else put_rounds(entries)):
+            for chunk in chunk_entries(wave):
+                self.count_put(table.stream_name, [wave[i] for i in chunk], self.sim.time())
+        if container is not None:
+            self._count_ledger(container)
         self.stats.routed += n
+
+
+def put_rounds(entries: Sequence[PutEntry]) -> list[list[PutEntry]]:
+    """``entries`` in rounds of at most one per entity (partition key), each entity's in order."""
+    rounds: list[list[PutEntry]] = []
+    seen: dict[str, int] = {}
+    for e in entries:
+        k = seen.get(e.partition_key, 0)
+        seen[e.partition_key] = k + 1
+        if k == len(rounds):
+            rounds.append([])
+        rounds[k].append(e)
+    return rounds
 
 
 def router_containers(events_per_s: float) -> int:

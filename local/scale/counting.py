@@ -1,7 +1,8 @@
 """What the simulation adds to the call log beyond the clients it watches, and what it reads back from it.
 
 The ECS agent's scale-in protection calls (:func:`protected`) and the router's counted-not-sent puts per shard
-(:class:`ShardLookup`) are logged by hand; :func:`steady_output_puts` measures the workers' output PUT rate.
+(:class:`ShardLookup`) are logged by hand; :func:`steady_output_puts` measures the workers' output PUT rate and
+:func:`steady_calls` the AWS calls per event routed in the steady phase (all of them, and the state handoff's own).
 """
 
 from __future__ import annotations
@@ -13,6 +14,40 @@ from lambdas.common.kinesis import PutEntry
 from local.scale.result import ScaleResult
 from partitioner.aws_budget.calls import CallLog
 from partitioner.aws_budget.usage import ACCOUNT, Usage
+from partitioner.contracts.handoff import router_ledger_key, state_key
+
+#: Call-log rows that are levels, not calls (the router's concurrency, Fargate's launch tokens).
+NOT_CALLS = frozenset({"lambda.concurrency", "fargate.task_launches"})
+
+
+def is_call(key: str) -> bool:
+    """True for a call-log row that counts calls (not units, records, bytes, retries already counted, or levels)."""
+    return not ("_units." in key or key.endswith((".records", ".bytes")) or key.startswith("retries.")
+                or key in NOT_CALLS)
+
+
+def steady_calls(result: ScaleResult, specs_bucket: str, output_bucket: str) -> tuple[float, float] | None:
+    """AWS calls per simulated second in ``result``'s steady phase (None without one): all of them, and the state
+    handoff's own (the router's ledger GETs and PUTs, the slots' state objects, the handoff items'
+    ``BatchWriteItem``; its ``BatchGetItem`` calls share their row with the lease reads and show only in the
+    total)."""
+    steady = next((p for p in result.phases if p.name == "steady"), None)
+    if steady is None or steady.end <= steady.start:
+        return None
+    lo, hi = result.sim_start + steady.start, result.sim_start + steady.end
+    ledgers = f"{specs_bucket}/{router_ledger_key('', '').split('/')[0]}/"
+    states = f"{output_bucket}/{state_key(0, '', final=False).split('/')[0]}/"
+    total = state = 0.0
+    for row in result.calls.series():
+        if not is_call(row.key):
+            continue
+        n = sum(v for t, v in row.seconds.items() if lo <= t < hi)
+        total += n
+        if row.key == "dynamodb.BatchWriteItem" or (row.key in ("s3.get.prefix", "s3.put.prefix")
+                                                    and row.scope.startswith((ledgers, states))):
+            state += n
+    span = hi - lo
+    return total / span, state / span
 
 
 def steady_output_puts(result: ScaleResult, output_bucket: str) -> float | None:

@@ -35,6 +35,8 @@ class ScaleConfig:
     leases_warm_writes: int = 0
     #: the stack's ``leases_warm_reads``: the leases table's reads are held against it (0: a new table's 12,000)
     leases_warm_reads: int = 0
+    #: state handoff on (``--stateful``): ledgers in the router, a stateful transform in the workers
+    stateful: bool = False
 
 
 @dataclass
@@ -70,6 +72,8 @@ class ScaleResult:
     #: S3 PUTs of output objects per slot per second during the steady phase (target <= 0.1); None when no slot
     #: wrote two objects in it (records reach the slots too rarely: raise ``--sent-per-worker-s``)
     steady_output_puts: float | None = None
+    #: AWS calls per simulated second in the steady phase: (all, the state handoff's own); None without that phase
+    steady_calls: tuple[float, float] | None = None
 
     #: the leases table's name (the scope of its writes in the call log)
     leases_table: str = ""
@@ -122,6 +126,12 @@ def summary(result: ScaleResult) -> str:
                  f"{'not measured (no slot wrote two)' if puts is None else f'{puts:.3f}'} S3 PUTs per slot per second "
                  f"(OUTPUT_FLUSH_S {WorkerConfig.output_flush_s:g} s; during a swap the old slots write every poll "
                  f"interval until they drain)")
+    if result.steady_calls is not None:
+        total, state = result.steady_calls
+        per = 1.0 / max(1.0, cfg.events_per_s)
+        lines.append(f"  AWS calls in the steady phase: {total:,.1f}/s, {total * per:.4f} per event routed; of them "
+                     f"the state handoff's ledgers, state objects and handoff writes {state:,.1f}/s, "
+                     f"{state * per:.4f} per event ({'state handoff on' if cfg.stateful else 'stateless'})")
     rows = result.budget()
     lines += ["", render(rows, f"AWS API budget at {cfg.workers} workers")]
     bad = failures(rows)

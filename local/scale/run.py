@@ -24,7 +24,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,13 +39,14 @@ from lambdas.common.kinesis import GeoStreams
 from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.fleet import EcsFleet
+from lambdas.router.ledger import LedgerStore
 from local.aws import Names
 from local.scale.account import REGION, clients, create_resources, moto_on, worker_config
-from local.scale.actors import Deployer, EcsScheduler, Router, router_containers
-from local.scale.counting import ShardLookup, protected, steady_output_puts
+from local.scale.actors import CountingState, Deployer, EcsScheduler, NullTransform, Router, router_containers
+from local.scale.counting import ShardLookup, protected, steady_calls, steady_output_puts
 from local.scale.result import Phase, ScaleConfig, ScaleResult, summary, to_json
 from local.scale.simtime import SimTime
-from local.scale.world import EventSource, Version, World, build_world
+from local.scale.world import EventSource, HomedSource, Version, World, build_world
 from partitioner.aws_budget.calls import CallLog, watch
 from partitioner.aws_budget.usage import ACCOUNT, Usage
 from partitioner.contracts.control import DeployStatus
@@ -55,6 +56,13 @@ from partitioner.spec.shards import with_shards
 
 PREFIX = "georebal-sim"
 PHASES = ("deploy v1 (fleet start)", "swap v2 (load moves)", "swap v3 (more workers)")
+#: The output record's slot, added to its fields when the run reads the output back.
+SLOT_FIELD = "_slot"
+#: The router's pool of entities, per worker slot of v1 (stateless: where the events come from does not matter).
+ENTITIES_PER_WORKER = 50
+#: With state handoff, each entity sends one event every this many seconds on average (a vehicle's position
+#: report): how many events of one entity a router batch holds sets its number of put rounds.
+EVENT_EVERY_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +86,7 @@ class Actors:
     deployer: Deployer
     ecs: EcsScheduler
     router: Router
-    source: list[EventSource]  # the load the router sends; the next version's load replaces it
+    source: list[EventSource | HomedSource]  # the load the router sends; the next version's load replaces it
     containers: int
 
 
@@ -104,6 +112,7 @@ def run(cfg: ScaleConfig, progress: Callable[[str], None] = print) -> ScaleResul
     result.wall_s = time.monotonic() - started
     result.sim_start = sim.start
     result.steady_output_puts = steady_output_puts(result, names.output_bucket)
+    result.steady_calls = steady_calls(result, names.specs_bucket, names.output_bucket)
     return result
 
 
@@ -132,15 +141,21 @@ def start_actors(ctx: Context, names: Names, world: World) -> Actors:
                                              dynamodb=counted["dynamodb"]),
                        launch_delay_s=cfg.launch_delay_s,
                        on_protect=lambda body: protected(calls),
-                       on_launch=lambda at: calls.add([Usage("fargate.task_launches", ACCOUNT, 1)], at=at))
-    source: list[EventSource] = [EventSource(world.versions[0].counts, entities=50 * cfg.workers, seed=cfg.seed)]
+                       on_launch=lambda at: calls.add([Usage("fargate.task_launches", ACCOUNT, 1)], at=at),
+                       transform_factory=CountingState if cfg.stateful else NullTransform)
+    first = world.versions[0].counts
+    entities = round(cfg.events_per_s * EVENT_EVERY_S) if cfg.stateful else ENTITIES_PER_WORKER * cfg.workers
+    source: list[EventSource | HomedSource] = [HomedSource(first, entities, seed=cfg.seed) if cfg.stateful else
+                                               EventSource(first, entities=entities, seed=cfg.seed)]
     containers = router_containers(cfg.events_per_s)
     sample = max(1, round(cfg.events_per_s / max(1.0, cfg.sent_per_worker_s * cfg.workers)))
     router = Router(sim, control=control, s3=counted["s3"], specs_bucket=names.specs_bucket,
                     streams=GeoStreams(put_client),
                     quarantine=QuarantineSink(counted["s3"], names.quarantine_bucket, "router"),
                     events=lambda: source[0], events_per_s=cfg.events_per_s, containers=containers,
-                    sample=sample, count_put=lambda stream, entries, at: shard_of.count(calls, stream, entries, at))
+                    sample=sample, count_put=lambda stream, entries, at: shard_of.count(calls, stream, entries, at),
+                    ledgers=LedgerStore(counted["s3"], names.specs_bucket, clock=sim.time) if cfg.stateful else None,
+                    calls=calls)
     for actor, name in ((ecs.run, "ecs"), (deployer.run, "deployer"), (router.run, "router")):
         sim.spawn(actor, name)
     return Actors(quiet, controller, deployer, ecs, router, source, containers)
@@ -170,7 +185,10 @@ def deploy_versions(ctx: Context, actors: Actors, world: World) -> None:
     for i, version in enumerate(world.versions):
         v = version.spec.version
         if i > 0:
-            actors.source[0] = EventSource(version.counts, entities=50 * cfg.workers, seed=cfg.seed + v)
+            now = actors.source[0]
+            actors.source[0] = (now.follow(version.counts, seed=cfg.seed + v) if isinstance(now, HomedSource) else
+                                EventSource(version.counts, entities=ENTITIES_PER_WORKER * cfg.workers,
+                                            seed=cfg.seed + v, first_id=now.next_id))
         deployer.publish(version.spec)
 
         def finished(v: int = v) -> bool:
@@ -190,15 +208,26 @@ def drain(ctx: Context, actors: Actors, names: Names) -> None:
     router.stop()
     tail = Phase("drain and flush", sim.now - sim.start)
     sent = set(router.stats.sent_ids)
+    records: dict[str, list[Mapping[str, Any]]] = {}
     out: set[str] = set()
     deadline = sim.now + 120.0
     while sim.now < deadline:
         sim.run_for(5.0)
-        out = _output_ids(actors.quiet["s3"], names.output_bucket)
+        records = _output(actors.quiet["s3"], names.output_bucket)
+        out = set(records)
         if sent <= out:
             break
     tail.end, tail.ok = sim.now - sim.start, sent <= out
     tail.detail = f"{len(sent & out)} of {len(sent)} sent events in the output"
+    if ctx.cfg.stateful:
+        breaks = state_breaks(records)
+        result.errors += [f"state did not follow entity {b}" for b in breaks[:10]]
+        slots: dict[str, set[str]] = {}
+        for copies in records.values():
+            slots.setdefault(str(copies[0].get("entity_id")), set()).update(str(c[SLOT_FIELD]) for c in copies)
+        moved = sum(len(v) > 1 for v in slots.values())
+        tail.detail += (f"; the state followed all {len(slots)} entities ({moved} of them changed slot)" if not breaks
+                        else f"; the state broke for {len(breaks)} of {len(slots)} entities")
     result.phases.append(tail)
     actors.deployer.stop()
     actors.ecs.stop()
@@ -220,18 +249,39 @@ def _deploy_line(ctl: DeployController) -> str:
     return f"deploy v{st.version} {st.status}"
 
 
-def _output_ids(s3: Any, bucket: str) -> set[str]:
-    ids: set[str] = set()
+def state_breaks(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str]:
+    """Entities whose :class:`~local.scale.actors.CountingState` counts in the output are not 1, 2, ... n for their
+    n events (``records``: every output record's fields per event id): a state lost, applied twice or out of order.
+
+    A copy of an event (at-least-once output) must carry the same count as the event."""
+    seen: dict[str, list[int]] = {}
+    broken: set[str] = set()
+    for copies in records.values():
+        entity = str(copies[0].get("entity_id"))
+        counts = {int(c.get("seen", 0)) for c in copies}
+        if len(counts) > 1:
+            broken.add(entity)
+        seen.setdefault(entity, []).append(min(counts))
+    broken |= {e for e, c in seen.items() if sorted(c) != list(range(1, len(c) + 1))}
+    return sorted(broken)
+
+
+def _output(s3: Any, bucket: str) -> dict[str, list[Mapping[str, Any]]]:
+    """Every output record's fields and slot (:data:`SLOT_FIELD`), per event id (a copy written twice is listed
+    twice)."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
     token: dict[str, str] = {}
     while True:
         resp = s3.list_objects_v2(Bucket=bucket, Prefix="enriched/", **token)
         for obj in resp.get("Contents", []):
             parse_enriched_key(obj["Key"])
             body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
-            ids.update(EnrichedRecord.from_dict(json.loads(line), obj["Key"]).event_id
-                       for line in body.splitlines() if line)
+            for line in body.splitlines():
+                if line:
+                    rec = EnrichedRecord.from_dict(json.loads(line), obj["Key"])
+                    out.setdefault(rec.event_id, []).append({**rec.fields, SLOT_FIELD: rec.worker_id})
         if not resp.get("IsTruncated"):
-            return ids
+            return out
         token = {"ContinuationToken": resp["NextContinuationToken"]}
 
 
@@ -249,6 +299,9 @@ def parse_args(argv: list[str] | None = None) -> ScaleConfig:
                    help="the stack's leases_warm_writes: hold the leases table's writes against it (0: 4,000)")
     p.add_argument("--leases-warm-reads", type=int, default=0,
                    help="the stack's leases_warm_reads: hold the leases table's reads against it (0: 12,000)")
+    p.add_argument("--stateful", action="store_true",
+                   help="state handoff on: the router numbers events through its ledgers, the workers run a "
+                        "stateful transform, entities keep their home cells")
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--out", type=Path, default=Path("out/scale"))
     a = p.parse_args(argv)
@@ -261,7 +314,7 @@ def parse_args(argv: list[str] | None = None) -> ScaleConfig:
     return ScaleConfig(workers=a.workers, events_per_s=a.events_per_s, sent_per_worker_s=a.sent_per_worker_s,
                        shards_per_worker=a.shards_per_worker, steady_s=a.steady, launch_delay_s=a.launch_delay,
                        seed=a.seed, out=a.out, leases_warm_writes=a.leases_warm_writes,
-                       leases_warm_reads=a.leases_warm_reads)
+                       leases_warm_reads=a.leases_warm_reads, stateful=a.stateful)
 
 
 def main(argv: list[str] | None = None) -> int:

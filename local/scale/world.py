@@ -10,7 +10,9 @@ each city) at zoom 12, built into a spec of about ``workers`` slots by the parti
 * **v3** after every cell grows by ``grow`` (20 %): the sticky rebuild adds about that share of workers.
 
 Events are points drawn from the current version's load (a cell by weight, a uniform point inside it) for a
-pool of entities; each event is the JSON the router parses (``docs/CONTRACTS.md``, "Events").
+pool of entities; each event is the JSON the router parses (``docs/CONTRACTS.md``, "Events"). With state handoff
+(``--stateful``) the entities stay in their home cells instead (:class:`HomedSource`): an entity changes slot only
+when a swap moves its cell, as a stateful fleet's steady state has it.
 """
 
 from __future__ import annotations
@@ -107,14 +109,18 @@ def build_world(workers: int, *, seed: int = 11, shift: float = 0.05, grow: floa
 class EventSource:
     """Events drawn from a version's load: ``take(n)`` returns their JSON bytes and their lon, lat and entity."""
 
-    def __init__(self, counts: Counts, entities: int, seed: int = 7) -> None:
+    def __init__(self, counts: Counts, entities: int, seed: int = 7, first_id: int = 0) -> None:
         self._rng = np.random.default_rng(seed)
         leaves = counts.leaves()
         self._x, self._y, self._z = leaves.x.astype(np.float64), leaves.y.astype(np.float64), leaves.z
         p = leaves.weight / leaves.weight.sum()
         self._cum = np.cumsum(p)
         self.entities = entities
-        self._next_id = 0
+        self._next_id = first_id  # ids go on across versions: a sent event is known by its id in the output
+
+    @property
+    def next_id(self) -> int:
+        return self._next_id
 
     def take(self, n: int, encode: bool = True) -> Events:
         """``n`` events; their JSON only when ``encode`` (a counted-only invocation needs the points alone)."""
@@ -122,17 +128,23 @@ class EventSource:
         scale = np.exp2(self._z[cells].astype(np.float64))
         fx = (self._x[cells] + self._rng.random(n)) / scale
         fy = (self._y[cells] + self._rng.random(n)) / scale
-        lon = fx * 360.0 - 180.0
-        lat = np.degrees(np.arctan(np.sinh(math.pi * (1.0 - 2.0 * fy))))
         ent = self._rng.integers(0, self.entities, n)
-        entity_ids = [f"car-{e}" for e in ent.tolist()]
         start = self._next_id
         self._next_id += n
-        event_ids = [f"s{start + i}" for i in range(n)]
-        data = [json.dumps({"event_id": event_ids[i], "entity_id": entity_ids[i], "ts": 1_795_478_400_000 + start + i,
-                            "lat": round(float(lat[i]), 6), "lon": round(float(lon[i]), 6)}).encode()
-                for i in range(n)] if encode else []
-        return Events(data, lon, lat, entity_ids, event_ids)
+        return _events(fx, fy, ent, start, encode)
+
+
+def _events(fx: FloatArray, fy: FloatArray, ent: npt.NDArray[np.int64], start: int, encode: bool) -> Events:
+    """Events at the tile fractions ``fx, fy`` of entities ``ent``, numbered from ``start``."""
+    n = len(ent)
+    lon = fx * 360.0 - 180.0
+    lat = np.degrees(np.arctan(np.sinh(math.pi * (1.0 - 2.0 * fy))))
+    entity_ids = [f"car-{e}" for e in ent.tolist()]
+    event_ids = [f"s{start + i}" for i in range(n)]
+    data = [json.dumps({"event_id": event_ids[i], "entity_id": entity_ids[i], "ts": 1_795_478_400_000 + start + i,
+                        "lat": round(float(lat[i]), 6), "lon": round(float(lon[i]), 6)}).encode()
+            for i in range(n)] if encode else []
+    return Events(data, lon, lat, entity_ids, event_ids)
 
 
 @dataclass(frozen=True)
@@ -144,3 +156,63 @@ class Events:
     lat: FloatArray
     entity_ids: list[str]
     event_ids: list[str]
+
+
+class HomedSource:
+    """Events of entities that each stay in one home cell (drawn once by the first version's weights).
+
+    An event picks an entity with probability proportional to its cell's weight in the current version over the
+    entities homed there (so each cell's share of the events follows the version's load), then a uniform point in
+    that cell. :meth:`follow` keeps every entity's home under the next version's load (the versions share their
+    cells: they are scaled copies of one load). ``take(n, part=(i, parts))`` draws only the entities ``e`` with
+    ``e % parts == i``: one ingest shard's entities, as the router's invocation for that shard sees them.
+    """
+
+    def __init__(self, counts: Counts, entities: int, seed: int = 7, homes: npt.NDArray[np.int64] | None = None,
+                 ) -> None:
+        self._rng = np.random.default_rng(seed)
+        leaves = counts.leaves()
+        self._x, self._y, self._z = leaves.x.astype(np.float64), leaves.y.astype(np.float64), leaves.z
+        if homes is None:
+            cum = np.cumsum(leaves.weight / leaves.weight.sum())
+            homes = np.minimum(np.searchsorted(cum, self._rng.random(entities)), len(cum) - 1)
+        if len(homes) != entities or (len(homes) and int(homes.max()) >= len(leaves.weight)):
+            raise ValueError(f"homes of {len(homes)} entities do not fit {entities} entities over "
+                             f"{len(leaves.weight)} cells")
+        self.homes = np.asarray(homes, dtype=np.int64)
+        self.entities = entities
+        per_cell = np.bincount(self.homes, minlength=len(leaves.weight))
+        self._p = leaves.weight[self.homes] / per_cell[self.homes]
+        self._parts: dict[tuple[int, int], tuple[npt.NDArray[np.int64], FloatArray]] = {}
+        self._next_id = 0
+        self._seed = seed
+
+    def follow(self, counts: Counts, seed: int) -> HomedSource:
+        """The same entities in the same homes under ``counts`` (event ids go on from this source's)."""
+        nxt = HomedSource(counts, self.entities, seed, homes=self.homes)
+        nxt._next_id = self._next_id
+        return nxt
+
+    @property
+    def next_id(self) -> int:
+        return self._next_id
+
+    def _pool(self, part: tuple[int, int] | None) -> tuple[npt.NDArray[np.int64], FloatArray]:
+        key = part or (0, 1)
+        if key not in self._parts:
+            ids = np.arange(key[0], self.entities, key[1], dtype=np.int64)
+            p = self._p[ids]
+            self._parts[key] = (ids, np.cumsum(p / p.sum()))
+        return self._parts[key]
+
+    def take(self, n: int, encode: bool = True, part: tuple[int, int] | None = None) -> Events:
+        """``n`` events of the entities of ``part`` (all when None); JSON only when ``encode``."""
+        ids, cum = self._pool(part)
+        ent = ids[np.minimum(np.searchsorted(cum, self._rng.random(n)), len(cum) - 1)]
+        cells = self.homes[ent]
+        scale = np.exp2(self._z[cells].astype(np.float64))
+        fx = (self._x[cells] + self._rng.random(n)) / scale
+        fy = (self._y[cells] + self._rng.random(n)) / scale
+        start = self._next_id
+        self._next_id += n
+        return _events(fx, fy, ent, start, encode)

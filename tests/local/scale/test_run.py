@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from local.scale.run import state_breaks
 from partitioner.aws_budget.report import MIN_MARGIN
 
 REPO = Path(__file__).resolve().parents[3]
@@ -53,3 +54,40 @@ def test_a_small_fleet_swaps_twice_within_every_quota(tmp_path: Path) -> None:
     reads = rows["dynamodb.read_units.table"]
     quota = 20000 if reads["scope"].endswith("-leases") else 12000
     assert result["config"]["leases_warm_reads"] == 20000 and reads["margin"] == pytest.approx(quota / reads["peak"])
+
+
+@pytest.mark.slow
+def test_with_state_handoff_the_state_follows_every_entity_through_both_swaps(tmp_path: Path) -> None:
+    # GIVEN the same small fleet with state handoff: the router numbers each ingest shard's events through its ledger
+    # in S3, the workers run a stateful transform that counts each entity's events, entities keep their home cells
+    proc = subprocess.run([sys.executable, "-m", "local.scale", "--workers", "6", "--events-per-s", "120",
+                           "--sent-per-worker-s", "20", "--steady", "30", "--leases-warm-writes", "6000",
+                           "--leases-warm-reads", "20000", "--stateful", "--out", str(tmp_path)], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    # WHEN the fleet starts, moves 5 % of its load (the entities of moved cells change slot) and grows by 20 %
+    result = json.loads((tmp_path / "result.json").read_text())
+    tail = proc.stdout[-4000:] + proc.stderr[-2000:]
+    # THEN both swaps completed, no event was lost, and every entity's counts in the output are 1, 2, ... n
+    assert proc.returncode == 0 and result["ok"] and result["events_missing"] == 0, tail
+    drain = result["phases"][-1]["detail"]
+    assert "the state followed all" in drain and " 0 of them changed slot" not in drain, drain
+    # AND the state handoff's calls are counted in the budget: the ledgers' GETs and PUTs in the specs bucket
+    total, state = result["steady_calls"]
+    assert 0 < state < total, tail
+    rows = [r for r in result["budget"] if r["key"] == "s3.put.prefix"]
+    assert rows and all(r["margin"] >= MIN_MARGIN for r in rows)
+    assert "state handoff on" in proc.stdout
+
+
+def test_state_breaks_names_entities_whose_counts_are_not_one_to_n() -> None:
+    # GIVEN output records of CountingState: car-1 counted 1, 2, 3 (event 2 written twice, alike), car-2 counted
+    # 1, 1 (its state was lost on a move), car-3 counted 1 and a copy of it 2 (applied twice)
+    records: dict[str, list[dict[str, object]]] = {
+        "a": [{"entity_id": "car-1", "seen": 1}], "b": [{"entity_id": "car-1", "seen": 2}] * 2,
+        "c": [{"entity_id": "car-1", "seen": 3}],
+        "d": [{"entity_id": "car-2", "seen": 1}], "e": [{"entity_id": "car-2", "seen": 1}],
+        "f": [{"entity_id": "car-3", "seen": 1}, {"entity_id": "car-3", "seen": 2}],
+    }
+    # WHEN the run checks them
+    # THEN the two broken entities are named
+    assert state_breaks(records) == ["car-2", "car-3"]

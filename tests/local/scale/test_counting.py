@@ -1,0 +1,53 @@
+"""local.scale.counting: the AWS calls per second of the steady phase, all and the state handoff's own."""
+
+from __future__ import annotations
+
+import pytest
+
+from local.scale.counting import is_call, steady_calls
+from local.scale.result import Phase, ScaleConfig, ScaleResult
+from partitioner.aws_budget.calls import CallLog
+from partitioner.aws_budget.usage import ACCOUNT, Usage
+
+T0 = 1_000_000.0
+
+
+def test_units_records_bytes_retries_and_levels_are_not_calls() -> None:
+    # GIVEN the kinds of rows a call log holds
+    # WHEN each is asked whether it counts calls
+    # THEN only the rows of calls say so
+    assert is_call("dynamodb.GetItem") and is_call("kinesis.GetRecords") and is_call("s3.put.prefix")
+    assert not any(is_call(k) for k in ("dynamodb.read_units.table", "dynamodb.write_units.partition",
+                                        "kinesis.PutRecords.records", "kinesis.GetRecords.bytes",
+                                        "retries.s3.PutObject", "lambda.concurrency", "fargate.task_launches"))
+
+
+def test_steady_calls_count_the_steady_phase_only_and_pick_out_the_state_handoffs_calls() -> None:
+    # GIVEN a run whose steady phase is its seconds 10..20, with calls before, inside and after it
+    log = CallLog(clock=lambda: T0)
+    result = ScaleResult(ScaleConfig(events_per_s=1000.0), calls=log, sim_start=T0,
+                         phases=[Phase("deploy v1 (fleet start)", 0.0, 10.0, True), Phase("steady", 10.0, 20.0, True)])
+    for t in range(0, 30):
+        log.add([Usage("dynamodb.GetItem", ACCOUNT, 2), Usage("dynamodb.read_units.table", "t", 7)], at=T0 + t)
+    for t in range(10, 20):
+        log.add([Usage("s3.get.prefix", "specs/router-ledger/ingest", 1),
+                 Usage("s3.put.prefix", "specs/router-ledger/ingest", 1),
+                 Usage("s3.put.prefix", "out/state/v1/w0001", 0.5),
+                 Usage("s3.put.prefix", "out/enriched/v1", 1)], at=T0 + t)
+    log.add([Usage("dynamodb.BatchWriteItem", ACCOUNT, 5)], at=T0 + 15)
+    # WHEN its steady calls are counted
+    got = steady_calls(result, "specs", "out")
+    # THEN all calls per second are the GetItems, ledger, state and output PUTs and the handoff writes (no units)
+    assert got is not None
+    total, state = got
+    assert total == pytest.approx(2 + 1 + 1 + 0.5 + 1 + 0.5)
+    # AND the state handoff's own are the ledger's GET and PUT, the state objects and the handoff writes
+    assert state == pytest.approx(1 + 1 + 0.5 + 0.5)
+
+
+def test_a_run_without_a_steady_phase_has_no_steady_calls() -> None:
+    # GIVEN a run that never reached its steady phase
+    result = ScaleResult(ScaleConfig(), phases=[Phase("deploy v1 (fleet start)", 0.0, 900.0, False)])
+    # WHEN its steady calls are asked for
+    # THEN there are none
+    assert steady_calls(result, "specs", "out") is None
