@@ -23,8 +23,9 @@ Each runs as a thread on the simulated clock (:mod:`local.scale.simtime`) and ca
   With state handoff (``--stateful``) every container also has its ingest shard's ledger
   (:class:`lambdas.router.ledger.LedgerStore` over the counted S3 client): a sent invocation routes one shard's
   entities through it (a conditional GET, the stamped puts and markers, a conditional PUT), and a counted one
-  counts the same two S3 calls on its ledger's key. The workers then run :class:`CountingState`, a stateful
-  transform, so their state snapshots and handoffs are the real worker's calls.
+  counts the same two S3 calls on its ledger's key and its puts in the same rounds of one event per entity
+  (:func:`put_rounds`). The workers then run :class:`CountingState`, a stateful transform, so their state
+  snapshots and handoffs are the real worker's calls.
 """
 
 from __future__ import annotations
