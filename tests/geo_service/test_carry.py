@@ -111,8 +111,9 @@ def test_a_rolled_back_plan_releases_the_prepared_slot(clients: Clients, resourc
 
 def test_a_new_worker_leaves_a_kept_slot_to_its_carrier_but_takes_it_over_when_the_carrier_dies(
         clients: Clients, resources: Resources) -> None:
-    # GIVEN v1 (one slot) served by carrier A with a 1 s lease, and a started plan keeping the slot in v2
-    lease_s = 1.0
+    # GIVEN v1 (one slot) served by carrier A with a 2 s lease (1 s let a starved heartbeat lapse on a loaded
+    # machine), and a started plan keeping the slot in v2
+    lease_s = 2.0
     v1 = make_spec(1, [[""]], stream_name=f"{resources.prefix}-geo-v1")
     v2 = make_spec(2, [[""]], stream_name=f"{resources.prefix}-geo-v2", previous=1)
     for s in (v1, v2):
