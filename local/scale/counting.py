@@ -11,7 +11,7 @@ import bisect
 from typing import Any
 
 from lambdas.common.kinesis import PutEntry
-from local.scale.result import ScaleResult
+from local.scale.result import ScaleResult, SteadyCalls
 from partitioner.aws_budget.calls import CallLog
 from partitioner.aws_budget.usage import ACCOUNT, Usage
 from partitioner.contracts.handoff import router_ledger_key, state_key
@@ -26,7 +26,7 @@ def is_call(key: str) -> bool:
                 or key in NOT_CALLS)
 
 
-def steady_calls(result: ScaleResult, specs_bucket: str, output_bucket: str) -> tuple[float, float] | None:
+def steady_calls(result: ScaleResult, specs_bucket: str, output_bucket: str) -> SteadyCalls | None:
     """AWS calls per simulated second in ``result``'s steady phase (None without one): all of them, and the state
     handoff's own (the router's ledger GETs and PUTs, the slots' state objects, the handoff items'
     ``BatchWriteItem``; its ``BatchGetItem`` calls share their row with the lease reads and show only in the
@@ -47,7 +47,7 @@ def steady_calls(result: ScaleResult, specs_bucket: str, output_bucket: str) -> 
                                                     and row.scope.startswith((ledgers, states))):
             state += n
     span = hi - lo
-    return total / span, state / span
+    return SteadyCalls(total / span, state / span)
 
 
 def steady_output_puts(result: ScaleResult, output_bucket: str) -> float | None:

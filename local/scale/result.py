@@ -8,12 +8,19 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from geo_service.config import WorkerConfig
 from partitioner.aws_budget.calls import CallLog
 from partitioner.aws_budget.quotas import WARM_TABLE_ROWS, warm_table
 from partitioner.aws_budget.report import BudgetRow, budget, failures, rates_per_api, render
+
+
+class SteadyCalls(NamedTuple):
+    """AWS calls per simulated second in the steady phase: all of them, and the state handoff's own."""
+
+    total: float
+    state: float
 
 
 @dataclass(frozen=True)
@@ -73,7 +80,7 @@ class ScaleResult:
     #: wrote two objects in it (records reach the slots too rarely: raise ``--sent-per-worker-s``)
     steady_output_puts: float | None = None
     #: AWS calls per simulated second in the steady phase: (all, the state handoff's own); None without that phase
-    steady_calls: tuple[float, float] | None = None
+    steady_calls: SteadyCalls | None = None
 
     #: the leases table's name (the scope of its writes in the call log)
     leases_table: str = ""

@@ -125,13 +125,18 @@ class EventSource:
     def take(self, n: int, encode: bool = True) -> Events:
         """``n`` events; their JSON only when ``encode`` (a counted-only invocation needs the points alone)."""
         cells = np.minimum(np.searchsorted(self._cum, self._rng.random(n)), len(self._cum) - 1)
-        scale = np.exp2(self._z[cells].astype(np.float64))
-        fx = (self._x[cells] + self._rng.random(n)) / scale
-        fy = (self._y[cells] + self._rng.random(n)) / scale
+        fx, fy = _in_cells(self._rng, self._x, self._y, self._z, cells)
         ent = self._rng.integers(0, self.entities, n)
         start = self._next_id
         self._next_id += n
         return _events(fx, fy, ent, start, encode)
+
+
+def _in_cells(rng: np.random.Generator, x: FloatArray, y: FloatArray, z: npt.NDArray[np.int64],
+              cells: npt.NDArray[np.int64]) -> tuple[FloatArray, FloatArray]:
+    """A uniform point in each of ``cells`` (tiles ``x, y`` at zoom ``z``), as fractions of the world (x, then y)."""
+    scale = np.exp2(z[cells].astype(np.float64))
+    return (x[cells] + rng.random(len(cells))) / scale, (y[cells] + rng.random(len(cells))) / scale
 
 
 def _events(fx: FloatArray, fy: FloatArray, ent: npt.NDArray[np.int64], start: int, encode: bool) -> Events:
@@ -169,7 +174,7 @@ class HomedSource:
     """
 
     def __init__(self, counts: Counts, entities: int, seed: int = 7, homes: npt.NDArray[np.int64] | None = None,
-                 ) -> None:
+                 first_id: int = 0) -> None:
         self._rng = np.random.default_rng(seed)
         leaves = counts.leaves()
         self._x, self._y, self._z = leaves.x.astype(np.float64), leaves.y.astype(np.float64), leaves.z
@@ -184,14 +189,11 @@ class HomedSource:
         per_cell = np.bincount(self.homes, minlength=len(leaves.weight))
         self._p = leaves.weight[self.homes] / per_cell[self.homes]
         self._parts: dict[tuple[int, int], tuple[npt.NDArray[np.int64], FloatArray]] = {}
-        self._next_id = 0
-        self._seed = seed
+        self._next_id = first_id
 
     def follow(self, counts: Counts, seed: int) -> HomedSource:
         """The same entities in the same homes under ``counts`` (event ids go on from this source's)."""
-        nxt = HomedSource(counts, self.entities, seed, homes=self.homes)
-        nxt._next_id = self._next_id
-        return nxt
+        return HomedSource(counts, self.entities, seed, homes=self.homes, first_id=self._next_id)
 
     @property
     def next_id(self) -> int:
@@ -209,10 +211,7 @@ class HomedSource:
         """``n`` events of the entities of ``part`` (all when None); JSON only when ``encode``."""
         ids, cum = self._pool(part)
         ent = ids[np.minimum(np.searchsorted(cum, self._rng.random(n)), len(cum) - 1)]
-        cells = self.homes[ent]
-        scale = np.exp2(self._z[cells].astype(np.float64))
-        fx = (self._x[cells] + self._rng.random(n)) / scale
-        fy = (self._y[cells] + self._rng.random(n)) / scale
+        fx, fy = _in_cells(self._rng, self._x, self._y, self._z, self.homes[ent])
         start = self._next_id
         self._next_id += n
         return _events(fx, fy, ent, start, encode)
