@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,8 @@ class RunState:
     live: dict[str, Any] = field(default_factory=dict)  # read from moto before it stops (local.report.collect)
     desired_after: dict[str, int | None] = field(default_factory=dict)  # manifest key -> desired version
     faults: list[Any] = field(default_factory=list)  # local.faults injectors (--faults)
+    #: asked every tail tick; True while one wants the tail to go on (local.faults.hooks.SwapForHooks.waiting)
+    tail_waits: list[Callable[[], bool]] = field(default_factory=list)
     recorded: tuple[RecordedLog, ReplayPlan] | None = None  # --events: the log and its schedule (local.recorded)
 
 

@@ -18,7 +18,7 @@ from local.environment import DRAIN_TIMEOUT_S, GREEN_TIMEOUT_S
 from local.events import LambdaContext, s3_object_created
 from local.fault_names import WHOLE_ONLY
 from local.faults.deployer_crash import DeployerCrash
-from local.faults.hooks import HookFault
+from local.faults.hooks import HookFault, SwapForHooks
 from local.faults.record import LiveSince
 from local.faults.snapshots import SnapshotCorrupt, SnapshotDup
 from local.faults.spark_kill import SparkKill
@@ -30,7 +30,8 @@ from local.state import RunState, say
 from partitioner.contracts.control import ControlKey, SnapshotMark
 from partitioner.contracts.lease import lease_key
 from partitioner.contracts.snapshot import SNAPSHOTS_PREFIX, is_manifest_key
-from partitioner.contracts.stream import geo_stream_prefix
+from partitioner.contracts.spec_pointer import DesiredPointer
+from partitioner.contracts.stream import geo_stream_name, geo_stream_prefix
 
 
 def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
@@ -89,7 +90,8 @@ def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
 
 def arm_hook_faults(state: RunState, leases: Callable[[], list[Any]]) -> None:
     """Arm ``hook-fail`` and ``hook-timeout`` (:class:`local.faults.hooks.HookFault`) on the local ECS's hook calls."""
-    from lambdas.common.records import read_active
+    from lambdas.common.records import read_active, read_desired
+    from lambdas.common.timestamps import now_iso
 
     cfg, fleet, deployer = state.config, state.fleet, state.deployer
     names = [n for n in cfg.faults if n in WHOLE_ONLY]
@@ -127,6 +129,24 @@ def arm_hook_faults(state: RunState, leases: Callable[[], list[Any]]) -> None:
         return next((f for f in (h.intercept(version, stage) for h in faults) if f is not None), None)
 
     deployer.hook_fault = intercept
+
+    def publish_again() -> int:
+        """The live spec again as the next version (partitions unchanged), as the partitioner publishes one."""
+        desired = read_desired(ctl.control)
+        assert desired is not None, "the tail runs after the first spec was published"
+        n = desired.version + 1
+        spec = ctl.specs.get(desired.spec_key).replace(version=n, previous_version=desired.version,
+                                                       stream_name=geo_stream_name(ctl.prefix, n), created_at=now_iso())
+        key = ctl.specs.put_new(spec)
+        ctl.control.put_forward(ControlKey.DESIRED, DesiredPointer(n, key, now_iso()).to_item())
+        return n
+
+    def ready() -> bool:
+        return bool(deployer.idle() and not any(f.record.injected_at is not None and not f.record.recovered
+                                                for f in others))
+
+    state.tail_waits.append(SwapForHooks(faults, publish_again, ready, lambda m: say(state, m),
+                                         wait_s=GREEN_TIMEOUT_S).waiting)
 
 
 class SnapshotBucket:

@@ -125,3 +125,39 @@ class HookFault:
             r.did = (f"ECS rolled v{v} back after the flip (its tasks stopped, blue v{self._blue}'s revision back); "
                      f"the deployer deployed v{v} again {r.detected_at - r.injected_at:.1f}s later; every v{v} slot "
                      f"served by a running worker {r.recovered_at - r.injected_at:.1f}s after the failure")
+
+
+class SwapForHooks:
+    """A swap for a hook fault that found none: in the tail, the live spec published again as a new version.
+
+    A hook fault needs an ECS deployment with a blue version and no other deploy fault open on it; a short run's
+    load may make too few (one flip went to the worker and deployer faults, the next to ``hook-timeout``, and the
+    replay ended). Each tail tick calls :meth:`waiting`: while a hook fault is armed but not injected, no
+    deployment is in flight and no other deploy fault is open, it asks ``publish`` for a new version (the live
+    partitions unchanged, what a user's redeploy of the same spec is), at most ``max_swaps`` times. It answers True
+    while the tail should wait: a hook fault not injected and the last such swap younger than ``wait_s``.
+    """
+
+    def __init__(self, faults: Sequence[HookFault], publish: Callable[[], int], ready: Callable[[], bool],
+                 say: Callable[[str], None], *, wait_s: float, max_swaps: int = 2,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.faults = faults
+        self.publish = publish
+        self.ready = ready
+        self.say = say
+        self.wait_s = wait_s
+        self.max_swaps = max_swaps
+        self.clock = clock
+        self.published: list[tuple[float, int]] = []  # (when, version)
+
+    def waiting(self) -> bool:
+        left = [f.record.fault for f in self.faults if f.record.injected_at is None]
+        if not left:
+            return False
+        now = self.clock()
+        if len(self.published) < self.max_swaps and self.ready():
+            version = self.publish()
+            self.published.append((now, version))
+            self.say(f"no swap left for {', '.join(left)}: the live spec published again as v{version} "
+                     f"(partitions unchanged), a deployment for it")
+        return bool(self.published) and now - self.published[-1][0] < self.wait_s

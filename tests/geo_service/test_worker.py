@@ -119,8 +119,9 @@ def test_worker_enriches_reports_costs_and_drains_after_the_flip(clients: Client
 
 def test_dead_worker_slot_is_taken_over_within_two_leases_and_resumes_from_checkpoint(
         clients: Clients, resources: Resources) -> None:
-    # GIVEN a one-worker spec and worker A (1 s lease) that processed 5 events
-    lease_s = 1.0
+    # GIVEN a one-worker spec and worker A (2 s lease: a 1 s one left too little room for B's own start on a loaded
+    # 2-core machine) that processed 5 events
+    lease_s = 2.0
     spec = make_spec(3, [[""]], stream_name=f"{resources.prefix}-geo-v3")
     publish_spec(clients, resources, spec)
     a = _worker(clients, resources, 3, lease_s=lease_s, calibration=FAST_CAL)

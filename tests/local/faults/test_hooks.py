@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from local.faults.hooks import HookFault, Reconcile
+from local.faults.hooks import HookFault, Reconcile, SwapForHooks
 
 
 @dataclass
@@ -100,3 +100,34 @@ def test_hook_timeout_recovery_is_dated_by_the_workers_claims_not_the_late_poll(
     fault.poll()
     # THEN the fault recovered at 507, 7 s after the failure
     assert fault.record.recovered_at == 507.0 and "7.0s after the failure" in fault.record.did
+
+
+def test_a_hook_fault_left_without_a_swap_gets_one_publish_per_idle_deployer_and_the_tail_waits_for_it() -> None:
+    # GIVEN hook-fail armed and never injected (the replay's swaps went to other faults), and a deployer in flight
+    w = HookWorld()
+    fault, said = w.fault("hook-fail"), []
+    published, idle = [], {"now": False}
+
+    def publish() -> int:
+        published.append(len(published) + 7)
+        return published[-1]
+
+    swap = SwapForHooks([fault], publish, lambda: idle["now"], said.append, wait_s=60.0, max_swaps=2,
+                        clock=lambda: w.now)
+    # WHEN the tail asks while a deployment is in flight THEN nothing is published and the tail need not wait
+    assert swap.waiting() is False and not published
+    # WHEN the deployer is idle THEN the live spec goes out again once, and the tail waits for its swap
+    idle["now"] = True
+    assert swap.waiting() is True and published == [7]
+    assert "no swap left for hook-fail" in said[0] and "v7" in said[0]
+    idle["now"] = False  # that deployment in flight
+    w.now += 30
+    assert swap.waiting() is True and published == [7]
+    # WHEN that swap passed without the fault (the deployer idle again) THEN one more, and then no more
+    idle["now"] = True
+    assert swap.waiting() is True and published == [7, 8]
+    w.now += 61
+    assert swap.waiting() is False and published == [7, 8]  # two swaps at most, the last one's wait is over
+    # WHEN the fault was injected THEN the tail no longer waits for a swap (the fault's own deadline holds it)
+    fault.record.injected_at = w.now
+    assert swap.waiting() is False
