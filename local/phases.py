@@ -16,8 +16,8 @@ from local.loops import LoopThread
 from local.recorded import RecordedTimeline
 from local.state import RunState, say
 
-#: The tail gives up after drain_timeout_s without new output, and never waits longer than this
-#: many drain timeouts in total, unless an injected fault is still open within its own deadline.
+#: The tail gives up after drain_timeout_s without new output (counted from when no swap is in flight), and never
+#: waits longer than this many drain timeouts in total, unless an injected fault is still open within its deadline.
 TAIL_HARD_LIMIT_FACTOR = 3
 
 
@@ -105,7 +105,8 @@ def tail_phase(state: RunState) -> None:
                f"{sum(state.replayer.bad_sent.values())} bad ones sent; snapshot notifications "
                f"{'on until the open snapshot fault recovered' if notifying else 'stopped'}; "
                f"waiting for every event to come out and deployments to finish (gives up after "
-               f"{cfg.drain_timeout_s:g}s without new output, or {TAIL_HARD_LIMIT_FACTOR * cfg.drain_timeout_s:g}s"
+               f"{cfg.drain_timeout_s:g}s without new output and no swap in flight, or "
+               f"{TAIL_HARD_LIMIT_FACTOR * cfg.drain_timeout_s:g}s"
                f"{' or an open fault deadline' if fault_pending(state) else ''})")
     last_print, flips_seen = 0.0, state.flips_announced
     sent = set(state.replayer.sent_ids)
@@ -128,6 +129,8 @@ def tail_phase(state: RunState) -> None:
         state.output.refresh()
         if len(state.output.ids) > seen_out:  # still draining: a slow machine gets more time, a stall does not
             last_progress, seen_out = time.time(), len(state.output.ids)
+        elif not state.deployer.idle():  # a swap in flight holds records at its handover gate until its slots are
+            last_progress = time.time()  # ready: seen for 40 s under load; the no-output clock starts after it
         last_print = progress(state, last_print)
         if sent <= state.output.ids and state.deployer.idle() and not waits and all(
                 f.record.recovered for f in state.faults if f.record.injected_at is not None):

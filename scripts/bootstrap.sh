@@ -82,6 +82,8 @@ case $what in
   checkov) ensure_venv "$ROOT/.venv-checkov" requirements-checkov.txt ;;
   cdk) ensure_cdk_cli ;;
   lambda-wheels) ensure_lambda_wheels ;;
-  all) ensure_java; ensure_venv "$ROOT/.venv" requirements-dev.txt; ensure_cdk_cli; ensure_lambda_wheels ;;
-  *) log "usage: scripts/bootstrap.sh [all|python|spark35|checkov|cdk|lambda-wheels]"; exit 2 ;;
+  java) ensure_java ;;
+  all) ensure_java; ensure_cdk_cli & cdk=$!  # npm beside pip: neither waits for the other
+       ensure_venv "$ROOT/.venv" requirements-dev.txt; ensure_lambda_wheels; wait "$cdk" ;;
+  *) log "usage: scripts/bootstrap.sh [all|python|spark35|checkov|cdk|lambda-wheels|java]"; exit 2 ;;
 esac

@@ -18,6 +18,9 @@ from local.report.utilisation import as_percent
 from local.report.worker_load import MAX_OVER_CAP_SHARE, MAX_UTILISATION, WorkerLoad
 from local.state import RunState
 
+#: the start of the utilisation-at-the-workers check's name (tests pick it out by it)
+CAP_CHECK = f"at most {100 * MAX_OVER_CAP_SHARE:g}% of worker-windows over the cap"
+
 
 @dataclass(frozen=True)
 class Check:
@@ -48,8 +51,7 @@ def checks(state: RunState, load: WorkerLoad) -> list[Check]:
     other_v = [v for v in (obs.violations if obs else []) if not v.startswith(("two owners", "flip"))]
     oc = load.over_cap()
     worst = f"{as_percent(oc.worst.utilisation)} ({oc.worst.key})" if oc.worst else "-"
-    out.append(Check(f"at most {100 * MAX_OVER_CAP_SHARE:g}% of worker-windows over the cap and none above "
-                     f"{100 * MAX_UTILISATION:.0f}%, measured at the workers", oc.ok,
+    out.append(Check(f"{CAP_CHECK} and none above {100 * MAX_UTILISATION:.0f}%, measured at the workers", oc.ok,
                      f"{oc.over} of {oc.worker_windows} worker-windows over the cap ({100 * oc.share:.1f}%), "
                      f"{oc.above_limit} above {100 * MAX_UTILISATION:.0f}%, worst {worst}"
                      + ("" if oc.worker_windows else "; no worker-window measured")))
