@@ -6,6 +6,7 @@ import warnings
 
 import mercantile
 import numpy as np
+import pyspark
 import pytest
 from pyspark.sql import functions as F
 
@@ -48,6 +49,8 @@ def test_reference_partitioner_tiles_equals_mercantile_on_a_sample() -> None:
         assert arrays_to_quadkeys(x[:500], y[:500], zoom) == [mercantile.quadkey(t) for t in ref[:500]]
 
 
+@pytest.mark.skipif(int(pyspark.__version__.split(".")[0]) < 4,
+                    reason="the million-point draw runs on the Spark 4.0 line; the edges test checks 3.5")
 def test_native_quadkey_matches_reference_on_a_million_random_points(spark) -> None:
     # GIVEN 1M random points generated in Spark (lon in [-180, 180], lat beyond the mercator limit too)
     df = spark.range(N_RANDOM).select(
