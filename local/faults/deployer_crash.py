@@ -55,6 +55,10 @@ class DeployerCrash:
         self.clock = clock
         self.record = FaultRecord("deployer-crash", deadline_s=deadline_s)
 
+    def is_open(self) -> bool:
+        """True from the crash itself (not from the loop's next poll, seconds later under load) until recovered."""
+        return (self.fleet.crashed_plan is not None or self.record.injected_at is not None) and not self.record.recovered
+
     def poll(self) -> None:
         now = self.clock()
         if not self.fleet.armed:

@@ -114,8 +114,10 @@ class HookFault:
             return
         active = self.active()
         if self.pre_flip:
-            st = self.deploy()
-            rolled = st.version == v and st.status == "rolled_back" and active is not None and active < v
+            # the deployer marked v rolled back (the reconcile names v: the controller may have moved on to a later
+            # version by this poll) and the router never followed v
+            rolled = any(e.version == v for e in self.reconciled() if e.what == want and e.at >= r.injected_at) \
+                and active is not None and active != v
             if rolled and active is not None and (at := self.served(active)) is not None:  # the leases read last
                 r.recovered_at = min(now, max(r.detected_at, at))
                 r.did = (f"ECS rolled v{v} back; the deployer marked v{v} rolled back {r.detected_at - r.injected_at:.1f}s "

@@ -69,3 +69,22 @@ def test_a_crashed_swap_whose_carried_slots_flipped_without_a_fleet_start_recove
     state["active"] = 3
     fault.poll()
     assert fault.record.recovered and fault.record.took_over_by["fleet"] == "no fleet start recorded; active spec v3 (the crashed swap was to v2)"
+
+
+def test_deployer_crash_is_open_from_the_crash_itself_not_from_the_next_poll() -> None:
+    # GIVEN an armed crashing fleet and its fault, not yet polled after the crash
+    fleet = CrashingFleet(Fleet())
+    state = {"active": 1}
+    fault = DeployerCrash(fleet, lambda v, old: True, lambda: int(state["active"]), lambda: 90.0, deadline_s=65.0,
+                          clock=lambda: 100.0)
+    fault.poll()
+    assert not fault.is_open()
+    # WHEN the deployer dies in the fleet start THEN the fault is open at once (a hook fault must leave that swap alone)
+    with pytest.raises(InjectedCrash):
+        fleet.start(Plan(2, 1))
+    assert fault.record.injected_at is None and fault.is_open()
+    # AND it closes once the crashed swap flipped and a poll saw it
+    fault.poll()
+    state["active"] = 2
+    fault.poll()
+    assert fault.record.recovered and not fault.is_open()
