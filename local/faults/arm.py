@@ -88,6 +88,14 @@ def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
     say(state, f"faults armed: {', '.join(cfg.faults)}")
 
 
+def _still_open(fault: Any) -> bool:
+    """A deploy fault injected and not recovered; a deployer crash from the crash itself: the loop's poll records it
+    seconds later under load, and a hook fault in between once took the crashed swap (neither could recover)."""
+    if isinstance(fault, DeployerCrash):
+        return fault.is_open()
+    return fault.record.injected_at is not None and not fault.record.recovered
+
+
 def arm_hook_faults(state: RunState, leases: Callable[[], list[Any]]) -> None:
     """Arm ``hook-fail`` and ``hook-timeout`` (:class:`local.faults.hooks.HookFault`) on the local ECS's hook calls."""
     from lambdas.common.records import read_active, read_desired
@@ -123,14 +131,8 @@ def arm_hook_faults(state: RunState, leases: Callable[[], list[Any]]) -> None:
     others = [f for f in state.faults if f.record.fault in ("deployer-crash", "worker-kill")]
     state.faults.extend(faults)
 
-    def still_open(f: Any) -> bool:
-        # a deployer crash is open from the crash itself: the loop's poll records it seconds later under load, and a
-        # hook fault in between once took the crashed swap (rolled back, so neither fault could recover)
-        return bool(f.is_open()) if isinstance(f, DeployerCrash) else f.record.injected_at is not None and \
-            not f.record.recovered
-
     def intercept(version: int, stage: str) -> str | None:
-        if any(still_open(f) for f in others):
+        if any(_still_open(f) for f in others):
             return None
         return next((f for f in (h.intercept(version, stage) for h in faults) if f is not None), None)
 
@@ -148,7 +150,7 @@ def arm_hook_faults(state: RunState, leases: Callable[[], list[Any]]) -> None:
         return n
 
     def ready() -> bool:
-        return bool(deployer.idle() and not any(still_open(f) for f in others))
+        return bool(deployer.idle() and not any(_still_open(f) for f in others))
 
     state.tail_waits.append(SwapForHooks(faults, publish_again, ready, lambda m: say(state, m),
                                          wait_s=GREEN_TIMEOUT_S).waiting)
