@@ -8,7 +8,8 @@ version's stream, and when), the deploy plans and lease tenures the observer saw
 **Per swap** (one row per flip from a version n to m, :class:`SwapRow`; ``report.json`` ``"swaps"``):
 
 * ``carried``: slots the plan kept whose ``v<m>#w`` lease was first held by the process that held ``v<n>#w``
-  (same owner, so the same process id); ``carried_share`` = carried / slots of m;
+  (same owner, so the same process id); ``carried_share`` = carried / slots of m; ``carryable`` = min(slots of
+  n, slots of m), what old processes could carry (the carry invariant's base: a grow's new slots need new ones);
 * ``started``: processes the fleet started for m; ``stopped``: processes that held a slot of n the plan
   stops (every slot in ``whole`` mode), i.e. drained n and exited;
 * ``moved_cells``: cells of m that changed worker (the plan's count);
@@ -103,10 +104,16 @@ class SwapRow:
     kept_lag_p99_s: float | None = None
     moved_lag_p99_s: float | None = None
     before_lag_p99_s: float | None = None
+    #: slots an old process could carry: min(old slots, new slots); a grown fleet's extra slots need new processes
+    carryable: int = 0
 
     @property
     def carried_share(self) -> float:
         return self.carried / self.slots if self.slots else 0.0
+
+    @property
+    def carried_of_carryable(self) -> float:
+        return self.carried / self.carryable if self.carryable else 0.0
 
     def to_json(self) -> dict[str, Any]:
         out = {"from": self.from_version, "to": self.to_version, **asdict(self)}
@@ -140,6 +147,12 @@ class SwapsReport:
     @property
     def median_carried_share(self) -> float | None:
         return statistics.median(r.carried_share for r in self.rows) if self.rows else None
+
+    @property
+    def median_carried_of_carryable(self) -> float | None:
+        """The invariant's measure: a grow's new slots need new processes whatever the mechanism (a quick run
+        under load once grew in two of three swaps: 71% of all slots carried, 100% of those an old process had)."""
+        return statistics.median(r.carried_of_carryable for r in self.rows) if self.rows else None
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -197,7 +210,8 @@ def swap_rows(flips: Sequence[Flip], plans: Mapping[int, PlanItem], slots: Mappi
             end = index.exits.get(held.pid or -1) or held.released_at or held.drained_at
             extra += max(0.0, (end or flip.at) - flip.at)
         rows.append((SwapRow(n, m, mode, slots.get(m, 0), len(kept), carried, len(started), stopped,
-                             plan.moved_cells if plan else 0, round(extra, 3), _median(handovers)), handovers))
+                             plan.moved_cells if plan else 0, round(extra, 3), _median(handovers),
+                             carryable=min(slots.get(n, 0), slots.get(m, 0))), handovers))
     return rows
 
 
@@ -328,14 +342,14 @@ def from_run(observer: Any, fleet: Any, records: Iterable[Processed]) -> SwapsRe
 
 def checks(rep: SwapsReport, mode: str) -> list[tuple[str, bool, str]]:
     """The report's swap invariants as (name, ok, detail); the carry share applies to ``carry`` runs only."""
-    share = rep.median_carried_share
+    share = rep.median_carried_of_carryable
     out = [("never two readers of one cell at once", rep.readers.ok,
             f"{rep.readers.checked} cells checked, {rep.readers.violations} overlaps {list(rep.readers.sample)}"),
            ("per-entity order kept across every flip", rep.order.ok,
             f"{rep.order.checked} entities checked, {rep.order.violations} out of order {list(rep.order.sample)}")]
     if mode == "carry":
-        out.append(("the median swap carries over >= 80% of slots in their processes",
+        out.append(("the median swap carries over >= 80% of the slots an old process could carry",
                     share is None or share >= 0.8,
                     f"median {'-' if share is None else f'{100 * share:.0f}%'} over {len(rep.rows)} swaps "
-                    f"({', '.join(f'v{r.from_version}->v{r.to_version} {r.carried}/{r.slots}' for r in rep.rows)})"))
+                    f"({', '.join(f'v{r.from_version}->v{r.to_version} {r.carried}/{r.carryable} (of {r.slots})' for r in rep.rows)})"))
     return out

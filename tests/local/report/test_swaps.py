@@ -76,15 +76,21 @@ def test_whole_swap_carries_nothing_and_pays_for_both_fleets() -> None:
 
 
 def test_the_carry_share_invariant_applies_to_carry_runs_and_fails_below_80_percent() -> None:
-    # GIVEN a run whose swaps carried 1 of 2 slots WHEN checked in carry mode THEN the share invariant fails
+    # GIVEN a run whose swap carried 1 of 2 slots that 2 old processes could carry WHEN checked in carry mode
     plans = {2: plan("carry", kept=["w1"], moved_cells=1)}
-    rep = swaps_report([], [Flip(1, 2, 100.0)], plans, {2: 2},
-                       [tenure(1, "w1", 11, 1, 2), tenure(2, "w1", 11, 95, 96, 105)], [])
+    tenures = [tenure(1, "w1", 11, 1, 2), tenure(2, "w1", 11, 95, 96, 105)]
+    rep = swaps_report([], [Flip(1, 2, 100.0)], plans, {1: 2, 2: 2}, tenures, [])
     got = {name: ok for name, ok, _ in checks(rep, "carry")}
+    # THEN the share invariant fails
     assert got == {"never two readers of one cell at once": True, "per-entity order kept across every flip": True,
-                   "the median swap carries over >= 80% of slots in their processes": False}
+                   "the median swap carries over >= 80% of the slots an old process could carry": False}
     # AND a whole run is not held to it
     assert len(checks(rep, "whole")) == 2
+    # AND a grow from 1 to 2 slots that carried the one old slot holds it: the new slot needs a new process
+    grow = swaps_report([], [Flip(1, 2, 100.0)], plans, {1: 1, 2: 2}, tenures, [])
+    (row,) = grow.rows
+    assert (row.carried_share, row.carried_of_carryable) == (0.5, 1.0)
+    assert all(ok for _, ok, _ in checks(grow, "carry"))
 
 
 def test_the_handover_lag_splits_kept_and_moved_cells_of_carried_slots() -> None:
