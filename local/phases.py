@@ -127,12 +127,13 @@ def tail_phase(state: RunState) -> None:
             notifying = False
         flips_seen = announce_flips(state, flips_seen)
         state.output.refresh()
+        idle = state.deployer.idle()  # one read of the control table per tick
         if len(state.output.ids) > seen_out:  # still draining: a slow machine gets more time, a stall does not
             last_progress, seen_out = time.time(), len(state.output.ids)
-        elif not state.deployer.idle():  # a swap in flight holds records at its handover gate until its slots are
+        elif not idle:  # a swap in flight holds records at its handover gate until its slots are
             last_progress = time.time()  # ready: seen for 40 s under load; the no-output clock starts after it
         last_print = progress(state, last_print)
-        if sent <= state.output.ids and state.deployer.idle() and not waits and all(
+        if sent <= state.output.ids and idle and not waits and all(
                 f.record.recovered for f in state.faults if f.record.injected_at is not None):
             break
     state.output.refresh()

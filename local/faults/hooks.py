@@ -107,17 +107,16 @@ class HookFault:
             return
         now = self.clock()
         want = "rolled_back" if self.pre_flip else "redeployed"
-        seen = [e.at for e in self.reconciled() if e.what == want and e.at >= r.injected_at]
+        seen = [e for e in self.reconciled() if e.what == want and e.at >= r.injected_at]
         if r.detected_at is None and seen:
-            r.detected_at = seen[0]
+            r.detected_at = seen[0].at
         if r.detected_at is None:
             return
         active = self.active()
         if self.pre_flip:
             # the deployer marked v rolled back (the reconcile names v: the controller may have moved on to a later
             # version by this poll) and the router never followed v
-            rolled = any(e.version == v for e in self.reconciled() if e.what == want and e.at >= r.injected_at) \
-                and active is not None and active != v
+            rolled = any(e.version == v for e in seen) and active is not None and active != v
             if rolled and active is not None and (at := self.served(active)) is not None:  # the leases read last
                 r.recovered_at = min(now, max(r.detected_at, at))
                 r.did = (f"ECS rolled v{v} back; the deployer marked v{v} rolled back {r.detected_at - r.injected_at:.1f}s "
