@@ -297,7 +297,7 @@ class SlotRunner:
     def _idle_wait(self, batch: Batch, companion: Companion) -> float:
         """How long to pause after a step that read nothing: the poll interval (half of it while a gate holds
         records), but no longer than until the call spacing lets a shard be read again when that is what stopped
-        the read, or until an output buffer is due."""
+        the read, until an output buffer is due, or until the next fetch of states that held entities wait for."""
         cfg = self.ctx.config
         wait = cfg.poll_interval_s / 2 if self._holding(companion) else cfg.poll_interval_s
         prepared = companion.prepared
@@ -306,6 +306,9 @@ class SlotRunner:
             wait = min(wait, s.output.due_in(now, flush_s(self.ctx, s)))
             if s.reader is not None and batch.spaced:
                 wait = min(wait, s.reader.ready_in())
+            if s.gate is not None and s.gate.wanted:
+                # entities held for a state from another slot: fetch it every FETCH_EVERY_S, not every poll
+                wait = min(wait, s.next_fetch - now)
         return max(wait, 0.001)
 
     def _holding(self, companion: Companion) -> bool:

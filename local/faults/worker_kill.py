@@ -108,6 +108,7 @@ class WorkerKill:
                 self.record.target = f"pid {p.pid} (slot {p.worker_id}, started for v{p.version})"
                 self.record.mid_swap = mid_swap
                 self.record.deadline_s = (TAKEOVER_LEASES + (CARRIED_LEASES if len(mine) > 1 else 0.0)) * self.lease_s
+                self.record.outage = _last_of_a_version(mine, [le for le in held if le.pid() != p.pid])
                 self.kill(p.pid)
                 self.record.injected_at = now
                 return
@@ -133,6 +134,15 @@ class WorkerKill:
                                             f"lease durations ({took:.1f} s > {TAKEOVER_LEASES * self.lease_s:g} s)")
         if not pending:
             self.record.recovered_at = max(taken, default=now)
+
+
+def _last_of_a_version(mine: Sequence[Lease], others: Sequence[Lease]) -> bool:
+    """True when no other process holds a live lease of a version one of ``mine`` belongs to: the kill leaves that
+    version without a running worker until a takeover (a one-slot version), and if it is the active one, the span
+    the router follows it without a worker is this fault's outage, judged against its deadline."""
+    versions = {parsed[0] for parsed in map(parse_lease_key, (le.key for le in mine)) if parsed}
+    covered = {parsed[0] for parsed in map(parse_lease_key, (le.key for le in others)) if parsed}
+    return bool(versions - covered)
 
 
 def leases_from_items(items: Sequence[dict[str, Any]]) -> list[Lease]:

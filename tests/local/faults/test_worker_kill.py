@@ -155,3 +155,24 @@ def test_leases_from_scan_items() -> None:
                 "claimed_at": {"N": "11.5"}, "drained_at": {"N": "15"}}]
     assert leases_from_items(claimed)[0].since == 11.5  # not drained: the claim's time
     assert leases_from_items(items)[0].pid() == 7 and leases_from_items(items)[1].pid() is None
+
+
+def test_killing_the_last_running_worker_of_a_version_is_an_outage_of_that_fault() -> None:
+    # GIVEN a one-slot version v2 beside a two-slot v1, each lease held by a live process
+    w = World()
+    w.procs = [Proc(101, "w0", 2), Proc(102, "w0", 1), Proc(103, "w1", 1)]
+    w.leases = {"v2#w0": Lease("v2#w0", "host:101:aa", 1009.0, False),
+                "v1#w0": Lease("v1#w0", "host:102:bb", 1009.0, False),
+                "v1#w1": Lease("v1#w1", "host:103:cc", 1009.0, False)}
+    # WHEN the kill takes v2's only worker
+    fault = w.killed_mid_swap()
+    # THEN the span without a running worker of v2 is the fault's outage (judged against its deadline)
+    assert w.killed == [101] and fault.record.outage
+
+
+def test_killing_one_of_several_workers_of_a_version_is_no_outage() -> None:
+    # GIVEN two processes holding v1's two slots WHEN one is killed
+    w = World()
+    fault = w.killed_mid_swap()
+    # THEN v1 still has a running worker: no outage, the one-lease rule stays
+    assert w.killed == [101] and not fault.record.outage
