@@ -132,10 +132,32 @@ class WorkerContext:
 
     # ------------------------------------------------------------------ leases
     def check_lease(self, manager: LeaseManager) -> None:
-        """Raise LeaseLost (and forget the lease) if a heartbeat found it taken over or it expired."""
-        if self.heartbeats.lost(manager) or not manager.valid():
+        """Raise LeaseLost (and forget the lease) if a heartbeat found it taken over, or it expired and another
+        owner claimed it since.
+
+        Notes
+        -----
+        A lease past its expiry that no one claimed is still this process's in the table: it is renewed (a write
+        conditional on the owner, as every heartbeat is) and the slot goes on. Giving it up instead left the slot's
+        records to no one when the heartbeat thread was starved for a lease (a loaded machine, a carry preparing a
+        large region beside it): no other process claims a slot of a version being retired, the next version's
+        handover gate timed out, and the records were never read (a quick run lost 308 events so).
+        """
+        if self.heartbeats.lost(manager):
             manager.forget()
-            raise LeaseLost(f"lease of {self.owner!r} lost or expired")
+            raise LeaseLost(f"lease of {self.owner!r} lost")
+        if not manager.valid():
+            if self.abandon:  # as if dead: no write of any kind
+                manager.forget()
+                raise LeaseLost(f"lease of {self.owner!r} expired (leases abandoned)")
+            try:
+                manager.heartbeat()  # LeaseLost (and forgotten) when another owner claimed it after it expired
+            except LeaseLost:
+                raise LeaseLost(f"lease of {self.owner!r} expired and was claimed by another owner") from None
+            except Exception as exc:  # not renewed (AWS error): unknown whether it is still ours, so it is not
+                manager.forget()
+                raise LeaseLost(f"lease of {self.owner!r} expired and could not be renewed: {exc}") from exc
+            log(self.log, logging.WARNING, "lease_renewed_late", **self.ids())
 
     def drop(self, manager: LeaseManager, release: bool = True) -> None:
         """Stop heartbeating ``manager``'s lease; release it (a failure is logged) or just forget it."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from geo_testkit import Resources, set_active, set_plan
 
@@ -49,8 +51,10 @@ def test_a_lost_lease_is_forgotten_and_a_dropped_one_released(clients: Clients, 
     expired = LeaseManager(clients.dynamodb, resources.leases_table, 1, "me", 0.001)
     held = ctx.manager(1)
     assert expired.claim("w0001") is not None and held.claim("w0002") is not None
-    # WHEN one has expired / THEN the check forgets it and raises LeaseLost
-    with pytest.raises(LeaseLost, match="'me'"):
+    # WHEN one has expired and another owner claimed it since / THEN the check forgets it and raises LeaseLost
+    time.sleep(0.01)
+    assert LeaseManager(clients.dynamodb, resources.leases_table, 1, "other", 9.0).claim("w0001") is not None
+    with pytest.raises(LeaseLost, match=r"'me'.*claimed by another owner"):
         ctx.check_lease(expired)
     assert expired.lease is None
     # WHEN the other is dropped / THEN it is released (no owner) and forgotten
@@ -58,3 +62,17 @@ def test_a_lost_lease_is_forgotten_and_a_dropped_one_released(clients: Clients, 
     ctx.drop(held)
     st = held.read("w0002")
     assert held.lease is None and st is not None and st.owner is None and st.released
+
+
+def test_an_expired_lease_no_one_claimed_is_renewed_and_kept(clients: Clients, resources: Resources) -> None:
+    # GIVEN a lease whose heartbeats stopped past its expiry (a starved heartbeat thread) and no other claimant
+    ctx = _ctx(clients, resources)
+    starved = LeaseManager(clients.dynamodb, resources.leases_table, 1, "me", 0.05)
+    assert starved.claim("w0001") is not None
+    time.sleep(0.1)
+    assert not starved.valid()
+    # WHEN the slot checks it
+    ctx.check_lease(starved)
+    # THEN it is renewed in the table (still this owner, a new expiry) and the slot keeps it
+    st = starved.read("w0001")
+    assert starved.valid() and st is not None and st.owner == "me" and st.expires_at > time.time()
