@@ -103,6 +103,29 @@ def test_a_falling_load_shrinks_by_at_least_the_margin():
     assert d.candidate_metrics is not None and d.candidate_metrics.worker_count < 3
 
 
+def test_no_shrink_on_the_default_headroom_before_any_forecast_error_is_measured():
+    # GIVEN three workers for a load one worker carries, seen in a single window (no backtest: default headroom)
+    three = make_spec([("p0001", "w0001", A[:2], 5000.0), ("p0002", "w0002", A[2:], 5000.0),
+                       ("p0003", "w0003", B, 5000.0)], CAP, version=1)
+
+    def no_build(c: Counts, fill: float) -> Spec:
+        raise AssertionError("nothing should be built")
+
+    verdict, _ = run(PredictivePolicy(), [(3000, 1000)], three, no_build)
+    d = verdict.decision
+    # THEN it is kept, and the reason says the headroom is only the default
+    assert d.details["error_groups"] == 0 and d.details["headroom"] == PredictivePolicy().default_headroom
+    assert not d.redeploy and "no shrink on the default headroom" in d.reasons[0]
+
+
+def test_a_forecast_overload_grows_even_on_the_default_headroom():
+    # GIVEN one window in which region A already carries more than its worker's cap
+    verdict, _ = run(PredictivePolicy(), [(12_000, 5000)], CURRENT)
+    d = verdict.decision
+    # THEN the fleet grows (growing on a guess is safe; shrinking on one is not)
+    assert d.details["error_groups"] == 0 and d.redeploy and "w0001 forecast at" in d.reasons[0]
+
+
 def test_hysteresis_keeps_a_spec_one_worker_too_big_when_the_margin_is_two():
     # GIVEN a margin of two workers (shrink_margin 0.5 of 3 workers) and a load needing one worker fewer
     three = make_spec([("p0001", "w0001", A[:2], 5000.0), ("p0002", "w0002", A[2:], 5000.0),
