@@ -152,8 +152,8 @@ class WorkerContext:
                 raise LeaseLost(f"lease of {self.owner!r} expired (leases abandoned)")
             try:
                 manager.heartbeat()  # LeaseLost (and forgotten) when another owner claimed it after it expired
-            except LeaseLost:
-                raise LeaseLost(f"lease of {self.owner!r} expired and was claimed by another owner") from None
+            except LeaseLost as exc:
+                raise LeaseLost(f"lease of {self.owner!r} expired and is no longer its own: {exc}") from None
             except Exception as exc:  # not renewed (AWS error): unknown whether it is still ours, so it is not
                 manager.forget()
                 raise LeaseLost(f"lease of {self.owner!r} expired and could not be renewed: {exc}") from exc

@@ -54,7 +54,7 @@ def test_a_lost_lease_is_forgotten_and_a_dropped_one_released(clients: Clients, 
     # WHEN one has expired and another owner claimed it since / THEN the check forgets it and raises LeaseLost
     time.sleep(0.01)
     assert LeaseManager(clients.dynamodb, resources.leases_table, 1, "other", 9.0).claim("w0001") is not None
-    with pytest.raises(LeaseLost, match=r"'me'.*claimed by another owner"):
+    with pytest.raises(LeaseLost, match=r"'me' expired and is no longer its own"):
         ctx.check_lease(expired)
     assert expired.lease is None
     # WHEN the other is dropped / THEN it is released (no owner) and forgotten
