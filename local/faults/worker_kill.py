@@ -140,9 +140,12 @@ def _last_of_a_version(mine: Sequence[Lease], others: Sequence[Lease]) -> bool:
     """True when no other process holds a live lease of a version one of ``mine`` belongs to: the kill leaves that
     version without a running worker until a takeover (a one-slot version), and if it is the active one, the span
     the router follows it without a worker is this fault's outage, judged against its deadline."""
-    versions = {parsed[0] for parsed in map(parse_lease_key, (le.key for le in mine)) if parsed}
-    covered = {parsed[0] for parsed in map(parse_lease_key, (le.key for le in others)) if parsed}
-    return bool(versions - covered)
+    return bool(_versions(mine) - _versions(others))
+
+
+def _versions(leases: Sequence[Lease]) -> set[int]:
+    """The versions ``leases`` belong to (by their keys)."""
+    return {parsed[0] for parsed in map(parse_lease_key, (le.key for le in leases)) if parsed}
 
 
 def leases_from_items(items: Sequence[dict[str, Any]]) -> list[Lease]:
