@@ -72,7 +72,9 @@ def test_an_expired_lease_no_one_claimed_is_renewed_and_kept(clients: Clients, r
     time.sleep(0.1)
     assert not starved.valid()
     # WHEN the slot checks it
+    before = time.time()
     ctx.check_lease(starved)
-    # THEN it is renewed in the table (still this owner, a new expiry) and the slot keeps it
+    # THEN it is renewed in the table (still this owner, an expiry after the check began) and the slot keeps it
+    # (not asserted through valid(): the renewed 0.05 s lease may expire again before a loaded machine gets here)
     st = starved.read("w0001")
-    assert starved.valid() and st is not None and st.owner == "me" and st.expires_at > time.time()
+    assert starved.lease is not None and st is not None and st.owner == "me" and st.expires_at >= before
