@@ -180,7 +180,8 @@ def _events_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) ->
         "recorded d seconds after the first is sent d/--speed seconds after the replay starts (its ts is that "
         "replay time; the recorded time rides along as recorded_utc). Without --speed the whole log plays in "
         f"--duration (default {d.duration_s:g} s, --quick {q.duration_s:g} s); with --speed the replay lasts "
-        "span/speed, cut at --duration when given. Until the first spec is active the log's first window is "
+        "span/speed, cut at --duration when given. Until the first spec is active and its backlog is out the log's "
+        "first window is "
         "replayed over and over (ids <event_id>#warmup<k>). Bad rows go to the quarantine naming file and line. "
         "--rate and --dataset do not apply; the cap follows the log's mean rate.")
     g.add_argument("--events", metavar="FILE",
@@ -227,7 +228,7 @@ def _scenario_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) 
                         f"{d.window_s:g} s window, which the loop's ~20 s snapshot-to-live latency can follow "
                         f"(default {d.speed:g})")
     p.add_argument("--duration", type=_positive(float, "--duration"), default=None,
-                   help="wall seconds of replay once the first spec is active (before that a warm-up "
+                   help="wall seconds of replay once the first spec is active and the warm-up backlog is out (before that a warm-up "
                         "replays the start state while Spark, the partitioner and the first fleet come up, "
                         f"~40-60 s on an idle machine); the hotspot ramps over {100 * HOTSPOT[0]:.0f}-"
                         f"{100 * HOTSPOT[1]:.0f}%% of it. Then the tail drains (it gives up after "

@@ -14,11 +14,27 @@ from local.dataset import Scenario
 from local.faults.follow import fault_pending, poll_faults, snapshot_fault_open
 from local.loops import LoopThread
 from local.recorded import RecordedTimeline
+from local.replay import ReplayThread
 from local.state import RunState, say
 
 #: The tail gives up after drain_timeout_s without new output (counted from when no swap is in flight), and never
 #: waits longer than this many drain timeouts in total, unless an injected fault is still open within its deadline.
 TAIL_HARD_LIMIT_FACTOR = 3
+
+
+#: How often the replay phase reads the output (seconds), and more often while the warm-up backlog comes out.
+OUT_READ_S = 5.0
+OUT_READ_WARMUP_S = 1.0
+
+
+def backlog_line(replayer: ReplayThread) -> str:
+    """Why the replay's clock started: the warm-up backlog came out, or the wait for it timed out."""
+    assert replayer.live_at is not None and replayer.started_at is not None
+    waited = replayer.started_at - replayer.live_at
+    return (f"warm-up backlog of {replayer.backlog} events out {waited:.1f}s after the first spec was active: "
+            "the replay clock starts" if replayer.backlog_out else
+            f"warm-up backlog of {replayer.backlog} events not all out {waited:.0f}s after the first spec was "
+            "active: the replay clock starts anyway (its first windows are not measured until it is out)")
 
 
 def status_line(state: RunState) -> str:
@@ -81,9 +97,12 @@ def replay_phase(state: RunState, scenario: Scenario | RecordedTimeline) -> None
         poll_faults(state)
         flips_seen = announce_flips(state, flips_seen)
         if state.replayer.started_at is not None and scenario.phase(state.replayer.fraction) != phase:
+            if not phase:
+                say(state, backlog_line(state.replayer))
             phase = scenario.phase(state.replayer.fraction)
             say(state, f"replay phase: {phase} (simulated {scenario.sim_time(state.replayer.fraction):%H:%M} UTC)")
-        if time.time() - last_out_read > 5:
+        # the replay's clock waits for the warm-up backlog to come out (local.replay): read the output more often
+        if time.time() - last_out_read > (OUT_READ_WARMUP_S if state.replayer.warming_up else OUT_READ_S):
             state.output.refresh()
             last_out_read = time.time()
         last_print = progress(state, last_print)

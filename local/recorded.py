@@ -27,10 +27,10 @@ Speed and duration (:func:`plan_replay`)
     ``--quick``'s) when given; events recorded after the cap are not sent and the report says how many.
 
 Warm-up
-    Until the first spec is active, the replay sends the log's *first window* (the events recorded in its first
+    Until the first spec is active and its backlog is out (:mod:`local.replay`), the replay sends the log's *first window* (the events recorded in its first
     ``window_s * speed`` seconds) over and over at their recorded pace, each pass starting on a window boundary,
     with event ids ``<event_id>#warmup<k>`` (pass ``k``). The first snapshots so hold the log's start load and the
-    first spec is built for it. The replay clock starts when a spec is active; from then on every good row is
+    first spec is built for it. The replay clock starts when a spec is active and the backlog is out; from then on every good row is
     sent exactly once. Events in = recorded events sent + warm-up copies; every one must come out.
 """
 

@@ -12,6 +12,12 @@ the same rate (starting on a window boundary, ``align_s``); the scenario clock (
 system is live, so a slow Spark start on a busy machine does not eat the part of the replay
 where the load moves. ``warmup_timeout_s`` bounds the wait.
 
+**Backlog.** With ``out_ids`` (the ids of the events that came out) the clock starts only once every event sent
+before the first spec was active came out too, or ``backlog_timeout_s`` after it was active: the first fleet
+works through the warm-up backlog in one burst, and a loaded machine took 44 s for it in a quick run, which
+left a 80 s replay two whole measured windows (:func:`local.report.worker_load.measured_span`). The warm-up
+load goes on meanwhile, so the measured replay keeps its whole ``duration_s`` on a slow machine.
+
 :class:`RecordedReplayer` sends a recorded log instead (``--events``): on its recorded clock, its first window
 over and over during the warm-up (:mod:`local.recorded`).
 
@@ -26,7 +32,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 import numpy as np
@@ -51,16 +57,24 @@ class ReplayThread(LoopThread):
     The run reads ``sent_ids`` (the events in), ``sent_events`` (the valid events in send order, canonical keys:
     :mod:`local.oracle` replays them), ``sent_seconds`` (how many were sent in each wall second), ``bad_sent``, ``began_at`` (first event sent: the warm-up starts),
     ``started_at`` (the scenario or replay clock starts: the system is live), ``ended_at``, ``fraction``,
-    ``warming_up``, ``done``, ``duration_s`` and ``put_retries``.
+    ``warming_up``, ``done``, ``duration_s`` and ``put_retries``; ``live_at`` (the first spec was seen active),
+    ``backlog`` (events sent before it) and ``backlog_out`` (they all came out; False when the clock started on
+    ``backlog_timeout_s``).
     """
 
     def __init__(self, kinesis: Any, stream: str, *, duration_s: float, tick_s: float, live: Callable[[], bool],
                  warmup_timeout_s: float, align_s: float, clock: Callable[[], float], fields: EventFields,
-                 kpl: int = 0) -> None:
+                 kpl: int = 0, out_ids: Callable[[], Container[str]] | None = None,
+                 backlog_timeout_s: float = 0.0) -> None:
         super().__init__("replay", tick_s)
         self.kinesis, self.stream = kinesis, stream
         self.duration_s, self.tick_s, self.live, self.clock = duration_s, tick_s, live, clock
         self.warmup_timeout_s, self.align_s = warmup_timeout_s, align_s
+        self.out_ids, self.backlog_timeout_s = out_ids, backlog_timeout_s
+        self.live_at: float | None = None
+        self.backlog = 0
+        self.backlog_out = False
+        self._backlog_next = 0  # sent_ids[:_backlog_next] came out (checked in send order, each once)
         self.fields = fields  # the keys the events are sent under (--event-fields)
         self.kpl = kpl  # user records per KPL aggregated record; 0 = one event per Kinesis record
         self._shards: tuple[ShardRange, ...] = ()  # the stream's shards (ListShards once), to aggregate per shard
@@ -104,13 +118,26 @@ class ReplayThread(LoopThread):
             if self.align_s > 0 and now % self.align_s > self.tick_s:
                 return False
             self.began_at = now
-        if self.started_at is None:
+        if self.live_at is None:
             if self.live():
-                self.started_at = now
+                self.live_at, self.backlog = now, len(self.sent_ids)
             elif now - self.began_at > self.warmup_timeout_s:
                 raise FatalLoopError(f"no spec became active within {self.warmup_timeout_s:g}s of warm-up: "
                                      "see the Spark, partitioner and worker logs")
+        if self.started_at is None and self.live_at is not None:
+            self.backlog_out = self._all_out()
+            if self.backlog_out or now - self.live_at >= self.backlog_timeout_s:
+                self.started_at = now
         return True
+
+    def _all_out(self) -> bool:
+        """Did every event of the warm-up backlog come out (always, without ``out_ids``)?"""
+        if self.out_ids is None:
+            return True
+        out = self.out_ids()
+        while self._backlog_next < self.backlog and self.sent_ids[self._backlog_next] in out:
+            self._backlog_next += 1
+        return self._backlog_next >= self.backlog
 
     def _finish(self, now: float) -> None:
         self.ended_at = now
@@ -142,12 +169,13 @@ class Replayer(ReplayThread):
     def __init__(self, kinesis: Any, stream: str, factory: EventFactory, rate: float, duration_s: float,
                  tick_s: float = 0.5, bad_at: float = 0.3, live: Callable[[], bool] = lambda: True,
                  warmup_timeout_s: float = 240.0, align_s: float = 0.0, kpl: int = 0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, out_ids: Callable[[], Container[str]] | None = None,
+                 backlog_timeout_s: float = 0.0) -> None:
         if rate <= 0 or duration_s <= 0:
             raise ValueError(f"rate and duration must be > 0, got rate={rate!r} duration={duration_s!r}")
         super().__init__(kinesis, stream, duration_s=duration_s, tick_s=tick_s, live=live,
                          warmup_timeout_s=warmup_timeout_s, align_s=align_s, clock=clock, fields=factory.fields,
-                         kpl=kpl)
+                         kpl=kpl, out_ids=out_ids, backlog_timeout_s=backlog_timeout_s)
         self.factory = factory
         self.rate = rate
         self.bad_at = bad_at
@@ -190,9 +218,11 @@ class RecordedReplayer(ReplayThread):
 
     def __init__(self, kinesis: Any, stream: str, log: RecordedLog, plan: ReplayPlan, tick_s: float = 0.5,
                  live: Callable[[], bool] = lambda: True, warmup_timeout_s: float = 240.0, align_s: float = 0.0,
-                 clock: Callable[[], float] = time.time, fields: EventFields = DEFAULT_EVENT_FIELDS) -> None:
+                 clock: Callable[[], float] = time.time, fields: EventFields = DEFAULT_EVENT_FIELDS,
+                 out_ids: Callable[[], Container[str]] | None = None, backlog_timeout_s: float = 0.0) -> None:
         super().__init__(kinesis, stream, duration_s=plan.duration_s, tick_s=tick_s, live=live,
-                         warmup_timeout_s=warmup_timeout_s, align_s=align_s, clock=clock, fields=fields)
+                         warmup_timeout_s=warmup_timeout_s, align_s=align_s, clock=clock, fields=fields,
+                         out_ids=out_ids, backlog_timeout_s=backlog_timeout_s)
         self.log, self.plan = log, plan
         self.recorded_sent = 0
         self.warmup_sent = 0

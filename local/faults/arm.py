@@ -54,7 +54,7 @@ def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
     def status() -> str:
         return str(deployer.ctl.state().status)
 
-    def live_since() -> float | None:  # the replay's clock starts once the first spec is active (LiveSince)
+    def live_since() -> float | None:  # the replay's clock starts once the first spec is active and its backlog is out
         return state.replayer.started_at if state.replayer is not None else None
 
     if "worker-kill" in cfg.faults:

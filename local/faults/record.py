@@ -61,10 +61,10 @@ class FaultRecord:
         return {**asdict(self), "recovered": self.recovered, "within_deadline": self.within_deadline}
 
 
-#: Since when a spec is live (epoch s), None before: the replay's clock starts once the first spec is active
-#: (:attr:`local.replay.ReplayThread.started_at`), so a delay from it is a share of the replay. A deploy status
-#: of ``done`` seen by a poll is no such anchor: with swaps back to back a loaded loop can miss it for tens of seconds
-#: (CI, stop 37: ``spark-kill`` then fell after the replay's end and was never injected).
+#: Since when a spec is live (epoch s), None before: the replay's clock starts once the first spec is active and its
+#: warm-up backlog is out (:attr:`local.replay.ReplayThread.started_at`), so a delay from it is a share of the
+#: replay. A deploy status of ``done`` seen by a poll is no such anchor: with swaps back to back a loaded loop can
+#: miss it for tens of seconds (CI, stop 37: ``spark-kill`` then fell after the replay's end and was never injected).
 LiveSince = Callable[[], float | None]
 
 

@@ -133,6 +133,38 @@ def test_warm_up_times_out(tmp_path: Path) -> None:
         run(r, clock, START + 10)
 
 
+def test_the_clock_waits_for_the_warm_up_backlog_to_come_out(tmp_path: Path) -> None:
+    # GIVEN a replay that warmed up 25 s (8 warm-up copies sent), then went live while none of them had come out
+    live = [False]
+    r, _, clock = replayer(tmp_path, [0, 30, 99, 150], live=live)
+    out: set[str] = set()
+    r.out_ids, r.backlog_timeout_s = lambda: out, 30.0
+    run(r, clock, START + 24.5)
+    live[0] = True
+    # WHEN 10 s pass with all but one copy out
+    run(r, clock, START + 30)
+    out.update(r.sent_ids[:7])
+    run(r, clock, START + 35)
+    # THEN the clock has not started; the warm-up goes on (a fourth pass) and the backlog is the 8 copies
+    assert r.warming_up and r.live_at == START + 25 and r.backlog == 8 and r.warmup_passes == 4
+    # WHEN the last copy comes out THEN the clock starts at the next tick, saying the backlog was out
+    out.add(r.sent_ids[7])
+    run(r, clock, START + 36)
+    assert r.started_at == START + 35.5 and r.backlog_out and r.recorded_sent == 1
+
+
+def test_the_clock_starts_anyway_when_the_backlog_does_not_come_out(tmp_path: Path) -> None:
+    # GIVEN a live replay whose warm-up backlog never comes out, waiting at most 30 s for it
+    live = [False]
+    r, _, clock = replayer(tmp_path, [0, 30, 99, 150], live=live)
+    r.out_ids, r.backlog_timeout_s = lambda: set(), 30.0
+    run(r, clock, START + 24.5)
+    live[0] = True
+    # WHEN 40 s pass THEN the clock started 30 s after the first spec was active, saying the backlog was not out
+    run(r, clock, START + 65)
+    assert r.started_at == START + 55 and not r.backlog_out
+
+
 def test_put_all_retries_rejected_records() -> None:
     # GIVEN a stream that rejects one record once
     kinesis = FakeKinesis(reject=1)
