@@ -9,9 +9,11 @@ processed everything that arrived in its shard before ``R`` did.
 
 Never two readers of one cell at once (a cell belongs to one lease holder at a time, as a shard does in
 lease-based consumer rebalancing) adds one rule for a cell that **changes worker**: a record
-whose place belonged to another slot in ``n`` also waits until that slot is **drained** (a router with a stale
-cache may still put that cell's records on the old stream up to ``ROUTER_SPEC_TTL_S`` after the flip). A cell
-that stays with its slot needs only the caught-up rule: its old records are read by the same process.
+whose place belonged to another slot in ``n`` also waits until that slot is **drained**. A cell
+that stays with its slot needs only the caught-up rule: its old records are read by the same process. Both rules
+rely on the router flipping each ingest shard once and for good (:mod:`lambdas.router.routing` reads ``active`` on
+every invocation): an entity's records on ``n``, put by invocations before its first record of ``m``, arrived
+before it.
 
 Each serving slot keeps a **caught-up time** (:class:`CaughtUp`): after a GetRecords call that reached the tip
 of its shard (``MillisBehindLatest == 0``) and once that batch's output is written, every record that arrived

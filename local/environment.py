@@ -29,7 +29,7 @@ def handler_env(cfg: RunConfig) -> dict[str, str]:
     """Environment of the in-process handlers beyond the AWS names (cap, zoom, policy)."""
     policy = {"cooldown_s": cfg.cooldown_s, "target_fill": cfg.target_fill, "high_watermark": cfg.high_watermark}
     return {EnvVar.MAX_LOAD: f"{cfg.cap:g}", EnvVar.GRID_ZOOM: str(GRID_ZOOM), EnvVar.POLICY_JSON: json.dumps(policy),
-            EnvVar.ROUTER_SPEC_TTL_S: "1", EnvVar.GREEN_TIMEOUT_S: f"{GREEN_TIMEOUT_S:g}",
+            EnvVar.GREEN_TIMEOUT_S: f"{GREEN_TIMEOUT_S:g}",
             EnvVar.DRAIN_TIMEOUT_S: f"{DRAIN_TIMEOUT_S:g}", EnvVar.HOOK_CALLBACK_DELAY_S: "1", EnvVar.STREAM_ACTIVE_WAIT_S: "30",
             EnvVar.POLL_INTERVAL_S: "0.5", EnvVar.ACTIVE_POLL_S: "1", "POWERTOOLS_SERVICE_NAME": "georebal-local", "POWERTOOLS_LOG_LEVEL": "ERROR",
             "LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true", EnvVar.SWAP_MODE: cfg.swap_mode,

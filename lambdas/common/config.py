@@ -49,7 +49,7 @@ class LambdaConfig:
     geo_stream_kms_key: str | None = None
     endpoint_url: str | None = None
     region: str = DEFAULT_REGION
-    router_spec_ttl_s: float = 5.0
+    router_spec_ttl_s: float = 0.0  # 0: the router reads `active` on every invocation (lambdas.router.routing)
     green_timeout_s: float = 900.0
     drain_timeout_s: float = 900.0
     hook_callback_delay_s: int = 15
@@ -84,7 +84,7 @@ class LambdaConfig:
             endpoint_url=e.get(EnvVar.AWS_ENDPOINT_URL, "").strip() or None,
             region=(e.get(EnvVar.AWS_REGION, "").strip() or e.get(EnvVar.AWS_DEFAULT_REGION, "").strip()
                     or DEFAULT_REGION),
-            router_spec_ttl_s=_positive(EnvVar.ROUTER_SPEC_TTL_S, e.get(EnvVar.ROUTER_SPEC_TTL_S, "5")),
+            router_spec_ttl_s=_positive(EnvVar.ROUTER_SPEC_TTL_S, e.get(EnvVar.ROUTER_SPEC_TTL_S, "0"), zero=True),
             green_timeout_s=_positive(EnvVar.GREEN_TIMEOUT_S, e.get(EnvVar.GREEN_TIMEOUT_S, "900")),
             drain_timeout_s=_positive(EnvVar.DRAIN_TIMEOUT_S, e.get(EnvVar.DRAIN_TIMEOUT_S, "900")),
             hook_callback_delay_s=int(_positive(EnvVar.HOOK_CALLBACK_DELAY_S, e.get(EnvVar.HOOK_CALLBACK_DELAY_S, "15"),
@@ -141,12 +141,12 @@ def parse_event_fields(text: str) -> EventFields:
         raise ConfigError(str(exc)) from None
 
 
-def _positive(name: str, text: str, *, integer: bool = False) -> float:
+def _positive(name: str, text: str, *, integer: bool = False, zero: bool = False) -> float:
     try:
         v = float(text)
     except ValueError:
         raise ConfigError(f"environment variable {name} must be a number, got {text!r}") from None
-    if not (math.isfinite(v) and v > 0) or (integer and v != int(v)):
-        kind = "a positive integer" if integer else "a positive number"
+    if not (math.isfinite(v) and (v > 0 or (zero and v == 0))) or (integer and v != int(v)):
+        kind = ("a positive integer" if integer else "a positive number") + (" or 0" if zero else "")
         raise ConfigError(f"environment variable {name} must be {kind}, got {text!r}")
     return v

@@ -1,7 +1,7 @@
 """Router Lambda: Kinesis event source on the ingest stream, ``ReportBatchItemFailures`` on.
 
 Entry point ``lambdas/router/handler.py:handler``. Env: ``CONTROL_TABLE``, ``SPECS_BUCKET``,
-``QUARANTINE_BUCKET``, optional ``ROUTER_SPEC_TTL_S`` (5) and ``AWS_ENDPOINT_URL`` (local).
+``QUARANTINE_BUCKET``, optional ``ROUTER_SPEC_TTL_S`` (0: no cache) and ``AWS_ENDPOINT_URL`` (local).
 Returns ``{"batchItemFailures": [{"itemIdentifier": <sequenceNumber>}, ...]}``: invalid events are
 quarantined (not failures); records whose put failed are reported, never dropped.
 
@@ -10,11 +10,12 @@ A KPL aggregated record (:mod:`partitioner.contracts.kpl`) is split into its use
 number (what the event source mapping checkpoints), so the whole parent is re-delivered. One that does not decode
 is quarantined whole as ``corrupt_kpl_record`` (its ``raw`` the record's base64).
 
-The geo-stream puts are made by a client without SDK retries (:func:`put_client`). A put the SDK retries after
-a throttle (``ProvisionedThroughputExceededException``) backs off for seconds and can land in the stream of a
-version that was flipped away from meanwhile, after its workers drained (``DRAIN_QUIET_S`` covers
-``ROUTER_SPEC_TTL_S``, not a backoff): those records would be read by no one. Reported as failures instead,
-they are re-delivered by the event source mapping and routed with the active spec of that moment.
+The geo-stream puts are made by a client without SDK retries (:func:`put_client`). A put the SDK retries after a
+throttle (``ProvisionedThroughputExceededException``) backs off for seconds and can land in the stream of a version
+that was flipped away from meanwhile, after its workers drained (``DRAIN_QUIET_S`` covers an invocation that read
+``active`` just before the flip, and ``ROUTER_SPEC_TTL_S``, not a backoff): those records would be read by no one.
+Reported as failures instead, they are re-delivered by the event source mapping and routed with the active spec of
+that moment.
 """
 
 from __future__ import annotations

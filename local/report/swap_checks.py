@@ -1,7 +1,9 @@
-"""The two checks every swap must pass, on the enriched records (:class:`local.output.Processed`).
+"""The checks every swap must pass, on the enriched records (:class:`local.output.Processed`).
 
 :func:`order_check`: for each entity, every record read from stream n was processed before any of its records from
-a stream m > n. :func:`reader_check`: never two readers of one cell at once: for each zoom-12 cell, the processing
+a stream m > n. :func:`flip_check`: the router flips each entity once: no record of it went to stream n after one
+went to a stream m > n (judged by when the replay sent them, which is the order the router reads them in; copies of
+an event that also went to a newer stream are a retried batch's, not a flip back). :func:`reader_check`: never two readers of one cell at once: for each zoom-12 cell, the processing
 intervals of different processes overlap neither across versions nor within one slot of one version; different
 slots of one version may share a cell, split by entity or by finer squares.
 """
@@ -31,16 +33,56 @@ class Check:
 
 
 def order_check(records: Iterable[Processed]) -> Check:
-    """Per entity: the last record of stream n processed before the first of any stream m > n."""
-    spans: dict[str, dict[int, list[int]]] = defaultdict(dict)
+    """Per entity: the last record of stream n processed before the first of any stream m > n.
+
+    A violation says when each of the two records was sent, so a record the router put on the old stream after the
+    entity's record on the new one (a router behind the flip) reads apart from one the handover gate let pass early.
+    """
+    spans: dict[str, dict[int, list[Processed]]] = defaultdict(dict)
     for r in records:
-        span = spans[r.entity].setdefault(r.version, [r.processed_ms, r.processed_ms])
-        span[0], span[1] = min(span[0], r.processed_ms), max(span[1], r.processed_ms)
+        span = spans[r.entity].setdefault(r.version, [r, r])
+        if r.processed_ms < span[0].processed_ms:
+            span[0] = r
+        if r.processed_ms > span[1].processed_ms:
+            span[1] = r
     bad: list[str] = []
     for entity, by_version in sorted(spans.items()):
         versions = sorted(by_version)
-        bad += [f"{entity}: a v{n} record processed at {by_version[n][1]} ms, after a v{m} one at {by_version[m][0]} ms"
-                for i, n in enumerate(versions) for m in versions[i + 1:] if by_version[n][1] >= by_version[m][0]]
+        bad += [_order_violation(entity, by_version[n][1], by_version[m][0]) for i, n in enumerate(versions)
+                for m in versions[i + 1:] if by_version[n][1].processed_ms >= by_version[m][0].processed_ms]
+    return Check(len(spans), len(bad), tuple(bad[:SAMPLES]))
+
+
+def _order_violation(entity: str, old: Processed, new: Processed) -> str:
+    sent = ("" if old.sent_ms is None or new.sent_ms is None else
+            f"; sent {(old.sent_ms - new.sent_ms) / 1000:+.3f} s after it"
+            + (" (put on the old stream after the new one)" if old.sent_ms > new.sent_ms else ""))
+    return (f"{entity}: a v{old.version} record processed at {old.processed_ms} ms, after a v{new.version} one at "
+            f"{new.processed_ms} ms{sent}")
+
+
+def flip_check(records: Iterable[Processed]) -> Check:
+    """Per entity: every record of stream n sent before the first one of any stream m > n (module docstring)."""
+    recs = [r for r in records if r.sent_ms is not None]
+    newest: dict[str, int] = {}
+    for r in recs:
+        newest[r.event_id] = max(r.version, newest.get(r.event_id, r.version))
+    spans: dict[str, dict[int, list[Processed]]] = defaultdict(dict)
+    for r in recs:
+        if newest[r.event_id] != r.version:
+            continue  # a copy: the same event also went to a newer stream (a batch retried after the flip)
+        span = spans[r.entity].setdefault(r.version, [r, r])
+        if (r.sent_ms or 0) < (span[0].sent_ms or 0):
+            span[0] = r
+        if (r.sent_ms or 0) > (span[1].sent_ms or 0):
+            span[1] = r
+    bad: list[str] = []
+    for entity, by_version in sorted(spans.items()):
+        versions = sorted(by_version)
+        bad += [f"{entity}: {by_version[n][1].event_id} sent at {by_version[n][1].sent_ms} ms went to v{n}, after "
+                f"{by_version[m][0].event_id} sent at {by_version[m][0].sent_ms} ms went to v{m}"
+                for i, n in enumerate(versions) for m in versions[i + 1:]
+                if (by_version[n][1].sent_ms or 0) > (by_version[m][0].sent_ms or 0)]
     return Check(len(spans), len(bad), tuple(bad[:SAMPLES]))
 
 

@@ -30,8 +30,8 @@ swap time from): ``process_start_s`` (process started -> first lease claimed), `
 ready), ``carry_prepare_s`` (a carried slot's new lease claimed -> ready), ``drain_s`` (flip -> old lease
 drained).
 
-**Checks** (:func:`checks`): the two of :mod:`local.report.swap_checks` (per-entity order, never two readers of
-one cell at once), and in ``carry`` mode the median swap's carried share.
+**Checks** (:func:`checks`): the three of :mod:`local.report.swap_checks` (per-entity order, the router flips each
+entity once, never two readers of one cell at once), and in ``carry`` mode the median swap's carried share.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from local.output import Processed
-from local.report.swap_checks import Check, order_check, reader_check
+from local.report.swap_checks import Check, flip_check, order_check, reader_check
 from partitioner.contracts.plan import PlanItem, SwapMode
 from partitioner.spec.index import SpecIndex
 from partitioner.spec.model import Spec
@@ -137,12 +137,13 @@ class SwapTimings:
 
 @dataclass(frozen=True)
 class SwapsReport:
-    """The swap rows, the timings, and the two checks."""
+    """The swap rows, the timings, and the checks."""
 
     rows: tuple[SwapRow, ...]
     timings: SwapTimings
     order: Check
     readers: Check
+    flips: Check  # the router flips each entity once (swap_checks.flip_check)
 
     @property
     def median_carried_share(self) -> float | None:
@@ -258,7 +259,7 @@ def swaps_report(records: Iterable[Processed], flips: Sequence[Flip], plans: Map
         rows = [(handover_lags(row, flip, recs, specs, index), hs) for (row, hs), flip in zip(rows, flips, strict=True)]
     handovers = [h for _row, hs in rows for h in hs]
     return SwapsReport(tuple(r for r, _h in rows), swap_timings(flips, plans, index, handovers), order_check(recs),
-                       reader_check(recs))
+                       reader_check(recs), flip_check(recs))
 
 
 def handover_lags(row: SwapRow, flip: Flip, records: Sequence[Processed], specs: Mapping[int, Spec | None],
@@ -346,7 +347,9 @@ def checks(rep: SwapsReport, mode: str) -> list[tuple[str, bool, str]]:
     out = [("never two readers of one cell at once", rep.readers.ok,
             f"{rep.readers.checked} cells checked, {rep.readers.violations} overlaps {list(rep.readers.sample)}"),
            ("per-entity order kept across every flip", rep.order.ok,
-            f"{rep.order.checked} entities checked, {rep.order.violations} out of order {list(rep.order.sample)}")]
+            f"{rep.order.checked} entities checked, {rep.order.violations} out of order {list(rep.order.sample)}"),
+           ("the router flips each entity once (nothing put on an older stream after a newer one)", rep.flips.ok,
+            f"{rep.flips.checked} entities checked, {rep.flips.violations} put back {list(rep.flips.sample)}")]
     if mode == "carry":
         out.append(("the median swap carries over >= 80% of the slots an old process could carry",
                     share is None or share >= 0.8,

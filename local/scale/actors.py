@@ -13,7 +13,7 @@ Each runs as a thread on the simulated clock (:mod:`local.scale.simtime`) and ca
   :class:`lambdas.deploy.fleet.EcsFleet`.
 * :class:`Router` is the router Lambda's concurrent containers, one per ingest shard (the event source mapping
   polls each shard and invokes with up to ``router_batch_size`` = 500 records). Each container keeps its own
-  :class:`lambdas.router.routing.ActiveSpecCache` (a control-table read every ``ROUTER_SPEC_TTL_S`` = 5 s and an
+  :class:`lambdas.router.routing.ActiveSpecCache` (a control-table read per invocation, as deployed, and an
   S3 GET per new version). One invocation in ``sample`` is routed by :func:`lambdas.router.routing.route_batch`
   and put into moto for real (the workers read and process those events); every other invocation goes through
   the same routing (:meth:`RoutingTable.hash_keys_for`, :func:`lambdas.common.kinesis.chunk_entries`) and its
@@ -267,7 +267,7 @@ class Router:
         self.tick_s = tick_s
         self.payload = b" " * payload_bytes
         parsed: dict[str, Spec] = {}
-        self.caches = [ActiveSpecCache(control, _SharedParse(s3, specs_bucket, parsed), ttl_s=5.0,
+        self.caches = [ActiveSpecCache(control, _SharedParse(s3, specs_bucket, parsed),
                                        clock=sim.monotonic) for _ in range(containers)]
         self.stats = RouterStats()
         self._stop = sim.event()

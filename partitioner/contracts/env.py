@@ -145,7 +145,10 @@ ENV_VARS: Mapping[EnvVar, EnvVarUse] = MappingProxyType({
                                "1: the router numbers each entity's events and marks where it changes slot, so a "
                                "stateful transform's state follows the entity (partitioner.contracts.handoff); "
                                "unset or 0: events are put as they came."),
-    EnvVar.ROUTER_SPEC_TTL_S: _use((_L,), (_R,), "Seconds the router caches the active spec (default 5)."),
+    EnvVar.ROUTER_SPEC_TTL_S: _use((_L,), (_R,), "Seconds the router caches the active pointer (default 0: read on "
+                                   "every invocation, which keeps each ingest shard's flip monotonic; above 0 "
+                                   "environments may disagree that long and an entity's records may go back to the "
+                                   "old version after the flip, out of order: lambdas.router.routing)."),
     EnvVar.GREEN_TIMEOUT_S: _use((_L,), _DEPLOY, "Seconds a new fleet may take to be leased and warm (default 900)."),
     EnvVar.DRAIN_TIMEOUT_S: _use((_L,), (*_DEPLOY, _W),
                                  "Seconds the old fleet may take to drain; the worker's handover gate holds records "

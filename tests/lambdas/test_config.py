@@ -15,10 +15,14 @@ def test_defaults_and_values() -> None:
     cfg = LambdaConfig.from_env({"CONTROL_TABLE": "c", "MAX_LOAD": "2500", "ROUTER_SPEC_TTL_S": "2.5"})
     assert (cfg.control_table, cfg.max_load, cfg.router_spec_ttl_s, cfg.prefix) == ("c", 2500.0, 2.5, "georebal")
     assert cfg.stream_name(7) == "georebal-geo-v7" and cfg.green_timeout_s == 900.0
+    # AND the router reads the active pointer on every invocation unless told to cache it
+    assert LambdaConfig.from_env({}).router_spec_ttl_s == 0.0
+    assert LambdaConfig.from_env({"ROUTER_SPEC_TTL_S": "0"}).router_spec_ttl_s == 0.0
 
 
 @pytest.mark.parametrize(("name", "value"), [("MAX_LOAD", "lots"), ("MAX_LOAD", "-1"), ("GRID_ZOOM", "12.5"),
-                                             ("ROUTER_SPEC_TTL_S", "nan")])
+                                             ("ROUTER_SPEC_TTL_S", "nan"),
+                                             ("ROUTER_SPEC_TTL_S", "-1")])
 def test_bad_values_are_named(name: str, value: str) -> None:
     # GIVEN a malformed value / WHEN read / THEN the error names the variable and the value
     with pytest.raises(ConfigError, match=re.escape(name) + ".*" + re.escape(repr(value))):

@@ -140,6 +140,22 @@ def test_cache_follows_a_flip_within_the_ttl(aws: Aws) -> None:
     assert after_ttl is not None and (after_ttl.version, after_ttl.stream_name) == (2, "georebal-geo-v2")
 
 
+def test_by_default_no_environment_routes_by_a_version_another_one_left(aws: Aws) -> None:
+    # GIVEN v1 active and two router environments (default settings) that both routed by it
+    v1 = make_spec(1)
+    activate(aws, v1)
+    control, specs = ControlTable(aws.clients.dynamodb, aws.cfg.control_table), SpecStore(aws.clients.s3, aws.cfg.specs_bucket)
+    a, b = ActiveSpecCache(control, specs), ActiveSpecCache(control, specs)
+    assert a.current().version == b.current().version == 1  # type: ignore[union-attr]
+    # WHEN v2 is flipped active and environment a routes the shard's next batch
+    activate(aws, make_spec(2, loads=(900, 900, 900, 900), previous=v1))
+    after_a = a.current()
+    # THEN the batch after it, in environment b, routes by v2 too: the shard's flip never goes back (with a cache,
+    # b would route by v1 for up to its TTL, putting an entity's later records on the old stream)
+    after_b = b.current()
+    assert after_a is not None and after_b is not None and after_a.version == after_b.version == 2
+
+
 def test_split_hot_cell_routes_by_entity(aws: Aws) -> None:
     # GIVEN a spec where one cell (2.5x max_load, no refinement rows) is split across workers by entity hash
     counts = grid_counts({(0, 0): 2500.0, (6, 0): 100.0})

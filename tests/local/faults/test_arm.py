@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[3]
 #: rebalancing by its restart time, and on a loaded 2-core machine the quick run's few full worker-windows vary.
 FAULT_INVARIANTS = ("no event lost or invented", "never two owners of one lease", "no flip before green was ready",
                     "the router never pointed at a version with no running worker",
-                    "never two readers of one cell at once", "per-entity order kept across every flip")
+                    "never two readers of one cell at once", "per-entity order kept across every flip",
+                    "the router flips each entity once (nothing put on an older stream after a newer one)")
 
 
 #: Whole mode's run is marked ``full``: ``./scripts/test --full`` runs it, CI's gate does not (one more whole loop

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from local.output import Processed
-from local.report.swap_checks import order_check, reader_check
+from local.report.swap_checks import flip_check, order_check, reader_check
 
 A, B = "120220011", "120220013"  # two zoom-9 cells (the checks bucket points into zoom-12 cells)
 
@@ -21,6 +21,29 @@ def test_an_entity_read_from_the_new_stream_before_the_old_one_is_done_breaks_or
     assert (got.checked, got.violations) == (2, 1) and "car-1" in got.sample[0]
     # AND in order it passes
     assert order_check([rec("e1", "car-1", 1, "w1", "p1", 80), rec("e2", "car-1", 2, "w2", "p2", 90)]).ok
+
+
+def test_an_order_violation_says_whether_the_old_record_was_put_after_the_new_one() -> None:
+    # GIVEN car-1's v1 record sent 300 ms after its v2 record (a router behind the flip), processed after it
+    late = Processed("e1", "car-1", 1, "w1", "p1", 100, A, sent_ms=1_300)
+    first = Processed("e2", "car-1", 2, "w2", "p2", 90, A, sent_ms=1_000)
+    # WHEN checked THEN the violation names the send times' order
+    assert order_check([late, first]).sample == (
+        "car-1: a v1 record processed at 100 ms, after a v2 one at 90 ms; sent +0.300 s after it "
+        "(put on the old stream after the new one)",)
+
+
+def test_a_record_routed_to_the_old_stream_after_the_new_one_is_a_flip_back() -> None:
+    # GIVEN car-1's record sent at 1,300 ms went to v1 after its record sent at 1,000 ms went to v2
+    back = [Processed("e1", "car-1", 2, "w2", "p2", 90, A, sent_ms=1_000),
+            Processed("e2", "car-1", 1, "w1", "p1", 100, A, sent_ms=1_300)]
+    # WHEN checked THEN one flip back, naming both events
+    got = flip_check(back)
+    assert (got.checked, got.violations) == (1, 1) and "e2 sent at 1300 ms went to v1, after e1" in got.sample[0]
+    # BUT a copy of an event that also went to v2 (a batch retried after the flip) is no flip back
+    retried = [Processed("e0", "car-1", 2, "w2", "p2", 90, A, sent_ms=900), *back[:1],
+               Processed("e1", "car-1", 1, "w1", "p1", 80, A, sent_ms=1_000)]
+    assert flip_check(retried).ok and flip_check(back[:1]).ok
 
 
 def test_two_processes_reading_one_cell_at_once_are_caught_only_where_it_matters() -> None:

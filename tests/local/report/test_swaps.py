@@ -83,9 +83,10 @@ def test_the_carry_share_invariant_applies_to_carry_runs_and_fails_below_80_perc
     got = {name: ok for name, ok, _ in checks(rep, "carry")}
     # THEN the share invariant fails
     assert got == {"never two readers of one cell at once": True, "per-entity order kept across every flip": True,
+                   "the router flips each entity once (nothing put on an older stream after a newer one)": True,
                    "the median swap carries over >= 80% of the slots an old process could carry": False}
     # AND a whole run is not held to it
-    assert len(checks(rep, "whole")) == 2
+    assert len(checks(rep, "whole")) == 3
     # AND a grow from 1 to 2 slots that carried the one old slot holds it: the new slot needs a new process
     grow = swaps_report([], [Flip(1, 2, 100.0)], plans, {1: 1, 2: 2}, tenures, [])
     (row,) = grow.rows
