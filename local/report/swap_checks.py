@@ -35,11 +35,16 @@ class Check:
 def order_check(records: Iterable[Processed]) -> Check:
     """Per entity: the last record of stream n processed before the first of any stream m > n.
 
-    A violation says when each of the two records was sent, so a record the router put on the old stream after the
-    entity's record on the new one (a router behind the flip) reads apart from one the handover gate let pass early.
+    A violation names both events and when each was sent, so a record the router put on the old stream after the
+    entity's record on the new one (a router behind the flip) reads apart from one the handover gate let pass early,
+    and says when the late one is a copy (its event was processed earlier too: at-least-once re-reading).
     """
+    recs = list(records)
+    first: dict[str, int] = {}
+    for r in recs:
+        first[r.event_id] = min(r.processed_ms, first.get(r.event_id, r.processed_ms))
     spans: dict[str, dict[int, list[Processed]]] = defaultdict(dict)
-    for r in records:
+    for r in recs:
         span = spans[r.entity].setdefault(r.version, [r, r])
         if r.processed_ms < span[0].processed_ms:
             span[0] = r
@@ -48,17 +53,18 @@ def order_check(records: Iterable[Processed]) -> Check:
     bad: list[str] = []
     for entity, by_version in sorted(spans.items()):
         versions = sorted(by_version)
-        bad += [_order_violation(entity, by_version[n][1], by_version[m][0]) for i, n in enumerate(versions)
+        bad += [_order_violation(entity, by_version[n][1], by_version[m][0], first) for i, n in enumerate(versions)
                 for m in versions[i + 1:] if by_version[n][1].processed_ms >= by_version[m][0].processed_ms]
     return Check(len(spans), len(bad), tuple(bad[:SAMPLES]))
 
 
-def _order_violation(entity: str, old: Processed, new: Processed) -> str:
+def _order_violation(entity: str, old: Processed, new: Processed, first: dict[str, int]) -> str:
     sent = ("" if old.sent_ms is None or new.sent_ms is None else
             f"; sent {(old.sent_ms - new.sent_ms) / 1000:+.3f} s after it"
             + (" (put on the old stream after the new one)" if old.sent_ms > new.sent_ms else ""))
-    return (f"{entity}: a v{old.version} record processed at {old.processed_ms} ms, after a v{new.version} one at "
-            f"{new.processed_ms} ms{sent}")
+    copy = f"; a copy, first processed at {first[old.event_id]} ms" if first[old.event_id] < old.processed_ms else ""
+    return (f"{entity}: v{old.version} record {old.event_id} processed at {old.processed_ms} ms, after "
+            f"v{new.version} record {new.event_id} at {new.processed_ms} ms{sent}{copy}")
 
 
 def flip_check(records: Iterable[Processed]) -> Check:

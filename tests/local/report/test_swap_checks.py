@@ -29,8 +29,13 @@ def test_an_order_violation_says_whether_the_old_record_was_put_after_the_new_on
     first = Processed("e2", "car-1", 2, "w2", "p2", 90, A, sent_ms=1_000)
     # WHEN checked THEN the violation names the send times' order
     assert order_check([late, first]).sample == (
-        "car-1: a v1 record processed at 100 ms, after a v2 one at 90 ms; sent +0.300 s after it "
+        "car-1: v1 record e1 processed at 100 ms, after v2 record e2 at 90 ms; sent +0.300 s after it "
         "(put on the old stream after the new one)",)
+    # AND a late copy of an event processed earlier says so
+    copy = Processed("e1", "car-1", 1, "w1", "p3", 120, A, sent_ms=900)
+    assert order_check([Processed("e1", "car-1", 1, "w1", "p1", 50, A, sent_ms=900), copy, first]).sample == (
+        "car-1: v1 record e1 processed at 120 ms, after v2 record e2 at 90 ms; sent -0.100 s after it; a copy, "
+        "first processed at 50 ms",)
 
 
 def test_a_record_routed_to_the_old_stream_after_the_new_one_is_a_flip_back() -> None:
