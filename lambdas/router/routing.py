@@ -10,8 +10,9 @@ invocation routed an entity by version ``m``, every later one routes it by ``m``
 entity on an older stream arrived before its first record of ``m``: the handover gate's caught-up rule
 (:mod:`geo_service.handover`) then orders them, also for a cell that stays with its worker. With a cache
 (``ROUTER_SPEC_TTL_S`` > 0) an environment that read ``active`` just before the flip routes by the old version for
-up to that long while another already routes by the new one: a local run measured one entity's record put on
-stream v1 after its record on v3, and processed after it (stop 40's CI). One read unit per invocation: at
+up to that long while another already routes by the new one, which can put an entity's later record on the old
+stream after its earlier one on the new (a local CI run processed one entity's v1 record after its v3 record; that
+this was the cause was not shown). One read unit per invocation: at
 100,000 events/s, ~200 invocations/s of 500 records read one item 200 times a second, 7 % of a partition's 3,000.
 A record is put
 to the active version's geo stream with ``PartitionKey = entity_id`` and ``ExplicitHashKey`` = the
