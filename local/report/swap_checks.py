@@ -11,7 +11,7 @@ slots of one version may share a cell, split by entity or by finer squares.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from local.output import Processed
@@ -43,19 +43,9 @@ def order_check(records: Iterable[Processed]) -> Check:
     first: dict[str, int] = {}
     for r in recs:
         first[r.event_id] = min(r.processed_ms, first.get(r.event_id, r.processed_ms))
-    spans: dict[str, dict[int, list[Processed]]] = defaultdict(dict)
-    for r in recs:
-        span = spans[r.entity].setdefault(r.version, [r, r])
-        if r.processed_ms < span[0].processed_ms:
-            span[0] = r
-        if r.processed_ms > span[1].processed_ms:
-            span[1] = r
-    bad: list[str] = []
-    for entity, by_version in sorted(spans.items()):
-        versions = sorted(by_version)
-        bad += [_order_violation(entity, by_version[n][1], by_version[m][0], first) for i, n in enumerate(versions)
-                for m in versions[i + 1:] if by_version[n][1].processed_ms >= by_version[m][0].processed_ms]
-    return Check(len(spans), len(bad), tuple(bad[:SAMPLES]))
+    checked, late = _late_across_versions(recs, lambda r: r.processed_ms, ties_late=True)
+    bad = [_order_violation(entity, old, new, first) for entity, old, new in late]
+    return Check(checked, len(bad), tuple(bad[:SAMPLES]))
 
 
 def _order_violation(entity: str, old: Processed, new: Processed, first: dict[str, int]) -> str:
@@ -73,23 +63,34 @@ def flip_check(records: Iterable[Processed]) -> Check:
     newest: dict[str, int] = {}
     for r in recs:
         newest[r.event_id] = max(r.version, newest.get(r.event_id, r.version))
+    # a copy of an event that also went to a newer stream is a batch retried after the flip, not a flip back
+    kept = [r for r in recs if newest[r.event_id] == r.version]
+    checked, late = _late_across_versions(kept, lambda r: r.sent_ms or 0, ties_late=False)
+    bad = [f"{entity}: {old.event_id} sent at {old.sent_ms} ms went to v{old.version}, after {new.event_id} sent at "
+           f"{new.sent_ms} ms went to v{new.version}" for entity, old, new in late]
+    return Check(checked, len(bad), tuple(bad[:SAMPLES]))
+
+
+def _late_across_versions(records: Iterable[Processed], at: Callable[[Processed], int], *, ties_late: bool
+                          ) -> tuple[int, list[tuple[str, Processed, Processed]]]:
+    """Per entity, each pair of versions n < m where the latest record of n (by ``at``) is later than the earliest
+    of m (or as late, with ``ties_late``): ``(entities seen, [(entity, that record of n, that record of m)])``."""
     spans: dict[str, dict[int, list[Processed]]] = defaultdict(dict)
-    for r in recs:
-        if newest[r.event_id] != r.version:
-            continue  # a copy: the same event also went to a newer stream (a batch retried after the flip)
+    for r in records:
         span = spans[r.entity].setdefault(r.version, [r, r])
-        if (r.sent_ms or 0) < (span[0].sent_ms or 0):
+        if at(r) < at(span[0]):
             span[0] = r
-        if (r.sent_ms or 0) > (span[1].sent_ms or 0):
+        if at(r) > at(span[1]):
             span[1] = r
-    bad: list[str] = []
+    late: list[tuple[str, Processed, Processed]] = []
     for entity, by_version in sorted(spans.items()):
         versions = sorted(by_version)
-        bad += [f"{entity}: {by_version[n][1].event_id} sent at {by_version[n][1].sent_ms} ms went to v{n}, after "
-                f"{by_version[m][0].event_id} sent at {by_version[m][0].sent_ms} ms went to v{m}"
-                for i, n in enumerate(versions) for m in versions[i + 1:]
-                if (by_version[n][1].sent_ms or 0) > (by_version[m][0].sent_ms or 0)]
-    return Check(len(spans), len(bad), tuple(bad[:SAMPLES]))
+        for i, n in enumerate(versions):
+            for m in versions[i + 1:]:
+                old, new = by_version[n][1], by_version[m][0]
+                if at(old) > at(new) or (ties_late and at(old) == at(new)):
+                    late.append((entity, old, new))
+    return len(spans), late
 
 
 def reader_check(records: Iterable[Processed]) -> Check:
