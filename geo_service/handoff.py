@@ -75,6 +75,17 @@ class Handoff:
     entity_id: str
     n: int
     text: str | None
+    #: When the router put the marker this answers (its Kinesis arrival time, epoch seconds); None if unknown.
+    asked_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A marker read from ``shard_id`` that waits for its entity's event, and when the router put it (or None)."""
+
+    marker: Marker
+    shard_id: str
+    put_at: float | None = None
 
 
 @dataclass
@@ -90,7 +101,7 @@ class EntityGate:
     clock: Callable[[], float] = time.monotonic
     wait_s: float = 60.0
     held: dict[str, list[Held]] = field(default_factory=dict)
-    markers: dict[str, list[tuple[Marker, str]]] = field(default_factory=dict)
+    markers: dict[str, list[Asked]] = field(default_factory=dict)
     wanted: dict[str, Wanted] = field(default_factory=dict)
     outbox: list[Handoff] = field(default_factory=list)
     #: Seconds each handed-over entity waited (first held -> state here), for the p99 the report prints.
@@ -130,8 +141,10 @@ class EntityGate:
             self._hold(entity_id, Held(stamp, shard_id, run))
             self.wanted[entity_id] = Wanted(stamp.n - 1, stamp.prev, self.clock(), verdict is _Verdict.WAIT_LOCAL)
 
-    def mark(self, marker: Marker, shard_id: str) -> None:
-        """A marker read from ``shard_id``: hand the entity over once its event ``marker.n`` was applied here."""
+    def mark(self, marker: Marker, shard_id: str, put_at: float | None = None) -> None:
+        """A marker read from ``shard_id``: hand the entity over once its event ``marker.n`` was applied here.
+
+        ``put_at``: when the router put the marker (its Kinesis arrival time), carried to the :class:`Handoff`."""
         e = marker.entity_id
         if marker.to in self.store.labels or self.store.gone.get(e) == marker.n:
             return  # the slot carried over from this one shares the store / a copy of a marker already answered
@@ -139,9 +152,9 @@ class EntityGate:
         if last is not None and last > marker.n:
             return  # the entity came back after that marker's event (its state moved on)
         if last == marker.n and e not in self.held:
-            self._give(e, marker.n)
+            self._give(e, marker.n, put_at)
             return
-        self.markers.setdefault(e, []).append((marker, shard_id))
+        self.markers.setdefault(e, []).append(Asked(marker, shard_id, put_at))
         self._shards[shard_id] += 1
 
     # ------------------------------------------------------------------ states from elsewhere
@@ -173,7 +186,8 @@ class EntityGate:
         return {"wanted_n": w.n if w else None, "prev": w.prev if w else None, "local": w.local if w else None,
                 "held": [(h.stamp.n, h.stamp.prev) for h in self.held.get(e, [])][:5],
                 "last": self.store.n.get(e), "gone": self.store.gone.get(e),
-                "markers": [(m.n, m.to) for m, _ in self.markers.get(e, [])][:5], "labels": sorted(self.store.labels)}
+                "markers": [(a.marker.n, a.marker.to) for a in self.markers.get(e, [])][:5],
+                "labels": sorted(self.store.labels)}
 
     def expire(self) -> list[str]:
         """Apply, without their state, the entities held longer than ``wait_s``; return them (to log)."""
@@ -232,21 +246,21 @@ class EntityGate:
         waiting = self.markers.get(e)
         if not waiting:
             return
-        keep: list[tuple[Marker, str]] = []
-        for m, shard in waiting:
-            if m.n > n:
-                keep.append((m, shard))
+        keep: list[Asked] = []
+        for a in waiting:
+            if a.marker.n > n:
+                keep.append(a)
                 continue
-            self._shards[shard] -= 1
-            if m.n == n:
-                self._give(e, n)
+            self._shards[a.shard_id] -= 1
+            if a.marker.n == n:
+                self._give(e, n, a.put_at)
         if keep:  # markers of later events: the entity comes back here before it leaves again
             self.markers[e] = keep
         else:
             self.markers.pop(e, None)
 
-    def _give(self, e: str, n: int) -> None:
-        self.outbox.append(Handoff(e, n, self.store.take(e)))
+    def _give(self, e: str, n: int, asked_at: float | None) -> None:
+        self.outbox.append(Handoff(e, n, self.store.take(e), asked_at))
 
 
 class HandoffStore:

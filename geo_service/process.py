@@ -25,7 +25,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -52,6 +52,15 @@ FETCH_EVERY_S = 0.25
 STATE_SNAPSHOT_S = 10.0
 #: Least seconds between two ``state_calls`` log lines of a process (the local report times the handoff calls by them).
 CALLS_LOG_EVERY_S = 1.0
+
+
+class Decoded(NamedTuple):
+    """One record of a batch, decoded: an event (with its handoff stamp, if any), a marker or a bad record, and
+    its Kinesis arrival time (epoch seconds; 0 when the reader did not get one)."""
+
+    item: Event | BadRecord | Marker
+    stamp: Stamp | None
+    arrival_s: float
 
 
 @dataclass(frozen=True)
@@ -136,11 +145,11 @@ class BatchProcessor:
         With state handoff (stamped records, :mod:`geo_service.handoff`) the slot's gate may hold an entity's events
         until its state is here; the shard's checkpoint then stays before them."""
         ms = self._unique_ms()
-        items: list[tuple[Event | BadRecord | Marker, Stamp | None]] = []
+        items: list[Decoded] = []
         bad: list[BadRecord] = []
         for rec in batch.records:
             source = f"{slot.stream}/{rec.shard_id}/{rec.sequence_number}"
-            items.append(self._decode(rec.data, source))
+            items.append(Decoded(*self._decode(rec.data, source), rec.arrival_s))
         buf = slot.output
         before = len(buf.lines)
         self._batch_bad = bad
@@ -191,13 +200,19 @@ class BatchProcessor:
             log(self.log, logging.WARNING, "state_not_handed_over", entity_id=e, waited_s=gate.wait_s,
                 gate=late.get(e), version=slot.version, worker_id=slot.worker_id, owner=self.owner)
         handed = gate.outbox
+        answered: list[float] = []
         if handed:
             self.handoffs.put(handed)
             gate.outbox = []
+            written = self.wall()
+            answered = [round(max(0.0, written - h.asked_at), 3) for h in handed if h.asked_at]
         if handed or len(gate.waits) > waited:
-            # one line per step that moved states: the local report's handoff latency and calls per event
+            # one line per step that moved states: the local report's handoff latency and calls per event;
+            # answered_s: per state written for a marker, seconds since the router put that marker (the old
+            # slot's part of the new slot's wait)
             log(self.log, logging.INFO, "state_handoff", handed=len(handed),
-                waits_s=[round(w, 3) for w in gate.waits[waited:]], crossings=gate.crossings - crossed,
+                waits_s=[round(w, 3) for w in gate.waits[waited:]], answered_s=answered,
+                crossings=gate.crossings - crossed,
                 calls=dict(self.handoffs.calls),
                 version=slot.version, worker_id=slot.worker_id, owner=self.owner)
         self._log_calls(now)
@@ -270,12 +285,12 @@ class BatchProcessor:
         due, slot.pending_checkpoints = slot.pending_checkpoints, {}
         return due
 
-    def _transform(self, items: list[tuple[Event | BadRecord | Marker, Stamp | None]], slot: Slot,
+    def _transform(self, items: list[Decoded], slot: Slot,
                    tracker: CostTracker, bad: list[BadRecord], shard_id: str, processed_ms: int) -> list[str]:
         """Run the batch's events through the transform in shard order (behind the slot's handoff gate, if any);
         rows go to the slot's buffer. Returns the stray event ids."""
         strays: list[str] = []
-        events = [it for it, _ in items if isinstance(it, Event)]
+        events = [d.item for d in items if isinstance(d.item, Event)]
         located = iter(self._locate(events, slot) if events else [])
         apply = apply_of(slot)
 
@@ -297,9 +312,9 @@ class BatchProcessor:
             slot.output.lines.append(line)
             slot.output.bytes += len(line) + 1
 
-        for it, stamp in items:
+        for it, stamp, arrival_s in items:
             if not isinstance(it, Event):
-                self._other(it, stamp, slot, bad, shard_id)
+                self._other(it, slot, bad, shard_id, arrival_s)
                 continue
             owner_i, qk = next(located)
             pid = slot.spec.partitions[int(owner_i)].id
@@ -322,13 +337,13 @@ class BatchProcessor:
         return list(zip(owners, arrays_to_quadkeys(gx, gy, self.grid_zoom), strict=True))
 
     @staticmethod
-    def _other(it: BadRecord | Marker | Event, stamp: Stamp | None, slot: Slot, bad: list[BadRecord],
-               shard_id: str) -> None:
-        """A marker (to the gate; ignored without one) or a bad record (quarantined)."""
+    def _other(it: BadRecord | Marker, slot: Slot, bad: list[BadRecord], shard_id: str, arrival_s: float) -> None:
+        """A marker (to the gate, with the time the router put it; ignored without a gate) or a bad record
+        (quarantined)."""
         if isinstance(it, Marker):
             if slot.gate is not None:
-                slot.gate.mark(it, shard_id)
-        elif isinstance(it, BadRecord):
+                slot.gate.mark(it, shard_id, put_at=arrival_s or None)
+        else:
             bad.append(it)
 
     def report_costs(self, tracker: CostTracker, slot: Slot, force: bool) -> bool:

@@ -35,6 +35,8 @@ class HandoffStats:
 
     handed: int = 0
     waits: list[float] = field(default_factory=list)
+    #: Per state a slot wrote for a marker: seconds from the router's put of the marker to the state written.
+    answers: list[float] = field(default_factory=list)
     crossings: int = 0
     lost: int = 0
     calls: dict[str, int] = field(default_factory=dict)
@@ -46,10 +48,7 @@ class HandoffStats:
     router_seconds: Counter[int] = field(default_factory=Counter)
 
     def p(self, q: float) -> float:
-        if not self.waits:
-            return 0.0
-        w = sorted(self.waits)
-        return w[min(len(w) - 1, math.ceil(q * len(w)) - 1)]
+        return quantile(self.waits, q)
 
     @property
     def total_calls(self) -> int:
@@ -60,6 +59,14 @@ class HandoffStats:
         lo, hi = span
         worker = sum(_at(s, hi) - _at(s, lo) for s in self.samples.values())
         return worker + sum(n for t, n in self.router_seconds.items() if lo <= t < hi)
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (nearest rank; 0 for none)."""
+    if not values:
+        return 0.0
+    w = sorted(values)
+    return w[min(len(w) - 1, math.ceil(q * len(w)) - 1)]
 
 
 def _at(samples: Sequence[tuple[float, int]], t: float) -> int:
@@ -101,6 +108,7 @@ def read_stats(log_files: Iterable[Path], router: RouterLedgerCalls | None = Non
             if kind == "state_handoff":
                 stats.handed += int(rec.get("handed", 0))
                 stats.waits += [float(w) for w in rec.get("waits_s", [])]
+                stats.answers += [float(a) for a in rec.get("answered_s", [])]
                 stats.crossings += int(rec.get("crossings", 0))
             elif kind == "state_not_handed_over":
                 stats.lost += 1
@@ -186,9 +194,14 @@ def section(stats: HandoffStats, events: int, quiet: Steady | None = None) -> li
              f"  states handed over {stats.handed}, received {len(stats.waits)} ({stats.crossings} across a region "
              f"border within a version, the rest across swaps); wait from the entity's first held "
              f"event to its state: p50 {stats.p(0.5):.2f}s, p99 {stats.p(0.99):.2f}s, "
-             f"max {max(stats.waits, default=0):.2f}s (target p99 <= 2 s); given up {stats.lost}",
-             f"  extra AWS calls in the whole run: {stats.total_calls} ({calls}; router ledger GetObject "
-             f"{stats.router_reads}, PutObject {stats.router_saves}) = {per_event:.4f} per event sent ({events})"]
+             f"max {max(stats.waits, default=0):.2f}s (target p99 <= 2 s); given up {stats.lost}"]
+    if stats.answers:
+        a = stats.answers
+        lines.append(f"  the old slot's part, from the router's marker to the state written ({len(a)} markers): "
+                     f"p50 {quantile(a, 0.5):.2f}s, p99 {quantile(a, 0.99):.2f}s, max {max(a):.2f}s (a wait starts "
+                     "when the new slot reads the entity's event and ends at its next fetch after this)")
+    lines += [f"  extra AWS calls in the whole run: {stats.total_calls} ({calls}; router ledger GetObject "
+              f"{stats.router_reads}, PutObject {stats.router_saves}) = {per_event:.4f} per event sent ({events})"]
     if quiet is not None and quiet.events > 0:
         lines.append(f"  at steady state (no swap in progress: {quiet.seconds:.0f} s of {quiet.live_s:.0f} s live): "
                      f"{quiet.calls} calls for {quiet.events:.0f} events = {quiet.calls / quiet.events:.4f} per event "

@@ -80,6 +80,18 @@ def test_a_marker_hands_the_state_over_once_its_event_was_applied() -> None:
     assert len(g.outbox) == 1
 
 
+def test_a_handed_over_state_carries_when_the_router_put_its_marker() -> None:
+    # GIVEN a slot that applied event 1 of "e" and then reads the marker for it, put by the router at t=100
+    g, ran = gate()
+    offer(g, ran, "e", 1, None)
+    g.mark(Marker("e", 1, THERE), "s0", put_at=100.0)
+    # AND a marker for "f" read before its event 1, put at t=105
+    g.mark(Marker("f", 1, THERE), "s0", put_at=105.0)
+    offer(g, ran, "f", 1, None)
+    # THEN each state handed over carries its marker's put time (answered at once, or once its event ran)
+    assert [(h.entity_id, h.asked_at) for h in g.outbox] == [("e", 100.0), ("f", 105.0)]
+
+
 def test_a_marker_to_the_slot_carried_over_from_this_one_keeps_the_shared_store() -> None:
     g, ran = gate()
     g.store.labels.add("v2#w-a")

@@ -33,8 +33,8 @@ def test_worker_lines_give_totals_and_calls_over_time(tmp_path: Path) -> None:
     # GIVEN a worker that logged a handoff step and then two call samples, and a router that made 3 ledger calls
     log = tmp_path / "worker-1.log"
     log.write_text("\n".join([
-        line("state_handoff", T0 + 1, handed=2, waits_s=[0.1, 0.3], crossings=1, calls={"BatchWriteItem": 1},
-             owner="w1"),
+        line("state_handoff", T0 + 1, handed=2, waits_s=[0.1, 0.3], answered_s=[0.4, 1.2], crossings=1,
+             calls={"BatchWriteItem": 1}, owner="w1"),
         line("state_calls", T0 + 5, calls={"BatchWriteItem": 1, "PutObject": 2}, owner="w1"),
         line("state_calls", T0 + 9, calls={"BatchWriteItem": 1, "PutObject": 6}, owner="w1"),
         "not json", line("state_not_handed_over", T0 + 9.5, owner="w1")]))
@@ -43,6 +43,7 @@ def test_worker_lines_give_totals_and_calls_over_time(tmp_path: Path) -> None:
     stats = read_stats([log], router)
     # THEN the totals are the last line's calls plus the router's, and calls in a span count what was made in it
     assert (stats.handed, stats.crossings, stats.lost, stats.waits) == (2, 1, 1, [0.1, 0.3])
+    assert stats.answers == [0.4, 1.2]
     assert stats.calls == {"BatchWriteItem": 1, "PutObject": 6} and stats.total_calls == 10
     assert stats.calls_in((T0, T0 + 5)) == 3 + 2  # worker samples 0 -> 3, router second T0+2
     assert stats.calls_in((T0 + 5, T0 + 10)) == 4 + 1
@@ -76,3 +77,14 @@ def test_the_section_prints_the_steady_state_rate_against_its_target() -> None:
     assert "= 0.0050 per event sent (6000)" in text
     assert "no swap in progress: 40 s of 60 s live): 12 calls for 4000 events = 0.0030 per event" in text
     assert section(HandoffStats(), 100, quiet) == []
+
+
+def test_the_section_prints_the_old_slots_part_of_the_wait_only_when_markers_were_answered() -> None:
+    # GIVEN states received after waits, and the old slots' times from each marker's put to its state written
+    stats = HandoffStats(handed=4, waits=[0.2, 0.4, 2.5], answers=[0.3, 0.5, 0.6, 2.1])
+    # WHEN the section is written THEN it prints their quantiles next to the waits
+    text = "\n".join(section(stats, 100))
+    assert "the old slot's part, from the router's marker to the state written (4 markers): p50 0.50s, p99 2.10s" \
+        in text
+    # AND a run whose lines carry no marker times prints no such line
+    assert "old slot's part" not in "\n".join(section(HandoffStats(handed=1, waits=[0.2]), 100))
