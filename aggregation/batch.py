@@ -288,13 +288,18 @@ def stream_batch_fn(cfg: JobConfig, state_root: str,
     def on_batch(raw_batch: DataFrame, batch_id: int) -> None:
         classified = classify_events(raw_batch, fields=cfg.event_fields).persist()
         try:
-            counts, uris = write_quarantine_batch(classified, batch_id, quarantine)
-            if counts:
+            # one job counts the valid and the bad rows: the quarantine's sorted write (a job per partition) runs only
+            # for a batch that has bad rows, most have none (write_quarantine writes nothing for none anyway)
+            ok = F.col("reason").isNull()
+            stats = classified.agg(F.count(F.when(ok, 1)), F.max(F.when(ok, F.unix_millis("ts"))),
+                                   F.count(F.when(~ok, 1))).first()
+            n_valid, max_ms, n_bad = (int(stats[0]), stats[1], int(stats[2])) if stats is not None else (0, None, 0)
+            counts: dict[str, int] = {}
+            if n_bad:
+                counts, uris = write_quarantine_batch(classified, batch_id, quarantine)
                 progress(f"[aggregation] batch={batch_id} quarantined={dict(sorted(counts.items()))} "
                          f"-> {', '.join(uris)}")
             valid = valid_events(classified)
-            stats = valid.agg(F.count(F.lit(1)), F.max(F.unix_millis("ts"))).first()
-            n_valid, max_ms = (int(stats[0]), stats[1]) if stats is not None else (0, None)
             fine = aggregate_cells(valid, cfg.window, cfg.rollup.zoom)
             step = windows.advance(classified.sparkSession, fine, max_ms, batch_id,
                                    lambda final: emit(final, batch_id))
