@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from aggregation.quadkey_counts import LOCAL_JAVA_OPTIONS  # noqa: E402
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
@@ -31,6 +33,7 @@ def spark() -> Iterator[SparkSession]:
     session = (
         SparkSession.builder.master("local[2]")
         .appName("geo-rebalancer-tests")
+        .config("spark.driver.extraJavaOptions", LOCAL_JAVA_OPTIONS)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
