@@ -22,9 +22,6 @@ FAULT_INVARIANTS = ("no event lost or invented", "never two owners of one lease"
                     "the router flips each entity once")
 
 
-#: Whole mode's run is marked ``full``: ``./scripts/test --full`` runs it, CI's gate does not (one more whole loop
-#: of about 5 minutes did not fit CI's 25 minutes on 2 cores); its lifecycle hook faults have unit tests
-#: (tests/local/faults/test_hooks.py, tests/lambdas/) and the closing note reports its last run.
 #: What each run injects. Carry mode (the default) gets ``all``. Whole mode gets the faults whose path depends on
 #: the swap mode: the lifecycle hook faults, a worker or the deployer dying mid-swap, throttled geo streams. The
 #: Spark and snapshot faults act upstream of every swap (the same job, partitioner and specs in both modes), so
@@ -35,7 +32,7 @@ RUN_FAULTS = {"carry": tuple(f for f in FAULTS if f not in WHOLE_ONLY),
 
 @pytest.mark.slow
 @pytest.mark.spark
-@pytest.mark.parametrize("mode", ["carry", pytest.param("whole", marks=pytest.mark.full)])
+@pytest.mark.parametrize("mode", ["carry", "whole"])
 def test_quick_run_with_all_faults_recovers_without_losing_an_event(tmp_path: Path, mode: str) -> None:
     # GIVEN the whole loop (moto, Spark, real workers) WHEN run short with every fault of the swap mode injected
     # (whole mode adds the lifecycle hook faults)
