@@ -67,8 +67,9 @@ def parse_duration(text: str, where: str) -> str:
 
 #: JVM options of a local Spark (the loop's job, the batch CLI, the tests): the C1 compiler only and the serial
 #: collector. Local micro-batches are small and the JVM shares the machine with the whole loop; the second JIT tier
-#: and a parallel collector cost more CPU than they return. Measured with 10 micro-batches of 500 events on 2 cores
-#: (the window store's batch body): 112 s of CPU -> 59 s, per batch 3.6 s -> 3.0 s, the first one 16 s -> 10 s.
+#: and a parallel collector cost more CPU than they return. ``bench/bench_local_spark.py`` (10 micro-batches of 500
+#: events through the job's batch body, 2 cores, two draws): the JVM's CPU 0.50-0.62x of its defaults', the first batch
+#: 0.67-0.79x, the later ones 0.83-1.10x (within the machine's noise).
 #: Passed as ``spark.driver.extraJavaOptions`` before the JVM starts (in local mode the driver runs every task).
 LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
