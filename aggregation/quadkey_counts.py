@@ -74,13 +74,16 @@ def parse_duration(text: str, where: str) -> str:
 LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def local_spark(app: str = "geo-rebalancer-aggregation", master: str = "local[2]") -> SparkSession:
-    """A local Spark session configured like every entry point (UTC, small shuffles, UI off), with
-    :data:`LOCAL_JAVA_OPTIONS`."""
+def local_spark(app: str = "geo-rebalancer-aggregation", master: str = "local[2]", *,
+                java_options: str = LOCAL_JAVA_OPTIONS) -> SparkSession:
+    """A local Spark session configured like every entry point (UTC, small shuffles, UI off), its JVM started with
+    ``java_options`` (:data:`LOCAL_JAVA_OPTIONS`; empty: the JVM's defaults, the baseline of
+    ``bench/bench_local_spark.py``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master(master).appName(app)
-             .config("spark.driver.extraJavaOptions", LOCAL_JAVA_OPTIONS)
-             .config("spark.ui.enabled", "false")
+    builder = SparkSession.builder.master(master).appName(app)
+    if java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", java_options)
+    spark = (builder.config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC")

@@ -4,9 +4,10 @@ Run::
 
     .venv/bin/python bench/bench_local_spark.py [--batches 10] [--events 500] [--draws 1 2]
 
-Each variant runs in a fresh process (its own JVM): a local Spark session as ``aggregation.quadkey_counts.local_spark``
-makes it, then ``--batches`` micro-batches of ``--events`` JSON events each (positions drawn around New York harbour,
-10 s windows, 3 s watermark, 4 s of event time per batch, so windows close as in the local loop) through the streaming
+Each variant runs in a fresh process (its own JVM): the job's local Spark session
+(``aggregation.quadkey_counts.local_spark`` with the variant's ``java_options``), then ``--batches`` micro-batches of
+``--events`` JSON events each (positions drawn around New York harbour, 10 s windows, 3 s watermark, 4 s of event time
+per batch, so windows close as in the local loop) through the streaming
 job's own batch body (``aggregation.batch.stream_batch_fn``: classify, window store, snapshots). Measured per variant:
 the first batch's wall time (the JVM's warm-up), the mean of the others, and the CPU seconds of the JVM and of the
 Python driver over the whole run (``/proc/<pid>/stat`` of the JVM before it stops; Spark's Python workers are not
@@ -40,19 +41,11 @@ def _jvm_cpu_s(pid: int) -> float:
 
 def child(java_options: str, batches: int, events: int, draw: int) -> dict[str, float]:
     """One variant in this process: a session, the batches, the timings (JSON on stdout)."""
-    from pyspark.sql import SparkSession
-
     from aggregation.batch import JobConfig, stream_batch_fn
+    from aggregation.quadkey_counts import local_spark
     from aggregation.transform import RollupSpec, WindowSpec
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (SparkSession.builder.master("local[2]").appName("bench-local-spark")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC"))
-    if java_options:
-        builder = builder.config("spark.driver.extraJavaOptions", java_options)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_spark("bench-local-spark", java_options=java_options)  # the job's own session
     jvm_pid = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
     tmp = tempfile.mkdtemp(prefix="bench-local-spark-")
     cfg = JobConfig(out=f"{tmp}/out", window=WindowSpec("10 seconds", None, "3 seconds"),
