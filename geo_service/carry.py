@@ -10,7 +10,9 @@ it (behind the handover gate, :mod:`geo_service.handover`) until the old one dra
 A stateful transform's entity states (:mod:`geo_service.state`) are shared by the two slots: the gate holds an
 entity's records of the new version until the old version's records of its place are processed, so an entity that
 stays in the slot sees its state in order; an entity that comes from another slot starts without state.
-:meth:`CarryOver.cancel` drops it (the plan was rolled back, or the worker stops).
+:meth:`CarryOver.cancel` drops it (the plan was rolled back, or the worker stops). A process that took ``v<n>#w``
+over after its carrier died mid-swap finds the flip done already: it opens ``v<n+1>#w`` while it drains
+``v<n>#w`` (:meth:`Carrier.follow_after_flip`), and at the drain's end waits for that opening rather than drop it.
 """
 
 from __future__ import annotations
@@ -160,6 +162,15 @@ class Carrier:
             ctx.set(next_version=plan.to_version)
             log(ctx.log, logging.INFO, "carry_started", next_version=plan.to_version, **ctx.ids())
 
+    def follow_after_flip(self, slot: Slot, ctl: ControlView) -> None:
+        """Once the active pointer moved past ``slot``'s version: start carrying the slot over if the plan keeps it
+        and no carry-over runs yet. That is a process that took the old slot over after its carrier died mid-swap
+        (rule 1 of :mod:`geo_service.slots`: nobody else claims the kept slot before the old one drained); it opens
+        the new slot while it drains the old one instead of after. It never drops a carry-over (a later plan may
+        have started by now: a prepared slot is still taken when the old one drained)."""
+        if self.carry is None:
+            self.follow(slot, ctl)
+
     def step_ahead(self) -> Batch | None:
         """Poll the prepared slot beside the served one (same process) until the served one drained."""
         carry, nxt = self.carry, self.prepared
@@ -182,12 +193,24 @@ class Carrier:
         carry, self.carry = self.carry, None
         if carry is None:
             return None
+        self._await_opening(carry)
         if carry.ready and carry.slot is not None and carry.manager.valid():
             return carry.slot
         log(self.ctx.log, logging.WARNING, "carry_not_ready", next_version=carry.to_version, state=carry.state,
             error=carry.error, **self.ctx.ids())
         carry.cancel()
         return None
+
+    def _await_opening(self, carry: CarryOver) -> None:
+        """Wait while ``carry`` holds its lease and is still opening, up to two lease durations: a carry-over
+        started at the flip (:meth:`follow_after_flip`) may still be loading its region when the old slot drained,
+        and dropping it would leave the slot to a later search."""
+        ctx = self.ctx
+        deadline = ctx.timebase.monotonic() + 2 * ctx.config.lease_s
+        while (carry.state in (OpeningState.WAITING_STREAM, OpeningState.WARMING) and carry.manager.lease is not None
+               and ctx.timebase.monotonic() < deadline):
+            if ctx.stop.wait(ctx.config.poll_interval_s / 2):
+                return
 
     def finish_ahead(self) -> None:
         """On a stop request: write what the slot opened ahead buffered, and its last cost report."""

@@ -57,6 +57,9 @@ class Companion(Protocol):
     def follow(self, slot: Slot, ctl: ControlView) -> None:
         """Open ``slot``'s next version ahead when the plan keeps the slot; drop it when the plan drops it."""
 
+    def follow_after_flip(self, slot: Slot, ctl: ControlView) -> None:
+        """Open ``slot``'s next version while the slot drains, if the plan keeps it and nothing opens it yet."""
+
     def step_ahead(self) -> Batch | None:
         """Poll the prepared slot; None if there is none (or its lease was just lost)."""
 
@@ -269,6 +272,7 @@ class SlotRunner:
             self._draining_since, slot.publishing = now, True
             ctx.set(state=WorkerState.DRAINING, draining=True)
             log(ctx.log, logging.INFO, "draining", active_version=ctl.active, **ctx.ids())
+            companion.follow_after_flip(slot, ctl)  # this process took the slot over after its carrier died
         elif ctl.dropped(slot.version):
             return True
         else:

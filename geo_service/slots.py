@@ -5,8 +5,9 @@
 1. the slots of the version a **started plan** deploys (the fleet just started tasks for its new slots),
    except a slot the plan keeps while its old lease ``v<from>#w`` is not drained (or not claimed yet): the
    process holding that lease carries the slot over itself (and if that process died, rule 2 hands
-   ``v<from>#w`` to a new holder, which then carries it); once ``v<from>#w`` is drained, whoever is free may
-   take the new slot (its carrier died after the flip);
+   ``v<from>#w`` to a new holder, which then carries it: before the flip as it serves, after the flip as it
+   drains, :meth:`geo_service.carry.Carrier.follow_after_flip`); once ``v<from>#w`` is drained, whoever is free
+   may take the new slot (its carrier died after the flip);
 2. the **active** version's slots that are not drained (a slot whose holder died is taken over; a slot
    the plan removes still has to be drained by someone), and, after the flip of a started plan, the old
    version's (the new version reads only once every old slot drained, so a dead drainer's slot is taken

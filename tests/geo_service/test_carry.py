@@ -145,3 +145,48 @@ def test_a_new_worker_leaves_a_kept_slot_to_its_carrier_but_takes_it_over_when_t
         time.sleep(0.05)
     assert st.owner == b.owner and st.ready
     b.stop()
+
+
+def test_a_worker_that_takes_over_a_dead_carriers_old_slot_after_the_flip_opens_the_kept_slot_while_it_drains(
+        clients: Clients, resources: Resources) -> None:
+    # GIVEN carrier A (2 s lease) serving v1#w0001 with v2#w0001 prepared, events on v1
+    lease_s = 2.0
+    v1 = make_spec(1, [[""]], stream_name=f"{resources.prefix}-geo-v1")
+    v2 = make_spec(2, [[""]], stream_name=f"{resources.prefix}-geo-v2", previous=1)
+    for s in (v1, v2):
+        publish_spec(clients, resources, s)
+    set_active(clients, resources, 1)
+    a = _worker(clients, resources, lease_s=lease_s)
+    a.wait_ready(timeout=60)
+    sent = [_put(clients, v1, "w0001", i, PARIS, f"car-{i % 3}") for i in range(6)]
+    a.run_until(lambda s: s.events_out == 6, timeout=30)
+    set_plan(clients, resources, 1, 2)
+    deadline = time.monotonic() + 30
+    while not ((st := _lease(clients, resources, 2, "w0001")) and st.ready) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert st is not None and st.ready and st.owner == a.owner
+    # WHEN A dies holding both leases, the active pointer flips to v2 (every v2 slot was ready) and events keep
+    # coming on both streams, and a generic worker B starts
+    a.abandon()
+    set_active(clients, resources, 2)
+    sent += [_put(clients, v1, "w0001", i, PARIS, f"car-{i % 3}") for i in range(6, 10)]
+    sent += [_put(clients, v2, "w0001", i, MADRID, f"car-{i % 3}") for i in range(10, 16)]
+    b = GeoWorker(resources.config(None, swap_mode="carry", lease_s=lease_s, drain_quiet_s=1.5), clients,
+                  calibration=FAST_CAL).start()
+    # THEN B takes v1#w0001 over and claims v2#w0001 while it drains v1 (not after: the active version's slot
+    # would have no reader for a whole drain), then serves v2 alone
+    b.run_until(lambda s: s.version == 2 and s.carried == 1, timeout=60)
+    old, new = _lease(clients, resources, 1, "w0001"), _lease(clients, resources, 2, "w0001")
+    assert old.drained and new.owner == b.owner
+    assert new.claimed_at is not None and old.drained_at is not None and new.claimed_at < old.drained_at
+    # AND every event came out, each entity's v1 records before its v2 records
+    deadline = time.monotonic() + 30
+    while {r["event_id"] for r in enriched_rows(clients, resources)} != set(sent) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    rows = enriched_rows(clients, resources)
+    assert {r["event_id"] for r in rows} == set(sent)
+    for entity in {r["entity_id"] for r in rows}:
+        mine = [r for r in rows if r["entity_id"] == entity]
+        last_v1 = max(r["processed_at"] for r in mine if r["spec_version"] == 1)
+        assert min(r["processed_at"] for r in mine if r["spec_version"] == 2) > last_v1
+    b.stop()
