@@ -58,8 +58,11 @@ def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
         return state.replayer.started_at if state.replayer is not None else None
 
     if "worker-kill" in cfg.faults:
+        def hook_open() -> bool:  # the hook faults are armed later (arm_hook_faults), so looked up at each poll
+            return any(_still_open(f) for f in state.faults if f.record.fault in WHOLE_ONLY)
+
         state.faults.append(WorkerKill(fleet.processes, leases, status, live_since, lease_s=WorkerSettings().lease_s,
-                                       fallback_after_s=0.6 * cfg.duration_s))
+                                       fallback_after_s=0.6 * cfg.duration_s, hold=hook_open))
     if "spark-kill" in cfg.faults:
         def restart() -> procs.Child:
             state.spark = start_spark(state, aws)

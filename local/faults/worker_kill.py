@@ -66,16 +66,21 @@ class Process(Protocol):
 
 
 class WorkerKill:
-    """Inject and follow one ``worker-kill`` fault; call :meth:`poll` every fraction of a second."""
+    """Inject and follow one ``worker-kill`` fault; call :meth:`poll` every fraction of a second.
+
+    ``hold()`` true keeps the kill back (the loop holds it while a lifecycle hook fault is open: a kill inside that
+    fault's rollback would make the rolled-back swap's blue version wait for a takeover, and the hook fault's recovery
+    would be dated by this fault's; CI saw ``hook-fail`` recover 0.1 s late that way)."""
 
     def __init__(self, processes: Callable[[], Sequence[Process]], leases: Callable[[], Sequence[Lease]],
                  deploy_status: Callable[[], str], live_since: LiveSince, *, lease_s: float, fallback_after_s: float,
                  kill: Callable[[int], None] = lambda pid: os.kill(pid, signal.SIGKILL),
-                 clock: Callable[[], float] = time.time) -> None:
+                 hold: Callable[[], bool] = lambda: False, clock: Callable[[], float] = time.time) -> None:
         self.processes = processes
         self.leases = leases
         self.deploy_status = deploy_status
         self.kill = kill
+        self.hold = hold
         self.clock = clock
         self.live_since = live_since
         self.fallback_after_s = fallback_after_s
@@ -102,6 +107,8 @@ class WorkerKill:
         mid_swap = self.deploy_status() in IN_SWAP
         if not mid_swap and now - live < self.fallback_after_s:
             return
+        if self.hold():
+            return  # another deploy fault is open: each fault's recovery is judged on its own
         held = [le for le in self.leases() if le.owner and le.expires_at > now and not le.drained]
         for p in self.processes():
             mine = [le for le in held if le.pid() == p.pid]

@@ -176,3 +176,21 @@ def test_killing_one_of_several_workers_of_a_version_is_no_outage() -> None:
     fault = w.killed_mid_swap()
     # THEN v1 still has a running worker: no outage, the one-lease rule stays
     assert w.killed == [101] and not fault.record.outage
+
+
+def test_no_worker_is_killed_while_the_loop_holds_the_fault_back() -> None:
+    # GIVEN a swap in flight while another deploy fault is open (the loop's hold says so)
+    w = World()
+    held = [True]
+    fault = WorkerKill(lambda: w.procs, lambda: list(w.leases.values()), lambda: w.status, lambda: w.live,
+                       lease_s=9.0, fallback_after_s=60.0, kill=w.killed.append, hold=lambda: held[0],
+                       clock=lambda: w.now)
+    w.status = "waiting_green"
+    # WHEN the injector polls THEN nothing is killed
+    fault.poll()
+    assert w.killed == [] and fault.record.injected_at is None
+    # WHEN the other fault recovered and the swap still runs THEN the kill comes
+    held[0] = False
+    w.now += 1
+    fault.poll()
+    assert w.killed == [101] and fault.record.injected_at == w.now and fault.record.mid_swap
