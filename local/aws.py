@@ -1,6 +1,6 @@
 """The embedded AWS: a moto server on 127.0.0.1 and the resources the loop needs.
 
-:func:`start_moto` starts a :class:`SerialMotoServer` in a process of its own (:mod:`local.moto_process`) and returns an
+:func:`start_moto` starts a :class:`SerialMotoServer` on a free port and returns an
 :class:`EmbeddedAws` that knows the endpoint and the resource names.
 :meth:`EmbeddedAws.environment` is the environment every component gets (the same
 variable names as in AWS, ``lambdas/common/config.py``; ``AWS_ENDPOINT_URL`` points at
@@ -10,9 +10,9 @@ ingest stream, the buckets and the DynamoDB tables with the names of
 
 Notes
 -----
-The loop's server runs in a process of its own (:mod:`local.moto_process`), which exits
-with the loop; every component (the loop's own handlers, Spark, workers) reaches it over
-HTTP like any AWS endpoint. It runs one request at a time (see :class:`SerialMotoServer`).
+The server runs in a daemon thread of the calling process, so it dies with it; other
+processes (Spark, workers) reach it over HTTP like any AWS endpoint. It runs one request
+at a time (see :class:`SerialMotoServer`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import boto3
 from botocore.config import Config
@@ -101,38 +101,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class ThrottleControl(Protocol):
-    """The ``stream-throttle`` fault's hold on the server (:class:`KinesisThrottle` in the server's process,
-    :class:`local.moto_process.RemoteThrottle` from the loop's)."""
-
-    @property
-    def until(self) -> float: ...
-
-    @property
-    def refused(self) -> int: ...
-
-    @property
-    def passed(self) -> int: ...
-
-    @property
-    def first_refused_at(self) -> float | None: ...
-
-    def start(self, stream_prefix: str, share: float, duration_s: float, seed: int = 0) -> None: ...
-
-
-class LocalServer(Protocol):
-    """A running local AWS: :class:`SerialMotoServer` (a thread of this process, the tests' choice) or
-    :class:`local.moto_process.MotoProcess` (a process of its own, the loop's)."""
-
-    @property
-    def url(self) -> str: ...
-
-    @property
-    def throttle(self) -> ThrottleControl: ...
-
-    def stop(self) -> None: ...
-
-
 class SerialMotoServer:
     """A moto server on ``host`` that accepts connections in threads but runs one request at a time.
 
@@ -159,11 +127,6 @@ class SerialMotoServer:
 
         def serialised(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
             with lock:  # the whole body is produced inside the lock
-                if environ.get("PATH_INFO") == THROTTLE_PATH:  # the fault's control (local.moto_process)
-                    body = self.throttle.control(environ)
-                    start_response("200 OK", [("Content-Type", "application/json"),
-                                              ("Content-Length", str(len(body)))])
-                    return [body]
                 refused = self.throttle.refuse(environ)
                 if refused is not None:
                     start_response("400 Bad Request", [("Content-Type", "application/x-amz-json-1.1"),
@@ -185,9 +148,6 @@ class SerialMotoServer:
 
 
 THROTTLED_ACTIONS = ("Kinesis_20131202.PutRecords", "Kinesis_20131202.GetRecords")
-#: The server's own path for the ``stream-throttle`` fault's control when it runs in a process of its own: POST starts
-#: the throttle (:meth:`KinesisThrottle.start`'s arguments as JSON), GET reads its counters. No AWS API has it.
-THROTTLE_PATH = "/_georebal_local/throttle"
 
 
 class KinesisThrottle:
@@ -216,15 +176,6 @@ class KinesisThrottle:
             raise ValueError(f"throttle share must be in (0, 1], got {share!r}")
         self.stream_prefix, self.share, self._rng = stream_prefix, share, random.Random(seed)
         self.until = time.time() + duration_s
-
-    def control(self, environ: dict[str, Any]) -> bytes:
-        """Serve :data:`THROTTLE_PATH`: a POST starts the throttle; either answers the counters as JSON."""
-        if environ.get("REQUEST_METHOD") == "POST":
-            args = json.loads(environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0)))
-            self.start(str(args["stream_prefix"]), float(args["share"]), float(args["duration_s"]),
-                       int(args.get("seed", 0)))
-        return json.dumps({"until": self.until, "refused": self.refused, "passed": self.passed,
-                           "first_refused_at": self.first_refused_at}).encode()
 
     def refuse(self, environ: dict[str, Any]) -> bytes | None:
         if time.time() >= self.until or environ.get("HTTP_X_AMZ_TARGET") not in THROTTLED_ACTIONS:
@@ -271,7 +222,7 @@ class EmbeddedAws:
 
     endpoint_url: str
     names: Names
-    server: LocalServer
+    server: SerialMotoServer
     _session: boto3.session.Session = field(default_factory=boto3.session.Session, repr=False, compare=False)
 
     def environment(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -347,21 +298,13 @@ def wait_stream_active(kinesis: Any, stream: str, timeout_s: float = 30.0) -> No
     raise TimeoutError(f"kinesis stream {stream!r} not ACTIVE after {timeout_s}s")
 
 
-def serial_server() -> LocalServer:
-    """A :class:`SerialMotoServer` in a thread of this process, started."""
-    return SerialMotoServer().start()
-
-
-def start_moto(prefix: str, server: Callable[[], LocalServer] = serial_server) -> EmbeddedAws:
+def start_moto(prefix: str) -> EmbeddedAws:
     """Start a moto server on 127.0.0.1 (free port) and set this process's AWS environment.
 
     Parameters
     ----------
     prefix
         Resource name prefix, e.g. ``"georebal-local"`` (lowercase letters, digits, ``-``).
-    server
-        Starts the server: :func:`serial_server` (a thread of this process) by default; the loop passes
-        :class:`local.moto_process.MotoProcess` (a process of its own).
 
     Returns
     -------
@@ -371,8 +314,8 @@ def start_moto(prefix: str, server: Callable[[], LocalServer] = serial_server) -
     if not prefix or not all(c.islower() or c.isdigit() or c == "-" for c in prefix):
         raise ValueError(f"prefix must be lowercase letters, digits and '-', got {prefix!r}")
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access line per request
-    running = server()
-    aws = EmbeddedAws(endpoint_url=running.url, names=Names(prefix), server=running)
+    server = SerialMotoServer().start()
+    aws = EmbeddedAws(endpoint_url=server.url, names=Names(prefix), server=server)
     os.environ.update(aws.environment())
     return aws
 

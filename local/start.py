@@ -23,7 +23,6 @@ from local.faults.arm import arm_faults
 from local.faults.deployer_crash import CrashingFleet
 from local.fleet import LocalFleet, WorkerSettings
 from local.loops import Invocation, ManifestNotifier, RouterPoller, lambda_environments, load_handler
-from local.moto_process import MotoProcess
 from local.observe import ControlObserver
 from local.outcomes import summarise
 from local.output import EnrichedReader
@@ -62,7 +61,7 @@ def build_scenario(state: RunState) -> tuple[Places, Scenario]:
 def start_aws(state: RunState) -> EmbeddedAws:
     """Start moto, point this process's handlers at it, create the resources."""
     cfg = state.config
-    aws = start_moto(cfg.prefix, MotoProcess)
+    aws = start_moto(cfg.prefix)
     state.aws = aws
     os.environ.update(aws.environment(handler_env(cfg)))
     # The in-process partitioner balances on event counts, so the cap and the utilisation the report

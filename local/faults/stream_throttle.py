@@ -8,9 +8,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
-from local.aws import ThrottleControl
 from local.faults.record import IN_SWAP, FaultRecord, LiveDelay, LiveSince
+
+
+class Throttle(Protocol):
+    """What :class:`StreamThrottle` needs of the server's hook (:class:`local.aws.KinesisThrottle`)."""
+
+    until: float
+    refused: int
+    passed: int
+    first_refused_at: float | None
+
+    def start(self, stream_prefix: str, share: float, duration_s: float, seed: int = 0) -> None: ...
 
 
 class StreamThrottle:
@@ -24,7 +35,7 @@ class StreamThrottle:
     from the object key), not by the loop's read of the output, which comes seconds later on a loaded machine.
     """
 
-    def __init__(self, throttle: ThrottleControl, stream_prefix: str, sent_ids: Callable[[], Sequence[str]],
+    def __init__(self, throttle: Throttle, stream_prefix: str, sent_ids: Callable[[], Sequence[str]],
                  written: Callable[[], Mapping[str, float]], router_failures: Callable[[], int],
                  deploy_status: Callable[[], str], live_since: LiveSince, *, delay_s: float, duration_s: float, share: float, deadline_s: float,
                  clock: Callable[[], float] = time.time) -> None:
