@@ -50,6 +50,18 @@ def _two_versions(clients: Clients, res: Resources) -> tuple[Spec, Spec]:
     return v1, v2
 
 
+def _one_slot_carrier(clients: Clients, res: Resources, lease_s: float) -> tuple[Spec, Spec, GeoWorker]:
+    """v1 and v2 of one slot (the whole map), v1 active and served by a ready carry-mode worker with ``lease_s``."""
+    v1 = make_spec(1, [[""]], stream_name=f"{res.prefix}-geo-v1")
+    v2 = make_spec(2, [[""]], stream_name=f"{res.prefix}-geo-v2", previous=1)
+    for s in (v1, v2):
+        publish_spec(clients, res, s)
+    set_active(clients, res, 1)
+    a = _worker(clients, res, lease_s=lease_s)
+    a.wait_ready(timeout=60)
+    return v1, v2, a
+
+
 def test_a_kept_slot_carries_over_in_its_process_and_every_old_record_goes_first(clients: Clients,
                                                                                  resources: Resources) -> None:
     # GIVEN v1 active, served by two carry-mode workers, with events on its stream
@@ -114,13 +126,7 @@ def test_a_new_worker_leaves_a_kept_slot_to_its_carrier_but_takes_it_over_when_t
     # GIVEN v1 (one slot) served by carrier A with a 2 s lease (1 s let a starved heartbeat lapse on a loaded
     # machine), and a started plan keeping the slot in v2
     lease_s = 2.0
-    v1 = make_spec(1, [[""]], stream_name=f"{resources.prefix}-geo-v1")
-    v2 = make_spec(2, [[""]], stream_name=f"{resources.prefix}-geo-v2", previous=1)
-    for s in (v1, v2):
-        publish_spec(clients, resources, s)
-    set_active(clients, resources, 1)
-    a = _worker(clients, resources, lease_s=lease_s)
-    a.wait_ready(timeout=60)
+    _v1, _v2, a = _one_slot_carrier(clients, resources, lease_s)
     set_plan(clients, resources, 1, 2)
     # WHEN a generic worker B (no slot, no version) starts
     b = GeoWorker(resources.config(None, swap_mode="carry", lease_s=lease_s), clients, calibration=FAST_CAL).start()
@@ -151,13 +157,7 @@ def test_a_worker_that_takes_over_a_dead_carriers_old_slot_after_the_flip_opens_
         clients: Clients, resources: Resources) -> None:
     # GIVEN carrier A (2 s lease) serving v1#w0001 with v2#w0001 prepared, events on v1
     lease_s = 2.0
-    v1 = make_spec(1, [[""]], stream_name=f"{resources.prefix}-geo-v1")
-    v2 = make_spec(2, [[""]], stream_name=f"{resources.prefix}-geo-v2", previous=1)
-    for s in (v1, v2):
-        publish_spec(clients, resources, s)
-    set_active(clients, resources, 1)
-    a = _worker(clients, resources, lease_s=lease_s)
-    a.wait_ready(timeout=60)
+    v1, v2, a = _one_slot_carrier(clients, resources, lease_s)
     sent = [_put(clients, v1, "w0001", i, PARIS, f"car-{i % 3}") for i in range(6)]
     a.run_until(lambda s: s.events_out == 6, timeout=30)
     set_plan(clients, resources, 1, 2)
