@@ -332,7 +332,10 @@ def report_json(rep: SwapsReport) -> dict[str, Any]:
 
 
 def from_run(observer: Any, fleet: Any, records: Iterable[Processed]) -> SwapsReport:
-    """The swap section of a local run: the observer's flips, plans and tenures, the fleet's history, the records."""
+    """The swap section of a local run: the observer's flips, plans and tenures, the fleet's history, the records
+    (no swap when the run failed before its observer started)."""
+    if observer is None:
+        return swaps_report(records, [], {}, {}, [], [])
     flips = [Flip(old, new, observer.timeline(new).flipped_at or at) for old, new, at in observer.flips
              if old is not None]
     tenures = [t for held in observer.tenures.values() for t in held]

@@ -102,3 +102,17 @@ def test_a_recorded_replay_reports_its_log_its_bad_rows_and_its_warm_up_copies(t
     assert "events in 5 (2 recorded + 3 warm-up copies), out 0 unique" in text
     assert doc["recorded"]["recorded_sent"] == 2 and doc["recorded"]["warmup_copies"] == 3
     assert doc["recorded"]["bad_by_reason"] == {"lon_out_of_range": 1}
+
+
+def test_a_run_that_failed_before_the_loop_started_still_writes_its_report(tmp_path: Path) -> None:
+    # GIVEN a run whose start failed: no observer, no replay, no output, the failure recorded
+    state = RunState(config=RunConfig(out=tmp_path), started_at=T0, workdir=tmp_path / "work", finished_at=T0 + 4.0,
+                     events_log=["[   1.0s] starting"])
+    state.failure = "ImportError: cannot import name 'X' from 'moto'"
+    # WHEN the report is written
+    code = finish(state)
+    # THEN it says the run failed (exit 1) and names the failure, instead of a traceback of its own
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert code == 1 and doc["ok"] is False
+    assert "ImportError: cannot import name 'X' from 'moto'" in (tmp_path / "report.txt").read_text()
+    assert doc["swaps"] == []
