@@ -43,6 +43,7 @@ if missing:
 PYEOF
   done
   echo "$want" > "$dir/.stamp"
+  log "$dir ready (${SECONDS}s since this bootstrap started)"
 }
 
 ensure_java() {
