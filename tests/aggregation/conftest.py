@@ -11,6 +11,14 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
+#: The PySpark line this run is on: 4 (EMR Serverless, .venv) or 3 (Glue 5.1, the gate's .venv-spark35).
+SPARK_MAJOR = int(pyspark.__version__.split(".")[0])
+
+
+def spark4_only(reason: str) -> pytest.MarkDecorator:
+    """Skip on the Spark 3.5 line, saying why."""
+    return pytest.mark.skipif(SPARK_MAJOR < 4, reason=reason)
+
 from pyspark.sql import SparkSession  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

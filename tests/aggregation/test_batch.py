@@ -7,7 +7,6 @@ import re
 import time
 from pathlib import Path
 
-import pyspark
 import pytest
 from pyspark.sql import functions as F
 
@@ -15,6 +14,7 @@ from aggregation.batch import JobConfig, parse_cost_rates, read_cost_rates, star
 from aggregation.snapshot import LocalStorage, read_snapshot
 from aggregation.transform import RollupSpec, WindowSpec
 from partitioner.load.read import read_snapshot_rows
+from tests.aggregation.conftest import spark4_only
 
 pytestmark = pytest.mark.spark
 
@@ -22,8 +22,7 @@ pytestmark = pytest.mark.spark
 #: (Spark 4.0). On the Spark 3.5 line (Glue 5.1, whose job Glue's ``forEachBatch`` drives) the gate runs the batch body
 #: through tests/aggregation/test_glue_entry.py and the window state through test_window_state.py instead: these two
 #: are the slowest of the line (150 s of a loaded CI's 460 s) and add no 3.5 path.
-EMR_HARNESS = pytest.mark.skipif(int(pyspark.__version__.split(".")[0]) < 4,
-                                 reason="Spark's readStream drives the batch body on EMR (Spark 4.0) only")
+EMR_HARNESS = spark4_only("Spark's readStream drives the batch body on EMR (Spark 4.0) only")
 
 BASE = 1_700_000_040  # a multiple of 60 s: windows start here
 

@@ -17,7 +17,9 @@ from pathlib import Path
 import pyspark
 import pytest
 
-if int(pyspark.__version__.split(".")[0]) < 4:
+from tests.aggregation.conftest import SPARK_MAJOR
+
+if SPARK_MAJOR < 4:
     pytest.skip(f"the Python streaming data source needs Spark 4, have {pyspark.__version__}", allow_module_level=True)
 boto3 = pytest.importorskip("boto3")
 pytest.importorskip("moto.server")

@@ -6,13 +6,13 @@ import warnings
 
 import mercantile
 import numpy as np
-import pyspark
 import pytest
 from pyspark.sql import functions as F
 
 from aggregation.quadkeys import quadkey_expr
 from partitioner.geo import tiles
 from partitioner.geo.tiles import EPSILON, MAX_LAT, arrays_to_quadkeys, tiles_xy
+from tests.aggregation.conftest import spark4_only
 
 pytestmark = pytest.mark.spark
 
@@ -49,8 +49,7 @@ def test_reference_partitioner_tiles_equals_mercantile_on_a_sample() -> None:
         assert arrays_to_quadkeys(x[:500], y[:500], zoom) == [mercantile.quadkey(t) for t in ref[:500]]
 
 
-@pytest.mark.skipif(int(pyspark.__version__.split(".")[0]) < 4,
-                    reason="the random draw runs on the Spark 4.0 line; the edges test checks 3.5")
+@spark4_only("the random draw runs on the Spark 4.0 line; the edges test checks 3.5")
 def test_native_quadkey_matches_reference_on_250k_random_points(spark) -> None:
     # GIVEN 250k random points generated in Spark (lon in [-180, 180], lat beyond the mercator limit too)
     df = spark.range(N_RANDOM).select(

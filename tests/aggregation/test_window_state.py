@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pyspark
 import pytest
 from pyspark.sql import functions as F
 
@@ -13,6 +12,7 @@ from aggregation.batch import JobConfig, stream_batch_fn
 from aggregation.events import classify_events, valid_events
 from aggregation.transform import RollupSpec, WindowSpec, aggregate_cells
 from aggregation.window_state import STATE_KEY, WindowStateError, WindowStore, interval_ms
+from tests.aggregation.conftest import spark4_only
 
 pytestmark = pytest.mark.spark
 
@@ -36,9 +36,8 @@ def _rows(df) -> set[tuple]:
     return {(r["window_start"], r["window_end"], r["quadkey"], r["events"]) for r in df.collect()}
 
 
-@pytest.mark.skipif(int(pyspark.__version__.split(".")[0]) < 4,
-                    reason="runs on the Spark 4.0 line (the gate's time); on 3.5 the retried-batch test merges four "
-                           "batches through the same WindowStore.advance")
+@spark4_only("runs on the Spark 4.0 line (the gate's time); on 3.5 the retried-batch test merges four batches "
+             "through the same WindowStore.advance")
 def test_windows_merged_over_batches_equal_one_batch_aggregation(spark, tmp_path: Path) -> None:
     # GIVEN sliding windows and events spread over three micro-batches, a little out of order and one late
     batches = [
