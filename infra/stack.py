@@ -48,7 +48,7 @@ class GeoRebalancerStack(Stack):
         kit = LambdaKit(self, "Lambda", config=config)
         self.partitioner = PartitionerFunction(self, "Partitioner", kit=kit, snapshots=self.storage.snapshots, environment=env)
         self.router = RouterFunction(self, "Router", config=config, kit=kit, stream=self.ingest.stream,
-                                     environment=env | self.event_environment())
+                                     environment=env | self.event_environment() | self.router_environment())
         self.hooks = HooksFunction(self, "Hooks", kit=kit, environment=env)
         self.workers = self._workers(env)
         self.deployer = DeployerFunction(self, "Deployer", kit=kit, specs=self.storage.specs, environment=env,
@@ -132,6 +132,12 @@ class GeoRebalancerStack(Stack):
         """``EVENT_FIELDS`` for the router and the workers (the parts reading live events); unset for the default."""
         fields = self.config.event_fields
         return {} if fields.is_default else {EnvVar.EVENT_FIELDS: fields.to_json()}
+
+    def router_environment(self) -> dict[str, str]:
+        """``ROUTER_PARALLELISM`` when the event source mapping runs more than one invocation per ingest shard (the
+        router's share of a geo shard while catching up, lambdas.common.pacing); unset for the default 1."""
+        n = self.config.router_parallelism
+        return {EnvVar.ROUTER_PARALLELISM: str(n)} if n > 1 else {}
 
     # -- names shared with the Lambdas and workers (partitioner/contracts/env.py) ----------------------------
     def shared_environment(self) -> dict[str, str]:

@@ -58,6 +58,7 @@ class LambdaConfig:
     worker_task_definition: str = ""
     event_fields: EventFields = DEFAULT_EVENT_FIELDS
     state_handoff: bool = False
+    router_parallelism: int = 1  # the event source mapping's parallelization factor (lambdas.common.pacing)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LambdaConfig:
@@ -94,6 +95,8 @@ class LambdaConfig:
             worker_task_definition=e.get(EnvVar.WORKER_TASK_DEFINITION, "").strip(),
             event_fields=parse_event_fields(e.get(EnvVar.EVENT_FIELDS, "")),
             state_handoff=parse_flag(EnvVar.STATE_HANDOFF, e.get(EnvVar.STATE_HANDOFF, "")),
+            router_parallelism=int(_positive(EnvVar.ROUTER_PARALLELISM, e.get(EnvVar.ROUTER_PARALLELISM, "1"),
+                                             integer=True)),
         )
 
     def require(self, *names: str) -> LambdaConfig:

@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 
 from lambdas.common.clients import error_code
 from lambdas.common.errors import AdapterError
+from lambdas.common.pacing import Pacer
 from partitioner.contracts.stream import ShardRange
 
 KINESIS_MAX_RECORDS = 500
@@ -49,9 +50,14 @@ class GeoStreams:
     needs no key).
     """
 
-    def __init__(self, kinesis: Any, kms_key: str | None = None) -> None:
+    def __init__(self, kinesis: Any, kms_key: str | None = None, pacer: Pacer | None = None) -> None:
         self._k = kinesis
         self.kms_key = kms_key
+        self.pacer = pacer
+
+    def paced(self, pacer: Pacer | None) -> GeoStreams:
+        """The same streams, their puts paced by ``pacer`` (one invocation's, :mod:`lambdas.common.pacing`)."""
+        return GeoStreams(self._k, self.kms_key, pacer)
 
     def create(self, name: str, shards: int) -> None:
         """Create ``name`` with ``shards`` shards (provisioned); an existing stream is left as it is."""
@@ -130,9 +136,19 @@ class GeoStreams:
                 raise AdapterError(f"cannot delete geo stream {name!r}: {exc}") from exc
 
     def put_records(self, name: str, entries: Sequence[PutEntry]) -> list[int]:
-        """Put ``entries`` in order-preserving chunks; return the indices that failed (never raises per record)."""
+        """Put ``entries`` in order-preserving chunks; return the indices that failed (never raises per record).
+
+        With a ``pacer`` the chunks are smaller and each waits until its shards may take it (catching up).
+        """
         failed: list[int] = []
-        for chunk in chunk_entries(entries):
+        chunks: Iterable[list[int]] = chunk_entries(entries)
+        if self.pacer is not None:
+            targets = [f"{name}/{e.explicit_hash_key}" for e in entries]
+            sizes = [len(e.data) + len(e.partition_key.encode()) for e in entries]
+            chunks = self.pacer.chunks(targets, sizes, chunks)
+        for chunk in chunks:
+            if self.pacer is not None:
+                self.pacer.wait(targets, sizes, chunk)
             batch = [{"Data": entries[i].data, "PartitionKey": entries[i].partition_key,
                       "ExplicitHashKey": entries[i].explicit_hash_key} for i in chunk]
             try:

@@ -16,6 +16,11 @@ that was flipped away from meanwhile, after its workers drained (``DRAIN_QUIET_S
 ``active`` just before the flip, and ``ROUTER_SPEC_TTL_S``, not a backoff): those records would be read by no one.
 Reported as failures instead, they are re-delivered by the event source mapping and routed with the active spec of
 that moment.
+
+A batch that is behind (its oldest record older than :data:`lambdas.common.pacing.CATCHUP_AGE_S`: a backlog after
+the first deploy or an outage) is put paced, so the routers together give no geo shard more than its share of the
+write quota (:mod:`lambdas.common.pacing`); the ingest stream's open shards (``ListShards``, once per environment
+and stream) times ``ROUTER_PARALLELISM`` is how many routers share it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +41,9 @@ from botocore.config import Config
 from lambdas.common.clients import make_clients
 from lambdas.common.config import LambdaConfig
 from lambdas.common.dynamodb import ControlTable
+from lambdas.common.errors import AdapterError
 from lambdas.common.kinesis import GeoStreams
+from lambdas.common.pacing import CATCHUP_AGE_S, PaceBudget, Pacer, oldest_arrival
 from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router.ledger import LedgerStore
 from lambdas.router.routing import ActiveSpecCache, InputRecord, route_batch
@@ -57,6 +66,7 @@ class Runtime:
     quarantine: QuarantineSink
     fields: EventFields = DEFAULT_EVENT_FIELDS  # EVENT_FIELDS: which key of an event holds each field
     ledgers: LedgerStore | None = None  # STATE_HANDOFF=1: each ingest shard's ledger (lambdas.router.stateful)
+    routers: Callable[[str], int] = lambda stream: 1  # how many invocations may run at once on ``stream``
 
 
 @functools.cache
@@ -67,8 +77,28 @@ def runtime() -> Runtime:
     cache = ActiveSpecCache(ControlTable(clients.dynamodb, cfg.control_table), SpecStore(clients.s3, cfg.specs_bucket),
                             ttl_s=cfg.router_spec_ttl_s)
     ledgers = LedgerStore(clients.s3, cfg.specs_bucket, GeoStreams(clients.kinesis).shards) if cfg.state_handoff else None
+    listing = GeoStreams(clients.kinesis)
+
+    @functools.cache
+    def routers(stream: str) -> int:
+        """The ingest stream's open shards times the parallelization factor (read once per environment; if the
+        shards cannot be listed, one router: pacing then only keeps each invocation to the whole share)."""
+        try:
+            return max(1, sum(not s.closed for s in listing.shards(stream))) * cfg.router_parallelism
+        except AdapterError as exc:
+            logger.warning("cannot count the routers sharing a geo shard; pacing as one", extra={"reason": str(exc)})
+            return cfg.router_parallelism
+
     return Runtime(cache, GeoStreams(put_client(cfg)), QuarantineSink(clients.s3, cfg.quarantine_bucket, "router"),
-                   cfg.event_fields, ledgers)
+                   cfg.event_fields, ledgers, routers)
+
+
+def pacer_for(event: dict[str, Any], routers: Callable[[str], int], now: float) -> Pacer | None:
+    """A :class:`~lambdas.common.pacing.Pacer` for a batch that is behind (see the module docstring), else None."""
+    oldest, source = oldest_arrival(event), ingest_shard_of(event)
+    if oldest is None or source is None or now - oldest <= CATCHUP_AGE_S:
+        return None
+    return Pacer(PaceBudget.shared(routers(source[0])))
 
 
 def put_client(cfg: LambdaConfig) -> Any:
@@ -133,7 +163,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     table = rt.cache.current()
     shard = ingest_shard_of(event) if rt.ledgers is not None else None
     ledger = rt.ledgers.load(*shard) if rt.ledgers is not None and shard is not None else None
-    result = route_batch(records, table, rt.streams, rt.quarantine, rt.fields, ledger)
+    pacer = pacer_for(event, rt.routers, time.time()) if table is not None else None
+    result = route_batch(records, table, rt.streams.paced(pacer), rt.quarantine, rt.fields, ledger)
     if rt.ledgers is not None and shard is not None and ledger is not None:
         rt.ledgers.save(*shard, ledger)  # before the batch is acknowledged (a failed save fails the invocation)
     failed = list(dict.fromkeys(result.failed_ids))
@@ -144,5 +175,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logger.warning("routing problem", extra={"reason": reason, "spec_version": result.version})
     logger.info("batch routed", extra={"records": len(records), "routed": result.routed,
                                        "quarantined": result.quarantined, "failed": len(failed),
-                                       "spec_version": result.version})
+                                       "spec_version": result.version,
+                                       "paced_s": round(pacer.waited_s, 3) if pacer is not None else None})
     return {"batchItemFailures": [{"itemIdentifier": i} for i in failed]}

@@ -47,6 +47,7 @@ class EnvVar(StrEnum):
     STATE_HANDOFF = "STATE_HANDOFF"
     # -- control-plane timings (the Lambdas' defaults apply in AWS; the local loop shortens them)
     ROUTER_SPEC_TTL_S = "ROUTER_SPEC_TTL_S"
+    ROUTER_PARALLELISM = "ROUTER_PARALLELISM"
     GREEN_TIMEOUT_S = "GREEN_TIMEOUT_S"
     DRAIN_TIMEOUT_S = "DRAIN_TIMEOUT_S"
     HOOK_CALLBACK_DELAY_S = "HOOK_CALLBACK_DELAY_S"
@@ -149,6 +150,10 @@ ENV_VARS: Mapping[EnvVar, EnvVarUse] = MappingProxyType({
                                    "every invocation, which keeps each ingest shard's flip monotonic; above 0 "
                                    "environments may disagree that long and an entity's records may go back to the "
                                    "old version after the flip, out of order: lambdas.router.routing)."),
+    EnvVar.ROUTER_PARALLELISM: _use((_S,), (_R,),
+                                    "The router's event source mapping's parallelization factor (default 1): how "
+                                    "many invocations per ingest shard share a geo shard's write quota while "
+                                    "catching up (lambdas.common.pacing)."),
     EnvVar.GREEN_TIMEOUT_S: _use((_L,), _DEPLOY, "Seconds a new fleet may take to be leased and warm (default 900)."),
     EnvVar.DRAIN_TIMEOUT_S: _use((_L,), (*_DEPLOY, _W),
                                  "Seconds the old fleet may take to drain; the worker's handover gate holds records "

@@ -73,7 +73,8 @@ def emr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesized]:
 
 @pytest.fixture(scope="session")
 def glue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesized]:
-    yield synthesize(tmp_path_factory.mktemp("cdk-glue"), engine="glue")
+    """engine=glue, with ``router_parallelism=2`` too (a second synth only for that would cost the gate ~10 s)."""
+    yield synthesize(tmp_path_factory.mktemp("cdk-glue"), engine="glue", router_parallelism=2)
 
 
 

@@ -36,3 +36,19 @@ def test_failure_queue_is_kms_encrypted(emr: Any) -> None:
         "AWS::SQS::QueuePolicy",
         {"PolicyDocument": {"Statement": [Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})]}},
     )
+
+
+def test_the_router_knows_its_parallelization_factor_only_when_it_is_not_one(emr: Any, glue: Any) -> None:
+    # GIVEN the default synth (factor 1) and the glue synth with router_parallelism=2
+    # THEN the second's router gets ROUTER_PARALLELISM=2 beside its mapping's factor (the routers sharing a geo shard
+    # while catching up, lambdas.common.pacing), and the default's gets nothing
+    glue.template.has_resource_properties("AWS::Lambda::EventSourceMapping", {"ParallelizationFactor": 2})
+    glue.template.has_resource_properties("AWS::Lambda::Function", {
+        "Handler": "lambdas.router.handler.handler",
+        "Environment": {"Variables": Match.object_like({"ROUTER_PARALLELISM": "2"})}})
+    for fn in emr.template.find_resources("AWS::Lambda::Function").values():
+        assert "ROUTER_PARALLELISM" not in fn["Properties"].get("Environment", {}).get("Variables", {})
+    # AND only the router: the other functions and the workers of the glue synth do not get it
+    for fn in glue.template.find_resources("AWS::Lambda::Function").values():
+        if fn["Properties"].get("Handler") != "lambdas.router.handler.handler":
+            assert "ROUTER_PARALLELISM" not in fn["Properties"].get("Environment", {}).get("Variables", {})
