@@ -97,10 +97,23 @@ class ShardLookup:
         return self._streams[stream]
 
     def count(self, calls: CallLog, stream: str, entries: list[PutEntry], at: float) -> None:
+        """Count one PutRecords call of ``entries``: records and bytes summed per hash key first, then per shard
+        (a call's few hundred records go to far fewer keys; the totals are the same as counting each record)."""
         starts, ids = self._ranges(stream)
-        found = [Usage("kinesis.PutRecords", ACCOUNT, 1)]
+        per_key: dict[str, list[int]] = {}
         for e in entries:
-            shard = f"{stream}/{ids[bisect.bisect_right(starts, int(e.explicit_hash_key)) - 1]}"
-            size = len(e.data) + len(e.partition_key)
-            found += [Usage("kinesis.PutRecords.records", shard, 1), Usage("kinesis.PutRecords.bytes", shard, size)]
+            acc = per_key.get(e.explicit_hash_key)
+            if acc is None:
+                acc = per_key[e.explicit_hash_key] = [0, 0]
+            acc[0] += 1
+            acc[1] += len(e.data) + len(e.partition_key)
+        per_shard: dict[str, list[int]] = {}
+        for key, (n, size) in per_key.items():
+            shard = f"{stream}/{ids[bisect.bisect_right(starts, int(key)) - 1]}"
+            acc = per_shard.setdefault(shard, [0, 0])
+            acc[0] += n
+            acc[1] += size
+        found = [Usage("kinesis.PutRecords", ACCOUNT, 1)]
+        for shard, (n, size) in per_shard.items():
+            found += [Usage("kinesis.PutRecords.records", shard, n), Usage("kinesis.PutRecords.bytes", shard, size)]
         calls.add(found, at=at)

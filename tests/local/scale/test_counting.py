@@ -1,10 +1,14 @@
-"""local.scale.counting: the AWS calls per second of the steady phase, all and the state handoff's own."""
+"""local.scale.counting: the AWS calls per second of the steady phase, all and the state handoff's own; the counted
+puts per shard."""
 
 from __future__ import annotations
 
+import boto3
 import pytest
+from moto import mock_aws
 
-from local.scale.counting import is_call, steady_calls
+from lambdas.common.kinesis import PutEntry
+from local.scale.counting import ShardLookup, is_call, steady_calls
 from local.scale.result import Phase, ScaleConfig, ScaleResult
 from partitioner.aws_budget.calls import CallLog
 from partitioner.aws_budget.usage import ACCOUNT, Usage
@@ -51,3 +55,25 @@ def test_a_run_without_a_steady_phase_has_no_steady_calls() -> None:
     # WHEN its steady calls are asked for
     # THEN there are none
     assert steady_calls(result, "specs", "out") is None
+
+
+def test_shard_lookup_counts_records_and_bytes_per_shard_as_each_record_would() -> None:
+    # GIVEN a two-shard stream (moto) and one PutRecords call of 7 records: 5 to the first shard's hash keys (two
+    # different keys), 2 to the second's
+    with mock_aws():
+        kinesis = boto3.client("kinesis", region_name="us-east-1")
+        kinesis.create_stream(StreamName="s", ShardCount=2)
+        shards = sorted(kinesis.list_shards(StreamName="s")["Shards"],
+                        key=lambda s: int(s["HashKeyRange"]["StartingHashKey"]))
+        low, high = (s["HashKeyRange"]["StartingHashKey"] for s in shards)
+        entries = ([PutEntry(b"x" * 10, "e1", low)] * 3 + [PutEntry(b"y" * 20, "e22", str(int(low) + 5))] * 2
+                   + [PutEntry(b"z" * 30, "e3", high)] * 2)
+        log = CallLog(clock=lambda: 100.0)
+        # WHEN counted
+        ShardLookup(kinesis).count(log, "s", entries, at=100.0)
+    # THEN one call, and per shard the records and the bytes (data + partition key) of its records
+    got = {(r.key, r.scope): r.seconds[100] for r in log.series()}
+    first, second = (f"s/{s['ShardId']}" for s in shards)
+    assert got == {("kinesis.PutRecords", "account"): 1,
+                   ("kinesis.PutRecords.records", first): 5, ("kinesis.PutRecords.bytes", first): 3 * 12 + 2 * 23,
+                   ("kinesis.PutRecords.records", second): 2, ("kinesis.PutRecords.bytes", second): 2 * 32}
