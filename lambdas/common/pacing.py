@@ -11,8 +11,10 @@ but slower than pacing and over the budget.
 How:
 
 * **Only a batch that is behind is paced.** A batch whose oldest record arrived more than :data:`CATCHUP_AGE_S`
-  ago (the record's ``approximateArrivalTimestamp``) comes from a backlog; a fresh batch holds about one batching
-  window of arrivals, which the producers' rate and the partitioner's cap already bound, and goes out at once.
+  ago (the record's ``approximateArrivalTimestamp``: epoch seconds with a fraction, e.g. ``1545084650.987`` in the
+  example event of https://docs.aws.amazon.com/lambda/latest/dg/with-kinesis.html) comes from a backlog; a fresh
+  batch holds about one batching window of arrivals, which the producers' rate and the partitioner's cap already
+  bound, and goes out at once.
 * **The shard's share is split between the routers.** Lambda runs one invocation per ingest shard at a time (times
   the parallelization factor), https://docs.aws.amazon.com/lambda/latest/dg/with-kinesis.html; the ingest stream's
   partition key is the entity, so each router sees its share of every geo shard's load. Each one may put
