@@ -48,7 +48,7 @@ _TRANSFORM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:
 # window_s (events at mean cost: a slot of cheap events carries more events, and arrivals burst within a window),
 # so a slot gets k shards with its mean rate within SHARD_HEADROOM of them: k = ceil(max_load / window_s / 500),
 # which also keeps 1 MB/s per shard for events of up to 2 KB on average (docs/SIZING.md "Shards per worker").
-SHARD_RECORDS_PER_S = 1000
+SHARD_RECORDS_PER_S = int(BY_KEY["kinesis.PutRecords.records"].per_second or 0)  # 1,000: the quota table's row
 SHARD_HEADROOM = 0.5
 # Most shards one worker may own. The same page gives a default account quota of 1,000 shards outside us-east-1,
 # us-west-2 and eu-west-1, and a swap keeps two versions' streams: 50 shards a worker leaves room for 10 workers.

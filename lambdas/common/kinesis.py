@@ -144,7 +144,7 @@ class GeoStreams:
         chunks: Iterable[list[int]] = chunk_entries(entries)
         if self.pacer is not None:
             targets = [f"{name}/{e.explicit_hash_key}" for e in entries]
-            sizes = [len(e.data) + len(e.partition_key.encode()) for e in entries]
+            sizes = [entry_size(e) for e in entries]
             chunks = self.pacer.chunks(targets, sizes, chunks)
         for chunk in chunks:
             if self.pacer is not None:
@@ -160,12 +160,17 @@ class GeoStreams:
         return failed
 
 
+def entry_size(entry: PutEntry) -> int:
+    """What a record counts against PutRecords' size limits: its data plus its partition key."""
+    return len(entry.data) + len(entry.partition_key.encode())
+
+
 def chunk_entries(entries: Sequence[PutEntry]) -> Iterable[list[int]]:
     """Indices of ``entries`` in order, in PutRecords-sized chunks (500 records, 5 MiB)."""
     chunk: list[int] = []
     size = 0
     for i, e in enumerate(entries):
-        n = len(e.data) + len(e.partition_key.encode())
+        n = entry_size(e)
         if chunk and (len(chunk) >= KINESIS_MAX_RECORDS or size + n > KINESIS_MAX_BYTES):
             yield chunk
             chunk, size = [], 0

@@ -40,11 +40,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from partitioner.aws_budget.quotas import BY_KEY
 from partitioner.aws_budget.report import MIN_MARGIN
 
-#: Kinesis per-shard write quota (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_PutRecords.html).
-SHARD_RECORDS_PER_S = 1000
-SHARD_BYTES_PER_S = 1024 * 1024
+#: Kinesis per-shard write quota: the quota table's rows (1,000 records/s and 1 MiB/s, each citing its AWS page).
+SHARD_RECORDS_PER_S = float(BY_KEY["kinesis.PutRecords.records"].per_second or 0)
+SHARD_BYTES_PER_S = float(BY_KEY["kinesis.PutRecords.bytes"].per_second or 0)
 #: The share of a shard's write quota all routers together may use while catching up: below 1 / MIN_MARGIN, so a
 #: shard's steady load from fresh batches fits beside it.
 PACED_SHARE = 0.9 / MIN_MARGIN

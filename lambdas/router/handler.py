@@ -76,8 +76,8 @@ def runtime() -> Runtime:
     clients = make_clients(cfg)
     cache = ActiveSpecCache(ControlTable(clients.dynamodb, cfg.control_table), SpecStore(clients.s3, cfg.specs_bucket),
                             ttl_s=cfg.router_spec_ttl_s)
-    ledgers = LedgerStore(clients.s3, cfg.specs_bucket, GeoStreams(clients.kinesis).shards) if cfg.state_handoff else None
-    listing = GeoStreams(clients.kinesis)
+    listing = GeoStreams(clients.kinesis)  # ListShards of the ingest stream (ledgers and pacing)
+    ledgers = LedgerStore(clients.s3, cfg.specs_bucket, listing.shards) if cfg.state_handoff else None
 
     @functools.cache
     def routers(stream: str) -> int:
