@@ -3,10 +3,12 @@ counted and within half its quota. (The sizes that show linear growth run in ben
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +16,15 @@ from local.scale.run import state_breaks
 from partitioner.aws_budget.report import MIN_MARGIN
 
 REPO = Path(__file__).resolve().parents[3]
+
+
+def _bench_scale() -> Any:
+    """bench/bench_scale.py as a module (bench/ is scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location("bench_scale", REPO / "bench" / "bench_scale.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.slow
@@ -63,6 +74,15 @@ def test_a_small_fleet_swaps_twice_within_every_quota_and_the_state_follows_ever
     reads = rows["dynamodb.read_units.table"]
     quota = 20000 if reads["scope"].endswith("-leases") else 12000
     assert result["config"]["leases_warm_reads"] == 20000 and reads["margin"] == pytest.approx(quota / reads["peak"])
+    # AND the benchmark's per-phase rates (bench/bench_scale.py --results) account for the calls inside each phase:
+    # the phases' calls together are at most the run's, and the steady phase's calls per second are the run's own
+    per_phase = _bench_scale().load_run(tmp_path)[1]
+    assert set(per_phase) == {"steady", "swap v2", "swap v3"}
+    spans = {n: next(p["end"] - p["start"] for p in result["phases"] if p["name"].startswith(n)) for n in per_phase}
+    for key, rate in result["rates"].items():
+        inside = sum(per_phase[n].get(key, 0.0) * spans[n] for n in per_phase)
+        assert inside <= rate * result["sim_s"] + 1e-6, key
+    assert sum(per_phase["steady"].values()) > 0
 
 
 def test_state_breaks_names_entities_whose_counts_are_not_one_to_n() -> None:
