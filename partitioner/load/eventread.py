@@ -130,7 +130,20 @@ def read_event_table(path: str | Path, columns: EventColumns) -> EventTable:
 def _check_columns(source: str, have: list[str], columns: EventColumns) -> None:
     for col, opt in columns.required():
         if col not in have:
-            raise EventLogError(f"{source}: no column {col!r} ({opt}); the file has columns {have!r}")
+            hint = ""
+            if any(_is_number(h) for h in have):
+                hint = (f"; its first line looks like data, not column names (the number {next(h for h in have if _is_number(h))!r}): "
+                        "add a header line naming the columns, e.g. id,ts,lon,lat, and map them with --lat, --lon, "
+                        "--time, --entity")
+            raise EventLogError(f"{source}: no column {col!r} ({opt}); the file has columns {have!r}{hint}")
+
+
+def _is_number(text: str) -> bool:
+    """True for text that parses as a finite number (a column name rarely does; a data row's fields often do)."""
+    try:
+        return bool(np.isfinite(float(text)))
+    except ValueError:
+        return False
 
 
 def _open_text(path: Path) -> Iterator[str]:

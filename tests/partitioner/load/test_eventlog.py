@@ -100,6 +100,16 @@ def test_a_missing_column_names_it_and_the_files_columns(tmp_path: Path) -> None
         count_events([f], EventColumns(), CountOptions(60, 10))
 
 
+def test_a_file_without_a_header_line_is_named_as_such(tmp_path: Path) -> None:
+    # GIVEN a CSV whose first line is data (T-Drive taxi logs: id, time, lon, lat, no header)
+    f = tmp_path / "taxi.csv"
+    f.write_text("1,2008-02-02 15:36:08,116.51172,39.92123\n1,2008-02-02 15:46:08,116.51135,39.93883\n")
+    # WHEN counted THEN the error names the missing column, the first line's fields and what to add
+    with pytest.raises(EventLogError, match=r"no column 'lat' \(--lat\); the file has columns \['1', .*its first "
+                                            r"line looks like data, not column names \(the number '1'\): add a header"):
+        count_events([f], EventColumns(), CountOptions(60, 10))
+
+
 def test_bad_options_are_refused() -> None:
     # GIVEN a window that is not whole milliseconds, and a zoom of 0
     # WHEN checked THEN each is named
