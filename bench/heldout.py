@@ -253,14 +253,17 @@ class Crowd(NamedTuple):
 
 
 def crowd_day(seed: int = 1, *, windows: int = 288, window_s: float = 300.0, latency_s: float = 600.0,
-              peak_events: float = DAY_PEAK_EVENTS, workers: int = DAY_WORKERS, crowds: int = CROWDS) -> Scenario:
+              peak_events: float = DAY_PEAK_EVENTS, workers: int = DAY_WORKERS, crowds: int = CROWDS,
+              crowd_share: tuple[float, float] = CROWD_SHARE) -> Scenario:
     """A held-out day: Britain and Ireland's places at zoom 15, diurnal, with stadium crowds; 10 minutes to live.
 
     Every place of :data:`DAY_COUNTRIES` scatters 0.3 + 1.5 sqrt(pop/1e6) km around it, weight ~ pop^0.7, times
     :func:`partitioner.simulate.places.activity` of the local hour (~36k non-empty quadkeys a window at the
     daytime peak). ``crowds`` stadiums (random big places, random evening starts) each ramp up over 20 minutes
-    to 60-100 % of a cap on one tile (:func:`partitioner.simulate.scenarios.stadium_level`), stay for the match
-    and leave over 30 minutes. ``max_load`` = the peak's expected total / ``workers``.
+    to ``crowd_share`` (low, high; default 60-100 %) of a cap on one tile
+    (:func:`partitioner.simulate.scenarios.stadium_level`), stay for the match and leave over 30 minutes.
+    ``max_load`` = the peak's expected total / ``workers``. The crowds are drawn after the places, so a day with
+    other shares has the same places, venues and start times, and one with ``crowds=0`` the same places.
     """
     p = places500()
     west, south, east, north = DAY_BOX
@@ -278,7 +281,7 @@ def crowd_day(seed: int = 1, *, windows: int = 288, window_s: float = 300.0, lat
     venues = rng.choice(big, size=crowds, replace=False)
     vcode = point_codes(p.lon[venues], p.lat[venues], DAY_ZOOM)
     crowd_list = [Crowd(int(np.argmin(np.abs(codes - c))), float(rng.uniform(14.0, 21.0)),
-                        float(rng.uniform(*CROWD_SHARE))) for c in vcode]
+                        float(rng.uniform(*crowd_share))) for c in vcode]
     local = 0.0  # UTC+0/+1: the solar hour is close enough
 
     def base(t: int) -> FloatArray:
