@@ -10,7 +10,15 @@ source`` records, :func:`glue_batch_function` returns the one foreachBatch body
 Job arguments (``--key value``): ``stream_arn``, ``snapshots`` (s3://bucket), ``checkpoint``
 (s3://...), optional ``quarantine``, ``costs``, ``zoom``, ``grid_zoom``, ``refine_events``,
 ``window``, ``watermark``, ``window_size`` (micro-batch interval, default ``30 seconds``), ``event_fields`` (the
-event field mapping as JSON, :class:`partitioner.contracts.event_fields.EventFields`; default the canonical names).
+event field mapping as JSON, :class:`partitioner.contracts.event_fields.EventFields`; default the canonical names),
+``kinesis_connector_jar`` (see below).
+
+**Two readers.** By default the stream is read by Glue's own Kinesis source, as described next. With
+``kinesis_connector_jar`` (the stack's ``glue_kinesis_connector_jar``, also passed as ``--extra-jars``) it is read
+by the open-source Kinesis connector for Spark Structured Streaming instead, exactly as on EMR Serverless
+(:func:`aggregation.emr_entry.connector_records` and :func:`aggregation.batch.start_streaming`): the record bytes
+arrive, so KPL aggregated records are de-aggregated (:func:`aggregation.events.deaggregate_records`), which Glue's
+own source cannot do.
 
 The Kinesis source is read as Glue documents it: ``classification: json`` with ``inferSchema: false``
 requires a ``schema`` (DDL), and the frame then has one column per schema field (plus ``__src_timestamp``
@@ -33,14 +41,15 @@ from collections.abc import Callable, Mapping
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from aggregation.batch import JobConfig, stream_batch_fn
+from aggregation.batch import JobConfig, start_streaming, stream_batch_fn
+from aggregation.emr_entry import CONNECTOR_FORMAT, connector_options, connector_records
 from aggregation.quadkey_counts import parse_duration
 from aggregation.transform import RollupSpec, WindowSpec, check_rollup
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 
 DEFAULTS: Mapping[str, str] = {
     "quarantine": "", "costs": "", "zoom": "18", "grid_zoom": "12", "refine_events": "500",
-    "window": "60s", "watermark": "2m", "window_size": "30 seconds", "event_fields": "",
+    "window": "60s", "watermark": "2m", "window_size": "30 seconds", "event_fields": "", "kinesis_connector_jar": "",
 }
 
 
@@ -62,6 +71,17 @@ def glue_kinesis_options(stream_arn: str, fields: EventFields = DEFAULT_EVENT_FI
     """The Kinesis source options of the Glue job (see the module docstring)."""
     return {"typeOfData": "kinesis", "streamARN": stream_arn, "classification": "json", "inferSchema": "false",
             "schema": glue_event_schema(fields), "addRecordTimestamp": "true", "startingPosition": "TRIM_HORIZON"}
+
+
+def glue_connector_options(stream_arn: str) -> dict[str, str]:
+    """The ``aws-kinesis`` connector's options for the stream ``arn:<partition>:kinesis:<region>:<account>:stream/<name>``
+    (read from its oldest record, as Glue's own source: each run has a checkpoint of its own)."""
+    parts = stream_arn.split(":")
+    if len(parts) != 6 or parts[2] != "kinesis" or not parts[3] or not parts[5].startswith("stream/") \
+            or not parts[5].removeprefix("stream/"):
+        raise ValueError(f"Glue job argument --stream_arn must be a Kinesis stream ARN "
+                         f"arn:<partition>:kinesis:<region>:<account>:stream/<name>, got {stream_arn!r}")
+    return connector_options(parts[5].removeprefix("stream/"), parts[3], None, "TRIM_HORIZON")
 
 
 def glue_records(df: DataFrame, stream: str, fields: EventFields = DEFAULT_EVENT_FIELDS) -> DataFrame:
@@ -127,14 +147,19 @@ def main() -> None:  # pragma: no cover - needs the Glue runtime (awsglue)
     spark.conf.set("spark.sql.session.timeZone", "UTC")
     job = Job(glue_context)
     job.init(args["JOB_NAME"], args)
+    checkpoint = args["checkpoint"].rstrip("/")
+    window_size = parse_duration(args.get("window_size", DEFAULTS["window_size"]), "--window_size")
+    if args.get("kinesis_connector_jar"):  # the connector's reader (record bytes: KPL de-aggregated), as on EMR
+        reader = spark.readStream.format(CONNECTOR_FORMAT).options(**glue_connector_options(args["stream_arn"]))
+        start_streaming(connector_records(reader.load()), cfg, checkpoint, window_size).awaitTermination()
+        job.commit()
+        return
     kinesis = glue_context.create_data_frame.from_options(
         connection_type="kinesis",
         connection_options=glue_kinesis_options(args["stream_arn"], cfg.event_fields),
         transformation_ctx="ingest",
     )
     raw = glue_records(kinesis, args["stream_arn"].rsplit("/", 1)[-1], cfg.event_fields)
-    checkpoint = args["checkpoint"].rstrip("/")
-    window_size = parse_duration(args.get("window_size", DEFAULTS["window_size"]), "--window_size")
     glue_context.forEachBatch(
         frame=raw,
         batch_function=glue_batch_function(cfg, checkpoint),

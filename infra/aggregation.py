@@ -52,12 +52,14 @@ class JobInputs:
 def job_settings(config: GeoConfig, inputs: JobInputs, *, engine: str, code_hash: str) -> dict[str, str]:
     """What both entry points are told (names as in ``aggregation/emr_entry.py``, ``-`` for ``_``).
 
-    ``event-fields`` (the event field mapping's JSON) only when it is not the default; it is part of the run key,
-    so a new mapping starts a new run on its own checkpoint.
+    ``event-fields`` (the event field mapping's JSON) only when it is not the default, and ``kinesis-connector-jar``
+    only when set (engine=glue); both are part of the run key, so a change starts a new run on its own checkpoint.
     """
     keyed: list[object] = [engine, code_hash, config.grid_zoom, config.zoom, config.refine_events, config.window_s,
                            config.watermark_s]  # fmt: skip
     mapped = {} if config.event_fields.is_default else {"event-fields": config.event_fields.to_json()}
+    if config.glue_kinesis_connector_jar:  # another reader of the stream: its offsets need a checkpoint of their own
+        mapped["kinesis-connector-jar"] = config.glue_kinesis_connector_jar
     run_key = hashlib.sha256(json.dumps(keyed + list(mapped.values())).encode()).hexdigest()[:12]
     return {
         "stream-name": inputs.stream.stream_name,
@@ -86,7 +88,7 @@ def emr_arguments(settings: dict[str, str]) -> list[str]:
 def glue_arguments(settings: dict[str, str]) -> dict[str, str]:
     """Job arguments of ``aggregation/glue_entry.py`` (``--key value`` with underscores)."""
     names = ("stream-arn", "snapshots", "checkpoint", "quarantine", "costs", "zoom", "grid-zoom", "refine-events",
-             "window", "watermark", "event-fields")  # fmt: skip
+             "window", "watermark", "event-fields", "kinesis-connector-jar")  # fmt: skip
     return {f"--{name.replace('-', '_')}": settings[name] for name in names if name in settings}
 
 
@@ -290,6 +292,7 @@ class GlueStreamingAggregation(Construct):
             role=self.job_role,
             script=glue.Code.from_bucket(self.entry.bucket, self.entry.s3_object_key),
             extra_python_files=[glue.Code.from_bucket(self.code.bucket, self.code.s3_object_key)],
+            extra_jars=self._connector_jar(config),
             glue_version=glue.GlueVersion.V5_1,
             worker_configuration=glue.WorkerConfiguration(
                 worker_type=glue.WorkerType.G_1X, number_of_workers=config.glue_workers
@@ -298,6 +301,13 @@ class GlueStreamingAggregation(Construct):
             continuous_logging=glue.ContinuousLoggingProps(enabled=True),
             default_arguments=self.arguments,
         )
+
+    def _connector_jar(self, config: GeoConfig) -> list[glue.Code] | None:
+        """``glue_kinesis_connector_jar`` as the job's ``--extra-jars`` (CDK grants the job role read on that key)."""
+        if not config.glue_kinesis_connector_jar:
+            return None
+        bucket, key = config.glue_kinesis_connector_jar.removeprefix("s3://").split("/", 1)
+        return [glue.Code.from_bucket(s3.Bucket.from_bucket_name(self, "ConnectorJarBucket", bucket), key)]
 
     def _job_run(self, job_name: str) -> cr.AwsCustomResource:
         """Starts a run on create and on update; stops it on delete."""

@@ -3,7 +3,7 @@
 Every setting has a default here; ``cdk.json`` repeats the defaults so operators see them in one place. A bad
 value fails synth with a :class:`ConfigError` that names the context key and shows the bad value with ``!r``.
 Values given on the command line (``-c max_load=5000``) arrive as strings, so numbers and booleans are parsed
-from strings too.
+from strings too (:mod:`infra.context`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from infra.errors import InfraError
+from infra.context import as_bool, as_float, as_int, as_text
+from infra.errors import ConfigError as ConfigError
 from partitioner.aws_budget.quotas import BY_KEY
 from partitioner.contracts.errors import ContractError
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
@@ -42,6 +43,7 @@ _PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$")
 _VPC_RE = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _TRANSFORM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+_JAR_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]/\S+\.jar$")  # an S3 object (bucket naming rules)
 
 # A geo-stream shard takes up to 1,000 records/s and 1 MB/s of writes
 # (https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html). A slot's cap is max_load events per
@@ -60,10 +62,6 @@ CDK_CONTEXT_KEYS = frozenset({"acknowledged-issue-numbers", "cli-telemetry", "aw
 
 def is_cdk_context_key(key: str) -> bool:
     return key.startswith("@") or ":" in key or key in CDK_CONTEXT_KEYS
-
-
-class ConfigError(InfraError, ValueError):
-    """A context setting is missing its required shape; the message names the key and the bad value."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,6 +122,9 @@ class GeoConfig:
     event_fields: EventFields = DEFAULT_EVENT_FIELDS  # EVENT_FIELDS: which key of an event holds each field
     leases_warm_writes: int = 0  # warm throughput of the leases table, write units/s (0: a new table's 4,000)
     leases_warm_reads: int = 0  # warm throughput of the leases table, read units/s (0: a new table's 12,000)
+    #: s3:// URI of the Kinesis connector jar the Glue job reads the ingest stream with (format ``aws-kinesis``, which
+    #: de-aggregates KPL records); None: Glue's own Kinesis source (no KPL de-aggregation). engine=glue only.
+    glue_kinesis_connector_jar: str | None = None
 
     @property
     def geo_stream_prefix(self) -> str:
@@ -173,6 +174,7 @@ DEFAULTS: dict[str, Any] = {
     "state_handoff": False,
     "event_fields": {},
     "leases_warm_writes": 0,
+    "glue_kinesis_connector_jar": "",
     "leases_warm_reads": 0,
 }
 
@@ -183,46 +185,19 @@ def _raw(ctx: Mapping[str, Any], key: str) -> Any:
 
 
 def _int(ctx: Mapping[str, Any], key: str, lo: int, hi: int) -> int:
-    value = _raw(ctx, key)
-    try:
-        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise ValueError
-        parsed = int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"context {key!r} must be an integer, got {value!r}") from None
-    if not lo <= parsed <= hi:
-        raise ConfigError(f"context {key!r} must be in [{lo}, {hi}], got {value!r}")
-    return parsed
+    return as_int(_raw(ctx, key), key, lo, hi)
 
 
 def _float(ctx: Mapping[str, Any], key: str, lo: float, hi: float, *, lo_open: bool = False) -> float:
-    value = _raw(ctx, key)
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        parsed = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"context {key!r} must be a number, got {value!r}") from None
-    if parsed != parsed or not (lo < parsed if lo_open else lo <= parsed) or parsed > hi:
-        bounds = f"({lo}, {hi}]" if lo_open else f"[{lo}, {hi}]"
-        raise ConfigError(f"context {key!r} must be in {bounds}, got {value!r}")
-    return parsed
+    return as_float(_raw(ctx, key), key, lo, hi, lo_open=lo_open)
 
 
 def _bool(ctx: Mapping[str, Any], key: str) -> bool:
-    value = _raw(ctx, key)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise ConfigError(f"context {key!r} must be true or false, got {value!r}")
+    return as_bool(_raw(ctx, key), key)
 
 
 def _text(ctx: Mapping[str, Any], key: str, check: Callable[[str], bool], what: str) -> str:
-    value = _raw(ctx, key)
-    if not isinstance(value, str) or not check(value):
-        raise ConfigError(f"context {key!r} must be {what}, got {value!r}")
-    return value
+    return as_text(_raw(ctx, key), key, check, what)
 
 
 def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
@@ -276,7 +251,19 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
         event_fields=_event_fields(ctx),
         leases_warm_writes=_warm(ctx, "leases_warm_writes", NEW_TABLE_WRITES, "write"),
         leases_warm_reads=_warm(ctx, "leases_warm_reads", NEW_TABLE_READS, "read"),
+        glue_kinesis_connector_jar=_connector_jar(ctx, engine),
     )
+
+
+def _connector_jar(ctx: Mapping[str, Any], engine: str) -> str | None:
+    """``glue_kinesis_connector_jar``: '' or ``s3://bucket/key.jar``, and only with ``engine=glue`` (EMR's runtime
+    bundles the connector)."""
+    jar = _text(ctx, "glue_kinesis_connector_jar", lambda v: v == "" or bool(_JAR_RE.match(v)),
+                "'' (Glue's own Kinesis source) or an s3://bucket/key.jar URI")
+    if jar and engine != "glue":
+        raise ConfigError(f"context 'glue_kinesis_connector_jar' is for engine=glue (EMR Serverless bundles the "
+                          f"connector), got {jar!r} with engine={engine!r}")
+    return jar or None
 
 
 def _warm(ctx: Mapping[str, Any], key: str, new_table: int, unit: str) -> int:

@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 
+from aggregation.emr_entry import connector_options
 from aggregation.events import classify_events
 from aggregation.glue_entry import (
     config_from_job_args,
     glue_batch_function,
+    glue_connector_options,
     glue_event_schema,
     glue_kinesis_options,
     glue_records,
@@ -124,3 +126,17 @@ def test_a_renamed_glue_frame_is_validated_with_the_mapping(spark, tmp_path: Pat
     assert json.loads(line)["reason"].startswith("lat_out_of_range: latitude=95.0")
     manifest, _ = read_snapshot(LocalStorage(tmp_path), "snapshots/window_end=2023-11-14T22-15-00Z/")
     assert manifest["total_events"] == 1
+
+
+def test_the_connector_reader_is_told_the_stream_and_region_of_the_arn() -> None:
+    # GIVEN the stack's stream ARN (the job's --stream_arn)
+    arn = "arn:aws:kinesis:eu-west-1:123456789012:stream/georebal-ingest"
+    # WHEN the connector's options are made from it
+    opts = glue_connector_options(arn)
+    # THEN they name the stream and region, as the EMR entry's, from the oldest record (a run's own checkpoint)
+    assert opts == connector_options("georebal-ingest", "eu-west-1", None, "TRIM_HORIZON")
+    # AND something else is refused naming the argument and the value
+    with pytest.raises(ValueError, match=r"--stream_arn must be a Kinesis stream ARN .*'arn:aws:s3:::bucket'"):
+        glue_connector_options("arn:aws:s3:::bucket")
+    # AND the argument is one the job accepts
+    assert config_from_job_args({"snapshots": "s3://b", "kinesis_connector_jar": "s3://j/c.jar"}).out == "s3://b"

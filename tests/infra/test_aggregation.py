@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
-from aws_cdk.assertions import Match
+from aws_cdk import App, Stack
+from aws_cdk import aws_kinesis as kinesis
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Match, Template
+
+from infra.aggregation import GlueStreamingAggregation, JobInputs
+from infra.config import load_config
 
 
 def _job_run_call(synth: Any, resource_type: str, phase: str) -> dict[str, Any]:
@@ -135,3 +142,36 @@ def test_both_engines_read_the_ingest_stream_and_write_snapshots(emr: Any, glue:
         actions = {a for s in policy["Properties"]["PolicyDocument"]["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
         # THEN it can read Kinesis and write S3 objects
         assert {"kinesis:GetRecords", "kinesis:GetShardIterator", "s3:PutObject"} <= actions
+
+
+def test_a_glue_connector_jar_reads_the_stream_with_the_connector_on_a_checkpoint_of_its_own(tmp_path: Path) -> None:
+    # GIVEN engine=glue with glue_kinesis_connector_jar (only the aggregation construct, in a stack of its own)
+    def template(**ctx: object) -> Template:
+        app = App(outdir=str(tmp_path / str(len(ctx))))
+        stack = Stack(app, "S")
+        inputs = JobInputs(stream=kinesis.Stream(stack, "Ingest"), snapshots=s3.Bucket(stack, "Snapshots"),
+                           quarantine=s3.Bucket(stack, "Quarantine"), checkpoints=s3.Bucket(stack, "Checkpoints"),
+                           costs=s3.Bucket(stack, "Costs"))
+        GlueStreamingAggregation(stack, "Aggregation", config=load_config({"engine": "glue", **ctx}), inputs=inputs)
+        return Template.from_stack(stack)
+
+    jar = "s3://my-jars/kinesis/spark-streaming-sql-kinesis-connector_2.12-1.4.0.jar"
+    with_jar, without = template(glue_kinesis_connector_jar=jar), template()
+    # WHEN synthesized
+    # THEN the job gets the jar on its classpath and tells the entry point to read with it
+    with_jar.has_resource_properties("AWS::Glue::Job", {"DefaultArguments": Match.object_like(
+        {"--extra-jars": jar, "--kinesis_connector_jar": jar})})
+    # AND the job role may read that one object
+    statements = [s for p in with_jar.find_resources("AWS::IAM::Policy").values()
+                  for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    reads = [s for s in statements if "s3:GetObject*" in s["Action"] and "my-jars" in json.dumps(s["Resource"])]
+    assert reads and all("kinesis/spark-streaming-sql-kinesis-connector_2.12-1.4.0.jar" in json.dumps(s["Resource"])
+                         for s in reads)
+    # AND the run key differs from Glue's own reader's (another source's offsets: a checkpoint of its own)
+    (job_with,) = with_jar.find_resources("AWS::Glue::Job").values()
+    (job_without,) = without.find_resources("AWS::Glue::Job").values()
+    checkpoint = json.dumps(job_with["Properties"]["DefaultArguments"]["--checkpoint"])
+    assert checkpoint != json.dumps(job_without["Properties"]["DefaultArguments"]["--checkpoint"])
+    # AND without the setting neither argument is there
+    args = job_without["Properties"]["DefaultArguments"]
+    assert "--extra-jars" not in args and "--kinesis_connector_jar" not in args

@@ -67,6 +67,8 @@ def test_policy_json_carries_every_watermark() -> None:
         ("alarm_email", "not-an-address"),
         ("lease_s", True),
         ("swap_mode", "halfway"),
+        ("glue_kinesis_connector_jar", "https://example.com/connector.jar"),
+        ("glue_kinesis_connector_jar", "s3://my-jars/connector.zip"),
     ],
 )
 def test_bad_setting_names_the_key_and_the_value(key: str, value: object) -> None:
@@ -165,3 +167,14 @@ def test_leases_warm_throughput_is_off_or_above_a_new_tables(key: str, bad: obje
     # AND 0 and a value above the new table's are taken, each setting on its own
     assert getattr(load_config({}), key) == 0
     assert getattr(load_config({key: good}), key) == good
+
+
+def test_a_glue_connector_jar_is_for_the_glue_engine_only() -> None:
+    # GIVEN the connector jar with each engine
+    jar = "s3://my-jars/kinesis/connector.jar"
+    # WHEN loaded THEN Glue takes it, and EMR (whose runtime bundles the connector) names the key, the value and engine
+    assert load_config({"engine": "glue", "glue_kinesis_connector_jar": jar}).glue_kinesis_connector_jar == jar
+    assert load_config({"engine": "glue"}).glue_kinesis_connector_jar is None
+    with pytest.raises(ConfigError, match=r"'glue_kinesis_connector_jar' is for engine=glue .*'s3://my-jars/kinesis/"
+                                          r"connector.jar' with engine='emr'"):
+        load_config({"engine": "emr", "glue_kinesis_connector_jar": jar})
