@@ -176,12 +176,14 @@ class Steady:
     live_s: float
     calls: int
     events: float
+    ledger: int = 0  #: of ``calls``, the router ledger's (a GET and a PUT per router invocation)
 
 
 def steady(stats: HandoffStats, live: Span, swaps: Iterable[Span], sent_seconds: Mapping[int, int]) -> Steady:
     spans = quiet_spans(live, swaps)
+    ledger = sum(n for t, n in stats.router_seconds.items() if any(lo <= t < hi for lo, hi in spans))
     return Steady(sum(hi - lo for lo, hi in spans), live[1] - live[0], sum(stats.calls_in(s) for s in spans),
-                  events_in(sent_seconds, spans))
+                  events_in(sent_seconds, spans), ledger)
 
 
 def section(stats: HandoffStats, events: int, quiet: Steady | None = None) -> list[str]:
@@ -205,7 +207,10 @@ def section(stats: HandoffStats, events: int, quiet: Steady | None = None) -> li
     if quiet is not None and quiet.events > 0:
         lines.append(f"  at steady state (no swap in progress: {quiet.seconds:.0f} s of {quiet.live_s:.0f} s live): "
                      f"{quiet.calls} calls for {quiet.events:.0f} events = {quiet.calls / quiet.events:.4f} per event "
-                     f"(target <= 0.01)")
+                     f"(target <= 0.01); of them the router ledger's GET and PUT per invocation "
+                     f"{quiet.ledger / quiet.events:.4f} per event at {quiet.events / quiet.seconds:.0f} events/s: they "
+                     "fall with the events per ingest shard and invocation (0.004 at 1,000 events/s per shard and two "
+                     "invocations a second: bench/README.md, \"State handoff at scale\")")
     elif quiet is not None:
         lines.append("  at steady state: no quiet period with events sent (every live second had a swap in progress)")
     return lines

@@ -76,6 +76,8 @@ def test_the_section_prints_the_steady_state_rate_against_its_target() -> None:
     text = "\n".join(section(stats, 6000, quiet))
     assert "= 0.0050 per event sent (6000)" in text
     assert "no swap in progress: 40 s of 60 s live): 12 calls for 4000 events = 0.0030 per event" in text
+    # AND how much of it is the router ledger's, whose share falls with the rate (12 ledger calls at 100 events/s)
+    assert "of them the router ledger's GET and PUT per invocation 0.0030 per event at 100 events/s" in text
     assert section(HandoffStats(), 100, quiet) == []
 
 
