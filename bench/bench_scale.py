@@ -33,8 +33,8 @@ from partitioner.aws_budget.report import CONTROL_PLANE, LINEAR_MAX_EXPONENT, MI
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_size(workers: int, events_per_worker: float, steady_s: float, out: Path) -> dict[str, Any]:
-    """One simulation in a child process; its result.json."""
+def run_size(workers: int, events_per_worker: float, steady_s: float, out: Path) -> Path:
+    """One simulation in a child process; the directory of its result.json and calls.json."""
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "local.scale", "--workers", str(workers), "--events-per-s",
@@ -42,11 +42,14 @@ def run_size(workers: int, events_per_worker: float, steady_s: float, out: Path)
                           cwd=ROOT, capture_output=True, text=True)
     print(proc.stdout[proc.stdout.find("scale simulation:"):].rstrip() if "scale simulation:" in proc.stdout
           else proc.stdout[-3000:] + proc.stderr[-3000:])
-    if not (out / "result.json").exists():
+    if not _finished(out):
         raise SystemExit(f"the simulation at {workers} workers wrote no result (exit {proc.returncode})")
-    result: dict[str, Any] = json.loads((out / "result.json").read_text())
     print(f"  ({workers} workers: {time.monotonic() - started:.0f} s wall, exit {proc.returncode})\n")
-    return result
+    return out
+
+
+def _finished(out: Path) -> bool:
+    return (out / "result.json").is_file() and (out / "calls.json").is_file()
 
 
 PHASES = ("steady", "swap v2", "swap v3")  # name prefixes of the phases fitted one by one
@@ -99,20 +102,19 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.results:
         for d in a.results:
-            if not (d / "result.json").is_file() or not (d / "calls.json").is_file():
+            if not _finished(d):
                 p.error(f"--results {str(d)!r} has no result.json and calls.json of a finished run")
-        loaded = sorted((load_run(d) for d in a.results), key=lambda r: int(r[0]["config"]["workers"]))
-        results, per_phase = [r for r, _ in loaded], [ph for _, ph in loaded]
-        sizes = [int(r["config"]["workers"]) for r in results]
-        for r, n in zip(results, sizes, strict=True):
-            cfg = r["config"]
-            print(f"{n} workers: {cfg['events_per_s']:,.0f} events/s, steady {cfg['steady_s']:g} s, "
-                  f"{r['sim_s']:g} simulated s in {r['wall_s']:.0f} s wall, {'OK' if r['ok'] else 'FAILED'}")
-        print()
+        dirs = list(a.results)
     else:
-        sizes = sorted(set(a.workers))
-        results = [run_size(n, a.events_per_worker, a.steady, a.out / f"w{n}") for n in sizes]
-        per_phase = [load_run(a.out / f"w{n}")[1] for n in sizes]
+        dirs = [run_size(n, a.events_per_worker, a.steady, a.out / f"w{n}") for n in sorted(set(a.workers))]
+    loaded = sorted((load_run(d) for d in dirs), key=lambda r: int(r[0]["config"]["workers"]))
+    results, per_phase = [r for r, _ in loaded], [ph for _, ph in loaded]
+    sizes = [int(r["config"]["workers"]) for r in results]
+    for r, n in zip(results, sizes, strict=True):
+        cfg = r["config"]
+        print(f"{n} workers: {cfg['events_per_s']:,.0f} events/s, steady {cfg['steady_s']:g} s, "
+              f"{r['sim_s']:g} simulated s in {r['wall_s']:.0f} s wall, {'OK' if r['ok'] else 'FAILED'}")
+    print()
     if len(sizes) < 2 or sizes[0] < 2 or len(set(sizes)) != len(sizes):
         p.error(f"needs at least two different fleet sizes >= 2, got {sizes!r}")
     rates = [dict(r["rates"]) for r in results]
