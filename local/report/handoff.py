@@ -57,8 +57,12 @@ class HandoffStats:
     def calls_in(self, span: Span) -> int:
         """Handoff and ledger calls made in ``span`` (a worker's by its samples: to the second it logged them)."""
         lo, hi = span
-        worker = sum(_at(s, hi) - _at(s, lo) for s in self.samples.values())
-        return worker + sum(n for t, n in self.router_seconds.items() if lo <= t < hi)
+        return sum(_at(s, hi) - _at(s, lo) for s in self.samples.values()) + self.ledger_calls_in(span)
+
+    def ledger_calls_in(self, span: Span) -> int:
+        """The router ledger's calls (GetObject, PutObject) made in ``span``, by the second."""
+        lo, hi = span
+        return sum(n for t, n in self.router_seconds.items() if lo <= t < hi)
 
 
 def quantile(values: Sequence[float], q: float) -> float:
@@ -181,9 +185,8 @@ class Steady:
 
 def steady(stats: HandoffStats, live: Span, swaps: Iterable[Span], sent_seconds: Mapping[int, int]) -> Steady:
     spans = quiet_spans(live, swaps)
-    ledger = sum(n for t, n in stats.router_seconds.items() if any(lo <= t < hi for lo, hi in spans))
     return Steady(sum(hi - lo for lo, hi in spans), live[1] - live[0], sum(stats.calls_in(s) for s in spans),
-                  events_in(sent_seconds, spans), ledger)
+                  events_in(sent_seconds, spans), sum(stats.ledger_calls_in(s) for s in spans))
 
 
 def section(stats: HandoffStats, events: int, quiet: Steady | None = None) -> list[str]:
