@@ -127,15 +127,49 @@ def read_event_table(path: str | Path, columns: EventColumns) -> EventTable:
         raise EventLogError(f"cannot read event file {str(path)!r}: {exc.strerror or exc}") from exc
 
 
+#: Column names public location logs commonly use for each mapped field, lower case (AIS from
+#: MarineCadastre: ``LAT``, ``LON``, ``BaseDateTime``, ``MMSI``; GPS and taxi logs: ``latitude``,
+#: ``longitude``, ``timestamp``, ``vehicle_id``): a missing column is answered with the option to pass.
+COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
+    "--lat": ("lat", "latitude", "lat_deg", "y"),
+    "--lon": ("lon", "longitude", "lng", "long", "lon_deg", "x"),
+    "--time": ("ts", "time", "timestamp", "datetime", "date_time", "basedatetime", "event_time", "epoch",
+               "unix_time", "t"),
+    "--entity": ("entity_id", "entity", "id", "mmsi", "vehicle_id", "device_id", "taxi_id", "user_id", "imei"),
+}
+
+
 def _check_columns(source: str, have: list[str], columns: EventColumns) -> None:
     for col, opt in columns.required():
         if col not in have:
-            hint = ""
+            hint = _mapping_hint(have, columns)
             if any(_is_number(h) for h in have):
                 hint = (f"; its first line looks like data, not column names (the number {next(h for h in have if _is_number(h))!r}): "
                         "add a header line naming the columns, e.g. id,ts,lon,lat, and map them with --lat, --lon, "
                         "--time, --entity")
             raise EventLogError(f"{source}: no column {col!r} ({opt}); the file has columns {have!r}{hint}")
+
+
+def _mapping_hint(have: list[str], columns: EventColumns) -> str:
+    """``"; pass --lat LAT ..."`` for every required column the file lacks under one known alias, else ``""``.
+
+    Notes
+    -----
+    A column is suggested only when exactly one of the file's columns matches the option's aliases
+    (:data:`COLUMN_ALIASES`, case-insensitive); two candidates (``x`` and ``lon``) suggest nothing for
+    that option rather than a guess.
+    """
+    lower: dict[str, list[str]] = {}
+    for h in have:
+        lower.setdefault(h.lower(), []).append(h)
+    picks = []
+    for col, opt in columns.required():
+        if col in have:
+            continue
+        found = [h for alias in COLUMN_ALIASES.get(opt, ()) for h in lower.get(alias, ())]
+        if len(found) == 1:
+            picks.append(f"{opt} {found[0]}")
+    return f"; pass {' '.join(picks)}" if picks else ""
 
 
 def _is_number(text: str) -> bool:

@@ -100,6 +100,24 @@ def test_a_missing_column_names_it_and_the_files_columns(tmp_path: Path) -> None
         count_events([f], EventColumns(), CountOptions(60, 10))
 
 
+def test_a_missing_column_under_a_known_name_says_which_option_to_pass(tmp_path: Path) -> None:
+    # GIVEN an AIS log as MarineCadastre writes it (LAT, LON, BaseDateTime, MMSI) and one with two x-like columns
+    ais = tmp_path / "ais.csv"
+    ais.write_text("MMSI,BaseDateTime,LAT,LON,SOG\n1,2024-01-01T00:00:00,40.5,-70.1,3.2\n")
+    both = tmp_path / "both.csv"
+    both.write_text("x,lng,lat,timestamp\n1,2,3,4\n")
+    # WHEN counted with the default mapping
+    # THEN the error names the options that map each missing column, in one line
+    with pytest.raises(EventLogError, match=r"no column 'lat' \(--lat\);.*; pass --lat LAT --lon LON --time BaseDateTime$"):
+        count_events([ais], EventColumns(), CountOptions(60, 10))
+    # AND a column with two candidates (x, lng) is not guessed: only --time is suggested
+    with pytest.raises(EventLogError, match=r"no column 'lon' \(--lon\);.*; pass --time timestamp$"):
+        count_events([both], EventColumns(), CountOptions(60, 10))
+    # AND the suggested mapping counts the file
+    r = count_events([ais], EventColumns(lat="LAT", lon="LON", time="BaseDateTime"), CountOptions(60, 10))
+    assert r.events == 1
+
+
 def test_a_file_without_a_header_line_is_named_as_such(tmp_path: Path) -> None:
     # GIVEN a CSV whose first line is data (T-Drive taxi logs: id, time, lon, lat, no header)
     f = tmp_path / "taxi.csv"
