@@ -157,13 +157,15 @@ def _mapping_hint(have: list[str], columns: EventColumns) -> str:
     -----
     A column is suggested only when exactly one of the file's columns matches the option's aliases
     (:data:`COLUMN_ALIASES`, case-insensitive); two candidates (``x`` and ``lon``) suggest nothing for
-    that option rather than a guess.
+    that option rather than a guess. The entity column is suggested too when ``--entity`` was not given
+    (without it each event is its own entity).
     """
     lower: dict[str, list[str]] = {}
     for h in have:
         lower.setdefault(h.lower(), []).append(h)
     picks = []
-    for col, opt in columns.required():
+    optional = () if columns.entity_given else ((columns.entity, "--entity"),)
+    for col, opt in columns.required() + optional:
         if col in have:
             continue
         found = [h for alias in COLUMN_ALIASES.get(opt, ()) for h in lower.get(alias, ())]

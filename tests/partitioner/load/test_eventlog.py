@@ -108,7 +108,7 @@ def test_a_missing_column_under_a_known_name_says_which_option_to_pass(tmp_path:
     both.write_text("x,lng,lat,timestamp\n1,2,3,4\n")
     # WHEN counted with the default mapping
     # THEN the error names the options that map each missing column, in one line
-    with pytest.raises(EventLogError, match=r"no column 'lat' \(--lat\);.*; pass --lat LAT --lon LON --time BaseDateTime$"):
+    with pytest.raises(EventLogError, match=r"no column 'lat' \(--lat\);.*; pass --lat LAT --lon LON --time BaseDateTime --entity MMSI$"):
         count_events([ais], EventColumns(), CountOptions(60, 10))
     # AND a column with two candidates (x, lng) is not guessed: only --time is suggested
     with pytest.raises(EventLogError, match=r"no column 'lon' \(--lon\);.*; pass --time timestamp$"):
