@@ -37,7 +37,6 @@ from local import procs
 from local.aws import stop_moto
 from local.config import RunConfig, parse_args
 from local.dataset import load_places
-from local.errors import LocalRunError
 from local.faults.follow import fault_table
 from local.loops import LoopThread
 from local.phases import replay_phase, tail_phase
@@ -60,8 +59,13 @@ REQUIRED_MODULES = {
 }
 
 
-class Interrupted(LocalRunError):
-    """SIGTERM or SIGINT arrived: shut down cleanly and exit non-zero."""
+class Interrupted(BaseException):
+    """SIGTERM or SIGINT arrived: shut down cleanly and exit non-zero.
+
+    A :class:`BaseException`, as :class:`KeyboardInterrupt` is: the handler raises it wherever the main thread
+    is, often inside a boto3 call, and botocore catches ``Exception`` around a request and retries it
+    (``Endpoint._do_get_response``), which swallowed a SIGTERM as a failed request and kept the run going.
+    """
 
 
 def _raise_interrupted(signum: int, _frame: FrameType | None) -> None:
