@@ -121,6 +121,9 @@ class SerialMotoServer:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
         from werkzeug.serving import make_server
 
+        from local import moto_kinesis
+
+        moto_kinesis.install()  # a shard's put and read in constant time (local/moto_kinesis.py)
         app = DomainDispatcherApplication(create_backend_app)
         lock = threading.Lock()
         self.throttle = KinesisThrottle()
