@@ -8,7 +8,10 @@
   the ingest stream, batches of up to ``batch_size`` records to the real router handler, each
   invocation in one of several execution environments picked at random (:func:`lambda_environments`:
   Lambda runs a shard's invocations in whichever environment of the function is free, so what a handler
-  caches in one environment can be stale in another),
+  caches in one environment can be stale in another); the shards are polled and invoked side by side, one
+  thread each, as the event source mapping runs one invocation per shard at a time, the shards concurrently
+  (https://docs.aws.amazon.com/lambda/latest/dg/with-kinesis.html), and an environment runs one invocation at
+  a time,
   and on ``batchItemFailures`` re-delivery from the first failed sequence number
   (``ReportBatchItemFailures`` semantics); a handler exception re-delivers the whole batch.
   Like an event source mapping with the default ``MaximumRetryAttempts=-1`` it retries
@@ -30,6 +33,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -239,6 +243,16 @@ class RouterPoller(LoopThread):
         self.invocations = 0
         self.failed_items = 0
         self.gave_up = 0
+        self._counts = threading.Lock()
+        self._free = threading.Condition()
+        self._idle = list(range(len(self.environments)))  # environments not running an invocation
+        self._shards = ThreadPoolExecutor(len(self.cursors), thread_name_prefix="router-shard") \
+            if len(self.cursors) > 1 else None
+
+    def stop(self) -> None:
+        super().stop()
+        if self._shards is not None:
+            self._shards.shutdown(wait=False)
 
     def step(self) -> None:
         """One poll of every shard. After a full batch the next poll comes after :data:`BEHIND_POLL_S`, not the
@@ -248,8 +262,10 @@ class RouterPoller(LoopThread):
         self.next_wait_s = None
         if not self.gate():
             return
-        for cursor in self.cursors:
-            self._poll(cursor)
+        if self._shards is None:
+            self._poll(self.cursors[0])
+        else:  # every shard's poll and invocation side by side; an error in one is raised here after all ran
+            list(self._shards.map(self._poll, self.cursors))
 
     def idle(self) -> bool:
         """True when nothing is held back for re-delivery and the last reads were empty."""
@@ -263,30 +279,49 @@ class RouterPoller(LoopThread):
             cursor.iterator = resp.get("NextShardIterator")
             cursor.behind_ms = int(resp.get("MillisBehindLatest", 0))
             cursor.pending = [KinesisRecord.from_get_records(cursor.shard_id, r) for r in resp["Records"]]
-            self.records_in += len(cursor.pending)
+            with self._counts:
+                self.records_in += len(cursor.pending)
             if len(cursor.pending) >= self.batch_size:
                 self.next_wait_s = min(self.interval_s, BEHIND_POLL_S)
         if not cursor.pending:
             return
-        self.invocations += 1
+        with self._counts:
+            self.invocations += 1
+        env = self._take_environment()
         try:
-            env = self._pick.choice(self.environments)
             result = env.handler(kinesis_batch(self.stream_arn, cursor.pending), LambdaContext("georebal-router"))
             failures = [f["itemIdentifier"] for f in (result or {}).get("batchItemFailures", [])]
         except Exception:  # Lambda: a raised error fails (and re-delivers) the whole batch
             self.errors.append(traceback.format_exc(limit=6))
             failures = [cursor.pending[0].sequence_number]
+        finally:
+            self._give_back(env)
         if not failures:
             cursor.pending, cursor.retries = [], 0
             return
-        self.failed_items += len(failures)
+        with self._counts:
+            self.failed_items += len(failures)
         cursor.retries += 1
         cursor.retry_at = time.time() + min(2.0, 0.1 * 2 ** min(cursor.retries, 5))
         if self.max_retries is not None and cursor.retries > self.max_retries:
-            self.gave_up += len(cursor.pending)
+            with self._counts:
+                self.gave_up += len(cursor.pending)
             self.errors.append(f"router: gave up on {len(cursor.pending)} records of {cursor.shard_id} after "
                                f"{self.max_retries} retries (first failure {failures[0]!r})")
             cursor.pending, cursor.retries = [], 0
             return
         first = min(failures, key=int)
         cursor.pending = [r for r in cursor.pending if int(r.sequence_number) >= int(first)]
+
+    def _take_environment(self) -> Environment:
+        """An environment no invocation is running in, picked at random (waits while every one is busy)."""
+        with self._free:
+            self._free.wait_for(lambda: bool(self._idle))
+            i = self._pick.choice(sorted(self._idle))
+            self._idle.remove(i)
+            return self.environments[i]
+
+    def _give_back(self, env: Environment) -> None:
+        with self._free:
+            self._idle.append(self.environments.index(env))
+            self._free.notify()
