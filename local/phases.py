@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import deque
+from dataclasses import dataclass, field
 
 from local.dataset import Scenario
 from local.faults.follow import fault_pending, poll_faults, snapshot_fault_open
@@ -25,6 +27,41 @@ TAIL_HARD_LIMIT_FACTOR = 3
 #: How often the replay phase reads the output (seconds), and more often while the warm-up backlog comes out.
 OUT_READ_S = 5.0
 OUT_READ_WARMUP_S = 1.0
+#: The router is said to fall behind when, over this many seconds of the replay, it routed less than
+#: :data:`LAG_SHARE` of what was sent and the events waiting for it are more than this many seconds of sending.
+LAG_SPAN_S = 30.0
+LAG_SHARE = 0.9
+
+
+@dataclass
+class RouterLag:
+    """Says once when the router falls behind the replay for good (this machine cannot route the replay's rate).
+
+    A replay faster than the router leaves events waiting in the ingest stream: they come out late, the
+    utilisation per window follows the router instead of the log, and the run's tail can time out. The run goes
+    on (the invariants judge it); the line tells the user why and what to change.
+    """
+
+    samples: deque[tuple[float, int, int]] = field(default_factory=deque)
+    said: bool = False
+
+    def check(self, now: float, sent: int, routed: int) -> str | None:
+        """Record ``(now, sent, routed)``; return the line to say the first time the router fell behind, else None."""
+        self.samples.append((now, sent, routed))
+        while now - self.samples[0][0] > LAG_SPAN_S:
+            self.samples.popleft()
+        t0, sent0, routed0 = self.samples[0]
+        span = now - t0
+        if self.said or span < 0.9 * LAG_SPAN_S or sent <= sent0:
+            return None
+        send_rate, route_rate = (sent - sent0) / span, (routed - routed0) / span
+        if route_rate >= LAG_SHARE * send_rate or sent - routed <= send_rate * LAG_SPAN_S:
+            return None
+        self.said = True
+        return (f"the router falls behind the replay: {sent - routed:,} events wait in the ingest stream; over the "
+                f"last {span:.0f}s it routed {route_rate:,.0f} events/s against {send_rate:,.0f} sent per second. "
+                "This machine cannot route this rate (events come out late, the utilisation per window follows the "
+                "router, the tail may time out): replay slower with --speed (a recorded log) or --rate")
 
 
 def backlog_line(replayer: ReplayThread) -> str:
@@ -91,11 +128,17 @@ def replay_phase(state: RunState, scenario: Scenario | RecordedTimeline) -> None
     """Watch the replay until it is done: progress, phases, flips, output."""
     assert state.replayer is not None and state.output is not None
     last_print, flips_seen, last_out_read, phase = 0.0, 0, 0.0, ""
+    lag = RouterLag()
     while not state.replayer.done:
         time.sleep(0.25)
         check_children(state)
         poll_faults(state)
         flips_seen = announce_flips(state, flips_seen)
+        # (a KPL record holds several events: the router's count of records is not comparable to events sent)
+        if state.replayer.started_at is not None and state.router is not None and not state.config.kpl:
+            behind = lag.check(time.time(), len(state.replayer.sent_ids), state.router.records_in)
+            if behind:
+                say(state, behind)
         if state.replayer.started_at is not None and scenario.phase(state.replayer.fraction) != phase:
             if not phase:
                 say(state, backlog_line(state.replayer))
