@@ -62,6 +62,11 @@ BUILTIN_PREFIX = "builtin:"
 QUARANTINE_WRITER = "replay"
 #: Suffix of a warm-up copy's event id (``<event_id>#warmup<k>``).
 WARMUP_SUFFIX = "#warmup"
+#: Mean events per wall second above which :func:`describe` warns that the loop may not keep up. Measured on a
+#: 2-core machine (2026-11-29, ``run-local --events`` of 200,000 positions of 2,000 vehicles at 1,111 events/s, the
+#: stateless transform): the router routed 600-800 events/s, fell behind and the tail timed out with 1,312 events
+#: not out; the loop's phases then also say so as it happens (``local.phases.RouterLag``).
+KEEPS_UP_RATE = 500.0
 
 
 class RecordedLogError(LocalRunError, ValueError):
@@ -346,5 +351,14 @@ def describe(log: RecordedLog, plan: ReplayPlan) -> str:
             f"{utc_text(int(log.ms[0]))} .. {utc_text(int(log.ms[-1]))} ({log.span_s / 60:.1f} recorded minutes) at "
             f"{plan.speed:.4g}x: {plan.duration_s:.4g}s of replay, mean {plan.rate:.4g} events/s{bad}; warm-up: the "
             f"log's first window ({plan.first_window:,} events, {first_s:.4g} recorded s) over and over until the first "
-            f"spec is active")
+            f"spec is active{_too_fast(plan)}")
+
+
+def _too_fast(plan: ReplayPlan) -> str:
+    """A warning when the mean rate is above :data:`KEEPS_UP_RATE`, with the ``--speed`` that brings it there."""
+    if plan.rate <= KEEPS_UP_RATE:
+        return ""
+    return (f". WARNING: above {KEEPS_UP_RATE:.0f} events/s the loop on a 2-core machine falls behind (its router "
+            f"routed 600-800 events/s there); --speed {plan.speed * KEEPS_UP_RATE / plan.rate:.3g} replays this log at "
+            f"{KEEPS_UP_RATE:.0f} events/s")
 

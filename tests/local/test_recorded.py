@@ -11,6 +11,7 @@ import pytest
 
 from local.recorded import (
     BUILTIN_LOGS,
+    KEEPS_UP_RATE,
     QUARANTINE_WRITER,
     RecordedLogError,
     RecordedTimeline,
@@ -141,6 +142,18 @@ def test_plan_with_speed_follows_the_log_capped_by_duration(tmp_path: Path) -> N
     # AND the cap cuts the replay at 15 s: the events recorded after 300 s are not sent
     assert capped.duration_s == 15.0 and capped.capped and capped.send == 5
     assert "5 of 6 good rows (--duration cut the rest)" in describe(log, capped)
+
+
+def test_a_plan_faster_than_the_loop_keeps_up_with_says_so_and_which_speed_fits(tmp_path: Path) -> None:
+    # GIVEN a log of 2,000 events over 100 recorded seconds
+    path = write(tmp_path, "lat,lon,ts\n" + "".join(f"1,2,{T0 + i // 20}\n" for i in range(2000)))
+    log = read_recorded(path, EventColumns())
+    # WHEN planned in 2 s (1,000 events/s) and in 10 s (200 events/s)
+    fast, slow = plan_replay(log, None, 2.0, 180.0, 1.0), plan_replay(log, None, 10.0, 180.0, 1.0)
+    # THEN only the fast plan warns, naming the speed that replays it at the rate the loop keeps up with
+    assert fast.rate > KEEPS_UP_RATE >= slow.rate
+    assert f"--speed {fast.speed * KEEPS_UP_RATE / fast.rate:.3g} replays this log" in describe(log, fast)
+    assert "WARNING" not in describe(log, slow)
 
 
 def test_a_log_of_one_instant_plays_in_one_window(tmp_path: Path) -> None:
