@@ -249,10 +249,12 @@ class RouterPoller(LoopThread):
         self._shards = ThreadPoolExecutor(len(self.cursors), thread_name_prefix="router-shard") \
             if len(self.cursors) > 1 else None
 
-    def stop(self) -> None:
-        super().stop()
-        if self._shards is not None:
-            self._shards.shutdown(wait=False)
+    def run(self) -> None:
+        try:
+            super().run()
+        finally:  # after the last step (a stop() during a step lets it finish on the pool)
+            if self._shards is not None:
+                self._shards.shutdown(wait=False)
 
     def step(self) -> None:
         """One poll of every shard. After a full batch the next poll comes after :data:`BEHIND_POLL_S`, not the

@@ -125,3 +125,18 @@ def test_an_environment_runs_one_invocation_at_a_time(two_shard_ingest: Embedded
     shared = sys.modules["router_probe_shared"]
     assert poller.errors == []
     assert len(shared.calls) == 2 and not any(overlap for _, _, overlap in shared.calls)
+
+
+def test_a_stopped_poller_ends_and_lets_its_shard_threads_go(two_shard_ingest: EmbeddedAws) -> None:
+    # GIVEN a running poller of two shards whose gate is closed (nothing is polled)
+    poller = RouterPoller(two_shard_ingest, lambda_environments("router_probe_handler:handler", 2), interval_s=0.05,
+                          gate=lambda: False)
+    poller.start()
+    # WHEN it is stopped
+    poller.stop()
+    poller.join(timeout=5)
+    # THEN its thread ended without an error and its shard threads take no more work
+    assert not poller.is_alive() and poller.errors == []
+    assert poller._shards is not None
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        poller._shards.submit(print)
