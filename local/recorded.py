@@ -37,6 +37,7 @@ Warm-up
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -356,9 +357,16 @@ def describe(log: RecordedLog, plan: ReplayPlan) -> str:
 
 def _too_fast(plan: ReplayPlan) -> str:
     """A warning when the mean rate is above :data:`KEEPS_UP_RATE`, with the ``--speed`` that brings it there."""
-    if plan.rate <= KEEPS_UP_RATE:
+    if plan.rate <= 1.01 * KEEPS_UP_RATE:  # the speed suggested below, rounded down, plays at up to 1 % above it
         return ""
     return (f". WARNING: above {KEEPS_UP_RATE:.0f} events/s the loop on a 2-core machine falls behind (its router "
-            f"routed 600-800 events/s there); --speed {plan.speed * KEEPS_UP_RATE / plan.rate:.3g} replays this log at "
+            f"routed 600-800 events/s there); --speed {suggested_speed(plan):g} replays this log at about "
             f"{KEEPS_UP_RATE:.0f} events/s")
+
+
+def suggested_speed(plan: ReplayPlan) -> float:
+    """The ``--speed`` (three significant digits, rounded down) at which the plan's log plays at :data:`KEEPS_UP_RATE`."""
+    exact = plan.speed * KEEPS_UP_RATE / plan.rate
+    step = 10.0 ** (math.floor(math.log10(exact)) - 2)
+    return round(math.floor(exact / step) * step, 10)
 

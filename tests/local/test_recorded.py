@@ -22,6 +22,7 @@ from local.recorded import (
     plan_replay,
     quarantine_bad_rows,
     read_recorded,
+    suggested_speed,
 )
 from partitioner.contracts.quarantine import QuarantineRecord
 from partitioner.errors import EventLogError
@@ -152,8 +153,11 @@ def test_a_plan_faster_than_the_loop_keeps_up_with_says_so_and_which_speed_fits(
     fast, slow = plan_replay(log, None, 2.0, 180.0, 1.0), plan_replay(log, None, 10.0, 180.0, 1.0)
     # THEN only the fast plan warns, naming the speed that replays it at the rate the loop keeps up with
     assert fast.rate > KEEPS_UP_RATE >= slow.rate
-    assert f"--speed {fast.speed * KEEPS_UP_RATE / fast.rate:.3g} replays this log" in describe(log, fast)
+    assert f"--speed {suggested_speed(fast):g} replays this log" in describe(log, fast)
     assert "WARNING" not in describe(log, slow)
+    # AND at the suggested speed (rounded down: at most the rate, within 1 %) it does not warn again
+    again = plan_replay(log, suggested_speed(fast), None, 180.0, 1.0)
+    assert again.rate <= 1.01 * KEEPS_UP_RATE and "WARNING" not in describe(log, again)
 
 
 def test_a_log_of_one_instant_plays_in_one_window(tmp_path: Path) -> None:
