@@ -21,7 +21,7 @@ from partitioner.commands.args import add_quiet, positive, progress
 from partitioner.commands.exits import EXIT_OK
 from partitioner.commands.io import CliError
 from partitioner.commands.progress import Progress
-from partitioner.load.eventlog import CountOptions, CountResult, count_events, window_csv, window_name
+from partitioner.load.eventlog import CountOptions, CountResult, count_events, full_windows, window_csv, window_name
 from partitioner.load.eventread import EventColumns, file_format
 from partitioner.load.eventtimes import TIME_UNITS
 
@@ -39,12 +39,11 @@ def _check_output_dir(path: str) -> Path:
     return p
 
 
-def _write(result: CountResult, out: Path, line: Progress) -> int:
-    """Write every window (and the quarantine) into a temporary directory, then rename it to ``out``."""
+def _write(result: CountResult, windows: range, out: Path, line: Progress) -> int:
+    """Write ``windows`` (and the quarantine) into a temporary directory, then rename it to ``out``."""
     tmp = Path(tempfile.mkdtemp(prefix=".partitioner-counts-", dir=out.resolve().parent))
     try:
         counts = result.counts
-        windows = counts.windows()
         line.step(f"writing {len(windows):,} windows", total=len(windows))
         for w in windows:
             (tmp / window_name(counts, w)).write_text(window_csv(counts, w), encoding="utf-8")
@@ -81,11 +80,18 @@ def cmd_counts(args: argparse.Namespace) -> int:
     options.check()
     with progress(args, "counts") as line:
         result = count_events(args.events, columns, options, on_file=lambda name: line.step(f"reading {name}"))
-        n = _write(result, out, line)
+        windows, dropped = (result.counts.windows(), ()) if args.keep_partial else full_windows(result)
+        n = _write(result, windows, out, line)
     c = result.counts
     entities = "" if result.entities is None else f" from {result.entities:,} entities"
+    cells = int(((c.window >= windows.start) & (c.window < windows.stop)).sum())
     print(f"counted {result.events:,} events{entities} in {len(args.events)} file(s): {n:,} windows of "
-          f"{args.window_s:g} s, {len(c.code):,} quadkey-windows at zoom {c.zoom}; wrote {args.output}")
+          f"{args.window_s:g} s, {cells:,} quadkey-windows at zoom {c.zoom}; wrote {args.output}")
+    if dropped:
+        edges = " and ".join(f"{window_name(c, w).removesuffix('.csv')} ({100 * share:.0f} % of it in the log)"
+                             for w, share in dropped)
+        print(f"left out the partial edge window(s) {edges}: they hold only the load recorded inside the log's span "
+              "(--keep-partial keeps them)")
     if result.bad:
         reasons = ", ".join(f"{k} {v:,}" for k, v in result.bad_by_reason().items())
         print(f"skipped {len(result.bad):,} bad rows ({reasons}); see {out / QUARANTINE}", file=sys.stderr)
@@ -118,6 +124,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="entity column, counted for the summary (default entity_id, when the file has it)")
     p.add_argument("--time-unit", choices=TIME_UNITS, default="auto",
                    help="numbers are epoch s or ms (auto: above 1e11 is ms), or times are ISO-8601 text")
+    p.add_argument("--keep-partial", action="store_true",
+                   help="keep a first or last window the log covers less than 90%% of (left out by default: it "
+                        "holds only part of the window's load)")
     p.add_argument("--skip-bad", action="store_true",
                    help=f"skip bad rows, print a summary on stderr, write them to DIR/{QUARANTINE}")
     add_quiet(p)

@@ -104,16 +104,65 @@ class WindowCounts:
 
 @dataclass(frozen=True, eq=False)
 class CountResult:
-    """What :func:`count_events` found: the counts, events counted, rows skipped, distinct entities (or None)."""
+    """What :func:`count_events` found: the counts, events counted, rows skipped, distinct entities (or None), and
+    the first and last good event's time (epoch milliseconds)."""
 
     counts: WindowCounts
     events: int
     bad: tuple[BadRow, ...]
     entities: int | None
+    first_ms: int
+    last_ms: int
+
+    def edge_coverage(self) -> tuple[float, float]:
+        """The share of the first and of the last window that the log's time span covers (each in (0, 1]).
+
+        Notes
+        -----
+        Windows are ``floor(t / window_ms)``, aligned to the epoch, so a log that starts at 22:13:20 covers a third
+        of its first 5-minute window (22:10-22:15): that window holds only the load recorded after 22:13:20. The
+        last window is covered up to and including the last event's millisecond. One window: both shares are the
+        same, the span's share of it.
+        """
+        wms = self.counts.window_ms
+        first_w, last_w = self.first_ms // wms, self.last_ms // wms
+        if first_w == last_w:
+            share = (self.last_ms - self.first_ms + 1) / wms
+            return share, share
+        return ((first_w + 1) * wms - self.first_ms) / wms, (self.last_ms + 1 - last_w * wms) / wms
 
     def bad_by_reason(self) -> dict[str, int]:
         """Skipped rows per reason code, most frequent first."""
         return dict(Counter(b.reason.split(":", 1)[0] for b in self.bad).most_common())
+
+
+#: An edge window (the first or the last) that the log covers less of than this share is left out by
+#: :func:`full_windows`: it holds only the load recorded inside the log's span, not the window's.
+MIN_EDGE_COVERAGE = 0.9
+
+
+def full_windows(result: CountResult) -> tuple[range, tuple[tuple[int, float], ...]]:
+    """The windows to keep (a range) and the edge windows left out, each ``(window, share the log covers)``.
+
+    Notes
+    -----
+    A first or last window the log covers less than :data:`MIN_EDGE_COVERAGE` of is left out (a ``simulate`` of a
+    log starting at 22:13:20 in 5-minute windows would otherwise build its first spec for a third of the load).
+    When that would leave no window (a log shorter than about two windows), every window is kept.
+    """
+    windows = result.counts.windows()
+    first_share, last_share = result.edge_coverage()
+    lo, hi = windows.start, windows.stop
+    dropped = []
+    if first_share < MIN_EDGE_COVERAGE:
+        dropped.append((lo, first_share))
+        lo += 1
+    if last_share < MIN_EDGE_COVERAGE and hi - 1 >= lo:
+        dropped.append((hi - 1, last_share))
+        hi -= 1
+    if hi <= lo:
+        return windows, ()
+    return range(lo, hi), tuple(dropped)
 
 
 def count_events(paths: Sequence[str | Path], columns: EventColumns, options: CountOptions,
@@ -150,13 +199,17 @@ def count_events(paths: Sequence[str | Path], columns: EventColumns, options: Co
     bad: list[BadRow] = []
     entities: list[object] = []
     events = 0
+    first_ms, last_ms = np.iinfo(np.int64).max, np.iinfo(np.int64).min
     for path in paths:
         if on_file is not None:
             on_file(str(path))
         table = read_event_table(path, columns)
-        w, code, ok, file_bad = _check_table(table, columns, options)
+        ms, code, ok, file_bad = _check_table(table, columns, options)
         bad.extend(sorted(file_bad, key=lambda b: b.line))
+        w = ms // options.window_ms
         parts.append(_group(w[ok], code[ok], None, 2 * options.zoom))
+        if ok.any():
+            first_ms, last_ms = min(first_ms, int(ms[ok].min())), max(last_ms, int(ms[ok].max()))
         events += int(ok.sum())
         if table.entity is not None:
             entities.append(_distinct(table.entity, ok))
@@ -168,7 +221,7 @@ def count_events(paths: Sequence[str | Path], columns: EventColumns, options: Co
     n = np.concatenate([p[2] for p in parts])
     w, code, n = _group(w, code, n, 2 * options.zoom)
     return CountResult(WindowCounts(w, code, n, options.zoom, options.window_ms), events, tuple(bad),
-                       _count_distinct(entities) if entities else None)
+                       _count_distinct(entities) if entities else None, first_ms, last_ms)
 
 
 @dataclass(frozen=True, eq=False)
@@ -202,7 +255,8 @@ def check_rows(table: EventTable, columns: EventColumns, time_unit: str = "auto"
 
 def _check_table(table: EventTable, columns: EventColumns, options: CountOptions) -> tuple[IntArray, IntArray, npt.NDArray[np.bool_],
                                                                      list[BadRow]]:
-    """Window and tile code per row, the mask of good rows, and the bad rows (raising the first without skip_bad)."""
+    """Time (epoch ms) and tile code per row, the mask of good rows, and the bad rows (raising the first without
+    skip_bad)."""
     lat, lat_code = eventtimes.coordinate(table.lat, EVENT_LAT_LIMIT)
     lon, lon_code = eventtimes.coordinate(table.lon, EVENT_LON_LIMIT)
     ms, time_code = eventtimes.epoch_ms(table.time, options.time_unit)
@@ -216,7 +270,7 @@ def _check_table(table: EventTable, columns: EventColumns, options: CountOptions
         raise EventLogError(f"{first.where(table.unit)}: {first.reason}")
     z = options.zoom
     x, y = tiles_xy(np.where(ok, lon, 0.0), np.where(ok, lat, 0.0), z)
-    return ms // options.window_ms, (x << z) | y, ok, bad
+    return ms, (x << z) | y, ok, bad
 
 
 def _describe(table: EventTable, columns: EventColumns, rows: IntArray, codes: tuple[npt.NDArray[np.int8], ...]) -> list[BadRow]:

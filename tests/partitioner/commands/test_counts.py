@@ -32,9 +32,9 @@ def test_cli_counts_three_formats_and_simulate_reads_the_windows(tmp_path: Path)
     out = tmp_path / "windows"
     # WHEN the real command counts them in 60 s windows at zoom 14
     cmd = [sys.executable, "-m", "partitioner", "counts", *map(str, files), "--window-s", "60", "--zoom", "14",
-           "--lat", "y", "--lon", "x", "--time", "when", "--entity", "who", "-o", str(out)]
+           "--lat", "y", "--lon", "x", "--time", "when", "--entity", "who", "-o", str(out), "--keep-partial"]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
-    # THEN it succeeds with one file per window, named by start, and 5 events counted in all
+    # THEN it succeeds with one file per window (the partial edges kept), named by start, and 5 events counted
     assert done.returncode == 0, done.stderr
     assert "counted 5 events from 4 entities" in done.stdout
     names = sorted(p.name for p in out.iterdir())
@@ -43,6 +43,25 @@ def test_cli_counts_three_formats_and_simulate_reads_the_windows(tmp_path: Path)
     assert total == 5
     # AND simulate replays the directory unchanged
     assert main(["simulate", str(out), "--max-load", "2", "--window-s", "60", "-q"]) == 0
+
+
+def test_partial_edge_windows_are_left_out_and_named(tmp_path: Path, capsys: object) -> None:
+    # GIVEN a log from 00:00:40 to 00:03:05 (a third of its first minute, 5 s of its last) and one of 10 s
+    f = tmp_path / "e.csv"
+    f.write_text("lat,lon,ts\n" + "".join(f"1,2,{1714521600 + s}\n" for s in (40, 50, 70, 100, 130, 170, 185)))
+    short = tmp_path / "short.csv"
+    short.write_text("lat,lon,ts\n1,2,1714521640\n1,2,1714521650\n")
+    # WHEN counted in 60 s windows
+    assert main(["counts", str(f), "--window-s", "60", "--zoom", "8", "-o", str(tmp_path / "out")]) == 0
+    said = capsys.readouterr().out  # type: ignore[attr-defined]
+    # THEN the first and last windows are left out and named with the share of them the log covers
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.csv")) == ["20240501T000100Z.csv", "20240501T000200Z.csv"]
+    assert "2 windows of 60 s, 2 quadkey-windows" in said
+    assert "left out the partial edge window(s) 20240501T000000Z (33 % of it in the log) and 20240501T000300Z (8 % of " \
+           "it in the log)" in said
+    # AND a log shorter than a window keeps its one window (leaving it out would leave nothing)
+    assert main(["counts", str(short), "--window-s", "60", "--zoom", "8", "-o", str(tmp_path / "short"), "-q"]) == 0
+    assert [p.name for p in (tmp_path / "short").glob("*.csv")] == ["20240501T000000Z.csv"]
 
 
 def test_a_bad_row_exits_2_with_one_line_and_writes_nothing(tmp_path: Path) -> None:
