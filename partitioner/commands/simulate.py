@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from dataclasses import dataclass
 
 from partitioner.commands.args import positive
@@ -21,7 +22,7 @@ from partitioner.simulate.session import SimSettings, simulate
 from partitioner.simulate.strategies import parse_strategies
 from partitioner.simulate.swaps import parse_modes
 from partitioner.simulate.timings import measured_swap
-from partitioner.simulate.windows import SimulationError, WindowSeries, read_window_dir
+from partitioner.simulate.windows import ListSeries, SimulationError, WindowSeries, read_window_dir
 
 
 @dataclass(frozen=True)
@@ -65,12 +66,28 @@ def resolve(args: argparse.Namespace) -> Inputs:
     series = read_window_dir(args.windows)
     for flag, value in (("--max-load", args.max_load), ("--window-s", args.window_s)):
         if value is None:
-            raise SimulationError(f"{flag} is required when WINDOWS is a directory ({args.windows!r})")
+            hint = f"; e.g. --max-load {suggested_max_load(series):g} (about five workers at the busiest window)" \
+                if flag == "--max-load" else ""
+            raise SimulationError(f"{flag} is required when WINDOWS is a directory ({args.windows!r}){hint}")
     window_s = float(args.window_s)
     settings = SimSettings(float(args.max_load), window_s, window_s if args.latency_s is None else args.latency_s,
                            SWAP_SHARE * window_s if swap_s is None else swap_s, modes)
     return Inputs(str(args.windows), f"{len(series)} windows from {args.windows}", series, settings, names, control,
                   note or f"default {SWAP_SHARE:g} of a window")
+
+
+def suggested_max_load(series: ListSeries) -> float:
+    """A cap for a first look at a directory of windows: the busiest window's events / 5, rounded up to 2 digits.
+
+    Notes
+    -----
+    Only a starting point named in the error for a missing ``--max-load`` (the cap is the user's: what one worker
+    processes in one window); at least 1.
+    """
+    busiest = max((float(c.weights.sum()) for c in series.windows), default=0.0)
+    raw = max(busiest / 5.0, 1.0)
+    step = 10.0 ** max(math.floor(math.log10(raw)) - 1, 0)
+    return float(math.ceil(raw / step) * step)
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -49,6 +49,8 @@ def test_a_run_prints_the_table_and_writes_json_and_figure(windows: Path, tmp_pa
 @pytest.mark.parametrize(("args", "needle"), [
     (["nowhere"], "'nowhere' is neither a directory nor a built-in scenario"),
     (["{dir}", "--window-s", "300"], "--max-load is required when WINDOWS is a directory"),
+    # the busiest window holds 15 x 24 = 360 events: a fifth of it is suggested
+    (["{dir}", "--window-s", "300"], "; e.g. --max-load 72 (about five workers at the busiest window)"),
     (["{dir}", "--max-load", "100", "--window-s", "300", "--strategies", "floor,magic"], "unknown strategy 'magic'"),
     (["{dir}", "--max-load", "100", "--window-s", "300", "--policy", '{"fill": 1}'], "unknown policy key 'fill'"),
     (["{dir}", "--max-load", "100", "--window-s", "300", "--json", "{tmp}/no/such/dir/out.json"], "does not exist"),
