@@ -39,8 +39,9 @@ def test_every_exception_derives_from_the_package_base(package: str) -> None:
         module = importlib.import_module(name)
         for obj in vars(module).values():
             defined_here = inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == name
-            signal = f"{name}.{obj.__name__}" in SIGNALS and not issubclass(obj, Exception)
-            if defined_here and not issubclass(obj, base) and not signal:
+            if not defined_here or issubclass(obj, base):
+                continue
+            if not (f"{name}.{obj.__name__}" in SIGNALS and not issubclass(obj, Exception)):
                 strays.append(f"{name}.{obj.__name__}")
     # THEN none is outside the base
     assert not strays, strays
