@@ -160,6 +160,18 @@ def test_a_plan_faster_than_the_loop_keeps_up_with_says_so_and_which_speed_fits(
     assert again.rate <= 1.01 * KEEPS_UP_RATE and "WARNING" not in describe(log, again)
 
 
+def test_a_log_without_entities_is_noted_when_it_starts(tmp_path: Path) -> None:
+    # GIVEN the same positions with and without an entity column
+    rows = [(1, 2, T0), (1.1, 2, T0 + 1), (1.2, 2, T0 + 2)]
+    bare = read_recorded(write(tmp_path, "lat,lon,ts\n" + "".join(f"{a},{b},{c}\n" for a, b, c in rows)),
+                         EventColumns())
+    named = read_recorded(write(tmp_path, "lat,lon,ts,entity_id\n" + "".join(f"{a},{b},{c},car\n" for a, b, c in rows),
+                                "named.csv"), EventColumns())
+    # WHEN each is described THEN only the log whose every event is its own entity gets the note
+    assert "NOTE: every event is its own entity" in describe(bare, plan_replay(bare, None, None, 60.0, 5.0))
+    assert "NOTE" not in describe(named, plan_replay(named, None, None, 60.0, 5.0))
+
+
 def test_a_log_of_one_instant_plays_in_one_window(tmp_path: Path) -> None:
     # GIVEN a log whose events all share one time WHEN planned at a given speed
     log = read_recorded(write(tmp_path, f"lat,lon,ts\n1,2,{T0}\n3,4,{T0}\n"), EventColumns())
