@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from geo_service.records import BadRecord, decode_event
@@ -54,11 +54,13 @@ class Difference:
 
 @dataclass(frozen=True)
 class Expected:
-    """The reference run's record fields per event (in send order) and each event's entity."""
+    """The reference run's record fields per event (in send order) and each event's entity; ``filled`` counts, per
+    field the transform added, the events where it is not empty (None, ``[]``, ``{}`` or ``""``)."""
 
     fields: dict[str, dict[str, Any]]
     entity: dict[str, str]
     order: tuple[str, ...]
+    filled: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,19 @@ class OracleResult:
     seconds: float = 0.0
     #: A few pairs processed out of send order: where and when each of the two records was processed.
     order_examples: tuple[str, ...] = ()
+    #: ``(field, events where the reference run filled it)`` per field the transform added, by name.
+    filled: tuple[tuple[str, int], ...] = ()
+
+    def filled_line(self) -> str:
+        """What the transform added on this data, and which of its fields it never filled (the data gave it nothing)."""
+        events = self.compared + self.missing
+        if not self.filled:
+            return f"the transform added no field to any of the {events:,} events (reference run)"
+        counts = ", ".join(f"{k} in {n:,}" for k, n in self.filled)
+        empty = [k for k, n in self.filled if n == 0]
+        note = (f"; {', '.join(empty)} empty in every event: the transform found nothing for "
+                f"{'it' if len(empty) == 1 else 'them'} on this data") if empty else ""
+        return f"what the transform added (reference run, {events:,} events): {counts}{note}"
 
     @property
     def ok(self) -> bool:
@@ -105,6 +120,7 @@ def expected_fields(transform: GeoTransform, sent: Iterable[Mapping[str, Any]]) 
     fields: dict[str, dict[str, Any]] = {}
     entity: dict[str, str] = {}
     order: list[str] = []
+    filled: dict[str, int] = {}
     for n, raw in enumerate(sent):
         ev = decode_event(json.dumps(raw).encode(), f"sent event #{n}")
         if isinstance(ev, BadRecord):
@@ -113,11 +129,13 @@ def expected_fields(transform: GeoTransform, sent: Iterable[Mapping[str, Any]]) 
             added = apply(ev.fields)
         except Exception:  # the worker quarantines it (transform_error): no record expected
             continue
+        for k, v in added.items():
+            filled[k] = filled.get(k, 0) + (v not in (None, [], {}, ""))
         merged = {k: v for k, v in {**ev.fields, **added}.items() if k not in ROUTING_FIELDS}
         fields[ev.event_id] = json.loads(json.dumps(merged, default=str))
         entity[ev.event_id] = ev.entity_id
         order.append(ev.event_id)
-    return Expected(fields, entity, tuple(order))
+    return Expected(fields, entity, tuple(order), filled)
 
 
 def _field_diffs(event_id: str, entity: str, want: Mapping[str, Any], got: Mapping[str, Any]) -> list[Difference]:
@@ -148,7 +166,7 @@ def compare(expected: Expected, records: Iterable[EnrichedRecord], *, transform:
     compared = len(expected.order) - missing
     count, same, order_examples = out_of_order(expected, copies)
     return OracleResult(transform, stateful, compared, missing, spurious, differing, inconsistent, count, same,
-                        tuple(examples), order_examples=order_examples)
+                        tuple(examples), order_examples=order_examples, filled=tuple(sorted(expected.filled.items())))
 
 
 def out_of_order(expected: Expected,

@@ -29,7 +29,7 @@ def section(result: OracleResult | None, error: str | None) -> list[str]:
     if result is None:
         return ["ORACLE", f"  the reference run failed: {error}"]
     lines = ["ORACLE (a single process runs the transform over every sent event in send order; local/oracle.py)",
-             f"  {result.line()}"]
+             f"  {result.line()}", f"  {result.filled_line()}"]
     lines += [f"  e.g. event {d.event_id!r} entity {d.entity!r} field {d.field!r}: expected {d.expected!r}, "
               f"got {d.got!r}" for d in result.examples]
     lines += [f"  out of send order: {e}" for e in result.order_examples]

@@ -153,3 +153,30 @@ def test_events_the_decoder_rejects_are_not_expected(spec: str) -> None:
     assert expected.order == ("e0",)
     assert expected.fields["e0"] == {"entity_id": "car-0", "ts": 1_700_000_000_000, "lat": -1.0, "lon": 2.0,
                                      "north": False, "region": [""]}
+
+
+def test_the_report_says_what_the_transform_added_and_which_field_it_never_filled(spec: str) -> None:
+    # GIVEN four events, two north of the equator; Tag adds "north" (a bool, always filled) and "region" (the
+    # catch-all's [""]: filled), Count adds "n"
+    sent = _sent(4)
+    # WHEN the oracle runs each
+    tag = run_oracle(f"{spec}:Tag", sent, [])
+    count = run_oracle(f"{spec}:Count", sent, [])
+    # THEN the counts per added field cover every event the reference ran over (here all missing from the fleet)
+    assert tag.filled == (("north", 4), ("region", 4))
+    assert tag.filled_line() == "what the transform added (reference run, 4 events): north in 4, region in 4"
+    assert count.filled == (("n", 4),)
+
+
+def test_a_field_the_transform_never_filled_is_named() -> None:
+    # GIVEN a reference run whose transform added "zones" (always empty on this data) and "speed_mps"
+    class Zones(Tag):
+        def apply(self, event: Mapping[str, Any]) -> dict[str, Any]:
+            return {"zones": [], "speed_mps": None if event["event_id"] == "e0" else 1.5}
+
+    expected = expected_fields(Zones(), _sent(3))
+    # WHEN compared THEN the summary names the field that was empty in every event
+    result = compare(expected, [])
+    assert result.filled == (("speed_mps", 2), ("zones", 0))
+    assert result.filled_line().endswith("speed_mps in 2, zones in 0; zones empty in every event: the transform "
+                                         "found nothing for it on this data")
