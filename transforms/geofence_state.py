@@ -28,8 +28,8 @@ neighbour cells (:meth:`transforms.geofence.Geofences.load_region`). A point of 
 ``r`` has the zone's centre within ``r`` of it, so every such zone is loaded when ``r`` is at most ``buffer_ring``
 cell widths; a cell of zoom ``z`` is ``40075 * cos(lat) / 2**z`` km wide. With the defaults (``BUFFER_RING`` 1,
 regions of zoom-12 cells or coarser, 9.8 km wide at the equator) zones of up to 3 km are safe up to 72 degrees of
-latitude; every shipped zone (``transforms/data/geofences.csv``, ``transforms/data/city_zones.csv``) is at most
-4 km and below 60 degrees (4.9 km cells). A bigger zone or a finer region needs a wider ``BUFFER_RING``, or the
+latitude; every shipped zone (``transforms/data/geofences.csv``, ``city_zones.csv``, ``ais_zones.csv``) is at
+most 4 km and below 60 degrees (4.9 km cells). A bigger zone or a finer region needs a wider ``BUFFER_RING``, or the
 entity's membership would depend on which worker processes it.
 
 **State follows the entity** to another worker with state handoff on (``geo_service/handoff.py``): after a border

@@ -103,7 +103,9 @@ def test_zones_ship_small_enough_for_the_default_buffer_ring() -> None:
     # GIVEN every shipped zone file
     import csv
     data = Path(__file__).resolve().parents[2] / "transforms" / "data"
-    for name in ("geofences.csv", "city_zones.csv"):
+    names = sorted(p.name for p in data.glob("*.csv"))
+    assert {"geofences.csv", "city_zones.csv", "ais_zones.csv"} <= set(names)
+    for name in names:
         rows = list(csv.DictReader((data / name).open(encoding="utf-8")))
         for r in rows:
             # THEN each zone's radius is within one zoom-12 cell at its latitude (BUFFER_RING 1 covers it)
