@@ -17,7 +17,7 @@ from partitioner.commands.io import STDIO, check_one_stdout, check_output, repor
 from partitioner.control.controller import ControlSettings
 from partitioner.simulate.loop import first_measured
 from partitioner.simulate.render import TerminalProgress, summary_line, table
-from partitioner.simulate.scenarios import SCENARIOS, SWAP_SHARE, scenario
+from partitioner.simulate.scenarios import SCENARIOS, SWAP_SHARE, round_cap, scenario
 from partitioner.simulate.session import SimSettings, simulate
 from partitioner.simulate.strategies import parse_strategies
 from partitioner.simulate.swaps import parse_modes
@@ -85,9 +85,7 @@ def suggested_max_load(series: ListSeries) -> float:
     processes in one window); at least 1.
     """
     busiest = max((float(c.weights.sum()) for c in series.windows), default=0.0)
-    raw = max(busiest / 5.0, 1.0)
-    step = 10.0 ** max(math.floor(math.log10(raw)) - 1, 0)
-    return float(math.ceil(raw / step) * step)
+    return float(math.ceil(round_cap(max(busiest / 5.0, 1.0))))  # whole events
 
 
 def run_command(args: argparse.Namespace) -> int:

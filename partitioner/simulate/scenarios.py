@@ -59,7 +59,7 @@ class Scenario:
     swap_s: float
 
 
-def _round_cap(raw: float) -> float:
+def round_cap(raw: float) -> float:
     """A round cap near ``raw`` (two significant digits)."""
     mag = 10.0 ** math.floor(math.log10(raw)) / 10.0
     return float(math.ceil(raw / mag) * mag)
@@ -118,7 +118,7 @@ def global_day(seed: int = 1, *, windows: int = 144, window_s: float = 600.0,
     series = CellSeries(qks, _diurnal(share, lon, scale, window_s), windows, seed, source=f"global-day(seed={seed})")
     return Scenario("global-day", f"{len(qks)} cells at zoom {GLOBAL_ZOOM} around every place, diurnal by local "
                     f"solar time, {windows} windows of {window_s / 60:g} min", series,
-                    _round_cap(peak_events / workers), window_s, window_s, SWAP_SHARE * window_s)
+                    round_cap(peak_events / workers), window_s, window_s, SWAP_SHARE * window_s)
 
 
 # ---------------------------------------------------------------------------
@@ -223,7 +223,7 @@ def metro_day(seed: int = 1, *, windows: int = 288, window_s: float = 300.0, pea
         return home * f.home + work * f.work + commute * 0.5 * (f.home + f.work)
 
     scale = peak_events / max(float(shape(t).sum()) for t in range(windows))
-    cap = _round_cap(peak_events / workers)
+    cap = round_cap(peak_events / workers)
 
     def expected(t: int) -> FloatArray:
         h = ((t + 0.5) * window_s / 3600.0) % 24.0
@@ -272,7 +272,7 @@ def cost_day(seed: int = 1, *, windows: int = 144, window_s: float = 600.0,
     series = CellSeries(qks, expected, windows, seed, rates=rates, source=f"cost-day(seed={seed})")
     return Scenario("cost-day", f"global day; events within {COST_AREA_KM:g} km of {COST_AREAS} big places "
                     f"({100 * float((day * expensive).sum() / day.sum()):.0f}% of events) cost {COST_FACTOR:g}x",
-                    series, _round_cap(peak_events / workers), window_s, window_s, SWAP_SHARE * window_s)
+                    series, round_cap(peak_events / workers), window_s, window_s, SWAP_SHARE * window_s)
 
 
 def _cell_xy(qks: tuple[str, ...]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
