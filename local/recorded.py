@@ -348,16 +348,17 @@ def describe(log: RecordedLog, plan: ReplayPlan) -> str:
     sent = f"{plan.send:,} of {len(log):,} good rows (--duration cut the rest)" if plan.capped else f"{len(log):,} good rows"
     bad = f"; {len(log.bad):,} bad rows to the quarantine {log.bad_by_reason()}" if log.bad else "; no bad row"
     first_s = plan.window_s * plan.speed
-    return (f"replaying recorded log {log.source!r}: {sent}, {len(set(log.entity_id)):,} entities, recorded "
+    entities = len(set(log.entity_id))
+    return (f"replaying recorded log {log.source!r}: {sent}, {entities:,} entities, recorded "
             f"{utc_text(int(log.ms[0]))} .. {utc_text(int(log.ms[-1]))} ({log.span_s / 60:.1f} recorded minutes) at "
             f"{plan.speed:.4g}x: {plan.duration_s:.4g}s of replay, mean {plan.rate:.4g} events/s{bad}; warm-up: the "
             f"log's first window ({plan.first_window:,} events, {first_s:.4g} recorded s) over and over until the first "
-            f"spec is active{_one_event_entities(log)}{_too_fast(plan)}")
+            f"spec is active{_one_event_entities(len(log), entities)}{_too_fast(plan)}")
 
 
-def _one_event_entities(log: RecordedLog) -> str:
+def _one_event_entities(events: int, entities: int) -> str:
     """A note when every event has an entity of its own (no entity column mapped): no state carries over."""
-    if len(log) < 2 or len(set(log.entity_id)) < len(log):
+    if events < 2 or entities < events:
         return ""
     return (". NOTE: every event is its own entity (the log has no entity column under the name given: --entity "
             "COL names it), so a stateful transform keeps no state from one event to the next")
