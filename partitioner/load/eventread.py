@@ -9,8 +9,11 @@ counts what comes back.
 
 Notes
 -----
-* **Formats** by extension: ``.csv`` and ``.csv.gz``; ``.jsonl``, ``.ndjson``, ``.json`` (one object per
-  line) and their ``.gz``; ``.parquet``. Anything else is an :class:`~partitioner.errors.EventLogError`.
+* **Formats** by extension: ``.csv``, ``.tsv`` and their ``.gz``; ``.jsonl``, ``.ndjson``, ``.json`` (one object
+  per line) and their ``.gz``; ``.parquet``. Anything else is an :class:`~partitioner.errors.EventLogError`.
+* **Separators.** A CSV file's fields are separated by commas, unless its header line holds none and holds one of
+  ``;``, tab or ``|`` (:func:`csv_delimiter`: European exports use ``;``, many public logs tabs); a ``.tsv`` file's
+  by tabs.
 * **Lines.** A CSV row's line counts the header as line 1; a JSON line's counts every line. Blank lines
   are skipped but counted. A Parquet row is named ``row N`` (1-based). Line numbers are worked out only
   when a row is bad (:attr:`EventTable.line_of`); a CSV field holding a newline (quoted) is not supported.
@@ -36,7 +39,9 @@ from partitioner.contracts.event_fields import EventField
 from partitioner.errors import EventLogError
 
 IntArray = npt.NDArray[np.int64]
-CSV_SUFFIXES = (".csv",)
+CSV_SUFFIXES = (".csv", ".tsv")
+#: Field separators a CSV header is checked for, in this order, when it holds no comma.
+OTHER_DELIMITERS = (";", "\t", "|")
 JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
 PARQUET_SUFFIXES = (".parquet",)
 
@@ -101,7 +106,7 @@ def file_format(path: str | Path) -> str:
     for fmt, suffixes in (("csv", CSV_SUFFIXES), ("json", JSON_SUFFIXES), ("parquet", PARQUET_SUFFIXES)):
         if stem.endswith(suffixes) and not (gz and fmt == "parquet"):
             return fmt
-    raise EventLogError(f"event file {str(path)!r}: unknown format (expected .csv, .jsonl, .ndjson, .json or "
+    raise EventLogError(f"event file {str(path)!r}: unknown format (expected .csv, .tsv, .jsonl, .ndjson, .json or "
                         ".parquet; .gz for CSV and JSON lines)")
 
 
@@ -135,7 +140,8 @@ COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
     "--lon": ("lon", "longitude", "lng", "long", "lon_deg", "x"),
     "--time": ("ts", "time", "timestamp", "datetime", "date_time", "basedatetime", "event_time", "epoch",
                "unix_time", "t"),
-    "--entity": ("entity_id", "entity", "id", "mmsi", "vehicle_id", "device_id", "taxi_id", "user_id", "imei"),
+    "--entity": ("entity_id", "entity", "id", "mmsi", "vehicle_id", "vehicle", "device_id", "device", "taxi_id",
+                 "user_id", "imei", "track_id", "object_id"),
 }
 
 
@@ -201,9 +207,29 @@ def _lines_at(path: Path, wanted: list[int]) -> dict[int, str]:
 
 
 # -- CSV -------------------------------------------------------------------------------
-def _csv_header(path: Path) -> list[str]:
+def csv_delimiter(header_line: str, name: str = "") -> str:
+    """The field separator of a CSV file from its header line (see the module docstring).
+
+    Notes
+    -----
+    A ``.tsv`` (or ``.tsv.gz``) file is tab separated whatever its header holds. Otherwise a header holding a
+    comma is comma separated; one holding none takes the first of :data:`OTHER_DELIMITERS` it holds; a header of
+    one column without any of them is read as comma separated (and then lacks the mapped columns, which the
+    caller says).
+    """
+    if name.lower().removesuffix(".gz").endswith(".tsv"):
+        return "\t"
+    if "," in header_line:
+        return ","
+    return next((d for d in OTHER_DELIMITERS if d in header_line), ",")
+
+
+def _csv_header(path: Path) -> tuple[list[str], str]:
+    """The header's column names and the file's field separator."""
     for text in _open_text(path):
-        return [h.strip().strip('"') for h in text.rstrip("\r\n").split(",")]
+        line = text.rstrip("\r\n")
+        sep = csv_delimiter(line, path.name)
+        return [h.strip().strip('"') for h in line.split(sep)], sep
     raise EventLogError(f"{str(path)!r}: file is empty (expected a header line naming the columns)")
 
 
@@ -212,7 +238,7 @@ def _read_csv(path: Path, columns: EventColumns) -> EventTable:
     import pyarrow.csv as pcsv
 
     source = str(path)
-    header = _csv_header(path)
+    header, sep = _csv_header(path)
     _check_columns(source, header, columns)
     wanted = [columns.lat, columns.lon, columns.time] + ([columns.entity] if columns.entity in header else [])
     invalid: list[str] = []
@@ -223,7 +249,7 @@ def _read_csv(path: Path, columns: EventColumns) -> EventTable:
         return "skip"
 
     def read(types: dict[str, Any]) -> Any:
-        return pcsv.read_csv(path, parse_options=pcsv.ParseOptions(invalid_row_handler=handler),
+        return pcsv.read_csv(path, parse_options=pcsv.ParseOptions(delimiter=sep, invalid_row_handler=handler),
                              convert_options=pcsv.ConvertOptions(include_columns=wanted, column_types=types))
 
     try:
@@ -234,8 +260,8 @@ def _read_csv(path: Path, columns: EventColumns) -> EventTable:
             table = read({c: pa.string() for c in wanted})
         except pa.ArrowInvalid as exc:
             raise EventLogError(f"cannot read CSV file {source!r}: {exc}") from exc
-    lines = _CsvLines(path, len(header))
-    refused = tuple(Refused(n, f"bad_type: line has {t.count(',') + 1} fields, the header has {len(header)}", t)
+    lines = _CsvLines(path, len(header), sep)
+    refused = tuple(Refused(n, f"bad_type: line has {t.count(sep) + 1} fields, the header has {len(header)}", t)
                     for n, t in lines.refused(len(invalid)))
     entity = table.column(columns.entity) if columns.entity in header else None
     return EventTable(source, table.column(columns.lat), table.column(columns.lon), table.column(columns.time),
@@ -245,8 +271,8 @@ def _read_csv(path: Path, columns: EventColumns) -> EventTable:
 class _CsvLines:
     """Row -> line of a CSV file, worked out in one pass over the file, and only when asked."""
 
-    def __init__(self, path: Path, n_fields: int) -> None:
-        self.path, self.n_fields = path, n_fields
+    def __init__(self, path: Path, n_fields: int, sep: str = ",") -> None:
+        self.path, self.n_fields, self.sep = path, n_fields, sep
         self._rows: IntArray | None = None
         self._bad: list[tuple[int, str]] = []
 
@@ -256,7 +282,7 @@ class _CsvLines:
             for n, text in enumerate(_open_text(self.path), start=1):
                 if n == 1 or not text.strip():
                     continue
-                if text.count(",") + 1 != self.n_fields and '"' not in text:
+                if text.count(self.sep) + 1 != self.n_fields and '"' not in text:
                     self._bad.append((n, text.rstrip("\r\n")))
                 else:
                     rows.append(n)

@@ -20,6 +20,7 @@ Notes
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -56,7 +57,9 @@ def describe(problem: int, name: str, value: object, what: str) -> str:
             return f"bad_timestamp: {name} {value!r} is outside 1970-01-01 .. 9999-12-31"
         return f"bad_timestamp: {name} {value!r} is not epoch seconds, epoch milliseconds or ISO-8601"
     if problem == NOT_NUMBER:
-        return f"bad_type: {name} {value!r} is not a number"
+        comma = isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+,\d+\s*", value) is not None
+        return f"bad_type: {name} {value!r} is not a number" + (
+            " (a decimal comma? numbers are read with a decimal point)" if comma else "")
     if problem == NOT_FINITE:
         return f"nan: {name} {value!r} is not finite"
     if what == "lat":

@@ -128,6 +128,45 @@ def test_a_file_without_a_header_line_is_named_as_such(tmp_path: Path) -> None:
         count_events([f], EventColumns(), CountOptions(60, 10))
 
 
+@pytest.mark.parametrize(("name", "sep"), [("e.csv", ";"), ("e.csv", "\t"), ("e.csv", "|"), ("e.tsv", "\t")])
+def test_semicolon_tab_and_pipe_separated_files_count_as_the_comma_separated_one(tmp_path: Path, name: str,
+                                                                                  sep: str) -> None:
+    # GIVEN the same rows comma separated and separated by sep, with a row of too many fields on line 3 and a
+    # latitude out of range on line 4 (the European export's decimal point is a dot here)
+    rows = [["lat", "lon", "ts", "entity_id"], ["51.5", "-0.12", "60", "a"], ["51.5", "-0.12", "61", "b", "x"],
+            ["95", "-0.12", "62", "c"], ["51.6", "-0.13", "125", "a"]]
+    comma, other = tmp_path / "c.csv", tmp_path / name
+    comma.write_text("".join(",".join(r) + "\n" for r in rows))
+    other.write_text("".join(sep.join(r) + "\n" for r in rows))
+    # WHEN both are counted skipping bad rows
+    a = count_events([comma], EventColumns(), CountOptions(60, 10, skip_bad=True))
+    b = count_events([other], EventColumns(), CountOptions(60, 10, skip_bad=True))
+    # THEN they count alike, and the bad rows are the same lines with the same reasons
+    assert b.events == a.events == 2 and b.entities == a.entities == 1
+    for x, y in ((a.counts.window, b.counts.window), (a.counts.code, b.counts.code), (a.counts.count, b.counts.count)):
+        assert x.tolist() == y.tolist()
+    assert [(x.line, x.reason) for x in b.bad] == [(x.line, x.reason) for x in a.bad]
+    assert [x.line for x in b.bad] == [3, 4] and "line has 5 fields, the header has 4" in b.bad[0].reason
+
+
+def test_a_decimal_comma_is_named_as_such(tmp_path: Path) -> None:
+    # GIVEN a semicolon separated export whose numbers have a decimal comma
+    f = tmp_path / "e.csv"
+    f.write_text("lat;lon;ts\n51,5;-0,12;60\n")
+    # WHEN counted THEN the error names the line, the value and the likely cause
+    with pytest.raises(EventLogError, match=r"line 2: bad_type: lat '51,5' is not a number \(a decimal comma\?"):
+        count_events([f], EventColumns(), CountOptions(60, 10))
+
+
+def test_a_header_without_any_separator_is_one_column(tmp_path: Path) -> None:
+    # GIVEN a file whose header names one column (a separator the reader does not know: a colon)
+    f = tmp_path / "e.csv"
+    f.write_text("lat:lon:ts\n1:2:3\n")
+    # WHEN counted THEN the error names the one column the reader saw
+    with pytest.raises(EventLogError, match=r"no column 'lat' \(--lat\); the file has columns \['lat:lon:ts'\]"):
+        count_events([f], EventColumns(), CountOptions(60, 10))
+
+
 def test_bad_options_are_refused() -> None:
     # GIVEN a window that is not whole milliseconds, and a zoom of 0
     # WHEN checked THEN each is named
