@@ -2,7 +2,10 @@
 
 :class:`ControlObserver` polls DynamoDB every ``interval_s`` (default 0.5 s) and records:
 
-* every change of the control records ``desired``, ``active``, ``deploy`` and ``policy``;
+* every change of the control records ``desired``, ``active``, ``deploy``, ``policy`` and the other
+  :class:`~partitioner.contracts.control.ControlKey` items, read by key in one ``BatchGetItem`` (not a scan:
+  with state handoff the control table also holds an item per state handed over, thousands in a run, and a scan
+  of them every 0.5 s took half the embedded server's time and held the router back);
 * per spec version, when its leases were first all owned, unexpired and ``ready`` (green
   ready) and when they were first all ``drained`` (blue drained);
 * **lease safety**: an owner change on one lease while the previous owner's lease was still
@@ -110,7 +113,7 @@ class ControlObserver(LoopThread):
         self.unserved: list[tuple[float, float, int]] = []
         self._unserved_since: tuple[float, int] | None = None
         self.last_step_at = 0.0  # wall time of the last completed step (open spans end there)
-        ddb = aws.resource("dynamodb")
+        ddb = self._ddb = aws.resource("dynamodb")
         self.control = ddb.Table(aws.names.control_table)
         self.leases = ddb.Table(aws.names.leases_table)
         self.records: dict[str, dict[str, Any]] = {}
@@ -134,7 +137,7 @@ class ControlObserver(LoopThread):
     def step(self) -> None:
         # Control first, leases second: readiness is set before a flip and stays set, so a flip seen
         # in this control scan always has its green readiness visible in the lease scan after it.
-        control = {str(i["pk"]): _plain(i) for i in _scan(self.control)}
+        control = {str(i["pk"]): _plain(i) for i in _control_items(self._ddb, self.control.name)}
         now = time.time()  # before the lease scan: an item read later was at least this fresh (a slow scan on a
         # loaded machine must not make a renewed lease look expired)
         leases = [_plain(i) for i in _scan(self.leases)]
@@ -273,6 +276,17 @@ class ControlObserver(LoopThread):
         spec = spec_from_json(body, where=f"s3://{self._specs_bucket}/{key}")
         self.specs[version] = spec
         self.spec_slots[version] = len(spec.workers)
+
+
+def _control_items(ddb: Any, table: str) -> list[dict[str, Any]]:
+    """Every :class:`ControlKey` item of the control table that exists (consistent reads, unprocessed keys retried)."""
+    items: list[dict[str, Any]] = []
+    request: dict[str, Any] = {table: {"Keys": [{"pk": k.value} for k in ControlKey], "ConsistentRead": True}}
+    while request:
+        resp = ddb.batch_get_item(RequestItems=request)
+        items.extend(resp.get("Responses", {}).get(table, []))
+        request = resp.get("UnprocessedKeys") or {}
+    return items
 
 
 def _scan(table: Any) -> list[dict[str, Any]]:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 
-from local.aws import EmbeddedAws, Names
+from local.aws import EmbeddedAws, Names, SerialMotoServer
 from local.observe import ControlObserver
+from partitioner.contracts.control import ControlKey
+from partitioner.contracts.handoff import handoff_key
 from partitioner.contracts.plan import PlanItem, PlanStatus, SwapMode
 
 
@@ -123,3 +126,29 @@ def test_the_active_version_without_a_running_worker_is_an_unserved_span() -> No
     # AND a span still open counts up to the last observation, not to whenever the report is written
     obs.last_step_at = t0 + 16
     assert obs.longest_unserved() == (pytest.approx(10.0), 2)
+
+
+def test_a_step_reads_the_control_items_by_key_and_not_the_handed_over_states() -> None:
+    # GIVEN the embedded server's control table with the active pointer, a deployment and 300 handed-over states
+    server = SerialMotoServer().start()
+    aws = EmbeddedAws(endpoint_url=server.url, names=Names(f"georebal-obs-{uuid.uuid4().hex[:8]}"), server=server)
+    try:
+        aws.create_resources(ingest_shards=1)
+        table = aws.resource("dynamodb").Table(aws.names.control_table)
+        table.put_item(Item={"pk": ControlKey.ACTIVE.value, "version": 1})
+        table.put_item(Item={"pk": ControlKey.DEPLOY.value, "status": "done", "version": 1})
+        with table.batch_writer() as batch:
+            for i in range(300):
+                batch.put_item(Item={"pk": handoff_key(f"e{i}", 1), "entity": f"e{i}", "state": "{}"})
+        calls: list[str] = []
+        obs = ControlObserver(aws)
+        obs.control.meta.client.meta.events.register(
+            "before-call.dynamodb", lambda model, **_: calls.append(model.name))
+        # WHEN the observer steps
+        obs.step()
+        # THEN it saw the control items, none of the states, with one BatchGetItem and no Scan of the control table
+        assert sorted(obs.records) == [ControlKey.ACTIVE.value, ControlKey.DEPLOY.value]
+        assert obs.active_version == 1
+        assert calls.count("BatchGetItem") == 1 and calls.count("Scan") == 1  # the one Scan: the leases table
+    finally:
+        server.stop()
