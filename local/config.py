@@ -35,6 +35,8 @@ class EventsOptions:
     time_unit: str | None = None
     speed: float | None = None
     max_duration_s: float | None = None
+    #: ``--columns``: the names of a headerless CSV log's columns, comma separated.
+    columns: str | None = None
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,9 @@ def _events_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) ->
                    help="entity column (default entity_id when the file has it; else each event is its own entity)")
     g.add_argument("--event-id", metavar="COL",
                    help="event id column (default: none, event ids are <file name>:<line>)")
+    g.add_argument("--columns", metavar="NAMES", default=None,
+                   help="the columns of a CSV log without a header line, in order, comma separated (e.g. "
+                        "entity_id,ts,lon,lat); default: the first line names them")
     g.add_argument("--time-unit", choices=TIME_UNITS, default=None,
                    help="numbers are epoch s or ms (auto: above 1e11 is ms), or times are ISO-8601 text (default auto)")
 
@@ -201,7 +206,7 @@ def _events_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) ->
 def _events_options(ns: argparse.Namespace) -> EventsOptions | None:
     """The :class:`EventsOptions` of the command line; ValueError naming a flag that does not fit ``--events``."""
     columns = {"lat": ns.lat, "lon": ns.lon, "time": ns.time, "entity": ns.entity, "event_id": ns.event_id,
-               "time_unit": ns.time_unit}
+               "time_unit": ns.time_unit, "columns": ns.columns}
     if ns.events is None:
         given = [f"--{k.replace('_', '-')}" for k, v in columns.items() if v is not None]
         if given:

@@ -40,7 +40,7 @@ import json
 import math
 import tempfile
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -180,7 +180,7 @@ def read_recorded(path: str | Path, columns: EventColumns, event_id_column: str 
     if event_id_column is not None:
         # the reader reads one optional column besides lat, lon and time: the same reader reads the file again
         # with the event id column in that place (same rows, same order)
-        id_table = read_event_table(path, EventColumns(columns.lat, columns.lon, columns.time, event_id_column, True))
+        id_table = read_event_table(path, replace(columns, entity=event_id_column, entity_given=True))
         if len(id_table) != len(table):
             raise RecordedLogError(f"{table.source}: read {len(id_table)} rows with the event id column "
                                    f"{event_id_column!r} but {len(table)} without it")

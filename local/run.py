@@ -45,7 +45,7 @@ from local.report.collect import collect_live
 from local.report.finish import finish
 from local.start import build_scenario, start_aws, start_recorded_services, start_services
 from local.state import RunState
-from partitioner.load.eventread import EventColumns
+from partitioner.load.eventread import EventColumns, column_names
 
 #: Modules the loop cannot run without, and what each is for.
 REQUIRED_MODULES = {
@@ -194,7 +194,8 @@ def load_recorded(cfg: RunConfig) -> tuple[RunConfig, tuple[RecordedLog, ReplayP
     builtin = builtin_log(ev.path)
     preset = builtin.columns if builtin is not None else EventColumns()
     columns = EventColumns(ev.lat or preset.lat, ev.lon or preset.lon, ev.time or preset.time,
-                           ev.entity or preset.entity, ev.entity is not None or preset.entity_given)
+                           ev.entity or preset.entity, ev.entity is not None or preset.entity_given,
+                           column_names(ev.columns or "") or preset.names)
     unit = ev.time_unit or (builtin.time_unit if builtin is not None else "auto")
     path = builtin_path(builtin) if builtin is not None else Path(ev.path)
     log = read_recorded(path, columns, ev.event_id, unit)

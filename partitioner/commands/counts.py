@@ -22,7 +22,7 @@ from partitioner.commands.exits import EXIT_OK
 from partitioner.commands.io import CliError
 from partitioner.commands.progress import Progress
 from partitioner.load.eventlog import CountOptions, CountResult, count_events, full_windows, window_csv, window_name
-from partitioner.load.eventread import EventColumns, file_format
+from partitioner.load.eventread import EventColumns, column_names, file_format
 from partitioner.load.eventtimes import TIME_UNITS
 
 QUARANTINE = "quarantine.jsonl"
@@ -75,7 +75,8 @@ def cmd_counts(args: argparse.Namespace) -> int:
     for path in args.events:
         file_format(path)
     out = _check_output_dir(args.output)
-    columns = EventColumns(args.lat, args.lon, args.time, args.entity or "entity_id", args.entity is not None)
+    columns = EventColumns(args.lat, args.lon, args.time, args.entity or "entity_id", args.entity is not None,
+                           column_names(args.columns))
     options = CountOptions(args.window_s, args.zoom, args.time_unit, args.skip_bad)
     options.check()
     with progress(args, "counts") as line:
@@ -122,6 +123,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--time", default="ts", metavar="COL", help="time column (default ts)")
     p.add_argument("--entity", metavar="COL",
                    help="entity column, counted for the summary (default entity_id, when the file has it)")
+    p.add_argument("--columns", metavar="NAMES", default="",
+                   help="the columns of CSV files without a header line, in order, comma separated (e.g. "
+                        "entity_id,ts,lon,lat); default: the first line names them")
     p.add_argument("--time-unit", choices=TIME_UNITS, default="auto",
                    help="numbers are epoch s or ms (auto: above 1e11 is ms), or times are ISO-8601 text")
     p.add_argument("--keep-partial", action="store_true",

@@ -11,6 +11,8 @@ Notes
 -----
 * **Formats** by extension: ``.csv``, ``.tsv`` and their ``.gz``; ``.jsonl``, ``.ndjson``, ``.json`` (one object
   per line) and their ``.gz``; ``.parquet``. Anything else is an :class:`~partitioner.errors.EventLogError`.
+* **No header line.** A CSV file whose first line is data (T-Drive taxi logs; check-in logs) is read with its
+  columns named in order by :attr:`EventColumns.names` (``--columns``); its rows' lines then start at 1.
 * **Separators.** A CSV file's fields are separated by commas, unless its header line holds none and holds one of
   ``;``, tab or ``|`` (:func:`csv_delimiter`: European exports use ``;``, many public logs tabs); a ``.tsv`` file's
   by tabs.
@@ -59,6 +61,15 @@ class EventColumns:
     time: str = EventField.TS.value
     entity: str = EventField.ENTITY_ID.value
     entity_given: bool = False
+    #: The columns of a CSV file without a header line, in order (``--columns``); empty: its first line names them.
+    names: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        bad = [n for n in self.names if not n.strip()]
+        dup = sorted({n for n in self.names if self.names.count(n) > 1})
+        if bad or dup:
+            raise EventLogError(f"--columns {','.join(self.names)!r}: "
+                                + ("a column name is empty" if bad else f"{dup[0]!r} is named twice"))
 
     def required(self) -> tuple[tuple[str, str], ...]:
         """``(column, option)`` pairs every file must have."""
@@ -98,6 +109,11 @@ class EventTable:
         return len(self.lat)
 
 
+def column_names(text: str) -> tuple[str, ...]:
+    """The names of ``--columns`` (comma separated, spaces around a name dropped); ``()`` for ``""``."""
+    return tuple(n.strip() for n in text.split(",")) if text.strip() else ()
+
+
 def file_format(path: str | Path) -> str:
     """``"csv"``, ``"json"`` or ``"parquet"`` from the file name (``.gz`` allowed for CSV and JSON lines)."""
     name = Path(path).name.lower()
@@ -122,6 +138,9 @@ def read_event_table(path: str | Path, columns: EventColumns) -> EventTable:
     fmt = file_format(path)
     if not Path(path).is_file():
         raise EventLogError(f"event file {str(path)!r} does not exist or is not a file")
+    if columns.names and fmt != "csv":
+        raise EventLogError(f"--columns names the columns of a CSV file without a header line; {str(path)!r} is "
+                            f"{'JSON lines' if fmt == 'json' else 'Parquet'}, whose columns have names")
     try:
         if fmt == "csv":
             return _read_csv(Path(path), columns)
@@ -151,9 +170,16 @@ def _check_columns(source: str, have: list[str], columns: EventColumns) -> None:
             hint = _mapping_hint(have, columns)
             if any(_is_number(h) for h in have):
                 hint = (f"; its first line looks like data, not column names (the number {next(h for h in have if _is_number(h))!r}): "
-                        "add a header line naming the columns, e.g. id,ts,lon,lat, and map them with --lat, --lon, "
-                        "--time, --entity")
+                        f"name its {len(have)} columns in order with --columns, e.g. --columns "
+                        f"{','.join(_example_names(len(have)))} (the names the column options default to), or add "
+                        "a header line naming them")
             raise EventLogError(f"{source}: no column {col!r} ({opt}); the file has columns {have!r}{hint}")
+
+
+def _example_names(n: int) -> list[str]:
+    """``n`` column names for the hint of a file without a header: ``entity_id,ts,lon,lat``, then ``c5, c6, ...``."""
+    return ([EventField.ENTITY_ID.value, EventField.TS.value, EventField.LON.value, EventField.LAT.value]
+            + [f"c{i}" for i in range(5, n + 1)])[:n]
 
 
 def _mapping_hint(have: list[str], columns: EventColumns) -> str:
@@ -224,13 +250,14 @@ def csv_delimiter(header_line: str, name: str = "") -> str:
     return next((d for d in OTHER_DELIMITERS if d in header_line), ",")
 
 
-def _csv_header(path: Path) -> tuple[list[str], str]:
-    """The header's column names and the file's field separator."""
+def _csv_header(path: Path, names: tuple[str, ...]) -> tuple[list[str], str]:
+    """The column names (the header line's, or ``names`` for a file without one) and the field separator."""
     for text in _open_text(path):
         line = text.rstrip("\r\n")
         sep = csv_delimiter(line, path.name)
-        return [h.strip().strip('"') for h in line.split(sep)], sep
-    raise EventLogError(f"{str(path)!r}: file is empty (expected a header line naming the columns)")
+        return (list(names) if names else [h.strip().strip('"') for h in line.split(sep)]), sep
+    raise EventLogError(f"{str(path)!r}: file is empty (expected "
+                        + ("events" if names else "a header line naming the columns") + ")")
 
 
 def _read_csv(path: Path, columns: EventColumns) -> EventTable:
@@ -238,7 +265,7 @@ def _read_csv(path: Path, columns: EventColumns) -> EventTable:
     import pyarrow.csv as pcsv
 
     source = str(path)
-    header, sep = _csv_header(path)
+    header, sep = _csv_header(path, columns.names)
     _check_columns(source, header, columns)
     wanted = [columns.lat, columns.lon, columns.time] + ([columns.entity] if columns.entity in header else [])
     invalid: list[str] = []
@@ -249,7 +276,8 @@ def _read_csv(path: Path, columns: EventColumns) -> EventTable:
         return "skip"
 
     def read(types: dict[str, Any]) -> Any:
-        return pcsv.read_csv(path, parse_options=pcsv.ParseOptions(delimiter=sep, invalid_row_handler=handler),
+        return pcsv.read_csv(path, read_options=pcsv.ReadOptions(column_names=list(columns.names) or None),
+                             parse_options=pcsv.ParseOptions(delimiter=sep, invalid_row_handler=handler),
                              convert_options=pcsv.ConvertOptions(include_columns=wanted, column_types=types))
 
     try:
@@ -260,8 +288,9 @@ def _read_csv(path: Path, columns: EventColumns) -> EventTable:
             table = read({c: pa.string() for c in wanted})
         except pa.ArrowInvalid as exc:
             raise EventLogError(f"cannot read CSV file {source!r}: {exc}") from exc
-    lines = _CsvLines(path, len(header), sep)
-    refused = tuple(Refused(n, f"bad_type: line has {t.count(sep) + 1} fields, the header has {len(header)}", t)
+    lines = _CsvLines(path, len(header), sep, header=not columns.names)
+    named_by = "--columns names" if columns.names else "the header has"
+    refused = tuple(Refused(n, f"bad_type: line has {t.count(sep) + 1} fields, {named_by} {len(header)}", t)
                     for n, t in lines.refused(len(invalid)))
     entity = table.column(columns.entity) if columns.entity in header else None
     return EventTable(source, table.column(columns.lat), table.column(columns.lon), table.column(columns.time),
@@ -271,8 +300,8 @@ def _read_csv(path: Path, columns: EventColumns) -> EventTable:
 class _CsvLines:
     """Row -> line of a CSV file, worked out in one pass over the file, and only when asked."""
 
-    def __init__(self, path: Path, n_fields: int, sep: str = ",") -> None:
-        self.path, self.n_fields, self.sep = path, n_fields, sep
+    def __init__(self, path: Path, n_fields: int, sep: str = ",", *, header: bool = True) -> None:
+        self.path, self.n_fields, self.sep, self.header = path, n_fields, sep, header
         self._rows: IntArray | None = None
         self._bad: list[tuple[int, str]] = []
 
@@ -280,7 +309,7 @@ class _CsvLines:
         if self._rows is None:
             rows: list[int] = []
             for n, text in enumerate(_open_text(self.path), start=1):
-                if n == 1 or not text.strip():
+                if (n == 1 and self.header) or not text.strip():
                     continue
                 if text.count(self.sep) + 1 != self.n_fields and '"' not in text:
                     self._bad.append((n, text.rstrip("\r\n")))

@@ -59,6 +59,9 @@ def test_events_flags_make_events_options() -> None:
     assert cfg.source() == "recorded log 'day.csv'" and RunConfig().source() == "dataset 'world'"
     # AND without --speed and --duration the speed is left to the log; --quick caps at its duration
     assert parse_args(["--events", "d.csv"]).events == EventsOptions("d.csv")
+    # AND --columns names a headerless log's columns
+    assert parse_args(["--events", "t.csv", "--columns", "entity_id,ts,lon,lat"]).events == EventsOptions(
+        "t.csv", columns="entity_id,ts,lon,lat")
     assert parse_args(["--events", "d.csv", "--quick"]).events == EventsOptions("d.csv", max_duration_s=QUICK["duration_s"])
     # AND the built-in replay has none
     assert parse_args([]).events is None
@@ -67,6 +70,7 @@ def test_events_flags_make_events_options() -> None:
 @pytest.mark.parametrize(("argv", "message"), [
     (["--lat", "y"], "--lat only apply with --events FILE"),
     (["--event-id", "i", "--time-unit", "s"], "--event-id, --time-unit only apply with --events FILE"),
+    (["--columns", "a,b,c"], "--columns only apply with --events FILE"),
     (["--events", "d.csv", "--rate", "50"], "--rate 50.0 does not apply with --events 'd.csv'"),
     (["--events", "d.csv", "--dataset", "europe"], "--dataset 'europe' does not apply with --events 'd.csv'"),
 ])

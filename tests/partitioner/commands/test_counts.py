@@ -93,3 +93,17 @@ def test_skip_bad_writes_the_rest_a_summary_and_the_quarantine(tmp_path: Path, c
     records = [json.loads(line) for line in (out / "quarantine.jsonl").read_text().splitlines()]
     assert [r["source"] for r in records] == [f"{f}:3", f"{f}:4"]
     assert sorted(p.name for p in out.glob("*.csv")) == ["20240501T000000Z.csv"]
+
+
+def test_columns_name_the_columns_of_a_headerless_file(tmp_path: Path) -> None:
+    # GIVEN a taxi log without a header line (T-Drive: id, time, lon, lat)
+    f = tmp_path / "taxi.csv"
+    f.write_text("1,2008-02-02 15:36:08,116.51172,39.92123\n2,2008-02-02 15:36:58,116.51135,39.93883\n")
+    out = tmp_path / "out"
+    # WHEN counted with --columns naming them THEN it writes the window
+    assert main(["counts", str(f), "--columns", "entity_id,ts,lon,lat", "--window-s", "60", "--zoom", "8",
+                 "-o", str(out), "-q"]) == 0
+    assert [p.name for p in out.iterdir() if p.suffix == ".csv"] == ["20080202T153600Z.csv"]
+    # AND without them the command exits 2 naming --columns
+    assert main(["counts", str(f), "--window-s", "60", "--zoom", "8", "-o", str(tmp_path / "o2"), "-q"]) == 2
+    assert not (tmp_path / "o2").exists()

@@ -124,8 +124,41 @@ def test_a_file_without_a_header_line_is_named_as_such(tmp_path: Path) -> None:
     f.write_text("1,2008-02-02 15:36:08,116.51172,39.92123\n1,2008-02-02 15:46:08,116.51135,39.93883\n")
     # WHEN counted THEN the error names the missing column, the first line's fields and what to add
     with pytest.raises(EventLogError, match=r"no column 'lat' \(--lat\); the file has columns \['1', .*its first "
-                                            r"line looks like data, not column names \(the number '1'\): add a header"):
+                                            r"line looks like data, not column names \(the number '1'\): name its 4 "
+                                            r"columns in order with --columns, e.g. --columns entity_id,ts,lon,lat "):
         count_events([f], EventColumns(), CountOptions(60, 10))
+
+
+def test_columns_name_a_headerless_files_columns_and_its_lines_start_at_1(tmp_path: Path) -> None:
+    # GIVEN T-Drive's taxi log without a header, a bad latitude on line 2, and the same rows under a header line
+    rows = "1,2008-02-02 15:36:08,116.51172,39.92123\n1,2008-02-02 15:36:10,116.5,95\n2,2008-02-02 15:46:08,116.51135,39.93883\n"
+    bare, headed = tmp_path / "taxi.txt.csv", tmp_path / "headed.csv"
+    bare.write_text(rows)
+    headed.write_text("entity_id,ts,lon,lat\n" + rows)
+    named = EventColumns(names=("entity_id", "ts", "lon", "lat"))
+    # WHEN the bare file is counted with its columns named, and the headed one as it is
+    a = count_events([bare], named, CountOptions(60, 10, skip_bad=True))
+    b = count_events([headed], EventColumns(), CountOptions(60, 10, skip_bad=True))
+    # THEN both count the same two events of two taxis, and the bad row is line 2 of the bare file (3 of the other)
+    assert a.events == b.events == 2 and a.entities == b.entities == 2
+    assert a.counts.code.tolist() == b.counts.code.tolist() and a.counts.window.tolist() == b.counts.window.tolist()
+    assert [x.line for x in a.bad] == [2] and [x.line for x in b.bad] == [3]
+    assert a.bad[0].raw == "1,2008-02-02 15:36:10,116.5,95"
+
+
+def test_columns_are_refused_for_files_with_named_columns_and_when_named_twice(tmp_path: Path) -> None:
+    # GIVEN a JSON lines file
+    f = tmp_path / "e.jsonl"
+    f.write_text('{"lat": 1, "lon": 2, "ts": 3}\n')
+    # WHEN read with --columns THEN the error says --columns is for headerless CSV files
+    with pytest.raises(EventLogError, match=r"--columns names the columns of a CSV file without a header line; .* is "
+                                            r"JSON lines"):
+        read_event_table(f, EventColumns(names=("lat", "lon", "ts")))
+    # AND a name given twice, or an empty one, is named
+    with pytest.raises(EventLogError, match=r"--columns 'lat,lat,ts': 'lat' is named twice"):
+        EventColumns(names=("lat", "lat", "ts"))
+    with pytest.raises(EventLogError, match=r"a column name is empty"):
+        EventColumns(names=("lat", "", "ts"))
 
 
 @pytest.mark.parametrize(("name", "sep"), [("e.csv", ";"), ("e.csv", "\t"), ("e.csv", "|"), ("e.tsv", "\t")])
