@@ -53,8 +53,9 @@ from local.errors import LocalRunError
 from local.traj import traj_to_csv
 from partitioner.contracts.events import MAX_PARTITION_KEY
 from partitioner.contracts.quarantine import lambda_quarantine_key
+from partitioner.load.eventcols import EventColumns
 from partitioner.load.eventlog import BadRow, check_rows
-from partitioner.load.eventread import EventColumns, EventTable, read_event_table
+from partitioner.load.eventread import EventTable, read_event_table
 
 IntArray = npt.NDArray[np.int64]
 #: ``--events builtin:NAME`` prefix.

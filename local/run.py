@@ -45,7 +45,7 @@ from local.report.collect import collect_live
 from local.report.finish import finish
 from local.start import build_scenario, start_aws, start_recorded_services, start_services
 from local.state import RunState
-from partitioner.load.eventread import EventColumns, column_names
+from partitioner.load.eventcols import EventColumns, column_names
 
 #: Modules the loop cannot run without, and what each is for.
 REQUIRED_MODULES = {

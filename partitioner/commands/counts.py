@@ -21,8 +21,9 @@ from partitioner.commands.args import add_quiet, positive, progress
 from partitioner.commands.exits import EXIT_OK
 from partitioner.commands.io import CliError
 from partitioner.commands.progress import Progress
+from partitioner.load.eventcols import EventColumns, column_names
 from partitioner.load.eventlog import CountOptions, CountResult, count_events, full_windows, window_csv, window_name
-from partitioner.load.eventread import EventColumns, column_names, file_format
+from partitioner.load.eventread import file_format
 from partitioner.load.eventtimes import TIME_UNITS
 
 QUARANTINE = "quarantine.jsonl"

@@ -33,7 +33,8 @@ from partitioner.contracts.quarantine import QuarantineRecord
 from partitioner.errors import EventLogError
 from partitioner.geo.tiles import MAX_ZOOM, arrays_to_quadkeys, tiles_xy
 from partitioner.load import eventtimes
-from partitioner.load.eventread import EventColumns, EventTable, read_event_table
+from partitioner.load.eventcols import EventColumns
+from partitioner.load.eventread import EventTable, read_event_table
 
 IntArray = npt.NDArray[np.int64]
 

@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.contracts.event_fields import EventField
 from partitioner.errors import EventLogError
+from partitioner.load.eventcols import EventColumns, check_columns
 
 IntArray = npt.NDArray[np.int64]
 CSV_SUFFIXES = (".csv", ".tsv")
@@ -46,36 +46,6 @@ CSV_SUFFIXES = (".csv", ".tsv")
 OTHER_DELIMITERS = (";", "\t", "|")
 JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
 PARQUET_SUFFIXES = (".parquet",)
-
-
-@dataclass(frozen=True)
-class EventColumns:
-    """Which column holds what. ``entity`` is optional: read when the file has it (or when ``entity_given``).
-
-    The defaults are the canonical event field names (:class:`partitioner.contracts.event_fields.EventField`), the
-    ones the live parts read unless ``EVENT_FIELDS`` maps them.
-    """
-
-    lat: str = EventField.LAT.value
-    lon: str = EventField.LON.value
-    time: str = EventField.TS.value
-    entity: str = EventField.ENTITY_ID.value
-    entity_given: bool = False
-    #: The columns of a CSV file without a header line, in order (``--columns``); empty: its first line names them.
-    names: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        bad = [n for n in self.names if not n.strip()]
-        dup = sorted({n for n in self.names if self.names.count(n) > 1})
-        if bad or dup:
-            raise EventLogError(f"--columns {','.join(self.names)!r}: "
-                                + ("a column name is empty" if bad else f"{dup[0]!r} is named twice"))
-
-    def required(self) -> tuple[tuple[str, str], ...]:
-        """``(column, option)`` pairs every file must have."""
-        need = (("--lat", self.lat), ("--lon", self.lon), ("--time", self.time))
-        out = tuple((col, opt) for opt, col in need)
-        return out + (((self.entity, "--entity"),) if self.entity_given else ())
 
 
 @dataclass(frozen=True)
@@ -107,11 +77,6 @@ class EventTable:
 
     def __len__(self) -> int:
         return len(self.lat)
-
-
-def column_names(text: str) -> tuple[str, ...]:
-    """The names of ``--columns`` (comma separated, spaces around a name dropped); ``()`` for ``""``."""
-    return tuple(n.strip() for n in text.split(",")) if text.strip() else ()
 
 
 def file_format(path: str | Path) -> str:
@@ -149,69 +114,6 @@ def read_event_table(path: str | Path, columns: EventColumns) -> EventTable:
         return _read_parquet(Path(path), columns)
     except OSError as exc:
         raise EventLogError(f"cannot read event file {str(path)!r}: {exc.strerror or exc}") from exc
-
-
-#: Column names public location logs commonly use for each mapped field, lower case (AIS from
-#: MarineCadastre: ``LAT``, ``LON``, ``BaseDateTime``, ``MMSI``; GPS and taxi logs: ``latitude``,
-#: ``longitude``, ``timestamp``, ``vehicle_id``): a missing column is answered with the option to pass.
-COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
-    "--lat": ("lat", "latitude", "lat_deg", "y"),
-    "--lon": ("lon", "longitude", "lng", "long", "lon_deg", "x"),
-    "--time": ("ts", "time", "timestamp", "datetime", "date_time", "basedatetime", "event_time", "epoch",
-               "unix_time", "t"),
-    "--entity": ("entity_id", "entity", "id", "mmsi", "vehicle_id", "vehicle", "device_id", "device", "taxi_id",
-                 "user_id", "imei", "track_id", "object_id"),
-}
-
-
-def _check_columns(source: str, have: list[str], columns: EventColumns) -> None:
-    for col, opt in columns.required():
-        if col not in have:
-            hint = _mapping_hint(have, columns)
-            if any(_is_number(h) for h in have):
-                hint = (f"; its first line looks like data, not column names (the number {next(h for h in have if _is_number(h))!r}): "
-                        f"name its {len(have)} columns in order with --columns, e.g. --columns "
-                        f"{','.join(_example_names(len(have)))} (the names the column options default to), or add "
-                        "a header line naming them")
-            raise EventLogError(f"{source}: no column {col!r} ({opt}); the file has columns {have!r}{hint}")
-
-
-def _example_names(n: int) -> list[str]:
-    """``n`` column names for the hint of a file without a header: ``entity_id,ts,lon,lat``, then ``c5, c6, ...``."""
-    return ([EventField.ENTITY_ID.value, EventField.TS.value, EventField.LON.value, EventField.LAT.value]
-            + [f"c{i}" for i in range(5, n + 1)])[:n]
-
-
-def _mapping_hint(have: list[str], columns: EventColumns) -> str:
-    """``"; pass --lat LAT ..."`` for every required column the file lacks under one known alias, else ``""``.
-
-    Notes
-    -----
-    A column is suggested only when exactly one of the file's columns matches the option's aliases
-    (:data:`COLUMN_ALIASES`, case-insensitive); two candidates (``x`` and ``lon``) suggest nothing for
-    that option rather than a guess. The entity column is suggested too when ``--entity`` was not given
-    (without it each event is its own entity).
-    """
-    lower: dict[str, list[str]] = {}
-    for h in have:
-        lower.setdefault(h.lower(), []).append(h)
-    picks = []
-    optional = () if columns.entity_given else ((columns.entity, "--entity"),)
-    for col, opt in columns.required() + optional:
-        if col in have:
-            continue
-        found = [h for alias in COLUMN_ALIASES.get(opt, ()) for h in lower.get(alias, ())]
-        if len(found) == 1:
-            picks.append(f"{opt} {found[0]}")
-    return f"; pass {' '.join(picks)}" if picks else ""
-
-
-def _is_number(text: str) -> bool:
-    """True for text that parses as a finite number (a column name rarely does; a data row's fields often do)."""
-    try:
-        return bool(np.isfinite(float(text)))
-    except ValueError:
-        return False
 
 
 def _open_text(path: Path) -> Iterator[str]:
@@ -266,7 +168,7 @@ def _read_csv(path: Path, columns: EventColumns) -> EventTable:
 
     source = str(path)
     header, sep = _csv_header(path, columns.names)
-    _check_columns(source, header, columns)
+    check_columns(source, header, columns)
     wanted = [columns.lat, columns.lon, columns.time] + ([columns.entity] if columns.entity in header else [])
     invalid: list[str] = []
 
@@ -343,7 +245,7 @@ def _read_json(path: Path, columns: EventColumns) -> EventTable:
     if table.num_rows == 0:
         raise EventLogError(f"{source}: no events (the file holds no JSON object)")
     have = table.column_names
-    _check_columns(source, have, columns)
+    check_columns(source, have, columns)
     lines = _nonblank_lines(data)
     if len(lines) != table.num_rows:
         return _read_json_slowly(source, data, columns)
@@ -397,7 +299,7 @@ def _read_json_slowly(source: str, data: bytes, columns: EventColumns) -> EventT
             out.append(_as_text(doc.get(name)))
         lines.append(n)
     if lines:
-        _check_columns(source, sorted(seen), columns)
+        check_columns(source, sorted(seen), columns)
     line_arr = np.array(lines, dtype=np.int64)
 
     def line_of(rows: IntArray) -> IntArray:
@@ -433,7 +335,7 @@ def _read_parquet(path: Path, columns: EventColumns) -> EventTable:
         have = pq.read_schema(path).names
     except pa.ArrowInvalid as exc:
         raise EventLogError(f"cannot read Parquet file {source!r}: {exc}") from exc
-    _check_columns(source, have, columns)
+    check_columns(source, have, columns)
     wanted = [columns.lat, columns.lon, columns.time] + ([columns.entity] if columns.entity in have else [])
     table = pq.read_table(path, columns=wanted)
 

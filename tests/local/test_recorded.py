@@ -26,7 +26,7 @@ from local.recorded import (
 )
 from partitioner.contracts.quarantine import QuarantineRecord
 from partitioner.errors import EventLogError
-from partitioner.load.eventread import EventColumns
+from partitioner.load.eventcols import EventColumns
 
 T0 = 1_700_000_000  # epoch seconds
 

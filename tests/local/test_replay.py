@@ -12,7 +12,7 @@ from local.loops import FatalLoopError
 from local.recorded import plan_replay, read_recorded
 from local.replay import RecordedReplayer, put_all
 from partitioner.contracts.event_fields import EventFields
-from partitioner.load.eventread import EventColumns
+from partitioner.load.eventcols import EventColumns
 from partitioner.load.events import ValidEvent, parse_event
 
 T0 = 1_700_000_000  # epoch seconds of the first recorded event

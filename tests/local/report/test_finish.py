@@ -16,7 +16,7 @@ from local.recorded import plan_replay, read_recorded
 from local.replay import RecordedReplayer
 from local.report.finish import finish
 from local.state import RunState
-from partitioner.load.eventread import EventColumns
+from partitioner.load.eventcols import EventColumns
 
 T0 = 1_800_000_000.0
 SECTIONS = ("UTILISATION AT THE WORKERS", "TIMELINE", "THE SNAPSHOT'S ESTIMATE", "PARTITION TABLES", "FLIPS",

@@ -9,7 +9,7 @@ import pytest
 from partitioner.contracts.errors import ContractError
 from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventField, EventFields
 from partitioner.contracts.events import REQUIRED_FIELDS
-from partitioner.load.eventread import EventColumns
+from partitioner.load.eventcols import EventColumns
 
 RENAMED = EventFields(event_id="id", entity_id="vehicle", ts="time", lat="latitude", lon="longitude")
 

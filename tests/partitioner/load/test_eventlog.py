@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from partitioner.errors import EventLogError
 from partitioner.geo.tiles import quadkey, tile
+from partitioner.load.eventcols import EventColumns
 from partitioner.load.eventlog import CountOptions, check_rows, count_events, window_csv, window_name
-from partitioner.load.eventread import EventColumns, read_event_table
+from partitioner.load.eventread import read_event_table
 from partitioner.load.eventtimes import epoch_ms
 
 lons = st.floats(-180.0, 180.0, allow_nan=False)
