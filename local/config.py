@@ -187,7 +187,8 @@ def _events_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) ->
         "replayed over and over (ids <event_id>#warmup<k>). Bad rows go to the quarantine naming file and line. "
         "--rate and --dataset do not apply; the cap follows the log's mean rate.")
     g.add_argument("--events", metavar="FILE",
-                   help="recorded events: .csv, .jsonl/.ndjson/.json (one object per line; .gz for both) or .parquet; "
+                   help="recorded events: .csv/.tsv/.txt (delimited text), .jsonl/.ndjson/.json (one object per line; .gz for both) "
+                        "or .parquet; "
                         "or a real recorded log shipped in a package (its columns preset): "
                         + "; ".join(f"{BUILTIN_PREFIX}{name}: {log.about}" for name, log in BUILTIN_LOGS.items()))
     for flag, default in (("--lat", "lat"), ("--lon", "lon"), ("--time", "ts")):

@@ -110,7 +110,7 @@ def _zoom(text: str) -> int:
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``counts`` sub-command."""
     p = sub.add_parser("counts", help="count an event log into windows of load per quadkey (for simulate)",
-                       description="Count recorded events (CSV separated by , ; tab or |, .tsv, JSON lines, "
+                       description="Count recorded events (CSV separated by , ; tab or |, .tsv, .txt, JSON lines, "
                                    "Parquet; .gz for the text formats) per window floor(t / window_s) and web-mercator quadkey at --zoom; write one "
                                    "quadkey,weight CSV per window into DIR, named by the window's start (UTC), "
                                    "which 'simulate DIR' replays. A bad row stops the run (exit 2, nothing "

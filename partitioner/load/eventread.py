@@ -9,7 +9,8 @@ counts what comes back.
 
 Notes
 -----
-* **Formats** by extension: ``.csv``, ``.tsv`` and their ``.gz``; ``.jsonl``, ``.ndjson``, ``.json`` (one object
+* **Formats** by extension: ``.csv``, ``.tsv``, ``.txt`` (delimited text, e.g. T-Drive's and the SNAP check-in
+  logs) and their ``.gz``; ``.jsonl``, ``.ndjson``, ``.json`` (one object
   per line) and their ``.gz``; ``.parquet``. Anything else is an :class:`~partitioner.errors.EventLogError`.
 * **No header line.** A CSV file whose first line is data (T-Drive taxi logs; check-in logs) is read with its
   columns named in order by :attr:`EventColumns.names` (``--columns``); its rows' lines then start at 1.
@@ -41,7 +42,7 @@ from partitioner.errors import EventLogError
 from partitioner.load.eventcols import EventColumns, check_columns
 
 IntArray = npt.NDArray[np.int64]
-CSV_SUFFIXES = (".csv", ".tsv")
+CSV_SUFFIXES = (".csv", ".tsv", ".txt")
 #: Field separators a CSV header is checked for, in this order, when it holds no comma.
 OTHER_DELIMITERS = (";", "\t", "|")
 JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
@@ -87,7 +88,7 @@ def file_format(path: str | Path) -> str:
     for fmt, suffixes in (("csv", CSV_SUFFIXES), ("json", JSON_SUFFIXES), ("parquet", PARQUET_SUFFIXES)):
         if stem.endswith(suffixes) and not (gz and fmt == "parquet"):
             return fmt
-    raise EventLogError(f"event file {str(path)!r}: unknown format (expected .csv, .tsv, .jsonl, .ndjson, .json or "
+    raise EventLogError(f"event file {str(path)!r}: unknown format (expected .csv, .tsv, .txt, .jsonl, .ndjson, .json or "
                         ".parquet; .gz for CSV and JSON lines)")
 
 

@@ -31,7 +31,7 @@ def small_log(tmp_path: Path, rows: int) -> tuple[Path, int]:
 @pytest.mark.parametrize(("argv", "fragment"), [
     (["--events", "missing.csv"], "'missing.csv' does not exist"),
     (["--events", "log.csv", "--time", "when"], "no column 'when' (--time)"),
-    (["--events", "log.txt"], "unknown format"),
+    (["--events", "log.xml"], "unknown format"),
     (["--events", "builtin:nope"], "no such built-in log"),
     (["--events", "log.csv", "--lat", "y", "--dataset", "world"], "--dataset 'world' does not apply"),
 ])
@@ -41,7 +41,7 @@ def test_unusable_events_exit_2_with_one_line_and_write_nothing(
     # GIVEN a readable log without a 'when' column, in the working directory
     monkeypatch.chdir(tmp_path)
     (tmp_path / "log.csv").write_text("lat,lon,ts\n1,2,1700000000\n")
-    (tmp_path / "log.txt").write_text("lat,lon,ts\n")
+    (tmp_path / "log.xml").write_text("lat,lon,ts\n")
     # WHEN the run is asked for with an unusable --events
     code = main([*argv, "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err

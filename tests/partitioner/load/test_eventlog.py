@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+from datetime import UTC, datetime
 from pathlib import Path
 
 import mercantile
@@ -133,7 +135,7 @@ def test_a_file_without_a_header_line_is_named_as_such(tmp_path: Path) -> None:
 def test_columns_name_a_headerless_files_columns_and_its_lines_start_at_1(tmp_path: Path) -> None:
     # GIVEN T-Drive's taxi log without a header, a bad latitude on line 2, and the same rows under a header line
     rows = "1,2008-02-02 15:36:08,116.51172,39.92123\n1,2008-02-02 15:36:10,116.5,95\n2,2008-02-02 15:46:08,116.51135,39.93883\n"
-    bare, headed = tmp_path / "taxi.txt.csv", tmp_path / "headed.csv"
+    bare, headed = tmp_path / "taxi.txt", tmp_path / "headed.csv"
     bare.write_text(rows)
     headed.write_text("entity_id,ts,lon,lat\n" + rows)
     named = EventColumns(names=("entity_id", "ts", "lon", "lat"))
@@ -224,3 +226,23 @@ def test_check_rows_describes_every_bad_row_without_raising(tmp_path: Path) -> N
     assert [(b.line, b.reason.split(":")[0]) for b in checked.bad] == [(3, "lat_out_of_range"), (4, "bad_timestamp"),
                                                                         (5, "bad_type")]
     assert all(b.source == str(f) for b in checked.bad) and checked.bad[1].raw == "1,2,soon"
+
+
+def test_a_tab_separated_headerless_check_in_log_is_read_with_its_columns_named(tmp_path: Path) -> None:
+    # GIVEN check-ins as the SNAP Gowalla log has them: user, ISO time, lat, lon, place; tabs, no header, .txt.gz
+    f = tmp_path / "checkins.txt.gz"
+    with gzip.open(f, "wt") as out:
+        out.write("0\t2010-10-19T23:55:27Z\t30.2359091167\t-97.7951395833\t22847\n"
+                  "0\t2010-10-18T22:17:43Z\t30.2691029532\t-97.7493953705\t420315\n"
+                  "1\t2010-10-17T23:42:03Z\t30.2557309927\t-97.7633857727\t316637\n")
+    # WHEN counted with its columns named
+    cols = EventColumns(names=("entity_id", "ts", "lat", "lon", "place"))
+    r = count_events([f], cols, CountOptions(86_400, 12, time_unit="iso"))
+    # THEN three check-ins of two users, one a day, each in its tile
+    assert r.events == 3 and r.entities == 2
+    assert r.counts.window.tolist() == [int(datetime(2010, 10, d, tzinfo=UTC).timestamp()) // 86_400
+                                        for d in (17, 18, 19)]
+    rows = {window_csv(r.counts, w).splitlines()[1].split(",")[0] for w in r.counts.windows()}
+    assert rows == {quadkey(tile(lon, lat, 12)) for lon, lat in ((-97.7951395833, 30.2359091167),
+                                                                   (-97.7493953705, 30.2691029532),
+                                                                   (-97.7633857727, 30.2557309927))}
