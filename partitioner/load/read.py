@@ -11,6 +11,7 @@ only if someone asks for them.
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +21,25 @@ from partitioner.errors import CountsError
 from partitioner.geo.tiles import IntArray, quadkeys_to_arrays
 from partitioner.load import csvscan, rowcheck
 from partitioner.load.counts import BoolArray, Counts, Tiles
+from partitioner.load.eventcols import COLUMN_ALIASES
 from partitioner.load.rollup import check_rollup
 from partitioner.spec.index import tree_keys
 
 _BOM = b"\xef\xbb\xbf"
+#: The first bytes of a gzip file (RFC 1952): a compressed counts file is read as its content.
+_GZIP = b"\x1f\x8b"
+
+
+def _check_header(header: list[str], source: str) -> None:
+    """Raise :class:`CountsError` unless the header is ``quadkey,weight``; say so when it is an event log's."""
+    names = [h.strip() for h in header]
+    if names == ["quadkey", "weight"]:
+        return
+    lat_names = COLUMN_ALIASES["--lat"]
+    hint = ("; this looks like an event log (a latitude column): count it into windows of load per quadkey first, "
+            "'python -m partitioner counts FILE --window-s S --zoom Z -o DIR', and use one window's file"
+            if any(n.lower() in lat_names for n in names) else "")
+    raise CountsError(f"{source} line 1: header must be 'quadkey,weight', got {','.join(header)!r}{hint}")
 
 
 def read_counts_csv(path: str | Path, *, allow_mixed_zoom: bool = True) -> Counts:
@@ -44,8 +60,10 @@ def read_counts_csv(path: str | Path, *, allow_mixed_zoom: bool = True) -> Count
     p = Path(path)
     try:
         data = p.read_bytes()
+        if data.startswith(_GZIP):
+            data = gzip.decompress(data)
         _text_if_not_ascii(data)
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise CountsError(f"cannot read counts file {str(p)!r}: {exc}") from exc
     return parse_counts_csv(data, str(p), allow_mixed_zoom=allow_mixed_zoom)
 
@@ -65,8 +83,7 @@ def parse_counts_csv(text: str | bytes, source: str, *, allow_mixed_zoom: bool =
     if len(lines.start) == 0:
         raise CountsError(f"{source}: file is empty (expected header 'quadkey,weight')")
     header = csvscan.line_text(data, lines, 0).split(",")
-    if [h.strip() for h in header] != ["quadkey", "weight"]:
-        raise CountsError(f"{source} line 1: header must be 'quadkey,weight', got {','.join(header)!r}")
+    _check_header(header, source)
     rows = lines.take(slice(1, None))
     f = csvscan.split_fields(buf, rows)
     qs, qe = csvscan.strip(buf, f.start[0], f.end[0])
@@ -150,8 +167,7 @@ def _parse_with_csv_module(text: str, source: str, allow_mixed_zoom: bool) -> Co
     header, rows = rowcheck.csv_rows(text, source)
     if header is None:
         raise CountsError(f"{source}: file is empty (expected header 'quadkey,weight')")
-    if [h.strip() for h in header] != ["quadkey", "weight"]:
-        raise CountsError(f"{source} line 1: header must be 'quadkey,weight', got {','.join(header)!r}")
+    _check_header(header, source)
     qks: list[str] = []
     ws: list[float] = []
     lines: list[int] = []

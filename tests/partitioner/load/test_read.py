@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import subprocess
 import sys
@@ -58,6 +59,32 @@ def test_mixed_zooms_are_refused_where_not_allowed() -> None:
 def test_unreadable_file_names_the_path(tmp_path: Path) -> None:
     with pytest.raises(CountsError, match=r"nope\.csv"):
         read_counts_csv(tmp_path / "nope.csv")
+
+
+def test_a_gzipped_counts_file_reads_as_its_content_and_a_cut_one_is_named(tmp_path: Path) -> None:
+    # GIVEN a counts file, the same gzipped, and a gzip file cut short
+    text = "quadkey,weight\n0231,5\n0232,2.5\n"
+    plain, packed, cut = tmp_path / "c.csv", tmp_path / "c.csv.gz", tmp_path / "cut.csv.gz"
+    plain.write_text(text)
+    packed.write_bytes(gzip.compress(text.encode()))
+    cut.write_bytes(gzip.compress(text.encode())[:12])
+    # WHEN read THEN the gzipped one has the same quadkeys and weights
+    a, b = read_counts_csv(plain), read_counts_csv(packed)
+    assert a.quadkeys == b.quadkeys and a.weights.tolist() == b.weights.tolist()
+    # AND the cut one is an error naming the file
+    with pytest.raises(CountsError, match=r"cannot read counts file '.*cut\.csv\.gz'"):
+        read_counts_csv(cut)
+
+
+def test_an_event_log_given_as_counts_is_told_to_be_counted_first() -> None:
+    # GIVEN an event log's header where a counts file is expected WHEN parsed
+    # THEN the error names the header and the counts command
+    with pytest.raises(CountsError, match=r"got 'entity_id,ts,Latitude,lon'; this looks like an event log .*"
+                                          r"python -m partitioner counts FILE"):
+        parse_counts_csv("entity_id,ts,Latitude,lon\n1,2,3,4\n", "e.csv")
+    # AND a header that is not an event log's gets no such hint
+    with pytest.raises(CountsError, match=r"got 'key,count'$"):
+        parse_counts_csv("key,count\n0231,5\n", "e.csv")
 
 
 def test_snapshot_rows_prefer_cost_and_fall_back_to_events() -> None:
