@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from partitioner.errors import EventLogError
-from partitioner.load.eventcols import EventColumns, check_columns
+from partitioner.load.eventcols import EventColumns, check_columns, is_number
 
 IntArray = npt.NDArray[np.int64]
 CSV_SUFFIXES = (".csv", ".tsv", ".txt")
@@ -154,11 +154,21 @@ def csv_delimiter(header_line: str, name: str = "") -> str:
 
 
 def _csv_header(path: Path, names: tuple[str, ...]) -> tuple[list[str], str]:
-    """The column names (the header line's, or ``names`` for a file without one) and the field separator."""
+    """The column names (the header line's, or ``names`` for a file without one) and the field separator.
+
+    A file read with ``names`` whose first line holds no number (a data line of a location log holds at least
+    its latitude and longitude) names its columns anyway and is refused: that line would be a bad row, and its
+    names are the better mapping.
+    """
     for text in _open_text(path):
         line = text.rstrip("\r\n")
         sep = csv_delimiter(line, path.name)
-        return (list(names) if names else [h.strip().strip('"') for h in line.split(sep)]), sep
+        first = [h.strip().strip('"') for h in line.split(sep)]
+        if names and not any(is_number(f) for f in first):
+            raise EventLogError(f"{str(path)!r} line 1 names columns ({first!r}), but --columns says the file has no "
+                                "header line: leave --columns out and map the header's names with --lat, --lon, "
+                                "--time, --entity")
+        return (list(names) if names else first), sep
     raise EventLogError(f"{str(path)!r}: file is empty (expected "
                         + ("events" if names else "a header line naming the columns") + ")")
 

@@ -157,6 +157,12 @@ def test_columns_are_refused_for_files_with_named_columns_and_when_named_twice(t
     with pytest.raises(EventLogError, match=r"--columns names the columns of a CSV file without a header line; .* is "
                                             r"JSON lines"):
         read_event_table(f, EventColumns(names=("lat", "lon", "ts")))
+    # AND a CSV file whose first line names its columns is told to leave --columns out
+    headed = tmp_path / "e.csv"
+    headed.write_text("id,ts,lon,lat\n1,2008-02-02 15:36:08,116.51172,39.92123\n")
+    with pytest.raises(EventLogError, match=r"line 1 names columns \(\['id', 'ts', 'lon', 'lat'\]\), but --columns "
+                                            r"says the file has no header line: leave --columns out"):
+        read_event_table(headed, EventColumns(names=("entity_id", "ts", "lon", "lat")))
     # AND a name given twice, or an empty one, is named
     with pytest.raises(EventLogError, match=r"--columns 'lat,lat,ts': 'lat' is named twice"):
         EventColumns(names=("lat", "lat", "ts"))
