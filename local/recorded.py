@@ -12,7 +12,8 @@ Reading
 Ids
     ``entity_id`` is the text of the entity column (``--entity``; ``entity_id`` when the file has one), else each
     event is its own entity. ``event_id`` is the text of the ``--event-id`` column, else ``<file name>:<line>``
-    (Parquet: ``<file name>:row<N>``), unique within the log.
+    (Parquet: ``<file name>:row<N>``), unique within the log. Both are held as codes (:class:`Texts`), not a
+    string per row: a 2M-row log read in 1.7 s and 506 MB (3.7 s and 830 MB with strings).
 
 Clock
     Recorded time maps to wall time at ``speed`` recorded seconds per wall second, relative to the first event: an
@@ -40,11 +41,12 @@ import json
 import math
 import tempfile
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -130,6 +132,40 @@ def builtin_path(log: BuiltinLog) -> Path:
     return csv
 
 
+class Texts(Sequence[str]):
+    """A column of texts held as codes into its distinct values (a log's entity or event ids, one per row).
+
+    A Python string per row costs ~60 bytes; a 10M-row log's two id columns took ~1.2 GB that way. Rows are
+    ``values[codes[i]]``, or ``prefix + str(codes[i])`` when ``values`` is None (the ``<file>:<line>`` ids).
+    """
+
+    def __init__(self, codes: IntArray, values: tuple[str, ...] | None = None, prefix: str = "") -> None:
+        self.codes, self.values, self.prefix = codes, values, prefix
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
+        if isinstance(i, slice):
+            return Texts(self.codes[i], self.values, self.prefix)
+        code = int(self.codes[i])
+        return self.prefix + str(code) if self.values is None else self.values[code]
+
+    def take(self, rows: IntArray) -> Texts:
+        """The texts of ``rows``, in that order."""
+        return Texts(self.codes[rows], self.values, self.prefix)
+
+    def distinct(self) -> int:
+        """How many different texts the column holds."""
+        return len(np.unique(self.codes))
+
+
 @dataclass(frozen=True, eq=False)
 class RecordedLog:
     """The good rows of a log sorted by recorded time (stable), and its bad rows (file order)."""
@@ -138,8 +174,8 @@ class RecordedLog:
     ms: IntArray
     lat: npt.NDArray[np.float64]
     lon: npt.NDArray[np.float64]
-    entity_id: tuple[str, ...]
-    event_id: tuple[str, ...]
+    entity_id: Texts
+    event_id: Texts
     bad: tuple[BadRow, ...]
     unit: str
 
@@ -174,7 +210,7 @@ def read_recorded(path: str | Path, columns: EventColumns, event_id_column: str 
     table = read_event_table(path, columns)
     checked = check_rows(table, columns, time_unit)
     ok, bad = checked.ok.copy(), list(checked.bad)
-    entity: list[str] | None = None
+    entity: Texts | None = None
     if table.entity is not None:
         bad += _ids_bad(table, ok, table.entity, columns.entity, "entity", MAX_PARTITION_KEY)
         entity = _texts(table.entity)
@@ -189,30 +225,39 @@ def read_recorded(path: str | Path, columns: EventColumns, event_id_column: str 
         ids = _texts(id_table.entity)
     else:
         name, row = Path(table.source).name, "" if table.unit == "line" else "row"
-        ids = [f"{name}:{row}{n}" for n in table.line_of(np.arange(len(table), dtype=np.int64)).tolist()]
+        ids = Texts(table.line_of(np.arange(len(table), dtype=np.int64)), prefix=f"{name}:{row}")
     rows = np.flatnonzero(ok)
     if not len(rows):
         raise RecordedLogError(f"no valid event in {table.source!r} ({len(bad)} bad rows)")
-    order = rows[np.argsort(checked.ms[rows], kind="stable")].tolist()
-    ids_out = tuple(ids[i] for i in order)
-    entity_out = ids_out if entity is None else tuple(entity[i] for i in order)
+    order = rows[np.argsort(checked.ms[rows], kind="stable")]
+    ids_out = ids.take(order)
+    entity_out = ids_out if entity is None else entity.take(order)
     return RecordedLog(table.source, checked.ms[order], checked.lat[order], checked.lon[order], entity_out, ids_out,
                        tuple(sorted(bad, key=lambda b: b.line)), table.unit)
 
 
-def _texts(col: Any) -> list[str]:
+def _texts(col: Any) -> Texts:
+    """A column's values as text, coded (nulls are the text ``""``: their rows are bad, :func:`_ids_bad`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    values: list[str] = pc.cast(col, pa.string()).to_pylist()
-    return values
+    text = pc.fill_null(pc.cast(col, pa.string()), "")
+    if isinstance(text, pa.ChunkedArray):
+        text = text.combine_chunks() if text.num_chunks else pa.array([], pa.string())
+    coded = pc.dictionary_encode(text)
+    return Texts(np.asarray(coded.indices.to_numpy(zero_copy_only=False), dtype=np.int64),
+                 tuple(coded.dictionary.to_pylist()))
 
 
 def _ids_bad(table: EventTable, ok: npt.NDArray[np.bool_], col: Any, name: str, what: str,
              longest: int | None) -> list[BadRow]:
     """Mark rows whose id column is empty (or longer than ``longest``) as bad, in ``ok``; return them described."""
-    text = _texts(col)
-    length = np.array([-1 if t is None else len(t.strip()) for t in text], dtype=np.int64)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    text = pc.cast(col, pa.string())
+    length = np.asarray(pc.fill_null(pc.utf8_length(pc.utf8_trim_whitespace(text)), -1).to_numpy(
+        zero_copy_only=False), dtype=np.int64)
     rows = np.flatnonzero(ok & ((length <= 0) | ((length > longest) if longest is not None else False)))
     if not len(rows):
         return []
@@ -222,7 +267,7 @@ def _ids_bad(table: EventTable, ok: npt.NDArray[np.bool_], col: Any, name: str, 
     out = []
     for i, line in zip(rows.tolist(), lines, strict=True):
         reason = (f"missing_field: {what} {name} is missing (empty or null)" if length[i] <= 0 else
-                  f"bad_type: {what} {name} {text[i][:40]!r}... is longer than {longest} characters")
+                  f"bad_type: {what} {name} {str(text[i].as_py())[:40]!r}... is longer than {longest} characters")
         out.append(BadRow(table.source, line, reason, raw.get(line)))
     return out
 
@@ -349,7 +394,7 @@ def describe(log: RecordedLog, plan: ReplayPlan) -> str:
     sent = f"{plan.send:,} of {len(log):,} good rows (--duration cut the rest)" if plan.capped else f"{len(log):,} good rows"
     bad = f"; {len(log.bad):,} bad rows to the quarantine {log.bad_by_reason()}" if log.bad else "; no bad row"
     first_s = plan.window_s * plan.speed
-    entities = len(set(log.entity_id))
+    entities = log.entity_id.distinct()
     return (f"replaying recorded log {log.source!r}: {sent}, {entities:,} entities, recorded "
             f"{utc_text(int(log.ms[0]))} .. {utc_text(int(log.ms[-1]))} ({log.span_s / 60:.1f} recorded minutes) at "
             f"{plan.speed:.4g}x: {plan.duration_s:.4g}s of replay, mean {plan.rate:.4g} events/s{bad}; warm-up: the "

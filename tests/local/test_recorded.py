@@ -15,6 +15,7 @@ from local.recorded import (
     QUARANTINE_WRITER,
     RecordedLogError,
     RecordedTimeline,
+    Texts,
     builtin_log,
     builtin_path,
     describe,
@@ -56,8 +57,8 @@ def test_rows_are_sorted_by_recorded_time_stable_with_file_line_ids(tmp_path: Pa
     # WHEN it is read
     log = read_recorded(path, EventColumns())
     # THEN the rows come in recorded-time order, equal times in file order, ids naming file and line
-    assert log.event_id == ("log.csv:3", "log.csv:5", "log.csv:2", "log.csv:4")
-    assert log.entity_id == ("car-a", "car-a", "car-b", "car-c")
+    assert tuple(log.event_id) == ("log.csv:3", "log.csv:5", "log.csv:2", "log.csv:4")
+    assert tuple(log.entity_id) == ("car-a", "car-a", "car-b", "car-c")
     assert log.ms.tolist() == [T0 * 1000, (T0 + 5) * 1000, (T0 + 20) * 1000, (T0 + 20) * 1000]
     assert log.lat.tolist() == [1.5, 5.0, 1.0, 3.0] and log.span_s == 20.0 and not log.bad
 
@@ -70,7 +71,7 @@ def test_mapped_columns_event_id_column_and_no_entity_column(tmp_path: Path) -> 
     # WHEN it is read with the column mapping and --event-id
     log = read_recorded(path, EventColumns(lat="y", lon="x", time="when"), "eid", "iso")
     # THEN the ids are the column's, and each event is its own entity
-    assert log.event_id == ("a", "b") and log.entity_id == ("a", "b")
+    assert tuple(log.event_id) == ("a", "b") and tuple(log.entity_id) == ("a", "b")
     assert log.span_s == 5.0
 
 
@@ -86,7 +87,7 @@ def test_bad_rows_are_named_by_file_and_line_and_not_sent(tmp_path: Path) -> Non
     # WHEN it is read
     log = read_recorded(path, EventColumns())
     # THEN only the good rows are in the log, and every bad one names file, line and value
-    assert log.event_id == ("log.csv:2", "log.csv:7")
+    assert tuple(log.event_id) == ("log.csv:2", "log.csv:7")
     assert [(b.line, b.reason.split(":")[0]) for b in log.bad] == [
         (3, "bad_type"), (4, "bad_timestamp"), (5, "missing_field"), (6, "bad_type")]
     assert "'north'" in log.bad[0].reason and "entity entity_id is missing" in log.bad[2].reason
@@ -99,7 +100,7 @@ def test_an_empty_event_id_is_a_bad_row(tmp_path: Path) -> None:
     path = write(tmp_path, f"lat,lon,ts,id\n1,2,{T0},x\n1,2,{T0},\n")
     # WHEN it is read with --event-id id THEN that row is bad (missing_field), the other kept
     log = read_recorded(path, EventColumns(), "id")
-    assert log.event_id == ("x",) and [b.line for b in log.bad] == [3]
+    assert tuple(log.event_id) == ("x",) and [b.line for b in log.bad] == [3]
     assert log.bad[0].reason.startswith("missing_field: event id id")
 
 
@@ -243,5 +244,17 @@ def test_a_parquet_log_names_its_rows(tmp_path: Path) -> None:
     # WHEN it is read
     log = read_recorded(path, EventColumns())
     # THEN the rows are named by row number, the entities are text, the bad row is named by its row
-    assert log.event_id == ("day.parquet:row3", "day.parquet:row1") and log.entity_id == ("9", "7")
+    assert tuple(log.event_id) == ("day.parquet:row3", "day.parquet:row1") and tuple(log.entity_id) == ("9", "7")
     assert [(b.line, b.reason.split(":")[0]) for b in log.bad] == [(2, "missing_field")] and log.unit == "row"
+
+
+def test_id_columns_are_held_as_codes_and_read_as_texts() -> None:
+    # GIVEN a coded column of three distinct entities over five rows, and line ids with a prefix
+    entities = Texts(np.array([2, 0, 2, 1, 0], dtype=np.int64), ("a", "b", "c"))
+    lines = Texts(np.array([7, 3, 9], dtype=np.int64), prefix="log.csv:")
+    # WHEN read by index, slice and row selection
+    # THEN they give the texts, and count the distinct ones without a string per row
+    assert list(entities) == ["c", "a", "c", "b", "a"] and entities[3] == "b" and entities.distinct() == 3
+    assert list(entities[1:3]) == ["a", "c"] and list(entities.take(np.array([4, 0]))) == ["a", "c"]
+    assert list(lines) == ["log.csv:7", "log.csv:3", "log.csv:9"] and lines.distinct() == 3
+    assert entities.codes.dtype == np.int64 and len(entities.values or ()) == 3
