@@ -41,17 +41,17 @@ import json
 import math
 import tempfile
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from local.errors import LocalRunError
+from local.texts import Texts
 from local.traj import traj_to_csv
 from partitioner.contracts.events import MAX_PARTITION_KEY
 from partitioner.contracts.quarantine import lambda_quarantine_key
@@ -130,40 +130,6 @@ def builtin_path(log: BuiltinLog) -> Path:
     if not csv.exists() or csv.stat().st_mtime < path.stat().st_mtime:
         traj_to_csv(path, csv)
     return csv
-
-
-class Texts(Sequence[str]):
-    """A column of texts held as codes into its distinct values (a log's entity or event ids, one per row).
-
-    A Python string per row costs ~60 bytes; a 10M-row log's two id columns took ~1.2 GB that way. Rows are
-    ``values[codes[i]]``, or ``prefix + str(codes[i])`` when ``values`` is None (the ``<file>:<line>`` ids).
-    """
-
-    def __init__(self, codes: IntArray, values: tuple[str, ...] | None = None, prefix: str = "") -> None:
-        self.codes, self.values, self.prefix = codes, values, prefix
-
-    def __len__(self) -> int:
-        return len(self.codes)
-
-    @overload
-    def __getitem__(self, i: int) -> str: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[str]: ...
-
-    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
-        if isinstance(i, slice):
-            return Texts(self.codes[i], self.values, self.prefix)
-        code = int(self.codes[i])
-        return self.prefix + str(code) if self.values is None else self.values[code]
-
-    def take(self, rows: IntArray) -> Texts:
-        """The texts of ``rows``, in that order."""
-        return Texts(self.codes[rows], self.values, self.prefix)
-
-    def distinct(self) -> int:
-        """How many different texts the column holds."""
-        return len(np.unique(self.codes))
 
 
 @dataclass(frozen=True, eq=False)

@@ -15,7 +15,6 @@ from local.recorded import (
     QUARANTINE_WRITER,
     RecordedLogError,
     RecordedTimeline,
-    Texts,
     builtin_log,
     builtin_path,
     describe,
@@ -25,6 +24,7 @@ from local.recorded import (
     read_recorded,
     suggested_speed,
 )
+from local.texts import Texts
 from partitioner.contracts.quarantine import QuarantineRecord
 from partitioner.errors import EventLogError
 from partitioner.load.eventcols import EventColumns
