@@ -81,7 +81,11 @@ class EventTable:
 
 
 def file_format(path: str | Path) -> str:
-    """``"csv"``, ``"json"`` or ``"parquet"`` from the file name (``.gz`` allowed for CSV and JSON lines)."""
+    """``"csv"``, ``"json"`` or ``"parquet"`` from the file name (``.gz`` allowed for CSV and JSON lines); a
+    directory is refused with how to name its files."""
+    if Path(path).is_dir():
+        raise EventLogError(f"event file {str(path)!r} is a directory: name the files in it ('counts' reads several, "
+                            f"e.g. {str(Path(path) / '*.csv')!r} in the shell)")
     name = Path(path).name.lower()
     gz = name.endswith(".gz")
     stem = name[:-3] if gz else name

@@ -191,6 +191,13 @@ def test_semicolon_tab_and_pipe_separated_files_count_as_the_comma_separated_one
     assert [x.line for x in b.bad] == [3, 4] and "line has 5 fields, the header has 4" in b.bad[0].reason
 
 
+def test_a_directory_is_named_as_one(tmp_path: Path) -> None:
+    # GIVEN a directory of daily files passed as the event file WHEN counted
+    # THEN the error says it is a directory and how to name its files
+    with pytest.raises(EventLogError, match=r"is a directory: name the files in it \('counts' reads several"):
+        count_events([tmp_path], EventColumns(), CountOptions(60, 10))
+
+
 def test_a_decimal_comma_is_named_as_such(tmp_path: Path) -> None:
     # GIVEN a semicolon separated export whose numbers have a decimal comma
     f = tmp_path / "e.csv"
