@@ -178,8 +178,8 @@ def read_recorded(path: str | Path, columns: EventColumns, event_id_column: str 
     ok, bad = checked.ok.copy(), list(checked.bad)
     entity: Texts | None = None
     if table.entity is not None:
-        bad += _ids_bad(table, ok, table.entity, columns.entity, "entity", MAX_PARTITION_KEY)
         entity = _texts(table.entity)
+        bad += _ids_bad(table, ok, entity, columns.entity, "entity", MAX_PARTITION_KEY)
     if event_id_column is not None:
         # the reader reads one optional column besides lat, lon and time: the same reader reads the file again
         # with the event id column in that place (same rows, same order)
@@ -187,8 +187,8 @@ def read_recorded(path: str | Path, columns: EventColumns, event_id_column: str 
         if len(id_table) != len(table):
             raise RecordedLogError(f"{table.source}: read {len(id_table)} rows with the event id column "
                                    f"{event_id_column!r} but {len(table)} without it")
-        bad += _ids_bad(table, ok, id_table.entity, event_id_column, "event id", None)
         ids = _texts(id_table.entity)
+        bad += _ids_bad(table, ok, ids, event_id_column, "event id", None)
     else:
         name, row = Path(table.source).name, "" if table.unit == "line" else "row"
         ids = Texts(table.line_of(np.arange(len(table), dtype=np.int64)), prefix=f"{name}:{row}")
@@ -215,15 +215,15 @@ def _texts(col: Any) -> Texts:
                  tuple(coded.dictionary.to_pylist()))
 
 
-def _ids_bad(table: EventTable, ok: npt.NDArray[np.bool_], col: Any, name: str, what: str,
+def _ids_bad(table: EventTable, ok: npt.NDArray[np.bool_], text: Texts, name: str, what: str,
              longest: int | None) -> list[BadRow]:
-    """Mark rows whose id column is empty (or longer than ``longest``) as bad, in ``ok``; return them described."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    """Mark rows whose id is empty (or longer than ``longest``) as bad, in ``ok``; return them described.
 
-    text = pc.cast(col, pa.string())
-    length = np.asarray(pc.fill_null(pc.utf8_length(pc.utf8_trim_whitespace(text)), -1).to_numpy(
-        zero_copy_only=False), dtype=np.int64)
+    Lengths are measured once per distinct id (:attr:`Texts.values`), stripped; a null is the empty text.
+    """
+    values = text.values or ()
+    length = np.array([len(v.strip()) for v in values], dtype=np.int64)[text.codes] if values else \
+        np.zeros(len(text), dtype=np.int64)
     rows = np.flatnonzero(ok & ((length <= 0) | ((length > longest) if longest is not None else False)))
     if not len(rows):
         return []
@@ -233,7 +233,7 @@ def _ids_bad(table: EventTable, ok: npt.NDArray[np.bool_], col: Any, name: str, 
     out = []
     for i, line in zip(rows.tolist(), lines, strict=True):
         reason = (f"missing_field: {what} {name} is missing (empty or null)" if length[i] <= 0 else
-                  f"bad_type: {what} {name} {str(text[i].as_py())[:40]!r}... is longer than {longest} characters")
+                  f"bad_type: {what} {name} {text[i][:40]!r}... is longer than {longest} characters")
         out.append(BadRow(table.source, line, reason, raw.get(line)))
     return out
 
