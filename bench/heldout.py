@@ -24,6 +24,9 @@ generator                  zoom  quadkeys   structure
 places in Britain and Ireland at zoom 15, diurnal, with stadium crowds ramping up over 20 minutes
 to 60-100 % of a cap, and a new spec live 10 minutes after its snapshot.
 
+:func:`quiet_day` is a held-out day for a small fleet: one country's places at zoom 15, a few events per
+forecast region and window, flat or slowly ramping, 5-10 workers.
+
 Notes
 -----
 Reading ``cities500.json`` takes seconds, so the place table is cached as ``.npz`` in the system's
@@ -303,6 +306,45 @@ def crowd_day(seed: int = 1, *, windows: int = 288, window_s: float = 300.0, lat
     return Scenario("crowd-day", f"{len(qks)} cells of Britain and Ireland at zoom {DAY_ZOOM}, diurnal, stadium "
                     f"crowds ({names}); {windows} windows of {window_s / 60:g} min", series, cap, window_s, latency_s,
                     SWAP_SHARE * window_s)
+
+
+QUIET_EVENTS = 8_000.0  # events per 5-minute window of a quiet day
+QUIET_KINDS = ("flat", "ramp")
+
+
+def quiet_day(seed: int = 1, *, kind: str = "flat", workers: int = 5, events: float = QUIET_EVENTS,
+              windows: int = 288, window_s: float = 300.0, latency_s: float = 600.0) -> Scenario:
+    """A held-out quiet day: a small fleet on a sparse load with no diurnal swing, 10 minutes to live.
+
+    The places of one country with more than 200 of them (drawn per ``seed``) scatter 300,000 points around
+    them, weight ~ pop^0.7, at zoom 15 (5-60k cells); each window is ``Poisson(events x share)`` per cell (a few
+    events per forecast region), ``flat`` all day or a slow ``ramp`` from 0.6 to 1.4 times ``events``.
+    ``max_load`` = ``events / workers``, rounded. The load where a forecast's noise, not its trend, decides
+    the fleet: a handful of workers, each spare one 10-20 % of the cost.
+    """
+    if kind not in QUIET_KINDS:
+        raise ValueError(f"quiet day kind {kind!r} is not one of {QUIET_KINDS!r}")
+    p = places500()
+    rng = np.random.default_rng((seed, 4_881))
+    names, sizes = np.unique(p.country, return_counts=True)
+    country = str(rng.choice(names[sizes > 200]))
+    sel = np.flatnonzero(p.country == country)
+    mass = np.maximum(p.pop[sel], 500.0) ** 0.7
+    idx = rng.choice(sel, size=300_000, p=mass / mass.sum())
+    lon, lat = scatter(rng, p.lon[idx], p.lat[idx], 0.3 + 1.5 * np.sqrt(p.pop[idx] / 1e6))
+    codes, cnt = np.unique(point_codes(lon, lat, DAY_ZOOM), return_counts=True)
+    share = cnt / cnt.sum()
+    mask = (1 << DAY_ZOOM) - 1
+    qks = tuple(arrays_to_quadkeys(codes >> DAY_ZOOM, codes & mask, DAY_ZOOM))
+
+    def expected(t: int) -> FloatArray:
+        level = 1.0 if kind == "flat" else 0.6 + 0.8 * t / max(1, windows - 1)
+        return share * events * level
+
+    series = CellSeries(qks, expected, windows, seed, source=f"quiet-day({kind}, seed={seed})")
+    return Scenario("quiet-day", f"{len(qks)} cells of {country} at zoom {DAY_ZOOM}, {kind}, {events:,.0f} events "
+                    f"a window; {windows} windows of {window_s / 60:g} min", series, _round(events / workers),
+                    window_s, latency_s, SWAP_SHARE * window_s)
 
 
 def _round(raw: float) -> float:

@@ -42,7 +42,7 @@ from partitioner.control.policy import Decision
 from partitioner.errors import PolicyError
 from partitioner.load.bound import lower_bound
 from partitioner.load.counts import Counts, Grid
-from partitioner.load.forecast import LoadHistory, backtest, forecast_load, region_codes
+from partitioner.load.forecast import TREND_Z, LoadHistory, backtest, forecast_load, region_codes
 from partitioner.load.levels import CellLevels
 from partitioner.load.loads import OVER, Cells, SpecLoads, load_metrics, moves, spec_loads
 from partitioner.spec.model import Spec
@@ -65,6 +65,9 @@ class PredictivePolicy:
         Windows the trend line is fitted through (>= 1).
     half_life : float
         Windows after which a window's weight in the fit halves (> 0).
+    trend_z : float
+        Standard errors a region's trend must stand out by before most of it is extrapolated (>= 0;
+        :func:`partitioner.load.forecast.fit`).
     backtest_windows : int
         Recent windows re-forecast to measure the forecast error (>= 1).
     headroom_z, min_headroom, max_headroom, default_headroom : float
@@ -85,6 +88,7 @@ class PredictivePolicy:
     history_windows: int = 12
     trend_windows: int = 4
     half_life: float = 2.0
+    trend_z: float = TREND_Z
     backtest_windows: int = 6
     headroom_z: float = 2.5
     min_headroom: float = 0.02
@@ -106,9 +110,9 @@ class PredictivePolicy:
             v = getattr(self, name)
             if v != int(v) or v < low:
                 raise PolicyError(f"policy {name} must be an integer >= {low}, got {v!r}")
-        if self.half_life <= 0 or self.headroom_z < 0:
-            raise PolicyError(f"policy half_life must be > 0 and headroom_z >= 0, got {self.half_life!r}, "
-                              f"{self.headroom_z!r}")
+        if self.half_life <= 0 or self.headroom_z < 0 or self.trend_z < 0:
+            raise PolicyError(f"policy half_life must be > 0 and headroom_z, trend_z >= 0, got {self.half_life!r}, "
+                              f"{self.headroom_z!r}, {self.trend_z!r}")
         if not 0 <= self.min_headroom <= self.default_headroom <= self.max_headroom:
             raise PolicyError(f"policy headrooms must satisfy 0 <= min_headroom <= default_headroom <= max_headroom, "
                               f"got {self.min_headroom!r}, {self.default_headroom!r}, {self.max_headroom!r}")
@@ -131,9 +135,9 @@ class PredictivePolicy:
         history, cells = obs.history, obs.cells
         times = (window_end + latency_s, window_end + latency_s + history.window_s)
         fc = forecast_load(obs.snapshot, obs.grid, obs.events, history, obs.levels, times, int(self.trend_windows),
-                           self.half_life)
+                           self.half_life, self.trend_z)
         cur_loads = spec_loads(current) if current is not None else None
-        headroom, groups = self.headroom(history, cells, cur_loads, latency_s)
+        headroom, groups = self.headroom(history, obs.levels, cur_loads, latency_s)
         fill = 1.0 / (1.0 + headroom)
         build_fill = fill * (1.0 - self.grow_band)
         need = lower_bound(fc.cells.total, build_fill * max_load) + 1
@@ -172,16 +176,25 @@ class PredictivePolicy:
         line = f"{verb}: {when}: {trigger}; {tail}{why}"
         return Verdict(Decision(ok, (line,), cur, cand, moved, details), cand_spec if ok else None)
 
-    def headroom(self, history: LoadHistory, cells: Cells, current: SpecLoads | None,
+    def headroom(self, history: LoadHistory, levels: CellLevels, current: SpecLoads | None,
                  latency_s: float) -> tuple[float, int]:
-        """Headroom from recent forecast errors over worker-sized groups of regions; (headroom, groups used)."""
+        """Headroom from recent forecast errors over worker-sized groups of regions; (headroom, groups used).
+
+        Notes
+        -----
+        A region joins the group of the current worker that holds most of its **smoothed** load (``levels``), not
+        of the window that just closed: that window is also the last one the errors are measured on, and grouping
+        by its own counts would put every region that happened to be empty in it in one group (forecast > 0,
+        actual 0) and every region that happened to be busy in another, which on sparse data (a few events per
+        region) read as 15 % errors on a flat load of Poisson noise (3 %) and kept 10 workers where 6 did.
+        """
         if current is None or len(history) < 2:
             return self.default_headroom, 0
         bt = backtest(history, latency_s + 0.5 * history.window_s, int(self.backtest_windows),
-                      int(self.trend_windows), self.half_life)
+                      int(self.trend_windows), self.half_life, self.trend_z)
         if len(bt.actual) == 0:
             return self.default_headroom, 0
-        group = _region_groups(history, cells, current)
+        group = _region_groups(history, levels, current)
         n = int(group.max()) + 1 if len(group) else 0
         f = np.vstack([np.bincount(group, weights=row, minlength=n) for row in bt.forecast])
         a = np.vstack([np.bincount(group, weights=row, minlength=n) for row in bt.actual])
@@ -212,18 +225,37 @@ class Verdict(NamedTuple):
     candidate: Spec | None
 
 
-def _region_groups(history: LoadHistory, cells: Cells, current: SpecLoads) -> npt.NDArray[np.int64]:
-    """For each history region, the current worker holding most of its load in this snapshot (a spare id if none)."""
+def _region_groups(history: LoadHistory, levels: CellLevels, current: SpecLoads) -> npt.NDArray[np.int64]:
+    """For each history region, the current worker holding most of its smoothed load (``levels``); a region with no
+    level left, the worker of its centre cell (a spare id for cells no single worker owns: hash-split shares)."""
+    n_r, n_w = len(history.regions), len(current.worker_ids) + 1
+    zoom = levels.zoom
+    mask = (1 << zoom) - 1
+    cells = Cells(levels.codes >> zoom, levels.codes & mask, np.full(len(levels), zoom, dtype=np.int64),
+                  np.asarray(levels.levels, dtype=np.float64), "levels")
+    pos = history.index_of(region_codes(cells, history.region_zoom))
+    ok = pos >= 0
+    worker = _workers(current, cells)
+    flat = np.bincount(pos[ok] * n_w + worker[ok], weights=cells.weight[ok], minlength=n_r * n_w).reshape(n_r, n_w)
+    best = flat.argmax(axis=1)
+    empty = np.flatnonzero(flat.sum(axis=1) <= 0)
+    if len(empty):
+        rz, shift = history.region_zoom, zoom - history.region_zoom
+        codes = history.regions[empty]
+        half = (1 << shift) >> 1
+        centre = Cells(((codes >> rz) << shift) + half, ((codes & ((1 << rz) - 1)) << shift) + half,
+                       np.full(len(empty), zoom, dtype=np.int64), np.ones(len(empty)), "region centres")
+        best[empty] = _workers(current, centre)
+    return np.asarray(best, dtype=np.int64)
+
+
+def _workers(current: SpecLoads, cells: Cells) -> npt.NDArray[np.int64]:
+    """The current worker (index) of each cell; ``len(worker_ids)`` for a hash-split cell."""
     owners = current.owners(cells)
     plain = owners >= 0
     worker = np.full(len(owners), len(current.worker_ids), dtype=np.int64)
     worker[plain] = current.worker_of[owners[plain]]
-    pos = history.index_of(region_codes(cells, history.region_zoom))
-    ok = pos >= 0
-    n_r, n_w = len(history.regions), len(current.worker_ids) + 1
-    flat = np.bincount(pos[ok] * n_w + worker[ok], weights=cells.weight[ok], minlength=n_r * n_w)
-    best = flat.reshape(n_r, n_w).argmax(axis=1)
-    return np.asarray(best, dtype=np.int64)
+    return worker
 
 
 def _dur(seconds: float) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from spec_factory import make_counts, make_spec, qk
 
@@ -58,6 +59,8 @@ def test_bad_settings_name_the_field():
         PredictivePolicy(min_headroom=0.3, default_headroom=0.1)
     with pytest.raises(PolicyError, match="grow_band must be in"):
         PredictivePolicy(grow_band=0.7)
+    with pytest.raises(PolicyError, match=r"headroom_z, trend_z >= 0, got 2.0, 2.5, -1"):
+        PredictivePolicy(trend_z=-1)
 
 
 def test_the_first_spec_is_built_on_the_forecast_and_published():
@@ -150,3 +153,36 @@ def test_headroom_grows_with_the_observed_forecast_error():
     # THEN the jumpy history gets more headroom (a lower fill)
     assert d_jumpy.decision.details["headroom"] > 2 * d_calm.decision.details["headroom"]
     assert d_calm.decision.details["headroom"] == pytest.approx(policy.min_headroom)
+
+
+def test_the_headroom_on_a_sparse_flat_load_is_the_noise_of_a_worker_not_of_its_empty_regions():
+    # GIVEN a flat load of about one event per region and window (Poisson) over 1,024 regions, the west half on
+    # w0001 and the east half on w0002: ~512 events a worker, whose window-to-window noise is ~4.4 %
+    rng = np.random.default_rng(7)
+    policy = PredictivePolicy()
+    rz = policy.region_zoom(Z)  # regions are zoom-6 tiles, each 16 x 16 cells at zoom 10
+    west = [qk(x, y, rz) for x in range(16) for y in range(32)]
+    east = [qk(x, y, rz) for x in range(16, 32) for y in range(32)]
+    two = make_spec([("p0001", "w0001", west, 512.0), ("p0002", "w0002", east, 512.0)], 1_000.0, version=1)
+    centres = [qk(16 * x + 8, 16 * y + 8, Z) for x in range(32) for y in range(32)]
+    h = LoadHistory.empty(rz, S)
+    levels = CellLevels.empty(Z)
+    snap = make_counts({centres[0]: 1.0})
+    for k in range(12):
+        n = rng.poisson(1.0, len(centres))
+        snap = make_counts({q: float(v) for q, v in zip(centres, n, strict=True) if v})
+        h = h.absorb(cells_of(snap), (k + 1) * S, S, policy.history_windows)
+        g = snap.grid()
+        levels = levels.update((g.x << Z) | g.y, g.weight, alpha=policy.cell_alpha, jump_z=policy.cell_jump_z)
+    obs = Observation(snap, cells_of(snap), snap.grid(), snap.grid(), h, levels)
+
+    # WHEN the policy sizes its headroom from its backtested forecast errors
+    verdict = policy.decide(two, obs, window_end=12 * S, latency_s=S, max_load=1_000.0,
+                            build=lambda c, fill: build_spec(c, 1_000.0, previous=two, fill=fill))
+
+    # THEN it is about 2.5 x the noise of a worker's sum (0.44 when the regions were grouped by the last window's
+    # own counts, every region empty in it in one group: forecast > 0, actual 0; 0.28 with the noise's slopes
+    # extrapolated, trend_z 1)
+    d = verdict.decision
+    assert d.details["error_groups"] == 2
+    assert d.details["headroom"] < 0.2

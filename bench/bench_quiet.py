@@ -1,0 +1,97 @@
+"""Quiet days of small fleets: the default policy against the reactive one, through ``python -m partitioner simulate``.
+
+For each ``--seeds`` seed, :func:`heldout.quiet_day` draws one country's places (a different country per seed), a
+sparse load of a few events per forecast region and window, ``flat`` all day or a slow ``ramp``, for a fleet of
+``--workers`` (5 and 10 by default: each spare worker is 10-20 % of the cost). Each day is written as counts CSVs and
+replayed by the CLI in a fresh process with ``--strategies default,reactive`` (10 minutes to live): the **baseline**
+is the reactive policy in the same run (it sizes on the window that closed, with no forecast), the floor the
+``ceil(load / cap)`` every cost is measured against.
+
+What it guards: on such a load the forecast's noise, not a trend, decides the fleet. The default once kept 10
+workers where 6 carried a flat Russian day (1.67x the floor, reactive 1.17x) and put one worker-window at 145 % of
+its cap: its trend lines extrapolated Poisson noise, and its headroom grouped regions by the window it was measuring
+(``bench/README.md``, "Quiet days").
+
+Targets: the default's cost <= the reactive's + 1 % on every day; <= 0.2 % of worker-windows over the cap and the
+worst <= 110 % (the control limits of ``bench_control.py``).
+
+Run: ``.venv/bin/python bench/bench_quiet.py [--seeds 1 2 3] [--workers 5 10] [--policy JSON]`` (~1 min).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+for p in (ROOT, ROOT / "bench"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+import heldout  # noqa: E402
+
+TARGET_VS_REACTIVE = 1.01
+TARGET_OVER_CAP = 0.002
+TARGET_WORST = 1.10
+
+
+def simulate(windows: Path, max_load: float, policy: str | None, out: Path) -> tuple[float, dict[str, Any]]:
+    """Wall seconds of the CLI on ``windows`` and its JSON per strategy."""
+    cmd = [sys.executable, "-m", "partitioner", "simulate", str(windows), "--max-load", f"{max_load:g}",
+           "--window-s", "300", "--latency-s", "600", "--strategies", "default,reactive", "--json", str(out), "-q"]
+    if policy:
+        cmd += ["--policy", policy]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    if proc.returncode:
+        raise SystemExit(f"python -m partitioner simulate exited {proc.returncode} on {windows} (its error above)")
+    result: dict[str, Any] = json.loads(out.read_text())["strategies"]
+    return wall, result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--workers", type=int, nargs="+", default=[5, 10])
+    ap.add_argument("--policy", help="the controller's POLICY_JSON for the default (default: the Lambda's defaults)")
+    args = ap.parse_args(argv)
+    print(f"policy: {args.policy or 'defaults'}")
+    print(f"{'day':34} {'workers':>7} {'wall s':>6} {'default':>8} {'reactive':>8} {'ratio':>6} {'over cap':>8} "
+          f"{'worst':>6}  targets")
+    missed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in args.seeds:
+            for kind in heldout.QUIET_KINDS:
+                for workers in args.workers:
+                    sc = heldout.quiet_day(seed, kind=kind, workers=workers)
+                    day = Path(tmp) / f"{seed}-{kind}-{workers}"
+                    heldout.write_windows(sc, day)
+                    wall, r = simulate(day, sc.max_load, args.policy, day / "sim.json")
+                    d, re = r["default"], r["reactive"]
+                    cost, base = float(d["cost_ratio"]["carry"]), float(re["cost_ratio"]["whole"])
+                    over, worst = float(d["over_cap_share"]), float(d["worst_utilisation"])
+                    bad = []
+                    if cost > base * TARGET_VS_REACTIVE:
+                        bad.append(f"cost {cost:.3f}x > reactive {base:.3f}x")
+                    if over > TARGET_OVER_CAP:
+                        bad.append(f"over cap {100 * over:.2f}% > {100 * TARGET_OVER_CAP:g}%")
+                    if worst > TARGET_WORST:
+                        bad.append(f"worst {100 * worst:.0f}% > {100 * TARGET_WORST:g}%")
+                    missed += bool(bad)
+                    name = f"seed {seed} {kind} {sc.description.split(' at ')[0]}"
+                    print(f"{name:34} {workers:>7} {wall:>6.1f} {cost:>7.3f}x {base:>7.3f}x {cost / base:>6.3f} "
+                          f"{100 * over:>7.2f}% {100 * worst:>5.0f}%  {'PASS' if not bad else 'MISS: ' + '; '.join(bad)}",
+                          flush=True)
+    print(f"{missed} day(s) miss a target")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
