@@ -22,13 +22,9 @@ Run: ``.venv/bin/python bench/bench_crowd.py [--seeds 1 2] [--policy '{"headroom
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 for p in (ROOT, ROOT / "bench"):
@@ -47,21 +43,6 @@ DAYS: dict[str, tuple[int, tuple[float, float]]] = {
 }
 
 
-def simulate(windows: Path, policy: str | None, out: Path) -> tuple[float, dict[str, Any]]:
-    """Wall seconds of the CLI on ``windows`` and its ``default`` strategy's JSON."""
-    cmd = [sys.executable, "-m", "partitioner", "simulate", str(windows), "--max-load", str(heldout.MAX_LOAD),
-           "--window-s", "300", "--latency-s", "600", "--strategies", "default", "--json", str(out), "-q"]
-    if policy:
-        cmd += ["--policy", policy]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - t0
-    if proc.returncode:
-        raise SystemExit(f"python -m partitioner simulate exited {proc.returncode} on {windows} (its error above)")
-    result: dict[str, Any] = json.loads(out.read_text())["strategies"]["default"]
-    return wall, result
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
@@ -77,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
             for name, (crowds, share) in DAYS.items():
                 day = Path(tmp) / f"{seed}-{crowds}-{share[0]:g}"
                 heldout.write_windows(heldout.crowd_day(seed, crowds=crowds, crowd_share=share), day)
-                wall, r = simulate(day, args.policy, day / "sim.json")
+                wall, strategies = heldout.run_simulate(day, heldout.MAX_LOAD, "default", args.policy, day / "sim.json")
+                r = strategies["default"]
                 cost, worst = float(r["cost_ratio"]["carry"]), float(r["worst_utilisation"])
                 base_cost = cost if crowds == 0 else base_cost
                 bad = []

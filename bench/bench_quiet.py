@@ -21,13 +21,9 @@ Run: ``.venv/bin/python bench/bench_quiet.py [--seeds 1 2 3] [--workers 5 10] [-
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 for p in (ROOT, ROOT / "bench"):
@@ -39,21 +35,6 @@ import heldout  # noqa: E402
 TARGET_VS_REACTIVE = 1.01
 TARGET_OVER_CAP = 0.002
 TARGET_WORST = 1.10
-
-
-def simulate(windows: Path, max_load: float, policy: str | None, out: Path) -> tuple[float, dict[str, Any]]:
-    """Wall seconds of the CLI on ``windows`` and its JSON per strategy."""
-    cmd = [sys.executable, "-m", "partitioner", "simulate", str(windows), "--max-load", f"{max_load:g}",
-           "--window-s", "300", "--latency-s", "600", "--strategies", "default,reactive", "--json", str(out), "-q"]
-    if policy:
-        cmd += ["--policy", policy]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
-    wall = time.perf_counter() - t0
-    if proc.returncode:
-        raise SystemExit(f"python -m partitioner simulate exited {proc.returncode} on {windows} (its error above)")
-    result: dict[str, Any] = json.loads(out.read_text())["strategies"]
-    return wall, result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
                     sc = heldout.quiet_day(seed, kind=kind, workers=workers)
                     day = Path(tmp) / f"{seed}-{kind}-{workers}"
                     heldout.write_windows(sc, day)
-                    wall, r = simulate(day, sc.max_load, args.policy, day / "sim.json")
+                    wall, r = heldout.run_simulate(day, sc.max_load, "default,reactive", args.policy, day / "sim.json")
                     d, re = r["default"], r["reactive"]
                     cost, base = float(d["cost_ratio"]["carry"]), float(re["cost_ratio"]["whole"])
                     over, worst = float(d["over_cap_share"]), float(d["worst_utilisation"])

@@ -37,10 +37,13 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 import tempfile
+import time
 from functools import lru_cache
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from datasets import Dataset, scatter
@@ -273,13 +276,7 @@ def crowd_day(seed: int = 1, *, windows: int = 288, window_s: float = 300.0, lat
     sel = np.flatnonzero(np.isin(p.country, DAY_COUNTRIES) & (p.lon >= west) & (p.lon <= east) & (p.lat >= south)
                          & (p.lat <= north))
     rng = np.random.default_rng((seed, 25_288))
-    mass = np.maximum(p.pop[sel], 500.0) ** 0.7
-    idx = rng.choice(sel, size=1_200_000, p=mass / mass.sum())
-    lon, lat = scatter(rng, p.lon[idx], p.lat[idx], 0.3 + 1.5 * np.sqrt(p.pop[idx] / 1e6))
-    codes, cnt = np.unique(point_codes(lon, lat, DAY_ZOOM), return_counts=True)
-    share = cnt / cnt.sum()
-    mask = (1 << DAY_ZOOM) - 1
-    qks = tuple(arrays_to_quadkeys(codes >> DAY_ZOOM, codes & mask, DAY_ZOOM))
+    codes, share, qks = _day_cells(rng, p, sel, 1_200_000)
     big = sel[np.argsort(-p.pop[sel], kind="stable")[:40]]
     venues = rng.choice(big, size=crowds, replace=False)
     vcode = point_codes(p.lon[venues], p.lat[venues], DAY_ZOOM)
@@ -308,6 +305,35 @@ def crowd_day(seed: int = 1, *, windows: int = 288, window_s: float = 300.0, lat
                     SWAP_SHARE * window_s)
 
 
+def _day_cells(rng: np.random.Generator, p: Places, sel: IntArray, points: int
+               ) -> tuple[IntArray, FloatArray, tuple[str, ...]]:
+    """A day's cells at :data:`DAY_ZOOM`: ``points`` drawn from the places ``sel`` (weight ~ pop^0.7), scattered
+    0.3 + 1.5 sqrt(pop/1e6) km around them; the cells' tile codes, shares of the points and quadkeys."""
+    mass = np.maximum(p.pop[sel], 500.0) ** 0.7
+    idx = rng.choice(sel, size=points, p=mass / mass.sum())
+    lon, lat = scatter(rng, p.lon[idx], p.lat[idx], 0.3 + 1.5 * np.sqrt(p.pop[idx] / 1e6))
+    codes, cnt = np.unique(point_codes(lon, lat, DAY_ZOOM), return_counts=True)
+    mask = (1 << DAY_ZOOM) - 1
+    return codes, cnt / cnt.sum(), tuple(arrays_to_quadkeys(codes >> DAY_ZOOM, codes & mask, DAY_ZOOM))
+
+
+def run_simulate(windows: Path, max_load: float, strategies: str, policy: str | None, out: Path
+                 ) -> tuple[float, dict[str, Any]]:
+    """``python -m partitioner simulate`` on the counts CSVs in ``windows`` in a fresh process, as a user runs it
+    (5-minute windows, 10 minutes to live): its wall seconds and its JSON per strategy."""
+    cmd = [sys.executable, "-m", "partitioner", "simulate", str(windows), "--max-load", f"{max_load:g}",
+           "--window-s", "300", "--latency-s", "600", "--strategies", strategies, "--json", str(out), "-q"]
+    if policy:
+        cmd += ["--policy", policy]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    if proc.returncode:
+        raise SystemExit(f"python -m partitioner simulate exited {proc.returncode} on {windows} (its error above)")
+    result: dict[str, Any] = json.loads(out.read_text())["strategies"]
+    return wall, result
+
+
 QUIET_EVENTS = 8_000.0  # events per 5-minute window of a quiet day
 QUIET_KINDS = ("flat", "ramp")
 
@@ -328,14 +354,7 @@ def quiet_day(seed: int = 1, *, kind: str = "flat", workers: int = 5, events: fl
     rng = np.random.default_rng((seed, 4_881))
     names, sizes = np.unique(p.country, return_counts=True)
     country = str(rng.choice(names[sizes > 200]))
-    sel = np.flatnonzero(p.country == country)
-    mass = np.maximum(p.pop[sel], 500.0) ** 0.7
-    idx = rng.choice(sel, size=300_000, p=mass / mass.sum())
-    lon, lat = scatter(rng, p.lon[idx], p.lat[idx], 0.3 + 1.5 * np.sqrt(p.pop[idx] / 1e6))
-    codes, cnt = np.unique(point_codes(lon, lat, DAY_ZOOM), return_counts=True)
-    share = cnt / cnt.sum()
-    mask = (1 << DAY_ZOOM) - 1
-    qks = tuple(arrays_to_quadkeys(codes >> DAY_ZOOM, codes & mask, DAY_ZOOM))
+    _, share, qks = _day_cells(rng, p, np.flatnonzero(p.country == country), 300_000)
 
     def expected(t: int) -> FloatArray:
         level = 1.0 if kind == "flat" else 0.6 + 0.8 * t / max(1, windows - 1)
