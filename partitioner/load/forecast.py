@@ -41,8 +41,10 @@ from partitioner.load.loads import Cells, cells_of
 FloatArray = npt.NDArray[np.float64]
 HISTORY_FORMAT = "geo-rebalancer.load-history/1"
 #: Standard errors a region's slope must stand out by before most of it is extrapolated (:func:`fit`; the
-#: predictive policy's ``trend_z``).
-TREND_Z = 3.0
+#: predictive policy's ``trend_z``). 1 follows a ramp of a few dozen events a window within a window or two; 3 stops
+#: extrapolating noise on sparse, quiet loads but lagged such a ramp by two or three windows (bench/README.md,
+#: "Quiet days").
+TREND_Z = 1.0
 
 
 def region_codes(cells: Cells, zoom: int) -> IntArray:
@@ -178,12 +180,12 @@ def fit(times: FloatArray, totals: FloatArray, window_s: float, span: int, half_
 
     Notes
     -----
-    ``trend_z`` is how many standard errors a slope must stand out by before most of it is kept: at
-    ``z = 3`` a slope of 3 standard errors keeps half, one of 10 keeps 92 %, and the 1-2 standard
-    errors of pure noise keep 10-30 %. At ``z = 1`` pure noise kept 50-80 % of its slope, which the
-    forecast then extrapolated two or three windows ahead; summed over thousands of small regions (a
-    sparse load: a few events per region and window) that read as a trend, inflated the forecast by the
-    larger of each region's two interval ends, and put 15 % errors on a flat load.
+    ``trend_z`` is how many standard errors a slope must stand out by before most of it is kept. At
+    ``z = 1`` (the default) a slope of 3 standard errors keeps 90 %, and the 1-2 standard errors of pure
+    noise keep 50-80 %, which the forecast extrapolates two or three windows ahead: over thousands of
+    small regions (a sparse load of a few events per region and window) that inflates a flat forecast by
+    4-10 % and can forecast a small region at nothing. At ``z = 3`` noise keeps 10-30 % and a slope of 10
+    standard errors 92 %, but a real ramp of a few dozen events a window (3 standard errors) only half.
     """
     t = np.asarray(times[-span:], dtype=np.float64)
     y = np.asarray(totals[-span:], dtype=np.float64)

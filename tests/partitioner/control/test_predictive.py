@@ -180,9 +180,12 @@ def test_the_headroom_on_a_sparse_flat_load_is_the_noise_of_a_worker_not_of_its_
     verdict = policy.decide(two, obs, window_end=12 * S, latency_s=S, max_load=1_000.0,
                             build=lambda c, fill: build_spec(c, 1_000.0, previous=two, fill=fill))
 
-    # THEN it is about 2.5 x the noise of a worker's sum (0.44 when the regions were grouped by the last window's
-    # own counts, every region empty in it in one group: forecast > 0, actual 0; 0.28 with the noise's slopes
-    # extrapolated, trend_z 1)
+    # THEN it is 0.28 (0.44 when the regions were grouped by the last window's own counts, every region empty in
+    # it in one group: forecast > 0, actual 0), and about 2.5 x the noise of a worker's sum when the noise's slopes
+    # are not extrapolated (trend_z 3)
     d = verdict.decision
     assert d.details["error_groups"] == 2
-    assert d.details["headroom"] < 0.2
+    assert d.details["headroom"] < 0.32
+    strict = PredictivePolicy(trend_z=3.0).decide(two, obs, window_end=12 * S, latency_s=S, max_load=1_000.0,
+                                                  build=lambda c, fill: build_spec(c, 1_000.0, previous=two, fill=fill))
+    assert strict.decision.details["headroom"] < 0.2
