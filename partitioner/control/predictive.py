@@ -5,7 +5,7 @@ and serves until the next decision's spec can replace it, one window later. So t
 every spec under the **forecast** of that interval, ``[end + latency, end + latency + window]``:
 
 1. **Forecast** (:mod:`partitioner.load.forecast`): every region's total at both ends of the interval
-   (the larger of the two), spread over its cells in proportion to their smoothed levels
+   (at the end where its zoom-4-up ancestor's total is larger), spread over its cells in proportion to their smoothed levels
    (:mod:`partitioner.load.levels`; a quiet cell keeps a level, so the next spec still lists it).
 2. **Headroom from volatility**: the same forecast, made for each recent window from what was
    known then, is compared with what those windows carried, summed over groups of regions the
@@ -24,8 +24,11 @@ margin of whole workers, so a spec is not replaced by its near twin every window
 measured headroom: while no forecast error is known at the current horizon (the first windows, or just after
 the snapshot-to-live latency grew), the headroom is ``default_headroom``, a guess, and the policy grows on it
 but never shrinks (a CI-loaded local run shrank to 86 % busy on the 10 % default, six windows ahead, and a
-ramping hotspot then took a worker to 115 %). Each decision
-carries one plain line of reasons.
+ramping hotspot then took a worker to 115 %). The guess is 20 %, a build to 79 % full (the reactive policy builds to
+80 %): the first spec is built on one window, and on a sparse load (a fraction of an event per cell) the builder adds
+the cells that happened to be empty in it to a worker at no cost, though they are not empty; at 10 % the first spec
+of a held-out quiet day (Romania, 10 workers) put a worker at 130 % (``bench/bench_quiet.py --seeds 4 5 6``). Each
+decision carries one plain line of reasons.
 """
 
 from __future__ import annotations
@@ -66,8 +69,8 @@ class PredictivePolicy:
     half_life : float
         Windows after which a window's weight in the fit halves (> 0).
     trend_z : float
-        Standard errors a region's trend must stand out by before most of it is extrapolated (>= 0;
-        :func:`partitioner.load.forecast.fit`).
+        Standard errors a trend must stand out by, at each level of the quadtree, before most of it is extrapolated
+        (>= 0; :func:`partitioner.load.forecast.pooled_fit`).
     backtest_windows : int
         Recent windows re-forecast to measure the forecast error (>= 1).
     headroom_z, min_headroom, max_headroom, default_headroom : float
@@ -93,7 +96,7 @@ class PredictivePolicy:
     headroom_z: float = 2.5
     min_headroom: float = 0.02
     max_headroom: float = 0.5
-    default_headroom: float = 0.1
+    default_headroom: float = 0.2
     grow_band: float = 0.05
     shrink_margin: float = 0.05
     cell_alpha: float = 0.5

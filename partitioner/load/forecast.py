@@ -10,7 +10,8 @@ history is all the forecast needs:
 * :func:`fit` / :func:`forecast_at`: per region, a weighted least-squares line through the
   recent totals (recent windows weigh more), evaluated at future times. A linear trend is what a
   diurnal curve or a crowd's ramp looks like over the tens of minutes between a snapshot and the
-  fleet built from it.
+  fleet built from it. Each slope is shrunk by its noise towards its parent's relative trend, and the
+  parent's towards its own parent's, up to the whole map (:func:`pooled_fit`).
 * :func:`backtest`: the same forecast made from the windows that were available ``horizon_s``
   before each recent window, next to what that window carried: the forecast errors from which
   the policy sizes its headroom.
@@ -40,11 +41,12 @@ from partitioner.load.loads import Cells, cells_of
 
 FloatArray = npt.NDArray[np.float64]
 HISTORY_FORMAT = "geo-rebalancer.load-history/1"
-#: Standard errors a region's slope must stand out by before most of it is extrapolated (:func:`fit`; the
-#: predictive policy's ``trend_z``). 1 follows a ramp of a few dozen events a window within a window or two; 3 stops
-#: extrapolating noise on sparse, quiet loads but lagged such a ramp by two or three windows (bench/README.md,
-#: "Quiet days").
-TREND_Z = 1.0
+#: Standard errors a slope must stand out by, at each level of the quadtree, before most of it is extrapolated
+#: (:func:`fit`, :func:`pooled_fit`; the predictive policy's ``trend_z``). 3 keeps a region's noise (1-2 standard
+#: errors) at 10-30 %, and a ramp shared by many small regions is still followed through their ancestors' trends,
+#: in which it stands out (bench/README.md, "Quiet days"). 1 was the default until 2026-11-29: with a region's trend
+#: pooled only towards its parent, 3 lagged a ramp of a few dozen events a window by two or three windows.
+TREND_Z = 3.0
 
 
 def region_codes(cells: Cells, zoom: int) -> IntArray:
@@ -213,21 +215,37 @@ def fit(times: FloatArray, totals: FloatArray, window_s: float, span: int, half_
     return Trend(tbar, ybar, np.asarray(b0 + (slope - b0) * keep, dtype=np.float64))
 
 
+def parents(codes: IntArray, zoom: int, levels: int) -> tuple[IntArray, IntArray]:
+    """The distinct ancestors ``levels`` zooms up of tile codes at ``zoom`` (sorted), and each code's index into them."""
+    x, y = codes >> zoom, codes & ((1 << zoom) - 1)
+    uniq, inv = np.unique(((x >> levels) << (zoom - levels)) | (y >> levels), return_inverse=True)
+    return np.asarray(uniq, dtype=np.int64), np.asarray(inv, dtype=np.int64)
+
+
 def pooled_fit(times: FloatArray, totals: FloatArray, regions: IntArray, zoom: int, window_s: float, span: int,
                half_life: float, levels: int = 2, trend_z: float = TREND_Z) -> Trend:
-    """:func:`fit` per region, each slope shrunk towards its parent's relative trend (``levels`` zooms up).
+    """:func:`fit` per region, each slope shrunk towards its parent's relative trend (``levels`` zooms up), whose
+    own slope is fitted the same way, up to the tile that holds every region (partial pooling at every level).
 
     A parent (16 regions for ``levels=2``) has more load, so its trend is measured with less noise;
-    a region departs from it only as far as its own data say (partial pooling).
+    a region departs from it only as far as its own data say.
+
+    Notes
+    -----
+    Pooling up to the whole map is what lets ``trend_z`` 3 follow a ramp that many small regions share, each by one
+    or two standard errors (ships appearing along a coast): their ancestors' sums rise by many standard errors and
+    pass the ramp down, in proportion to each region's level. Pooling only to the parent 16 regions up followed a
+    ramp of a few dozen events a window two or three windows late at ``trend_z`` 3. The price: a flat region keeps
+    part of a trend of the map that it does not share as long as its own data cannot tell (a 500-event region next
+    to one growing 8 % a window is forecast 3-4 % high two windows ahead).
     """
-    if totals.shape[1] == 0 or zoom < levels:
+    if totals.shape[1] <= 1 or zoom <= 0:
         return fit(times, totals, window_s, span, half_life, trend_z=trend_z)
-    x, y = regions >> zoom, regions & ((1 << zoom) - 1)
-    parent = ((x >> levels) << (zoom - levels)) | (y >> levels)
-    uniq, inv = np.unique(parent, return_inverse=True)
+    step = min(levels, zoom)
+    uniq, inv = parents(regions, zoom, step)
     sums = np.zeros((len(uniq), totals.shape[0]))
     np.add.at(sums, inv, np.asarray(totals, dtype=np.float64).T)
-    up = fit(times, sums.T, window_s, span, half_life, trend_z=trend_z)
+    up = pooled_fit(times, sums.T, uniq, zoom - step, window_s, span, half_life, levels, trend_z)
     rel = np.divide(up.slope, up.level, out=np.zeros_like(up.slope), where=up.level > 0)
     return fit(times, totals, window_s, span, half_life, prior=rel[inv], trend_z=trend_z)
 
@@ -239,6 +257,27 @@ def forecast_at(history: LoadHistory, times: Sequence[float], span: int, half_li
         return np.zeros((len(times), len(history.regions)))
     return pooled_fit(history.centres, history.totals, history.regions, history.region_zoom, history.window_s, span,
                       half_life, trend_z=trend_z).at(times)
+
+
+def peak_by_parent(history: LoadHistory, ahead: FloatArray, levels: int = 4) -> FloatArray:
+    """Each region's forecast at the row of ``ahead`` (times x regions) where the summed forecast of its ancestor
+    ``levels`` zooms up (256 regions for ``levels=4``) is largest: the peak of an interval given by its two ends.
+
+    Notes
+    -----
+    The peak is taken per ancestor, not per region: on a sparse load a region's slope is mostly noise, and the
+    larger of each region's own two ends adds that noise one-sidedly over thousands of regions (+2.4 % on a flat day
+    of 5,119 regions of 1-2 events, ``bench/bench_quiet.py``), where an ancestor's ends differ by its regions'
+    slopes summed, in which noise cancels (+1.3 % with 256 regions to an ancestor, +2.0 % with 16). A ramp that
+    carries its ancestor still peaks at its later end, and a crowd's cells are extrapolated on their own
+    (:func:`forecast_load`).
+    """
+    if ahead.shape[0] <= 1 or ahead.shape[1] == 0:
+        return ahead.max(axis=0) if ahead.shape[0] else np.zeros(ahead.shape[1])
+    _, inv = parents(history.regions, history.region_zoom, min(levels, history.region_zoom))
+    sums = np.vstack([np.bincount(inv, weights=row) for row in ahead])
+    best = sums.argmax(axis=0)[inv]
+    return np.asarray(ahead[best, np.arange(ahead.shape[1])], dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -290,7 +329,7 @@ def forecast_load(snapshot: Counts, grid: Grid, events: Grid, history: LoadHisto
     per window up to the last of ``times`` (a crowd arriving keeps arriving). Refinement rows (deeper than the
     grid) follow their grid cell's factor.
     """
-    ahead = forecast_at(history, times, span, half_life, trend_z).max(axis=0)
+    ahead = peak_by_parent(history, forecast_at(history, times, span, half_life, trend_z))
     lx, ly = levels.codes >> levels.zoom, levels.codes & ((1 << levels.zoom) - 1)
     shift = levels.zoom - history.region_zoom
     region = history.index_of(((lx >> shift) << history.region_zoom) | (ly >> shift))

@@ -7,7 +7,16 @@ import pytest
 from spec_factory import make_counts, qk
 
 from partitioner.errors import PolicyError
-from partitioner.load.forecast import LoadHistory, backtest, fit, forecast_at, forecast_load, region_codes
+from partitioner.load.forecast import (
+    TREND_Z,
+    LoadHistory,
+    backtest,
+    fit,
+    forecast_at,
+    forecast_load,
+    peak_by_parent,
+    region_codes,
+)
 from partitioner.load.levels import CellLevels
 from partitioner.load.loads import cells_of
 
@@ -69,8 +78,12 @@ def test_a_linear_trend_is_extrapolated():
     h = history([(10_000 + 1000 * k, 500) for k in range(5)])
     # WHEN forecast two windows after the last window's centre
     f = forecast_at(h, [h.centres[-1] + 2 * S], span=4, half_life=2.0)
-    # THEN A follows the line (14000 + 2000) and the flat region stays flat
-    assert f[0, 0] == pytest.approx(16_000, rel=0.01) and f[0, 1] == pytest.approx(500, rel=0.01)
+    # THEN A follows the line (14000 + 2000)
+    assert f[0, 0] == pytest.approx(16_000, rel=0.02)
+    # AND the flat region B keeps its own flat line where its data say so (at trend_z 1) and otherwise leans
+    # towards the trend of the whole map, which A makes +8 % a window, by at most half of it (partial pooling)
+    own = forecast_at(h, [h.centres[-1] + 2 * S], span=4, half_life=2.0, trend_z=1.0)
+    assert own[0, 1] == pytest.approx(500, rel=0.02) and 500 < f[0, 1] < 500 * (1 + 0.5 * 2.5 * 0.08)
 
 
 def test_a_small_region_s_noise_is_shrunk_but_a_large_region_s_trend_is_kept():
@@ -79,13 +92,14 @@ def test_a_small_region_s_noise_is_shrunk_but_a_large_region_s_trend_is_kept():
     small = np.array([18.0, 20.0, 24.0])
     w = np.sqrt(0.5 ** ((t[-1] - t) / (2.0 * S)))
     raw = np.polyfit(t, small, 1, w=w)[0]  # the plain weighted least-squares slope
-    # WHEN fitted
-    fitted = fit(t, np.stack([small, 1000 * small], axis=1), S, span=4, half_life=2.0).slope
+    # WHEN fitted with one standard error asked for (trend_z 1)
+    fitted = fit(t, np.stack([small, 1000 * small], axis=1), S, span=4, half_life=2.0, trend_z=1.0).slope
     # THEN the small region keeps at most 60% of its slope (its steps are Poisson-sized), the large one >= 95%
     assert abs(fitted[0]) <= 0.6 * raw and fitted[1] >= 0.95 * 1000 * raw
-    # AND asked for 3 standard errors (trend_z 3), the small one keeps at most 15%, the large one (whose three points
-    # bend, so its standard error is their residual, not Poisson) still most of it
-    strict = fit(t, np.stack([small, 1000 * small], axis=1), S, span=4, half_life=2.0, trend_z=3.0).slope
+    # AND at the default three standard errors (TREND_Z), the small one keeps at most 15%, the large one (whose three
+    # points bend, so its standard error is their residual, not Poisson) still most of it
+    assert TREND_Z == 3.0
+    strict = fit(t, np.stack([small, 1000 * small], axis=1), S, span=4, half_life=2.0).slope
     assert abs(strict[0]) <= 0.15 * raw and strict[1] >= 0.7 * 1000 * raw
     # AND a large region's straight ramp is kept whole
     t4 = np.array([0.0, S, 2 * S, 3 * S])
@@ -111,6 +125,42 @@ def test_a_small_region_follows_its_parent_s_relative_trend():
     sib = int(np.nonzero(h.regions == region_codes(cells_of(make_counts({SIBLING: 1.0})), 6)[0])[0][0])
     assert pooled[sib] > 1.15 * alone[sib] and alone[sib] < 1.05 * h.totals[-2:, sib].mean()
     assert pooled[1 - sib] == pytest.approx(alone[1 - sib], rel=0.01)  # the large region needs no help
+
+
+def test_a_ramp_shared_by_many_small_far_apart_regions_is_followed_through_the_whole_map_s_trend():
+    # GIVEN 64 regions of a few events each, one per zoom-3 tile (no two under one zoom-4 parent), all rising by
+    # about 3 events a window: each region's own slope is 1-2 standard errors, the map's is ~10
+    rng = np.random.default_rng(3)
+    cells = [qk(128 * x + 5, 128 * y + 5, 10) for x in range(8) for y in range(8)]
+    h = LoadHistory.empty(6, S)
+    for k in range(5):
+        n = rng.poisson(4.0 + 3.0 * k, len(cells))
+        h = h.absorb(cells_of(make_counts({c: float(v) for c, v in zip(cells, n, strict=True) if v})), (k + 1) * S, S,
+                     12)
+    # WHEN forecast two windows after the last window's centre at trend_z 3 (the default)
+    f = forecast_at(h, [h.centres[-1] + 2 * S], span=4, half_life=2.0, trend_z=3.0)[0]
+    alone = fit(h.centres, h.totals, S, span=4, half_life=2.0, trend_z=3.0).at([h.centres[-1] + 2 * S])[0]
+    # THEN the map's total follows the line (64 x (4 + 3 x 6) = 1,408) within 8 %, where each region on its own
+    # data alone keeps too little of its slope to reach it
+    assert f.sum() == pytest.approx(64 * (4 + 3 * 6), rel=0.08)
+    assert alone.sum() < 0.9 * 64 * (4 + 3 * 6)
+
+
+def test_the_interval_s_peak_is_taken_per_parent_not_per_region():
+    # GIVEN forecasts at the two ends of an interval for four regions under one zoom-2 parent (levels 4 up from
+    # zoom 6) whose noise slopes cancel, and a fifth region elsewhere that ramps
+    codes = np.array([(x << 6) | 0 for x in (0, 1, 2, 3)] + [(40 << 6) | 40], dtype=np.int64)
+    h = LoadHistory(6, S, (S,), codes, np.ones((1, 5)))
+    ahead = np.array([[10.0, 12.0, 8.0, 11.0, 100.0],
+                      [12.0, 10.0, 11.0, 8.0, 130.0]])
+    # WHEN the peak over the interval is taken
+    peak = peak_by_parent(h, ahead)
+    # THEN the four take the end where their parent's sum peaks (41 vs 41: the first), not each its own larger end
+    # (which would add 47), and the ramping region its later end
+    assert peak[:4].tolist() == [10.0, 12.0, 8.0, 11.0] and peak[4] == 130.0
+    # AND one time, or no region, passes through
+    assert peak_by_parent(h, ahead[:1]).tolist() == ahead[0].tolist()
+    assert peak_by_parent(LoadHistory.empty(6, S), np.zeros((2, 0))).shape == (0,)
 
 
 def test_backtest_only_uses_windows_known_before_each_target():
