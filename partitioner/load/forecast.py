@@ -259,7 +259,7 @@ def forecast_at(history: LoadHistory, times: Sequence[float], span: int, half_li
                       half_life, trend_z=trend_z).at(times)
 
 
-def peak_by_parent(history: LoadHistory, ahead: FloatArray, levels: int = 4) -> FloatArray:
+def peak_by_ancestor(history: LoadHistory, ahead: FloatArray, levels: int = 4) -> FloatArray:
     """Each region's forecast at the row of ``ahead`` (times x regions) where the summed forecast of its ancestor
     ``levels`` zooms up (256 regions for ``levels=4``) is largest: the peak of an interval given by its two ends.
 
@@ -329,7 +329,7 @@ def forecast_load(snapshot: Counts, grid: Grid, events: Grid, history: LoadHisto
     per window up to the last of ``times`` (a crowd arriving keeps arriving). Refinement rows (deeper than the
     grid) follow their grid cell's factor.
     """
-    ahead = peak_by_parent(history, forecast_at(history, times, span, half_life, trend_z))
+    ahead = peak_by_ancestor(history, forecast_at(history, times, span, half_life, trend_z))
     lx, ly = levels.codes >> levels.zoom, levels.codes & ((1 << levels.zoom) - 1)
     shift = levels.zoom - history.region_zoom
     region = history.index_of(((lx >> shift) << history.region_zoom) | (ly >> shift))

@@ -14,7 +14,7 @@ from partitioner.load.forecast import (
     fit,
     forecast_at,
     forecast_load,
-    peak_by_parent,
+    peak_by_ancestor,
     region_codes,
 )
 from partitioner.load.levels import CellLevels
@@ -146,21 +146,21 @@ def test_a_ramp_shared_by_many_small_far_apart_regions_is_followed_through_the_w
     assert alone.sum() < 0.9 * 64 * (4 + 3 * 6)
 
 
-def test_the_interval_s_peak_is_taken_per_parent_not_per_region():
-    # GIVEN forecasts at the two ends of an interval for four regions under one zoom-2 parent (levels 4 up from
+def test_the_interval_s_peak_is_taken_per_ancestor_not_per_region():
+    # GIVEN forecasts at the two ends of an interval for four regions under one zoom-2 ancestor (4 zooms up from
     # zoom 6) whose noise slopes cancel, and a fifth region elsewhere that ramps
     codes = np.array([(x << 6) | 0 for x in (0, 1, 2, 3)] + [(40 << 6) | 40], dtype=np.int64)
     h = LoadHistory(6, S, (S,), codes, np.ones((1, 5)))
     ahead = np.array([[10.0, 12.0, 8.0, 11.0, 100.0],
                       [12.0, 10.0, 11.0, 8.0, 130.0]])
     # WHEN the peak over the interval is taken
-    peak = peak_by_parent(h, ahead)
-    # THEN the four take the end where their parent's sum peaks (41 vs 41: the first), not each its own larger end
-    # (which would add 47), and the ramping region its later end
+    peak = peak_by_ancestor(h, ahead)
+    # THEN the four take the end where their ancestor's sum peaks (41 vs 41: the first), not each its own larger end
+    # (46 in all), and the ramping region its later end
     assert peak[:4].tolist() == [10.0, 12.0, 8.0, 11.0] and peak[4] == 130.0
     # AND one time, or no region, passes through
-    assert peak_by_parent(h, ahead[:1]).tolist() == ahead[0].tolist()
-    assert peak_by_parent(LoadHistory.empty(6, S), np.zeros((2, 0))).shape == (0,)
+    assert peak_by_ancestor(h, ahead[:1]).tolist() == ahead[0].tolist()
+    assert peak_by_ancestor(LoadHistory.empty(6, S), np.zeros((2, 0))).shape == (0,)
 
 
 def test_backtest_only_uses_windows_known_before_each_target():
