@@ -115,8 +115,7 @@ class LoadHistory:
         shift = zoom - self.region_zoom
 
         def of(codes: IntArray) -> FloatArray:
-            x, y = codes >> zoom, codes & ((1 << zoom) - 1)
-            pos = self.index_of(((x >> shift) << self.region_zoom) | (y >> shift))
+            pos = self.index_of(ancestor_codes(codes, zoom, shift))
             return np.where(pos >= 0, ratio[np.maximum(pos, 0)], 1.0)
 
         return of
@@ -215,10 +214,15 @@ def fit(times: FloatArray, totals: FloatArray, window_s: float, span: int, half_
     return Trend(tbar, ybar, np.asarray(b0 + (slope - b0) * keep, dtype=np.float64))
 
 
+def ancestor_codes(codes: IntArray, zoom: int, levels: int) -> IntArray:
+    """Tile code (``x << (zoom - levels) | y``) of the ancestor ``levels`` zooms up of each tile code at ``zoom``."""
+    x, y = codes >> zoom, codes & ((1 << zoom) - 1)
+    return ((x >> levels) << (zoom - levels)) | (y >> levels)
+
+
 def parents(codes: IntArray, zoom: int, levels: int) -> tuple[IntArray, IntArray]:
     """The distinct ancestors ``levels`` zooms up of tile codes at ``zoom`` (sorted), and each code's index into them."""
-    x, y = codes >> zoom, codes & ((1 << zoom) - 1)
-    uniq, inv = np.unique(((x >> levels) << (zoom - levels)) | (y >> levels), return_inverse=True)
+    uniq, inv = np.unique(ancestor_codes(codes, zoom, levels), return_inverse=True)
     return np.asarray(uniq, dtype=np.int64), np.asarray(inv, dtype=np.int64)
 
 
@@ -331,8 +335,7 @@ def forecast_load(snapshot: Counts, grid: Grid, events: Grid, history: LoadHisto
     """
     ahead = peak_by_ancestor(history, forecast_at(history, times, span, half_life, trend_z))
     lx, ly = levels.codes >> levels.zoom, levels.codes & ((1 << levels.zoom) - 1)
-    shift = levels.zoom - history.region_zoom
-    region = history.index_of(((lx >> shift) << history.region_zoom) | (ly >> shift))
+    region = history.index_of(ancestor_codes(levels.codes, levels.zoom, levels.zoom - history.region_zoom))
     ok = region >= 0
     r = np.maximum(region, 0)
     n = len(history.regions)
