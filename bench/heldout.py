@@ -49,10 +49,17 @@ import numpy as np
 from datasets import Dataset, scatter
 from geography import FloatArray, IntArray, great_circle
 
-from partitioner.geo.tiles import arrays_to_quadkeys, tiles_xy
+from partitioner.geo.tiles import arrays_to_quadkeys, quadkey_to_tile, tiles_xy
 from partitioner.output.basemap import BASEMAP_FILE
 from partitioner.simulate.places import activity, counts_from_codes, km_per_tile, point_codes
-from partitioner.simulate.scenarios import SWAP_SHARE, Scenario, stadium_level
+from partitioner.simulate.scenarios import (
+    STADIUM_OPEN,
+    STADIUM_RAMP_DOWN_S,
+    STADIUM_RAMP_UP_S,
+    SWAP_SHARE,
+    Scenario,
+    stadium_level,
+)
 from partitioner.simulate.windows import CellSeries
 
 MAX_LOAD = 2500.0
@@ -258,6 +265,23 @@ class Crowd(NamedTuple):
     share: float  # full crowd as a share of the cap
 
 
+def _crowd_setup(seed: int, crowds: int, crowd_share: tuple[float, float]
+                 ) -> tuple[FloatArray, tuple[str, ...], list[Crowd]]:
+    """A crowd day's cells (shares, quadkeys) and its crowds, drawn in that order from the seed."""
+    p = places500()
+    west, south, east, north = DAY_BOX
+    sel = np.flatnonzero(np.isin(p.country, DAY_COUNTRIES) & (p.lon >= west) & (p.lon <= east) & (p.lat >= south)
+                         & (p.lat <= north))
+    rng = np.random.default_rng((seed, 25_288))
+    codes, share, qks = _day_cells(rng, p, sel, 1_200_000)
+    big = sel[np.argsort(-p.pop[sel], kind="stable")[:40]]
+    venues = rng.choice(big, size=crowds, replace=False)
+    vcode = point_codes(p.lon[venues], p.lat[venues], DAY_ZOOM)
+    crowd_list = [Crowd(int(np.argmin(np.abs(codes - c))), float(rng.uniform(14.0, 21.0)),
+                        float(rng.uniform(*crowd_share))) for c in vcode]
+    return share, qks, crowd_list
+
+
 def crowd_day(seed: int = 1, *, windows: int = 288, window_s: float = 300.0, latency_s: float = 600.0,
               peak_events: float = DAY_PEAK_EVENTS, workers: int = DAY_WORKERS, crowds: int = CROWDS,
               crowd_share: tuple[float, float] = CROWD_SHARE) -> Scenario:
@@ -271,17 +295,7 @@ def crowd_day(seed: int = 1, *, windows: int = 288, window_s: float = 300.0, lat
     ``max_load`` = the peak's expected total / ``workers``. The crowds are drawn after the places, so a day with
     other shares has the same places, venues and start times, and one with ``crowds=0`` the same places.
     """
-    p = places500()
-    west, south, east, north = DAY_BOX
-    sel = np.flatnonzero(np.isin(p.country, DAY_COUNTRIES) & (p.lon >= west) & (p.lon <= east) & (p.lat >= south)
-                         & (p.lat <= north))
-    rng = np.random.default_rng((seed, 25_288))
-    codes, share, qks = _day_cells(rng, p, sel, 1_200_000)
-    big = sel[np.argsort(-p.pop[sel], kind="stable")[:40]]
-    venues = rng.choice(big, size=crowds, replace=False)
-    vcode = point_codes(p.lon[venues], p.lat[venues], DAY_ZOOM)
-    crowd_list = [Crowd(int(np.argmin(np.abs(codes - c))), float(rng.uniform(14.0, 21.0)),
-                        float(rng.uniform(*crowd_share))) for c in vcode]
+    share, qks, crowd_list = _crowd_setup(seed, crowds, crowd_share)
     local = 0.0  # UTC+0/+1: the solar hour is close enough
 
     def base(t: int) -> FloatArray:
@@ -305,6 +319,30 @@ def crowd_day(seed: int = 1, *, windows: int = 288, window_s: float = 300.0, lat
                     SWAP_SHARE * window_s)
 
 
+def crowd_fixtures(seed: int = 1, *, epoch0: float, window_s: float = 300.0, peak_events: float = DAY_PEAK_EVENTS,
+                   workers: int = DAY_WORKERS, crowds: int = CROWDS, crowd_share: tuple[float, float] = CROWD_SHARE
+                   ) -> list[dict[str, Any]]:
+    """The crowds of :func:`crowd_day` as an operator would declare them (``simulate --crowds``): the venue's tile
+    centre, from the first arrivals to the last departures (window 0 starting at ``epoch0``), the full crowd per
+    second. What a fixture list gives; the day's windows are not looked at."""
+    _share, qks, crowd_list = _crowd_setup(seed, crowds, crowd_share)
+    cap = _round(peak_events / workers)
+    open_h, close_h = STADIUM_OPEN
+    out = []
+    for i, c in enumerate(crowd_list):
+        t = quadkey_to_tile(qks[c.cell])
+        x, y = t.x, t.y
+        n = 1 << DAY_ZOOM
+        lon = (x + 0.5) / n * 360.0 - 180.0
+        lat = math.degrees(math.atan(math.sinh(math.pi * (1 - 2 * (y + 0.5) / n))))
+        first = c.start_h - STADIUM_RAMP_UP_S / 3600.0
+        last = c.start_h + (close_h - open_h) + STADIUM_RAMP_DOWN_S / 3600.0
+        out.append({"name": f"venue {i + 1}", "lat": round(lat, 6), "lon": round(lon, 6),
+                    "start": epoch0 + first * 3600.0, "end": epoch0 + last * 3600.0,
+                    "load_per_s": c.share * cap / window_s})
+    return out
+
+
 def _day_cells(rng: np.random.Generator, p: Places, sel: IntArray, points: int
                ) -> tuple[IntArray, FloatArray, tuple[str, ...]]:
     """A day's cells at :data:`DAY_ZOOM`: ``points`` drawn from the places ``sel`` (weight ~ pop^0.7), scattered
@@ -317,14 +355,17 @@ def _day_cells(rng: np.random.Generator, p: Places, sel: IntArray, points: int
     return codes, cnt / cnt.sum(), tuple(arrays_to_quadkeys(codes >> DAY_ZOOM, codes & mask, DAY_ZOOM))
 
 
-def run_simulate(windows: Path, max_load: float, strategies: str, policy: str | None, out: Path
-                 ) -> tuple[float, dict[str, Any]]:
+def run_simulate(windows: Path, max_load: float, strategies: str, policy: str | None, out: Path,
+                 crowds: Path | None = None) -> tuple[float, dict[str, Any]]:
     """``python -m partitioner simulate`` on the counts CSVs in ``windows`` in a fresh process, as a user runs it
-    (5-minute windows, 10 minutes to live): its wall seconds and its JSON per strategy."""
+    (5-minute windows, 10 minutes to live; ``--crowds`` when ``crowds`` is given): its wall seconds and its JSON
+    per strategy."""
     cmd = [sys.executable, "-m", "partitioner", "simulate", str(windows), "--max-load", f"{max_load:g}",
            "--window-s", "300", "--latency-s", "600", "--strategies", strategies, "--json", str(out), "-q"]
     if policy:
         cmd += ["--policy", policy]
+    if crowds is not None:
+        cmd += ["--crowds", str(crowds)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0

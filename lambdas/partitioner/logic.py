@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lambdas.common.clients import Clients
 from lambdas.common.config import ConfigError, LambdaConfig
@@ -50,6 +50,7 @@ from lambdas.partitioner.snapshot import Manifest, SnapshotRejected, parse_manif
 from lambdas.partitioner.state import ControlStateStore
 from partitioner.builders import build_spec
 from partitioner.contracts.control import ControlKey, PolicyMark, SnapshotMark
+from partitioner.contracts.crowds import CROWDS_KEY
 from partitioner.contracts.env import EnvVar
 from partitioner.contracts.spec_pointer import DesiredPointer, spec_key
 from partitioner.contracts.stream import geo_stream_name
@@ -57,6 +58,7 @@ from partitioner.control.controller import ControlSettings, ControlState, Step, 
 from partitioner.errors import PartitionerError, PolicyError
 from partitioner.load.cost import apply_cost_rates
 from partitioner.load.counts import Counts
+from partitioner.load.crowds import DeclaredCrowd, parse_crowds
 from partitioner.load.read import read_snapshot_rows
 from partitioner.spec.model import Spec
 from partitioner.spec.rules import validate
@@ -97,6 +99,7 @@ class PartitionerDeps:
     prefix: str
     policy: ControlSettings
     state: ControlStateStore
+    crowds: ObjectStore | None = None  # the specs bucket, where the operator may declare crowds (CROWDS_KEY)
     build: Builder = build_spec
     shards_per_worker: int = 1  # SHARDS_PER_WORKER: each worker owns this many geo-stream shards
     clock: Callable[[], float] = time.time
@@ -109,7 +112,8 @@ class PartitionerDeps:
                    specs=SpecStore(clients.s3, cfg.specs_bucket),
                    costs=CostReports(clients.s3, cfg.costs_bucket) if cfg.costs_bucket else None,
                    max_load=float(cfg.max_load or 0.0), prefix=cfg.prefix, policy=load_policy(cfg.policy_json),
-                   state=ControlStateStore(clients.s3, cfg.specs_bucket), shards_per_worker=cfg.shards_per_worker)
+                   state=ControlStateStore(clients.s3, cfg.specs_bucket),
+                   crowds=ObjectStore(clients.s3, cfg.specs_bucket), shards_per_worker=cfg.shards_per_worker)
 
 
 def load_policy(policy_json: str) -> ControlSettings:
@@ -178,7 +182,8 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
         last = _last_published(deps)
         state = state if last is None else state.published(last)
     now = deps.clock()
-    step = _step(deps, manifest, counts, events, previous, desired.version + 1 if desired else 1, state, now)
+    policy = replace(deps.policy, crowds=_declared_crowds(deps))
+    step = _step(deps, policy, manifest, counts, events, previous, desired.version + 1 if desired else 1, state, now)
     decision = step.decision
     reasons = (*decision.reasons, *([note] if note else []), *skipped)
     if step.candidate is None:
@@ -190,8 +195,25 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
     return _publish(deps, manifest_key, manifest, step.candidate, step, reasons, now)
 
 
-def _step(deps: PartitionerDeps, manifest: Manifest, counts: Counts, events: Counts, previous: Spec | None,
-          version: int, state: ControlState, now: float) -> Step:
+def _declared_crowds(deps: PartitionerDeps) -> tuple[DeclaredCrowd, ...]:
+    """The crowds the operator declared (:data:`CROWDS_KEY` in the specs bucket; none without the object).
+
+    One ``GetObject`` per snapshot window. A bad file rejects the snapshot (``bad_crowds``), naming the object and
+    the bad value: sizing on without the crowds the operator expects would hide the mistake until the match.
+    """
+    if deps.crowds is None:
+        return ()
+    raw = deps.crowds.read(CROWDS_KEY)
+    if raw is None:
+        return ()
+    try:
+        return parse_crowds(raw, f"s3://{deps.crowds.bucket}/{CROWDS_KEY}")
+    except PolicyError as exc:
+        raise SnapshotRejected("bad_crowds", str(exc)) from None
+
+
+def _step(deps: PartitionerDeps, policy: ControlSettings, manifest: Manifest, counts: Counts, events: Counts,
+          previous: Spec | None, version: int, state: ControlState, now: float) -> Step:
     """One controller step with the Lambda's builder; a build error or an invalid candidate rejects the snapshot.
 
     ``counts`` is the load to balance (cost-weighted when rates are known); ``events`` the plain counts
@@ -210,7 +232,7 @@ def _step(deps: PartitionerDeps, manifest: Manifest, counts: Counts, events: Cou
 
     window_s = max(1.0, (manifest.record.window_end - manifest.record.window_start).total_seconds())
     try:
-        return control_step(deps.policy, state, counts, window_end=manifest.record.window_end.timestamp(),
+        return control_step(policy, state, counts, window_end=manifest.record.window_end.timestamp(),
                             window_s=window_s, now=now, current=previous, max_load=deps.max_load, build=build,
                             latency_s=median_latency_s(read_latency_samples(deps.control)), events=events)
     except PartitionerError as exc:

@@ -10,16 +10,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 from partitioner.commands.args import positive
 from partitioner.commands.io import STDIO, check_one_stdout, check_output, report_stream, write_text, write_via
 from partitioner.control.controller import ControlSettings
+from partitioner.load.crowds import DeclaredCrowd, parse_crowds
 from partitioner.simulate.loop import first_measured
 from partitioner.simulate.render import TerminalProgress, summary_line, table
 from partitioner.simulate.scenarios import SCENARIOS, SWAP_SHARE, round_cap, scenario
-from partitioner.simulate.session import SimSettings, simulate
-from partitioner.simulate.strategies import parse_strategies
+from partitioner.simulate.session import EPOCH0, SimSettings, simulate
+from partitioner.simulate.strategies import iso, parse_strategies
 from partitioner.simulate.swaps import parse_modes
 from partitioner.simulate.timings import measured_swap
 from partitioner.simulate.windows import ListSeries, SimulationError, WindowSeries, read_window_dir
@@ -36,6 +38,7 @@ class Inputs:
     strategies: tuple[str, ...]
     control: ControlSettings
     swap_note: str = ""
+    epoch0: float | None = None  # window 0's start when the windows carry times (file names from ``counts``)
 
 
 def resolve(args: argparse.Namespace) -> Inputs:
@@ -45,6 +48,8 @@ def resolve(args: argparse.Namespace) -> Inputs:
     except ValueError as exc:
         raise SimulationError(str(exc)) from None
     control = ControlSettings.from_json(args.policy, where="--policy")
+    if args.crowds is not None:
+        control = replace(control, crowds=read_crowds(args.crowds))
     names = parse_strategies(args.strategies)
     check_one_stdout(("--json", args.json), ("--plot", args.plot))
     check_output(args.json, "--json", suffix=".json")
@@ -73,7 +78,16 @@ def resolve(args: argparse.Namespace) -> Inputs:
     settings = SimSettings(float(args.max_load), window_s, window_s if args.latency_s is None else args.latency_s,
                            SWAP_SHARE * window_s if swap_s is None else swap_s, modes)
     return Inputs(str(args.windows), f"{len(series)} windows from {args.windows}", series, settings, names, control,
-                  note or f"default {SWAP_SHARE:g} of a window")
+                  note or f"default {SWAP_SHARE:g} of a window", series.epoch0)
+
+
+def read_crowds(path: str) -> tuple[DeclaredCrowd, ...]:
+    """The declared crowds of the file ``path`` (:func:`partitioner.load.crowds.parse_crowds`)."""
+    try:
+        text = Path(path).read_bytes()
+    except OSError as exc:
+        raise SimulationError(f"--crowds {path!r}: cannot read ({exc.strerror or exc})") from None
+    return parse_crowds(text, f"--crowds {path}")
 
 
 def suggested_max_load(series: ListSeries) -> float:
@@ -93,7 +107,7 @@ def run_command(args: argparse.Namespace) -> int:
     inputs = resolve(args)
     progress = TerminalProgress(quiet=args.quiet)
     try:
-        sim = simulate(inputs.series, inputs.settings, inputs.strategies, inputs.control, progress)
+        sim = simulate(inputs.series, inputs.settings, inputs.strategies, inputs.control, progress, inputs.epoch0)
     finally:
         progress.clear()
     s = inputs.settings
@@ -102,6 +116,11 @@ def run_command(args: argparse.Namespace) -> int:
     print(f"max_load {s.max_load:g}, window {s.window_s:g} s, snapshot-to-live latency {s.latency_s:g} s, swap overlap "
           f"{s.swap_s:g} s ({inputs.swap_note}; {', '.join(s.swap_modes)}); {len(inputs.series)} windows, measured "
           f"from window {first_measured(s.window_s, s.latency_s)}; {sim.wall_s:.1f} s", file=out)
+    if inputs.control.crowds:
+        epoch0 = EPOCH0 if inputs.epoch0 is None else inputs.epoch0
+        print(f"declared crowds: {len(inputs.control.crowds)} from {args.crowds} (window 0 starts {iso(epoch0)}"
+              f"{'' if inputs.epoch0 is not None else ', the default: the file names are not window starts'})",
+              file=out)
     print(table(sim.summaries, s.swap_modes), file=out)
     for name, summary in sim.summaries.items():
         print(summary_line(name, summary, s.swap_modes), file=out)
@@ -156,6 +175,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="any of floor, static, rebuild, reactive, default, counts (default: the first five)")
     p.add_argument("--seed", type=int, default=1, help="random draw of a built-in scenario (default 1)")
     p.add_argument("--policy", metavar="JSON", help="the controller's POLICY_JSON (default: the Lambda's defaults)")
+    p.add_argument("--crowds", metavar="FILE.json",
+                   help="declared crowds (a JSON list of {name, lat, lon, start, end, load_per_s}): the controller "
+                        "sizes for each while it overlaps the next spec's interval; times are those of the windows "
+                        "(their file names' starts from `counts`, else window 0 at 2026-06-21T00:00:00Z)")
     p.add_argument("--json", metavar="OUT.json", help='write {"strategies": {NAME: {...}}} here')
     p.add_argument("--plot", metavar="OUT.png", help="live workers vs the floor and utilisation, one panel per strategy")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line (drawn on stderr only on a terminal)")

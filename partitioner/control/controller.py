@@ -21,13 +21,18 @@ until the deploy controller has measured some; default one window), the reactive
 (``high_watermark``, ``low_watermark``, ``max_waste_ratio``, ``cooldown_s``, ``min_change``,
 ``target_fill``) and the predictive policy's (:class:`~partitioner.control.predictive.PredictivePolicy`).
 Unknown keys and bad values raise :class:`~partitioner.errors.PolicyError` naming them.
+
+Declared crowds (:mod:`partitioner.load.crowds`) are not part of ``POLICY_JSON``: the Lambda reads them from the
+specs bucket every window and ``simulate`` from ``--crowds``, and both hand them over as
+:attr:`ControlSettings.crowds`. Either policy then sizes for them while they overlap the interval the next spec
+would serve.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,6 +40,7 @@ from partitioner.control.policy import Decision, RebalancePolicy, policy_object
 from partitioner.control.predictive import BuildFn, Observation, PredictivePolicy
 from partitioner.errors import PolicyError
 from partitioner.load.counts import Counts
+from partitioner.load.crowds import DeclaredCrowd, reserve
 from partitioner.load.forecast import LoadHistory
 from partitioner.load.levels import CellLevels
 from partitioner.load.loads import LoadMetrics, cells_of, load_metrics
@@ -46,12 +52,16 @@ STATE_FORMAT = "geo-rebalancer.control-state/1"
 
 @dataclass(frozen=True)
 class ControlSettings:
-    """Which policy runs, with its settings, and the latency to assume before one is measured."""
+    """Which policy runs, with its settings, the latency to assume before one is measured, and declared crowds.
+
+    ``crowds`` is not read from or written to ``POLICY_JSON`` (see the module docstring).
+    """
 
     mode: str = "predictive"
     latency_s: float | None = None
     reactive: RebalancePolicy = field(default_factory=RebalancePolicy)
     predictive: PredictivePolicy = field(default_factory=PredictivePolicy)
+    crowds: tuple[DeclaredCrowd, ...] = ()
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -186,12 +196,17 @@ def control_step(settings: ControlSettings, state: ControlState, snapshot: Count
         else window_s
     observed = load_metrics(current, cells) if current is not None else None
     if settings.mode == "reactive":
-        candidate = build(snapshot, settings.reactive.target_fill)
+        sized, crowds = reserve(snapshot, settings.crowds, window_end + latency, window_end + latency + window_s,
+                                window_s)
+        candidate = build(sized, settings.reactive.target_fill)
         last = state.last_published_at
-        decision = settings.reactive.decide(current, candidate, snapshot, datetime.fromtimestamp(now, UTC),
+        decision = settings.reactive.decide(current, candidate, sized, datetime.fromtimestamp(now, UTC),
                                             None if last is None else datetime.fromtimestamp(last, UTC))
+        if crowds:
+            decision = replace(decision, reasons=(*decision.reasons,
+                                                  f"sized for declared crowds: {', '.join(c.name for c in crowds)}"))
         return Step(new_state, decision, candidate if decision.redeploy else None, observed, latency)
     weighted = grid if events is None or events is snapshot else snapshot.grid()
-    verdict = p.decide(current, Observation(snapshot, cells, weighted, grid, history, levels), window_end=window_end,
-                       latency_s=latency, max_load=max_load, build=build)
+    verdict = p.decide(current, Observation(snapshot, cells, weighted, grid, history, levels, settings.crowds),
+                       window_end=window_end, latency_s=latency, max_load=max_load, build=build)
     return Step(new_state, verdict.decision, verdict.candidate, observed, latency)

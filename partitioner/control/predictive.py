@@ -45,9 +45,10 @@ from partitioner.control.policy import Decision
 from partitioner.errors import PolicyError
 from partitioner.load.bound import lower_bound
 from partitioner.load.counts import Counts, Grid
-from partitioner.load.forecast import TREND_Z, LoadHistory, backtest, forecast_load, region_codes
+from partitioner.load.crowds import DeclaredCrowd, reserve
+from partitioner.load.forecast import TREND_Z, Forecast, LoadHistory, backtest, forecast_load, region_codes
 from partitioner.load.levels import CellLevels
-from partitioner.load.loads import OVER, Cells, SpecLoads, load_metrics, moves, spec_loads
+from partitioner.load.loads import OVER, Cells, SpecLoads, cells_of, load_metrics, moves, spec_loads
 from partitioner.spec.model import Spec
 
 FloatArray = npt.NDArray[np.float64]
@@ -139,6 +140,9 @@ class PredictivePolicy:
         times = (window_end + latency_s, window_end + latency_s + history.window_s)
         fc = forecast_load(obs.snapshot, obs.grid, obs.events, history, obs.levels, times, int(self.trend_windows),
                            self.half_life, self.trend_z)
+        sized, crowds = reserve(fc.counts, obs.crowds, *times, history.window_s)
+        if crowds:
+            fc = Forecast(sized, cells_of(sized))
         cur_loads = spec_loads(current) if current is not None else None
         headroom, groups = self.headroom(history, obs.levels, cur_loads, latency_s)
         fill = 1.0 / (1.0 + headroom)
@@ -148,7 +152,10 @@ class PredictivePolicy:
                    "build_fill": build_fill, "forecast_total": fc.cells.total, "workers_needed": float(need),
                    "error_groups": float(groups)}
         when = (f"forecast for +{_dur(latency_s)}..{_dur(latency_s + history.window_s)}, headroom "
-                f"{100 * headroom:.1f}% ({'from ' + str(groups) + ' worker-sized groups' if groups else 'default'})")
+                f"{100 * headroom:.1f}% ({'from ' + str(groups) + ' worker-sized groups' if groups else 'default'})"
+                + (f", sized for declared crowds: {', '.join(c.name for c in crowds)}" if crowds else ""))
+        if crowds:
+            details["declared_crowds"] = float(len(crowds))
         if current is None or cur_loads is None:
             first = build(fc.counts, build_fill)
             return Verdict(Decision(True, (f"publish the first spec: {when}, {len(first.workers)} workers",), None,
@@ -219,6 +226,7 @@ class Observation:
     events: Grid  # the plain event counts per grid cell
     history: LoadHistory
     levels: CellLevels
+    crowds: tuple[DeclaredCrowd, ...] = ()  # declared crowds (:mod:`partitioner.load.crowds`)
 
 
 class Verdict(NamedTuple):

@@ -20,6 +20,7 @@ Notes
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ from partitioner.load.eventcols import EventColumns
 from partitioner.load.eventread import EventTable, read_event_table
 
 IntArray = npt.NDArray[np.int64]
+#: a :func:`window_name`: the window's start in UTC, milliseconds when the window is not whole seconds
+_WINDOW_NAME = re.compile(r"^(\d{8}T\d{6})(?:\.(\d{3}))?Z\.csv$")
 
 
 @dataclass(frozen=True)
@@ -357,3 +360,14 @@ def window_name(counts: WindowCounts, w: int) -> str:
     if counts.window_ms % 1000:
         text += f".{start.microsecond // 1000:03d}"
     return text + "Z.csv"
+
+
+def window_start_of_name(name: str) -> float | None:
+    """The window start (epoch s) a :func:`window_name` file name gives, or None for any other name."""
+    from datetime import UTC, datetime
+
+    m = _WINDOW_NAME.match(name)
+    if m is None:
+        return None
+    start = datetime.strptime(m.group(1), "%Y%m%dT%H%M%S").replace(tzinfo=UTC)
+    return start.timestamp() + (int(m.group(2)) / 1000.0 if m.group(2) else 0.0)

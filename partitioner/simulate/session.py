@@ -52,11 +52,15 @@ class Simulation:
 
 
 def simulate(series: WindowSeries, settings: SimSettings, names: Sequence[str], control: ControlSettings,
-             progress: Progress | None = None) -> Simulation:
-    """Run the strategies ``names`` (the floor is always measured, and reported when named)."""
+             progress: Progress | None = None, epoch0: float | None = None) -> Simulation:
+    """Run the strategies ``names`` (the floor is always measured, and reported when named).
+
+    ``epoch0`` is window 0's start (epoch s; default :data:`EPOCH0`, a midnight UTC): what the windows' times, and
+    so declared crowds' times, are measured from.
+    """
     if len(series) == 0:
         raise SimulationError("no windows to simulate")
-    ctx = RunContext(settings.max_load, settings.window_s, settings.latency_s, EPOCH0)
+    ctx = RunContext(settings.max_load, settings.window_s, settings.latency_s, EPOCH0 if epoch0 is None else epoch0)
     began = time.perf_counter()
     floor = run(None, "floor", series, ctx, progress)
     floor_ww = float(sum(r.workers for r in floor.windows))

@@ -128,8 +128,11 @@ class Controlled:
             spec = build_spec(c, ctx.max_load, previous=previous, version=version, created_at=iso(end), fill=fill)
             return replace(spec, source={**spec.source, "window_end": iso(end)})
 
+        # the deployed controller forecasts for the snapshot-to-live latency the deploy controller measured
+        # (lambdas/partitioner/logic.py): here that latency is known, so the policy is given it
         step = control_step(self.settings, self.state, counts, window_end=end, window_s=ctx.window_s, now=end,
-                            current=self.current, max_load=ctx.max_load, build=build, events=window.events)
+                            current=self.current, max_load=ctx.max_load, build=build, events=window.events,
+                            latency_s=ctx.latency_s)
         self.state = step.state
         self.decisions.append((t, step.decision))
         if step.candidate is None:

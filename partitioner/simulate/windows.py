@@ -25,6 +25,7 @@ import numpy.typing as npt
 from partitioner.errors import PartitionerError
 from partitioner.geo.tiles import quadkeys_to_arrays
 from partitioner.load.counts import Counts, Tiles
+from partitioner.load.eventlog import window_start_of_name
 from partitioner.load.read import read_counts_csv
 
 FloatArray = npt.NDArray[np.float64]
@@ -61,9 +62,14 @@ class WindowSeries(Protocol):
 
 @dataclass(frozen=True, eq=False)
 class ListSeries:
-    """Windows given as counts (e.g. read from a directory); the truth is the counts themselves."""
+    """Windows given as counts (e.g. read from a directory); the truth is the counts themselves.
+
+    ``epoch0`` is window 0's start (epoch s) when the windows carry times (``partitioner counts`` names each file
+    by its window's start), else None.
+    """
 
     windows: tuple[Counts, ...]
+    epoch0: float | None = None
 
     def __len__(self) -> int:
         return len(self.windows)
@@ -155,4 +161,4 @@ def read_window_dir(path: str | Path) -> ListSeries:
     files: Sequence[Path] = sorted(f for f in p.iterdir() if f.suffix.lower() == ".csv" and f.is_file())
     if not files:
         raise SimulationError(f"windows directory {str(path)!r} holds no .csv file (one quadkey,weight file per window)")
-    return ListSeries(tuple(read_counts_csv(f) for f in files))
+    return ListSeries(tuple(read_counts_csv(f) for f in files), window_start_of_name(files[0].name))

@@ -15,7 +15,9 @@ from lambdas.common.records import read_desired
 from lambdas.common.s3 import ObjectStore
 from lambdas.partitioner import handler as partitioner_handler
 from lambdas.partitioner.logic import PartitionerDeps, process_snapshot
+from partitioner.contracts.crowds import CROWDS_KEY
 from partitioner.contracts.spec_pointer import spec_key
+from partitioner.geo.tiles import Tile, bounds
 from partitioner.spec.model import Partition, Spec, Worker
 from tests.lambdas.conftest import CTX, Aws, load_event, snapshot_rows, t, write_test_snapshot
 from tests.lambdas.partitioner_testkit import CELLS, deps, rewrite_manifest
@@ -235,3 +237,39 @@ def test_other_objects_in_the_event_are_ignored(aws: Aws) -> None:
 def test_a_published_spec_names_its_snapshot_window_end(aws: Aws) -> None:
     out = process_snapshot(deps(aws), write_test_snapshot(aws, snapshot_rows(CELLS), t(5)))
     assert aws.specs.get(str(out.spec_key)).source["window_end"] == "2026-11-21T10:05:00Z"
+
+
+def _venue(dx: int, dy: int) -> tuple[float, float]:
+    """(lat, lon) of the centre of the snapshot cell (dx, dy) of ``snapshot_rows``."""
+    b = bounds(Tile(2000 + dx, 1300 + dy, 12))
+    return (b.south + b.north) / 2, (b.west + b.east) / 2
+
+
+def test_declared_crowds_in_the_specs_bucket_size_the_spec_before_the_crowd_shows(aws: Aws) -> None:
+    # GIVEN a crowd of 2 events/s (600 a window) declared on the snapshot's coldest cell (50 events) from 10:10, the
+    # start of the interval the spec decided on the 10:05 window serves (one window to live)
+    lat, lon = _venue(20, 3)
+    crowds = [{"name": "match", "lat": lat, "lon": lon, "start": "2026-11-21T10:10:00Z", "end": "2026-11-21T11:00:00Z",
+               "load_per_s": 2.0}]
+    aws.clients.s3.put_object(Bucket=aws.cfg.specs_bucket, Key=CROWDS_KEY, Body=json.dumps(crowds).encode())
+    key = write_test_snapshot(aws, snapshot_rows(CELLS), t(5))
+    # WHEN the snapshot is processed
+    out = process_snapshot(deps(aws), key)
+    # THEN the published spec holds the crowd's 600 where the window showed 50, and the decision says why
+    assert out.status == "published"
+    assert any("sized for declared crowds: match" in r for r in out.decision_reasons)
+    spec = aws.specs.get(spec_key(1))
+    assert spec.total_load == pytest.approx(sum(CELLS.values()) - 50 + 600, rel=0.02)
+
+
+def test_a_bad_declared_crowds_file_rejects_the_snapshot_and_publishes_nothing(aws: Aws) -> None:
+    # GIVEN a declared crowd whose load is misspelt
+    body = json.dumps([{"lat": 51.5, "lon": -0.1, "start": 0, "end": 60, "load": 2}]).encode()
+    aws.clients.s3.put_object(Bucket=aws.cfg.specs_bucket, Key=CROWDS_KEY, Body=body)
+    key = write_test_snapshot(aws, snapshot_rows(CELLS), t(5))
+    # WHEN the snapshot is processed
+    out = process_snapshot(deps(aws), key)
+    # THEN it is rejected naming the object and the key, and no spec or pointer was written
+    assert (out.status, out.code) == ("rejected", "bad_crowds")
+    assert f"s3://{aws.cfg.specs_bucket}/{CROWDS_KEY}: crowd 0: unknown key 'load'" in out.reason
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == [] and read_desired(aws.control) is None

@@ -61,17 +61,22 @@ def test_a_run_prints_the_table_and_writes_json_and_figure(windows: Path, tmp_pa
      "swap_timings.drain_s is None"),
     (["{dir}", "--max-load", "100", "--window-s", "300", "--swap-timings", "{tmp}/nulls.json", "--swap-s", "5"],
      "not both"),
+    (["{dir}", "--max-load", "100", "--window-s", "300", "--crowds", "{tmp}/none.json"],
+     "--crowds '{tmp}/none.json': cannot read"),
+    (["{dir}", "--max-load", "100", "--window-s", "300", "--crowds", "{tmp}/crowds.json"],
+     "--crowds {tmp}/crowds.json: crowd 0: crowd 'crowd 0': start must be before end, got 60.0 >= 60.0"),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_written(windows: Path, tmp_path: Path, capsys, args, needle) -> None:
     (tmp_path / "nulls.json").write_text(json.dumps({"swap_timings": {"process_start_s": 2.0, "warm_up_s": 0.5,
                                                                        "drain_s": None}}))
+    (tmp_path / "crowds.json").write_text(json.dumps([{"lat": 1, "lon": 2, "start": 60, "end": 60, "load_per_s": 1}]))
     before = sorted(tmp_path.rglob("*"))
     argv = ["simulate", *(a.replace("{dir}", str(windows)).replace("{tmp}", str(tmp_path)) for a in args)]
     if "--json" not in args:
         argv += ["--json", str(tmp_path / "x.json")]  # would be written if the run went ahead
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: ") and needle in err[0]
+    assert len(err) == 1 and err[0].startswith("error: ") and needle.replace("{tmp}", str(tmp_path)) in err[0]
     assert sorted(tmp_path.rglob("*")) == before
 
 
@@ -100,3 +105,41 @@ def test_swap_timings_from_a_local_report_set_the_overlap(windows: Path, tmp_pat
     text = capsys.readouterr().out
     assert code == 0
     assert "swap overlap 7.7 s (measured by the local loop" in text and "drain 4.8 s" in text
+
+
+def _crowd_day(d: Path) -> None:
+    """Twelve 5-minute windows from 2026-05-16T14:00Z named as ``counts`` names them: twelve cells of 10 events, and
+    from 14:35 a crowd of 70 on one of them."""
+    d.mkdir()
+    cells = [qk(100 + i, 200 + j, 12) for i in range(4) for j in range(3)]
+    for t in range(12):
+        rows = "".join(f"{q},{10 + (70 if t >= 7 and k == 5 else 0)}\n" for k, q in enumerate(cells))
+        (d / f"20260516T14{5 * t:02d}00Z.csv").write_text("quadkey,weight\n" + rows, encoding="utf-8")
+
+
+def test_a_declared_crowd_keeps_its_worker_under_the_cap_where_the_unannounced_one_overloads_it(tmp_path: Path,
+                                                                                               capsys) -> None:
+    # GIVEN a day whose crowd lands at 14:35 with 10 minutes to live, and the crowd declared for 14:35-15:00
+    _crowd_day(tmp_path / "day")
+    lat, lon = _centre(qk(101, 202, 12))
+    fixtures = tmp_path / "crowds.json"
+    fixtures.write_text(json.dumps([{"name": "match", "lat": lat, "lon": lon, "start": "2026-05-16T14:35:00Z",
+                                     "end": "2026-05-16T15:00:00Z", "load_per_s": 70 / 300}]))
+    worst = {}
+    for declared in (False, True):
+        out = tmp_path / f"sim-{declared}.json"
+        argv = ["simulate", str(tmp_path / "day"), "--max-load", "100", "--window-s", "300", "--latency-s", "600",
+                "--strategies", "default", "--json", str(out), *(["--crowds", str(fixtures)] if declared else [])]
+        # WHEN simulated without and with the declaration
+        assert main(argv) == 0
+        worst[declared] = json.loads(out.read_text())["strategies"]["default"]["worst_utilisation"]
+    # THEN the windows' file names set the clock (the run says so), and only the declared run stays under the cap
+    assert "(window 0 starts 2026-05-16T14:00:00Z)" in capsys.readouterr().out
+    assert worst[False] > 1.1 and worst[True] <= 1.0
+
+
+def _centre(quadkey: str) -> tuple[float, float]:
+    from partitioner.geo.tiles import bounds, quadkey_to_tile
+
+    b = bounds(quadkey_to_tile(quadkey))
+    return (b.south + b.north) / 2, (b.west + b.east) / 2

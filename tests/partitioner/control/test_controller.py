@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -12,7 +13,9 @@ from partitioner.control.controller import ControlSettings, ControlState, contro
 from partitioner.control.policy import RebalancePolicy
 from partitioner.control.predictive import PredictivePolicy
 from partitioner.errors import PolicyError
+from partitioner.geo.tiles import bounds, quadkey_to_tile
 from partitioner.load.counts import Counts
+from partitioner.load.crowds import DeclaredCrowd
 from partitioner.spec.model import Spec
 
 S = 300.0
@@ -106,3 +109,40 @@ def test_latency_sets_the_forecast_horizon():
                             now=S, current=None, max_load=CAP, build=builder(None), latency_s=200)
     assert measured.latency_s == 200
     assert PredictivePolicy().region_zoom(12) == 8
+
+
+def _crowd_at(quadkey: str, start: float, end: float, load_per_s: float) -> DeclaredCrowd:
+    b = bounds(quadkey_to_tile(quadkey))
+    return DeclaredCrowd("final", (b.south + b.north) / 2, (b.west + b.east) / 2, start, end, load_per_s)
+
+
+@pytest.mark.parametrize("mode", ["predictive", "reactive"])
+def test_a_declared_crowd_is_sized_for_before_any_window_shows_it(mode):
+    # GIVEN five quiet windows on the current spec (A's two cells 300 each on one worker, B 300 on another) and a
+    # crowd of 2.5 events/s (750 a window) declared at A's second cell from 6.5 windows in: the spec decided after
+    # window 5 serves windows 6..7 (latency one window)
+    crowd = _crowd_at(A[1], 6.5 * S, 20 * S, 2.5)
+    policy = {"predictive": ControlSettings(), "reactive": ControlSettings(mode="reactive",
+                                                                          reactive=RebalancePolicy(cooldown_s=0))}[mode]
+    steps = {}
+    for declared in (False, True):
+        settings = replace(policy, crowds=(crowd,) if declared else ())
+        state = ControlState()
+        for k in range(1, 6):
+            step = control_step(settings, state, load(600, 300), window_end=k * S, window_s=S, now=k * S,
+                                current=CURRENT, max_load=CAP, build=builder(CURRENT))
+            state = step.state
+            if k == 4:
+                # the window before: its spec would serve 5..6, before the crowd: nothing is reserved yet
+                assert step.candidate is None or step.candidate.total_load == pytest.approx(900, rel=0.05)
+        steps[declared] = step
+    # WHEN the fifth window closes
+    quiet, ready = steps[False], steps[True]
+    # THEN undeclared the load of 900 on two workers is kept; declared, a spec with room for the crowd is published
+    assert quiet.candidate is None
+    assert ready.candidate is not None and ready.decision.redeploy
+    assert any("declared crowds: final" in r for r in ready.decision.reasons)
+    owner = next(w for w in ready.candidate.workers if any(A[1] in p.quadkeys for p in ready.candidate.partitions
+                                                           if p.worker == w.id))
+    assert owner.load >= 750 and max(w.load for w in ready.candidate.workers) <= 0.8 * CAP
+    assert ready.candidate.total_load == pytest.approx(1350, rel=0.05)

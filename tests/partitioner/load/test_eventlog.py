@@ -15,7 +15,14 @@ from hypothesis import strategies as st
 from partitioner.errors import EventLogError
 from partitioner.geo.tiles import quadkey, tile
 from partitioner.load.eventcols import EventColumns
-from partitioner.load.eventlog import CountOptions, check_rows, count_events, window_csv, window_name
+from partitioner.load.eventlog import (
+    CountOptions,
+    check_rows,
+    count_events,
+    window_csv,
+    window_name,
+    window_start_of_name,
+)
 from partitioner.load.eventread import read_event_table
 from partitioner.load.eventtimes import epoch_ms
 
@@ -55,6 +62,10 @@ def test_windows_are_floor_of_time_over_window_and_gaps_are_kept(tmp_path: Path)
     assert r.counts.window.tolist() == [0, 3] and r.counts.count.tolist() == [3, 1]
     assert window_name(r.counts, 3) == "19700101T000300Z.csv"
     assert window_csv(r.counts, 1).endswith(",0\n")  # an empty window: one zero-weight row
+    # AND the name gives the window's start back (simulate's clock), other names none
+    assert window_start_of_name(window_name(r.counts, 3)) == 180.0
+    assert window_start_of_name("20260516T140000.250Z.csv") == 1_778_940_000.25
+    assert window_start_of_name("window-003.csv") is None and window_start_of_name("20260516T1400Z.csv") is None
 
 
 def test_times_in_seconds_milliseconds_and_iso_agree() -> None:

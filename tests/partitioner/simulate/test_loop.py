@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from spec_factory import make_counts, make_spec, qk
 
+from partitioner.control.controller import ControlSettings
 from partitioner.simulate.loop import first_measured, run
-from partitioner.simulate.strategies import RunContext
+from partitioner.simulate.strategies import Controlled, RunContext, make
 from partitioner.simulate.summary import summarise, weighted_quantile
 from partitioner.simulate.swaps import Swap
 from partitioner.simulate.windows import ListSeries, Window, WindowSeries
@@ -113,3 +114,15 @@ def test_weighted_quantile():
     v, w = np.array([1.0, 2.0, 3.0]), np.array([0.5, 0.25, 0.25])
     assert weighted_quantile(v, w, 0.5) == 1.0 and weighted_quantile(v, w, 0.6) == 2.0
     assert weighted_quantile(v, w, 0.99) == 3.0
+
+
+def test_the_simulated_controller_forecasts_for_the_run_s_latency_as_the_deployed_one_does():
+    # GIVEN the default strategy on windows of 600 s whose specs go live 1,800 s after their snapshot
+    strategy = make("default", ControlSettings())
+    ctx = RunContext(CAP, S, 3 * S, 0.0)
+    assert strategy is not None
+    # WHEN it sees the first window
+    strategy.observe(0, SERIES.window(0), ctx)
+    # THEN it forecast for the interval that spec would serve (30..40 min ahead), not for one window ahead
+    assert isinstance(strategy, Controlled)
+    assert "forecast for +30 min..40 min" in strategy.decisions[0][1].reasons[0]
