@@ -1,10 +1,10 @@
 """The control tail: held-out days with stadium crowds through ``python -m partitioner simulate``, as a user runs it.
 
-For each ``--seeds`` seed, :func:`heldout.crowd_day` is drawn three times: without crowds (the **baseline**: what the
+For each ``--seeds`` seed, :func:`heldout_days.crowd_day` is drawn three times: without crowds (the **baseline**: what the
 policy costs on that day's places alone), with four crowds of 30-50 % of a cap, and with four of 60-100 % (the
 default draw). Each crowd day is replayed twice: unannounced, and with its crowds declared as an operator's fixture
 list would (``simulate --crowds``: venue, first arrivals to last departures, full crowd per second;
-:func:`heldout.crowd_fixtures`, made from the draw's venues and times, never from its windows). Each day (288 windows of 5 minutes, ~36k quadkeys, a spec live 10 minutes after its snapshot, cap
+:func:`heldout_days.crowd_fixtures`, made from the draw's venues and times, never from its windows). Each day (288 windows of 5 minutes, ~36k quadkeys, a spec live 10 minutes after its snapshot, cap
 2,500) is written as counts CSVs and replayed by the CLI in a fresh process, ``--strategies default`` (carry-over
 swaps), optionally with ``--policy JSON``. Printed per day: the command's wall time, the cost against the floor
 (and against the same seed's day without crowds, measured in this run), the share of worker-windows over the cap,
@@ -35,6 +35,7 @@ for p in (ROOT, ROOT / "bench"):
         sys.path.insert(0, str(p))
 
 import heldout  # noqa: E402
+import heldout_days as days  # noqa: E402
 
 from partitioner.simulate.session import EPOCH0  # noqa: E402
 
@@ -43,8 +44,8 @@ TARGET_WORST = 1.10
 TARGET_COST = 1.15
 #: name -> (crowds, share of a cap low, high) of the day's stadium crowds
 DAYS: dict[str, tuple[int, tuple[float, float]]] = {
-    "no crowds": (0, heldout.CROWD_SHARE), "crowds 30-50%": (heldout.CROWDS, (0.3, 0.5)),
-    "crowds 60-100%": (heldout.CROWDS, heldout.CROWD_SHARE),
+    "no crowds": (0, days.CROWD_SHARE), "crowds 30-50%": (days.CROWDS, (0.3, 0.5)),
+    "crowds 60-100%": (days.CROWDS, days.CROWD_SHARE),
 }
 DECLARED = " declared"  # suffix of a day replayed with its crowds declared (``simulate --crowds``)
 
@@ -63,15 +64,15 @@ def main(argv: list[str] | None = None) -> int:
             base_cost = None
             for name, (crowds, share) in DAYS.items():
                 day = Path(tmp) / f"{seed}-{crowds}-{share[0]:g}"
-                heldout.write_windows(heldout.crowd_day(seed, crowds=crowds, crowd_share=share), day)
+                days.write_windows(days.crowd_day(seed, crowds=crowds, crowd_share=share), day)
                 runs = [(name, None)]
                 if crowds:
                     fixtures = day.with_suffix(".crowds.json")
-                    fixtures.write_text(json.dumps(heldout.crowd_fixtures(seed, epoch0=EPOCH0, crowds=crowds,
+                    fixtures.write_text(json.dumps(days.crowd_fixtures(seed, epoch0=EPOCH0, crowds=crowds,
                                                                           crowd_share=share), indent=1))
                     runs.append((name + DECLARED, fixtures))
                 for label, declared in runs:
-                    wall, strategies = heldout.run_simulate(day, heldout.MAX_LOAD, "default", args.policy,
+                    wall, strategies = days.run_simulate(day, heldout.MAX_LOAD, "default", args.policy,
                                                             day / "sim.json", declared)
                     r = strategies["default"]
                     cost, worst = float(r["cost_ratio"]["carry"]), float(r["worst_utilisation"])

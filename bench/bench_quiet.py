@@ -1,6 +1,6 @@
 """Quiet days of small fleets: the default policy against the reactive one, through ``python -m partitioner simulate``.
 
-For each ``--seeds`` seed, :func:`heldout.quiet_day` draws one country's places (a different country per seed), a
+For each ``--seeds`` seed, :func:`heldout_days.quiet_day` draws one country's places (a different country per seed), a
 sparse load of a few events per forecast region and window, ``flat`` all day or a slow ``ramp``, for a fleet of
 ``--workers`` (5 and 10 by default: each spare worker is 10-20 % of the cost). Each day is written as counts CSVs and
 replayed by the CLI in a fresh process with ``--strategies default,reactive`` (10 minutes to live): the **baseline**
@@ -31,7 +31,7 @@ for p in (ROOT, ROOT / "bench"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-import heldout  # noqa: E402
+import heldout_days as days  # noqa: E402
 
 TARGET_VS_REACTIVE = 1.01
 TARGET_OVER_CAP = 0.002
@@ -50,12 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     missed = 0
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
-            for kind in heldout.QUIET_KINDS:
+            for kind in days.QUIET_KINDS:
                 for workers in args.workers:
-                    sc = heldout.quiet_day(seed, kind=kind, workers=workers)
+                    sc = days.quiet_day(seed, kind=kind, workers=workers)
                     day = Path(tmp) / f"{seed}-{kind}-{workers}"
-                    heldout.write_windows(sc, day)
-                    wall, r = heldout.run_simulate(day, sc.max_load, "default,reactive", args.policy, day / "sim.json")
+                    days.write_windows(sc, day)
+                    wall, r = days.run_simulate(day, sc.max_load, "default,reactive", args.policy, day / "sim.json")
                     d, re = r["default"], r["reactive"]
                     cost, base = float(d["cost_ratio"]["carry"]), float(re["cost_ratio"]["whole"])
                     over, worst = float(d["over_cap_share"]), float(d["worst_utilisation"])

@@ -134,6 +134,21 @@ class ControlState:
                    None if last is None else float(last))
 
 
+def _reactive(settings: ControlSettings, state: ControlState, snapshot: Counts, interval: tuple[float, float],
+              window_s: float, now: float, current: Spec | None, build: BuildFn) -> tuple[Decision, Spec | None]:
+    """The reactive policy's decision on the snapshot (with room for declared crowds over ``interval``), and the
+    spec to publish if it says redeploy."""
+    sized, crowds = reserve(snapshot, settings.crowds, *interval, window_s)
+    candidate = build(sized, settings.reactive.target_fill)
+    last = state.last_published_at
+    decision = settings.reactive.decide(current, candidate, sized, datetime.fromtimestamp(now, UTC),
+                                        None if last is None else datetime.fromtimestamp(last, UTC))
+    if crowds:
+        decision = replace(decision, reasons=(*decision.reasons,
+                                              f"sized for declared crowds: {', '.join(c.name for c in crowds)}"))
+    return decision, candidate if decision.redeploy else None
+
+
 @dataclass(frozen=True, eq=False)
 class Step:
     """One controller step: the next state, the decision, and the spec to publish if it says redeploy."""
@@ -196,16 +211,9 @@ def control_step(settings: ControlSettings, state: ControlState, snapshot: Count
         else window_s
     observed = load_metrics(current, cells) if current is not None else None
     if settings.mode == "reactive":
-        sized, crowds = reserve(snapshot, settings.crowds, window_end + latency, window_end + latency + window_s,
-                                window_s)
-        candidate = build(sized, settings.reactive.target_fill)
-        last = state.last_published_at
-        decision = settings.reactive.decide(current, candidate, sized, datetime.fromtimestamp(now, UTC),
-                                            None if last is None else datetime.fromtimestamp(last, UTC))
-        if crowds:
-            decision = replace(decision, reasons=(*decision.reasons,
-                                                  f"sized for declared crowds: {', '.join(c.name for c in crowds)}"))
-        return Step(new_state, decision, candidate if decision.redeploy else None, observed, latency)
+        decision, candidate = _reactive(settings, state, snapshot, (window_end + latency, window_end + latency + window_s),
+                                        window_s, now, current, build)
+        return Step(new_state, decision, candidate, observed, latency)
     weighted = grid if events is None or events is snapshot else snapshot.grid()
     verdict = p.decide(current, Observation(snapshot, cells, weighted, grid, history, levels, settings.crowds),
                        window_end=window_end, latency_s=latency, max_load=max_load, build=build)

@@ -150,6 +150,15 @@ def parse_crowds(text: str | bytes, where: str) -> tuple[DeclaredCrowd, ...]:
     return tuple(out)
 
 
+def _venue_loads(crowds: Sequence[DeclaredCrowd], zoom: int, window_s: float) -> dict[tuple[int, int], float]:
+    """Each venue's grid cell (x, y at ``zoom``) -> the load of its crowds per window (crowds on one cell add up)."""
+    need: dict[tuple[int, int], float] = {}
+    for c in crowds:
+        t = tile(c.lon, c.lat, zoom)
+        need[(t.x, t.y)] = need.get((t.x, t.y), 0.0) + c.load_per_s * window_s
+    return need
+
+
 def reserve(counts: Counts, crowds: Sequence[DeclaredCrowd], t0: float, t1: float, window_s: float
             ) -> tuple[Counts, tuple[DeclaredCrowd, ...]]:
     """Raise each venue's cell to its crowd's load per window wherever a crowd overlaps ``t0..t1``.
@@ -181,10 +190,7 @@ def reserve(counts: Counts, crowds: Sequence[DeclaredCrowd], t0: float, t1: floa
     if not active or len(counts) == 0:
         return counts, ()
     zoom = counts.grid_zoom
-    need: dict[tuple[int, int], float] = {}
-    for c in active:
-        t = tile(c.lon, c.lat, zoom)
-        need[(t.x, t.y)] = need.get((t.x, t.y), 0.0) + c.load_per_s * window_s
+    need = _venue_loads(active, zoom, window_s)
     rows = counts.tiles
     shift = rows.z - zoom
     ax, ay = rows.x >> shift, rows.y >> shift
