@@ -12,7 +12,7 @@ history is all the forecast needs:
   diurnal curve or a crowd's ramp looks like over the tens of minutes between a snapshot and the
   fleet built from it. Each slope is shrunk by its noise towards its parent's relative trend, and the
   parent's towards its own parent's, up to the whole map (:func:`pooled_fit`).
-* :func:`pooled_levels`: each region's forecast shrunk towards the mean of its parent's regions by as much as
+* :func:`~partitioner.load.pooling.pooled_levels`: each region's forecast shrunk towards the mean of its parent's regions by as much as
   Poisson noise explains of their spread (empirical Bayes), so a sparse region seen by chance at a low or a high
   count is not forecast at that count.
 * :func:`backtest`: the same forecast made from the windows that were available ``horizon_s``
@@ -41,6 +41,7 @@ from partitioner.geo.tiles import IntArray, arrays_to_quadkeys
 from partitioner.load.counts import Counts, Grid, Tiles
 from partitioner.load.levels import CellLevels, frozen_array
 from partitioner.load.loads import Cells, cells_of
+from partitioner.load.pooling import ancestor_codes, parents, pooled_levels
 
 FloatArray = npt.NDArray[np.float64]
 HISTORY_FORMAT = "geo-rebalancer.load-history/1"
@@ -217,18 +218,6 @@ def fit(times: FloatArray, totals: FloatArray, window_s: float, span: int, half_
     return Trend(tbar, ybar, np.asarray(b0 + (slope - b0) * keep, dtype=np.float64))
 
 
-def ancestor_codes(codes: IntArray, zoom: int, levels: int) -> IntArray:
-    """Tile code (``x << (zoom - levels) | y``) of the ancestor ``levels`` zooms up of each tile code at ``zoom``."""
-    x, y = codes >> zoom, codes & ((1 << zoom) - 1)
-    return ((x >> levels) << (zoom - levels)) | (y >> levels)
-
-
-def parents(codes: IntArray, zoom: int, levels: int) -> tuple[IntArray, IntArray]:
-    """The distinct ancestors ``levels`` zooms up of tile codes at ``zoom`` (sorted), and each code's index into them."""
-    uniq, inv = np.unique(ancestor_codes(codes, zoom, levels), return_inverse=True)
-    return np.asarray(uniq, dtype=np.int64), np.asarray(inv, dtype=np.int64)
-
-
 def pooled_fit(times: FloatArray, totals: FloatArray, regions: IntArray, zoom: int, window_s: float, span: int,
                half_life: float, levels: int = 2, trend_z: float = TREND_Z) -> Trend:
     """:func:`fit` per region, each slope shrunk towards its parent's relative trend (``levels`` zooms up), whose
@@ -257,63 +246,10 @@ def pooled_fit(times: FloatArray, totals: FloatArray, regions: IntArray, zoom: i
     return fit(times, totals, window_s, span, half_life, prior=rel[inv], trend_z=trend_z)
 
 
-def pooled_levels(forecast: FloatArray, times: FloatArray, totals: FloatArray, regions: IntArray, zoom: int,
-                  window_s: float, half_life: float, levels: int = 2) -> FloatArray:
-    """Each region's forecast moved towards its parent's mean region (``levels`` zooms up) by the share of the
-    regions' spread that Poisson noise explains (empirical Bayes); each parent's total is kept.
-
-    Parameters
-    ----------
-    forecast : ndarray
-        Forecast totals, times x regions.
-    times, totals : ndarray
-        Window centres (epoch s) and the windows x regions event counts the forecast was made from.
-    regions : ndarray
-        The regions' tile codes at ``zoom``.
-    window_s, half_life : float
-        Window length; a window's weight halves every ``half_life`` windows back (as in :func:`fit`).
-    levels : int
-        Zooms up to the parent whose regions are pooled (16 regions for 2).
-
-    Returns
-    -------
-    ndarray
-        ``(1 - B) f + B mean(f)`` per time and region, the mean over the parent's regions. ``B = v / (v + tau2)``:
-        ``v = m / n`` is the Poisson variance of a region's weighted mean count over ``n`` effective windows (``m``
-        the parent's mean region) and ``tau2`` the spread of the regions' means left after it (method of moments,
-        the gamma-Poisson model). A parent's only region keeps its forecast.
-
-    Notes
-    -----
-    On sparse load (a few events per region and window) most of the spread between regions is Poisson noise, and
-    the builder picks regions by their counts: the regions that happened to be quiet in the windows seen so far
-    land on one worker for almost nothing. 256 regions of one event a window, two windows seen: the 102-131 quiet
-    ones were forecast at 33-42 events, pooled at 94-100 (``tests/partitioner/load/test_forecast.py``); on a
-    Russian quiet day such a worker was forecast at 64 % and carried 135 % (``bench/bench_quiet.py``, 10 workers).
-    Where regions differ by far more than their noise (a city beside its countryside, any dense load) ``B`` is near
-    0 and nothing moves. The counts must be events (the history follows plain event counts), not cost-weighted
-    load, for the Poisson variance to hold.
-    """
-    if len(times) == 0 or len(regions) == 0:
-        return forecast
-    w = 0.5 ** ((times[-1] - times) / (window_s * half_life))
-    n = float(w.sum())
-    own = (w[:, None] * totals).sum(axis=0) / n
-    _, inv = parents(regions, zoom, min(levels, zoom))
-    g = int(inv.max()) + 1
-    count = np.bincount(inv, minlength=g)
-    m = np.bincount(inv, weights=own, minlength=g) / count
-    spread = np.bincount(inv, weights=(own - m[inv]) ** 2, minlength=g) / np.maximum(count - 1, 1)
-    v = m / n
-    b = (np.divide(v, v + np.maximum(spread - v, 0.0), out=np.zeros_like(v), where=v > 0) * (count > 1))[inv]
-    mean = np.vstack([np.bincount(inv, weights=row, minlength=g) / count for row in forecast])[:, inv]
-    return np.asarray((1.0 - b)[None, :] * forecast + b[None, :] * mean, dtype=np.float64)
-
-
 def forecast_at(history: LoadHistory, times: Sequence[float], span: int, half_life: float,
                 trend_z: float = TREND_Z) -> FloatArray:
     """Forecast every region's total at ``times`` (epoch s) from the whole history (:func:`pooled_fit`, then
-    :func:`pooled_levels`)."""
+    :func:`~partitioner.load.pooling.pooled_levels`)."""
     if len(history) == 0:
         return np.zeros((len(times), len(history.regions)))
     return _forecast(history, history.centres, history.totals, times, span, half_life, trend_z)

@@ -16,7 +16,6 @@ from partitioner.load.forecast import (
     forecast_load,
     peak_by_ancestor,
     pooled_fit,
-    pooled_levels,
     region_codes,
 )
 from partitioner.load.levels import CellLevels
@@ -192,32 +191,6 @@ def test_a_crowd_arriving_in_one_cell_is_extrapolated_there():
     # (2.5 windows after the last window's centre): 2100 + 1000 x 2.5
     assert w[A[1]] == pytest.approx(2100 + 1000 * 2.5)
     assert w[A[0]] == pytest.approx(10_000, rel=0.02)  # the crowd's growth is not spread over its flat neighbour
-
-
-def test_sparse_regions_are_pooled_towards_their_parent_and_dense_ones_keep_their_level():
-    # GIVEN 16 regions under one zoom-4 parent (levels 2), each ~1 event a window (Poisson) for two windows, and 16
-    # under another whose regions carry 50 to 800 events (a city beside its countryside); a forecast of their
-    # weighted mean counts
-    rng = np.random.default_rng(3)
-    codes = np.array([(x << 6) | y for x in range(4) for y in range(4)]
-                     + [(x << 6) | y for x in range(60, 64) for y in range(4)], dtype=np.int64)
-    lam = np.concatenate([np.full(16, 1.0), np.linspace(50, 800, 16)])
-    totals = rng.poisson(lam, size=(2, 32)).astype(float)
-    times = np.array([S / 2, 3 * S / 2])
-    own = (totals * (0.5 ** ((times[-1] - times) / (2 * S)))[:, None]).sum(axis=0) / (1 + 0.5 ** 0.5)
-    # WHEN pooled
-    pooled = pooled_levels(own[None, :], times, totals, codes, 6, S, 2.0)[0]
-    # THEN a sparse region seen at 0-4 events is moved most of the way to its parent's mean (its own mean is noise)
-    sparse = slice(0, 16)
-    mean = own[sparse].mean()
-    assert np.all(np.abs(pooled[sparse] - mean) <= 0.35 * np.abs(own[sparse] - mean) + 1e-9)
-    # AND a dense region, whose spread is far beyond its noise, moves by less than 1 % of a mean region
-    dense = slice(16, 32)
-    assert np.all(np.abs(pooled[dense] - own[dense]) <= 0.01 * own[dense].mean())
-    # AND each parent's total is kept, and a region alone under its parent keeps its forecast
-    assert pooled[sparse].sum() == pytest.approx(own[sparse].sum()) and pooled[dense].sum() == pytest.approx(
-        own[dense].sum())
-    assert pooled_levels(own[None, :1], times, totals[:, :1], codes[:1], 6, S, 2.0).tolist() == [[own[0]]]
 
 
 def test_regions_picked_for_being_quiet_are_forecast_near_their_true_load_not_their_counts():
