@@ -17,8 +17,9 @@ What no policy that sees only closed windows can do: a crowd that first shows in
 from ``t``, live at the start of ``t + 3`` with a 10-minute latency; windows ``t + 1`` and ``t + 2`` carry 3/8 and 5/8
 of a 20-minute linear ramp on specs built before it showed. The worst window is about the venue worker's fill plus
 5/8 of the crowd, so <= 110 % needs fill <= 1.10 - 5/8 x crowd on whichever worker holds the venue (``bench/README.md``).
+A declared crowd is reserved for by the spec live from its first arrivals: that is what the declared rows measure.
 
-Run: ``.venv/bin/python bench/bench_crowd.py [--seeds 1 2] [--policy '{"headroom_z": 1.5}']`` (~25 s a day).
+Run: ``.venv/bin/python bench/bench_crowd.py [--seeds 1 2] [--policy '{"headroom_z": 1.5}']`` (~20 s a run, five runs a seed).
 """
 
 from __future__ import annotations
