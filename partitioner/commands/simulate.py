@@ -118,9 +118,9 @@ def run_command(args: argparse.Namespace) -> int:
           f"from window {first_measured(s.window_s, s.latency_s)}; {sim.wall_s:.1f} s", file=out)
     if inputs.control.crowds:
         epoch0 = EPOCH0 if inputs.epoch0 is None else inputs.epoch0
-        print(f"declared crowds: {len(inputs.control.crowds)} from {args.crowds} (window 0 starts {iso(epoch0)}"
-              f"{'' if inputs.epoch0 is not None else ', the default: the file names are not window starts'})",
-              file=out)
+        clock = "from the windows' file names" if inputs.epoch0 is not None else "the default clock"
+        print(f"declared crowds: {len(inputs.control.crowds)} from {args.crowds} (window 0 starts {iso(epoch0)}, "
+              f"{clock})", file=out)
     print(table(sim.summaries, s.swap_modes), file=out)
     for name, summary in sim.summaries.items():
         print(summary_line(name, summary, s.swap_modes), file=out)

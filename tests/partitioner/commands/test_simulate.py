@@ -134,7 +134,7 @@ def test_a_declared_crowd_keeps_its_worker_under_the_cap_where_the_unannounced_o
         assert main(argv) == 0
         worst[declared] = json.loads(out.read_text())["strategies"]["default"]["worst_utilisation"]
     # THEN the windows' file names set the clock (the run says so), and only the declared run stays under the cap
-    assert "(window 0 starts 2026-05-16T14:00:00Z)" in capsys.readouterr().out
+    assert "(window 0 starts 2026-05-16T14:00:00Z, from the windows' file names)" in capsys.readouterr().out
     assert worst[False] > 1.1 and worst[True] <= 1.0
 
 
