@@ -27,7 +27,7 @@ from geography import FloatArray, IntArray
 from heldout import Places, places500
 
 from partitioner.geo.tiles import arrays_to_quadkeys, quadkey_to_tile
-from partitioner.simulate.places import activity, point_codes
+from partitioner.simulate.places import activity, code_centres, point_codes
 from partitioner.simulate.scenarios import (
     STADIUM_OPEN,
     STADIUM_RAMP_DOWN_S,
@@ -119,10 +119,7 @@ def crowd_fixtures(seed: int = 1, *, epoch0: float, window_s: float = 300.0, pea
     out = []
     for i, c in enumerate(crowd_list):
         t = quadkey_to_tile(qks[c.cell])
-        x, y = t.x, t.y
-        n = 1 << DAY_ZOOM
-        lon = (x + 0.5) / n * 360.0 - 180.0
-        lat = math.degrees(math.atan(math.sinh(math.pi * (1 - 2 * (y + 0.5) / n))))
+        lon, lat = (float(v[0]) for v in code_centres(np.array([t.x]), np.array([t.y]), DAY_ZOOM))
         first = c.start_h - STADIUM_RAMP_UP_S / 3600.0
         last = c.start_h + (close_h - open_h) + STADIUM_RAMP_DOWN_S / 3600.0
         out.append({"name": f"venue {i + 1}", "lat": round(lat, 6), "lon": round(lon, 6),

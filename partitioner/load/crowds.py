@@ -195,8 +195,9 @@ def reserve(counts: Counts, crowds: Sequence[DeclaredCrowd], t0: float, t1: floa
     shift = rows.z - zoom
     ax, ay = rows.x >> shift, rows.y >> shift
     grid = counts.grid()
-    have = {(int(x), int(y)): float(w) for x, y, w in zip(grid.x, grid.y, grid.weight, strict=True)
-            if (int(x), int(y)) in need}
+    venues = np.array([(cx << zoom) | cy for cx, cy in need], dtype=np.int64)
+    at = np.isin((grid.x << zoom) | grid.y, venues)
+    have = {(int(x), int(y)): float(w) for x, y, w in zip(grid.x[at], grid.y[at], grid.weight[at], strict=True)}
     w = np.array(counts.weights, dtype=np.float64)
     extra: list[tuple[int, int, float]] = []
     for (cx, cy), load in need.items():
