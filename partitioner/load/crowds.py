@@ -159,6 +159,14 @@ def _venue_loads(crowds: Sequence[DeclaredCrowd], zoom: int, window_s: float) ->
     return need
 
 
+def _grid_loads(counts: Counts, cells: dict[tuple[int, int], float], zoom: int) -> dict[tuple[int, int], float]:
+    """The grid load of those of ``cells`` (x, y at the grid ``zoom``) that the counts hold."""
+    grid = counts.grid()
+    venues = np.array([(cx << zoom) | cy for cx, cy in cells], dtype=np.int64)
+    at = np.isin((grid.x << zoom) | grid.y, venues)
+    return {(int(x), int(y)): float(w) for x, y, w in zip(grid.x[at], grid.y[at], grid.weight[at], strict=True)}
+
+
 def reserve(counts: Counts, crowds: Sequence[DeclaredCrowd], t0: float, t1: float, window_s: float
             ) -> tuple[Counts, tuple[DeclaredCrowd, ...]]:
     """Raise each venue's cell to its crowd's load per window wherever a crowd overlaps ``t0..t1``.
@@ -194,10 +202,7 @@ def reserve(counts: Counts, crowds: Sequence[DeclaredCrowd], t0: float, t1: floa
     rows = counts.tiles
     shift = rows.z - zoom
     ax, ay = rows.x >> shift, rows.y >> shift
-    grid = counts.grid()
-    venues = np.array([(cx << zoom) | cy for cx, cy in need], dtype=np.int64)
-    at = np.isin((grid.x << zoom) | grid.y, venues)
-    have = {(int(x), int(y)): float(w) for x, y, w in zip(grid.x[at], grid.y[at], grid.weight[at], strict=True)}
+    have = _grid_loads(counts, need, zoom)
     w = np.array(counts.weights, dtype=np.float64)
     extra: list[tuple[int, int, float]] = []
     for (cx, cy), load in need.items():
