@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
-from partitioner.builders.ids import PARTITION_PREFIX, IdAllocator, Ids, fresh_ids
+from partitioner.builders.ids import PARTITION_PREFIX, WORKER_PREFIX, IdAllocator, Ids, fresh_ids
 from partitioner.builders.region import Placement
 from partitioner.spec.model import CATCH_ALL_QUADKEY, Partition, Spec, Worker, shard_hash_key
 
@@ -53,3 +53,38 @@ def assemble(placement: Placement, header: SpecHeader, ids: Ids | None = None) -
     return Spec(version=header.version, max_load=header.max_load, partitions=tuple(parts), workers=workers,
                 previous_version=header.previous_version, created_at=header.created_at, strategy=header.strategy,
                 stream_name=header.stream_name, source=header.source)
+
+
+def with_catch_all_load(spec: Spec, load: float, cap: float, *, taken: Iterable[str] = ()) -> Spec:
+    """Return ``spec`` with ``load`` expected on its catch-all, on a worker that has room for it.
+
+    The catch-all moves to the least-loaded worker when that one stays within ``cap`` with it (it may be
+    there already), else to a worker of its own, numbered after the ids of ``spec`` and ``taken`` (the live
+    spec's, so that no id that leaves is handed to something new); the workers' shard keys then follow the
+    new count.
+
+    Notes
+    -----
+    * ``load`` <= 0 returns ``spec`` unchanged; a ``load`` above ``cap`` still gets one worker (the catch-all
+      is one partition).
+    * A new worker re-keys every worker to the evenly split shards of the new count, dropping ``hash_keys``
+      (the builders make none: a worker owns one shard).
+    """
+    if load <= 0:
+        return spec
+    catch = next(p for p in spec.partitions if p.is_catch_all)
+    loads = {w.id: w.load for w in spec.workers}
+    loads[catch.worker] -= catch.load
+    host = min(spec.workers, key=lambda w: (loads[w.id], w.id)).id
+    workers = [w.id for w in spec.workers]
+    if loads[host] + load > cap:
+        host = IdAllocator(WORKER_PREFIX, [*workers, *taken])()
+        workers.append(host)
+        loads[host] = 0.0
+    loads[host] += load
+    parts = tuple(replace(p, worker=host, load=float(load)) if p.is_catch_all else p for p in spec.partitions)
+    keyed = len(workers) != len(spec.workers)
+    new = tuple(Worker(id=w, load=loads[w], hash_key=shard_hash_key(k, len(workers)) if keyed else
+                       spec.workers[k].hash_key, hash_keys=() if keyed else spec.workers[k].hash_keys)
+                for k, w in enumerate(workers))
+    return replace(spec, partitions=parts, workers=new)

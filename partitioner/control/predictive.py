@@ -41,6 +41,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from partitioner.builders.assemble import with_catch_all_load
 from partitioner.control.policy import Decision
 from partitioner.errors import PolicyError
 from partitioner.load.bound import lower_bound
@@ -49,6 +50,7 @@ from partitioner.load.crowds import DeclaredCrowd, reserve
 from partitioner.load.forecast import TREND_Z, Forecast, LoadHistory, backtest, forecast_load, region_codes
 from partitioner.load.levels import CellLevels
 from partitioner.load.loads import OVER, Cells, SpecLoads, cells_of, load_metrics, moves, spec_loads
+from partitioner.load.unseen import unseen_share
 from partitioner.spec.model import Spec
 
 FloatArray = npt.NDArray[np.float64]
@@ -157,8 +159,10 @@ class PredictivePolicy:
         if crowds:
             details["declared_crowds"] = float(len(crowds))
         if current is None or cur_loads is None:
-            first = build(fc.counts, build_fill)
-            return Verdict(Decision(True, (f"publish the first spec: {when}, {len(first.workers)} workers",), None,
+            first, unseen = self._built(build, fc, build_fill, max_load, obs.levels, current)
+            details["unseen_share"] = unseen
+            return Verdict(Decision(True, (f"publish the first spec: {when}, {len(first.workers)} workers"
+                                           + _unseen(unseen),), None,
                                     load_metrics(first, fc.cells), 1.0, details), first)
         cur = load_metrics(cur_loads, fc.cells)
         margin = max(1, math.ceil(self.shrink_margin * cur.worker_count))
@@ -169,7 +173,8 @@ class PredictivePolicy:
             return Verdict(Decision(False, (f"keep: {when}: busiest worker {_pct(cur.max_utilisation)} <= fill "
                                             f"{_pct(fill)}, {cur.worker_count} workers vs {need} needed ({why})",),
                                     cur, None, 0.0, details), None)
-        cand_spec = build(fc.counts, build_fill)
+        cand_spec, unseen = self._built(build, fc, build_fill, max_load, obs.levels, current)
+        details["unseen_share"] = unseen
         cand_loads = spec_loads(cand_spec)
         cand = load_metrics(cand_loads, fc.cells)
         moved = moves(cur_loads, cand_loads, cells).moved_share
@@ -183,8 +188,18 @@ class PredictivePolicy:
             ok = cand.worker_count <= cur.worker_count - margin and cand.max_utilisation <= fill + OVER
         verb = "redeploy" if ok else "keep"
         why = "" if ok else (" (no better)" if hot else f" (saves fewer than {margin} or overloads)")
-        line = f"{verb}: {when}: {trigger}; {tail}{why}"
+        line = f"{verb}: {when}: {trigger}; {tail}{_unseen(unseen)}{why}"
         return Verdict(Decision(ok, (line,), cur, cand, moved, details), cand_spec if ok else None)
+
+    @staticmethod
+    def _built(build: BuildFn, fc: Forecast, build_fill: float, max_load: float, levels: CellLevels,
+               current: Spec | None) -> tuple[Spec, float]:
+        """The candidate built on the forecast, its catch-all sized for the load expected where no window has shown
+        any yet (:func:`partitioner.load.unseen.unseen_share`); (spec, that share)."""
+        spec = build(fc.counts, build_fill)
+        share = unseen_share(levels, spec)
+        taken = [w.id for w in current.workers] if current is not None else []
+        return with_catch_all_load(spec, share * fc.cells.total, build_fill * max_load, taken=taken), share
 
     def headroom(self, history: LoadHistory, levels: CellLevels, current: SpecLoads | None,
                  latency_s: float) -> tuple[float, int]:
@@ -267,6 +282,10 @@ def _workers(current: SpecLoads, cells: Cells) -> npt.NDArray[np.int64]:
     worker = np.full(len(owners), len(current.worker_ids), dtype=np.int64)
     worker[plain] = current.worker_of[owners[plain]]
     return worker
+
+
+def _unseen(share: float) -> str:
+    return f", catch-all sized for {100 * share:.1f}% of the load in places not seen yet" if share >= 0.0005 else ""
 
 
 def _dur(seconds: float) -> str:

@@ -13,7 +13,10 @@ controller therefore builds on **levels**: per grid cell, an exponentially smoot
   is forgotten once it falls below ``floor`` events;
 * remembers its **rise**, the increase of the last window when that increase was significant
   (a crowd arriving: the forecast extrapolates it at that cell, see
-  :func:`partitioner.load.forecast.forecast_load`), and zero otherwise.
+  :func:`partitioner.load.forecast.forecast_load`), and zero otherwise;
+* remembers whether it has held exactly **one event** so far (``single``), and all levels together how many
+  events they have seen (``seen``): the sample a Good-Turing estimate of the load in places no window has shown
+  yet is made from (:mod:`partitioner.load.unseen`).
 
 :class:`CellLevels` is immutable and round-trips through a plain dict (part of the controller
 state). Levels are in events, like the load history.
@@ -21,6 +24,7 @@ state). Levels are in events, like the load history.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -50,10 +54,17 @@ class CellLevels:
     codes: IntArray
     levels: FloatArray
     rises: FloatArray  # events per window a cell rose by, when significant (else 0)
+    single: npt.NDArray[np.bool_] | None = None  # per cell: exactly one event since it was first seen (None: none)
+    seen: float = 0.0  # events the levels have absorbed, every window's
 
     @classmethod
     def empty(cls, zoom: int) -> CellLevels:
         return cls(zoom, frozen_array([], np.int64), frozen_array([], np.float64), frozen_array([], np.float64))
+
+    @property
+    def singles(self) -> npt.NDArray[np.bool_]:
+        """Per cell, whether it has held exactly one event since it was first seen (all False when unknown)."""
+        return self.single if self.single is not None else np.zeros(len(self.codes), dtype=bool)
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -86,9 +97,14 @@ class CellLevels:
         level = np.where(~known | jump, snap, prev + alpha * (snap - prev))
         rising = known & (snap - prev > (jump_z if rise_z is None else rise_z) * sd)
         rise = np.where(rising, snap - prev, 0.0)
+        was_single = np.zeros(len(union), dtype=bool)
+        if len(self.codes):
+            was_single[np.searchsorted(union, self.codes)] = self.singles
+        single = np.where(known, was_single & (snap == 0), snap == 1)
         keep = level >= floor
         return CellLevels(self.zoom, frozen_array(union[keep], np.int64), frozen_array(level[keep], np.float64),
-                          frozen_array(rise[keep], np.float64))
+                          frozen_array(rise[keep], np.float64), frozen_array(single[keep], np.bool_),
+                          self.seen + float(np.sum(events)))
 
     def lookup(self, codes: IntArray) -> FloatArray:
         """Level of each cell (0 where unknown)."""
@@ -98,12 +114,15 @@ class CellLevels:
         return np.where(self.codes[pos] == codes, self.levels[pos], 0.0)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: codes as differences from the previous one (small numbers), levels to 3 significant digits."""
+        """JSON-able: codes as differences from the previous one (small numbers), levels to 3 significant digits,
+        the single-event cells as differences of their positions."""
         deltas = np.diff(self.codes, prepend=np.int64(0))
         rising = np.nonzero(self.rises > 0)[0]
+        singles = np.diff(np.flatnonzero(self.singles), prepend=np.int64(0))
         return {"format": LEVELS_FORMAT, "zoom": self.zoom, "code_deltas": [int(c) for c in deltas],
                 "levels": [float(f"{v:.3g}") for v in self.levels.tolist()],
-                "rises": [[int(i), float(f"{self.rises[i]:.3g}")] for i in rising]}
+                "rises": [[int(i), float(f"{self.rises[i]:.3g}")] for i in rising],
+                "single_deltas": [int(i) for i in singles], "seen": self.seen}
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "cell levels") -> CellLevels:
@@ -117,10 +136,19 @@ class CellLevels:
             rises = np.zeros(len(levels))
             for i, v in d.get("rises", []):
                 rises[int(i)] = float(v)
+            single = np.zeros(len(levels), dtype=bool)
+            at = np.cumsum(np.array([int(i) for i in d.get("single_deltas", [])], dtype=np.int64))
+            if len(at) and (at[0] < 0 or (np.diff(at) <= 0).any()):
+                raise ValueError(f"single_deltas must point at increasing cells, got {at[:5].tolist()!r}")
+            single[at] = True
+            # state written before ``seen`` was kept: the levels' sum, about one window's events
+            seen = float(d["seen"]) if "seen" in d else float(levels.sum())
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise PolicyError(f"{where}: malformed field ({exc})") from None
         if len(codes) != len(levels) or (len(codes) and (np.diff(codes) <= 0).any()):
             raise PolicyError(f"{where}: codes must be sorted, unique and match the levels")
-        if not np.isfinite(levels).all() or (levels < 0).any() or (rises < 0).any():
-            raise PolicyError(f"{where}: levels must be finite and >= 0")
-        return cls(zoom, frozen_array(codes, np.int64), frozen_array(levels, np.float64), frozen_array(rises, np.float64))
+        if not np.isfinite(levels).all() or (levels < 0).any() or (rises < 0).any() or not (
+                math.isfinite(seen) and seen >= 0):
+            raise PolicyError(f"{where}: levels and seen must be finite and >= 0")
+        return cls(zoom, frozen_array(codes, np.int64), frozen_array(levels, np.float64), frozen_array(rises, np.float64),
+                   frozen_array(single, np.bool_), seen)

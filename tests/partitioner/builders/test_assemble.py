@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from spec_factory import qk
 
-from partitioner.builders.assemble import SpecHeader, assemble
+from partitioner.builders.assemble import SpecHeader, assemble, with_catch_all_load
 from partitioner.builders.ids import Ids
 from partitioner.builders.region import Placement, Region
 from partitioner.spec.model import shard_hash_key
@@ -47,3 +47,27 @@ def test_no_regions_still_make_a_spec_with_one_worker_for_the_catch_all() -> Non
     spec = assemble(Placement((), ()), HEADER, Ids((), ()))
     assert [(p.id, p.worker, p.quadkeys) for p in spec.partitions] == [("p0001", "w0001", ("",))]
     assert validate(spec) == []
+
+
+def test_the_catch_all_stays_on_the_emptiest_worker_when_its_expected_load_fits() -> None:
+    # GIVEN the spec above (workers at 60 and 90) and 25 expected on the catch-all, cap 90
+    spec = with_catch_all_load(assemble(_placement(), HEADER), 25.0, 90.0)
+    # THEN the catch-all carries it on w0001 (60 + 25 <= 90), keys unchanged
+    assert (spec.catch_all.worker, spec.catch_all.load) == ("w0001", 25.0)
+    assert [(w.id, w.load, w.hash_key) for w in spec.workers] == [("w0001", 85.0, shard_hash_key(0, 2)),
+                                                                  ("w0002", 90.0, shard_hash_key(1, 2))]
+    assert validate(spec) == []
+
+
+def test_the_catch_all_gets_a_worker_of_its_own_when_no_worker_has_room() -> None:
+    # GIVEN 40 expected on the catch-all, cap 90, and a live spec that still names w0003
+    spec = with_catch_all_load(assemble(_placement(), HEADER), 40.0, 90.0, taken=["w0003"])
+    # THEN a new worker w0004 hosts it alone, and every worker is keyed to one of three shards
+    assert (spec.catch_all.worker, spec.catch_all.load) == ("w0004", 40.0)
+    assert [(w.id, w.load, w.hash_key) for w in spec.workers] == [
+        ("w0001", 60.0, shard_hash_key(0, 3)), ("w0002", 90.0, shard_hash_key(1, 3)),
+        ("w0004", 40.0, shard_hash_key(2, 3))]
+    assert validate(spec) == []
+    # AND no expected load leaves the spec as it was
+    plain = assemble(_placement(), HEADER)
+    assert with_catch_all_load(plain, 0.0, 90.0) is plain

@@ -189,3 +189,28 @@ def test_the_headroom_on_a_sparse_flat_load_is_the_noise_of_a_worker_not_of_its_
     loose = PredictivePolicy(trend_z=1.0).decide(two, obs, window_end=12 * S, latency_s=S, max_load=1_000.0,
                                                  build=lambda c, fill: build_spec(c, 1_000.0, previous=two, fill=fill))
     assert loose.decision.details["headroom"] < 0.32
+
+
+def test_the_first_spec_on_a_sparse_window_sizes_its_catch_all_for_the_places_not_seen_yet():
+    # GIVEN a first window of 200 lone events scattered over the map (each the only one of its square)
+    cells = {qk((37 * i) % 1024, (91 * i) % 1024, Z): 1.0 for i in range(200)}
+    counts = make_counts(cells)
+    policy = PredictivePolicy()
+    g = counts.grid()
+    levels = CellLevels.empty(Z).update((g.x << Z) | g.y, g.weight, alpha=policy.cell_alpha, jump_z=policy.cell_jump_z)
+    h = LoadHistory.empty(policy.region_zoom(Z), S).absorb(cells_of(counts), S, S, policy.history_windows)
+    obs = Observation(counts, cells_of(counts), g, g, h, levels)
+    # WHEN the first spec is decided, packed to 60 a worker
+    verdict = policy.decide(None, obs, window_end=S, latency_s=S, max_load=60 / (0.95 / 1.2), build=lambda c, f:
+                            build_spec(c, 60 / (0.95 / 1.2), fill=f))
+    spec = verdict.candidate
+    assert spec is not None
+    # THEN the catch-all expects the share of events that were alone in their square, of the forecast total
+    # (the builder lists coarse squares over the empty map between them: a few stay alone)
+    share = verdict.decision.details["unseen_share"]
+    assert 0 < share < 0.5
+    assert spec.catch_all.load == pytest.approx(share * verdict.decision.details["forecast_total"])
+    # AND its worker stays within the packing level, as the decision says
+    host = next(w for w in spec.workers if w.id == spec.catch_all.worker)
+    assert host.load <= 60.0 + 1e-9
+    assert f"catch-all sized for {100 * share:.1f}% of the load in places not seen yet" in verdict.decision.reasons[0]

@@ -73,3 +73,31 @@ def test_a_whole_region_growing_is_followed_without_a_rise():
     # AND without the region's growth both would have counted as crowds
     plain = lv.update(np.array([1, 2]), np.array([1300.0, 2000.0]), alpha=0.5, jump_z=3.0)
     assert plain.rises.tolist() == [300.0, 1000.0]
+
+
+def test_cells_with_one_event_so_far_are_marked_single_and_the_events_are_counted():
+    # GIVEN a window with cells of 1, 1 and 3 events
+    lv = step(CellLevels.empty(12), {1: 1.0, 2: 1.0, 3: 3.0})
+    # THEN the two one-event cells are single, and five events were seen
+    assert lv.singles.tolist() == [True, True, False] and lv.seen == 5.0
+    # WHEN cell 1 sees another event, cell 2 none and a new cell 4 one
+    lv = step(lv, {1: 1.0, 4: 1.0})
+    # THEN cell 1 is no longer single (two events), 2 still is, 4 is new and single
+    assert dict(zip(lv.codes.tolist(), lv.singles.tolist(), strict=True)) == {1: False, 2: True, 3: False, 4: True}
+    assert lv.seen == 7.0
+    # AND both survive a round trip
+    back = CellLevels.from_dict(lv.to_dict())
+    assert back.singles.tolist() == lv.singles.tolist() and back.seen == 7.0
+
+
+def test_levels_written_before_singles_were_kept_still_load():
+    # GIVEN a state document without the single cells and the events seen (an older controller's)
+    d = step(CellLevels.empty(12), {1: 1.0, 2: 4.0}).to_dict()
+    del d["single_deltas"], d["seen"]
+    back = CellLevels.from_dict(d)
+    # THEN no cell is single and the sample is the levels' sum
+    assert back.singles.tolist() == [False, False] and back.seen == 5.0
+    with pytest.raises(PolicyError, match="single_deltas must point at increasing cells"):
+        CellLevels.from_dict({**d, "single_deltas": [1, 0]})
+    with pytest.raises(PolicyError, match="malformed"):
+        CellLevels.from_dict({**d, "single_deltas": [7]})
