@@ -27,8 +27,10 @@ but never shrinks (a CI-loaded local run shrank to 86 % busy on the 10 % default
 ramping hotspot then took a worker to 115 %). The guess is 20 %, a build to 79 % full (the reactive policy builds to
 80 %): the first spec is built on one window, and on a sparse load (a fraction of an event per cell) the builder adds
 the cells that happened to be empty in it to a worker at no cost, though they are not empty; at 10 % the first spec
-of a held-out quiet day (Romania, 10 workers) put a worker at 130 % (``bench/bench_quiet.py --seeds 4 5 6``). Each
-decision carries one plain line of reasons.
+of a held-out quiet day (Romania, 10 workers) put a worker at 130 % (``bench/bench_quiet.py --seeds 4 5 6``). The
+places no window has shown yet fall outside every square a spec lists, into the catch-all: every candidate's
+catch-all is given the load :func:`partitioner.load.unseen.unseen_share` expects there, on a worker with room for it
+(:func:`partitioner.builders.assemble.with_catch_all_load`). Each decision carries one plain line of reasons.
 """
 
 from __future__ import annotations
