@@ -24,6 +24,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -353,8 +354,6 @@ def window_csv(counts: WindowCounts, w: int) -> str:
 
 def window_name(counts: WindowCounts, w: int) -> str:
     """File name of window ``w``: its start in UTC, ``YYYYMMDDTHHMMSS[.fff]Z.csv`` (name order = time order)."""
-    from datetime import UTC, datetime, timedelta
-
     start = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=w * counts.window_ms)
     text = start.strftime("%Y%m%dT%H%M%S")
     if counts.window_ms % 1000:
@@ -364,8 +363,6 @@ def window_name(counts: WindowCounts, w: int) -> str:
 
 def window_start_of_name(name: str) -> float | None:
     """The window start (epoch s) a :func:`window_name` file name gives, or None for any other name."""
-    from datetime import UTC, datetime
-
     m = _WINDOW_NAME.match(name)
     if m is None:
         return None

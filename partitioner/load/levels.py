@@ -14,7 +14,7 @@ controller therefore builds on **levels**: per grid cell, an exponentially smoot
 * remembers its **rise**, the increase of the last window when that increase was significant
   (a crowd arriving: the forecast extrapolates it at that cell, see
   :func:`partitioner.load.forecast.forecast_load`), and zero otherwise;
-* remembers whether it has held exactly **one event** so far (``single``), and all levels together how many
+* remembers whether it has held exactly **one event** so far (``singles``), and all levels together how many
   events they have seen (``seen``): the sample a Good-Turing estimate of the load in places no window has shown
   yet is made from (:mod:`partitioner.load.unseen`).
 
@@ -54,17 +54,13 @@ class CellLevels:
     codes: IntArray
     levels: FloatArray
     rises: FloatArray  # events per window a cell rose by, when significant (else 0)
-    single: npt.NDArray[np.bool_] | None = None  # per cell: exactly one event since it was first seen (None: none)
+    singles: npt.NDArray[np.bool_]  # per cell: it has held exactly one event since it was first seen
     seen: float = 0.0  # events the levels have absorbed, every window's
 
     @classmethod
     def empty(cls, zoom: int) -> CellLevels:
-        return cls(zoom, frozen_array([], np.int64), frozen_array([], np.float64), frozen_array([], np.float64))
-
-    @property
-    def singles(self) -> npt.NDArray[np.bool_]:
-        """Per cell, whether it has held exactly one event since it was first seen (all False when unknown)."""
-        return self.single if self.single is not None else np.zeros(len(self.codes), dtype=bool)
+        return cls(zoom, frozen_array([], np.int64), frozen_array([], np.float64), frozen_array([], np.float64),
+                   frozen_array([], np.bool_))
 
     def __len__(self) -> int:
         return len(self.codes)
