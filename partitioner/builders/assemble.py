@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from partitioner.builders.ids import PARTITION_PREFIX, WORKER_PREFIX, IdAllocator, Ids, fresh_ids
 from partitioner.builders.region import Placement
-from partitioner.spec.model import CATCH_ALL_QUADKEY, Partition, Spec, Worker, shard_hash_key
+from partitioner.spec.model import CATCH_ALL_QUADKEY, HASH_BUCKETS, Partition, Spec, Worker, shard_hash_key
 
 
 @dataclass(frozen=True)
@@ -56,33 +57,46 @@ def assemble(placement: Placement, header: SpecHeader, ids: Ids | None = None) -
 
 
 def with_catch_all_load(spec: Spec, load: float, cap: float, *, taken: Iterable[str] = ()) -> Spec:
-    """Return ``spec`` with ``load`` expected on its catch-all, on a worker that has room for it.
+    """Return ``spec`` with ``load`` expected on its catch-all, on workers that have room for it.
 
-    The catch-all moves to the least-loaded worker when that one stays within ``cap`` with it (it may be
-    there already), else to a worker of its own, numbered after the ids of ``spec`` and ``taken`` (the live
-    spec's, so that no id that leaves is handed to something new); the workers' shard keys then follow the
-    new count.
+    A ``load`` within ``cap`` stays one partition; more is split by entity hash into ``ceil(load / cap)``
+    equal shares of the root (as hot cells are split), since one worker could not hold it. Each piece, the
+    largest first, goes to the least-loaded worker when that one stays within ``cap`` with it (the catch-all's
+    own worker may be that one), else to a worker of its own, numbered after the ids of ``spec`` and ``taken``
+    (the live spec's, so that no id that leaves is handed to something new); the workers' shard keys then
+    follow the new count.
 
     Notes
     -----
-    * ``load`` <= 0 returns ``spec`` unchanged; a ``load`` above ``cap`` still gets one worker (the catch-all
-      is one partition).
+    * ``load`` <= 0 returns ``spec`` unchanged.
+    * The shares assume entities spread evenly over the buckets, as the split hot cells do; the first share
+      keeps the catch-all's id, the others get fresh partition ids.
     * A new worker re-keys every worker to the evenly split shards of the new count, dropping ``hash_keys``
       (the builders make none: a worker owns one shard).
     """
     if load <= 0:
         return spec
-    catch = next(p for p in spec.partitions if p.is_catch_all)
+    catches = [p for p in spec.partitions if p.is_catch_all]
     loads = {w.id: w.load for w in spec.workers}
-    loads[catch.worker] -= catch.load
-    host = min(spec.workers, key=lambda w: (loads[w.id], w.id)).id
-    workers = [w.id for w in spec.workers]
-    if loads[host] + load > cap:
-        host = IdAllocator(WORKER_PREFIX, [*workers, *taken])()
-        workers.append(host)
-        loads[host] = 0.0
-    loads[host] += load
-    parts = tuple(replace(p, worker=host, load=float(load)) if p.is_catch_all else p for p in spec.partitions)
+    for c in catches:
+        loads[c.worker] -= c.load
+    n = max(1, math.ceil(load / cap)) if cap > 0 else 1
+    edges = [k * HASH_BUCKETS // n for k in range(n + 1)]
+    new_part = IdAllocator(PARTITION_PREFIX, [p.id for p in spec.partitions])
+    new_worker = IdAllocator(WORKER_PREFIX, [*loads, *taken])
+    shares: list[Partition] = []
+    for k in range(n):
+        piece = load * (edges[k + 1] - edges[k]) / HASH_BUCKETS
+        host = min(loads, key=lambda w: (loads[w], w))
+        if loads[host] + piece > cap:
+            host = new_worker()
+            loads[host] = 0.0
+        loads[host] += piece
+        shares.append(Partition(id=catches[0].id if k == 0 else new_part(), worker=host,
+                                quadkeys=(CATCH_ALL_QUADKEY,), load=float(piece),
+                                hash_range=(edges[k], edges[k + 1]) if n > 1 else None))
+    parts = (*(p for p in spec.partitions if not p.is_catch_all), *shares)
+    workers = list(loads)
     keyed = len(workers) != len(spec.workers)
     new = tuple(Worker(id=w, load=loads[w], hash_key=shard_hash_key(k, len(workers)) if keyed else
                        spec.workers[k].hash_key, hash_keys=() if keyed else spec.workers[k].hash_keys)

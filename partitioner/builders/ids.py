@@ -121,7 +121,7 @@ def _overlaps(previous: Spec, placement: Placement
     region_of = np.array([m[0] for m in members], dtype=np.int64)
     share = np.array([m[2] for m in members], dtype=np.float64)
     owners = index.locate_tiles(*quadkeys_to_arrays([m[1] for m in members]))
-    keep = owners != index.catch_all_index
+    keep = ~np.isin(owners, index.catch_all_shares)
     pair = region_of[keep] * len(prev_parts) + owners[keep]
     uniq, inv = np.unique(pair, return_inverse=True)
     sums = np.bincount(inv, weights=share[keep])

@@ -253,7 +253,7 @@ def _previous_regions(survey: _Survey, plan: RepairPlan, cap: float, plain: npt.
     loads = np.bincount(owner[plain], weights=grid.weight[plain], minlength=len(survey.parts))
     cells_of = group_indices(np.where(plain, owner, len(survey.parts)), len(survey.parts) + 1)
     for i, p in enumerate(survey.parts):
-        if i == survey.spec_index.catch_all_index or p.hash_range is not None or i in skip:
+        if p.is_catch_all or p.hash_range is not None or i in skip:
             continue
         cells = cells_of[i]
         if loads[i] <= cap:

@@ -82,14 +82,27 @@ class SpecLoads:
         self.partition_ids = np.array([p.id for p in spec.partitions])
         self.partition_workers = np.array([p.worker for p in spec.partitions])
         self._pieces: dict[int, list[tuple[int, int, int]]] = {}
+        # the catch-all split by entity hash: its owner stands for all its shares, as a split cell's group does
+        self.split_catch_all = int(self.index.catch_all_index) if len(self.index.catch_all_shares) > 1 else None
 
     def pieces(self, owner: int) -> list[tuple[int, int, int]]:
         """(partition, lo, hi) of every share of an owner (:meth:`owners`): one full range for a plain partition."""
-        if owner >= 0:
-            return [(owner, 0, HASH_BUCKETS)]
         if owner not in self._pieces:
-            self._pieces[owner] = [(int(i), *_range(self.spec, int(i))) for i in self.index.group_members(-owner - 1)]
+            if owner < 0:
+                members = self.index.group_members(-owner - 1).tolist()
+            elif owner == self.split_catch_all:
+                members = self.index.catch_all_shares.tolist()
+            else:
+                return [(owner, 0, HASH_BUCKETS)]
+            self._pieces[owner] = [(int(i), *_range(self.spec, int(i))) for i in members]
         return self._pieces[owner]
+
+    def shared(self, owners: IntArray) -> npt.NDArray[np.bool_]:
+        """Which owners (:meth:`owners`) are shared by entity hash: a split cell, or the split catch-all."""
+        out: npt.NDArray[np.bool_] = owners < 0
+        if self.split_catch_all is not None:
+            out |= owners == self.split_catch_all
+        return out
 
     def owners(self, cells: Cells) -> IntArray:
         """Owner of each cell: a partition index (>= 0) or ``-(group + 1)`` for a hash-split cell."""
@@ -102,15 +115,7 @@ class SpecLoads:
     def partition_loads(self, cells: Cells, owners: IntArray | None = None) -> FloatArray:
         """Load of each partition (split cells shared by hash range)."""
         own = self.owners(cells) if owners is None else owners
-        plain = own >= 0
-        loads = np.bincount(own[plain], weights=cells.weight[plain], minlength=len(self.spec.partitions))
-        if not plain.all():
-            groups, inv = np.unique(own[~plain], return_inverse=True)
-            sums = np.bincount(inv, weights=cells.weight[~plain])
-            for g, total in zip(groups.tolist(), sums.tolist(), strict=True):
-                for i, lo, hi in self.pieces(int(g)):
-                    loads[i] += total * (hi - lo) / HASH_BUCKETS
-        return loads.astype(np.float64)
+        return self.index.attribute_owners(own, cells.weight)
 
     def worker_loads(self, cells: Cells, owners: IntArray | None = None) -> FloatArray:
         """Load of each worker (spec order)."""
@@ -208,7 +213,7 @@ class Moves:
 def moves(old: SpecLoads, new: SpecLoads, cells: Cells) -> Moves:
     """Return the load of ``cells`` that changes (partition, worker) and worker from ``old`` to ``new``."""
     o, n = old.owners(cells), new.owners(cells)
-    plain = (o >= 0) & (n >= 0)
+    plain = ~old.shared(o) & ~new.shared(n)
     same_w = np.zeros(len(o), dtype=bool)
     same_w[plain] = old.partition_workers[o[plain]] == new.partition_workers[n[plain]]
     same_pw = same_w.copy()
@@ -216,10 +221,13 @@ def moves(old: SpecLoads, new: SpecLoads, cells: Cells) -> Moves:
     w = cells.weight
     kept_w = float(w[same_w].sum())
     kept_pw = float(w[same_pw].sum())
-    for c in np.nonzero(~plain)[0]:
-        fw, fpw = _split_overlap(old, new, int(o[c]), int(n[c]))
-        kept_w += float(w[c]) * fw
-        kept_pw += float(w[c]) * fpw
+    if not plain.all():  # Python work per pair of owners, not per cell (a split catch-all holds many cells)
+        pairs, inv = np.unique(np.stack([o[~plain], n[~plain]]), axis=1, return_inverse=True)
+        sums = np.bincount(inv.ravel(), weights=w[~plain])
+        for (a, b), total in zip(pairs.T.tolist(), sums.tolist(), strict=True):
+            fw, fpw = _split_overlap(old, new, int(a), int(b))
+            kept_w += total * fw
+            kept_pw += total * fpw
     total = float(w.sum())
     return Moves(total, max(0.0, total - kept_pw), max(0.0, total - kept_w))
 

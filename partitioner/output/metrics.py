@@ -312,7 +312,7 @@ def evaluate(spec: Spec, counts: Counts) -> SpecMetrics:
         contiguous=not non_contig, non_contiguous=non_contig,
         median_compactness=float(np.median(region_compact)) if region_compact else float("nan"),
         boundary_load_share=boundary_load_share(spec, index, counts, grid_owner),
-        unlisted_load=float(loads[index.catch_all_index]),
+        unlisted_load=index.unlisted_load(loads),
     )
 
 

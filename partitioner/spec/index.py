@@ -11,6 +11,10 @@ Notes
   bounded by it); a spec listing a deeper quadkey is rejected.
 * Split hot cells resolve by :func:`partitioner.spec.model.entity_bucket` of the
   entity id; without entity ids the bucket defaults to 0.
+* The catch-all may be split by entity hash too (several partitions listing the root ``''``
+  with hash ranges, when more load is expected in unlisted places than one worker holds).
+  Owners from :meth:`SpecIndex.locate_groups_xy` still say :attr:`SpecIndex.catch_all_index`
+  for the whole catch-all; :meth:`SpecIndex.resolve` gives the share of each entity's bucket.
 """
 
 from __future__ import annotations
@@ -36,9 +40,14 @@ class SpecIndex:
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
         self.partitions: tuple[Partition, ...] = spec.partitions
-        self.catch_all_index = next((i for i, p in enumerate(spec.partitions) if p.is_catch_all), -1)
-        if self.catch_all_index < 0:
+        shares = sorted((i for i, p in enumerate(spec.partitions) if p.is_catch_all),
+                        key=lambda i: (spec.partitions[i].hash_range or (0, 0))[0])
+        if not shares:
             raise SpecError(f"spec v{spec.version!r} has no catch-all partition")
+        # the catch-all as one owner (its share of bucket 0 when split); resolve() picks the share per entity
+        self.catch_all_index = shares[0]
+        self.catch_all_shares: IntArray = np.array(shares, dtype=np.int64)
+        self._catch_lo = np.array([(spec.partitions[i].hash_range or (0, 0))[0] for i in shares], dtype=np.int64)
         self.listed = listed_squares(spec)
         lab, x, y, z = self.listed
         # owner per (zoom, code): >= 0 partition index, < 0 split-group -(g+1)
@@ -97,6 +106,11 @@ class SpecIndex:
         """Partition indices from :meth:`locate_groups_xy` owners: a split cell goes to the share holding each
         entity bucket (bucket 0 without ``buckets``). Python work per split cell, not per point."""
         out = owners.copy()
+        if len(self.catch_all_shares) > 1:
+            catch = np.flatnonzero(out == self.catch_all_index)
+            if len(catch) and buckets is not None:
+                k = np.searchsorted(self._catch_lo, np.asarray(buckets, dtype=np.int64)[catch], side="right") - 1
+                out[catch] = self.catch_all_shares[np.maximum(k, 0)]
         split = np.flatnonzero(out < 0)
         if len(split) == 0:
             return out
@@ -124,7 +138,7 @@ class SpecIndex:
         """Return the partition index of each point (lon/lat already validated)."""
         x, y = tiles_xy(lon, lat, LOOKUP_ZOOM)
         buckets = None
-        if entity_ids is not None and self._group_lo:
+        if entity_ids is not None and (self._group_lo or len(self.catch_all_shares) > 1):
             buckets = np.fromiter((entity_bucket(e) for e in entity_ids), dtype=np.int64, count=len(entity_ids))
         return self.locate_xy(x, y, LOOKUP_ZOOM, buckets)
 
@@ -165,10 +179,15 @@ class SpecIndex:
         if split.any():
             group_load = np.bincount(-owners[split] - 1, weights=w[split], minlength=len(self._group_lo))
             for gi in np.flatnonzero(group_load).tolist():
-                his = np.append(self._group_lo[gi][1:], HASH_BUCKETS)
-                shares = (his - self._group_lo[gi]) / HASH_BUCKETS
-                np.add.at(loads, self._group_part[gi], float(group_load[gi]) * shares)
+                np.add.at(loads, self._group_part[gi], float(group_load[gi]) * _shares(self._group_lo[gi]))
+        if len(self.catch_all_shares) > 1:
+            unlisted = float(loads[self.catch_all_index])
+            loads[self.catch_all_shares] = unlisted * _shares(self._catch_lo)
         return loads
+
+    def unlisted_load(self, loads: npt.NDArray[np.float64]) -> float:
+        """The load of :meth:`attribute_owners` that only the catch-all owns (all its shares)."""
+        return float(loads[self.catch_all_shares].sum())
 
     def group_members(self, group: int) -> IntArray:
         """Return the partition indices sharing split cell ``group`` (ordered by hash range)."""
@@ -217,6 +236,12 @@ class SpecIndex:
                 flat = _Flat(start[order], (start + np.left_shift(np.int64(1), 2 * d))[order], owner[sel][order])
             self._flat[zoom] = flat
         return self._flat[zoom]
+
+
+def _shares(lo: IntArray) -> npt.NDArray[np.float64]:
+    """Each hash range's fraction of the buckets, from the sorted starts ``lo`` of ranges that tile them."""
+    shares: npt.NDArray[np.float64] = (np.append(lo[1:], HASH_BUCKETS) - lo) / HASH_BUCKETS
+    return shares
 
 
 class _Flat(NamedTuple):

@@ -18,7 +18,9 @@ Rules (checked by :func:`partitioner.spec.rules.validate`; read back with :mod:`
 * A point belongs to the partition listing the **longest prefix** of its quadkey, so
   an ancestor covers its descendants and a finer cell listed elsewhere carves a hole.
 * Exactly one partition lists ``""`` (the root): the **catch-all**, owner of every
-  place no other partition lists. So the spec always covers the whole world.
+  place no other partition lists. So the spec always covers the whole world. The root
+  may be split by entity hash like a hot cell (below) when more load is expected in
+  unlisted places than one worker holds; each share is then a catch-all.
 * A quadkey may be listed by more than one partition only when it is a **hot cell
   split by entity hash**: each such partition lists that one quadkey and a
   ``hash_range`` ``[lo, hi)`` of entity buckets (:func:`entity_bucket`); the ranges
@@ -150,7 +152,8 @@ class Spec:
     # -- derived views -----------------------------------------------------
     @property
     def catch_all(self) -> Partition:
-        for p in self.partitions:
+        """The partition listing the root; the share holding bucket 0 when the root is split by entity hash."""
+        for p in sorted(self.partitions, key=lambda p: (p.hash_range or (0, 0))[0]):
             if p.is_catch_all:
                 return p
         raise SpecError(f"spec v{self.version!r} has no catch-all partition (none lists the root quadkey '')")

@@ -15,7 +15,7 @@ def validate(spec: Spec) -> list[str]:
     """Return every rule the spec breaks (empty list when valid).
 
     Checks: version and max_load, unique ids, worker references, exactly one
-    catch-all, no quadkey listed twice except as a hot cell split by disjoint hash
+    catch-all (or its shares split by hash range), no quadkey listed twice except as a hot cell split by disjoint hash
     ranges that cover all buckets, finite non-negative loads, worker loads equal to
     the sum of their partitions and within ``max_load``.
     """
@@ -48,9 +48,11 @@ def validate(spec: Spec) -> list[str]:
         if w.hash_keys and w.hash_keys[0] != w.hash_key:
             problems.append(f"worker {w.id!r} hash_keys {list(w.hash_keys)!r} must start with hash_key {w.hash_key!r}")
     problems += _duplicates("hash key", (k for w in spec.workers for k in w.shard_keys))
-    catch_alls = [p.id for p in spec.partitions if p.is_catch_all]
-    if len(catch_alls) != 1:
-        problems.append(f"exactly one partition must list the root quadkey '' (catch-all), found {catch_alls!r}")
+    catch_alls = [p.id for p in spec.partitions if p.is_catch_all and p.hash_range is None]
+    split_root = any(p.is_catch_all and p.hash_range is not None for p in spec.partitions)
+    if len(catch_alls) != 1 and not (split_root and not catch_alls):
+        problems.append(f"exactly one partition must list the root quadkey '' (catch-all), or several split by "
+                        f"hash range, found {catch_alls!r}")
     problems += _overlaps(spec)
     return problems
 
@@ -72,8 +74,8 @@ def _overlaps(spec: Spec) -> list[str]:
         if p.hash_range is None:
             plain.extend(p.quadkeys)
             continue
-        if len(p.quadkeys) != 1 or p.is_catch_all:
-            problems.append(f"split partition {p.id!r} must list exactly one non-root quadkey, got {p.quadkeys!r}")
+        if len(p.quadkeys) != 1:
+            problems.append(f"split partition {p.id!r} must list exactly one quadkey, got {p.quadkeys!r}")
             continue
         lo, hi = p.hash_range
         if not 0 <= lo < hi <= HASH_BUCKETS:

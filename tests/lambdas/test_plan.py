@@ -99,6 +99,21 @@ def test_moving_the_catch_all_moves_it() -> None:
     assert plan.moved_cells == ("*", A)
 
 
+def test_splitting_the_catch_all_by_entity_hash_moves_only_the_shares_that_change_worker() -> None:
+    # GIVEN the catch-all whole on w1, then split half and half between w1 and a new w3
+    half = HASH_BUCKETS // 2
+    old = spec(1, [("w2", [A])], catch_all="w1")
+    shares = (Partition(id="p9999", worker="w1", quadkeys=("",), load=0.0, hash_range=(0, half)),
+              Partition(id="p9998", worker="w3", quadkeys=("",), load=0.0, hash_range=(half, HASH_BUCKETS)))
+    new = Spec(version=2, max_load=10.0, partitions=(*old.partitions[:-1], *shares),
+               workers=(*old.workers, Worker(id="w3", load=0.0, hash_key=shard_hash_key(2, 3))))
+    # WHEN planned THEN only w3's half of the root moved; w1 lost that half and kept its own
+    plan = plan_swap(old, new)
+    assert plan.moved_cells == (f"*/{half}-{HASH_BUCKETS}",)
+    assert plan.started == ("w3",)
+    assert {k.worker_id: k.losses for k in plan.kept}["w1"] == ("*",)
+
+
 def test_the_stored_plan_reads_back_without_the_specs() -> None:
     # GIVEN a carry plan stored as the control item WHEN read back THEN slot ids, counts and mode survive
     v1 = spec(1, [("w1", [A]), ("w2", [B]), ("w3", [C])])

@@ -15,6 +15,7 @@ from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router import handler as router_handler
 from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
 from partitioner.builders import build_spec
+from partitioner.builders.assemble import with_catch_all_load
 from partitioner.contracts.env import EnvVar
 from partitioner.contracts.event_fields import EventFields
 from partitioner.contracts.spec_pointer import spec_key
@@ -180,6 +181,29 @@ def test_split_hot_cell_routes_by_entity(aws: Aws) -> None:
         owner = next(p for p in split if p.quadkeys == (cell,) and p.hash_range[0] <= bucket < p.hash_range[1])
         assert shard == workers.index(owner.worker)
     assert len({shard for shard, _, _ in stream_records(aws, "georebal-geo-v1")}) >= 2
+
+
+def test_a_catch_all_split_by_entity_hash_routes_unlisted_places_by_entity(aws: Aws) -> None:
+    # GIVEN a spec whose catch-all expects three workers' worth of load in places it does not list
+    spec = with_catch_all_load(make_spec(1), 2500.0, 1000.0)
+    shares = [p for p in spec.partitions if p.is_catch_all]
+    assert len(shares) == 3 and all(p.hash_range is not None for p in shares)
+    activate(aws, spec)
+    entities = [f"ship-{i}" for i in range(60)]
+    raws = [json.dumps({"event_id": f"e{i}", "entity_id": e, "ts": 1, "lat": -60.0, "lon": 120.0}).encode()
+            for i, e in enumerate(entities)]
+    # WHEN events in a place no region lists are routed
+    res = route_batch([InputRecord(str(i), r, "t") for i, r in enumerate(raws)], RoutingTable(spec, "georebal-geo-v1"),
+                      GeoStreams(aws.clients.kinesis), QuarantineSink(aws.clients.s3, aws.cfg.quarantine_bucket, "r"))
+    # THEN each entity lands on the shard of the catch-all share whose hash range holds its bucket, all three used
+    assert res.routed == 60 and not res.failed_ids
+    workers = [w.id for w in spec.workers]
+    got = stream_records(aws, "georebal-geo-v1")
+    for shard, rec, _ in got:
+        bucket = entity_bucket(rec["entity_id"])
+        owner = next(p for p in shares if p.hash_range and p.hash_range[0] <= bucket < p.hash_range[1])
+        assert shard == workers.index(owner.worker)
+    assert {shard for shard, _, _ in got} == {workers.index(p.worker) for p in shares}
 
 
 def test_payload_that_is_not_base64_is_quarantined(aws: Aws) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
 from spec_factory import qk
 
 from partitioner.builders.assemble import SpecHeader, assemble, with_catch_all_load
 from partitioner.builders.ids import Ids
 from partitioner.builders.region import Placement, Region
-from partitioner.spec.model import shard_hash_key
+from partitioner.spec.index import SpecIndex
+from partitioner.spec.model import HASH_BUCKETS, entity_bucket, shard_hash_key
 from partitioner.spec.rules import validate
 
 HEADER = SpecHeader(version=3, max_load=100.0, previous_version=2, created_at="2026-01-01T00:00:00Z",
@@ -71,3 +74,33 @@ def test_the_catch_all_gets_a_worker_of_its_own_when_no_worker_has_room() -> Non
     # AND no expected load leaves the spec as it was
     plain = assemble(_placement(), HEADER)
     assert with_catch_all_load(plain, 0.0, 90.0) is plain
+
+
+def test_a_catch_all_load_above_the_cap_is_split_by_entity_hash_over_workers_of_its_own() -> None:
+    # GIVEN workers at 60 and 90 and 200 expected in places no region lists, cap 90
+    spec = with_catch_all_load(assemble(_placement(), HEADER), 200.0, 90.0)
+    # THEN the root is split into ceil(200 / 90) = 3 equal hash ranges, each on a new worker within the cap
+    catches = sorted((p for p in spec.partitions if p.is_catch_all), key=lambda p: p.hash_range or (0, 0))
+    assert [p.hash_range for p in catches] == [(0, 21845), (21845, 43690), (43690, HASH_BUCKETS)]
+    assert [p.worker for p in catches] == ["w0003", "w0004", "w0005"]
+    assert sum(p.load for p in catches) == pytest.approx(200.0)
+    assert max(w.load for w in spec.workers) <= 90.0
+    # AND the first share keeps the catch-all's id, the spec is valid and five workers own five shards
+    assert catches[0].id == assemble(_placement(), HEADER).catch_all.id
+    assert validate(spec) == []
+    assert len({w.hash_key for w in spec.workers}) == 5
+    # AND entities in an unlisted place spread over the three shares by their bucket
+    index = SpecIndex(spec)
+    entities = [f"e{i}" for i in range(3000)]
+    owners = index.locate([170.0] * len(entities), [-80.0] * len(entities), entities)
+    counts = np.bincount(owners, minlength=len(spec.partitions))[index.catch_all_shares]
+    assert counts.sum() == len(entities) and counts.min() > 900
+    ranges = [spec.partitions[int(o)].hash_range or (0, 0) for o in owners]
+    assert all(lo <= entity_bucket(e) < hi for (lo, hi), e in zip(ranges, entities, strict=True))
+    # AND the load attributed to an unlisted place is shared by the shares' ranges
+    loads = index.attribute(["3333"], [300.0])
+    assert loads[index.catch_all_shares].tolist() == pytest.approx([300.0 * (hi - lo) / HASH_BUCKETS
+                                                                   for lo, hi in (p.hash_range or (0, 0) for p in
+                                                                                  (spec.partitions[i] for i in
+                                                                                   index.catch_all_shares))])
+    assert index.unlisted_load(loads) == pytest.approx(300.0)

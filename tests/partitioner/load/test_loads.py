@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from spec_factory import make_counts, make_spec, qk
 
+from partitioner.builders.assemble import with_catch_all_load
 from partitioner.load.loads import SpecLoads, cells_of, load_metrics, moves
 from partitioner.output.compare import stability
 from partitioner.output.metrics import evaluate
@@ -46,6 +47,23 @@ def test_moves_match_stability_and_count_worker_changes_separately():
     # AND a worker change excludes A's rename: B (16) + the quarter of HOT that changes worker (15)
     assert mv.changed_worker == pytest.approx(16.0 + 15.0)
     assert mv.moved == pytest.approx(24.0 + 16.0 + 15.0)
+
+
+def test_a_catch_all_split_by_entity_hash_shares_its_load_and_its_moves_by_range():
+    # GIVEN OLD's catch-all (on w0001) given 50 expected with a cap of 40: halves, each on a new worker
+    split = with_catch_all_load(OLD, 50.0, 40.0)
+    shares = [p for p in split.partitions if p.is_catch_all]
+    assert [(p.hash_range, p.worker) for p in shares] == [((0, HALF), "w0003"), ((HALF, HASH_BUCKETS), "w0004")]
+    # WHEN the load (5 in an unlisted cell) is attributed and compared with OLD
+    lean, full = load_metrics(split, LOAD), evaluate(split, LOAD)
+    mv = moves(SpecLoads(OLD), SpecLoads(split), cells_of(LOAD))
+    # THEN each share carries half of the unlisted load, as the full evaluation says
+    assert np.allclose(lean.loads, [w.load for w in full.workers])
+    assert full.unlisted_load == pytest.approx(5.0)
+    assert sorted(pm.load for pm in full.partitions if pm.is_catch_all) == pytest.approx([2.5, 2.5])
+    # AND all of it changes worker, and nothing else does (as stability says)
+    assert mv.changed_worker == pytest.approx(5.0)
+    assert mv.moved == pytest.approx(stability(OLD, split, LOAD).moved_load)
 
 
 def test_hottest_lists_workers_above_a_level_hottest_first():

@@ -12,6 +12,7 @@ import pytest
 from spec_factory import make_spec, qk
 
 from partitioner.builders import build_spec
+from partitioner.builders.assemble import with_catch_all_load
 from partitioner.load.counts import Counts
 from partitioner.load.read import read_counts_csv
 from partitioner.spec.model import HASH_BUCKETS
@@ -94,3 +95,14 @@ def test_a_spec_whose_workers_own_several_shards_validates_and_reads_back(valida
     assert json.loads(spec.to_json(indent=2)) == doc
     # AND one-shard specs keep writing no hash_keys at all (read unchanged by older readers)
     assert all("hash_keys" not in w for w in json.loads(with_shards(spec, 1).to_json())["workers"])
+
+
+def test_a_spec_whose_catch_all_is_split_by_entity_hash_validates_and_reads_back(validator, sample):
+    # GIVEN a built spec whose catch-all expects three workers' worth of load in places no region lists
+    built = build_spec(sample, 2500.0, stream_name="georebal-geo-v1")
+    spec = with_catch_all_load(built, 6000.0, 2500.0)
+    doc = json.loads(spec.to_json())
+    # THEN the root is listed by three shares with hash ranges, and the JSON validates and reads back equal
+    roots = [p for p in doc["partitions"] if p["quadkeys"] == [""]]
+    assert [p["hash_range"] for p in roots] == [[0, 21845], [21845, 43690], [43690, HASH_BUCKETS]]
+    assert errors(validator, doc) == [] and spec_from_dict(doc) == spec and validate(spec) == []
