@@ -17,7 +17,11 @@ every spec under the **forecast** of that interval, ``[end + latency, end + late
    forecast needs (``ceil(total / (build_fill x max_load)) + 1``).
 4. Only then a candidate is **built** (sticky, on the forecast, packed to
    ``build_fill = fill x (1 - grow_band)``) and published if it relieves the overload, or if it
-   saves at least ``shrink_margin`` workers without a forecast overload.
+   saves at least ``shrink_margin`` workers without a forecast overload. When an overload's
+   candidate would add workers, a second one is built packed to ``fill`` itself; it is published
+   instead if it needs no more workers than the current spec, stays within ``fill`` and moves no
+   more load. The grow band buys room to grow, not a worker: without this, a flat sparse day
+   added a worker at every other overload that a rebalance would have relieved.
 
 Hysteresis: the candidate is packed ``grow_band`` below the trigger level, and shrinking needs a
 margin of whole workers, so a spec is not replaced by its near twin every window. A shrink also needs a
@@ -51,7 +55,7 @@ from partitioner.load.counts import Counts, Grid
 from partitioner.load.crowds import DeclaredCrowd, reserve
 from partitioner.load.forecast import TREND_Z, Forecast, LoadHistory, backtest, forecast_load, region_codes
 from partitioner.load.levels import CellLevels
-from partitioner.load.loads import OVER, Cells, SpecLoads, cells_of, load_metrics, moves, spec_loads
+from partitioner.load.loads import OVER, Cells, LoadMetrics, SpecLoads, cells_of, load_metrics, moves, spec_loads
 from partitioner.load.unseen import unseen_share
 from partitioner.spec.model import Spec
 
@@ -175,23 +179,36 @@ class PredictivePolicy:
             return Verdict(Decision(False, (f"keep: {when}: busiest worker {_pct(cur.max_utilisation)} <= fill "
                                             f"{_pct(fill)}, {cur.worker_count} workers vs {need} needed ({why})",),
                                     cur, None, 0.0, details), None)
-        cand_spec, unseen = self._built(build, fc, build_fill, max_load, obs.levels, current)
-        details["unseen_share"] = unseen
-        cand_loads = spec_loads(cand_spec)
-        cand = load_metrics(cand_loads, fc.cells)
-        moved = moves(cur_loads, cand_loads, cells).moved_share
+        cand = self._candidate(build, fc, build_fill, max_load, obs.levels, cur_loads, cells)
+        packed = ""
+        if hot and cand.metrics.worker_count > cur.worker_count and self.grow_band > 0:
+            tight = self._candidate(build, fc, fill, max_load, obs.levels, cur_loads, cells)
+            if (tight.metrics.worker_count <= cur.worker_count and tight.metrics.max_utilisation <= fill + OVER
+                    and tight.moved <= cand.moved):
+                extra = cand.metrics.worker_count - cur.worker_count
+                cand, packed = tight, f" packed to the fill (not {extra} more packed to the grow band)"
+        details["unseen_share"] = cand.unseen
         trigger = (f"{hot[0][0]} forecast at {_pct(hot[0][1])} > fill {_pct(fill)}" if hot else
                    f"{cur.worker_count} workers where {need} are needed")
-        tail = (f"candidate {cand.worker_count} workers (current {cur.worker_count}), busiest "
-                f"{_pct(cand.max_utilisation)}, moves {100 * moved:.1f}% of load")
+        m = cand.metrics
+        tail = (f"candidate {m.worker_count} workers (current {cur.worker_count}){packed}, busiest "
+                f"{_pct(m.max_utilisation)}, moves {100 * cand.moved:.1f}% of load")
         if hot:
-            ok = cand.max_utilisation < cur.max_utilisation - OVER
+            ok = m.max_utilisation < cur.max_utilisation - OVER
         else:
-            ok = cand.worker_count <= cur.worker_count - margin and cand.max_utilisation <= fill + OVER
+            ok = m.worker_count <= cur.worker_count - margin and m.max_utilisation <= fill + OVER
         verb = "redeploy" if ok else "keep"
         why = "" if ok else (" (no better)" if hot else f" (saves fewer than {margin} or overloads)")
-        line = f"{verb}: {when}: {trigger}; {tail}{_unseen(unseen)}{why}"
-        return Verdict(Decision(ok, (line,), cur, cand, moved, details), cand_spec if ok else None)
+        line = f"{verb}: {when}: {trigger}; {tail}{_unseen(cand.unseen)}{why}"
+        return Verdict(Decision(ok, (line,), cur, m, cand.moved, details), cand.spec if ok else None)
+
+    def _candidate(self, build: BuildFn, fc: Forecast, build_fill: float, max_load: float, levels: CellLevels,
+                   current: SpecLoads, cells: Cells) -> _Candidate:
+        """A candidate built to ``build_fill`` (:meth:`_built`), measured under the forecast, with the load it moves
+        from ``current`` under ``cells``."""
+        spec, unseen = self._built(build, fc, build_fill, max_load, levels, current.spec)
+        loads = spec_loads(spec)
+        return _Candidate(spec, load_metrics(loads, fc.cells), moves(current, loads, cells).moved_share, unseen)
 
     @staticmethod
     def _built(build: BuildFn, fc: Forecast, build_fill: float, max_load: float, levels: CellLevels,
@@ -244,6 +261,15 @@ class Observation:
     history: LoadHistory
     levels: CellLevels
     crowds: tuple[DeclaredCrowd, ...] = ()  # declared crowds (:mod:`partitioner.load.crowds`)
+
+
+class _Candidate(NamedTuple):
+    """A built candidate, its worker loads under the forecast, the share of load it moves, its unseen share."""
+
+    spec: Spec
+    metrics: LoadMetrics
+    moved: float
+    unseen: float
 
 
 class Verdict(NamedTuple):

@@ -129,6 +129,42 @@ def test_a_forecast_overload_grows_even_on_the_default_headroom():
     assert d.details["error_groups"] == 0 and d.redeploy and "w0001 forecast at" in d.reasons[0]
 
 
+def _grown_or_tight(_c: Counts, fill: float) -> Spec:
+    """A builder whose packing at the grow band needs a third worker (A halved), while at the fill itself it
+    rebalances two workers by moving one cell of A next to B."""
+    if fill < 0.8:  # build_fill 79 %; the fill is 83 % on the default headroom
+        return make_spec([("p0001", "w0001", A[:2], 4500.0), ("p0002", "w0002", B, 3000.0),
+                          ("p0003", "w0003", A[2:], 4500.0)], CAP, version=2)
+    return make_spec([("p0001", "w0001", A[:3], 6750.0), ("p0002", "w0002", B, 3000.0),
+                      ("p0003", "w0002", A[3:], 2250.0)], CAP, version=2)
+
+
+def test_an_overload_a_rebalance_relieves_keeps_the_fleet_instead_of_adding_a_worker():
+    # GIVEN w0001 forecast at 90 % (fill 83 % on the default headroom) and a builder that adds a worker when it
+    # packs below the fill but rebalances the two workers when it packs to the fill itself
+    verdict, calls = run(PredictivePolicy(), [(9000, 3000)], CURRENT, builder=_grown_or_tight)
+    d = verdict.decision
+    # THEN both were built, and the rebalance is published: two workers, busiest 68 %, one cell of A moved
+    assert [round(f, 3) for _, f in calls] == [round(d.details["build_fill"], 3), round(d.details["fill"], 3)]
+    assert d.redeploy and verdict.candidate is not None and len(verdict.candidate.workers) == 2
+    assert "candidate 2 workers (current 2) packed to the fill (not 1 more packed to the grow band)" in d.reasons[0]
+    assert d.candidate_metrics is not None and d.candidate_metrics.max_utilisation == pytest.approx(0.675, abs=0.001)
+    assert d.moved_share == pytest.approx(2250 / 12000, abs=0.001)
+
+
+def test_the_grown_candidate_stays_when_the_rebalance_would_move_more_load():
+    # GIVEN the same overload, but a rebalance that renames every partition (all of the load moves)
+    def builder(c: Counts, fill: float) -> Spec:
+        spec = _grown_or_tight(c, fill)
+        if len(spec.workers) == 3:
+            return spec
+        return make_spec([("p0011", "w0001", A[:3], 6750.0), ("p0012", "w0002", B, 3000.0),
+                          ("p0013", "w0002", A[3:], 2250.0)], CAP, version=2)
+    verdict, calls = run(PredictivePolicy(), [(9000, 3000)], CURRENT, builder=builder)
+    # THEN the candidate with a third worker is published (it moves less)
+    assert len(calls) == 2 and verdict.candidate is not None and len(verdict.candidate.workers) == 3
+
+
 def test_hysteresis_keeps_a_spec_one_worker_too_big_when_the_margin_is_two():
     # GIVEN a margin of two workers (shrink_margin 0.5 of 3 workers) and a load needing one worker fewer
     three = make_spec([("p0001", "w0001", A[:2], 5000.0), ("p0002", "w0002", A[2:], 5000.0),
