@@ -60,8 +60,8 @@ def with_catch_all_load(spec: Spec, load: float, cap: float, *, taken: Iterable[
     """Return ``spec`` with ``load`` expected on its catch-all, on workers that have room for it.
 
     A ``load`` within ``cap`` stays one partition; more is split by entity hash into ``ceil(load / cap)``
-    equal shares of the root (as hot cells are split), since one worker could not hold it. Each piece, the
-    largest first, goes to the least-loaded worker when that one stays within ``cap`` with it (the catch-all's
+    equal shares of the root (as hot cells are split), since one worker could not hold it. Each piece in
+    turn goes to the least-loaded worker when that one stays within ``cap`` with it (the catch-all's
     own worker may be that one), else to a worker of its own, numbered after the ids of ``spec`` and ``taken``
     (the live spec's, so that no id that leaves is handed to something new); the workers' shard keys then
     follow the new count.
