@@ -11,8 +11,11 @@ wall time, CPU time and peak RSS (``ru_maxrss`` of that child):
 3. **handler, first window**: :func:`lambdas.partitioner.logic.process_snapshot` of window 1 (no live
    spec: a fresh build, validation, the policy's evaluation, publish);
 4. **algorithm, sticky**: ``build_spec`` with the published spec as ``previous`` on window 2's rows;
-5. **handler, next window**: ``process_snapshot`` of window 2 with v1 live (sticky repair, the policy
-   evaluating both specs and the moved load): the steady state of a running system.
+5. **handler, next window**: ``process_snapshot`` of window 2 with v1 live (the policy's forecast, its
+   headroom and the live spec's loads; it keeps v1, so nothing is built): the steady state of a running system;
+6. **handler, growing window**: window 3, ten minutes after window 1 with every cell's events 30 % up: the policy
+   forecasts an overload, builds a sticky candidate that adds workers and, as it adds workers, a second one
+   packed to the fill, and publishes: the most a window does.
 
 Targets: 1M quadkeys <= 10 s and <= 1.5 GB; 4M <= 40 s and <= 3 GB (other sizes: 10 s per
 million, 1.5 GB up to 1M and 3 GB above). The load average is printed: on a loaded machine compare the
@@ -51,7 +54,7 @@ def targets(n: int) -> tuple[float, float]:
     return TARGETS.get(n, (10.0 * n / 1_000_000, 1536.0 if n <= 1_000_000 else 3072.0))
 
 
-def write_window(s3: Any, n: int, end: datetime, batch: int, noise: float) -> str:
+def write_window(s3: Any, n: int, end: datetime, batch: int, noise: float, scale: float = 1.0) -> str:
     """Write an ``n``-cell snapshot ending at ``end``; return its manifest key."""
     from aggregation.snapshot import S3Storage, SnapshotMeta, SnapshotRow, write_snapshot
     from partitioner.geo.tiles import arrays_to_quadkeys
@@ -63,14 +66,14 @@ def write_window(s3: Any, n: int, end: datetime, batch: int, noise: float) -> st
     events = np.maximum(1, rng.lognormal(2.0, 1.2, size=n))
     if noise:
         events = events * np.random.default_rng(batch).uniform(1 - noise, 1 + noise, n)
-    events = np.maximum(1, events).astype(np.int64)
+    events = np.maximum(1, events * scale).astype(np.int64)
     rows = sorted(SnapshotRow(q, int(e), None) for q, e in zip(qks, events, strict=True))
     meta = SnapshotMeta(end - timedelta(minutes=5), end, 12, 18, 500, batch)
     return str(write_snapshot(S3Storage("bench-snapshots", "", s3), rows, meta, rows_per_file=250_000).manifest_key)
 
 
-def setup(endpoint: str, n: int, max_load: float) -> tuple[str, str]:
-    """Create buckets and tables, write both windows; return their manifest keys."""
+def setup(endpoint: str, n: int, max_load: float) -> tuple[str, str, str]:
+    """Create buckets and tables, write the three windows; return their manifest keys."""
     s3 = boto3.client("s3", endpoint_url=endpoint)
     ddb = boto3.client("dynamodb", endpoint_url=endpoint)
     for b in ("bench-snapshots", "bench-specs", "bench-costs"):
@@ -79,8 +82,9 @@ def setup(endpoint: str, n: int, max_load: float) -> tuple[str, str]:
                      AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
     first = write_window(s3, n, END, 1, 0.0)
     second = write_window(s3, n, END + timedelta(minutes=5), 2, 0.10)
-    print(f"snapshots: 2 windows of {n:,} quadkeys (dense block, zoom 12), max_load {max_load:,.0f}")
-    return first, second
+    third = write_window(s3, n, END + timedelta(minutes=10), 3, 0.10, scale=1.3)
+    print(f"snapshots: 3 windows of {n:,} quadkeys (dense block, zoom 12), max_load {max_load:,.0f}")
+    return first, second, third
 
 
 def child(endpoint: str, key: str, max_load: float, mode: str, out: Any) -> None:
@@ -153,11 +157,12 @@ def main() -> int:
     server = SerialMotoServer().start()
     rows: list[tuple[str, tuple[float, float, float, str]]] = []
     try:
-        first, second = setup(server.url, args.quadkeys, args.max_load)
+        first, second, third = setup(server.url, args.quadkeys, args.max_load)
         for label, key, mode in (("I/O floor", first, "io"), ("algorithm (fresh)", first, "algorithm"),
                                  ("handler, first window", first, "handler"),
                                  ("algorithm (sticky)", second, "algorithm-sticky"),
-                                 ("handler, next window", second, "handler")):
+                                 ("handler, next window", second, "handler"),
+                                 ("handler, growing window", third, "handler")):
             rows.append((label, run_child(server.url, key, args.max_load, mode)))
             print(f"{label:<24}{rows[-1][1][0]:8.1f} s wall {rows[-1][1][1]:8.1f} s CPU {rows[-1][1][2]:8.0f} MB peak"
                   f"  {rows[-1][1][3]}", flush=True)
@@ -165,7 +170,8 @@ def main() -> int:
         server.stop()
     print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     ok = True
-    for label, algo in (("handler, first window", "algorithm (fresh)"), ("handler, next window", "algorithm (sticky)")):
+    for label, algo in (("handler, first window", "algorithm (fresh)"), ("handler, next window", "algorithm (sticky)"),
+                        ("handler, growing window", "algorithm (sticky)")):
         h, a = dict(rows)[label], dict(rows)[algo]
         io = dict(rows)["I/O floor"]
         passed = h[0] <= target_s and h[2] <= target_mb

@@ -18,7 +18,8 @@ every spec under the **forecast** of that interval, ``[end + latency, end + late
 4. Only then a candidate is **built** (sticky, on the forecast, packed to
    ``build_fill = fill x (1 - grow_band)``) and published if it relieves the overload, or if it
    saves at least ``shrink_margin`` workers without a forecast overload. When an overload's
-   candidate would add workers, a second one is built packed to ``fill`` itself; it is published
+   candidate would add workers and the forecast fits the current count at ``fill``, a second one is
+   built packed to ``fill`` itself; it is published
    instead if it needs no more workers than the current spec, stays within ``fill`` and moves no
    more load. The grow band buys room to grow, not a worker: without this, a flat sparse day
    added a worker at every other overload that a rebalance would have relieved.
@@ -181,12 +182,8 @@ class PredictivePolicy:
                                     cur, None, 0.0, details), None)
         cand = self._candidate(build, fc, build_fill, max_load, obs.levels, cur_loads, cells)
         packed = ""
-        if hot and cand.metrics.worker_count > cur.worker_count and self.grow_band > 0:
-            tight = self._candidate(build, fc, fill, max_load, obs.levels, cur_loads, cells)
-            if (tight.metrics.worker_count <= cur.worker_count and tight.metrics.max_utilisation <= fill + OVER
-                    and tight.moved <= cand.moved):
-                extra = cand.metrics.worker_count - cur.worker_count
-                cand, packed = tight, f" packed to the fill (not {extra} more packed to the grow band)"
+        if hot and cand.metrics.worker_count > cur.worker_count:
+            cand, packed = self._packed_to_fill(cand, cur, build, fc, fill, max_load, obs.levels, cur_loads, cells)
         details["unseen_share"] = cand.unseen
         trigger = (f"{hot[0][0]} forecast at {_pct(hot[0][1])} > fill {_pct(fill)}" if hot else
                    f"{cur.worker_count} workers where {need} are needed")
@@ -201,6 +198,23 @@ class PredictivePolicy:
         why = "" if ok else (" (no better)" if hot else f" (saves fewer than {margin} or overloads)")
         line = f"{verb}: {when}: {trigger}; {tail}{_unseen(cand.unseen)}{why}"
         return Verdict(Decision(ok, (line,), cur, m, cand.moved, details), cand.spec if ok else None)
+
+    def _packed_to_fill(self, cand: _Candidate, cur: LoadMetrics, build: BuildFn, fc: Forecast, fill: float,
+                        max_load: float, levels: CellLevels, current: SpecLoads, cells: Cells) -> tuple[_Candidate, str]:
+        """For an overload whose candidate ``cand`` adds workers: one packed to ``fill`` itself if it keeps the
+        fleet's size, stays within ``fill`` and moves no more load, and the words saying so; else ``cand``.
+
+        Not built when the forecast cannot fit the current count at ``fill`` (a growing load: a second build at
+        4M quadkeys would cost what the first did, bench/bench_partitioner_handler.py).
+        """
+        if self.grow_band <= 0 or lower_bound(fc.cells.total, fill * max_load) > cur.worker_count:
+            return cand, ""
+        tight = self._candidate(build, fc, fill, max_load, levels, current, cells)
+        if (tight.metrics.worker_count <= cur.worker_count and tight.metrics.max_utilisation <= fill + OVER
+                and tight.moved <= cand.moved):
+            extra = cand.metrics.worker_count - cur.worker_count
+            return tight, f" packed to the fill (not {extra} more packed to the grow band)"
+        return cand, ""
 
     def _candidate(self, build: BuildFn, fc: Forecast, build_fill: float, max_load: float, levels: CellLevels,
                    current: SpecLoads, cells: Cells) -> _Candidate:
