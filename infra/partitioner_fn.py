@@ -13,9 +13,10 @@ from infra import assets
 from infra.functions import LambdaKit, ObjectCreatedFunction
 from partitioner.contracts.snapshot import MANIFEST_NAME, SNAPSHOTS_PREFIX
 
-# bench/bench_partitioner_handler.py measured 2,435 MB peak at 4M quadkeys / 1,134 workers: 4,096 MB leaves 40 %
-# headroom (at least 25 % is kept, so a bigger snapshot than the benchmark's does not run the function out of
-# memory); Lambda allots CPU in proportion to memory, so the build also runs faster.
+# bench/bench_partitioner_handler.py measured 2,435 MB peak at 4M quadkeys / 1,134 workers on a first window, and
+# 2,945 MB on a growing window (a 30 % rise: a forecast overload, a sticky candidate, 372 -> 681 workers): 4,096 MB
+# leaves 28 % headroom (at least 25 % is kept, so a bigger snapshot than the benchmark's does not run the function
+# out of memory); Lambda allots CPU in proportion to memory, so the build also runs faster.
 PARTITIONER_TIMEOUT = Duration.minutes(5)
 PARTITIONER_MEMORY_MB = 4096
 
