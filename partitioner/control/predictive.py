@@ -320,7 +320,7 @@ def _region_groups(history: LoadHistory, levels: CellLevels, current: SpecLoads)
 def _workers(current: SpecLoads, cells: Cells) -> npt.NDArray[np.int64]:
     """The current worker (index) of each cell; ``len(worker_ids)`` for a hash-split cell (or catch-all)."""
     owners = current.owners(cells)
-    plain = ~current.shared(owners)
+    plain = owners >= 0
     worker = np.full(len(owners), len(current.worker_ids), dtype=np.int64)
     worker[plain] = current.worker_of[owners[plain]]
     return worker

@@ -82,35 +82,23 @@ class SpecLoads:
         self.partition_ids = np.array([p.id for p in spec.partitions])
         self.partition_workers = np.array([p.worker for p in spec.partitions])
         self._pieces: dict[int, list[tuple[int, int, int]]] = {}
-        # the catch-all split by entity hash: its owner stands for all its shares, as a split cell's group does
-        self.split_catch_all = int(self.index.catch_all_index) if len(self.index.catch_all_shares) > 1 else None
 
     def pieces(self, owner: int) -> list[tuple[int, int, int]]:
         """(partition, lo, hi) of every share of an owner (:meth:`owners`): one full range for a plain partition."""
+        if owner >= 0:
+            return [(owner, 0, HASH_BUCKETS)]
         if owner not in self._pieces:
-            if owner < 0:
-                members = self.index.group_members(-owner - 1).tolist()
-            elif owner == self.split_catch_all:
-                members = self.index.catch_all_shares.tolist()
-            else:
-                return [(owner, 0, HASH_BUCKETS)]
-            self._pieces[owner] = [(int(i), *_range(self.spec, int(i))) for i in members]
+            self._pieces[owner] = [(int(i), *_range(self.spec, int(i))) for i in self.index.group_members(-owner - 1)]
         return self._pieces[owner]
 
-    def shared(self, owners: IntArray) -> npt.NDArray[np.bool_]:
-        """Which owners (:meth:`owners`) are shared by entity hash: a split cell, or the split catch-all."""
-        out: npt.NDArray[np.bool_] = owners < 0
-        if self.split_catch_all is not None:
-            out |= owners == self.split_catch_all
-        return out
-
     def owners(self, cells: Cells) -> IntArray:
-        """Owner of each cell: a partition index (>= 0) or ``-(group + 1)`` for a hash-split cell."""
+        """Owner of each cell: a partition index (>= 0) or ``-(group + 1)`` for a hash-split cell (a catch-all
+        split by entity hash is one such group)."""
         out = np.empty(len(cells.x), dtype=np.int64)
         for zoom in unique_ints(cells.z):
             sel = cells.z == zoom
             out[sel] = self.index.locate_groups_xy(cells.x[sel], cells.y[sel], int(zoom))
-        return out
+        return self.index.catch_all_as_group(out)
 
     def partition_loads(self, cells: Cells, owners: IntArray | None = None) -> FloatArray:
         """Load of each partition (split cells shared by hash range)."""
@@ -213,7 +201,7 @@ class Moves:
 def moves(old: SpecLoads, new: SpecLoads, cells: Cells) -> Moves:
     """Return the load of ``cells`` that changes (partition, worker) and worker from ``old`` to ``new``."""
     o, n = old.owners(cells), new.owners(cells)
-    plain = ~old.shared(o) & ~new.shared(n)
+    plain = (o >= 0) & (n >= 0)
     same_w = np.zeros(len(o), dtype=bool)
     same_w[plain] = old.partition_workers[o[plain]] == new.partition_workers[n[plain]]
     same_pw = same_w.copy()

@@ -47,7 +47,6 @@ class SpecIndex:
         # the catch-all as one owner (its share of bucket 0 when split); resolve() picks the share per entity
         self.catch_all_index = shares[0]
         self.catch_all_shares: IntArray = np.array(shares, dtype=np.int64)
-        self._catch_lo = np.array([(spec.partitions[i].hash_range or (0, 0))[0] for i in shares], dtype=np.int64)
         self.listed = listed_squares(spec)
         lab, x, y, z = self.listed
         # owner per (zoom, code): >= 0 partition index, < 0 split-group -(g+1)
@@ -58,6 +57,12 @@ class SpecIndex:
         split = np.array([p.hash_range is not None for p in spec.partitions], dtype=bool)
         if split.any():
             owner, keep = self._split_groups(split, lab, x, y, z, keep)
+        self._catch_group: int | None = None  # a split catch-all: one more split group, never in the tables
+        if len(shares) > 1:
+            self._catch_group = len(self._group_lo)
+            self._group_lo.append(np.array([(spec.partitions[i].hash_range or (0, 0))[0] for i in shares],
+                                           dtype=np.int64))
+            self._group_part.append(self.catch_all_shares)
         x, y, z, owner = x[keep], y[keep], z[keep], owner[keep]
         self._codes: dict[int, IntArray] = {}
         self._owner: dict[int, IntArray] = {}
@@ -105,12 +110,7 @@ class SpecIndex:
     def resolve(self, owners: IntArray, buckets: npt.ArrayLike | None = None) -> IntArray:
         """Partition indices from :meth:`locate_groups_xy` owners: a split cell goes to the share holding each
         entity bucket (bucket 0 without ``buckets``). Python work per split cell, not per point."""
-        out = owners.copy()
-        if len(self.catch_all_shares) > 1:
-            catch = np.flatnonzero(out == self.catch_all_index)
-            if len(catch) and buckets is not None:
-                k = np.searchsorted(self._catch_lo, np.asarray(buckets, dtype=np.int64)[catch], side="right") - 1
-                out[catch] = self.catch_all_shares[np.maximum(k, 0)]
+        out = self.catch_all_as_group(owners)
         split = np.flatnonzero(out < 0)
         if len(split) == 0:
             return out
@@ -138,7 +138,7 @@ class SpecIndex:
         """Return the partition index of each point (lon/lat already validated)."""
         x, y = tiles_xy(lon, lat, LOOKUP_ZOOM)
         buckets = None
-        if entity_ids is not None and (self._group_lo or len(self.catch_all_shares) > 1):
+        if entity_ids is not None and self._group_lo:
             buckets = np.fromiter((entity_bucket(e) for e in entity_ids), dtype=np.int64, count=len(entity_ids))
         return self.locate_xy(x, y, LOOKUP_ZOOM, buckets)
 
@@ -173,6 +173,7 @@ class SpecIndex:
         """The load per partition of weights whose owners :meth:`locate_groups_tiles` found (a split cell's
         weight shared by hash range)."""
         w = np.asarray(weights, dtype=np.float64)
+        owners = self.catch_all_as_group(owners)
         plain = owners >= 0
         loads = np.bincount(owners[plain], weights=w[plain], minlength=len(self.partitions)).astype(np.float64)
         split = ~plain
@@ -180,10 +181,15 @@ class SpecIndex:
             group_load = np.bincount(-owners[split] - 1, weights=w[split], minlength=len(self._group_lo))
             for gi in np.flatnonzero(group_load).tolist():
                 np.add.at(loads, self._group_part[gi], float(group_load[gi]) * _shares(self._group_lo[gi]))
-        if len(self.catch_all_shares) > 1:
-            unlisted = float(loads[self.catch_all_index])
-            loads[self.catch_all_shares] = unlisted * _shares(self._catch_lo)
         return loads
+
+    def catch_all_as_group(self, owners: IntArray) -> IntArray:
+        """A copy of :meth:`locate_groups_xy` owners with a split catch-all's owner turned into its split group's
+        ``-(group + 1)`` (unchanged when the catch-all is whole)."""
+        out = owners.copy()
+        if self._catch_group is not None:
+            out[out == self.catch_all_index] = -(self._catch_group + 1)
+        return out
 
     def unlisted_load(self, loads: npt.NDArray[np.float64]) -> float:
         """The load of :meth:`attribute_owners` that only the catch-all owns (all its shares)."""
