@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from partitioner.errors import PolicyError
 from partitioner.geo.tiles import tile
@@ -225,3 +226,20 @@ def reserve(counts: Counts, crowds: Sequence[DeclaredCrowd], t0: float, t1: floa
         z = np.concatenate([z, np.full(len(extra), zoom, dtype=z.dtype)])
         w = np.concatenate([w, np.array([e[2] for e in extra])])
     return Counts.from_tiles(Tiles(x, y, z), w, counts.source), active
+
+
+def venue_codes(crowds: Sequence[DeclaredCrowd], zoom: int, t0: float, t1: float) -> npt.NDArray[np.int64]:
+    """Tile codes (``x << zoom | y``) at ``zoom`` of the venues of the crowds there (partly) between ``t0`` and ``t1``.
+
+    Notes
+    -----
+    Sorted and unique; empty when no crowd overlaps. The predictive policy leaves these tiles out of its forecast
+    error (:meth:`partitioner.control.predictive.PredictivePolicy.headroom`): a declared crowd's load is reserved,
+    not forecast, so the error its ramps make says nothing about the forecast elsewhere.
+    """
+    codes = []
+    for c in crowds:
+        if c.overlaps(t0, t1):
+            t = tile(c.lon, c.lat, zoom)
+            codes.append((t.x << zoom) | t.y)
+    return np.unique(np.array(codes, dtype=np.int64))

@@ -11,7 +11,9 @@ from spec_factory import make_counts, make_spec, qk
 from partitioner.builders import build_spec
 from partitioner.control.predictive import Observation, PredictivePolicy
 from partitioner.errors import PolicyError
+from partitioner.geo.tiles import bounds, quadkey_to_tile
 from partitioner.load.counts import Counts
+from partitioner.load.crowds import DeclaredCrowd
 from partitioner.load.forecast import LoadHistory
 from partitioner.load.levels import CellLevels
 from partitioner.load.loads import cells_of
@@ -31,7 +33,7 @@ def load(a: float, b: float) -> Counts:
 
 
 def run(policy: PredictivePolicy, series: list[tuple[float, float]], current: Spec | None,
-        builder: Any = None) -> tuple[Any, list[tuple[Counts, float]]]:
+        builder: Any = None, crowds: tuple[DeclaredCrowd, ...] = ()) -> tuple[Any, list[tuple[Counts, float]]]:
     """Absorb every window, then decide at the end of the last one; return (verdict, builder calls)."""
     calls: list[tuple[Counts, float]] = []
 
@@ -47,7 +49,7 @@ def run(policy: PredictivePolicy, series: list[tuple[float, float]], current: Sp
         g = counts.grid()
         levels = levels.update((g.x << Z) | g.y, g.weight, alpha=policy.cell_alpha, jump_z=policy.cell_jump_z)
     snap = load(*series[-1])
-    obs = Observation(snap, cells_of(snap), snap.grid(), snap.grid(), h, levels)
+    obs = Observation(snap, cells_of(snap), snap.grid(), snap.grid(), h, levels, crowds)
     verdict = policy.decide(current, obs, window_end=len(series) * S, latency_s=S, max_load=CAP, build=build)
     return verdict, calls
 
@@ -189,6 +191,26 @@ def test_headroom_grows_with_the_observed_forecast_error():
     # THEN the jumpy history gets more headroom (a lower fill)
     assert d_jumpy.decision.details["headroom"] > 2 * d_calm.decision.details["headroom"]
     assert d_calm.decision.details["headroom"] == pytest.approx(policy.min_headroom)
+
+
+def test_a_declared_crowds_ramp_does_not_raise_the_headroom_of_the_whole_fleet():
+    # GIVEN a calm history in which region A's load doubles over the last windows (a crowd arriving), with the same
+    # windows once unannounced and once with the crowd declared at A (reserved, not forecast)
+    series = [(6000, 6000)] * 5 + [(8000, 6000), (10000, 6000), (12000, 6000)]
+    b = bounds(quadkey_to_tile(A[0]))
+    crowd = DeclaredCrowd("final", (b.south + b.north) / 2, (b.west + b.east) / 2, 0.0, 100 * S, 10.0)
+    policy = PredictivePolicy()
+
+    # WHEN the policy measures its forecast error on both
+    undeclared, _ = run(policy, series, CURRENT)
+    declared, _ = run(policy, series, CURRENT, crowds=(crowd,))
+
+    # THEN the unannounced ramp is a forecast error that raises the headroom of every worker
+    assert undeclared.decision.details["headroom"] > 0.1
+    # AND the declared one is left out of it: only B's calm load is measured (its forecast shares a little of the
+    # rise with A through their common ancestor)
+    assert declared.decision.details["headroom"] < 0.25 * undeclared.decision.details["headroom"]
+    assert declared.decision.details["declared_crowds"] == 1
 
 
 def test_the_headroom_on_a_sparse_flat_load_is_the_noise_of_a_worker_not_of_its_empty_regions():

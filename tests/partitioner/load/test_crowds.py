@@ -10,7 +10,7 @@ from spec_factory import make_counts, qk
 from partitioner.errors import PolicyError
 from partitioner.geo.tiles import Tile, bounds
 from partitioner.load.counts import Counts
-from partitioner.load.crowds import DeclaredCrowd, parse_crowds, reserve
+from partitioner.load.crowds import DeclaredCrowd, parse_crowds, reserve, venue_codes
 
 S = 300.0
 T0 = 1_800_000_000.0
@@ -111,3 +111,16 @@ def test_refinement_rows_inside_the_venue_scale_with_it():
     assert rows(out) == pytest.approx({qk(10, 10, 12): 100.0, qk(11, 10, 12): 1000.0, qk(44, 40, 14): 600.0,
                                            qk(45, 40, 14): 400.0})
     assert out.total == pytest.approx(1100.0)
+
+
+def test_venue_codes_are_the_tiles_of_the_crowds_there_in_the_interval():
+    # GIVEN two crowds in one zoom-8 tile during the first hour, one in another tile later
+    early = [crowd(40, 20, 10, 1.0), crowd(41, 21, 10, 1.0, name="other")]
+    late = crowd(200, 100, 10, 1.0, start=T0 + 7200.0, end=T0 + 9000.0)
+    # WHEN their venues are asked for at zoom 8 for the first hour, and for the whole day
+    first = venue_codes([*early, late], 8, T0, T0 + 3600.0)
+    day = venue_codes([*early, late], 8, T0, T0 + 86_400.0)
+    # THEN the first hour has the one tile both early crowds share, the day both tiles, sorted and unique
+    assert first.tolist() == [(10 << 8) | 5]
+    assert day.tolist() == sorted([(10 << 8) | 5, (50 << 8) | 25])
+    assert venue_codes([late], 8, T0, T0 + 3600.0).tolist() == []
