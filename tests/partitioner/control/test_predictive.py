@@ -108,6 +108,42 @@ def test_a_falling_load_shrinks_by_at_least_the_margin():
     assert d.candidate_metrics is not None and d.candidate_metrics.worker_count < 3
 
 
+def test_a_falling_loads_shrink_is_packed_to_the_fill_and_a_flat_ones_to_the_grow_band():
+    # GIVEN three workers, and A's load falling by 1,000 a window to 7,000, or flat at 7,000 all along
+    three = make_spec([("p0001", "w0001", A[:2], 5000.0), ("p0002", "w0002", A[2:], 5000.0),
+                       ("p0003", "w0003", B, 5000.0)], CAP, version=1)
+    falling = [(14_000 - 1000 * k, 1000) for k in range(8)]
+    flat = [(7000, 1000)] * 8
+
+    # WHEN the policy decides after each
+    down, down_calls = run(PredictivePolicy(), falling, three)
+    level, level_calls = run(PredictivePolicy(), flat, three)
+
+    # THEN both shrink; the falling load's candidate is built at the fill itself (no room to grow is needed while
+    # the forecast is below the window), and the line says so
+    d = down.decision
+    assert d.details["forecast_total"] < 8000 and d.details["shrink_fill"] == d.details["fill"]
+    assert [f for _, f in down_calls] == [d.details["fill"]]
+    assert d.redeploy and "packed to the fill (the load is falling)" in d.reasons[0]
+    # AND the flat one's at the grow band below it, as before
+    f = level.decision
+    assert f.details["shrink_fill"] == f.details["build_fill"] < f.details["fill"]
+    assert [c for _, c in level_calls] == [f.details["build_fill"]]
+    assert f.redeploy and "packed to the fill" not in f.reasons[0]
+
+
+def test_an_overload_while_the_load_falls_is_relieved_by_one_candidate_packed_to_the_fill():
+    # GIVEN A's worker still over its fill while A falls by 500 a window
+    falling = [(16_000 - 500 * k, 1000) for k in range(8)]
+    # WHEN the policy decides
+    verdict, calls = run(PredictivePolicy(), falling, CURRENT)
+    d = verdict.decision
+    # THEN one candidate is built, at the fill itself (no second one: a falling load needs no room to grow)
+    assert "w0001 forecast at" in d.reasons[0] and d.details["shrink_fill"] == d.details["fill"]
+    assert [f for _, f in calls] == [d.details["fill"]]
+    assert d.redeploy and "packed to the fill (the load is falling)" in d.reasons[0]
+
+
 def test_no_shrink_on_the_default_headroom_before_any_forecast_error_is_measured():
     # GIVEN three workers for a load one worker carries, seen in a single window (no backtest: default headroom)
     three = make_spec([("p0001", "w0001", A[:2], 5000.0), ("p0002", "w0002", A[2:], 5000.0),
