@@ -14,21 +14,23 @@ every spec under the **forecast** of that interval, ``[end + latency, end + late
 3. **Triggers** (cheap: one attribution of the current spec, no build):
    *predicted overload*, a worker of the current spec forecast above ``fill``;
    *predicted waste*, the current spec has at least ``shrink_margin`` more workers than the
-   forecast needs (``ceil(total / (build_fill x max_load)) + 1``, ``fill`` in place of ``build_fill`` when the
-   load is falling, below).
+   forecast needs (``ceil(total / (build_fill x max_load)) + 1``, nearer ``fill`` when the load is falling, below).
 4. Only then a candidate is **built** (sticky, on the forecast, packed to
    ``build_fill = fill x (1 - grow_band)``) and published if it relieves the overload, or if it
    saves at least ``shrink_margin`` workers without a forecast overload. A load forecast to fall (the forecast's
-   total below the window's) needs no room to grow: its shrink is judged and built at ``fill`` itself. With the grow
-   band there, the evening of a held-out crowd day kept 7-9 workers above the floor (1.19x it in those hours). When an overload's
-   candidate would add workers and the forecast fits the current count at ``fill``, a second one is
+   total below the window's by ``fall``) needs less room to grow: its shrink trigger and its candidate, for either
+   trigger, use ``min(fill, build_fill / (1 - fall))``, so a fall of ``grow_band`` or more packs to ``fill`` itself.
+   With the whole band, the evening of a held-out crowd day kept 7-9 workers above the floor (1.19x it in those
+   hours); without any band while falling, a day balanced on measured cost (whose headroom is measured on event
+   counts) had 10x the worker-windows over the cap. When an overload's candidate packed to ``build_fill``
+   would add workers and the forecast fits the current count at ``fill``, a second one is
    built packed to ``fill`` itself; it is published
    instead if it needs no more workers than the current spec, stays within ``fill`` and moves no
    more load. The grow band buys room to grow, not a worker: without this, a flat sparse day
    added a worker at every other overload that a rebalance would have relieved.
 
-Hysteresis: the candidate is packed ``grow_band`` below the trigger level, and shrinking needs a
-margin of whole workers, so a spec is not replaced by its near twin every window. A shrink also needs a
+Hysteresis: the candidate is packed ``grow_band`` below the trigger level (unless the load is falling), and shrinking
+needs a margin of whole workers, so a spec is not replaced by its near twin every window. A shrink also needs a
 measured headroom: while no forecast error is known at the current horizon (the first windows, or just after
 the snapshot-to-live latency grew), the headroom is ``default_headroom``, a guess, and the policy grows on it
 but never shrinks (a CI-loaded local run shrank to 86 % busy on the 10 % default, six windows ahead, and a
@@ -159,7 +161,7 @@ class PredictivePolicy:
         headroom, groups = self.headroom(history, obs.levels, cur_loads, latency_s, obs.crowds)
         fill = 1.0 / (1.0 + headroom)
         build_fill = fill * (1.0 - self.grow_band)
-        shrink_fill = fill if fc.cells.total < cells.total else build_fill  # a falling load needs no room to grow
+        fall, shrink_fill = _falling(fc.cells.total, cells.total, fill, build_fill)
         need = lower_bound(fc.cells.total, shrink_fill * max_load) + 1
         details = {"horizon_s": latency_s + history.window_s, "headroom": headroom, "fill": fill,
                    "build_fill": build_fill, "shrink_fill": shrink_fill, "forecast_total": fc.cells.total, "workers_needed": float(need),
@@ -185,7 +187,8 @@ class PredictivePolicy:
                                             f"{_pct(fill)}, {cur.worker_count} workers vs {need} needed ({why})",),
                                     cur, None, 0.0, details), None)
         cand = self._candidate(build, fc, shrink_fill, max_load, obs.levels, cur_loads, cells)
-        packed = "" if shrink_fill == build_fill else " packed to the fill (the load is falling)"
+        packed = "" if fall <= 0 else (f" packed to {'the fill' if shrink_fill >= fill else _pct(shrink_fill)} (the load is "
+                                       f"falling {100 * fall:.1f}%)")
         if hot and shrink_fill < fill and cand.metrics.worker_count > cur.worker_count:
             cand, packed = self._packed_to_fill(cand, cur, build, fc, fill, max_load, obs.levels, cur_loads, cells)
         details["unseen_share"] = cand.unseen
@@ -337,6 +340,19 @@ def _workers(current: SpecLoads, cells: Cells) -> npt.NDArray[np.int64]:
     worker = np.full(len(owners), len(current.worker_ids), dtype=np.int64)
     worker[plain] = current.worker_of[owners[plain]]
     return worker
+
+
+def _falling(forecast_total: float, window_total: float, fill: float, build_fill: float) -> tuple[float, float]:
+    """(fall, the fill a candidate is packed to): the grow band is room to grow, and a load forecast to fall by
+    ``fall`` (a share of the window's total) brings that much of it; ``build_fill`` when the load is not falling.
+
+    Notes
+    -----
+    Not the whole band on any fall: a day balanced on measured cost (its headroom measured on event counts) then had
+    10x the worker-windows over the cap (0.8-1.0 %, ``bench/bench_control.py``'s cost day).
+    """
+    fall = 1.0 - forecast_total / window_total if window_total > 0 else 0.0
+    return (fall, min(fill, build_fill / (1.0 - fall))) if fall > 0 else (0.0, build_fill)
 
 
 def _unseen(share: float) -> str:

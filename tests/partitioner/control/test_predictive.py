@@ -124,24 +124,31 @@ def test_a_falling_loads_shrink_is_packed_to_the_fill_and_a_flat_ones_to_the_gro
     d = down.decision
     assert d.details["forecast_total"] < 8000 and d.details["shrink_fill"] == d.details["fill"]
     assert [f for _, f in down_calls] == [d.details["fill"]]
-    assert d.redeploy and "packed to the fill (the load is falling)" in d.reasons[0]
+    assert d.redeploy and "packed to the fill (the load is falling" in d.reasons[0]
     # AND the flat one's at the grow band below it, as before
     f = level.decision
     assert f.details["shrink_fill"] == f.details["build_fill"] < f.details["fill"]
     assert [c for _, c in level_calls] == [f.details["build_fill"]]
     assert f.redeploy and "packed to the fill" not in f.reasons[0]
+    # AND a slow fall (less than the band by the interval) brings that much of the band: packed between the two
+    slow, _ = run(PredictivePolicy(), [(8000 - 120 * k, 1000) for k in range(8)], three)
+    s = slow.decision.details
+    fall = 1 - s["forecast_total"] / (8000 - 120 * 7 + 1000)
+    assert 0 < fall < PredictivePolicy().grow_band
+    assert s["shrink_fill"] == pytest.approx(s["build_fill"] / (1 - fall))
+    assert s["build_fill"] < s["shrink_fill"] < s["fill"] and "(the load is falling" in slow.decision.reasons[0]
 
 
 def test_an_overload_while_the_load_falls_is_relieved_by_one_candidate_packed_to_the_fill():
-    # GIVEN A's worker still over its fill while A falls by 500 a window
-    falling = [(16_000 - 500 * k, 1000) for k in range(8)]
+    # GIVEN A's worker still over its fill while A falls by 1,000 a window (more than the grow band by the interval)
+    falling = [(20_000 - 1000 * k, 1000) for k in range(8)]
     # WHEN the policy decides
     verdict, calls = run(PredictivePolicy(), falling, CURRENT)
     d = verdict.decision
     # THEN one candidate is built, at the fill itself (no second one: a falling load needs no room to grow)
     assert "w0001 forecast at" in d.reasons[0] and d.details["shrink_fill"] == d.details["fill"]
     assert [f for _, f in calls] == [d.details["fill"]]
-    assert d.redeploy and "packed to the fill (the load is falling)" in d.reasons[0]
+    assert d.redeploy and "packed to the fill (the load is falling" in d.reasons[0]
 
 
 def test_no_shrink_on_the_default_headroom_before_any_forecast_error_is_measured():
