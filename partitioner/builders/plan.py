@@ -24,13 +24,12 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-import numpy.typing as npt
 
 from partitioner.builders.bisection import axes
 from partitioner.builders.ids import PARTITION_PREFIX, WORKER_PREFIX, IdAllocator, Ids, fill_blanks
 from partitioner.builders.region import Placement, Region
 from partitioner.geo.graph import components, group_indices
-from partitioner.geo.tiles import IntArray
+from partitioner.geo.tiles import IntArray, arrays_to_quadkeys
 from partitioner.load.counts import Grid
 from partitioner.spec.model import HASH_BUCKETS, Spec
 
@@ -57,9 +56,11 @@ class RepairResult:
 
 
 
-def region_of(cells: IntArray, grid: Grid, qks: npt.NDArray[np.object_]) -> Region:
-    """The region listing ``cells`` (grid cells, by index) with their load."""
-    return Region(tuple(sorted(qks[cells])), float(grid.weight[cells].sum()))
+def region_of(cells: IntArray, grid: Grid) -> Region:
+    """The region listing ``cells`` (grid cells, by index) with their load (quadkeys made for these cells only: a
+    repair re-makes few regions of a grid of tens of thousands of cells)."""
+    return Region(tuple(sorted(arrays_to_quadkeys(grid.x[cells], grid.y[cells], grid.zoom))),
+                  float(grid.weight[cells].sum()))
 
 
 class Shaved(NamedTuple):
@@ -155,7 +156,7 @@ class RepairPlan:
                 out[it.worker] = out.get(it.worker, 0.0) + it.region.load
         return out
 
-    def shed_overflow(self, grid: Grid, qks: npt.NDArray[np.object_], notes: list[str]) -> None:
+    def shed_overflow(self, grid: Grid, notes: list[str]) -> None:
         """Bring every worker back under the cap, moving as little load as it can (see the module notes)."""
         for w, load in sorted(self.worker_loads().items()):
             excess = load - self.cap
@@ -172,9 +173,9 @@ class RepairPlan:
                 continue
             largest, shaved = best
             it = self.items[largest]
-            self.items[largest] = it._replace(region=region_of(shaved.keep, grid, qks), cells=shaved.keep)
+            self.items[largest] = it._replace(region=region_of(shaved.keep, grid), cells=shaved.keep)
             for piece in shaved.pieces:
-                self.add(region_of(piece, grid, qks), "", "", piece)
+                self.add(region_of(piece, grid), "", "", piece)
             notes.append(f"worker {w!r} at {load / self.cap:.1%}: shaved "
                          f"{float(grid.weight[np.concatenate(shaved.pieces)].sum()):.6g} off partition {it.pid!r}")
 

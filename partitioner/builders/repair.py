@@ -52,7 +52,6 @@ class _Survey(NamedTuple):
 
     counts: Counts
     grid: Grid
-    qks: npt.NDArray[np.object_]  # quadkey of each grid cell
     parts: tuple[Partition, ...]
     spec_index: SpecIndex
     owner: IntArray  # previous partition index of each grid cell; -(g + 1) for hash-split group g
@@ -70,7 +69,7 @@ def repair(previous: Spec, counts: Counts, cap: float, target_workers: int) -> R
     if finer is None:
         return None
     parts = previous.partitions
-    survey = _Survey(counts, grid, np.array(arrays_to_quadkeys(grid.x, grid.y, grid.zoom), dtype=object), parts, index,
+    survey = _Survey(counts, grid, parts, index,
                      index.locate_groups_xy(grid.x, grid.y, grid.zoom))
     notes: list[str] = []
     plan = RepairPlan(cap)
@@ -91,7 +90,7 @@ def repair(previous: Spec, counts: Counts, cap: float, target_workers: int) -> R
         for r in fresh:
             plan.add(r, "", "")
     # 4. workers over the cap shed their overflow; everything unplaced is packed best-fit
-    plan.shed_overflow(grid, survey.qks, notes)
+    plan.shed_overflow(grid, notes)
     spread = fragmented(len(plan.items), len(previous.workers))  # keep the spec small
     if spread:
         near = place_nearby(plan, grid.zoom, GATHER_SHARE * cap)
@@ -151,7 +150,7 @@ def _finer_cells(survey: _Survey, plan: RepairPlan, cap: float, groups: dict[int
         if _keep_pieces(survey, plan, cap, members, loads, sub, notes):
             continue
         first = max(members, key=lambda i: loads[i])
-        notes.append(f"cell {survey.qks[at[0]]!r} split again into finer cells for load {grid.weight[at[0]]:.6g}")
+        notes.append(f"cell {_quadkey(grid, int(at[0]))!r} split again into finer cells for load {grid.weight[at[0]]:.6g}")
         split = split_hot_cells(survey.counts, grid, cap, only=at)
         regions = sorted(split.regions, key=lambda r: -r.load)
         regions += [r for q in split.liquid for r in hash_split(q.quadkey, q.load, cap)]
@@ -219,7 +218,7 @@ def _hot_cells(survey: _Survey, plan: RepairPlan, cap: float, notes: list[str], 
             plan.add(r, "", "")
     hashed = {h.quadkey for h in split.liquid}
     for i in new_hot.tolist():
-        q = str(survey.qks[i])
+        q = _quadkey(grid, i)
         notes.append(f"cell {q!r} at {grid.weight[i] / cap:.0%} of max_load split "
                      f"{'by entity hash' if q in hashed else 'into finer cells'}")
         drop.setdefault(int(owner[i]), set()).add(q)
@@ -249,7 +248,7 @@ def _previous_regions(survey: _Survey, plan: RepairPlan, cap: float, plain: npt.
 
     ``skip``: partitions placed already (pieces of cells split into finer cells).
     """
-    grid, owner, qks = survey.grid, survey.owner, survey.qks
+    grid, owner = survey.grid, survey.owner
     loads = np.bincount(owner[plain], weights=grid.weight[plain], minlength=len(survey.parts))
     cells_of = group_indices(np.where(plain, owner, len(survey.parts)), len(survey.parts) + 1)
     for i, p in enumerate(survey.parts):
@@ -265,7 +264,12 @@ def _previous_regions(survey: _Survey, plan: RepairPlan, cap: float, plain: npt.
         pieces = _recarve(cells, grid, cap)
         notes.append(f"partition {p.id!r} at {loads[i] / cap:.0%} of max_load re-carved into {len(pieces)} pieces")
         for k, piece in enumerate(pieces):
-            plan.add(region_of(piece, grid, qks), p.id if k == 0 else "", p.worker if k == 0 else "", piece)
+            plan.add(region_of(piece, grid), p.id if k == 0 else "", p.worker if k == 0 else "", piece)
+
+
+def _quadkey(grid: Grid, i: int) -> str:
+    """The quadkey of grid cell ``i``."""
+    return arrays_to_quadkeys(grid.x[i:i + 1], grid.y[i:i + 1], grid.zoom)[0]
 
 
 def _recarve(cells: IntArray, grid: Grid, cap: float) -> list[IntArray]:

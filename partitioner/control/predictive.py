@@ -23,11 +23,11 @@ every spec under the **forecast** of that interval, ``[end + latency, end + late
    With the whole band, the evening of a held-out crowd day kept 7-9 workers above the floor (1.19x it in those
    hours); without any band while falling, a day balanced on measured cost (whose headroom is measured on event
    counts) had 10x the worker-windows over the cap. When an overload's candidate packed to ``build_fill``
-   would add workers and the forecast fits the current count at ``fill``, a second one is
-   built packed to ``fill`` itself; it is published
-   instead if it needs no more workers than the current spec, stays within ``fill`` and moves no
-   more load. The grow band buys room to grow, not a worker: without this, a flat sparse day
-   added a worker at every other overload that a rebalance would have relieved.
+   would add workers and the forecast fits the current count at ``fill``, one packed to ``fill`` itself is
+   published instead if it keeps the fleet's size (or needs fewer workers and moves no more load) and stays
+   within ``fill``; when even the lower bound at ``build_fill`` exceeds the count, that one is built first and,
+   if it keeps the size, alone (``PredictivePolicy._relief``). The grow band buys room to grow, not a worker:
+   without this, a flat sparse day added a worker at every other overload that a rebalance would have relieved.
 
 Hysteresis: the candidate is packed ``grow_band`` below the trigger level (unless the load is falling), and shrinking
 needs a margin of whole workers, so a spec is not replaced by its near twin every window. A shrink also needs a
@@ -186,11 +186,10 @@ class PredictivePolicy:
             return Verdict(Decision(False, (f"keep: {when}: busiest worker {_pct(cur.max_utilisation)} <= fill "
                                             f"{_pct(fill)}, {cur.worker_count} workers vs {need} needed ({why})",),
                                     cur, None, 0.0, details), None)
-        cand = self._candidate(build, fc, shrink_fill, max_load, obs.levels, cur_loads, cells)
-        packed = "" if fall <= 0 else (f" packed to {'the fill' if shrink_fill >= fill else _pct(shrink_fill)} (the load is "
-                                       f"falling {100 * fall:.1f}%)")
-        if hot and shrink_fill < fill and cand.metrics.worker_count > cur.worker_count:
-            cand, packed = self._packed_to_fill(cand, cur, build, fc, fill, max_load, obs.levels, cur_loads, cells)
+        def make(to: float) -> _Candidate:
+            return self._candidate(build, fc, to, max_load, obs.levels, cur_loads, cells)
+
+        cand, packed = self._relief(make, cur, bool(hot), fc.cells.total, fill, shrink_fill, fall, max_load)
         details["unseen_share"] = cand.unseen
         trigger = (f"{hot[0][0]} forecast at {_pct(hot[0][1])} > fill {_pct(fill)}" if hot else
                    f"{cur.worker_count} workers where {need} are needed")
@@ -206,22 +205,42 @@ class PredictivePolicy:
         line = f"{verb}: {when}: {trigger}; {tail}{_unseen(cand.unseen)}{why}"
         return Verdict(Decision(ok, (line,), cur, m, cand.moved, details), cand.spec if ok else None)
 
-    def _packed_to_fill(self, cand: _Candidate, cur: LoadMetrics, build: BuildFn, fc: Forecast, fill: float,
-                        max_load: float, levels: CellLevels, current: SpecLoads, cells: Cells) -> tuple[_Candidate, str]:
-        """For an overload whose candidate ``cand`` adds workers: one packed to ``fill`` itself if it keeps the
-        fleet's size, stays within ``fill`` and moves no more load, and the words saying so; else ``cand``.
+    def _relief(self, make: Callable[[float], _Candidate], cur: LoadMetrics, hot: bool, total: float, fill: float,
+                shrink_fill: float, fall: float, max_load: float) -> tuple[_Candidate, str]:
+        """The candidate to judge, built by ``make(fill it is packed to)``, and the words on how it was packed
+        (``total``: the forecast's).
 
-        Not built when the forecast cannot fit the current count at ``fill`` (a growing load: a second build at
-        4M quadkeys would cost what the first did, bench/bench_partitioner_handler.py).
+        The candidate is packed to ``shrink_fill``. For an overload whose candidate adds workers while the forecast
+        fits the current count at ``fill``, one packed to ``fill`` itself is taken instead if it keeps the fleet's
+        size (or needs fewer workers and moves no more load) and stays within ``fill``.
+
+        Notes
+        -----
+        When even the lower bound at ``shrink_fill`` exceeds the current count, the candidate packed to it adds
+        workers for certain, so the one packed to ``fill`` is built first and, if it keeps the fleet's size within
+        ``fill``, is the only build: on held-out crowd days it was published on 61-80 of the 70-90 overloads where
+        both used to be built (every one where it kept the size; the ones it lost needed fewer workers and moved
+        more load), so the decisions are the same with a quarter fewer builds a day. Not built at all when the
+        forecast cannot fit the current count at ``fill`` (a growing load: a second build at 4M quadkeys would
+        cost what the first did, ``bench/bench_partitioner_handler.py``).
         """
-        if self.grow_band <= 0 or lower_bound(fc.cells.total, fill * max_load) > cur.worker_count:
-            return cand, ""
-        tight = self._candidate(build, fc, fill, max_load, levels, current, cells)
-        if (tight.metrics.worker_count <= cur.worker_count and tight.metrics.max_utilisation <= fill + OVER
-                and tight.moved <= cand.moved):
-            extra = cand.metrics.worker_count - cur.worker_count
-            return tight, f" packed to the fill (not {extra} more packed to the grow band)"
-        return cand, ""
+        count = cur.worker_count
+        may_pack = hot and self.grow_band > 0 and shrink_fill < fill and lower_bound(total, fill * max_load) <= count
+        tight: _Candidate | None = None
+        if may_pack and lower_bound(total, shrink_fill * max_load) > count:
+            tight = make(fill)
+            if tight.metrics.worker_count == count and tight.metrics.max_utilisation <= fill + OVER:
+                more = lower_bound(total, shrink_fill * max_load) - count
+                return tight, f" packed to the fill (the grow band would need at least {more} more)"
+        cand = make(shrink_fill)
+        packed = "" if fall <= 0 else (f" packed to {'the fill' if shrink_fill >= fill else _pct(shrink_fill)} (the load "
+                                       f"is falling {100 * fall:.1f}%)")
+        if may_pack and cand.metrics.worker_count > count:
+            tight = tight if tight is not None else make(fill)
+            if (tight.metrics.worker_count <= count and tight.metrics.max_utilisation <= fill + OVER
+                    and tight.moved <= cand.moved):
+                return tight, f" packed to the fill (not {cand.metrics.worker_count - count} more packed to the grow band)"
+        return cand, packed
 
     def _candidate(self, build: BuildFn, fc: Forecast, build_fill: float, max_load: float, levels: CellLevels,
                    current: SpecLoads, cells: Cells) -> _Candidate:

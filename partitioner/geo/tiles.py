@@ -285,6 +285,11 @@ def quadkeys_to_arrays(qks: Sequence[str] | npt.NDArray[np.str_]) -> tuple[IntAr
     return x, y, z
 
 
+#: Up to this many tiles :func:`arrays_to_quadkeys` makes every digit at once (a repair names many small regions:
+#: 5x faster below 300 tiles); above it, one column of digits at a time (the (tiles x zoom) arrays cost more).
+_SMALL = 1024
+
+
 def arrays_to_quadkeys(x: npt.ArrayLike, y: npt.ArrayLike, zoom: int | npt.ArrayLike) -> list[str]:
     """Vectorised :func:`quadkey`: return the quadkeys of tiles given as arrays.
 
@@ -298,6 +303,12 @@ def arrays_to_quadkeys(x: npt.ArrayLike, y: npt.ArrayLike, zoom: int | npt.Array
     width = int(za.max())
     if width == 0:
         return [""] * xa.size
+    if xa.size <= _SMALL:  # every digit in one broadcast: a few NumPy calls instead of a few per digit
+        shift = za[:, None] - 1 - np.arange(width, dtype=np.int64)[None, :]
+        s = np.maximum(shift, 0)
+        digits = ((xa[:, None] >> s) & 1) + 2 * ((ya[:, None] >> s) & 1) + 48
+        small = np.where(shift >= 0, digits, 0).astype(np.uint8)
+        return [b.decode() for b in small.view(f"S{width}").ravel()]
     out = np.zeros((xa.size, width), dtype=np.uint8)
     for col in range(width):
         shift = za - 1 - col

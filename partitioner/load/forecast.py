@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from partitioner.errors import PolicyError
-from partitioner.geo.tiles import IntArray, arrays_to_quadkeys
+from partitioner.geo.tiles import IntArray, arrays_to_quadkeys, unique_ints
 from partitioner.load.counts import Counts, Grid, Tiles
 from partitioner.load.levels import CellLevels, frozen_array
 from partitioner.load.loads import Cells, cells_of
@@ -93,7 +93,7 @@ class LoadHistory:
         codes = region_codes(cells, self.region_zoom)
         uniq, inv = np.unique(codes, return_inverse=True)
         sums = np.bincount(inv, weights=cells.weight, minlength=len(uniq))
-        regions = np.union1d(self.regions, uniq)
+        regions = unique_ints(np.concatenate([self.regions, uniq]))
         old = np.zeros((len(self.ends), len(regions)))
         if len(self.ends):
             old[:, np.searchsorted(regions, self.regions)] = self.totals

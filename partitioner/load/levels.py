@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from partitioner.errors import PolicyError
-from partitioner.geo.tiles import IntArray
+from partitioner.geo.tiles import IntArray, unique_ints
 
 FloatArray = npt.NDArray[np.float64]
 LEVELS_FORMAT = "geo-rebalancer.cell-levels/1"
@@ -77,7 +77,7 @@ class CellLevels:
         """
         order = np.argsort(codes, kind="stable")
         codes, events = np.asarray(codes, dtype=np.int64)[order], np.asarray(events, dtype=np.float64)[order]
-        union = np.union1d(self.codes, codes)
+        union = unique_ints(np.concatenate([self.codes, codes]))  # np.union1d's hash path: 10x slower here
         prev = np.zeros(len(union))
         known = np.zeros(len(union), dtype=bool)
         if len(self.codes):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from partitioner.geo.tiles import unique_ints
 from partitioner.load.levels import CellLevels
 from partitioner.spec.index import listed_squares
 from partitioner.spec.model import Spec
@@ -57,11 +58,12 @@ def unseen_share(levels: CellLevels, spec: Spec) -> float:
     square = np.full(len(x), -1, dtype=np.int64)  # per cell: the deepest listed square holding it (a key)
     for zq in sorted({int(z) for z in np.unique(sz) if 0 < z <= zoom}, reverse=True):
         sel = sz == zq
-        listed = np.unique((sx[sel].astype(np.int64) << zq) | sy[sel].astype(np.int64))
+        listed = unique_ints((sx[sel].astype(np.int64) << zq) | sy[sel].astype(np.int64))
         open_ = np.flatnonzero(square < 0)
         shift = zoom - zq
         keys = ((x[open_] >> shift) << zq) | (y[open_] >> shift)
-        hit = np.isin(keys, listed)
+        at = np.minimum(np.searchsorted(listed, keys), len(listed) - 1)
+        hit = listed[at] == keys
         square[open_[hit]] = (keys[hit] << 5) | zq  # zoom in the low bits: keys of different zooms never collide
     held = square >= 0
     keys, first, cells = np.unique(square[held], return_index=True, return_counts=True)

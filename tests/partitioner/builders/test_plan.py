@@ -27,7 +27,7 @@ def test_a_worker_over_the_cap_gives_up_exactly_its_overflow_to_the_next_share_o
     plan.add(Region(("0231",), 60.0, (HALF, HASH_BUCKETS)), "p2", "w2")
     # WHEN the plan sheds overflow and places what moved
     notes: list[str] = []
-    plan.shed_overflow(GRID, GRID.x.astype(object), notes)
+    plan.shed_overflow(GRID, notes)
     plan.place_unassigned(["w1", "w2"])
     # THEN p1 gave up just enough buckets from the end of its range for 10 load, and p2 took them: no new share,
     #      no region moved, and both workers fit
@@ -49,7 +49,7 @@ def test_an_end_no_neighbour_has_room_for_becomes_a_share_of_its_own_on_the_full
     plan.add(Region(("0233",), 70.0), "p5", "w3")
     plan.add(Region(("0220",), 20.0), "p6", "w4")
     # WHEN the plan sheds overflow and places what moved
-    plan.shed_overflow(GRID, GRID.x.astype(object), [])
+    plan.shed_overflow(GRID, [])
     plan.place_unassigned(["w1", "w2", "w3", "w4"])
     # THEN the end p1 gave up is a new share (no id yet) on w3, the fullest worker it fits
     shares = _shares(plan, "0231")
@@ -67,7 +67,7 @@ def test_a_worker_moves_a_small_region_and_trims_its_share_rather_than_move_its_
     plan.add(Region(("0232",), 3.0, (0, HALF)), "share", "w1")
     plan.add(Region(("0232",), 3.0, (HALF, HASH_BUCKETS)), "other", "w2")
     # WHEN the plan sheds overflow
-    plan.shed_overflow(GRID, GRID.x.astype(object), [])
+    plan.shed_overflow(GRID, [])
     # THEN the share gives up its 2 alone (the least load that can move): the big cell and the small region stay
     stays = {it.pid: it.worker for it in plan.items if it.pid}
     assert stays["big"] == "w1" and stays["small"] == "w1"

@@ -210,6 +210,45 @@ def test_the_grown_candidate_stays_when_the_rebalance_would_move_more_load():
     assert len(calls) == 2 and verdict.candidate is not None and len(verdict.candidate.workers) == 3
 
 
+def _two_at_the_fill(_c: Counts, fill: float) -> Spec:
+    """Two workers of 8,100 under a load of A 12,000 and B 4,200 (each takes half of A and a cell of B)."""
+    return make_spec([("p0001", "w0001", A[:2], 6000.0), ("p0002", "w0002", A[2:], 6000.0),
+                      ("p0003", "w0001", B[:1], 2100.0), ("p0004", "w0002", B[1:], 2100.0)], CAP, version=2)
+
+
+def test_an_overload_the_grow_band_cannot_hold_on_the_fleet_is_packed_to_the_fill_with_one_build():
+    # GIVEN w0001 forecast at 120 % and a total of 16,200: packed to the grow band (79 %) it needs three workers for
+    #       certain (its lower bound), while at the fill (83 %) two may hold it
+    def builder(c: Counts, fill: float) -> Spec:
+        if fill < 0.8:
+            raise AssertionError("the grow band's candidate should not be built")
+        return _two_at_the_fill(c, fill)
+
+    verdict, calls = run(PredictivePolicy(), [(12_000, 4200)], CURRENT, builder=builder)
+    d = verdict.decision
+    # THEN only the candidate packed to the fill is built, and it is published: two workers at 81 %
+    assert [round(f, 3) for _, f in calls] == [round(d.details["fill"], 3)]
+    assert d.redeploy and verdict.candidate is not None and len(verdict.candidate.workers) == 2
+    assert "packed to the fill (the grow band would need at least 1 more)" in d.reasons[0]
+    assert d.candidate_metrics is not None and d.candidate_metrics.max_utilisation == pytest.approx(0.81)
+
+
+def test_a_fill_candidate_that_cannot_relieve_the_overload_on_the_fleet_falls_back_to_the_grow_band():
+    # GIVEN the same overload, but packed to the fill the builder still leaves w0001 at 120 %
+    def builder(c: Counts, fill: float) -> Spec:
+        if fill < 0.8:
+            return make_spec([("p0001", "w0001", A[:2], 6000.0), ("p0002", "w0002", B, 4200.0),
+                              ("p0003", "w0003", A[2:], 6000.0)], CAP, version=2)
+        return CURRENT
+
+    verdict, calls = run(PredictivePolicy(), [(12_000, 4200)], CURRENT, builder=builder)
+    d = verdict.decision
+    # THEN both were built, the fill's first, and the three workers packed to the grow band are published
+    assert [round(f, 3) for _, f in calls] == [round(d.details["fill"], 3), round(d.details["build_fill"], 3)]
+    assert d.redeploy and verdict.candidate is not None and len(verdict.candidate.workers) == 3
+    assert "packed to the fill" not in d.reasons[0]
+
+
 def test_hysteresis_keeps_a_spec_one_worker_too_big_when_the_margin_is_two():
     # GIVEN a margin of two workers (shrink_margin 0.5 of 3 workers) and a load needing one worker fewer
     three = make_spec([("p0001", "w0001", A[:2], 5000.0), ("p0002", "w0002", A[2:], 5000.0),
