@@ -281,7 +281,7 @@ def test_a_declared_crowds_ramp_does_not_raise_the_headroom_of_the_whole_fleet()
     series = [(6000, 6000)] * 5 + [(8000, 6000), (10000, 6000), (12000, 6000)]
     b = bounds(quadkey_to_tile(A[0]))
     crowd = DeclaredCrowd("final", (b.south + b.north) / 2, (b.west + b.east) / 2, 0.0, 100 * S, 10.0)
-    policy = PredictivePolicy()
+    policy = PredictivePolicy(surge_ratio=0)  # every region's error measured, a surge's too
 
     # WHEN the policy measures its forecast error on both
     undeclared, _ = run(policy, series, CURRENT)
@@ -293,6 +293,30 @@ def test_a_declared_crowds_ramp_does_not_raise_the_headroom_of_the_whole_fleet()
     # rise with A through their common ancestor)
     assert declared.decision.details["headroom"] < 0.25 * undeclared.decision.details["headroom"]
     assert declared.decision.details["declared_crowds"] == 1
+
+
+def test_an_undeclared_surge_is_left_out_of_the_error_while_a_jumpy_load_is_not():
+    # GIVEN the same unannounced ramp (A 6,000 -> 12,000 in three windows: more than 1.5 times its forecast) and a
+    # jumpy load whose errors stay within a quarter of the forecast
+    surge = [(6000, 6000)] * 5 + [(8000, 6000), (10000, 6000), (12000, 6000)]
+    jumpy = [(6000, 6000), (7500, 6000), (5000, 6000), (7600, 6000), (5200, 6000), (7400, 6000), (5000, 6000),
+             (6000, 6000)]
+    calm = [(6000, 6000)] * 8
+    policy = PredictivePolicy()
+
+    # WHEN the default policy measures its headroom on each
+    h = {name: run(policy, series, CURRENT)[0].decision.details["headroom"]
+         for name, series in (("surge", surge), ("jumpy", jumpy), ("calm", calm))}
+
+    # THEN the surge's region is left out (only B's calm load is measured), as a declared crowd's venue is, while
+    #      the jumpy load still raises the headroom
+    assert h["surge"] < 0.25 * run(PredictivePolicy(surge_ratio=0), surge, CURRENT)[0].decision.details["headroom"]
+    assert h["jumpy"] > 2 * h["calm"] and h["calm"] == pytest.approx(policy.min_headroom)
+
+
+def test_a_surge_ratio_below_one_is_refused():
+    with pytest.raises(PolicyError, match=r"surge_ratio must be 0 \(off\) or >= 1, got 0\.5"):
+        PredictivePolicy(surge_ratio=0.5)
 
 
 def test_the_headroom_on_a_sparse_flat_load_is_the_noise_of_a_worker_not_of_its_empty_regions():
