@@ -14,8 +14,9 @@ wall time, CPU time and peak RSS (``ru_maxrss`` of that child):
 5. **handler, next window**: ``process_snapshot`` of window 2 with v1 live (the policy's forecast, its
    headroom and the live spec's loads; it keeps v1, so nothing is built): the steady state of a running system;
 6. **handler, growing window**: window 3, ten minutes after window 1 with every cell's events 30 % up: the policy
-   forecasts an overload, builds a sticky candidate that adds workers and, as it adds workers, a second one
-   packed to the fill, and publishes: the most a window does.
+   forecasts an overload and builds a sticky candidate that adds workers (its sticky repair gives way to a fresh
+   build), and publishes: the most a window does. No second candidate packed to the fill: the forecast does not fit
+   the live count even at the fill (``PredictivePolicy._relief``).
 
 Targets: 1M quadkeys <= 10 s and <= 1.5 GB; 4M <= 40 s and <= 3 GB (other sizes: 10 s per
 million, 1.5 GB up to 1M and 3 GB above). The load average is printed: on a loaded machine compare the
