@@ -41,7 +41,7 @@ from partitioner.builders.region import Region
 from partitioner.builders.relieve import Leaves, relieve
 from partitioner.errors import BuildError
 from partitioner.geo.graph import group_indices
-from partitioner.geo.tiles import IntArray, arrays_to_quadkeys
+from partitioner.geo.tiles import IntArray
 from partitioner.load.counts import Counts, Grid
 from partitioner.spec.index import SpecIndex
 from partitioner.spec.model import HASH_BUCKETS, Partition, Spec
@@ -150,7 +150,7 @@ def _finer_cells(survey: _Survey, plan: RepairPlan, cap: float, groups: dict[int
         if _keep_pieces(survey, plan, cap, members, loads, sub, notes):
             continue
         first = max(members, key=lambda i: loads[i])
-        notes.append(f"cell {_quadkey(grid, int(at[0]))!r} split again into finer cells for load {grid.weight[at[0]]:.6g}")
+        notes.append(f"cell {grid.quadkey(int(at[0]))!r} split again into finer cells for load {grid.weight[at[0]]:.6g}")
         split = split_hot_cells(survey.counts, grid, cap, only=at)
         regions = sorted(split.regions, key=lambda r: -r.load)
         regions += [r for q in split.liquid for r in hash_split(q.quadkey, q.load, cap)]
@@ -218,7 +218,7 @@ def _hot_cells(survey: _Survey, plan: RepairPlan, cap: float, notes: list[str], 
             plan.add(r, "", "")
     hashed = {h.quadkey for h in split.liquid}
     for i in new_hot.tolist():
-        q = _quadkey(grid, i)
+        q = grid.quadkey(i)
         notes.append(f"cell {q!r} at {grid.weight[i] / cap:.0%} of max_load split "
                      f"{'by entity hash' if q in hashed else 'into finer cells'}")
         drop.setdefault(int(owner[i]), set()).add(q)
@@ -265,11 +265,6 @@ def _previous_regions(survey: _Survey, plan: RepairPlan, cap: float, plain: npt.
         notes.append(f"partition {p.id!r} at {loads[i] / cap:.0%} of max_load re-carved into {len(pieces)} pieces")
         for k, piece in enumerate(pieces):
             plan.add(region_of(piece, grid), p.id if k == 0 else "", p.worker if k == 0 else "", piece)
-
-
-def _quadkey(grid: Grid, i: int) -> str:
-    """The quadkey of grid cell ``i``."""
-    return arrays_to_quadkeys(grid.x[i:i + 1], grid.y[i:i + 1], grid.zoom)[0]
 
 
 def _recarve(cells: IntArray, grid: Grid, cap: float) -> list[IntArray]:

@@ -236,10 +236,10 @@ class PredictivePolicy:
         count = cur.worker_count
         may_pack = hot and self.grow_band > 0 and shrink_fill < fill and lower_bound(total, fill * max_load) <= count
         tight: _Candidate | None = None
-        if may_pack and lower_bound(total, shrink_fill * max_load) > count:
+        more = lower_bound(total, shrink_fill * max_load) - count if may_pack else 0
+        if more > 0:
             tight = make(fill)
             if tight.metrics.worker_count == count and tight.metrics.max_utilisation <= fill + OVER:
-                more = lower_bound(total, shrink_fill * max_load) - count
                 return tight, f" packed to the fill (the grow band would need at least {more} more)"
         cand = make(shrink_fill)
         packed = "" if fall <= 0 else (f" packed to {'the fill' if shrink_fill >= fill else _pct(shrink_fill)} (the load "

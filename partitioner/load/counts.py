@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from partitioner.errors import CountsError
 from partitioner.geo.shape import is_member
-from partitioner.geo.tiles import IntArray, arrays_to_quadkeys, quadkeys_to_arrays, unique_ints
+from partitioner.geo.tiles import IntArray, Tile, arrays_to_quadkeys, quadkey, quadkeys_to_arrays, unique_ints
 from partitioner.load import rowcheck
 from partitioner.load.rollup import nearest_ancestors
 from partitioner.spec.index import tree_keys
@@ -57,6 +57,10 @@ class Grid(NamedTuple):
     def take(self, cells: npt.NDArray[np.bool_] | IntArray) -> Grid:
         """Return the cells picked by a mask or an index array (same zoom)."""
         return Grid(self.zoom, self.x[cells], self.y[cells], self.weight[cells])
+
+    def quadkey(self, i: int) -> str:
+        """The quadkey of cell ``i``."""
+        return quadkey(Tile(int(self.x[i]), int(self.y[i]), self.zoom))
 
 
 class Cells(NamedTuple):

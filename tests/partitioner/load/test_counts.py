@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from partitioner.load.counts import Counts, counts_from_pairs
+from partitioner.load.counts import Counts, Grid, counts_from_pairs
 from partitioner.load.read import parse_counts_csv
 
 
@@ -72,3 +72,14 @@ def test_leaves_count_every_place_once_like_the_reference(rows: dict[str, int]) 
     got = dict(zip(arrays_to_quadkeys(leaves.x, leaves.y, leaves.z), leaves.weight.tolist(), strict=True))
     # THEN they equal the reference's, row for row
     assert got == _reference_leaves(counts)
+
+
+def test_a_grid_cell_names_its_quadkey() -> None:
+    # GIVEN the grid of counts listed at zoom 3
+    counts = counts_from_pairs([("120", 1.0), ("333", 2.0), ("001", 3.0)])
+    grid = counts.grid()
+    # WHEN each cell is asked for its quadkey
+    names = {grid.quadkey(i): float(grid.weight[i]) for i in range(len(grid.x))}
+    # THEN it is the quadkey the cell's load was listed under
+    assert isinstance(grid, Grid)
+    assert names == {"120": 1.0, "333": 2.0, "001": 3.0}
