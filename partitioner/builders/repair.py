@@ -43,6 +43,7 @@ from partitioner.errors import BuildError
 from partitioner.geo.graph import group_indices
 from partitioner.geo.tiles import IntArray
 from partitioner.load.counts import Counts, Grid
+from partitioner.load.loads import spec_loads
 from partitioner.spec.index import SpecIndex
 from partitioner.spec.model import HASH_BUCKETS, Partition, Spec
 
@@ -64,7 +65,7 @@ def repair(previous: Spec, counts: Counts, cap: float, target_workers: int) -> R
     the counts' grid in more than one grid cell).
     """
     grid = counts.grid()
-    index = SpecIndex(previous)
+    index = spec_loads(previous).index  # the live spec's, made once while it is live
     finer = finer_groups(index, grid.zoom)
     if finer is None:
         return None

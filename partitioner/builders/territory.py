@@ -97,7 +97,7 @@ def territories(squares: Squares, blockers: Squares, worker: IntArray, load: Flo
     keys = tree_keys(gx, gy, gz)
     uniq, first, inv = np.unique(keys, return_index=True, return_inverse=True)
     ux, uy, uz, uw = gx[first], gy[first], gz[first], gw[first]
-    n_comp, comp = _touching(ux, uy, uz, uw, uniq, max(1, min_zoom))
+    n_comp, comp = _touching(ux, uy, uz, uw)
     # number the groups by worker, then by their first square
     first_sq = np.full(n_comp, len(uniq), dtype=np.int64)
     np.minimum.at(first_sq, comp, np.arange(len(uniq)))
@@ -162,26 +162,38 @@ def _grow(squares: Squares, blockers: Squares, worker: IntArray, movable: npt.ND
     return (x >> d)[back], (y >> d)[back], best[back]
 
 
-def _touching(x: IntArray, y: IntArray, z: IntArray, w: IntArray, keys: IntArray, min_zoom: int
-              ) -> tuple[int, IntArray]:
-    """Connected groups of squares of one worker that share an edge or a corner (``keys``: sorted tree keys)."""
+def _touching(x: IntArray, y: IntArray, z: IntArray, w: IntArray) -> tuple[int, IntArray]:
+    """Connected groups of squares of one worker that share an edge or a corner (the squares are disjoint).
+
+    Notes
+    -----
+    Each square's 8 neighbours at its own zoom are looked up among the squares' quadtree intervals (Morton codes
+    at the finest zoom): disjoint squares hold a tile in at most one of them, found with one binary search per
+    direction, whatever the zooms. A finer square starting inside the neighbour tile does not hold it (and then
+    no coarser one does); it finds this square from its own side.
+    """
+    top = int(z.max())
+    d = top - z
+    starts = morton(x << d, y << d)
+    order = np.argsort(starts, kind="stable")
+    s_starts = starts[order]
+    s_ends = s_starts + (np.int64(1) << (2 * d[order]))
+    s_z = z[order]
     pairs_i: list[IntArray] = []
     pairs_j: list[IntArray] = []
-    idx = np.arange(len(x))
     for dx, dy in _AROUND:
-        nx = (x + dx) & ((np.int64(1) << z) - 1)  # the antimeridian: columns wrap
         ny = y + dy
-        ok = (ny >= 0) & (ny < (np.int64(1) << z))
-        for zoom in range(int(z.max()), min(min_zoom, int(z.min())) - 1, -1):  # squares coarser than min_zoom too
-            k = np.flatnonzero(ok & (z >= zoom))
-            if len(k) == 0:
-                continue
-            d = z[k] - zoom
-            want = tree_keys(nx[k] >> d, ny[k] >> d, zoom)
-            pos = np.minimum(np.searchsorted(keys, want), len(keys) - 1)
-            hit = (keys[pos] == want) & (w[pos] == w[k])
-            pairs_i.append(idx[k[hit]])
-            pairs_j.append(pos[hit])
+        k = np.flatnonzero((ny >= 0) & (ny < (np.int64(1) << z)))
+        nx = (x[k] + dx) & ((np.int64(1) << z[k]) - 1)  # the antimeridian: columns wrap
+        want = morton(nx << d[k], ny[k] << d[k])
+        at = np.searchsorted(s_starts, want, side="right") - 1
+        ok = at >= 0
+        k, want, at = k[ok], want[ok], at[ok]
+        hit = (want < s_ends[at]) & (s_z[at] <= z[k])
+        k, j = k[hit], order[at[hit]]
+        same = w[j] == w[k]
+        pairs_i.append(k[same])
+        pairs_j.append(j[same])
     i = np.concatenate(pairs_i) if pairs_i else np.zeros(0, dtype=np.int64)
     j = np.concatenate(pairs_j) if pairs_j else np.zeros(0, dtype=np.int64)
     return components_of_pairs(len(x), i, j)

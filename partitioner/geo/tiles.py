@@ -260,28 +260,34 @@ def quadkeys_to_arrays(qks: Sequence[str] | npt.NDArray[np.str_]) -> tuple[IntAr
     if n == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty.copy(), empty.copy()
-    arr = np.asarray(qks, dtype=np.str_)
-    width = max(1, arr.dtype.itemsize // 4)
-    if width > MAX_ZOOM and int(np.max(np.char.str_len(arr))) > MAX_ZOOM:
-        bad = int(np.argmax(np.char.str_len(arr) > MAX_ZOOM))
-        raise InvalidQuadkeyError(f"quadkey #{bad} {str(arr[bad])!r} is longer than zoom {MAX_ZOOM}")
-    codes = arr.view(np.uint32).reshape(n, width).astype(np.int64)
-    z = np.count_nonzero(codes, axis=1).astype(np.int64)
-    digits = codes - 48
-    present = codes != 0
-    bad_rows = np.any(present & ((digits < 0) | (digits > 3)), axis=1) | np.any(
-        ~present[:, :-1] & present[:, 1:], axis=1
-    )
+    try:
+        arr = np.asarray(qks, dtype=np.bytes_)  # one byte a digit (a quarter of the bytes of str_)
+    except UnicodeEncodeError:
+        bad = next(k for k, q in enumerate(qks) if not str(q).isascii())
+        raise InvalidQuadkeyError(f"quadkey #{bad} {str(qks[bad])!r} has characters other than 0-3") from None
+    width = max(1, arr.dtype.itemsize)
+    chars = arr.view(np.uint8).reshape(n, width)
+    if width > MAX_ZOOM:  # NUL padding counts in the item size, not in a quadkey's length
+        lengths = np.char.str_len(arr)
+        if int(lengths.max()) > MAX_ZOOM:
+            bad = int(np.argmax(lengths > MAX_ZOOM))
+            raise InvalidQuadkeyError(f"quadkey #{bad} {str(qks[bad])!r} is longer than zoom {MAX_ZOOM}")
+        width = MAX_ZOOM
+        chars = chars[:, :width]
+    present = chars != 0
+    z = np.count_nonzero(present, axis=1).astype(np.int64)
+    digits = chars - np.uint8(48)  # the padding after a quadkey's last digit wraps to 208
+    bad_rows = np.any(present & (digits > 3), axis=1) | np.any(~present[:, :-1] & present[:, 1:], axis=1)
     if np.any(bad_rows):
         bad = int(np.argmax(bad_rows))
-        raise InvalidQuadkeyError(f"quadkey #{bad} {str(arr[bad])!r} has characters other than 0-3")
-    x = np.zeros(n, dtype=np.int64)
-    y = np.zeros(n, dtype=np.int64)
-    for col in range(width):
-        d = np.where(present[:, col], digits[:, col], 0)
-        take = present[:, col]
-        x = np.where(take, (x << 1) | (d & 1), x)
-        y = np.where(take, (y << 1) | (d >> 1), y)
+        raise InvalidQuadkeyError(f"quadkey #{bad} {str(qks[bad])!r} has characters other than 0-3")
+    # as if every quadkey had ``width`` digits (the padding adds 0 bits), then shifted down to its own zoom:
+    # digit ``col`` is bit ``width - 1 - col`` of x (its low bit) and of y (its high bit); 2x the column loop
+    digits[~present] = 0
+    weights = np.left_shift(np.int64(1), np.arange(width - 1, -1, -1, dtype=np.int64))
+    down = width - z
+    x: IntArray = ((digits & 1) @ weights) >> down
+    y: IntArray = ((digits >> 1) @ weights) >> down
     return x, y, z
 
 

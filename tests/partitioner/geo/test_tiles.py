@@ -181,7 +181,7 @@ def test_points_off_the_map_are_rejected_naming_the_value(lon: float, lat: float
     assert not valid_lonlat_mask(np.array([lon]), np.array([lat]))[0]
 
 
-@pytest.mark.parametrize("bad", ["0124", "01 2", "0" * (MAX_ZOOM + 1), 12])
+@pytest.mark.parametrize("bad", ["0124", "01 2", "0" * (MAX_ZOOM + 1), 12, "é12", "01\x002"])
 def test_malformed_quadkeys_are_rejected_naming_them(bad: object) -> None:
     with pytest.raises(InvalidQuadkeyError, match="quadkey"):
         parse_quadkey(bad, "row 3")
