@@ -210,8 +210,10 @@ class EntityGate:
             return _Verdict.SKIP  # a copy of an event applied here before the entity was handed on
         if (last is not None and stamp.n == last + 1) or (last is None and stamp.prev is None):
             return _Verdict.APPLY
-        if stamp.prev is not None and stamp.prev in self.store.labels:
+        if stamp.prev is not None and stamp.prev in self.store.labels and gone != stamp.n - 1:
             return _Verdict.WAIT_LOCAL  # its earlier events come here too (a reordered put)
+        # from another slot, or from a slot of this store that handed the state on before this slot joined it (a
+        # successor that took the old slot over answered its markers before it carried this one): the item is written
         return _Verdict.FETCH
 
     def _hold(self, e: str, h: Held) -> None:
@@ -226,9 +228,11 @@ class EntityGate:
             h = queue[0]
             verdict = self._verdict(e, h.stamp)
             if verdict in (_Verdict.WAIT_LOCAL, _Verdict.FETCH):
-                w = self.wanted.get(e)
+                w, local = self.wanted.get(e), verdict is _Verdict.WAIT_LOCAL
                 if w is None or w.n != h.stamp.n - 1:
-                    self.wanted[e] = Wanted(h.stamp.n - 1, h.stamp.prev, self.clock(), verdict is _Verdict.WAIT_LOCAL)
+                    self.wanted[e] = Wanted(h.stamp.n - 1, h.stamp.prev, self.clock(), local)
+                elif w.local != local:  # the state it waited for here was handed on: fetch it (same wait)
+                    w.local = local
                 return
             queue.pop(0)
             self._shards[h.shard_id] -= 1
@@ -252,7 +256,7 @@ class EntityGate:
                 keep.append(a)
                 continue
             self._shards[a.shard_id] -= 1
-            if a.marker.n == n:
+            if a.marker.n == n and a.marker.to not in self.store.labels:  # (its slot may have joined the store)
                 self._give(e, n, a.put_at)
         if keep:  # markers of later events: the entity comes back here before it leaves again
             self.markers[e] = keep

@@ -100,6 +100,24 @@ def test_a_marker_to_the_slot_carried_over_from_this_one_keeps_the_shared_store(
     assert g.outbox == [] and "e" in g.store
 
 
+def test_a_slot_carried_after_its_old_slot_handed_the_state_on_fetches_it() -> None:
+    # GIVEN a successor that took the old slot over alone: it applied event 1 of "e" and answered the marker to the
+    # new version's slot, which it did not carry yet, by handing the state over
+    g, ran = gate()
+    offer(g, ran, "e", 1, None)
+    g.mark(Marker("e", 1, "v2#w-a"), "s0")
+    assert g.outbox == [Handoff("e", 1, '{"last":1}')] and g.store.gone == {"e": 1}
+    # WHEN it then carries that slot (one store, a gate of its own) and reads the entity's next events there
+    g.store.labels.add("v2#w-a")
+    twin = EntityGate(g.store, label="v2#w-a", clock=Clock(), wait_s=30.0)
+    offer(twin, ran, "e", 2, HERE)
+    offer(twin, ran, "e", 3, "v2#w-a")
+    # THEN it fetches the handed-over state instead of waiting for its own store, and runs both events on it
+    assert [(e, w.n, w.local) for e, w in twin.fetches()] == [("e", 1, False)]
+    twin.receive({"e": (1, '{"last":1}')})
+    assert ran == [("e", 1), ("e", 2), ("e", 3)] and twin.holding == 0 and twin.lost == 0
+
+
 def test_an_entity_held_too_long_runs_without_its_state_and_is_counted() -> None:
     clock = Clock()
     g, ran = gate(clock=clock)
@@ -146,16 +164,20 @@ def test_handoff_items_round_trip_and_a_drained_slot_answers_from_its_final_stat
 
 # ---------------------------------------------------------------------------------------------- any route, any reads
 @settings(max_examples=300, deadline=None)
-@given(route=st.lists(st.sampled_from(["A", "B", "C"]), min_size=2, max_size=30), seed=st.integers(0, 2**32 - 1))
-def test_any_route_read_in_any_interleaving_applies_every_event_once_in_order(route: list[str], seed: int) -> None:
-    # GIVEN an entity routed through slots in any order, as the router stamps and marks it (with re-read copies)
+@given(route=st.lists(st.sampled_from(["A", "B", "C", "D"]), min_size=2, max_size=30),
+       seed=st.integers(0, 2**32 - 1), join=st.integers(0, 60))
+def test_any_route_read_in_any_interleaving_applies_every_event_once_in_order(route: list[str], seed: int,
+                                                                              join: int) -> None:
+    # GIVEN an entity routed through slots in any order, as the router stamps and marks it (with re-read copies);
+    # slot D is carried over from A (one store, a gate of its own) by a process that starts reading it only at step
+    # ``join`` (a successor that took A over alone, and D later)
     rng = random.Random(seed)
     gates = {}
     for label in "ABC":
         store = EntityStates("t:T")
         store.labels.add(label)
         gates[label] = EntityGate(store, label=label, clock=Clock())
-    shards: dict[str, list[Stamp | Marker]] = {label: [] for label in "ABC"}
+    shards: dict[str, list[Stamp | Marker]] = {label: [] for label in "ABCD"}
     prev: str | None = None
     for n, label in enumerate(route, start=1):
         if prev is not None and prev != label:
@@ -166,13 +188,16 @@ def test_any_route_read_in_any_interleaving_applies_every_event_once_in_order(ro
     # items pass through a shared table
     applied: list[int] = []
     items: dict[tuple[str, int], str | None] = {}
-    pos = dict.fromkeys("ABC", 0)
+    pos = dict.fromkeys("ABCD", 0)
     steps, read_all_at = 0, None
     while read_all_at is None or steps < read_all_at + 40 * len(route):  # then 40 more steps per event to settle
         steps += 1
-        if read_all_at is None and all(pos[lb] >= len(shards[lb]) for lb in "ABC"):
+        if steps >= join and "D" not in gates:
+            gates["A"].store.labels.add("D")
+            gates["D"] = EntityGate(gates["A"].store, label="D", clock=Clock())
+        if read_all_at is None and "D" in gates and all(pos[lb] >= len(shards[lb]) for lb in "ABCD"):
             read_all_at = steps
-        label = rng.choice("ABC")
+        label = rng.choice(sorted(gates))
         g = gates[label]
         k = rng.randint(0, 3)
         for rec in shards[label][pos[label]:pos[label] + k]:
@@ -181,7 +206,9 @@ def test_any_route_read_in_any_interleaving_applies_every_event_once_in_order(ro
             else:
                 g.offer("e", rec, "s0", lambda n=rec.n: applied.append(n))
         pos[label] += k
-        g.recheck()
+        for twin in gates.values():
+            if twin.store is g.store:
+                twin.recheck()
         items.update({(h.entity_id, h.n): h.text for h in g.outbox})
         g.outbox = []
         g.receive({e: (w.n, items[(e, w.n)]) for e, w in g.fetches() if (e, w.n) in items})
