@@ -11,13 +11,14 @@ separated, along either axis (:func:`cut_at`). Which window each component gets 
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.geo.graph import components, components_of_pairs, group_indices, neighbour_pairs
+from partitioner.geo.graph import components, group_indices, neighbour_pairs, run_components
 from partitioner.geo.tiles import FloatArray, IntArray, unique_ints
 from partitioner.load.counts import Grid
 
@@ -217,28 +218,7 @@ def _side_components(u: IntArray, v: IntArray, wrapped: tuple[IntArray, IntArray
         return 1, np.zeros(len(u), dtype=np.int64)
     if wrapped is not None:
         return components(*wrapped)
-    return _run_components(u, v)
-
-
-def _run_components(u: IntArray, v: IntArray) -> tuple[int, IntArray]:
-    """Components from runs of cells (a column's consecutive ``v``): runs in neighbouring columns touch when
-    their ``v`` ranges come within one; the run graph is far smaller than the cell graph."""
-    n = len(u)
-    new_run = np.ones(n, dtype=bool)
-    new_run[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1] + 1)
-    starts = np.flatnonzero(new_run)
-    ends = np.append(starts[1:], n) - 1
-    ru, r0, r1 = u[starts], v[starts], v[ends]
-    base = int(v.min()) - 1
-    span = int(v.max()) - base + 2
-    key_start, key_end = ru * span + (r0 - base), ru * span + (r1 - base)  # both ascending
-    lo = np.searchsorted(key_end, (ru + 1) * span + (r0 - 1 - base), side="left")
-    hi = np.searchsorted(key_start, (ru + 1) * span + (r1 + 1 - base), side="right")
-    count = np.maximum(hi - lo, 0)
-    src = np.repeat(np.arange(len(starts)), count)
-    dst = np.repeat(lo, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
-    n_comp, run_label = components_of_pairs(len(starts), src, dst)
-    return n_comp, run_label[np.cumsum(new_run) - 1]
+    return run_components(u, v)
 
 
 def _columns_connected(u: IntArray, v: IntArray) -> bool:
@@ -290,18 +270,36 @@ def cut_at(csum: FloatArray, k: int, cap: float, window: float, pairs: Pairs | N
     if window <= 0 or (pairs is None and coords is None):
         return Cut(exact, 0.0)
     left = csum[:-1]  # load of the first side when cutting before position c = 1 .. n-1
-    ok = np.zeros(n - 1, dtype=bool)
-    for j in {k // 2, k - k // 2}:
-        ok |= (left <= j * cap * tol) & (left >= j * cap - window) & (load - left <= (k - j) * cap * tol)
-    if not ok.any():
+    cand = _window_positions(left, load, k, cap, window)
+    if len(cand) == 0:
         return Cut(exact, math.inf)
-    cand = np.nonzero(ok)[0]
     c0, c1 = int(cand[0]) + 1, int(cand[-1]) + 1
     priced = _band_pairs(c0, c1, order, *coords) if coords is not None else pairs
     assert priced is not None  # checked above: pairs or coords
     cost = _cut_costs(c0, c1, priced, order, w)[cand - cand[0]]
     best = int(np.lexsort((np.abs(left[cand] - (k // 2) * cap), cost))[0])
     return Cut(int(cand[best]) + 1, float(cost[best]))
+
+
+def _window_positions(left: FloatArray, load: float, k: int, cap: float, window: float) -> IntArray:
+    """The positions ``c`` (ascending) where the first side's load ``left[c]`` is within ``window`` below ``j * cap``
+    and both sides fit ``j`` and ``k - j`` workers, for ``j`` = ``k // 2`` or ``k - k // 2`` (see :func:`cut_at`).
+
+    ``left`` is a running sum of non-negative loads, so each condition holds on a prefix or a suffix of it: each
+    ``j`` gives one interval, found by binary search with the very comparisons a mask would make.
+    """
+    tol = 1 + 1e-12
+    spans: list[IntArray] = []
+    for j in sorted({k // 2, k - k // 2}):
+        hi = int(np.searchsorted(left, j * cap * tol, side="right"))  # left <= j cap
+        lo = int(np.searchsorted(left, j * cap - window, side="left"))  # left >= j cap - window
+        room = (k - j) * cap * tol
+        lo = max(lo, bisect.bisect_left(range(len(left)), True, key=lambda c: bool(load - left[c] <= room)))
+        if lo < hi:
+            spans.append(np.arange(lo, hi))
+    if len(spans) == 2 and spans[0][-1] >= spans[1][0]:  # overlapping intervals
+        return np.arange(int(spans[0][0]), max(int(spans[0][-1]), int(spans[1][-1])) + 1)
+    return np.concatenate(spans) if spans else np.zeros(0, dtype=np.int64)
 
 
 def _band_pairs(c0: int, c1: int, order: IntArray | None, u: IntArray, v: IntArray) -> Pairs:
@@ -316,15 +314,19 @@ def _band_pairs(c0: int, c1: int, order: IntArray | None, u: IntArray, v: IntArr
     r1 = int(np.searchsorted(pu, pu[min(c1, len(pu) - 1)] + 1, side="right"))
     bu, bv = pu[r0:r1], pv[r0:r1]
     span = int(bv.max() - bv.min()) + 3
-    codes = (bu - bu[0] + 1) * span + (bv - bv.min() + 1)  # ascending: the run is sorted by (u, v)
-    src: list[IntArray] = []
-    dst: list[IntArray] = []
-    for du, dv in ((0, 1), (1, -1), (1, 0), (1, 1)):
-        want = codes + du * span + dv
-        pos = np.minimum(np.searchsorted(codes, want), len(codes) - 1)
-        hit = np.flatnonzero(codes[pos] == want)
+    codes = (bu - bu[0] + 1) * span + (bv - bv.min() + 1)  # ascending and distinct: the run is sorted by (u, v)
+    below = np.flatnonzero(codes[1:] == codes[:-1] + 1)  # (0, 1): the next cell
+    src: list[IntArray] = [below]
+    dst: list[IntArray] = [below + 1]
+    right = codes + span  # (1, 0)
+    pos = np.searchsorted(codes, right - 1)  # the first cell at or after (1, -1); then (1, 0) and (1, 1) follow it
+    for dv in (-1, 0, 1):
+        at = np.minimum(pos, len(codes) - 1)
+        found = codes[at] == right + dv
+        hit = np.flatnonzero(found)
         src.append(hit)
-        dst.append(pos[hit])
+        dst.append(at[hit])
+        pos = pos + found  # past the cell found: the first at or after the next offset
     i, j = np.concatenate(src), np.concatenate(dst)
     if order is None:
         return i + r0, j + r0

@@ -50,8 +50,63 @@ def neighbour_pairs(x: IntArray, y: IntArray, zoom: int) -> tuple[IntArray, IntA
 
 
 def components(x: IntArray, y: IntArray, zoom: int) -> tuple[int, IntArray]:
-    """Return ``(count, labels)``: 8-connected components of the given cells."""
-    return components_of_pairs(len(x), *neighbour_pairs(x, y, zoom))
+    """Return ``(count, labels)``: 8-connected components of the given cells.
+
+    Notes
+    -----
+    Labels are ranks of each component's first cell in the input order. Distinct cells at zoom 2 and above are
+    joined by their runs (:func:`run_components`, a graph about as small as the columns on dense data: 0.5 s for
+    4M cells of one block where joining the cells' pairs took 6 s); repeated cells, and zooms 0 and 1 (where a
+    tile is its own neighbour across the antimeridian), by their pairs.
+    """
+    m = len(x)
+    codes = (x << zoom) | y
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    if zoom < 2 or m < 2 or bool(np.any(sorted_codes[1:] == sorted_codes[:-1])):
+        return components_of_pairs(m, *neighbour_pairs(x, y, zoom))
+    count, in_order = run_components(sorted_codes >> zoom, sorted_codes & ((1 << zoom) - 1), wrap=1 << zoom)
+    first = np.full(count, m, dtype=np.int64)
+    np.minimum.at(first, in_order, order)  # each component's first cell in the input order
+    rank = np.empty(count, dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(count)
+    labels = np.empty(m, dtype=np.int64)
+    labels[order] = rank[in_order]
+    return count, labels
+
+
+def run_components(u: IntArray, v: IntArray, wrap: int | None = None) -> tuple[int, IntArray]:
+    """8-connected components of distinct cells sorted by ``(u, v)``, labelled in order of each one's first cell.
+
+    Notes
+    -----
+    Found from runs of cells (a column's consecutive ``v``): runs in neighbouring columns touch when their ``v``
+    ranges come within one; the run graph is far smaller than the cell graph. ``wrap``: the number of columns when
+    column ``wrap - 1`` touches column 0 (``u`` are tile columns and the antimeridian wraps); None: columns never
+    wrap.
+    """
+    n = len(u)
+    new_run = np.ones(n, dtype=bool)
+    new_run[1:] = (u[1:] != u[:-1]) | (v[1:] != v[:-1] + 1)
+    starts = np.flatnonzero(new_run)
+    ends = np.append(starts[1:], n) - 1
+    ru, r0, r1 = u[starts], v[starts], v[ends]
+    run_of = np.arange(len(starts))
+    if wrap is not None and len(ru) and int(ru[0]) == 0 and int(ru[-1]) == wrap - 1:
+        first = np.flatnonzero(ru == 0)  # column 0's runs again after column wrap - 1, as column wrap
+        ru, r0, r1 = np.concatenate([ru, ru[first] + wrap]), np.concatenate([r0, r0[first]]), np.concatenate(
+            [r1, r1[first]])
+        run_of = np.concatenate([run_of, first])
+    base = int(v.min()) - 1
+    span = int(v.max()) - base + 2
+    key_start, key_end = ru * span + (r0 - base), ru * span + (r1 - base)  # both ascending
+    lo = np.searchsorted(key_end, (ru + 1) * span + (r0 - 1 - base), side="left")
+    hi = np.searchsorted(key_start, (ru + 1) * span + (r1 + 1 - base), side="right")
+    count = np.maximum(hi - lo, 0)
+    src = np.repeat(np.arange(len(ru)), count)
+    dst = np.repeat(lo, count) + (np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count))
+    n_comp, run_label = components_of_pairs(len(starts), run_of[src], run_of[dst])
+    return n_comp, run_label[np.cumsum(new_run) - 1]
 
 
 def components_of_pairs(m: int, i: IntArray, j: IntArray) -> tuple[int, IntArray]:
