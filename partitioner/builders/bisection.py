@@ -228,10 +228,10 @@ def _columns_connected(u: IntArray, v: IntArray) -> bool:
     """
     if len(u) < 2:
         return True
-    new_column = u[1:] != u[:-1]
-    if np.any(~new_column & (v[1:] != v[:-1] + 1)):  # a gap inside a column
+    steps = np.flatnonzero(v[1:] != v[:-1] + 1)  # where v does not go on by one: only between columns, if gapless
+    if np.any(u[steps] == u[steps + 1]):  # a gap inside a column
         return False
-    first = np.flatnonzero(np.concatenate([[True], new_column]))
+    first = np.concatenate([[0], np.flatnonzero(u[1:] != u[:-1]) + 1])
     if np.any(np.diff(u[first]) != 1):  # a missing column
         return False
     lo, hi = v[first], v[np.append(first[1:], len(v)) - 1]

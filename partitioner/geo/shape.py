@@ -68,7 +68,8 @@ def fill_gaps(x: IntArray, y: IntArray, label: IntArray, zoom: int, *, blocked: 
     new_x: list[IntArray] = []
     new_y: list[IntArray] = []
     new_l: list[IntArray] = []
-    frontier_codes, frontier_labels = sc, sl
+    exposed = _exposed(sc, zoom)
+    frontier_codes, frontier_labels = sc[exposed], sl[exposed]
     for _ in range(rounds):
         cc, cl = _claims(frontier_codes, frontier_labels, zoom, sc, sl, min_sides=min_sides, blocked=blocked)
         if len(cc) == 0:
@@ -83,6 +84,27 @@ def fill_gaps(x: IntArray, y: IntArray, label: IntArray, zoom: int, *, blocked: 
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty.copy(), empty.copy()
     return np.concatenate(new_x), np.concatenate(new_y), np.concatenate(new_l)
+
+
+def _exposed(sc: IntArray, zoom: int) -> npt.NDArray[np.bool_]:
+    """Mask of the cells (``sc``: sorted distinct codes) with an edge neighbour on the map that is not among them.
+
+    Only those can claim a cell, so the first round of :func:`fill_gaps` starts from them (the same claims: the
+    others' neighbours are all taken). Above and below are the next and previous codes; left and right are searched.
+    """
+    n = 1 << zoom
+    y = sc & (n - 1)
+    out = np.zeros(len(sc), dtype=bool)
+    if len(sc) == 0:
+        return out
+    out[:-1] |= (y[:-1] < n - 1) & (sc[1:] != sc[:-1] + 1)
+    out[-1] |= bool(y[-1] < n - 1)
+    out[1:] |= (y[1:] > 0) & (sc[:-1] != sc[1:] - 1)
+    out[0] |= bool(y[0] > 0)
+    x = sc >> zoom
+    for dx in (1, -1):
+        out |= ~is_member((((x + dx) % n) << zoom) | y, sc)
+    return out
 
 
 def _claims(frontier_codes: IntArray, frontier_labels: IntArray, zoom: int, sc: IntArray, sl: IntArray, *,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from partitioner.errors import PolicyError
-from partitioner.load.levels import CellLevels
+from partitioner.load.levels import CellLevels, three_digits
 
 
 def step(levels: CellLevels, counts: dict[int, float]) -> CellLevels:
@@ -101,3 +105,17 @@ def test_levels_written_before_singles_were_kept_still_load():
         CellLevels.from_dict({**d, "single_deltas": [1, 0]})
     with pytest.raises(PolicyError, match="malformed"):
         CellLevels.from_dict({**d, "single_deltas": [7]})
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.floats(min_value=0.0, allow_nan=False), max_size=50))
+def test_three_digits_gives_the_floats_the_formatted_text_parses_to(values: list[float]) -> None:
+    # GIVEN any non-negative floats, and the ones where a vectorised rounding could slip: ties, powers of ten,
+    # the edges of a decimal exponent, the smallest and largest floats
+    edges = [0.0, 5e-324, 1e-320, 2.5, 100.5, 101.5, 999.5, 99.95, 0.9995, 1e22, 1e23, 1.7e308, 12345.0, 0.00012345,
+             math.nextafter(1000.0, 0.0), math.nextafter(100.0, 0.0), math.nextafter(1e-5, 1.0)]
+    arr = np.array(values + edges, dtype=np.float64)
+    # WHEN they are rounded to three significant digits, vectorised
+    got = three_digits(arr)
+    # THEN each is the float that formatting with "%.3g" and parsing it back gives
+    assert got == [float(f"{v:.3g}") for v in arr.tolist()]
