@@ -90,7 +90,8 @@ def _exposed(sc: IntArray, zoom: int) -> npt.NDArray[np.bool_]:
     """Mask of the cells (``sc``: sorted distinct codes) with an edge neighbour on the map that is not among them.
 
     Only those can claim a cell, so the first round of :func:`fill_gaps` starts from them (the same claims: the
-    others' neighbours are all taken). Above and below are the next and previous codes; left and right are searched.
+    others' neighbours are all taken). Above and below are the next and previous codes; left and right are searched
+    only for the cells closed above and below.
     """
     n = 1 << zoom
     y = sc & (n - 1)
@@ -101,9 +102,10 @@ def _exposed(sc: IntArray, zoom: int) -> npt.NDArray[np.bool_]:
     out[-1] |= bool(y[-1] < n - 1)
     out[1:] |= (y[1:] > 0) & (sc[:-1] != sc[1:] - 1)
     out[0] |= bool(y[0] > 0)
-    x = sc >> zoom
+    rest = np.flatnonzero(~out)  # (on sparse data few: most cells are exposed above or below)
+    x, yr = sc[rest] >> zoom, y[rest]
     for dx in (1, -1):
-        out |= ~is_member((((x + dx) % n) << zoom) | y, sc)
+        out[rest] |= ~is_member((((x + dx) % n) << zoom) | yr, sc)
     return out
 
 
