@@ -13,6 +13,7 @@ from partitioner.builders.bisection import (
     _side_components,
     _split_general,
     _split_sorted,
+    _window_positions,
     carve,
     cut_at,
     sorted_piece,
@@ -100,3 +101,28 @@ def test_a_piece_cut_from_its_sorted_orders_is_cut_as_when_sorted_afresh(cells, 
         for order, u, v in ((p.by_x, grid.x, grid.y), (p.by_y, grid.y, grid.x)):
             assert (order.u == u[order.cells]).all() and (order.v == v[order.cells]).all()
             assert (order.w == grid.weight[order.cells]).all()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.1, 1 / 3, 1.0, 2.5, 7.0]), min_size=2, max_size=60),
+       st.integers(2, 8), st.sampled_from([math.inf, 0.2, 0.05, 0.0001]), st.booleans())
+def test_window_positions_are_the_positions_the_conditions_hold(weights: list[float], k: int, window: float,
+                                                               exact_cap: bool) -> None:
+    # GIVEN a piece's running load (zero weights and ties included) and a cap that splits it into k workers (exactly
+    # a k-th of the load: positions right at the tolerance)
+    csum = np.cumsum(np.array(weights))
+    load = float(csum[-1])
+    if load <= 0:
+        return
+    cap = load / k if exact_cap else load / (k - 0.5)
+    k = math.ceil(load / cap - 1e-12)
+    if k < 2:
+        return
+    left, tol, w = csum[:-1], 1 + 1e-12, window * cap
+    # WHEN the cut positions within the window are found by binary search
+    got = _window_positions(left, load, k, cap, w)
+    # THEN they are the positions where the first side fits j workers within the window and the other side k - j
+    ok = np.zeros(len(left), dtype=bool)
+    for j in {k // 2, k - k // 2}:
+        ok |= (left <= j * cap * tol) & (left >= j * cap - w) & (load - left <= (k - j) * cap * tol)
+    assert got.tolist() == np.flatnonzero(ok).tolist()

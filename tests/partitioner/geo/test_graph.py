@@ -108,3 +108,17 @@ def test_a_long_chain_is_one_component_in_few_rounds() -> None:
     count, labels = components_of_pairs(m, i, j)
     # THEN there is one component
     assert count == 1 and not labels.any()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 6).flatmap(lambda z: st.tuples(st.just(z), st.lists(
+    st.tuples(st.integers(0, (1 << z) - 1), st.integers(0, (1 << z) - 1)), max_size=60, unique=True))))
+def test_components_from_runs_label_as_the_neighbour_pairs_do(case: tuple[int, list[tuple[int, int]]]) -> None:
+    # GIVEN any distinct cells at a small zoom, in any order (columns 0 and n - 1 often both taken: the antimeridian)
+    z, cells = case
+    x, y = _arrays(cells)
+    # WHEN their components are found from column runs (zoom >= 2) or pairs (zoom 0 and 1)
+    count, labels = components(x, y, z)
+    # THEN they are the components of the cells' 8-neighbour pairs, numbered in order of their first cell
+    want_count, want = components_of_pairs(len(cells), *neighbour_pairs(x, y, z))
+    assert count == want_count and labels.tolist() == want.tolist()
