@@ -26,6 +26,9 @@ BoolArray = npt.NDArray[np.bool_]
 
 Pairs = tuple[IntArray, IntArray]
 
+#: A load within this factor of a multiple of the cap counts as fitting it (float sums of the same loads differ).
+_TOL = 1 + 1e-12
+
 
 class Cut(NamedTuple):
     """Where to cut cells taken in some order (the first side is ``order[:position]``) and what it costs."""
@@ -94,7 +97,7 @@ def carve(idx: IntArray | Piece, grid: Grid, cap: float, *, window: float = 0.0,
         piece = stack.pop()
         cur = piece.cells
         load = piece.load(w)
-        if load <= cap * (1 + 1e-12) or len(cur) == 1:
+        if load <= cap * _TOL or len(cur) == 1:
             # a single cell cannot be cut: callers only pass cells within the real cap
             done.append(cur)
             continue
@@ -264,7 +267,7 @@ def cut_at(csum: FloatArray, k: int, cap: float, window: float, pairs: Pairs | N
     """
     n = len(csum)
     load = float(csum[-1])
-    tol = 1 + 1e-12
+    tol = _TOL
     exact = int(np.searchsorted(csum, (k // 2) * cap * tol, side="right"))
     exact = min(max(exact, 1), n - 1)
     if window <= 0 or (pairs is None and coords is None):
@@ -288,7 +291,7 @@ def _window_positions(left: FloatArray, load: float, k: int, cap: float, window:
     ``left`` is a running sum of non-negative loads, so each condition holds on a prefix or a suffix of it: each
     ``j`` gives one interval, found by binary search with the very comparisons a mask would make.
     """
-    tol = 1 + 1e-12
+    tol = _TOL
     spans: list[IntArray] = []
     for j in sorted({k // 2, k - k // 2}):
         hi = int(np.searchsorted(left, j * cap * tol, side="right"))  # left <= j cap
