@@ -267,8 +267,7 @@ def cut_at(csum: FloatArray, k: int, cap: float, window: float, pairs: Pairs | N
     """
     n = len(csum)
     load = float(csum[-1])
-    tol = _TOL
-    exact = int(np.searchsorted(csum, (k // 2) * cap * tol, side="right"))
+    exact = int(np.searchsorted(csum, (k // 2) * cap * _TOL, side="right"))
     exact = min(max(exact, 1), n - 1)
     if window <= 0 or (pairs is None and coords is None):
         return Cut(exact, 0.0)
@@ -291,12 +290,11 @@ def _window_positions(left: FloatArray, load: float, k: int, cap: float, window:
     ``left`` is a running sum of non-negative loads, so each condition holds on a prefix or a suffix of it: each
     ``j`` gives one interval, found by binary search with the very comparisons a mask would make.
     """
-    tol = _TOL
     spans: list[IntArray] = []
     for j in sorted({k // 2, k - k // 2}):
-        hi = int(np.searchsorted(left, j * cap * tol, side="right"))  # left <= j cap
+        hi = int(np.searchsorted(left, j * cap * _TOL, side="right"))  # left <= j cap
         lo = int(np.searchsorted(left, j * cap - window, side="left"))  # left >= j cap - window
-        room = (k - j) * cap * tol
+        room = (k - j) * cap * _TOL
         lo = max(lo, bisect.bisect_left(range(len(left)), True, key=lambda c: bool(load - left[c] <= room)))
         if lo < hi:
             spans.append(np.arange(lo, hi))

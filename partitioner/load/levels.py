@@ -117,8 +117,8 @@ class CellLevels:
         singles = np.diff(np.flatnonzero(self.singles), prepend=np.int64(0))
         return {"format": LEVELS_FORMAT, "zoom": self.zoom, "code_deltas": deltas.tolist(),
                 "levels": three_digits(self.levels),
-                "rises": [[int(i), float(f"{self.rises[i]:.3g}")] for i in rising],
-                "single_deltas": [int(i) for i in singles], "seen": self.seen}
+                "rises": [[i, r] for i, r in zip(rising.tolist(), three_digits(self.rises[rising]), strict=True)],
+                "single_deltas": singles.tolist(), "seen": self.seen}
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "cell levels") -> CellLevels:
