@@ -20,7 +20,7 @@ from partitioner.builders.region import Region
 from partitioner.errors import BuildError
 from partitioner.geo.tiles import IntArray, arrays_to_quadkeys
 from partitioner.load.counts import Cells, Counts, Grid, Tiles
-from partitioner.spec.index import morton
+from partitioner.spec.index import square_spans
 from partitioner.spec.model import HASH_BUCKETS
 
 
@@ -76,15 +76,14 @@ class _Finer:
     def __init__(self, cells: Cells) -> None:
         self.cells = cells
         self.top = int(cells.z.max())
-        start = morton(cells.x << (self.top - cells.z), cells.y << (self.top - cells.z))
+        start, _ = square_spans(cells.x, cells.y, cells.z, self.top)
         self.order = np.argsort(start, kind="stable")
         self.start = start[self.order]
 
     def under(self, x: int, y: int, z: int) -> Cells:
         """The refinement rows strictly below tile ``(x, y, z)``."""
-        d = max(self.top - z, 0)
-        lo = int(morton(np.array([x << d]), np.array([y << d]))[0])
-        i0, i1 = np.searchsorted(self.start, [lo, lo + (1 << (2 * d))])
+        lo, hi = square_spans(np.array([x]), np.array([y]), min(z, self.top), self.top)
+        i0, i1 = np.searchsorted(self.start, [int(lo[0]), int(hi[0])])
         rows = self.order[i0:i1]
         c = self.cells
         rows = rows[c.z[rows] > z]

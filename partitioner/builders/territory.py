@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from partitioner.geo.graph import components_of_pairs
 from partitioner.geo.tiles import FloatArray, IntArray
-from partitioner.spec.index import morton, tree_keys
+from partitioner.spec.index import square_spans, tree_keys
 
 _AROUND = tuple((dx, dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1) if dx or dy)
 
@@ -130,7 +130,7 @@ def _grow(squares: Squares, blockers: Squares, worker: IntArray, movable: npt.ND
     owner = np.concatenate([np.where(movable[squares.item], worker[squares.item], -1),
                             np.full(len(blockers.x), -1, dtype=np.int64)])
     top = int(az.max())
-    start = morton(ax << (top - az), ay << (top - az))
+    start, _ = square_spans(ax, ay, az, top)
     order = np.argsort(start, kind="stable")
     starts, owners = start[order], owner[order]
     # run_end[i]: the first position after i whose owner differs from owners[i]
@@ -149,8 +149,7 @@ def _grow(squares: Squares, blockers: Squares, worker: IntArray, movable: npt.ND
         k = np.flatnonzero(at)
         d = z[k] - zoom
         px, py = x[k] >> d, y[k] >> d
-        a0 = morton(px << (top - zoom), py << (top - zoom))
-        a1 = a0 + (np.int64(1) << (2 * (top - zoom)))
+        a0, a1 = square_spans(px, py, zoom, top)
         lo = np.searchsorted(starts, a0, side="left")
         hi = np.searchsorted(starts, a1, side="left")
         pure = (owners[lo] == w[k]) & (run_end[lo] >= hi)
@@ -173,11 +172,9 @@ def _touching(x: IntArray, y: IntArray, z: IntArray, w: IntArray) -> tuple[int, 
     no coarser one does); it finds this square from its own side.
     """
     top = int(z.max())
-    d = top - z
-    starts = morton(x << d, y << d)
+    starts, ends = square_spans(x, y, z, top)
     order = np.argsort(starts, kind="stable")
-    s_starts = starts[order]
-    s_ends = s_starts + (np.int64(1) << (2 * d[order]))
+    s_starts, s_ends = starts[order], ends[order]
     s_z = z[order]
     pairs_i: list[IntArray] = []
     pairs_j: list[IntArray] = []
@@ -185,7 +182,7 @@ def _touching(x: IntArray, y: IntArray, z: IntArray, w: IntArray) -> tuple[int, 
         ny = y + dy
         k = np.flatnonzero((ny >= 0) & (ny < (np.int64(1) << z)))
         nx = (x[k] + dx) & ((np.int64(1) << z[k]) - 1)  # the antimeridian: columns wrap
-        want = morton(nx << d[k], ny[k] << d[k])
+        want, _ = square_spans(nx, ny[k], z[k], top)
         at = np.searchsorted(s_starts, want, side="right") - 1
         ok = at >= 0
         k, want, at = k[ok], want[ok], at[ok]

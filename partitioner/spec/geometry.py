@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from partitioner.geo.graph import component_roots
 from partitioner.geo.tiles import FloatArray, IntArray, arrays_to_quadkeys, quadkeys_to_arrays, unique_ints
-from partitioner.spec.index import Listed, SpecIndex, has_square_inside, morton
+from partitioner.spec.index import Listed, SpecIndex, has_square_inside, morton, square_spans
 from partitioner.spec.model import Spec
 
 GEOMETRY_BUDGET = 50_000_000  # max ring cells looked up to measure the regions' shapes
@@ -177,11 +177,11 @@ class _Squares:
         self.lab, self.x, self.y, self.z = lab, x, y, z
         self.side = np.left_shift(1, zoom - z).astype(np.int64)
         # squares do not overlap (coarsened duplicates aside): one sorted array of their code intervals
-        start = morton(x << (zoom - z), y << (zoom - z))
+        start, end = square_spans(x, y, z, zoom)
         self._order = np.lexsort((np.arange(len(start)), start))
         self._start = start[self._order]
-        self._end = self._start + self.side[self._order] ** 2
-        self._end_by_square = start + self.side ** 2
+        self._end = end[self._order]
+        self._end_by_square = end
         run = np.ones(len(start), dtype=bool)
         run[1:] = self._start[1:] != self._start[:-1]
         self._run_first = np.maximum.accumulate(np.where(run, np.arange(len(start)), 0))

@@ -245,10 +245,9 @@ class SpecIndex:
             keys = tree_keys(x[sel], y[sel], z[sel])
             if (zoom <= MORTON_ZOOM and len(unique_ints(keys)) == len(keys)
                     and not has_square_inside(x[sel], y[sel], z[sel]).any()):
-                d = zoom - z[sel]
-                start = morton(x[sel] << d, y[sel] << d)
+                start, end = square_spans(x[sel], y[sel], z[sel], zoom)
                 order = np.argsort(start)
-                flat = _Flat(start[order], (start + np.left_shift(np.int64(1), 2 * d))[order], owner[sel][order])
+                flat = _Flat(start[order], end[order], owner[sel][order])
             self._flat[zoom] = flat
         return self._flat[zoom]
 
@@ -310,6 +309,20 @@ def morton(x: IntArray, y: IntArray) -> IntArray:
     return code
 
 
+def square_spans(x: IntArray, y: IntArray, z: IntArray | int, zoom: int) -> tuple[IntArray, IntArray]:
+    """Each square's interval ``[start, end)`` of :func:`morton` codes at ``zoom`` (every ``z <= zoom``).
+
+    Notes
+    -----
+    Two squares overlap exactly when their intervals do, and one holds the other exactly when its interval holds
+    the other's: every containment test between squares of any zooms is a comparison of these integers.
+    """
+    d = zoom - np.asarray(z, dtype=np.int64)
+    start = morton(x << d, y << d)
+    end: IntArray = start + np.left_shift(np.int64(1), 2 * d)
+    return start, end
+
+
 def _spread_table() -> IntArray:
     """Bit ``i`` of every 16-bit value moved to bit ``2 i``."""
     v = np.arange(1 << 16, dtype=np.int64)
@@ -334,9 +347,7 @@ def has_square_inside(x: IntArray, y: IntArray, z: IntArray) -> npt.NDArray[np.b
     """Per square (tile ``x, y`` at zoom ``z``): does a finer square of the set lie inside it?"""
     if len(z) == 0:
         return np.zeros(0, dtype=bool)
-    top = int(z.max())
-    start = morton(x << (top - z), y << (top - z))
-    end = start + np.left_shift(np.int64(1), 2 * (top - z))
+    start, end = square_spans(x, y, z, int(z.max()))
     order = np.lexsort((z, start))
     s, e, zz = start[order], end[order], z[order]
     # in (start, zoom) order a square's first finer descendant comes right after it and its duplicates
