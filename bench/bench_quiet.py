@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     print(f"policy: {args.policy or 'defaults'}")
     print(f"{'day':34} {'workers':>7} {'wall s':>6} {'default':>8} {'reactive':>8} {'ratio':>6} {'over cap':>8} "
-          f"{'worst':>6}  targets")
+          f"{'worst':>7}  targets")
     missed = 0
     with tempfile.TemporaryDirectory() as tmp:
         for seed in args.seeds:
@@ -65,11 +65,11 @@ def main(argv: list[str] | None = None) -> int:
                     if over > TARGET_OVER_CAP:
                         bad.append(f"over cap {100 * over:.2f}% > {100 * TARGET_OVER_CAP:g}%")
                     if worst > TARGET_WORST:
-                        bad.append(f"worst {100 * worst:.0f}% > {100 * TARGET_WORST:g}%")
+                        bad.append(f"worst {100 * worst:.1f}% > {100 * TARGET_WORST:g}%")
                     missed += bool(bad)
                     name = f"seed {seed} {kind} {sc.description.split(' at ')[0]}"
                     print(f"{name:34} {workers:>7} {wall:>6.1f} {cost:>7.3f}x {base:>7.3f}x {cost / base:>6.3f} "
-                          f"{100 * over:>7.2f}% {100 * worst:>5.0f}%  {'PASS' if not bad else 'MISS: ' + '; '.join(bad)}",
+                          f"{100 * over:>7.2f}% {100 * worst:>6.1f}%  {'PASS' if not bad else 'MISS: ' + '; '.join(bad)}",
                           flush=True)
     print(f"{missed} day(s) miss a target")
     return 1 if missed else 0

@@ -61,7 +61,7 @@ def test_bad_settings_name_the_field():
         PredictivePolicy(min_headroom=0.3, default_headroom=0.1)
     with pytest.raises(PolicyError, match="grow_band must be in"):
         PredictivePolicy(grow_band=0.7)
-    with pytest.raises(PolicyError, match=r"headroom_z, trend_z >= 0, got 2.0, 2.5, -1"):
+    with pytest.raises(PolicyError, match=r"headroom_z, trend_z >= 0, got 2.0, 2.25, -1"):
         PredictivePolicy(trend_z=-1)
 
 
