@@ -137,27 +137,37 @@ def _grow(squares: Squares, blockers: Squares, worker: IntArray, movable: npt.ND
     change = np.flatnonzero(owners[1:] != owners[:-1]) + 1
     bounds = np.append(change, len(owners))
     run_end = bounds[np.searchsorted(bounds, np.arange(len(owners)), side="right")]
-    mov = np.flatnonzero(movable[squares.item])
-    mov = mov[np.argsort(start[mov], kind="stable")]  # Morton order: each level's ancestors come sorted too, so
-    x, y, z = squares.x[mov], squares.y[mov], squares.z[mov]  # each binary search starts near the last one's end
+    is_mov = movable[squares.item]
+    n_sq = len(squares.x)
+    mov = order[order < n_sq]  # the movable squares in Morton order (each level's ancestors come sorted too)
+    mov = mov[is_mov[mov]]
+    x, y, z = squares.x[mov], squares.y[mov], squares.z[mov]
+    corner = start[mov]  # an ancestor's interval starts at its square's corner code with the finer digits cleared
     w = worker[squares.item[mov]]
     best = z.copy()
     alive = z > min_zoom
     zoom = int(z.max()) - 1 if len(z) else min_zoom - 1
-    while zoom >= min_zoom and alive.any():
-        at = alive & (z > zoom)
-        k = np.flatnonzero(at)
-        d = z[k] - zoom
-        px, py = x[k] >> d, y[k] >> d
-        a0, a1 = square_spans(px, py, zoom, top)
-        lo = np.searchsorted(starts, a0, side="left")
-        hi = np.searchsorted(starts, a1, side="left")
+    live = np.flatnonzero(alive)  # the squares still growing, in Morton order
+    while zoom >= min_zoom and len(live):
+        k = live[z[live] > zoom]
+        size = np.int64(1) << (2 * (top - zoom))
+        a0 = corner[k] & ~(size - 1)
+        a1 = a0 + size
+        # the ancestors come sorted: search each distinct one once (squares share few ancestors at coarse zooms)
+        first = np.ones(len(a0), dtype=bool)
+        first[1:] = a0[1:] != a0[:-1]
+        of = np.cumsum(first) - 1
+        lo = np.searchsorted(starts, a0[first], side="left")[of]
+        hi = np.searchsorted(starts, a1[first], side="left")[of]
         pure = (owners[lo] == w[k]) & (run_end[lo] >= hi)
         best[k[pure]] = zoom
         alive[k[~pure]] = False
+        live = live[alive[live]]
         zoom -= 1
     d = z - best
-    back = np.argsort(mov, kind="stable")  # the squares' own order again
+    rank = np.empty(n_sq, dtype=np.int64)
+    rank[mov] = np.arange(len(mov))
+    back = rank[np.flatnonzero(is_mov)]  # the squares' own order again
     return (x >> d)[back], (y >> d)[back], best[back]
 
 
