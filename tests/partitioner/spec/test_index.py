@@ -10,7 +10,7 @@ from spec_factory import make_spec, qk
 
 from partitioner.errors import SpecError
 from partitioner.geo.tiles import bounds, quadkey_to_tile, quadkeys_to_arrays
-from partitioner.spec.index import LOOKUP_ZOOM, SpecIndex, by_zoom
+from partitioner.spec.index import LOOKUP_ZOOM, SpecIndex, by_zoom, morton, square_spans
 from partitioner.spec.model import HASH_BUCKETS, Partition, Spec, Worker, entity_bucket
 
 HALF = HASH_BUCKETS // 2
@@ -124,3 +124,20 @@ def test_lookup_is_the_longest_listed_prefix_nested_or_not(listed: list[str], qu
         best = max((p for p in listed if q.startswith(p)), key=len, default=None)
         return listed.index(best) if best is not None else index.catch_all_index
     assert got == [owner(q) for q in queries]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_squares_span_holds_exactly_the_morton_codes_of_its_cells(data: st.DataObject) -> None:
+    # GIVEN a square at zoom z and a finer zoom up to four levels below it
+    z = data.draw(st.integers(0, 12))
+    x, y = data.draw(st.integers(0, (1 << z) - 1)), data.draw(st.integers(0, (1 << z) - 1))
+    zoom = z + data.draw(st.integers(0, 4))
+    # WHEN its span of Morton codes at that zoom is taken
+    start, end = square_spans(np.array([x]), np.array([y]), z, zoom)
+    # THEN the span is exactly the codes of the square's cells at that zoom, and its start is the cells' quadkey prefix
+    d = zoom - z
+    cx, cy = np.meshgrid(np.arange(x << d, (x + 1) << d), np.arange(y << d, (y + 1) << d))
+    codes = np.sort(morton(cx.ravel(), cy.ravel()))
+    assert codes.tolist() == list(range(int(start[0]), int(end[0])))
+    assert int(start[0]) == int(qk(x, y, z) or "0", 4) << (2 * d)
