@@ -127,8 +127,8 @@ def _grow(squares: Squares, blockers: Squares, worker: IntArray, movable: npt.ND
     ax = np.concatenate([squares.x, blockers.x])
     ay = np.concatenate([squares.y, blockers.y])
     az = np.concatenate([squares.z, blockers.z])
-    owner = np.concatenate([np.where(movable[squares.item], worker[squares.item], -1),
-                            np.full(len(blockers.x), -1, dtype=np.int64)])
+    is_mov = movable[squares.item]
+    owner = np.concatenate([np.where(is_mov, worker[squares.item], -1), np.full(len(blockers.x), -1, dtype=np.int64)])
     top = int(az.max())
     start, _ = square_spans(ax, ay, az, top)
     order = np.argsort(start, kind="stable")
@@ -137,7 +137,6 @@ def _grow(squares: Squares, blockers: Squares, worker: IntArray, movable: npt.ND
     change = np.flatnonzero(owners[1:] != owners[:-1]) + 1
     bounds = np.append(change, len(owners))
     run_end = bounds[np.searchsorted(bounds, np.arange(len(owners)), side="right")]
-    is_mov = movable[squares.item]
     n_sq = len(squares.x)
     mov = order[order < n_sq]  # the movable squares in Morton order (each level's ancestors come sorted too)
     mov = mov[is_mov[mov]]

@@ -292,11 +292,10 @@ class _Ring:
         nz = np.left_shift(1, z)
         tx, ty = (sq.x[own] + _SIDE_DX[d]) % nz, sq.y[own] + _SIDE_DY[d]
         pole = (ty < 0) | (ty >= nz)
-        shift = sq.zoom - z
-        start = morton(tx << shift, np.clip(ty, 0, nz - 1) << shift)
+        start, end = square_spans(tx, np.clip(ty, 0, nz - 1), z, sq.zoom)
         holder = sq.containing(start)
-        whole = ~pole & (holder >= 0) & (sq.end_of(holder) >= start + side * side)
-        empty = pole | ((holder < 0) & ~sq.any_start_in(start, start + side * side))
+        whole = ~pole & (holder >= 0) & (sq.end_of(holder) >= end)
+        empty = pole | ((holder < 0) & ~sq.any_start_in(start, end))
         settled = whole | empty
         self._meet(own[settled], np.where(whole, holder, -1)[settled], side[settled])
         rest = np.flatnonzero(~settled)
