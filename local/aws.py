@@ -123,7 +123,8 @@ class SerialMotoServer:
 
         from local import moto_kinesis
 
-        moto_kinesis.install()  # a shard's put and read in constant time (local/moto_kinesis.py)
+        #: None, or why moto's own Kinesis reads were kept (local/moto_kinesis.py: a moto it does not know)
+        self.kinesis_note = moto_kinesis.install()  # a shard's put and read in constant time
         app = DomainDispatcherApplication(create_backend_app)
         lock = threading.Lock()
         self.throttle = KinesisThrottle()

@@ -68,6 +68,8 @@ def start_aws(state: RunState) -> EmbeddedAws:
     # measures share one unit; workers still write cost reports (counted in the report).
     os.environ.pop(EnvVar.COSTS_BUCKET, None)
     aws.create_resources(ingest_shards=2)
+    if aws.server.kinesis_note is not None:
+        say(state, aws.server.kinesis_note)
     say(state, f"moto server (AWS) at {aws.endpoint_url}; stream, buckets and tables created "
                f"(prefix {cfg.prefix}); cap {cfg.cap:g} events per {cfg.window_s:g}s window; policy: build to "
                f"{100 * cfg.target_fill:.0f}%, redeploy above {100 * cfg.high_watermark:.0f}%, cooldown {cfg.cooldown_s:g}s")
