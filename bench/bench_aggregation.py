@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from aggregation.quadkeys import cell_key_expr, quadkey_of_cell, with_cell_key  # noqa: E402
+from glue_jobs.quadkeys import cell_key_expr, quadkey_of_cell, with_cell_key  # noqa: E402
 
 
 def make_session(cores: int) -> SparkSession:

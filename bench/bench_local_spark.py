@@ -5,10 +5,10 @@ Run::
     .venv/bin/python bench/bench_local_spark.py [--batches 10] [--events 500] [--draws 1 2]
 
 Each variant runs in a fresh process (its own JVM): the job's local Spark session
-(``aggregation.quadkey_counts.local_spark`` with the variant's ``java_options``), then ``--batches`` micro-batches of
+(``glue_jobs.quadkey_counts.local_spark`` with the variant's ``java_options``), then ``--batches`` micro-batches of
 ``--events`` JSON events each (positions drawn around New York harbour, 10 s windows, 3 s watermark, 4 s of event time
 per batch, so windows close as in the local loop) through the streaming
-job's own batch body (``aggregation.batch.stream_batch_fn``: classify, window store, snapshots). Measured per variant:
+job's own batch body (``glue_jobs.batch.stream_batch_fn``: classify, window store, snapshots). Measured per variant:
 the first batch's wall time (the JVM's warm-up), the mean of the others, and the CPU seconds of the JVM and of the
 Python driver over the whole run (``/proc/<pid>/stat`` of the JVM before it stops; Spark's Python workers are not
 counted). The **baseline** is the same run with the JVM's default options, measured in the same invocation; the
@@ -41,9 +41,9 @@ def _jvm_cpu_s(pid: int) -> float:
 
 def child(java_options: str, batches: int, events: int, draw: int) -> dict[str, float]:
     """One variant in this process: a session, the batches, the timings (JSON on stdout)."""
-    from aggregation.batch import JobConfig, stream_batch_fn
-    from aggregation.quadkey_counts import local_spark
-    from aggregation.transform import RollupSpec, WindowSpec
+    from glue_jobs.batch import JobConfig, stream_batch_fn
+    from glue_jobs.quadkey_counts import local_spark
+    from glue_jobs.transform import RollupSpec, WindowSpec
 
     spark = local_spark("bench-local-spark", java_options=java_options)  # the job's own session
     jvm_pid = spark.sparkContext._gateway.proc.pid  # type: ignore[union-attr]
@@ -77,7 +77,7 @@ def run(java_options: str, batches: int, events: int, draw: int) -> dict[str, fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    from aggregation.quadkey_counts import LOCAL_JAVA_OPTIONS
+    from glue_jobs.quadkey_counts import LOCAL_JAVA_OPTIONS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--batches", type=int, default=10)

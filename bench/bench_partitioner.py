@@ -50,11 +50,11 @@ import datasets  # noqa: E402
 import shifts  # noqa: E402
 from datasets import Dataset  # noqa: E402
 
+from geokernel.partition_spec.model import Spec  # noqa: E402
 from partitioner.builders import build_spec  # noqa: E402
 from partitioner.control.policy import RebalancePolicy  # noqa: E402
 from partitioner.output.compare import stability  # noqa: E402
 from partitioner.output.metrics import SpecMetrics, evaluate  # noqa: E402
-from partitioner.spec.model import Spec  # noqa: E402
 
 SEED_CAP = 150_000
 TARGET_STABILITY = 0.98

@@ -57,8 +57,8 @@ def targets(n: int) -> tuple[float, float]:
 
 def write_window(s3: Any, n: int, end: datetime, batch: int, noise: float, scale: float = 1.0) -> str:
     """Write an ``n``-cell snapshot ending at ``end``; return its manifest key."""
-    from aggregation.snapshot import S3Storage, SnapshotMeta, SnapshotRow, write_snapshot
-    from partitioner.geo.tiles import arrays_to_quadkeys
+    from geokernel.geo.tiles import arrays_to_quadkeys
+    from glue_jobs.snapshot import S3Storage, SnapshotMeta, SnapshotRow, write_snapshot
 
     rng = np.random.default_rng(3)
     side = int(np.ceil(np.sqrt(n)))

@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+from geokernel.geo.tiles import Tile, arrays_to_quadkeys, bounds, quadkey, tile  # noqa: E402
+from geokernel.partition_spec.index import LOOKUP_ZOOM  # noqa: E402
+from geokernel.partition_spec.model import Partition, Spec, Worker, shard_hash_key  # noqa: E402
+from geokernel.partition_spec.shards import entity_shard, with_shards  # noqa: E402
 from lambdas.router.routing import RoutingTable  # noqa: E402
-from partitioner.geo.tiles import Tile, arrays_to_quadkeys, bounds, quadkey, tile  # noqa: E402
-from partitioner.spec.index import LOOKUP_ZOOM  # noqa: E402
-from partitioner.spec.model import Partition, Spec, Worker, shard_hash_key  # noqa: E402
-from partitioner.spec.shards import entity_shard, with_shards  # noqa: E402
 
 TARGET = 200_000.0
 
@@ -79,7 +79,7 @@ def make_points(spec: Spec, n: int, seed: int = 11) -> tuple[np.ndarray, np.ndar
 
 
 def _qk_tile(q: str) -> tuple[int, int, int]:
-    from partitioner.geo.tiles import quadkey_to_tile
+    from geokernel.geo.tiles import quadkey_to_tile
 
     t = quadkey_to_tile(q)
     return t.x, t.y, t.z
@@ -121,7 +121,7 @@ def main() -> int:
     ap.add_argument("--points", type=int, default=200_000)
     ap.add_argument("--naive-points", type=int, default=20_000)
     ap.add_argument("--shards-per-worker", type=int, default=1,
-                    help="k shards per worker (partitioner.spec.shards.with_shards): each entity on one of its worker's k")
+                    help="k shards per worker (geokernel.partition_spec.shards.with_shards): each entity on one of its worker's k")
     args = ap.parse_args()
     spec = make_spec(args.partitions)
     if args.shards_per_worker > 1:

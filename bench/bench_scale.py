@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from partitioner.aws_budget.report import CONTROL_PLANE, LINEAR_MAX_EXPONENT, MIN_MARGIN, growth
+from geokernel.aws_budget.report import CONTROL_PLANE, LINEAR_MAX_EXPONENT, MIN_MARGIN, growth
 
 ROOT = Path(__file__).resolve().parents[1]
 

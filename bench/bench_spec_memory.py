@@ -73,7 +73,7 @@ def _points(spec: Any, n: int) -> tuple[Any, Any, list[str]]:
     """``n`` points at the centres of listed cells of ``spec`` (one per partition) and entity ids."""
     import numpy as np
 
-    from partitioner.geo.tiles import bounds, quadkey_to_tile
+    from geokernel.geo.tiles import bounds, quadkey_to_tile
 
     qks = [p.quadkeys[0] for p in spec.partitions if p.quadkeys and p.quadkeys[0]][:n]
     boxes = [bounds(quadkey_to_tile(q)) for q in qks]
@@ -84,9 +84,9 @@ def _points(spec: Any, n: int) -> tuple[Any, Any, list[str]]:
 
 def router(a: argparse.Namespace, stamp: Stamp) -> str:
     """The router Lambda: the active table of ``old``, a flip to ``new`` (both tables held), one batch located."""
+    from geokernel.contracts.control import ControlKey
+    from geokernel.contracts.spec_pointer import ActivePointer, spec_key
     from lambdas.router import handler
-    from partitioner.contracts.control import ControlKey
-    from partitioner.contracts.spec_pointer import ActivePointer, spec_key
 
     rt = handler.runtime()
     stamp()
@@ -139,7 +139,7 @@ def worker(a: argparse.Namespace, stamp: Stamp) -> str:
     import geo_service.worker  # noqa: F401  the task's module
     from geo_service.aws import make_clients
     from geo_service.slots import SPEC_CACHE, SpecCache, region_of
-    from partitioner.spec.index import SpecIndex
+    from geokernel.partition_spec.index import SpecIndex
 
     cache = SpecCache(make_clients(a.endpoint), "bench-specs")
     stamp()
@@ -205,8 +205,8 @@ def grow_window(s3: Any, first_key: str, step: int, growth: float) -> str:
     import numpy as np
     from bench_partitioner_handler import END
 
-    from aggregation.snapshot import S3Storage, SnapshotMeta, read_snapshot, write_snapshot
-    from partitioner.contracts.snapshot import SnapshotRow
+    from geokernel.contracts.snapshot import SnapshotRow
+    from glue_jobs.snapshot import S3Storage, SnapshotMeta, read_snapshot, write_snapshot
 
     storage = S3Storage("bench-snapshots", "", s3)
     manifest, text = read_snapshot(storage, first_key.rsplit("/", 1)[0])
@@ -224,7 +224,7 @@ def setup(endpoint: str, n: int, growth: float) -> list[str]:
     import boto3
     from bench_partitioner_handler import END, write_window
 
-    from partitioner.contracts.lease import LEASE_KEY_ATTR
+    from geokernel.contracts.lease import LEASE_KEY_ATTR
 
     s3 = boto3.client("s3", endpoint_url=endpoint)
     ddb = boto3.client("dynamodb", endpoint_url=endpoint)
@@ -263,7 +263,7 @@ def spec_sizes(endpoint: str, version: int) -> dict[str, int]:
     """Bytes, workers, partitions and listed entries of the stored spec ``version``."""
     import boto3
 
-    from partitioner.contracts.spec_pointer import spec_key
+    from geokernel.contracts.spec_pointer import spec_key
 
     body = boto3.client("s3", endpoint_url=endpoint).get_object(Bucket="bench-specs", Key=spec_key(version))["Body"]
     raw = body.read()
@@ -276,9 +276,9 @@ def reset_control(endpoint: str, old: int, new: int) -> None:
     """Active pointer at ``old``; ``new`` waiting for green (started now). No child stores a plan."""
     import boto3
 
+    from geokernel.contracts.control import ControlKey, DeployState, DeployStatus
+    from geokernel.contracts.spec_pointer import ActivePointer, spec_key
     from lambdas.common.dynamodb import ControlTable
-    from partitioner.contracts.control import ControlKey, DeployState, DeployStatus
-    from partitioner.contracts.spec_pointer import ActivePointer, spec_key
 
     control = ControlTable(boto3.client("dynamodb", endpoint_url=endpoint), "bench-control")
     control.put(ControlKey.ACTIVE, ActivePointer(old, spec_key(old), f"bench-geo-v{old}", "2026-11-26T00:00:00Z").to_item())

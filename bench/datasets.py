@@ -64,7 +64,7 @@ from geography import (  # noqa: E402  (the real places: bench/geography.py)
     road_network,
 )
 
-from partitioner.geo.tiles import tiles_xy  # noqa: E402
+from geokernel.geo.tiles import tiles_xy  # noqa: E402
 from partitioner.load.bound import lower_bound  # noqa: E402
 from partitioner.load.counts import Counts  # noqa: E402
 from partitioner.simulate.places import (  # noqa: E402  (helpers shared with the simulator's scenarios)

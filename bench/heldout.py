@@ -41,7 +41,7 @@ import numpy as np
 from datasets import Dataset, scatter
 from geography import FloatArray, IntArray, great_circle
 
-from partitioner.geo.tiles import tiles_xy
+from geokernel.geo.tiles import tiles_xy
 from partitioner.output.basemap import BASEMAP_FILE
 from partitioner.simulate.places import counts_from_codes, km_per_tile, point_codes
 

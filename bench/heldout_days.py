@@ -26,7 +26,7 @@ from datasets import scatter
 from geography import FloatArray, IntArray
 from heldout import Places, places500
 
-from partitioner.geo.tiles import arrays_to_quadkeys, quadkey_to_tile
+from geokernel.geo.tiles import arrays_to_quadkeys, quadkey_to_tile
 from partitioner.simulate.places import activity, code_centres, point_codes
 from partitioner.simulate.scenarios import (
     STADIUM_OPEN,

@@ -27,7 +27,7 @@ import numpy as np
 from datasets import Dataset, scatter, suggest_max_load
 from geography import FloatArray, IntArray, city
 
-from partitioner.geo.tiles import tiles_xy
+from geokernel.geo.tiles import tiles_xy
 from partitioner.load.counts import Counts, Tiles
 
 

@@ -14,9 +14,9 @@ import numpy as np
 from datasets import Dataset, point_codes, scatter
 from geography import FloatArray, IntArray, city
 
+from geokernel.geo.quadtree import tree_keys
 from partitioner.load.counts import Counts, Tiles
 from partitioner.simulate.places import activity
-from partitioner.spec.index import tree_keys
 
 
 def diurnal(counts: Counts, utc_hour: float) -> Counts:

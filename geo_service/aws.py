@@ -17,11 +17,11 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from geo_service.errors import GeoServiceError
-from partitioner.contracts.spec_pointer import spec_key
-from partitioner.contracts.stream import StreamManifest, stream_manifest_key
-from partitioner.errors import SpecError
-from partitioner.spec.model import Spec
-from partitioner.spec.parse import spec_from_json
+from geokernel.contracts.spec_pointer import spec_key
+from geokernel.contracts.stream import StreamManifest, stream_manifest_key
+from geokernel.errors import SpecError
+from geokernel.partition_spec.model import Spec
+from geokernel.partition_spec.parse import spec_from_json
 
 DEFAULT_REGION = "us-east-1"
 

@@ -29,8 +29,8 @@ from geo_service.opening import OpenWatch, open_slot
 from geo_service.runner import SlotRunner
 from geo_service.slots import Slot
 from geo_service.timebase import Task
-from partitioner.contracts.plan import SwapMode
-from partitioner.spec.model import Spec
+from geokernel.contracts.plan import SwapMode
+from geokernel.partition_spec.model import Spec
 
 
 class CarryOver:

@@ -1,5 +1,5 @@
 """Worker configuration: a typed, validated config read from the environment variables of
-:class:`partitioner.contracts.env.EnvVar` (the one place the names are spelled, with who sets each one).
+:class:`geokernel.contracts.env.EnvVar` (the one place the names are spelled, with who sets each one).
 
 :func:`WorkerConfig.from_env` reads them once at start-up; a bad value raises :class:`ConfigError` naming the
 variable and the value.
@@ -18,10 +18,10 @@ from typing import TypeVar
 from geo_service.buffer import FLUSH_BYTES, FLUSH_S
 from geo_service.consumer import MIN_INTERVAL_S
 from geo_service.errors import GeoServiceError
-from partitioner.contracts.env import EnvVar
-from partitioner.contracts.errors import ContractError
-from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
-from partitioner.contracts.plan import SwapMode
+from geokernel.contracts.env import EnvVar
+from geokernel.contracts.errors import ContractError
+from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
+from geokernel.contracts.plan import SwapMode
 
 DEFAULT_TRANSFORM = "geo_service.transform:ReverseGeocoder"
 _WORKER_ID_RE = re.compile(r"^[A-Za-z0-9_.-]+$")  # a spec worker id; "#" would break the lease key

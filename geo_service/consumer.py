@@ -3,7 +3,7 @@
 Worker ``i`` of a spec reads the shard whose hash-key range contains ``workers[i].hash_key``
 (``docs/CONTRACTS.md``); a worker owning ``k > 1`` shards reads one shard per key of its
 ``shard_keys`` (:func:`worker_shards`, one :class:`ShardConsumer` each). The shards come from the stream's
-manifest (:class:`~partitioner.contracts.StreamManifest`, written by the deploy controller once the stream is
+manifest (:class:`~geokernel.contracts.StreamManifest`, written by the deploy controller once the stream is
 ACTIVE), not from Kinesis: ``DescribeStreamSummary`` allows 20 calls/s per account, so a thousand workers
 looking their shards up at once would be throttled. Geo streams are created with ``spec.shard_count`` shards
 and never resharded (a new spec gets a new stream instead: a reshard would move keys between shards and break
@@ -31,8 +31,8 @@ from botocore.exceptions import ConnectionError as EndpointError
 from geo_service.aws import load_stream_manifest
 from geo_service.errors import GeoServiceError
 from geo_service.timebase import Flag
-from partitioner.contracts.stream import ShardRange, StreamManifest
-from partitioner.spec.model import Spec
+from geokernel.contracts.stream import ShardRange, StreamManifest
+from geokernel.partition_spec.model import Spec
 
 DEFAULT_LIMIT = 1000
 #: Least time between two GetRecords calls on one shard (5 calls/s per shard is the quota).

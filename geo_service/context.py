@@ -28,8 +28,8 @@ from geo_service.slots import Slot, SpecCache
 from geo_service.status import StatusBoard, WorkerStatus
 from geo_service.timebase import Timebase
 from geo_service.transform import GeoTransform
-from partitioner.contracts.stream import geo_stream_name
-from partitioner.spec.model import Spec
+from geokernel.contracts.stream import geo_stream_name
+from geokernel.partition_spec.model import Spec
 
 
 class WorkerContext:

@@ -1,11 +1,11 @@
 """What a worker reads of the control table: the active version and the swap head (``docs/CONTRACTS.md``).
 
-``pk="active"`` is the version the router routes by (:class:`~partitioner.contracts.spec_pointer.ActivePointer`;
-a worker needs its version only); ``pk="swap"`` (:class:`~partitioner.contracts.plan.SwapHead`) is the few fields
+``pk="active"`` is the version the router routes by (:class:`~geokernel.contracts.spec_pointer.ActivePointer`;
+a worker needs its version only); ``pk="swap"`` (:class:`~geokernel.contracts.plan.SwapHead`) is the few fields
 of the deploy plan a worker needs: ``from_version``, ``to_version``, ``mode`` and ``status`` (``started``,
 ``rolled_back``, ``done``). The full plan (``pk="plan"``) grows with the number of workers and is read by the deploy
 controller only; a worker derives what the swap does to its own slot from the two specs
-(:meth:`~partitioner.contracts.plan.SwapHead.keeps`).
+(:meth:`~geokernel.contracts.plan.SwapHead.keeps`).
 
 Every worker polls both items every ``ACTIVE_POLL_S`` (2 s), so they are read in one ``BatchGetItem`` with
 **eventual consistency**: half the read units of a strongly consistent read on the partition that holds them
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from geo_service.errors import GeoServiceError
-from partitioner.contracts.control import ControlKey
-from partitioner.contracts.errors import ContractError
-from partitioner.contracts.plan import SwapHead
-from partitioner.contracts.spec_pointer import ActivePointer
+from geokernel.contracts.control import ControlKey
+from geokernel.contracts.errors import ContractError
+from geokernel.contracts.plan import SwapHead
+from geokernel.contracts.spec_pointer import ActivePointer
 
 
 class ControlError(GeoServiceError, RuntimeError):

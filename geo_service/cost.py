@@ -12,7 +12,7 @@ utilisation fraction that depends on the hardware. Here:
   (``cpu_seconds / events / seconds_per_unit``), which is comparable across hardware and
   across workers, plus the event counts it was measured on.
 
-Reports go to ``costs/v<version>/<worker_id>/<epoch_s>.json`` as :class:`partitioner.contracts.cost.CostReportRecord`
+Reports go to ``costs/v<version>/<worker_id>/<epoch_s>.json`` as :class:`geokernel.contracts.cost.CostReportRecord`
 (``docs/CONTRACTS.md``).
 """
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from geo_service.errors import GeoServiceError
-from partitioner.contracts.cost import CostReportRecord
+from geokernel.contracts.cost import CostReportRecord
 
 Timer = Callable[[], float]
 T = TypeVar("T")
@@ -127,7 +127,7 @@ class CostReport:
                                 reported_at=round(self.ended_at, 3))
 
     def to_dict(self, version: int, worker_id: str, partition_ids: Sequence[str]) -> dict[str, Any]:
-        """The JSON body of :func:`~partitioner.contracts.cost.cost_key`: :meth:`to_record` as stored."""
+        """The JSON body of :func:`~geokernel.contracts.cost.cost_key`: :meth:`to_record` as stored."""
         return self.to_record(version, worker_id, partition_ids).to_dict()
 
 

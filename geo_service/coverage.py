@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from partitioner.geo.tiles import Tile, bounds, quadkey_to_tile
+from geokernel.geo.tiles import Tile, bounds, quadkey_to_tile
 
 #: Kilometres per degree of a great circle (mean Earth radius 6371.0088 km).
 KM_PER_DEG = 6371.0088 * math.pi / 180.0

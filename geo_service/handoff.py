@@ -1,7 +1,7 @@
 """State handoff: a stateful transform's entity state follows the entity to whichever slot gets its events.
 
 The router numbers each entity's events and stamps the slot of the entity's previous event; when the slot changes
-it puts a marker behind that event in the old slot's shard (:mod:`partitioner.contracts.handoff`). A slot's
+it puts a marker behind that event in the old slot's shard (:mod:`geokernel.contracts.handoff`). A slot's
 :class:`EntityGate` then decides per stamped event:
 
 * the entity's last applied number here is ``n - 1`` (or it is new): apply it;
@@ -31,7 +31,7 @@ from typing import Any
 
 from geo_service.aws import get_object_or_none
 from geo_service.state import EntityStates
-from partitioner.contracts.handoff import (
+from geokernel.contracts.handoff import (
     HANDOFF_TTL_S,
     STATE_ATTR,
     Marker,

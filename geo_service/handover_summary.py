@@ -11,7 +11,7 @@ https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.h
 * **one** process aggregates: the holder of the new version's first slot (``spec.workers[0]``; if it dies, the
   process that takes its lease over carries on) reads the N old leases (``BatchGetItem``, 100 keys a call,
   eventually consistent) once a period and writes one :class:`HandoverSummary` item (key
-  :func:`~partitioner.contracts.handover_key` in the leases table);
+  :func:`~geokernel.contracts.handover_key` in the leases table);
 * every new slot's gate reads that one small item (``GetItem``, eventually consistent, half a read unit) when it
   holds records: N reads a period.
 
@@ -36,7 +36,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from geo_service.lease import read_leases
-from partitioner.contracts.lease import LEASE_KEY_ATTR, handover_key
+from geokernel.contracts.lease import LEASE_KEY_ATTR, handover_key
 
 #: Caught-up time of a drained slot (everything it will ever hold was processed).
 OPEN = math.inf

@@ -12,7 +12,7 @@ import sys
 import urllib.error
 import urllib.request
 
-from partitioner.contracts.env import EnvVar
+from geokernel.contracts.env import EnvVar
 
 
 def probe(port: int, timeout_s: float = 2.0) -> bool:

@@ -1,8 +1,8 @@
 """Worker-slot leases in DynamoDB: claim, heartbeat, ready, checkpoint, drain, release, takeover.
 
 One item per worker slot of a spec version, key ``lease_key = v<version>#<worker_id>``
-(:func:`partitioner.contracts.lease.lease_key`); an item reads back as the one record every reader uses,
-:class:`partitioner.contracts.lease.LeaseRecord`. Every write is conditional:
+(:func:`geokernel.contracts.lease.lease_key`); an item reads back as the one record every reader uses,
+:class:`geokernel.contracts.lease.LeaseRecord`. Every write is conditional:
 
 * **claim** succeeds only if the item does not exist, or has no ``owner`` (released), or
   its ``expires_at`` is in the past (the owner died: takeover), or this owner already holds
@@ -30,7 +30,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from geo_service.errors import GeoServiceError
-from partitioner.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, lease_key
+from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, lease_key
 
 Clock = Callable[[], float]
 

@@ -28,7 +28,7 @@ from geo_service.lifecycle import OpeningState
 from geo_service.slots import Slot, region_of
 from geo_service.timebase import Flag
 from geo_service.transform import GeoTransform, transform_for_region
-from partitioner.spec.model import Spec
+from geokernel.partition_spec.model import Spec
 
 
 def _never() -> bool:

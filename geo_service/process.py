@@ -38,13 +38,13 @@ from geo_service.logs import get_logger, log
 from geo_service.records import BadRecord, Event, decode_event, enriched_record
 from geo_service.slots import Slot
 from geo_service.transform import stateful_of
-from partitioner.contracts.cost import cost_key
-from partitioner.contracts.enriched import enriched_key
-from partitioner.contracts.errors import ContractError
-from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
-from partitioner.contracts.handoff import Marker, Stamp, decode_marker, is_marker, split_stamped
-from partitioner.contracts.quarantine import BAD_STAMP, TRANSFORM_ERROR, geo_quarantine_key
-from partitioner.geo.tiles import arrays_to_quadkeys, tiles_xy
+from geokernel.contracts.cost import cost_key
+from geokernel.contracts.enriched import enriched_key
+from geokernel.contracts.errors import ContractError
+from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
+from geokernel.contracts.handoff import Marker, Stamp, decode_marker, is_marker, split_stamped
+from geokernel.contracts.quarantine import BAD_STAMP, TRANSFORM_ERROR, geo_quarantine_key
+from geokernel.geo.tiles import arrays_to_quadkeys, tiles_xy
 
 #: Seconds between two fetches of the states a slot's held entities wait for (one BatchGetItem per 100 entities).
 FETCH_EVERY_S = 0.25

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from partitioner.contracts.enriched import EnrichedRecord
-from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
-from partitioner.contracts.quarantine import QuarantineRecord
-from partitioner.load.events import Rejection, ValidEvent, parse_event
+from geokernel.contracts.enriched import EnrichedRecord
+from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
+from geokernel.contracts.quarantine import QuarantineRecord
+from geokernel.events import Rejection, ValidEvent, parse_event
 
 Event = ValidEvent  # what the worker processes: a valid event with all its fields
 
@@ -36,7 +36,7 @@ class BadRecord:
 def decode_event(data: bytes, source: str, fields: EventFields = DEFAULT_EVENT_FIELDS) -> Event | BadRecord:
     """Decode one Kinesis record's bytes into an :class:`Event`, or a :class:`BadRecord` saying why not.
 
-    The rules are the router's (:func:`partitioner.load.events.parse_event`): what the router let
+    The rules are the router's (:func:`geokernel.events.parse_event`): what the router let
     through passes here too, and a record written to the geo stream some other way is
     quarantined with the same reason codes. ``fields`` says which key holds each field (``EVENT_FIELDS``); the
     event's fields carry the canonical names.

@@ -37,8 +37,8 @@ from geo_service.lifecycle import WorkerState
 from geo_service.logs import log
 from geo_service.slots import Slot, handover_reading, old_places
 from geo_service.status import Outcome
-from partitioner.contracts.handoff import is_marker
-from partitioner.contracts.plan import SwapHead
+from geokernel.contracts.handoff import is_marker
+from geokernel.contracts.plan import SwapHead
 
 Classify = Callable[[tuple[KinesisRecord, ...]], list[Place]]
 

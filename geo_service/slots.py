@@ -49,12 +49,12 @@ from geo_service.handover_summary import Aggregator, SummaryStore
 from geo_service.lease import Clock, LeaseManager, read_leases
 from geo_service.state import EntityStates, store_for
 from geo_service.transform import GeoTransform, stateful_of
-from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
-from partitioner.contracts.handoff import event_bytes, slot_label
-from partitioner.contracts.plan import SwapMode
-from partitioner.load.events import ValidEvent, parse_event
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import Spec
+from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
+from geokernel.contracts.handoff import event_bytes, slot_label
+from geokernel.contracts.plan import SwapMode
+from geokernel.events import ValidEvent, parse_event
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import Spec
 
 STALE_MARGIN_S = 0.2  # wake this long after a stale lease's expiry (clock skew between hosts and DynamoDB lag)
 SEEN_LIMIT = 10_000  # lease expiries a worker remembers between passes (oldest forgotten first)

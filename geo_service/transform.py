@@ -45,7 +45,7 @@ from scipy.spatial import cKDTree
 
 from geo_service.coverage import Coverage
 from geo_service.errors import GeoServiceError
-from partitioner.geo.tiles import Tile, parse_quadkey, quadkey, quadkey_to_tile
+from geokernel.geo.tiles import Tile, parse_quadkey, quadkey, quadkey_to_tile
 
 PLACES_PATH = Path(__file__).with_name("data") / "places.csv.gz"
 EARTH_RADIUS_KM = 6371.0088

@@ -68,8 +68,8 @@ from geo_service.slots import Slot, SlotFinder
 from geo_service.status import Outcome, StatusBoard, WorkerExited, WorkerStatus, default_owner
 from geo_service.timebase import SYSTEM, Task, Timebase
 from geo_service.transform import GeoTransform, load_transform
-from partitioner.contracts.plan import SwapMode
-from partitioner.spec.model import Spec
+from geokernel.contracts.plan import SwapMode
+from geokernel.partition_spec.model import Spec
 
 __all__ = ["GeoWorker"]
 

@@ -3,9 +3,9 @@ writes windowed load snapshots (docs/CONTRACTS.md "Load snapshot").
 
 * ``emr`` (default): an EMR Serverless application (release ``emr-spark-8.0.0``, Spark 4.0) in the private
   subnets, a job role, and a custom resource (AwsCustomResource) that starts the streaming job run
-  (``mode=STREAMING``, entry point ``aggregation/emr_entry.py``) on create, starts a new one when the job's code or
+  (``mode=STREAMING``, entry point ``glue_jobs/emr_entry.py``) on create, starts a new one when the job's code or
   arguments change, and cancels it on delete.
-* ``glue``: a Glue 5.1 streaming job (``aggregation/glue_entry.py``) with a security configuration (KMS for S3,
+* ``glue``: a Glue 5.1 streaming job (``glue_jobs/glue_entry.py``) with a security configuration (KMS for S3,
   CloudWatch Logs and bookmarks) and a custom resource that starts and stops its run the same way.
 
 Both engines get the same settings (:func:`job_settings`), spelled as each entry point parses them. The checkpoint location contains a hash of the job's
@@ -50,7 +50,7 @@ class JobInputs:
 
 
 def job_settings(config: GeoConfig, inputs: JobInputs, *, engine: str, code_hash: str) -> dict[str, str]:
-    """What both entry points are told (names as in ``aggregation/emr_entry.py``, ``-`` for ``_``).
+    """What both entry points are told (names as in ``glue_jobs/emr_entry.py``, ``-`` for ``_``).
 
     ``event-fields`` (the event field mapping's JSON) only when it is not the default, and ``kinesis-connector-jar``
     only when set (engine=glue); both are part of the run key, so a change starts a new run on its own checkpoint.
@@ -78,7 +78,7 @@ def job_settings(config: GeoConfig, inputs: JobInputs, *, engine: str, code_hash
 
 
 def emr_arguments(settings: dict[str, str]) -> list[str]:
-    """``entryPointArguments`` of ``aggregation/emr_entry.py`` (argparse flags); a replacement run starts at LATEST."""
+    """``entryPointArguments`` of ``glue_jobs/emr_entry.py`` (argparse flags); a replacement run starts at LATEST."""
     names = ("stream-name", "region", "snapshots", "checkpoint", "quarantine", "costs", "zoom", "grid-zoom",
              "refine-events", "window", "watermark", "event-fields")  # fmt: skip
     return [*(v for name in names if name in settings for v in (f"--{name}", settings[name])),
@@ -86,7 +86,7 @@ def emr_arguments(settings: dict[str, str]) -> list[str]:
 
 
 def glue_arguments(settings: dict[str, str]) -> dict[str, str]:
-    """Job arguments of ``aggregation/glue_entry.py`` (``--key value`` with underscores)."""
+    """Job arguments of ``glue_jobs/glue_entry.py`` (``--key value`` with underscores)."""
     names = ("stream-arn", "snapshots", "checkpoint", "quarantine", "costs", "zoom", "grid-zoom", "refine-events",
              "window", "watermark", "event-fields", "kinesis-connector-jar")  # fmt: skip
     return {f"--{name.replace('-', '_')}": settings[name] for name in names if name in settings}

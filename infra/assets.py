@@ -1,9 +1,10 @@
 """Code assets, built by LOCAL bundling only (no Docker engine is needed or used at synth).
 
-* Lambda code: ``lambdas/`` and ``partitioner/`` copied into one asset dir (shared by every function).
+* Lambda code: ``lambdas/`` and the kernel ``geokernel/`` copied into an asset dir shared by the router and deploy
+  functions; the partitioner function's asset adds the ``partitioner/`` library (each function ships what it imports).
 * Lambda layer: numpy, scipy and powertools installed with ``pip --no-index`` from the wheel cache that
   ``scripts/bootstrap.sh lambda-wheels`` downloads at setup time (``requirements-lambda.txt``), so synth is offline.
-* Spark code: ``partitioner/`` + ``aggregation/`` zipped for ``--py-files`` / ``--extra-py-files``; the entry
+* Spark code: ``geokernel/`` + ``glue_jobs/`` zipped for ``--py-files`` / ``--extra-py-files``; the entry
   scripts are single-file assets.
 
 Every entry point is checked at synth: a stack never points at code that does not exist.
@@ -45,10 +46,12 @@ class AssetError(InfraError, RuntimeError):
 
 @dataclass(frozen=True)
 class EntryPoint:
-    """``path`` (relative to the repo root) and, for Python handlers, the function it must define."""
+    """``path`` (relative to the repo root), for Python handlers the function it must define, and the packages of
+    this repo its code imports (what its asset ships)."""
 
     path: str
     function: str | None = None
+    packages: tuple[str, ...] = ("lambdas", "geokernel")
 
     @property
     def file(self) -> Path:
@@ -63,12 +66,13 @@ class EntryPoint:
         return f"{self.module}.{self.function}"
 
 
-PARTITIONER_HANDLER = EntryPoint("lambdas/partitioner/handler.py", "handler")
+#: Only the partitioner function imports the library (scripts/check_structure.py, PACKAGE_PART_DEPENDS).
+PARTITIONER_HANDLER = EntryPoint("lambdas/partitioner/handler.py", "handler", ("lambdas", "geokernel", "partitioner"))
 ROUTER_HANDLER = EntryPoint("lambdas/router/handler.py", "handler")
 DEPLOYER_HANDLER = EntryPoint("lambdas/deploy/deployer.py", "handler")
 HOOKS_HANDLER = EntryPoint("lambdas/deploy/hooks.py", "handler")
-EMR_ENTRY = EntryPoint("aggregation/emr_entry.py")
-GLUE_ENTRY = EntryPoint("aggregation/glue_entry.py")
+EMR_ENTRY = EntryPoint("glue_jobs/emr_entry.py")
+GLUE_ENTRY = EntryPoint("glue_jobs/glue_entry.py")
 WORKER_DOCKERFILE = EntryPoint("geo_service/Dockerfile")
 WORKER_HEALTHCHECK = EntryPoint("geo_service/healthcheck.py")
 
@@ -131,15 +135,19 @@ class WheelLayerBundling:
         return True
 
 
+#: The packages the Spark job imports: the kernel and the job (scripts/check_structure.py, PACKAGE_DEPENDS).
+SPARK_PACKAGES = ("geokernel", "glue_jobs")
+
+
 @jsii.implements(ILocalBundling)
 class SparkZipBundling:
-    """Zips ``partitioner/`` and ``aggregation/`` (all files but tests/caches; deterministic: sorted, fixed timestamps) for Spark's py-files."""
+    """Zips ``geokernel/`` and ``glue_jobs/`` (all files but tests/caches; deterministic: sorted, fixed timestamps) for Spark's py-files."""
 
     ZIP_NAME = "geo_rebalancer_spark.zip"
 
     def try_bundle(self, output_dir: str, *_args: Any, **_kwargs: Any) -> bool:
         with zipfile.ZipFile(Path(output_dir) / self.ZIP_NAME, "w", zipfile.ZIP_DEFLATED) as archive:
-            for package in ("partitioner", "aggregation"):
+            for package in SPARK_PACKAGES:
                 root = REPO_ROOT / package
                 if not (root / "__init__.py").is_file():
                     raise AssetError(f"package {package!r} is missing its __init__.py under {REPO_ROOT}")
@@ -166,11 +174,10 @@ def _tree_hash(*roots: Path, pattern: str = "*") -> str:
     return digest.hexdigest()
 
 
-def lambda_code() -> lambda_.Code:
-    """One code asset for every function: ``lambdas/`` + ``partitioner/`` (handlers ``lambdas.<fn>...``)."""
+def lambda_code(packages: tuple[str, ...]) -> lambda_.Code:
+    """One code asset of ``packages`` (each copied at its import root; handlers ``lambdas.<fn>...``)."""
     for entry in (PARTITIONER_HANDLER, ROUTER_HANDLER, DEPLOYER_HANDLER, HOOKS_HANDLER):
         require(entry)
-    packages = ("lambdas", "partitioner")
     return lambda_.Code.from_asset(
         str(REPO_ROOT / "lambdas"),
         asset_hash_type=AssetHashType.CUSTOM,
@@ -194,13 +201,13 @@ def layer_code() -> lambda_.Code:
 
 
 def spark_code_asset(scope: Construct, construct_id: str) -> s3_assets.Asset:
-    """The zip of ``partitioner/`` + ``aggregation/`` (a single .zip file asset, uploaded as-is)."""
+    """The zip of ``geokernel/`` + ``glue_jobs/`` (a single .zip file asset, uploaded as-is)."""
     return s3_assets.Asset(
         scope,
         construct_id,
-        path=str(REPO_ROOT / "aggregation"),
+        path=str(REPO_ROOT / "glue_jobs"),
         asset_hash_type=AssetHashType.CUSTOM,
-        asset_hash=_tree_hash(REPO_ROOT / "partitioner", REPO_ROOT / "aggregation", pattern="*"),
+        asset_hash=_tree_hash(*(REPO_ROOT / p for p in SPARK_PACKAGES), pattern="*"),
         bundling=BundlingOptions(image=_NO_DOCKER, local=SparkZipBundling()),
     )
 

@@ -15,18 +15,18 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from geokernel.aws_budget.quotas import BY_KEY
+from geokernel.contracts.errors import ContractError
+from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
+from geokernel.contracts.plan import SwapMode
+from geokernel.contracts.stream import ROUTER_BATCH_SIZE, ROUTER_BATCHING_WINDOW_S, geo_stream_prefix
+from geokernel.errors import PartitionerError
 from infra.context import as_bool, as_float, as_int, as_text
 from infra.errors import ConfigError as ConfigError
-from partitioner.aws_budget.quotas import BY_KEY
-from partitioner.contracts.errors import ContractError
-from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
-from partitioner.contracts.plan import SwapMode
-from partitioner.contracts.stream import ROUTER_BATCH_SIZE, ROUTER_BATCHING_WINDOW_S, geo_stream_prefix
 from partitioner.control.controller import ControlSettings
-from partitioner.errors import PartitionerError
 
 ENGINES = ("emr", "glue")
-# How a new spec reaches the workers (SWAP_MODE; the values of partitioner.contracts.SwapMode): "carry" keeps every
+# How a new spec reaches the workers (SWAP_MODE; the values of geokernel.contracts.SwapMode): "carry" keeps every
 # slot both specs share in the process holding it and scales the service by desired count; "whole" deploys a new
 # task-definition revision per spec (ECS blue/green: a whole new fleet per version).
 SWAP_MODES = tuple(m.value for m in SwapMode)

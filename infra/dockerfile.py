@@ -65,7 +65,7 @@ def copy_sources(text: str) -> tuple[str, ...]:
     Returns
     -------
     tuple of str
-        Sources as written (relative to the context), e.g. ``("geo_service/requirements.txt", "partitioner/")``.
+        Sources as written (relative to the context), e.g. ``("geo_service/requirements.txt", "geokernel/")``.
     """
     sources: list[str] = []
     for line in logical_lines(text):

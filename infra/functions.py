@@ -26,12 +26,16 @@ ARCHITECTURE = lambda_.Architecture.ARM_64
 
 
 class LambdaKit(Construct):
-    """Holds the shared ``code`` and ``layer``; :meth:`function` builds one configured function."""
+    """Holds the shared code assets and ``layer``; :meth:`function` builds one configured function.
+
+    One code asset per set of packages an entry point ships (:attr:`assets.EntryPoint.packages`): the router and
+    the deploy functions share one with the kernel, the partitioner function's adds the library.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, config: GeoConfig) -> None:
         super().__init__(scope, construct_id)
         self._config = config
-        self.code = assets.lambda_code()
+        self._code: dict[tuple[str, ...], lambda_.Code] = {}
         self.layer = lambda_.LayerVersion(
             self,
             "Deps",
@@ -40,6 +44,12 @@ class LambdaKit(Construct):
             compatible_architectures=[ARCHITECTURE],
             description="numpy, scipy, aws-lambda-powertools (requirements-lambda.txt)",
         )
+
+    def code(self, entry: assets.EntryPoint) -> lambda_.Code:
+        """The code asset that ships ``entry``'s packages (made once per set of packages)."""
+        if entry.packages not in self._code:
+            self._code[entry.packages] = assets.lambda_code(entry.packages)
+        return self._code[entry.packages]
 
     def function(
         self,
@@ -64,7 +74,7 @@ class LambdaKit(Construct):
             construct_id,
             runtime=RUNTIME,
             architecture=ARCHITECTURE,
-            code=self.code,
+            code=self.code(entry),
             handler=assets.require(entry).handler,
             layers=[self.layer],
             description=description,

@@ -1,6 +1,6 @@
 """CloudWatch dashboard and alarms, with an encrypted SNS topic for alarm notifications.
 
-Metrics (docs/CONTRACTS.md "Metrics"; the project's own names are in ``partitioner/contracts/metric_names.py``,
+Metrics (docs/CONTRACTS.md "Metrics"; the project's own names are in ``geokernel/contracts/metric_names.py``,
 which the Lambdas emit with):
 
 * worker utilisation: ``GeoRebalancer/WorkerUtilisation`` (dimension ``service=partitioner``), the max over
@@ -31,9 +31,9 @@ from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from geokernel.contracts.metric_names import NAMESPACE, SERVICE_DIMENSION, Metric, MetricService
 from infra.config import GeoConfig
 from infra.storage import QUARANTINE_METRICS_FILTER
-from partitioner.contracts.metric_names import NAMESPACE, SERVICE_DIMENSION, Metric, MetricService
 
 ROUTER_ITERATOR_AGE_MS = 60_000
 SPEC_AGE_PERIODS = 3  # windows without a snapshot before the SpecAge alarm fires on missing data
@@ -69,7 +69,7 @@ class WatchedMetrics:
 
 
 def watched_metrics(config: GeoConfig, watched: Watched, deploy_failed_rule: events.Rule) -> WatchedMetrics:
-    """The project's metrics (``partitioner/contracts/metric_names.py``) and the AWS ones of the watched resources."""
+    """The project's metrics (``geokernel/contracts/metric_names.py``) and the AWS ones of the watched resources."""
     dims = {SERVICE_DIMENSION: MetricService.PARTITIONER}  # powertools Metrics(namespace=NAMESPACE, service=...)
     five = Duration.minutes(5)
     # one data point per snapshot (every window_s): a period of at least one window, so only a missed snapshot

@@ -9,9 +9,9 @@ from aws_cdk import Duration
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from geokernel.contracts.snapshot import MANIFEST_NAME, SNAPSHOTS_PREFIX
 from infra import assets
 from infra.functions import LambdaKit, ObjectCreatedFunction
-from partitioner.contracts.snapshot import MANIFEST_NAME, SNAPSHOTS_PREFIX
 
 # bench/bench_partitioner_handler.py measured 2,435 MB peak at 4M quadkeys / 1,134 workers on a first window, and
 # 2,945 MB on a growing window (a 30 % rise: a forecast overload, a sticky candidate, 372 -> 681 workers): 4,096 MB

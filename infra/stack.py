@@ -13,6 +13,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from geokernel.contracts.env import EnvVar
+from geokernel.contracts.handoff import router_ledger_key, state_key
 from infra.aggregation import AggregationJob, EmrServerlessAggregation, GlueStreamingAggregation, JobInputs
 from infra.config import GeoConfig
 from infra.deploy import DeployerFunction, HooksFunction
@@ -28,8 +30,6 @@ from infra.storage import Storage
 from infra.suppressions import FindingOwners, acknowledge_findings
 from infra.tables import ControlTables
 from infra.workers import Workers, cluster_name, service_name
-from partitioner.contracts.env import EnvVar
-from partitioner.contracts.handoff import router_ledger_key, state_key
 
 
 class GeoRebalancerStack(Stack):
@@ -139,7 +139,7 @@ class GeoRebalancerStack(Stack):
         n = self.config.router_parallelism
         return {EnvVar.ROUTER_PARALLELISM: str(n)} if n > 1 else {}
 
-    # -- names shared with the Lambdas and workers (partitioner/contracts/env.py) ----------------------------
+    # -- names shared with the Lambdas and workers (geokernel/contracts/env.py) ----------------------------
     def shared_environment(self) -> dict[str, str]:
         config, storage = self.config, self.storage
         return {

@@ -11,8 +11,8 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from geokernel.contracts.lease import LEASE_KEY_ATTR
 from infra.config import GeoConfig
-from partitioner.contracts.lease import LEASE_KEY_ATTR
 
 
 class ControlTables(Construct):
@@ -49,7 +49,7 @@ class ControlTables(Construct):
             encryption_key=self.key,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(point_in_time_recovery_enabled=True),
             deletion_protection=config.retain_data,
-            # state handoff items (partitioner/contracts/handoff.py) expire; nothing else sets the attribute
+            # state handoff items (geokernel/contracts/handoff.py) expire; nothing else sets the attribute
             time_to_live_attribute="expires_at" if key == "pk" else None,
             removal_policy=removal,
             warm_throughput=warm,

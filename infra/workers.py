@@ -30,11 +30,11 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from geokernel.contracts.env import EnvVar
 from infra import assets
 from infra.config import GeoConfig
 from infra.dockerfile import context_excludes
 from infra.functions import retention
-from partitioner.contracts.env import EnvVar
 
 # Lifecycle stages the hooks Lambda handles (docs/CONTRACTS.md "Worker lifecycle, readiness and drain").
 HOOK_STAGES = (

@@ -32,9 +32,9 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from partitioner.contracts.env import EnvVar
-from partitioner.contracts.lease import LEASE_KEY_ATTR
-from partitioner.contracts.stream import geo_stream_name
+from geokernel.contracts.env import EnvVar
+from geokernel.contracts.lease import LEASE_KEY_ATTR
+from geokernel.contracts.stream import geo_stream_name
 
 REGION = "us-east-1"
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",

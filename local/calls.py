@@ -1,7 +1,7 @@
 """Every AWS call of the local loop, counted per API and second, and held against AWS's quotas in the report.
 
 The loop's own parts in this process (the router, partitioner and deployer handlers) make their clients from boto3's
-default session: :func:`count_this_process` hooks it (:func:`partitioner.aws_budget.calls.watch`). The harness's
+default session: :func:`count_this_process` hooks it (:func:`geokernel.aws_budget.calls.watch`). The harness's
 clients (the observer, the replayer, the report) come from a session of their own (:func:`harness_session`), so they
 are not counted. Each worker process runs as ``python -m local.calls geo_service``: the same hook in the child, its
 log written to ``<out>/calls/<pid>.json`` every :data:`DUMP_EVERY_S` and at exit (a killed worker loses at most
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import boto3
 
-from partitioner.aws_budget.calls import CallLog, watch
-from partitioner.aws_budget.report import budget, failures, render
+from geokernel.aws_budget.calls import CallLog, watch
+from geokernel.aws_budget.report import budget, failures, render
 
 CALL_LOG_DIR = "GEO_CALL_LOG_DIR"  # where a counted child writes its log (set by the fleet for each worker)
 DUMP_EVERY_S = 5.0

@@ -11,10 +11,10 @@ from typing import Any
 
 from geo_service.config import DEFAULT_TRANSFORM
 from geo_service.transform import TransformError, load_transform
+from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from local.dataset import BUILTIN_DATASETS, HOTSPOT, SHIFT
 from local.fault_names import parse_faults
 from local.recorded import BUILTIN_LOGS, BUILTIN_PREFIX
-from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from partitioner.load.eventtimes import TIME_UNITS
 
 

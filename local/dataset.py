@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
+from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 
 BUILTIN_DATASETS = ("world", "europe", "americas")
 _CONTINENTS = {

@@ -35,12 +35,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from geokernel.contracts.plan import SwapMode
 from local.aws import EmbeddedAws
 from local.events import s3_object_created
 from local.faults.deployer_crash import InjectedCrash
 from local.faults.hooks import Reconcile
 from local.loops import LoopThread
-from partitioner.contracts.plan import SwapMode
 
 HOOK_STAGES = ("POST_SCALE_UP", "POST_PRODUCTION_TRAFFIC_SHIFT")
 
@@ -192,8 +192,8 @@ class DeployDriver(LoopThread):
 
     def idle(self) -> bool:
         """True when no deployment is in flight and nothing newer than the deployed version is queued."""
+        from geokernel.contracts.control import IN_FLIGHT
         from lambdas.common.records import read_desired
-        from partitioner.contracts.control import IN_FLIGHT
 
         st = self.ctl.state()
         desired = read_desired(self.ctl.control)

@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 
 from geo_service.transform import load_transform, stateful_of
+from geokernel.contracts.env import EnvVar
 from local.config import RunConfig
-from partitioner.contracts.env import EnvVar
 
 #: The working directory of every child process (the Spark job, the workers): the repository's root.
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -33,12 +33,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from geokernel.contracts.env import EnvVar
+from geokernel.contracts.plan import SwapMode
 from lambdas.deploy.plan import DeployPlan
 from local import procs
 from local.aws import free_port
 from local.calls import CALL_LOG_DIR
-from partitioner.contracts.env import EnvVar
-from partitioner.contracts.plan import SwapMode
 
 #: A slot's process is restarted at most this many times within RESTART_WINDOW_S (a worker that cannot start,
 #: e.g. a bad setting, is not restarted in a loop: ECS throttles restarts the same way).

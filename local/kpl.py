@@ -1,6 +1,6 @@
 """KPL aggregated records for the local producer (``--kpl``), made by the real encoder ``aws_kinesis_agg``.
 
-The router and the Spark job de-aggregate them (:mod:`partitioner.contracts.kpl`); the local replay sends its events
+The router and the Spark job de-aggregate them (:mod:`geokernel.contracts.kpl`); the local replay sends its events
 packed this way so the whole loop sees what a Java producer using the KPL sends.
 
 **Per shard, as the KPL does.** The KPL packs together only user records whose partition keys hash to the same shard
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from partitioner.contracts.stream import ShardRange, shard_for_key
+from geokernel.contracts.stream import ShardRange, shard_for_key
 
 
 def kpl_aggregate(records: list[tuple[bytes, str]], per_record: int,

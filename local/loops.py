@@ -42,10 +42,10 @@ from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 from geo_service.consumer import KinesisRecord
+from geokernel.contracts.snapshot import SNAPSHOTS_PREFIX, is_manifest_key
 from local.aws import EmbeddedAws
 from local.errors import LocalRunError
 from local.events import LambdaContext, kinesis_batch, s3_object_created
-from partitioner.contracts.snapshot import SNAPSHOTS_PREFIX, is_manifest_key
 
 Handler = Callable[[dict[str, Any], Any], Any]
 #: Seconds between polls of the ingest stream while a shard gives full batches (2 GetRecords/s per shard: 40 % of

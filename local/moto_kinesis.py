@@ -64,7 +64,8 @@ def _fast_get_records(walk: Any) -> Any:
             return [], int(last_sequence_id), 0
         first, last = next(iter(records)), next(reversed(records))
         if last - first + 1 != len(records) or (limit is not None and limit < 1):  # gaps, or a limit the API
-            return walk(self, last_sequence_id, limit)  # refuses: moto's own walk
+            walked: tuple[list[Any], int, int] = walk(self, last_sequence_id, limit)  # refuses: moto's own walk
+            return walked
         position = int(last_sequence_id)
         start = max(position + 1, first)
         stop = last + 1 if limit is None else min(last + 1, start + limit)
@@ -124,5 +125,5 @@ def install() -> str | None:
     MOTO_METHODS.update(own)
     for name, fn in fast.items():
         setattr(Shard, name, fn)
-    setattr(Shard, _INSTALLED, True)  # noqa: B010 (a marker on moto's class)
+    setattr(Shard, _INSTALLED, True)
     return None

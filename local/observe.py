@@ -3,7 +3,7 @@
 :class:`ControlObserver` polls DynamoDB every ``interval_s`` (default 0.5 s) and records:
 
 * every change of the control records ``desired``, ``active``, ``deploy``, ``policy`` and the other
-  :class:`~partitioner.contracts.control.ControlKey` items, read by key in one ``BatchGetItem`` (not a scan:
+  :class:`~geokernel.contracts.control.ControlKey` items, read by key in one ``BatchGetItem`` (not a scan:
   with state handoff the control table also holds an item per state handed over, thousands in a run, and a scan
   of them every 0.5 s took half the embedded server's time and held the router back);
 * per spec version, when its leases were first all owned, unexpired and ``ready`` (green
@@ -22,10 +22,10 @@
   the router sends to must always have a worker reading it).
 
 It reads the tables the way an operator would, so it checks the real components rather
-than trusting them; leases and the active pointer are decoded with their records of :mod:`partitioner.contracts`
-(:class:`~partitioner.contracts.lease.LeaseRecord`, :class:`~partitioner.contracts.spec_pointer.ActivePointer`);
-the deployment and the plans with :class:`~partitioner.contracts.control.DeployState` and
-:class:`~partitioner.contracts.plan.PlanItem` (a plan item the contract rejects is a violation, named).
+than trusting them; leases and the active pointer are decoded with their records of :mod:`geokernel.contracts`
+(:class:`~geokernel.contracts.lease.LeaseRecord`, :class:`~geokernel.contracts.spec_pointer.ActivePointer`);
+the deployment and the plans with :class:`~geokernel.contracts.control.DeployState` and
+:class:`~geokernel.contracts.plan.PlanItem` (a plan item the contract rejects is a violation, named).
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from geokernel.contracts.control import ControlKey, DeployState
+from geokernel.contracts.errors import ContractError
+from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, lease_key
+from geokernel.contracts.plan import PlanItem
+from geokernel.contracts.spec_pointer import ActivePointer, parse_spec_key, spec_key
 from local.aws import EmbeddedAws
 from local.loops import LoopThread
-from partitioner.contracts.control import ControlKey, DeployState
-from partitioner.contracts.errors import ContractError
-from partitioner.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, lease_key
-from partitioner.contracts.plan import PlanItem
-from partitioner.contracts.spec_pointer import ActivePointer, parse_spec_key, spec_key
 
 
 def _plain(v: Any) -> Any:
@@ -125,7 +125,7 @@ class ControlObserver(LoopThread):
         self.active_version: int | None = None
         self.flips: list[tuple[int | None, int, float]] = []  # (from, to, observed_at)
         self.spec_slots: dict[int, int] = {}
-        self.specs: dict[int, Any] = {}  # version -> partitioner.spec.model.Spec, every spec object published
+        self.specs: dict[int, Any] = {}  # version -> geokernel.partition_spec.model.Spec, every spec object published
         self.tenures: dict[str, list[LeaseTenure]] = {}  # lease key -> its owners' tenures in order
         self.plans: dict[int, PlanItem] = {}  # to_version -> the last plan seen for it
         self._s3 = aws.client("s3")
@@ -255,7 +255,7 @@ class ControlObserver(LoopThread):
         self.active_version = version
 
     def _published_versions(self) -> list[int]:
-        """Versions with a spec object :func:`~partitioner.contracts.spec_pointer.spec_key` (published, immutable)."""
+        """Versions with a spec object :func:`~geokernel.contracts.spec_pointer.spec_key` (published, immutable)."""
         versions = []
         for page in self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._specs_bucket, Prefix="specs/v"):
             for obj in page.get("Contents", []):
@@ -266,7 +266,7 @@ class ControlObserver(LoopThread):
 
     def _load_spec(self, version: int) -> None:
         """Read the spec object of ``version`` (immutable, written before any pointer names it)."""
-        from partitioner.spec.parse import spec_from_json
+        from geokernel.partition_spec.parse import spec_from_json
 
         key = spec_key(version)
         try:

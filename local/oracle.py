@@ -34,7 +34,7 @@ from typing import Any
 from geo_service.records import BadRecord, decode_event
 from geo_service.state import store_for
 from geo_service.transform import GeoTransform, load_transform, stateful_of, transform_name
-from partitioner.contracts.enriched import ROUTING_FIELDS, EnrichedRecord
+from geokernel.contracts.enriched import ROUTING_FIELDS, EnrichedRecord
 
 #: Differences listed in the report (the counts cover all of them).
 EXAMPLES = 5

@@ -8,7 +8,7 @@
   :mod:`local.report.worker_load` counts utilisation from it. Each line becomes an :class:`OutRecord`
   (what the report counts) and a :class:`Processed` (what the swap checks read: entity, process, zoom-12 cell).
 * Quarantine: JSON lines ``{"reason": "<code>: <detail>", "raw", "source", "quarantined_at"}``
-  anywhere in the quarantine bucket: the aggregation job writes under ``aggregation/`` (the
+  anywhere in the quarantine bucket: the aggregation job writes under ``glue_jobs/`` (the
   local run's ``--quarantine`` root), Lambdas under ``quarantine/<source>/`` (the router).
 
 :func:`delivery` compares the ids sent with the ids out after dedupe: lost, unexpected
@@ -23,9 +23,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from partitioner.contracts.enriched import EnrichedRecord, parse_enriched_key
-from partitioner.contracts.quarantine import QuarantineRecord
-from partitioner.geo.tiles import quadkey, tile
+from geokernel.contracts.enriched import EnrichedRecord, parse_enriched_key
+from geokernel.contracts.quarantine import QuarantineRecord
+from geokernel.geo.tiles import quadkey, tile
 
 CELL_ZOOM = 12  # the swap checks look at zoom-12 cells (:mod:`local.report.swap_checks`)
 

@@ -5,7 +5,7 @@ Reading
     (:func:`partitioner.load.eventread.read_event_table`: CSV, JSON lines, Parquet; the same column options and
     time units) and every row is checked with its rules (:func:`partitioner.load.eventlog.check_rows`). A bad row
     (one the reader refused, or a bad value) is never sent: :func:`quarantine_bad_rows` writes it to the loop's
-    quarantine as a :class:`~partitioner.contracts.quarantine.QuarantineRecord` whose ``source`` is ``file:line``
+    quarantine as a :class:`~geokernel.contracts.quarantine.QuarantineRecord` whose ``source`` is ``file:line``
     and whose reason names the value. A row whose mapped entity or event id is empty is bad too
     (``missing_field``). The good rows are sorted by recorded time, stable (equal times keep file order).
 
@@ -50,11 +50,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from geokernel.contracts.events import MAX_PARTITION_KEY
+from geokernel.contracts.quarantine import lambda_quarantine_key
 from local.errors import LocalRunError
 from local.texts import Texts
 from local.traj import traj_to_csv
-from partitioner.contracts.events import MAX_PARTITION_KEY
-from partitioner.contracts.quarantine import lambda_quarantine_key
 from partitioner.load.eventcols import EventColumns
 from partitioner.load.eventlog import BadRow, check_rows
 from partitioner.load.eventread import EventTable, read_event_table
@@ -342,7 +342,7 @@ def quarantine_bad_rows(s3: Any, bucket: str, log: RecordedLog, now_ms: int) -> 
     """Write the log's bad rows to the loop's quarantine (one object); return its key, None when there are none.
 
     The key follows the other writers' layout ``quarantine/<writer>/<YYYY-MM-DD>/<epoch_ms>-<id>.jsonl``
-    (:func:`~partitioner.contracts.quarantine.lambda_quarantine_key`) with the writer ``replay``, so the report
+    (:func:`~geokernel.contracts.quarantine.lambda_quarantine_key`) with the writer ``replay``, so the report
     counts these records by reason and by writer like the router's and the Spark job's.
     """
     if not log.bad:

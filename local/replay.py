@@ -38,14 +38,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
+from geokernel.contracts.events import ReasonCode
+from geokernel.contracts.stream import ShardRange
 from lambdas.common.kinesis import GeoStreams
 from local.dataset import EventFactory, bad_events
 from local.kpl import corrupt_kpl_record, kpl_aggregate
 from local.loops import FatalLoopError, LoopThread
 from local.recorded import WARMUP_SUFFIX, RecordedLog, ReplayPlan, log_events, utc_text
-from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
-from partitioner.contracts.events import ReasonCode
-from partitioner.contracts.stream import ShardRange
 
 #: Events per KPL aggregated record with ``--kpl``.
 KPL_EVENTS_PER_RECORD = 25

@@ -5,7 +5,7 @@ What runs (all real, nothing mocked that a local component can do)::
     Replayer ──PutRecords──► ingest stream (moto Kinesis)
                               │                        │
      Spark streaming job ◄────┘ (subprocess,           └──► RouterPoller ─► lambdas.router.handler
-     python -m aggregation.quadkey_counts                     (Kinesis ESM,     └─► geo stream v<N>
+     python -m glue_jobs.quadkey_counts                     (Kinesis ESM,     └─► geo stream v<N>
                                                                2 environments)         │
        └─► snapshots/…/_manifest.json (moto S3)                                        │
      ManifestNotifier ─► lambdas.partitioner.handler (S3 event) ─► spec v<N>, desired     │
@@ -49,7 +49,7 @@ from partitioner.load.eventcols import EventColumns, column_names
 
 #: Modules the loop cannot run without, and what each is for.
 REQUIRED_MODULES = {
-    "aggregation.quadkey_counts": "the Spark aggregation job (streaming local mode)",
+    "glue_jobs.quadkey_counts": "the Spark aggregation job (streaming local mode)",
     "lambdas.partitioner.handler": "the partitioner Lambda handler",
     "lambdas.router.handler": "the router Lambda handler",
     "lambdas.deploy.controller": "the deploy controller (blue/green orchestration)",
@@ -187,7 +187,7 @@ def load_recorded(cfg: RunConfig) -> tuple[RunConfig, tuple[RecordedLog, ReplayP
     ------
     ValueError
         The log cannot be read, lacks a mapped column, has no valid event, or names an unknown built-in
-        (:class:`~partitioner.errors.EventLogError` or :class:`~local.recorded.RecordedLogError`).
+        (:class:`~geokernel.errors.EventLogError` or :class:`~local.recorded.RecordedLogError`).
     """
     ev = cfg.events
     assert ev is not None

@@ -1,4 +1,4 @@
-"""The Spark aggregation job of the loop: ``python -m aggregation.quadkey_counts`` in streaming local mode.
+"""The Spark aggregation job of the loop: ``python -m glue_jobs.quadkey_counts`` in streaming local mode.
 
 It reads the ingest stream, counts load per zoom-:data:`~local.environment.GRID_ZOOM` quadkey per window and
 writes each window as a snapshot (``snapshots/…/_manifest.json``) to the snapshots bucket, whose notification
@@ -28,7 +28,7 @@ SPARK_START_TIMEOUT_S = 150.0
 def start_spark(state: RunState, aws: EmbeddedAws) -> procs.Child:
     """Start the aggregation job in streaming local mode on the ingest stream."""
     cfg = state.config
-    argv = [sys.executable, "-m", "aggregation.quadkey_counts",
+    argv = [sys.executable, "-m", "glue_jobs.quadkey_counts",
             "--kinesis-stream", aws.names.ingest_stream, "--endpoint-url", aws.endpoint_url,
             "--out", f"s3://{aws.names.snapshots_bucket}",
             "--quarantine", f"s3://{aws.names.quarantine_bucket}/aggregation",

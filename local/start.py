@@ -14,6 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from geokernel.aws_budget.calls import CallLog
+from geokernel.contracts.control import ControlKey
+from geokernel.contracts.dynamo import plain_item
+from geokernel.contracts.env import EnvVar
+from geokernel.contracts.spec_pointer import DesiredPointer
+from geokernel.contracts.stream import ROUTER_BATCH_SIZE, ROUTER_BATCHING_WINDOW_S
 from local.aws import EmbeddedAws, start_moto
 from local.calls import CALL_LOG_DIR, count_this_process
 from local.dataset import EventFactory, Places, Scenario, choose_hotspot, load_places
@@ -30,12 +36,6 @@ from local.recorded import RecordedLog, RecordedTimeline, ReplayPlan, describe, 
 from local.replay import KPL_EVENTS_PER_RECORD, RecordedReplayer, Replayer
 from local.spark import start_spark, wait_for_spark
 from local.state import RunState, say
-from partitioner.aws_budget.calls import CallLog
-from partitioner.contracts.control import ControlKey
-from partitioner.contracts.dynamo import plain_item
-from partitioner.contracts.env import EnvVar
-from partitioner.contracts.spec_pointer import DesiredPointer
-from partitioner.contracts.stream import ROUTER_BATCH_SIZE, ROUTER_BATCHING_WINDOW_S
 
 #: How long the replay may stay in warm-up (no active spec yet) before the run fails.
 WARMUP_TIMEOUT_S = 240.0

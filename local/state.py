@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from geokernel.aws_budget.calls import CallLog
 from local import procs
 from local.aws import EmbeddedAws
 from local.config import RunConfig
@@ -25,7 +26,6 @@ from local.observe import ControlObserver
 from local.output import EnrichedReader
 from local.recorded import RecordedLog, RecordedTimeline, ReplayPlan
 from local.replay import RecordedReplayer, Replayer
-from partitioner.aws_budget.calls import CallLog
 
 
 @dataclass

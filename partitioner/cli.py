@@ -42,7 +42,7 @@ Exit status
 ``1``
     ``diff`` only: the specs differ (partitions or workers added, removed or changed).
 ``2``
-    Bad input: errors from the library (:class:`partitioner.errors.PartitionerError`: bad
+    Bad input: errors from the library (:class:`geokernel.errors.PartitionerError`: bad
     quadkey, negative or NaN weight, mixed zooms with ``--single-zoom``, empty file, invalid
     spec) and bad arguments print one line ``error: <message naming the value and where it came
     from>`` on stderr, like argparse's own usage errors, and write nothing.
@@ -59,10 +59,10 @@ import os
 import sys
 from collections.abc import Sequence
 
+from geokernel.errors import PartitionerError
 from partitioner import __version__
 from partitioner.commands import build, counts, demo, draw, measure, policy, simulate
 from partitioner.commands.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_PIPE
-from partitioner.errors import PartitionerError
 
 __all__ = ["main", "make_parser", "run"]
 

@@ -9,8 +9,10 @@ What it checks
   reader has to hold in mind.
 - **No upward import**, three ways:
 
-  - between packages: ``PACKAGE_DEPENDS`` names the packages each runtime package may import (``partitioner`` is
-    the pure library at the bottom and imports none; ``local`` drives the others and sits on top);
+  - between packages: ``PACKAGE_DEPENDS`` names the packages each runtime package may import (``geokernel``,
+    the kernel every image ships, is at the bottom and imports none; ``local`` drives the others and sits on top);
+    ``PACKAGE_PART_DEPENDS`` narrows that for a part of a package (the router's and deploy functions' code ship the
+    kernel only, so they may not import the partitioner library);
   - inside every package and sub-package: its direct parts (modules and sub-packages) must not import each other
     in a circle, so a bottom-up order of them exists (a part importing a sub-package that imports the part back is
     such a circle even when no two *modules* form one);
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("partitioner", "lambdas", "geo_service", "aggregation", "local", "infra", "transforms")
+PACKAGES = ("geokernel", "partitioner", "lambdas", "geo_service", "glue_jobs", "local", "infra", "transforms")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 # Folders whose .py files are held to MAX_MODULE_LINES only (no cycles, layers or function length).
@@ -44,26 +46,37 @@ SIZE_ONLY = ("tests", "bench", "scripts")
 # A module directly in the package (e.g. ``partitioner/cli.py``) is the top layer.
 Layer = str | tuple[str, ...]
 LAYERS: dict[str, tuple[Layer, ...]] = {
-    # records exchanged between parts; the exception base (a module, imported by every layer); quadkey geometry;
-    # the spec model; load; the build strategies; the control loop; the AWS API budget; the simulator; metrics,
-    # text and maps; the sub-commands (under partitioner/cli.py)
-    "partitioner": ("errors", "contracts", "geo", "spec", "load", "builders", "control", "aws_budget", "simulate",
-                    "output", "commands"),
+    # the kernel every image ships: the exception base (a module, imported by every layer); records exchanged between
+    # parts; quadkey geometry; the partition spec model; the AWS API budget (the event rules, a module, on top)
+    "geokernel": ("errors", "contracts", "geo", "partition_spec", "aws_budget"),
+    # the library on the kernel: load; the build strategies; the control loop and its forecast; the simulator;
+    # metrics, text and maps; the sub-commands (under partitioner/cli.py)
+    "partitioner": ("load", "builders", "control", "simulate", "output", "commands"),
     # the adapters every function shares; then one package per Lambda function, none importing another
     "lambdas": ("common", ("partitioner", "router", "deploy")),
 }
 
-# The packages each runtime package may import (besides itself): the pure library at the bottom; the Spark job, the
-# worker image, the Lambda functions and the CDK app on it, independent of each other; transforms (run in the
-# worker) on the worker's interface; the local loop on top, driving the worker and the Lambda logic in-process.
+# The packages each runtime package may import (besides itself): the kernel every image ships at the bottom; the
+# partitioner library on it; the Spark job and the worker image on the kernel alone, independent of each other; the
+# CDK app on the kernel and the library (it validates the policy settings at synth); the Lambda functions on the
+# kernel, and only the partitioner function's package on the library (PACKAGE_PART_DEPENDS); transforms (run in the worker) on the worker's interface; the local loop on top, driving
+# the worker and the Lambda logic in-process.
 PACKAGE_DEPENDS: dict[str, tuple[str, ...]] = {
-    "partitioner": (),
-    "aggregation": ("partitioner",),
-    "geo_service": ("partitioner",),
-    "lambdas": ("partitioner",),
-    "infra": ("partitioner",),
-    "transforms": ("partitioner", "geo_service"),
-    "local": ("partitioner", "geo_service", "lambdas", "aggregation"),
+    "geokernel": (),
+    "partitioner": ("geokernel",),
+    "glue_jobs": ("geokernel",),
+    "geo_service": ("geokernel",),
+    "lambdas": ("geokernel", "partitioner"),
+    "infra": ("geokernel", "partitioner"),
+    "transforms": ("geokernel", "geo_service"),
+    "local": ("geokernel", "partitioner", "geo_service", "lambdas", "glue_jobs"),
+}
+# Narrower rules for parts of a package: a module under the part may import only these packages (besides its own).
+# Only the partitioner function's package builds specs: the router's and the deploy functions' code ship the kernel.
+PACKAGE_PART_DEPENDS: dict[str, tuple[str, ...]] = {
+    "lambdas.common": ("geokernel",),
+    "lambdas.router": ("geokernel",),
+    "lambdas.deploy": ("geokernel",),
 }
 
 
@@ -203,17 +216,23 @@ def upward(graph: dict[str, set[str]], layers: dict[str, tuple[Layer, ...]]) -> 
 
 
 def across_packages(graph: dict[str, set[str]], depends: dict[str, tuple[str, ...]]) -> list[Breach]:
-    """Imports of another package that ``depends`` does not allow (packages it does not name are not checked)."""
+    """Imports of another package that ``depends`` does not allow (packages it does not name are not checked).
+
+    A key of ``depends`` is a package or a dotted part of one (``lambdas.router``); a module follows the rule of the
+    longest key that holds it.
+    """
     breaches = []
     for source, targets in sorted(graph.items()):
         package = source.partition(".")[0]
-        if package not in depends:
+        names = source.split(".")
+        rule = next((k for k in (".".join(names[:i]) for i in range(len(names), 0, -1)) if k in depends), None)
+        if rule is None:
             continue
         for target in sorted(targets):
             other = target.partition(".")[0]
-            if other != package and other not in depends[package]:
-                breaches.append(Breach(source, f"imports {target}: package {package!r} may import only "
-                                               f"{list(depends[package])}"))
+            if other != package and other not in depends[rule]:
+                whose = f"package {rule!r}" if rule == package else f"{rule!r}"
+                breaches.append(Breach(source, f"imports {target}: {whose} may import only {list(depends[rule])}"))
     return breaches
 
 
@@ -292,7 +311,7 @@ def check(
     breaches = [Breach(" <-> ".join(c), "import cycle") for c in cycles(graph)]
     if not breaches:
         breaches = part_circles(graph, modules)
-    breaches += across_packages(graph, PACKAGE_DEPENDS if depends is None else depends)
+    breaches += across_packages(graph, {**PACKAGE_DEPENDS, **PACKAGE_PART_DEPENDS} if depends is None else depends)
     breaches += upward(graph, LAYERS if layers is None else layers) + sizes(modules, root)
     for path in size_only_files(root, size_only):
         breaches += too_long(path, path.read_text(), root)

@@ -1,4 +1,4 @@
-"""docs/CONTRACTS.md's tables against partitioner.contracts: every defining-code entry names a real definition, and
+"""docs/CONTRACTS.md's tables against geokernel.contracts: every defining-code entry names a real definition, and
 every public name of the contract package is in a table (read from the sources: nothing is imported)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "CONTRACTS.md"
-PACKAGE = ROOT / "partitioner" / "contracts"
+PACKAGE = ROOT / "geokernel" / "contracts"
 #: Modules another change adds to the package; rows naming them are checked once they exist.
 _ENTRY = re.compile(r"`([a-z_][\w.]*):([A-Za-z_][\w.]*)`")
 
@@ -98,14 +98,14 @@ def test_every_public_name_of_the_contract_package_is_in_a_table() -> None:
     for path in sorted(PACKAGE.glob("*.py")):
         if path.name == "__init__.py":
             continue
-        module = f"partitioner.contracts.{path.stem}"
+        module = f"geokernel.contracts.{path.stem}"
         missing += [f"{module}:{n}" for n in definitions(path) if not n.startswith("_") and (module, n) not in documented]
-    assert missing == [], "public names of partitioner/contracts/ missing from docs/CONTRACTS.md's tables"
+    assert missing == [], "public names of geokernel/contracts/ missing from docs/CONTRACTS.md's tables"
 
 
 def test_the_parser_reads_a_row_and_resolves_a_member() -> None:
     # GIVEN a small table WHEN parsed THEN its one row and entry come back, and a class member resolves
     text = "| Contract | Writer(s) | Reader(s) | Defining code |\n| --- | --- | --- | --- |\n| a | b | c | `m.n:X.y` |\n"
     assert entries(table_rows(text)) == [("m.n", "X.y")]
-    assert resolves("partitioner.contracts.spec_pointer", "ActivePointer.version_of")
-    assert not resolves("partitioner.contracts.spec_pointer", "ActivePointer.nothing")
+    assert resolves("geokernel.contracts.spec_pointer", "ActivePointer.version_of")
+    assert not resolves("geokernel.contracts.spec_pointer", "ActivePointer.nothing")

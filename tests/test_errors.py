@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BASES = {"partitioner": "partitioner.errors.PartitionerError", "lambdas": "lambdas.common.errors.LambdaError",
-         "geo_service": "geo_service.errors.GeoServiceError", "aggregation": "aggregation.errors.AggregationError",
+BASES = {"geokernel": "geokernel.errors.PartitionerError", "partitioner": "geokernel.errors.PartitionerError",
+         "lambdas": "lambdas.common.errors.LambdaError",
+         "geo_service": "geo_service.errors.GeoServiceError", "glue_jobs": "glue_jobs.errors.AggregationError",
          "local": "local.errors.LocalRunError", "infra": "infra.errors.InfraError"}
-SKIP = {"aggregation.glue_entry", "aggregation.emr_entry", "infra.app"}  # need the Glue runtime / run the CDK app
+SKIP = {"glue_jobs.glue_entry", "glue_jobs.emr_entry", "infra.app"}  # need the Glue runtime / run the CDK app
 #: Not errors but signals, as KeyboardInterrupt is: raised by a signal handler wherever the main thread is, they
 #: must get past every ``except Exception`` (botocore's retry around a request among them), so they derive from
 #: BaseException and not from the package's base.

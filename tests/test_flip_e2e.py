@@ -28,6 +28,9 @@ from geo_service.aws import make_clients as make_worker_clients
 from geo_service.config import WorkerConfig
 from geo_service.cost import Calibration
 from geo_service.worker import GeoWorker
+from geokernel.contracts.control import DeployStatus
+from geokernel.contracts.spec_pointer import spec_key
+from geokernel.geo.tiles import Tile, bounds
 from lambdas.common.clients import make_clients
 from lambdas.common.config import LambdaConfig, SwapMode
 from lambdas.common.dynamodb import ControlTable, LeaseTable
@@ -38,9 +41,6 @@ from lambdas.deploy.controller import DeployController
 from lambdas.deploy.hooks import HookEvent, run_hook
 from lambdas.deploy.plan import DeployPlan
 from lambdas.router import handler as router_handler
-from partitioner.contracts.control import DeployStatus
-from partitioner.contracts.spec_pointer import spec_key
-from partitioner.geo.tiles import Tile, bounds
 from tests.lambdas.conftest import FakeLambdaContext, make_spec
 
 PREFIX = "e2e"

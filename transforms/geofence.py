@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from geo_service.transform import region_prefixes
-from partitioner.geo.tiles import arrays_to_quadkeys, tiles_xy
+from geokernel.geo.tiles import arrays_to_quadkeys, tiles_xy
 
 DEFAULT_CSV = Path(__file__).resolve().parent / "data" / "geofences.csv"
 EARTH_RADIUS_KM = 6371.0088

@@ -20,7 +20,7 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from partitioner.geo.tiles import quadkey, tile
+from geokernel.geo.tiles import quadkey, tile
 
 PLACE_ZOOM = 24
 DEFAULT_OUT = Path(__file__).with_name("places.csv.gz")

@@ -1,9 +1,9 @@
-"""The typed Lambda config, read from the environment variables of :class:`partitioner.contracts.env.EnvVar`.
+"""The typed Lambda config, read from the environment variables of :class:`geokernel.contracts.env.EnvVar`.
 
 Every Lambda reads its settings once, at import time, with :meth:`LambdaConfig.from_env`, then asks
 for the ones it needs with :meth:`LambdaConfig.require`. A missing or malformed value raises
 :class:`ConfigError` naming the variable and the bad value. The names, who sets them and what they mean are in
-``partitioner/contracts/env.py`` (``ENV_VARS``); the defaults are the fields' defaults below.
+``geokernel/contracts/env.py`` (``ENV_VARS``); the defaults are the fields' defaults below.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from geokernel.contracts.env import EnvVar
+from geokernel.contracts.errors import ContractError
+from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
+from geokernel.contracts.plan import SwapMode
+from geokernel.contracts.stream import geo_stream_name
 from lambdas.common.errors import LambdaError
-from partitioner.contracts.env import EnvVar
-from partitioner.contracts.errors import ContractError
-from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
-from partitioner.contracts.plan import SwapMode
-from partitioner.contracts.stream import geo_stream_name
 
 DEFAULT_PREFIX = "georebal"
 DEFAULT_REGION = "us-east-1"

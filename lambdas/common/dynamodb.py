@@ -14,11 +14,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from geokernel.contracts.dynamo import plain_value
+from geokernel.contracts.errors import ContractError
+from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, lease_key
 from lambdas.common.clients import error_code
 from lambdas.common.errors import AdapterError
-from partitioner.contracts.dynamo import plain_value
-from partitioner.contracts.errors import ContractError
-from partitioner.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, lease_key
 
 
 def _to_ddb(value: Any) -> dict[str, Any]:

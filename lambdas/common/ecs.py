@@ -9,8 +9,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from geokernel.contracts.env import EnvVar
 from lambdas.common.errors import AdapterError
-from partitioner.contracts.env import EnvVar
 
 
 class EcsService:

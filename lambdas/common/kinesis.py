@@ -13,10 +13,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from geokernel.contracts.stream import ShardRange
 from lambdas.common.clients import error_code
 from lambdas.common.errors import AdapterError
 from lambdas.common.pacing import Pacer
-from partitioner.contracts.stream import ShardRange
 
 KINESIS_MAX_RECORDS = 500
 KINESIS_MAX_BYTES = 5 * 1024 * 1024

@@ -5,7 +5,7 @@ deploy, an outage, a retried failure); when it can again, the event source mappi
 full batches, and the router put them as fast as it read them. A local run measured a warm-up backlog of ~2,500
 events sent in 3.6 s, 513 records/s into one geo shard: the shard's quota is 1,000 records/s and 1 MiB/s
 (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_PutRecords.html), and the AWS budget asks for a 2x
-margin (:data:`partitioner.aws_budget.report.MIN_MARGIN`). In AWS the excess is throttled and re-delivered: correct,
+margin (:data:`geokernel.aws_budget.report.MIN_MARGIN`). In AWS the excess is throttled and re-delivered: correct,
 but slower than pacing and over the budget.
 
 How:
@@ -26,7 +26,7 @@ How:
   ``(1 + BURST_S) * rate`` records to a shard from one ingest shard, whichever invocations sent them; the rate is
   set so that this is the share.
 * A target is a stream and an ``ExplicitHashKey``: each slot shard of a spec has its own key
-  (:class:`partitioner.spec.model.Worker` ``shard_keys``), so a key stands for its shard.
+  (:class:`geokernel.partition_spec.model.Worker` ``shard_keys``), so a key stands for its shard.
 
 Cost: only while catching up, the invocation sleeps (billed duration). A 500-record batch spread over many workers'
 shards waits little; one that is all for one shard takes ``500 / rate`` seconds (local run, two ingest shards:
@@ -40,8 +40,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from partitioner.aws_budget.quotas import BY_KEY
-from partitioner.aws_budget.report import MIN_MARGIN
+from geokernel.aws_budget.quotas import BY_KEY
+from geokernel.aws_budget.report import MIN_MARGIN
 
 #: Kinesis per-shard write quota: the quota table's rows (1,000 records/s and 1 MiB/s, each citing its AWS page).
 SHARD_RECORDS_PER_S = float(BY_KEY["kinesis.PutRecords.records"].per_second or 0)

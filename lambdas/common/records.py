@@ -1,8 +1,8 @@
 """Reads and writes of control-table records through the Lambdas' adapter (``docs/CONTRACTS.md``).
 
-The records and their codecs are defined once in :mod:`partitioner.contracts` (``pk="desired"`` and
-``pk="active"``: :mod:`~partitioner.contracts.spec_pointer`; ``pk="snapshot"``, ``pk="policy"`` and
-``pk="latency"``: :mod:`~partitioner.contracts.control`). Here: reading them through a
+The records and their codecs are defined once in :mod:`geokernel.contracts` (``pk="desired"`` and
+``pk="active"``: :mod:`~geokernel.contracts.spec_pointer`; ``pk="snapshot"``, ``pk="policy"`` and
+``pk="latency"``: :mod:`~geokernel.contracts.control`). Here: reading them through a
 :class:`~lambdas.common.dynamodb.ControlTable` (a malformed item raises :class:`RecordError`), and the snapshot-to-live
 latency the deploy controller records at each flip for the partitioner's forecast.
 """
@@ -14,13 +14,13 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from geokernel.contracts.control import ControlKey, LatencySample, latency_item, latency_samples
+from geokernel.contracts.errors import ContractError
+from geokernel.contracts.spec_pointer import ActivePointer, DesiredPointer
+from geokernel.partition_spec.model import Spec
 from lambdas.common.dynamodb import ControlTable
 from lambdas.common.errors import AdapterError, LambdaError
 from lambdas.common.timestamps import now_iso
-from partitioner.contracts.control import ControlKey, LatencySample, latency_item, latency_samples
-from partitioner.contracts.errors import ContractError
-from partitioner.contracts.spec_pointer import ActivePointer, DesiredPointer
-from partitioner.spec.model import Spec
 
 
 class RecordError(LambdaError, ValueError):
@@ -28,7 +28,7 @@ class RecordError(LambdaError, ValueError):
 
 
 class ControlRecord(Protocol):
-    """A control-table record of :mod:`partitioner.contracts`: it writes its own item body."""
+    """A control-table record of :mod:`geokernel.contracts`: it writes its own item body."""
 
     def to_item(self) -> dict[str, Any]: ...
 

@@ -1,6 +1,6 @@
 """S3 adapters: immutable specs (and the geo streams' shard maps), plain object reads, cost reports, quarantine.
 
-Keys follow ``docs/CONTRACTS.md``: specs at :func:`~partitioner.contracts.spec_key`, worker cost reports under
+Keys follow ``docs/CONTRACTS.md``: specs at :func:`~geokernel.contracts.spec_key`, worker cost reports under
 ``costs/v<version>/<worker_id>/``, quarantined records under ``quarantine/<source>/<day>/``.
 """
 
@@ -16,17 +16,17 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from geokernel.contracts.cost import CostReportRecord, cost_prefix, parse_cost_key
+from geokernel.contracts.errors import ContractError
+from geokernel.contracts.quarantine import lambda_quarantine_key
+from geokernel.contracts.spec_pointer import spec_key
+from geokernel.contracts.stream import StreamManifest, stream_manifest_key
+from geokernel.errors import SpecError
+from geokernel.partition_spec.model import Spec
+from geokernel.partition_spec.parse import spec_from_json
+from geokernel.partition_spec.rules import check
 from lambdas.common.clients import error_code
 from lambdas.common.errors import AdapterError
-from partitioner.contracts.cost import CostReportRecord, cost_prefix, parse_cost_key
-from partitioner.contracts.errors import ContractError
-from partitioner.contracts.quarantine import lambda_quarantine_key
-from partitioner.contracts.spec_pointer import spec_key
-from partitioner.contracts.stream import StreamManifest, stream_manifest_key
-from partitioner.errors import SpecError
-from partitioner.spec.model import Spec
-from partitioner.spec.parse import spec_from_json
-from partitioner.spec.rules import check
 
 
 class SpecExists(AdapterError):
@@ -88,7 +88,7 @@ class SpecStore:
         return spec
 
     def put_stream_manifest(self, manifest: StreamManifest) -> str:
-        """Write a geo stream's shard map (:func:`~partitioner.contracts.stream_manifest_key`); return its key."""
+        """Write a geo stream's shard map (:func:`~geokernel.contracts.stream_manifest_key`); return its key."""
         key = stream_manifest_key(manifest.version)
         try:
             self._s3.put_object(Bucket=self.bucket, Key=key, Body=manifest.to_json().encode(),
@@ -151,7 +151,7 @@ class CostReports:
     def latest(self, version: int) -> CostRates:
         """Merge each worker's latest report of ``version``; an unreadable one is skipped, named in ``skipped``.
 
-        Reports are decoded by the contract (:class:`~partitioner.contracts.cost.CostReportRecord`); a report it
+        Reports are decoded by the contract (:class:`~geokernel.contracts.cost.CostReportRecord`); a report it
         rejects is left out whole (a worker's stale rates are better than half of a broken report).
         """
         latest: dict[str, tuple[int, str]] = {}

@@ -1,6 +1,6 @@
 """DeployController: the blue/green deploy state machine, the same in AWS (hooks) and in the local loop.
 
-One deployment at a time, persisted in control ``pk="deploy"`` (:class:`partitioner.contracts.control.DeployState`,
+One deployment at a time, persisted in control ``pk="deploy"`` (:class:`geokernel.contracts.control.DeployState`,
 optimistic lock on ``rev``)::
 
     {version, status, started_at, updated_at, reason,          # the contract's fields
@@ -63,6 +63,9 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from geokernel.contracts.control import FINISHED, ControlKey, DeployState, DeployStatus
+from geokernel.contracts.plan import SwapMode
+from geokernel.contracts.stream import geo_stream_name
 from lambdas.common.dynamodb import ControlTable, LeaseTable
 from lambdas.common.kinesis import GeoStreams
 from lambdas.common.records import read_active, read_desired
@@ -70,9 +73,6 @@ from lambdas.common.s3 import SpecStore
 from lambdas.deploy.errors import DeployError
 from lambdas.deploy.fleet import Fleet
 from lambdas.deploy.steps import SwapSteps
-from partitioner.contracts.control import FINISHED, ControlKey, DeployState, DeployStatus
-from partitioner.contracts.plan import SwapMode
-from partitioner.contracts.stream import geo_stream_name
 
 FLEET_START_GRACE_S = 30.0  # a waiting_green swap whose fleet has not started this long after the save is resumed
 ADVANCE_EVERY_S = 5.0  # see DeployController(advance_every_s=)

@@ -44,21 +44,21 @@ from urllib.parse import unquote_plus
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from lambdas.common.errors import LambdaError
-from lambdas.common.records import read_desired
-from lambdas.deploy.code import Reconciled, may_start, reconcile_fleet, redeploy_live_spec
-from lambdas.deploy.controller import DeployController
-from lambdas.deploy.runtime import config, controller
-from partitioner.contracts.control import DeployState
-from partitioner.contracts.metric_names import (
+from geokernel.contracts.control import DeployState
+from geokernel.contracts.metric_names import (
     NAMESPACE,
     Metric,
     MetricService,
     deploy_status_metric,
     fleet_reconciled_metric,
 )
-from partitioner.contracts.plan import SwapMode
-from partitioner.contracts.spec_pointer import parse_spec_key
+from geokernel.contracts.plan import SwapMode
+from geokernel.contracts.spec_pointer import parse_spec_key
+from lambdas.common.errors import LambdaError
+from lambdas.common.records import read_desired
+from lambdas.deploy.code import Reconciled, may_start, reconcile_fleet, redeploy_live_spec
+from lambdas.deploy.controller import DeployController
+from lambdas.deploy.runtime import config, controller
 
 logger = Logger(service="deployer")
 metrics = Metrics(namespace=NAMESPACE, service=MetricService.DEPLOYER)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from geokernel.contracts.plan import SwapMode
 from lambdas.common.ecs import EcsService
 from lambdas.deploy.plan import DeployPlan
-from partitioner.contracts.plan import SwapMode
 
 
 class Fleet(Protocol):

@@ -41,12 +41,12 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from geokernel.contracts.control import IN_FLIGHT, DeployState, DeployStatus
+from geokernel.contracts.metric_names import NAMESPACE, Metric, MetricService, hook_status_metric
 from lambdas.common.errors import LambdaError
 from lambdas.deploy.code import ReconcilableFleet
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.runtime import config, controller
-from partitioner.contracts.control import IN_FLIGHT, DeployState, DeployStatus
-from partitioner.contracts.metric_names import NAMESPACE, Metric, MetricService, hook_status_metric
 
 logger = Logger(service="deploy-hooks")
 metrics = Metrics(namespace=NAMESPACE, service=MetricService.DEPLOY_HOOKS)

@@ -18,8 +18,8 @@ So a region that is only re-listed with other squares (coalesced or split into c
 worker does not move.
 
 The plan is stored in the control table as ``pk="plan"`` (:func:`plan_item`: the record
-:class:`~partitioner.contracts.plan.PlanItem`, read back by the controller and the local report) with a
-:class:`~partitioner.contracts.plan.PlanStatus`.
+:class:`~geokernel.contracts.plan.PlanItem`, read back by the controller and the local report) with a
+:class:`~geokernel.contracts.plan.PlanStatus`.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from geokernel.contracts.plan import PlanItem, PlanStatus, SwapMode
+from geokernel.partition_spec.model import HASH_BUCKETS, Partition, Spec
 from lambdas.common.config import parse_swap_mode
-from partitioner.contracts.plan import PlanItem, PlanStatus, SwapMode
-from partitioner.spec.model import HASH_BUCKETS, Partition, Spec
 
 FULL_RANGE = (0, HASH_BUCKETS)
 
@@ -229,13 +229,13 @@ def _slot_change(wid: str, old: Spec, new: Spec, gains: Sequence[str], losses: S
 
 
 def plan_from_item(item: Mapping[str, Any]) -> DeployPlan:
-    """The plan a ``pk="plan"`` item records (:class:`~partitioner.contracts.plan.PlanItem`), without the specs:
+    """The plan a ``pk="plan"`` item records (:class:`~geokernel.contracts.plan.PlanItem`), without the specs:
     slot ids and counts (no cell labels).
 
     Raises
     ------
     ValueError
-        If the item lacks a field or has a bad value (a :class:`~partitioner.contracts.errors.ContractError`
+        If the item lacks a field or has a bad value (a :class:`~geokernel.contracts.errors.ContractError`
         naming it).
     """
     stored = PlanItem.from_item(item)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+from geokernel.contracts.env import EnvVar
 from lambdas.common.clients import make_clients
 from lambdas.common.config import LambdaConfig
 from lambdas.common.dynamodb import ControlTable, LeaseTable
@@ -12,7 +13,6 @@ from lambdas.common.kinesis import GeoStreams
 from lambdas.common.s3 import SpecStore
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.fleet import EcsFleet
-from partitioner.contracts.env import EnvVar
 
 
 @functools.cache

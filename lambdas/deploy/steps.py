@@ -13,6 +13,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from geokernel.contracts.control import ControlKey
+from geokernel.contracts.plan import PlanStatus, SwapHead, SwapMode
+from geokernel.contracts.spec_pointer import ActivePointer, spec_key
+from geokernel.contracts.stream import StreamManifest, geo_stream_name
+from geokernel.partition_spec.model import Spec
 from lambdas.common.dynamodb import ControlTable, LeaseTable
 from lambdas.common.kinesis import GeoStreams
 from lambdas.common.records import read_active, record_live_latency, to_item
@@ -21,11 +26,6 @@ from lambdas.common.timestamps import now_iso
 from lambdas.deploy.errors import DeployError
 from lambdas.deploy.fleet import Fleet
 from lambdas.deploy.plan import DeployPlan, plan_from_item, plan_item, plan_swap
-from partitioner.contracts.control import ControlKey
-from partitioner.contracts.plan import PlanStatus, SwapHead, SwapMode
-from partitioner.contracts.spec_pointer import ActivePointer, spec_key
-from partitioner.contracts.stream import StreamManifest, geo_stream_name
-from partitioner.spec.model import Spec
 
 FLEET_STARTED = "fleet_started"  # plan item flag: start_fleet completed (a crash before it is resumed)
 

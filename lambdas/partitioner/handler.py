@@ -17,12 +17,12 @@ from urllib.parse import unquote_plus
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from geokernel.contracts.metric_names import NAMESPACE, PARTITIONER_OUTCOME_METRICS, Metric, MetricService
+from geokernel.contracts.snapshot import is_manifest_key
 from lambdas.common.clients import make_clients
 from lambdas.common.config import LambdaConfig
 from lambdas.common.records import read_active
 from lambdas.partitioner.logic import Outcome, PartitionerDeps, process_snapshot
-from partitioner.contracts.metric_names import NAMESPACE, PARTITIONER_OUTCOME_METRICS, Metric, MetricService
-from partitioner.contracts.snapshot import is_manifest_key
 
 logger = Logger(service="partitioner")
 metrics = Metrics(namespace=NAMESPACE, service=MetricService.PARTITIONER)

@@ -39,6 +39,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from geokernel.contracts.control import ControlKey, PolicyMark, SnapshotMark
+from geokernel.contracts.crowds import CROWDS_KEY
+from geokernel.contracts.env import EnvVar
+from geokernel.contracts.spec_pointer import DesiredPointer, spec_key
+from geokernel.contracts.stream import geo_stream_name
+from geokernel.errors import PartitionerError, PolicyError
+from geokernel.partition_spec.model import Spec
+from geokernel.partition_spec.rules import validate
+from geokernel.partition_spec.shards import with_shards
 from lambdas.common.clients import Clients
 from lambdas.common.config import ConfigError, LambdaConfig
 from lambdas.common.dynamodb import ControlTable
@@ -49,20 +58,11 @@ from lambdas.common.timestamps import now_iso
 from lambdas.partitioner.snapshot import Manifest, SnapshotRejected, parse_manifest, read_rows, verify_manifest
 from lambdas.partitioner.state import ControlStateStore
 from partitioner.builders import build_spec
-from partitioner.contracts.control import ControlKey, PolicyMark, SnapshotMark
-from partitioner.contracts.crowds import CROWDS_KEY
-from partitioner.contracts.env import EnvVar
-from partitioner.contracts.spec_pointer import DesiredPointer, spec_key
-from partitioner.contracts.stream import geo_stream_name
 from partitioner.control.controller import ControlSettings, ControlState, Step, control_step
-from partitioner.errors import PartitionerError, PolicyError
+from partitioner.control.crowds import DeclaredCrowd, parse_crowds
 from partitioner.load.cost import apply_cost_rates
 from partitioner.load.counts import Counts
-from partitioner.load.crowds import DeclaredCrowd, parse_crowds
 from partitioner.load.read import read_snapshot_rows
-from partitioner.spec.model import Spec
-from partitioner.spec.rules import validate
-from partitioner.spec.shards import with_shards
 
 Builder = Callable[..., Spec]
 MAX_VERSION_RETRIES = 3

@@ -1,4 +1,4 @@
-"""Read and verify a load snapshot (:mod:`partitioner.contracts.snapshot`; ``docs/CONTRACTS.md``, "Load snapshot").
+"""Read and verify a load snapshot (:mod:`geokernel.contracts.snapshot`; ``docs/CONTRACTS.md``, "Load snapshot").
 
 :func:`parse_manifest` decodes the manifest (its format and fields), :func:`verify_manifest` checks its sums
 (the total row count and the checksum), and :func:`read_rows` that every listed file exists, each file's sha256
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from geokernel.contracts.errors import ContractError
+from geokernel.contracts.snapshot import SNAPSHOT_HEADER, SnapshotManifest, manifest_checksum
 from lambdas.common.errors import LambdaError
 from lambdas.common.s3 import ObjectStore
-from partitioner.contracts.errors import ContractError
-from partitioner.contracts.snapshot import SNAPSHOT_HEADER, SnapshotManifest, manifest_checksum
 from partitioner.load import csvscan
 
 HEADER = ",".join(SNAPSHOT_HEADER).encode()

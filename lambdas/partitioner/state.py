@@ -17,10 +17,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from geokernel.errors import PolicyError
 from lambdas.common.clients import error_code
 from lambdas.common.errors import AdapterError
 from partitioner.control.controller import ControlState
-from partitioner.errors import PolicyError
 
 CONTROL_STATE_KEY = "control/controller-state.json"
 

@@ -5,7 +5,7 @@ Entry point ``lambdas/router/handler.py:handler``. Env: ``CONTROL_TABLE``, ``SPE
 Returns ``{"batchItemFailures": [{"itemIdentifier": <sequenceNumber>}, ...]}``: invalid events are
 quarantined (not failures); records whose put failed are reported, never dropped.
 
-A KPL aggregated record (:mod:`partitioner.contracts.kpl`) is split into its user records, each routed, quarantined
+A KPL aggregated record (:mod:`geokernel.contracts.kpl`) is split into its user records, each routed, quarantined
 (``source`` ``<stream>/<shard>/<seq>/sub=<index>``) or failed on its own; a failure reports the parent's sequence
 number (what the event source mapping checkpoints), so the whole parent is re-delivered. One that does not decode
 is quarantined whole as ``corrupt_kpl_record`` (its ``raw`` the record's base64).
@@ -38,6 +38,11 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
 
+from geokernel.contracts.env import EnvVar
+from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
+from geokernel.contracts.events import ReasonCode
+from geokernel.contracts.kpl import KplError, deaggregate, is_aggregated, sub_record_source
+from geokernel.contracts.metric_names import NAMESPACE, Metric, MetricService
 from lambdas.common.clients import make_clients
 from lambdas.common.config import LambdaConfig
 from lambdas.common.dynamodb import ControlTable
@@ -47,11 +52,6 @@ from lambdas.common.pacing import CATCHUP_AGE_S, PaceBudget, Pacer, oldest_arriv
 from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router.ledger import LedgerStore
 from lambdas.router.routing import ActiveSpecCache, InputRecord, route_batch
-from partitioner.contracts.env import EnvVar
-from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
-from partitioner.contracts.events import ReasonCode
-from partitioner.contracts.kpl import KplError, deaggregate, is_aggregated, sub_record_source
-from partitioner.contracts.metric_names import NAMESPACE, Metric, MetricService
 
 logger = Logger(service="router")
 metrics = Metrics(namespace=NAMESPACE, service=MetricService.ROUTER)

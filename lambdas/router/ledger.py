@@ -2,7 +2,7 @@
 
 For each entity the ledger holds its last routed event: the number ``n`` the router gave it, its place in the ingest
 shard and the slot it went to (:mod:`lambdas.router.stateful` stamps and marks with it). It lives at
-:func:`~partitioner.contracts.handoff.router_ledger_key` in the specs bucket, one object per ingest shard.
+:func:`~geokernel.contracts.handoff.router_ledger_key` in the specs bucket, one object per ingest shard.
 
 **Resharding.** An on-demand ingest stream (``ingest_shards`` 0, the default) splits and merges shards by itself,
 and an entity's events then go to a child shard. A shard whose ledger does not exist yet starts from its parents'
@@ -40,10 +40,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from geokernel.contracts.handoff import router_ledger_key
+from geokernel.contracts.stream import ShardRange, partition_hash_key
 from lambdas.common.clients import error_code
 from lambdas.common.errors import AdapterError
-from partitioner.contracts.handoff import router_ledger_key
-from partitioner.contracts.stream import ShardRange, partition_hash_key
 
 #: The shards of an ingest stream by id (``ListShards``), asked for only when a shard has no ledger yet.
 ShardLister = Callable[[str], Sequence[ShardRange]]

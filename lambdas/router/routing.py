@@ -17,7 +17,7 @@ this was the cause was not shown). One read unit per invocation: at
 A record is put
 to the active version's geo stream with ``PartitionKey = entity_id`` and ``ExplicitHashKey`` = the
 hash key of the worker owning the event's partition (a split hot cell resolves by entity bucket).
-Lookups are vectorised: one :meth:`partitioner.spec.index.SpecIndex.locate` call per batch.
+Lookups are vectorised: one :meth:`geokernel.partition_spec.index.SpecIndex.locate` call per batch.
 
 Geo stream record (``docs/CONTRACTS.md``): the original event bytes, unchanged.
 """
@@ -31,6 +31,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
+from geokernel.contracts.handoff import slot_label
+from geokernel.events import Rejection, ValidEvent, parse_event, quarantine_record
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import Spec
+from geokernel.partition_spec.shards import entity_shards
 from lambdas.common.dynamodb import ControlTable
 from lambdas.common.errors import AdapterError
 from lambdas.common.kinesis import GeoStreams, PutEntry
@@ -39,12 +45,6 @@ from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.common.timestamps import now_iso
 from lambdas.router.ledger import RouterLedger, Target
 from lambdas.router.stateful import Routed, ingest_order, route_stamped
-from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
-from partitioner.contracts.handoff import slot_label
-from partitioner.load.events import Rejection, ValidEvent, parse_event, quarantine_record
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import Spec
-from partitioner.spec.shards import entity_shards
 
 Clock = Callable[[], float]
 
@@ -98,7 +98,7 @@ class RoutingTable:
         """Return the ExplicitHashKey of each point's partition (vectorised).
 
         A worker owning ``k > 1`` shards gets each entity on shard ``entity_shard(entity_id, k)`` of its keys (one MD5
-        per entity, :func:`~partitioner.spec.shards.entity_shards`; the rest is NumPy), so
+        per entity, :func:`~geokernel.partition_spec.shards.entity_shards`; the rest is NumPy), so
         one entity's events stay on one shard (per-entity order) and the worker's entities spread over its shards.
         """
         return self._keys(self.index.locate(lon, lat, entity_ids), entity_ids)

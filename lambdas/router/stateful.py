@@ -3,7 +3,7 @@
 Per ingest shard the router keeps a :class:`RouterLedger`: for each entity the number ``n`` of its last routed
 event, that event's place in the ingest shard (so a retried batch does not route it twice) and the slot it went to.
 :func:`route_stamped` puts every event stamped with ``n`` and the previous slot, and when the slot changes it first
-puts a marker behind the entity's previous event in the old slot's shard (``partitioner.contracts.handoff``).
+puts a marker behind the entity's previous event in the old slot's shard (``geokernel.contracts.handoff``).
 
 Per-entity order holds although ``PutRecords`` does not keep order across a partial failure
 (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_PutRecords.html: "PutRecords doesn't guarantee the
@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from geokernel.contracts.handoff import Marker, Stamp, encode_marker, encode_stamped
+from geokernel.contracts.kpl import SUB_RECORD_MARK
+from geokernel.events import ValidEvent
 from lambdas.common.kinesis import GeoStreams, PutEntry
 from lambdas.router.ledger import LedgerEntry, RouterLedger, Target
-from partitioner.contracts.handoff import Marker, Stamp, encode_marker, encode_stamped
-from partitioner.contracts.kpl import SUB_RECORD_MARK
-from partitioner.load.events import ValidEvent
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from geokernel.contracts.control import ControlKey, SnapshotMark
+from geokernel.contracts.lease import lease_key
+from geokernel.contracts.snapshot import SNAPSHOTS_PREFIX, is_manifest_key
+from geokernel.contracts.spec_pointer import DesiredPointer
+from geokernel.contracts.stream import geo_stream_name, geo_stream_prefix
 from lambdas.common.dynamodb import ControlTable
 from local import procs
 from local.aws import EmbeddedAws
@@ -27,11 +32,6 @@ from local.faults.worker_kill import WorkerKill, leases_from_items
 from local.fleet import WorkerSettings
 from local.spark import SPARK_START_TIMEOUT_S, WATERMARK_S, start_spark
 from local.state import RunState, say
-from partitioner.contracts.control import ControlKey, SnapshotMark
-from partitioner.contracts.lease import lease_key
-from partitioner.contracts.snapshot import SNAPSHOTS_PREFIX, is_manifest_key
-from partitioner.contracts.spec_pointer import DesiredPointer
-from partitioner.contracts.stream import geo_stream_name, geo_stream_prefix
 
 
 def arm_faults(state: RunState, aws: EmbeddedAws) -> None:

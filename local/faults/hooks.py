@@ -38,7 +38,7 @@ class Reconcile(NamedTuple):
 
 
 class DeployView(Protocol):
-    """What :class:`HookFault` reads of the controller's state (:class:`partitioner.contracts.control.DeployState`)."""
+    """What :class:`HookFault` reads of the controller's state (:class:`geokernel.contracts.control.DeployState`)."""
 
     @property
     def version(self) -> int | None: ...

@@ -40,9 +40,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from local.faults.record import FaultRecord, LiveDelay, LiveSince
-from local.outcomes import outcome
-from partitioner.contracts.snapshot import (
+from geokernel.contracts.snapshot import (
     MANIFEST_NAME,
     SNAPSHOTS_PREFIX,
     SnapshotFile,
@@ -50,6 +48,8 @@ from partitioner.contracts.snapshot import (
     iso,
     manifest_checksum,
 )
+from local.faults.record import FaultRecord, LiveDelay, LiveSince
+from local.outcomes import outcome
 
 JUDGED = ("published", "held")  # a snapshot the partitioner used (a spec published, or the policy held it)
 KINDS = ("truncated", "not-a-snapshot", "bad-rows")

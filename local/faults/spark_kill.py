@@ -4,7 +4,7 @@ The kill hits the job's process group (driver and JVM) once a spec is live and `
 restarts it on the same checkpoint (as EMR Serverless' job retry policy or Glue's job restart would). *Detected*
 when the loop saw the process gone, *recovered* when the restarted job wrote a snapshot again (its log says
 ``snapshot``). A window in flight at the kill is recomputed from the checkpointed offsets; a snapshot rewritten with
-the same content is skipped (``aggregation.snapshot``).
+the same content is skipped (``glue_jobs.snapshot``).
 """
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, parse_lease_key
 from local.faults.record import IN_SWAP, TAKEOVER_LEASES, FaultRecord, LiveSince
-from partitioner.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, parse_lease_key
 
 CARRIED_LEASES = 1.0  # lease durations more for the leases a killed carrier held beyond its slot's
 

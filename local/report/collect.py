@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from geokernel.contracts.snapshot import SnapshotManifest
 from local.outcomes import outcome
 from local.output import read_quarantine
 from local.report.worker_load import CostSample, cost_sample
 from local.state import RunState
-from partitioner.contracts.snapshot import SnapshotManifest
 
 
 def collect_live(state: RunState) -> None:

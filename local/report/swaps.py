@@ -42,11 +42,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
+from geokernel.contracts.plan import PlanItem, SwapMode
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import Spec
 from local.output import Processed
 from local.report.swap_checks import Check, flip_check, order_check, reader_check
-from partitioner.contracts.plan import PlanItem, SwapMode
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import Spec
 
 LAG_WINDOW_S = 10.0  # the handover lag looks at the new version's records processed this long after the flip
 

@@ -69,8 +69,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from geokernel.contracts.cost import CostReportRecord
 from local.output import OutRecord
-from partitioner.contracts.cost import CostReportRecord
 
 #: The run fails when more than this share of worker-windows is over the cap ...
 MAX_OVER_CAP_SHARE = 0.02
@@ -168,7 +168,7 @@ class CostSample:
 def cost_sample(body: Mapping[str, Any], where: str) -> CostSample:
     """Read a cost report body with the contract's decoder (:class:`CostReportRecord`): the CPU seconds it measured.
 
-    Raises :class:`~partitioner.contracts.errors.ContractError` (a ``ValueError``) naming ``where`` if it is bad.
+    Raises :class:`~geokernel.contracts.errors.ContractError` (a ``ValueError``) naming ``where`` if it is bad.
     """
     report = CostReportRecord.from_dict(body, where)
     cpu_s = sum(n * report.rates.get(q, 0.0) for q, n in report.events.items()) * report.calibration

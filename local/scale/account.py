@@ -16,11 +16,11 @@ import boto3
 from botocore.config import Config
 
 from geo_service.config import WorkerConfig
+from geokernel.contracts.lease import LEASE_KEY_ATTR
+from geokernel.contracts.plan import SwapMode
 from local.aws import Names
 from local.scale.memo import shared_objects
 from local.scale.simtime import SimTime
-from partitioner.contracts.lease import LEASE_KEY_ATTR
-from partitioner.contracts.plan import SwapMode
 
 REGION = "us-east-1"
 

@@ -43,6 +43,12 @@ from geo_service.lifecycle import WorkerState
 from geo_service.protection import ScaleInProtection
 from geo_service.transform import Applied, GeoTransform
 from geo_service.worker import GeoWorker
+from geokernel.aws_budget.calls import CallLog
+from geokernel.contracts.control import ControlKey, DeployStatus
+from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS
+from geokernel.contracts.handoff import router_ledger_key
+from geokernel.contracts.spec_pointer import DesiredPointer, spec_key
+from geokernel.partition_spec.model import Spec
 from lambdas.common.dynamodb import ControlTable
 from lambdas.common.kinesis import GeoStreams, PutEntry, chunk_entries
 from lambdas.common.s3 import QuarantineSink, SpecStore
@@ -51,12 +57,6 @@ from lambdas.router.ledger import LedgerStore
 from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
 from local.scale.simtime import SimTime
 from local.scale.world import EventSource, HomedSource
-from partitioner.aws_budget.calls import CallLog
-from partitioner.contracts.control import ControlKey, DeployStatus
-from partitioner.contracts.event_fields import DEFAULT_EVENT_FIELDS
-from partitioner.contracts.handoff import router_ledger_key
-from partitioner.contracts.spec_pointer import DesiredPointer, spec_key
-from partitioner.spec.model import Spec
 
 log = logging.getLogger(__name__)
 

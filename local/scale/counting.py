@@ -10,11 +10,11 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
+from geokernel.aws_budget.calls import CallLog
+from geokernel.aws_budget.usage import ACCOUNT, Usage
+from geokernel.contracts.handoff import router_ledger_key, state_key
 from lambdas.common.kinesis import PutEntry
 from local.scale.result import ScaleResult, SteadyCalls
-from partitioner.aws_budget.calls import CallLog
-from partitioner.aws_budget.usage import ACCOUNT, Usage
-from partitioner.contracts.handoff import router_ledger_key, state_key
 
 #: Call-log rows that are levels, not calls (the router's concurrency, Fargate's launch tokens).
 NOT_CALLS = frozenset({"lambda.concurrency", "fargate.task_launches"})

@@ -4,7 +4,7 @@ A real worker task and a real router container each parse the spec and build its
 them in one process would hold a thousand copies of the same immutable objects, so while the simulation runs:
 
 * a worker's spec read still makes its own S3 ``GetObject`` (counted), but the parse is shared by version;
-* the spec index (:class:`partitioner.spec.index.SpecIndex`) and the router's
+* the spec index (:class:`geokernel.partition_spec.index.SpecIndex`) and the router's
   :class:`lambdas.router.routing.RoutingTable` are built once per spec object.
 
 Only object identity changes; every value is the one the worker or router would have built itself.
@@ -20,9 +20,9 @@ from unittest import mock
 import geo_service.slots
 import lambdas.router.routing
 from geo_service.aws import load_spec_from_s3
-from partitioner.contracts.spec_pointer import spec_key
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import Spec
+from geokernel.contracts.spec_pointer import spec_key
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import Spec
 
 
 @contextlib.contextmanager

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from geo_service.config import WorkerConfig
-from partitioner.aws_budget.calls import CallLog
-from partitioner.aws_budget.quotas import WARM_TABLE_ROWS, warm_table
-from partitioner.aws_budget.report import BudgetRow, budget, failures, rates_per_api, render
+from geokernel.aws_budget.calls import CallLog
+from geokernel.aws_budget.quotas import WARM_TABLE_ROWS, warm_table
+from geokernel.aws_budget.report import BudgetRow, budget, failures, rates_per_api, render
 
 
 class SteadyCalls(NamedTuple):

@@ -11,7 +11,7 @@ reports, scale-in protection), with the deploy controller, the router and ECS's 
 4. deploys v3, which needs about 20 % more workers (new tasks launch, claim the new slots, the flip);
 5. lets the old version drain and the output flush.
 
-Every AWS call of the project's code is counted per simulated second (:mod:`partitioner.aws_budget`); the report
+Every AWS call of the project's code is counted per simulated second (:mod:`geokernel.aws_budget`); the report
 holds each API's peak and sustained rate against its documented quota, and the run fails (exit 1) when any is
 above half its quota, a swap did not complete, or an event put on a geo stream is missing from the output.
 """
@@ -33,6 +33,12 @@ import boto3
 from botocore.config import Config
 
 from geo_service.aws import Clients as WorkerClients
+from geokernel.aws_budget.calls import CallLog, watch
+from geokernel.aws_budget.usage import ACCOUNT, Usage
+from geokernel.contracts.control import DeployStatus
+from geokernel.contracts.enriched import EnrichedRecord, parse_enriched_key
+from geokernel.contracts.plan import SwapMode
+from geokernel.partition_spec.shards import with_shards
 from lambdas.common.dynamodb import ControlTable, LeaseTable
 from lambdas.common.ecs import EcsService
 from lambdas.common.kinesis import GeoStreams
@@ -47,12 +53,6 @@ from local.scale.counting import ShardLookup, protected, steady_calls, steady_ou
 from local.scale.result import Phase, ScaleConfig, ScaleResult, summary, to_json
 from local.scale.simtime import SimTime
 from local.scale.world import EventSource, HomedSource, Version, World, build_world
-from partitioner.aws_budget.calls import CallLog, watch
-from partitioner.aws_budget.usage import ACCOUNT, Usage
-from partitioner.contracts.control import DeployStatus
-from partitioner.contracts.enriched import EnrichedRecord, parse_enriched_key
-from partitioner.contracts.plan import SwapMode
-from partitioner.spec.shards import with_shards
 
 PREFIX = "georebal-sim"
 PHASES = ("deploy v1 (fleet start)", "swap v2 (load moves)", "swap v3 (more workers)")

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from geokernel.partition_spec.model import Spec
 from partitioner.builders import build_spec
 from partitioner.load.counts import Counts
 from partitioner.output.compare import stability
 from partitioner.simulate.places import counts_from_codes, point_codes, scatter
-from partitioner.spec.model import Spec
 
 ZOOM = 12
 #: Events of the load model per worker per window (the absolute scale does not matter: max_load follows it).

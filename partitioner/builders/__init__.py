@@ -25,13 +25,13 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 
+from geokernel.errors import BuildError
+from geokernel.partition_spec.model import Spec
 from partitioner.builders.assemble import SpecHeader
 from partitioner.builders.protocol import Builder, BuildReport, BuildRequest
 from partitioner.builders.registry import builder
-from partitioner.errors import BuildError
 from partitioner.load.bound import lower_bound
 from partitioner.load.counts import Counts, Grid
-from partitioner.spec.model import Spec
 
 __all__ = ["build_spec", "build_with_report"]
 
@@ -69,7 +69,7 @@ def build_with_report(counts: Counts, max_load: float, *, previous: Spec | None 
     Returns
     -------
     BuildReport
-        ``spec`` is validated with :func:`partitioner.spec.rules.check` for ``compact``;
+        ``spec`` is validated with :func:`geokernel.partition_spec.rules.check` for ``compact``;
         the ``seed`` baseline may break caps (that is its weakness) and lists the
         broken rules in ``problems`` instead of raising.
 

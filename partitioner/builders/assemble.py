@@ -7,9 +7,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from geokernel.partition_spec.model import CATCH_ALL_QUADKEY, HASH_BUCKETS, Partition, Spec, Worker, shard_hash_key
 from partitioner.builders.ids import PARTITION_PREFIX, WORKER_PREFIX, IdAllocator, Ids, fresh_ids
 from partitioner.builders.region import Placement
-from partitioner.spec.model import CATCH_ALL_QUADKEY, HASH_BUCKETS, Partition, Spec, Worker, shard_hash_key
 
 
 @dataclass(frozen=True)

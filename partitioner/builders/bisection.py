@@ -18,8 +18,8 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.geo.graph import components, group_indices, neighbour_pairs, run_components
-from partitioner.geo.tiles import FloatArray, IntArray, unique_ints
+from geokernel.geo.graph import components, group_indices, neighbour_pairs, run_components
+from geokernel.geo.tiles import FloatArray, IntArray, unique_ints
 from partitioner.load.counts import Grid
 
 BoolArray = npt.NDArray[np.bool_]

@@ -23,13 +23,13 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from geokernel.geo.graph import components, group_indices
+from geokernel.geo.shape import coalesce, fill_gaps, is_member, unique_pairs
+from geokernel.geo.tiles import FloatArray, IntArray, arrays_to_quadkeys, tile_codes
 from partitioner.builders.bisection import carve
 from partitioner.builders.cuts import CutBudget, choose_cuts
 from partitioner.builders.region import Region
 from partitioner.builders.territory import Squares
-from partitioner.geo.graph import components, group_indices
-from partitioner.geo.shape import coalesce, fill_gaps, is_member, unique_pairs
-from partitioner.geo.tiles import FloatArray, IntArray, arrays_to_quadkeys, tile_codes
 from partitioner.load.counts import Grid
 
 BRIDGE_LEVELS = 3  # cells within the same or adjacent 8x8 block of grid cells may share a region
@@ -57,7 +57,7 @@ def carve_cells(grid: Grid, cap: float, *, bridge_levels: int = BRIDGE_LEVELS, f
         Loaded cells (unique) and their load, each within ``cap``.
     fill : bool
         Let regions take the empty cells in their notches and holes
-        (:func:`partitioner.geo.shape.fill_gaps`). Only for a build of the whole grid: the
+        (:func:`geokernel.geo.shape.fill_gaps`). Only for a build of the whole grid: the
         cells passed must be every loaded cell but ``blocked``.
     blocked : IntArray, optional
         Codes ``x << zoom | y`` of loaded cells handled elsewhere (hot cells), which

@@ -24,7 +24,7 @@
    workers; where the packing cannot afford that, the loose windows go to
    the components where they save the most (:class:`~partitioner.builders.cuts.CutBudget`).
 4. Regions take the empty cells in their notches and holes and list their
-   cells as quadtree squares (:mod:`partitioner.geo.shape`).
+   cells as quadtree squares (:mod:`geokernel.geo.shape`).
 5. Regions are **packed onto workers** by best-fit decreasing, so cold
    regions share workers and the worker count approaches
    ``ceil(total / max_load)``.
@@ -45,14 +45,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from geokernel.partition_spec.model import Spec
+from geokernel.partition_spec.rules import check
 from partitioner.builders.assemble import assemble
 from partitioner.builders.fresh import fresh_build
 from partitioner.builders.ids import match_ids
 from partitioner.builders.protocol import BuildReport, BuildRequest
 from partitioner.builders.region import Placement
 from partitioner.builders.repair import repair
-from partitioner.spec.model import Spec
-from partitioner.spec.rules import check
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,10 +15,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from geokernel.geo.graph import boundary_mask
+from geokernel.geo.tiles import FloatArray, IntArray
 from partitioner.builders.bisection import Pairs, carve, sorted_piece
 from partitioner.builders.pour import pour_count
-from partitioner.geo.graph import boundary_mask
-from partitioner.geo.tiles import FloatArray, IntArray
 from partitioner.load.counts import Grid
 
 REFINE_COMPONENTS = 64  # components choose_cuts revisits one by one after its level-wise pass

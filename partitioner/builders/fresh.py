@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from geokernel.geo.tiles import FloatArray, IntArray, quadkeys_to_arrays, tile_codes
 from partitioner.builders.carving import (
     BRIDGE_LEVELS,
     ComponentMemo,
@@ -22,7 +23,6 @@ from partitioner.builders.packing import level_workers
 from partitioner.builders.pour import Liquid, Share, pour
 from partitioner.builders.region import Placement, Region
 from partitioner.builders.territory import Squares, territories
-from partitioner.geo.tiles import FloatArray, IntArray, quadkeys_to_arrays, tile_codes
 from partitioner.load.counts import Counts, Grid
 
 #: When hot cells and big cells leave the packing above ``lower bound + 1`` workers, the cold

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from partitioner.geo.tiles import IntArray
+from geokernel.geo.tiles import IntArray
 
 LOOK_AHEAD = 256  # regions a worker looks past one that does not fit, for ones that do
 

@@ -14,14 +14,14 @@ from typing import NamedTuple
 
 import numpy as np
 
+from geokernel.errors import BuildError
+from geokernel.geo.quadtree import square_spans
+from geokernel.geo.tiles import IntArray, arrays_to_quadkeys
+from geokernel.partition_spec.model import HASH_BUCKETS
 from partitioner.builders.carving import carve_cells
 from partitioner.builders.pour import Liquid
 from partitioner.builders.region import Region
-from partitioner.errors import BuildError
-from partitioner.geo.tiles import IntArray, arrays_to_quadkeys
 from partitioner.load.counts import Cells, Counts, Grid, Tiles
-from partitioner.spec.index import square_spans
-from partitioner.spec.model import HASH_BUCKETS
 
 
 class HotSplit(NamedTuple):

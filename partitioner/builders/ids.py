@@ -20,10 +20,10 @@ from typing import TypeVar
 
 import numpy as np
 
+from geokernel.geo.tiles import quadkeys_to_arrays
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import Spec
 from partitioner.builders.region import Placement
-from partitioner.geo.tiles import quadkeys_to_arrays
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import Spec
 
 PARTITION_PREFIX = "p"
 WORKER_PREFIX = "w"

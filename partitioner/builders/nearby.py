@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from geokernel.geo.tiles import IntArray, quadkeys_to_arrays
 from partitioner.builders.carving import squares_to_regions
 from partitioner.builders.gather import curve_keys
 from partitioner.builders.plan import Item, RepairPlan
 from partitioner.builders.territory import Squares, territories
-from partitioner.geo.tiles import IntArray, quadkeys_to_arrays
 
 
 def _curve_keys(items: list[Item], top: int) -> IntArray:

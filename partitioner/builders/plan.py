@@ -25,13 +25,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from geokernel.geo.graph import components, group_indices
+from geokernel.geo.tiles import IntArray, arrays_to_quadkeys
+from geokernel.partition_spec.model import HASH_BUCKETS, Spec
 from partitioner.builders.bisection import axes
 from partitioner.builders.ids import PARTITION_PREFIX, WORKER_PREFIX, IdAllocator, Ids, fill_blanks
 from partitioner.builders.region import Placement, Region
-from partitioner.geo.graph import components, group_indices
-from partitioner.geo.tiles import IntArray, arrays_to_quadkeys
 from partitioner.load.counts import Grid
-from partitioner.spec.model import HASH_BUCKETS, Spec
 
 #: Entity-hash shares under this share of the cap join a neighbouring share of their cell where its worker has
 #: room (:meth:`RepairPlan.join_slivers`), so that the ends given up by repairs do not pile up as ever more shares.

@@ -1,7 +1,7 @@
 """Pouring hot cells into workers: entity-hash shares sized to fill the room that packing leaves.
 
 A cell hotter than the cap (with no finer counts to split it by) is split by entity hash,
-and its shares can take any size in whole buckets of :data:`partitioner.spec.model.HASH_BUCKETS`:
+and its shares can take any size in whole buckets of :data:`geokernel.partition_spec.model.HASH_BUCKETS`:
 it is *liquid*. The regions (*solids*) are packed first (best fit decreasing,
 :func:`partitioner.builders.packing.pack_best_fit`). The liquid the room left cannot hold
 gets whole new workers (shares of the cap, largest cells first); the rest of each cell,
@@ -15,7 +15,7 @@ Notes
 -----
 A share's load is ``load * width / HASH_BUCKETS``; widths are rounded down so that no
 worker passes the cap, and a cell whose single bucket is above the cap cannot be split
-(:class:`partitioner.errors.BuildError`). The shares of one cell are ordered with those on
+(:class:`geokernel.errors.BuildError`). The shares of one cell are ordered with those on
 its neighbours' workers first (the lowest hash range, the one the boundary metric counts).
 """
 
@@ -26,9 +26,9 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from geokernel.errors import BuildError
+from geokernel.partition_spec.model import HASH_BUCKETS
 from partitioner.builders.packing import pack_best_fit
-from partitioner.errors import BuildError
-from partitioner.spec.model import HASH_BUCKETS
 
 _TOL = 1e-9
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from geokernel.partition_spec.model import Spec
 from partitioner.builders.assemble import SpecHeader
 from partitioner.load.counts import Counts, Grid
-from partitioner.spec.model import Spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,5 +49,5 @@ class Builder(Protocol):
         ...
 
     def build(self, request: BuildRequest) -> BuildReport:
-        """Build the spec of ``request``; raise :class:`partitioner.errors.BuildError` if it cannot be built."""
+        """Build the spec of ``request``; raise :class:`geokernel.errors.BuildError` if it cannot be built."""
         ...

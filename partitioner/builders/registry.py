@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from geokernel.errors import BuildError
 from partitioner.builders.compact import CompactBuilder
 from partitioner.builders.protocol import Builder
 from partitioner.builders.seed import SeedBuilder
-from partitioner.errors import BuildError
 
 BUILDERS: Mapping[str, Builder] = MappingProxyType({b.name: b for b in (CompactBuilder(), SeedBuilder())})
 STRATEGIES: tuple[str, ...] = tuple(BUILDERS)  # the default first

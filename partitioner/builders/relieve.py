@@ -22,11 +22,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from geokernel.geo.graph import components
+from geokernel.geo.tiles import IntArray, quadkeys_to_arrays
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import Partition
 from partitioner.builders.region import Region
-from partitioner.geo.graph import components
-from partitioner.geo.tiles import IntArray, quadkeys_to_arrays
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import Partition
 
 
 class Leaves(NamedTuple):

@@ -31,6 +31,11 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from geokernel.errors import BuildError
+from geokernel.geo.graph import group_indices
+from geokernel.geo.tiles import IntArray
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import HASH_BUCKETS, Partition, Spec
 from partitioner.builders.bisection import carve
 from partitioner.builders.carving import carve_cells
 from partitioner.builders.fresh import GATHER_SHARE, TERRITORY_LEVELS, fragmented
@@ -39,13 +44,8 @@ from partitioner.builders.nearby import merge_territories, place_nearby
 from partitioner.builders.plan import RepairPlan, RepairResult, region_of, shave
 from partitioner.builders.region import Region
 from partitioner.builders.relieve import Leaves, relieve
-from partitioner.errors import BuildError
-from partitioner.geo.graph import group_indices
-from partitioner.geo.tiles import IntArray
 from partitioner.load.counts import Counts, Grid
 from partitioner.load.loads import spec_loads
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import HASH_BUCKETS, Partition, Spec
 
 
 class _Survey(NamedTuple):

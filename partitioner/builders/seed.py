@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from geokernel.geo.tiles import arrays_to_quadkeys, neighbors, quadkey, quadkey_to_tile
+from geokernel.partition_spec.rules import validate
 from partitioner.builders.assemble import assemble
 from partitioner.builders.protocol import BuildReport, BuildRequest
 from partitioner.builders.region import Placement, Region
-from partitioner.geo.tiles import arrays_to_quadkeys, neighbors, quadkey, quadkey_to_tile
 from partitioner.load.counts import Counts
-from partitioner.spec.rules import validate
 
 
 @dataclass(frozen=True, slots=True)

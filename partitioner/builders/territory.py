@@ -35,9 +35,9 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.geo.graph import components_of_pairs
-from partitioner.geo.tiles import FloatArray, IntArray
-from partitioner.spec.index import square_spans, tree_keys
+from geokernel.geo.graph import components_of_pairs
+from geokernel.geo.quadtree import square_spans, tree_keys
+from geokernel.geo.tiles import FloatArray, IntArray
 
 _AROUND = tuple((dx, dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1) if dx or dy)
 

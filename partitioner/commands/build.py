@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from geokernel.partition_spec.model import Spec
 from partitioner.builders import build_with_report
 from partitioner.builders.registry import STRATEGIES
 from partitioner.commands.args import add_quiet, add_single_zoom, count, positive, progress
@@ -26,7 +27,6 @@ from partitioner.load.counts import Counts
 from partitioner.output.compare import stability
 from partitioner.output.metrics import evaluate
 from partitioner.output.render import render_stability, render_table
-from partitioner.spec.model import Spec
 
 DEFAULT_MAX_WORKERS = 1000  # build refuses a --max-load that needs more workers than this (--max-workers)
 

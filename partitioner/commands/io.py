@@ -13,7 +13,7 @@ Every command reads and writes through these helpers so the Unix conventions hol
 
 Notes
 -----
-Errors are :class:`CliError` (a :class:`partitioner.errors.PartitionerError`), naming the
+Errors are :class:`CliError` (a :class:`geokernel.errors.PartitionerError`), naming the
 value and the option it came from; the CLI prints them as one line and exits 2.
 """
 
@@ -27,11 +27,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
-from partitioner.errors import PartitionerError
+from geokernel.errors import PartitionerError
+from geokernel.partition_spec.model import Spec
+from geokernel.partition_spec.parse import load_spec, spec_from_json
 from partitioner.load.counts import Counts
 from partitioner.load.read import parse_counts_csv, read_counts_csv
-from partitioner.spec.model import Spec
-from partitioner.spec.parse import load_spec, spec_from_json
 
 STDIO = "-"
 

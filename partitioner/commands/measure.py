@@ -7,6 +7,7 @@ import dataclasses
 
 import numpy as np
 
+from geokernel.partition_spec.model import Spec
 from partitioner.commands.args import add_quiet, add_single_zoom, count, progress
 from partitioner.commands.exits import EXIT_DIFFERENT, EXIT_OK
 from partitioner.commands.io import (
@@ -22,7 +23,6 @@ from partitioner.load.counts import Counts
 from partitioner.output.compare import spec_diff, stability
 from partitioner.output.metrics import evaluate
 from partitioner.output.render import render_stability, render_table
-from partitioner.spec.model import Spec
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 from partitioner.commands.args import positive
 from partitioner.commands.io import STDIO, check_one_stdout, check_output, report_stream, write_text, write_via
 from partitioner.control.controller import ControlSettings
-from partitioner.load.crowds import DeclaredCrowd, parse_crowds
+from partitioner.control.crowds import DeclaredCrowd, parse_crowds
 from partitioner.simulate.loop import first_measured
 from partitioner.simulate.render import TerminalProgress, summary_line, table
 from partitioner.simulate.scenarios import SCENARIOS, SWAP_SHARE, round_cap, scenario
@@ -82,7 +82,7 @@ def resolve(args: argparse.Namespace) -> Inputs:
 
 
 def read_crowds(path: str) -> tuple[DeclaredCrowd, ...]:
-    """The declared crowds of the file ``path`` (:func:`partitioner.load.crowds.parse_crowds`)."""
+    """The declared crowds of the file ``path`` (:func:`partitioner.control.crowds.parse_crowds`)."""
     try:
         text = Path(path).read_bytes()
     except OSError as exc:

@@ -20,9 +20,9 @@ Both keep the load history up to date, so switching policies never starts from n
 until the deploy controller has measured some; default one window), the reactive policy's keys
 (``high_watermark``, ``low_watermark``, ``max_waste_ratio``, ``cooldown_s``, ``min_change``,
 ``target_fill``) and the predictive policy's (:class:`~partitioner.control.predictive.PredictivePolicy`).
-Unknown keys and bad values raise :class:`~partitioner.errors.PolicyError` naming them.
+Unknown keys and bad values raise :class:`~geokernel.errors.PolicyError` naming them.
 
-Declared crowds (:mod:`partitioner.load.crowds`) are not part of ``POLICY_JSON``: the Lambda reads them from the
+Declared crowds (:mod:`partitioner.control.crowds`) are not part of ``POLICY_JSON``: the Lambda reads them from the
 specs bucket every window and ``simulate`` from ``--crowds``, and both hand them over as
 :attr:`ControlSettings.crowds`. Either policy then sizes for them while they overlap the interval the next spec
 would serve.
@@ -36,15 +36,15 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from geokernel.errors import PolicyError
+from geokernel.partition_spec.model import Spec
+from partitioner.control.crowds import DeclaredCrowd, reserve
+from partitioner.control.forecast import LoadHistory
+from partitioner.control.levels import CellLevels
 from partitioner.control.policy import Decision, RebalancePolicy, policy_object
 from partitioner.control.predictive import BuildFn, Observation, PredictivePolicy
-from partitioner.errors import PolicyError
 from partitioner.load.counts import Counts
-from partitioner.load.crowds import DeclaredCrowd, reserve
-from partitioner.load.forecast import LoadHistory
-from partitioner.load.levels import CellLevels
 from partitioner.load.loads import LoadMetrics, cells_of, load_metrics
-from partitioner.spec.model import Spec
 
 MODES = ("predictive", "reactive")
 STATE_FORMAT = "geo-rebalancer.control-state/1"

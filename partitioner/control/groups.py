@@ -1,7 +1,7 @@
 """Worker-sized groups of regions: the units the predictive policy measures its forecast error over.
 
 Each region of the load history joins the current worker that holds most of its smoothed load
-(:class:`partitioner.load.levels.CellLevels`); see :meth:`partitioner.control.predictive.PredictivePolicy.headroom`
+(:class:`partitioner.control.levels.CellLevels`); see :meth:`partitioner.control.predictive.PredictivePolicy.headroom`
 for why the smoothed load and not the last window's.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.load.forecast import LoadHistory, region_codes
-from partitioner.load.levels import CellLevels
+from partitioner.control.forecast import LoadHistory, region_codes
+from partitioner.control.levels import CellLevels
 from partitioner.load.loads import Cells, SpecLoads
 
 

@@ -37,10 +37,10 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-from partitioner.errors import PolicyError
+from geokernel.errors import PolicyError
+from geokernel.partition_spec.model import Spec
 from partitioner.load.counts import Counts
 from partitioner.load.loads import OVER, LoadMetrics, cells_of, load_metrics, moves, spec_loads
-from partitioner.spec.model import Spec
 
 OVERLOAD = 1.0  # utilisation above which a worker drops behind: overrides cooldown and min_change
 

@@ -4,9 +4,9 @@ A spec built from the snapshot that just closed goes live ``latency_s`` after th
 and serves until the next decision's spec can replace it, one window later. So the policy judges
 every spec under the **forecast** of that interval, ``[end + latency, end + latency + window]``:
 
-1. **Forecast** (:mod:`partitioner.load.forecast`): every region's total at both ends of the interval
+1. **Forecast** (:mod:`partitioner.control.forecast`): every region's total at both ends of the interval
    (at the end where its zoom-4-up ancestor's total is larger), spread over its cells in proportion to their smoothed levels
-   (:mod:`partitioner.load.levels`; a quiet cell keeps a level, so the next spec still lists it).
+   (:mod:`partitioner.control.levels`; a quiet cell keeps a level, so the next spec still lists it).
 2. **Headroom from volatility**: the same forecast, made for each recent window from what was
    known then, is compared with what those windows carried, summed over groups of regions the
    size of the current spec's workers. ``headroom = headroom_z x`` the load-weighted RMS relative
@@ -40,7 +40,7 @@ ramping hotspot then took a worker to 115 %). The guess is 20 %, a build to 79 %
 the cells that happened to be empty in it to a worker at no cost, though they are not empty; at 10 % the first spec
 of a held-out quiet day (Romania, 10 workers) put a worker at 130 % (``bench/bench_quiet.py --seeds 4 5 6``). The
 places no window has shown yet fall outside every square a spec lists, into the catch-all: every candidate's
-catch-all is given the load :func:`partitioner.load.unseen.unseen_share` expects there, on a worker with room for it
+catch-all is given the load :func:`partitioner.control.unseen.unseen_share` expects there, on a worker with room for it
 (:func:`partitioner.builders.assemble.with_catch_all_load`). Each decision carries one plain line of reasons.
 """
 
@@ -54,18 +54,18 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from geokernel.errors import PolicyError
+from geokernel.partition_spec.model import Spec
 from partitioner.builders.assemble import with_catch_all_load
+from partitioner.control.crowds import DeclaredCrowd, reserve, venue_codes
+from partitioner.control.forecast import TREND_Z, Backtest, Forecast, LoadHistory, backtest, forecast_load
 from partitioner.control.groups import region_groups
+from partitioner.control.levels import CellLevels
 from partitioner.control.policy import Decision
-from partitioner.errors import PolicyError
+from partitioner.control.unseen import unseen_share
 from partitioner.load.bound import lower_bound
 from partitioner.load.counts import Counts, Grid
-from partitioner.load.crowds import DeclaredCrowd, reserve, venue_codes
-from partitioner.load.forecast import TREND_Z, Backtest, Forecast, LoadHistory, backtest, forecast_load
-from partitioner.load.levels import CellLevels
 from partitioner.load.loads import OVER, Cells, LoadMetrics, SpecLoads, cells_of, load_metrics, moves, spec_loads
-from partitioner.load.unseen import unseen_share
-from partitioner.spec.model import Spec
 
 FloatArray = npt.NDArray[np.float64]
 BuildFn = Callable[[Counts, float], Spec]  # build(counts, fill): the caller's build, everything else bound
@@ -87,7 +87,7 @@ class PredictivePolicy:
         Windows after which a window's weight in the fit halves (> 0).
     trend_z : float
         Standard errors a trend must stand out by, at each level of the quadtree, before most of it is extrapolated
-        (>= 0; :func:`partitioner.load.forecast.pooled_fit`).
+        (>= 0; :func:`partitioner.control.forecast.pooled_fit`).
     backtest_windows : int
         Recent windows re-forecast to measure the forecast error (>= 1).
     headroom_z, min_headroom, max_headroom, default_headroom : float
@@ -99,7 +99,7 @@ class PredictivePolicy:
     shrink_margin : float
         Share of the current workers (at least one worker) a shrink must save, in [0, 1).
     cell_alpha, cell_jump_z, cell_rise_z : float
-        Smoothing of each grid cell's level (:mod:`partitioner.load.levels`): the share of the way a level
+        Smoothing of each grid cell's level (:mod:`partitioner.control.levels`): the share of the way a level
         moves to a new count, in (0, 1], unless the count departs by more than ``cell_jump_z`` Poisson
         standard deviations (> 0); a rise above ``cell_rise_z`` (>= ``cell_jump_z``) standard deviations is
         a crowd arriving, extrapolated at its cell.
@@ -274,7 +274,7 @@ class PredictivePolicy:
     def _built(build: BuildFn, fc: Forecast, build_fill: float, max_load: float, levels: CellLevels,
                current: Spec | None) -> tuple[Spec, float]:
         """The candidate built on the forecast, its catch-all sized for the load expected where no window has shown
-        any yet (:func:`partitioner.load.unseen.unseen_share`); (spec, that share)."""
+        any yet (:func:`partitioner.control.unseen.unseen_share`); (spec, that share)."""
         spec = build(fc.counts, build_fill)
         share = unseen_share(levels, spec)
         taken = [w.id for w in current.workers] if current is not None else []
@@ -303,7 +303,7 @@ class PredictivePolicy:
         region) read as 15 % errors on a flat load of Poisson noise (3 %) and kept 10 workers where 6 did.
 
         The regions holding the venue of a declared crowd that was there during the history are left out: its load
-        is reserved (:func:`partitioner.load.crowds.reserve`), not forecast. Measured in, one crowd's ramp on one
+        is reserved (:func:`partitioner.control.crowds.reserve`), not forecast. Measured in, one crowd's ramp on one
         worker of 65 raised the whole fleet's headroom from 7 % to 23 % for an hour, 15 workers more
         (``bench/bench_crowd.py``, declared days). So are the regions that surged (:meth:`_surges`): an undeclared
         crowd, or a quiet region waking, is one region's surprise, and measured in it raised every worker's room for
@@ -344,7 +344,7 @@ class Observation:
     events: Grid  # the plain event counts per grid cell
     history: LoadHistory
     levels: CellLevels
-    crowds: tuple[DeclaredCrowd, ...] = ()  # declared crowds (:mod:`partitioner.load.crowds`)
+    crowds: tuple[DeclaredCrowd, ...] = ()  # declared crowds (:mod:`partitioner.control.crowds`)
 
 
 class _Candidate(NamedTuple):

@@ -18,10 +18,10 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.errors import CountsError
-from partitioner.geo.tiles import MAX_ZOOM, IntArray, arrays_to_quadkeys, quadkeys_to_arrays
+from geokernel.errors import CountsError
+from geokernel.geo.quadtree import tree_keys
+from geokernel.geo.tiles import MAX_ZOOM, IntArray, arrays_to_quadkeys, quadkeys_to_arrays
 from partitioner.load.counts import Counts
-from partitioner.spec.index import tree_keys
 
 FloatArray = npt.NDArray[np.float64]
 _QUADKEY = re.compile(f"[0-3]{{0,{MAX_ZOOM}}}")

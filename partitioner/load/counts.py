@@ -13,7 +13,7 @@ of a shallower ancestor. :meth:`Counts.grid` separates the two roles:
 
 Notes
 -----
-Zoom limits come from :data:`partitioner.geo.tiles.MAX_ZOOM`. A quadkey listed
+Zoom limits come from :data:`geokernel.geo.tiles.MAX_ZOOM`. A quadkey listed
 twice is an error (it names both lines). Weights must be finite and >= 0.
 Files and snapshot rows are read by :mod:`partitioner.load.read`.
 """
@@ -27,12 +27,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.errors import CountsError
-from partitioner.geo.shape import is_member
-from partitioner.geo.tiles import IntArray, Tile, arrays_to_quadkeys, quadkey, quadkeys_to_arrays, unique_ints
+from geokernel.errors import CountsError
+from geokernel.geo.quadtree import tree_keys
+from geokernel.geo.shape import is_member
+from geokernel.geo.tiles import IntArray, Tile, arrays_to_quadkeys, quadkey, quadkeys_to_arrays, unique_ints
 from partitioner.load import rowcheck
 from partitioner.load.rollup import nearest_ancestors
-from partitioner.spec.index import tree_keys
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -159,7 +159,7 @@ class Counts:
     @cached_property
     def _grid_pairs(self) -> tuple[IntArray, IntArray]:
         # imported here: only measuring needs the pairs (reading counts stays light for the Spark job)
-        from partitioner.geo.graph import neighbour_pairs
+        from geokernel.geo.graph import neighbour_pairs
 
         g = self.grid()
         return neighbour_pairs(g.x, g.y, g.zoom)

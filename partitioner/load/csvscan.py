@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.geo.tiles import MAX_ZOOM, FloatArray, IntArray
+from geokernel.geo.tiles import MAX_ZOOM, FloatArray, IntArray
 
 BoolArray = npt.NDArray[np.bool_]
 
@@ -127,8 +127,8 @@ def strip(buf: npt.NDArray[np.uint8], start: IntArray, end: IntArray) -> tuple[I
 def quadkeys(buf: npt.NDArray[np.uint8], start: IntArray, end: IntArray) -> Quadkeys:
     """Decode quadkey fields (already stripped) into tiles; ``bad`` marks fields that are not quadkeys.
 
-    A field is bad when it is longer than :data:`partitioner.geo.tiles.MAX_ZOOM` or holds a
-    character other than ``0-3`` (the rules of :func:`partitioner.geo.tiles.parse_quadkey`).
+    A field is bad when it is longer than :data:`geokernel.geo.tiles.MAX_ZOOM` or holds a
+    character other than ``0-3`` (the rules of :func:`geokernel.geo.tiles.parse_quadkey`).
     One pass per digit column: x and y take one bit of each digit (``digit = 2 * ybit + xbit``).
     """
     n = len(start)

@@ -12,15 +12,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from partitioner.contracts.event_fields import EventField
-from partitioner.errors import EventLogError
+from geokernel.contracts.event_fields import EventField
+from geokernel.errors import EventLogError
 
 
 @dataclass(frozen=True)
 class EventColumns:
     """Which column holds what. ``entity`` is optional: read when the file has it (or when ``entity_given``).
 
-    The defaults are the canonical event field names (:class:`partitioner.contracts.event_fields.EventField`), the
+    The defaults are the canonical event field names (:class:`geokernel.contracts.event_fields.EventField`), the
     ones the live parts read unless ``EVENT_FIELDS`` maps them.
     """
 

@@ -3,15 +3,15 @@
 :func:`count_events` reads event files (:mod:`partitioner.load.eventread`), checks every row
 vectorised (:mod:`partitioner.load.eventtimes`), puts each event in window
 ``floor(t / window_s)`` and in the web-mercator tile of ``(lon, lat)`` at ``zoom`` (the same tile
-as :func:`partitioner.geo.tiles.tile`), and counts events per (window, tile). :func:`window_csv`
+as :func:`geokernel.geo.tiles.tile`), and counts events per (window, tile). :func:`window_csv`
 renders one window as a ``quadkey,weight`` file that :func:`partitioner.load.read.read_counts_csv` reads.
 
 Notes
 -----
 * **Bad rows.** A row is bad when its latitude is missing, not a number, not finite or outside
   ``+/-85.05112878``, its longitude likewise outside ``+/-180``, or its time is missing, unparseable or
-  outside 1970..9999 (the event contract's limits, :mod:`partitioner.contracts.events`). By default the
-  first bad row (in file order, files in the order given) raises :class:`~partitioner.errors.EventLogError`
+  outside 1970..9999 (the event contract's limits, :mod:`geokernel.contracts.events`). By default the
+  first bad row (in file order, files in the order given) raises :class:`~geokernel.errors.EventLogError`
   naming file, line and value; with ``skip_bad`` every bad row is returned as a :class:`BadRow` instead.
 * **Empty windows** between the first and the last are part of :meth:`WindowCounts.windows` (no rows; their
   file holds one row of weight 0), so one file per window keeps time contiguous for ``simulate``.
@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.contracts.events import EVENT_LAT_LIMIT, EVENT_LON_LIMIT
-from partitioner.contracts.quarantine import QuarantineRecord
-from partitioner.errors import EventLogError
-from partitioner.geo.tiles import MAX_ZOOM, arrays_to_quadkeys, tiles_xy
+from geokernel.contracts.events import EVENT_LAT_LIMIT, EVENT_LON_LIMIT
+from geokernel.contracts.quarantine import QuarantineRecord
+from geokernel.errors import EventLogError
+from geokernel.geo.tiles import MAX_ZOOM, arrays_to_quadkeys, tiles_xy
 from partitioner.load import eventtimes
 from partitioner.load.eventcols import EventColumns
 from partitioner.load.eventread import EventTable, read_event_table

@@ -11,7 +11,7 @@ Notes
 -----
 * **Formats** by extension: ``.csv``, ``.tsv``, ``.txt`` (delimited text, e.g. T-Drive's and the SNAP check-in
   logs) and their ``.gz``; ``.jsonl``, ``.ndjson``, ``.json`` (one object
-  per line) and their ``.gz``; ``.parquet``. Anything else is an :class:`~partitioner.errors.EventLogError`.
+  per line) and their ``.gz``; ``.parquet``. Anything else is an :class:`~geokernel.errors.EventLogError`.
 * **No header line.** A CSV file whose first line is data (T-Drive taxi logs; check-in logs) is read with its
   columns named in order by :attr:`EventColumns.names` (``--columns``); its rows' lines then start at 1.
 * **Separators.** A CSV file's fields are separated by commas, unless its header line holds none and holds one of
@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.errors import EventLogError
+from geokernel.errors import EventLogError
 from partitioner.load.eventcols import EventColumns, check_columns, is_number
 
 IntArray = npt.NDArray[np.int64]

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.contracts.events import EVENT_LAT_LIMIT, EVENT_LON_LIMIT, MAX_EPOCH_MS
+from geokernel.contracts.events import EVENT_LAT_LIMIT, EVENT_LON_LIMIT, MAX_EPOCH_MS
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

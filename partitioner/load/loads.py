@@ -2,7 +2,7 @@
 
 :func:`partitioner.output.metrics.evaluate` measures everything (shapes, contiguity, boundary load) and
 takes most of a second on a large spec; the control loop needs only loads. This module gives the
-same loads (attribution with :meth:`partitioner.spec.index.SpecIndex.attribute` semantics at the
+same loads (attribution with :meth:`geokernel.partition_spec.index.SpecIndex.attribute` semantics at the
 counts' leaves, :func:`partitioner.output.metrics.leaf_loads`) with the index and the cell arrays built
 once and reused:
 
@@ -29,11 +29,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.geo.tiles import IntArray, unique_ints
+from geokernel.geo.tiles import IntArray, unique_ints
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import HASH_BUCKETS, Spec
 from partitioner.load.bound import lower_bound
 from partitioner.load.counts import Counts
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import HASH_BUCKETS, Spec
 
 FloatArray = npt.NDArray[np.float64]
 OVER = 1e-9  # utilisation tolerance above 1.0 before a worker counts as over its cap

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
-from partitioner.contracts.snapshot import SNAPSHOT_HEADER
-from partitioner.errors import CountsError
-from partitioner.geo.tiles import IntArray, quadkeys_to_arrays
+from geokernel.contracts.snapshot import SNAPSHOT_HEADER
+from geokernel.errors import CountsError
+from geokernel.geo.quadtree import tree_keys
+from geokernel.geo.tiles import IntArray, quadkeys_to_arrays
 from partitioner.load import csvscan, rowcheck
 from partitioner.load.counts import BoolArray, Counts, Tiles
 from partitioner.load.eventcols import COLUMN_ALIASES
 from partitioner.load.rollup import check_rollup
-from partitioner.spec.index import tree_keys
 
 _BOM = b"\xef\xbb\xbf"
 #: The first bytes of a gzip file (RFC 1952): a compressed counts file is read as its content.

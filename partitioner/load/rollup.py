@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.errors import CountsError
-from partitioner.geo.shape import is_member
-from partitioner.geo.tiles import IntArray, arrays_to_quadkeys
-from partitioner.spec.index import tree_keys
+from geokernel.errors import CountsError
+from geokernel.geo.quadtree import tree_keys
+from geokernel.geo.shape import is_member
+from geokernel.geo.tiles import IntArray, arrays_to_quadkeys
 
 FloatArray = npt.NDArray[np.float64]
 

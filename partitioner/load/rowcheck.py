@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from partitioner.errors import CountsError, InvalidQuadkeyError
-from partitioner.geo.tiles import IntArray, arrays_to_quadkeys, parse_quadkey
+from geokernel.errors import CountsError, InvalidQuadkeyError
+from geokernel.geo.tiles import IntArray, arrays_to_quadkeys, parse_quadkey
+from geokernel.partition_spec.index import LOOKUP_ZOOM
 from partitioner.load import csvscan
-from partitioner.spec.index import LOOKUP_ZOOM
 
 BoolArray = csvscan.BoolArray
 RowCheck = Callable[[list[str], str], tuple[str, float]]

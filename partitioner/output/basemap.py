@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from partitioner.geo.tiles import MAX_LAT, FloatArray
+from geokernel.geo.tiles import MAX_LAT, FloatArray
 
 BASEMAP_FILE = Path(__file__).resolve().parent.parent / "data" / "basemap_50m.npz"
 

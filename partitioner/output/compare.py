@@ -19,9 +19,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import HASH_BUCKETS, Spec
 from partitioner.load.counts import Counts
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import HASH_BUCKETS, Spec
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Each partition's geometry is the squares it actually owns (its listed quadkeys minus the
 finer cells other partitions list inside them), dissolved into polygons with holes by
-:func:`partitioner.geo.rings.square_polygons`: a ``Polygon`` when the area is one
+:func:`geokernel.geo.rings.square_polygons`: a ``Polygon`` when the area is one
 edge-connected piece, else a ``MultiPolygon``. Every feature is valid under OGC rules
 (shapely ``is_valid``) and covers exactly its squares; features never overlap except the
 shares of a hash-split cell, which all cover that one cell.
@@ -33,13 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from partitioner.geo.rings import tile_polygons
-from partitioner.geo.tiles import IntArray, quadkeys_to_arrays
+from geokernel.geo.rings import tile_polygons
+from geokernel.geo.tiles import IntArray, quadkeys_to_arrays
+from geokernel.partition_spec.geometry import owned_squares
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import Spec
 from partitioner.load.counts import Counts
 from partitioner.output.metrics import leaf_loads
-from partitioner.spec.geometry import owned_squares
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import Spec
 
 __all__ = ["owned_squares", "spec_to_geojson", "write_geojson"]
 

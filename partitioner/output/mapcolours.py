@@ -25,10 +25,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from partitioner.geo.tiles import IntArray
-from partitioner.spec.geometry import region_cells
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import Spec
+from geokernel.geo.tiles import IntArray
+from geokernel.partition_spec.geometry import region_cells
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import Spec
 
 __all__ = ["WorkerBorders", "colour_slots", "worker_borders"]
 

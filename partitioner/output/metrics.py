@@ -1,12 +1,12 @@
 """How good is a spec for a given load: utilisation and shape.
 
 :func:`evaluate` attributes load per quadkey to a spec's partitions with
-:meth:`partitioner.spec.index.SpecIndex.attribute` (longest prefix wins; a hash-split
+:meth:`geokernel.partition_spec.index.SpecIndex.attribute` (longest prefix wins; a hash-split
 cell's load is shared by hash range), so it measures a spec under the load it was
 built from *and* an old spec under new load (the mismatch report of the published
 greedy algorithm, "Partition 2: 2257 -> 6602 points (264% utilized)").
 :mod:`partitioner.output.compare` measures how much load keeps its partition and worker
-between two specs. Shapes are measured by :mod:`partitioner.spec.geometry`;
+between two specs. Shapes are measured by :mod:`geokernel.partition_spec.geometry`;
 :mod:`partitioner.output.render` prints the partition table, a worker table and a summary.
 
 Definitions
@@ -20,7 +20,7 @@ contiguity
     every region (a partition that is neither the catch-all nor a hash-split share)
     is 8-connected over its cells at the *geometry zoom* (normally the counts' grid
     zoom): its listed cells minus the finer cells other partitions list inside them
-    (:func:`partitioner.spec.geometry.owned_squares`), deeper listed cells coarsened to that zoom. Empty cells a
+    (:func:`geokernel.partition_spec.geometry.owned_squares`), deeper listed cells coarsened to that zoom. Empty cells a
     region lists to bridge gaps count as part of it.
 compactness
     ``P^2 / (4 pi A)`` per region in tile units: ``A`` = cells of the region, ``P`` =
@@ -37,7 +37,7 @@ Notes
   rows has boundary edges there.
 * **Zoom limits.** Shapes are measured on the quadtree squares a region owns, without
   expanding them (cost ~ the squares' perimeters). If their rings would exceed
-  :data:`partitioner.spec.geometry.GEOMETRY_BUDGET` cells, geometry is measured at the deepest coarser zoom that
+  :data:`geokernel.partition_spec.geometry.GEOMETRY_BUDGET` cells, geometry is measured at the deepest coarser zoom that
   fits (``SpecMetrics.geometry_zoom`` says which).
 * **Rolled-up counts.** With refinement rows (a quadtree), load is attributed at the
   leaves: each row keeps its weight minus its children's, so nothing counts twice.
@@ -57,13 +57,13 @@ from typing import Any
 
 import numpy as np
 
-from partitioner.geo.graph import boundary_mask
-from partitioner.geo.tiles import FloatArray, IntArray, arrays_to_quadkeys
+from geokernel.geo.graph import boundary_mask
+from geokernel.geo.tiles import FloatArray, IntArray, arrays_to_quadkeys
+from geokernel.partition_spec.geometry import Shapes, geometry_zoom, square_shapes
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import Spec
 from partitioner.load.bound import lower_bound
 from partitioner.load.counts import Counts
-from partitioner.spec.geometry import Shapes, geometry_zoom, square_shapes
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import Spec
 
 
 def _json_safe(value: Any) -> Any:

@@ -47,14 +47,14 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter
 
-from partitioner.geo.tiles import MAX_LAT, quadkeys_to_arrays
+from geokernel.geo.tiles import MAX_LAT, quadkeys_to_arrays
+from geokernel.partition_spec.geometry import owned_squares
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import Spec
 from partitioner.load.counts import Counts
 from partitioner.output.basemap import basemap_lines
 from partitioner.output.mapcolours import colour_slots, worker_borders
 from partitioner.output.metrics import SpecMetrics, evaluate
-from partitioner.spec.geometry import owned_squares
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import Spec
 
 FloatArray = npt.NDArray[np.float64]
 Colour = tuple[float, float, float, float]

@@ -25,8 +25,8 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.errors import CountsError
-from partitioner.geo.tiles import MAX_LAT, tiles_xy
+from geokernel.errors import CountsError
+from geokernel.geo.tiles import MAX_LAT, tiles_xy
 from partitioner.load.counts import Counts, Tiles
 
 FloatArray = npt.NDArray[np.float64]

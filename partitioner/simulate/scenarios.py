@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.geo.tiles import arrays_to_quadkeys, tiles_xy
+from geokernel.geo.tiles import arrays_to_quadkeys, tiles_xy
 from partitioner.simulate.places import (
     activity,
     code_centres,
@@ -276,7 +276,7 @@ def cost_day(seed: int = 1, *, windows: int = 144, window_s: float = 600.0,
 
 
 def _cell_xy(qks: tuple[str, ...]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    from partitioner.geo.tiles import quadkeys_to_arrays
+    from geokernel.geo.tiles import quadkeys_to_arrays
 
     x, y, _ = quadkeys_to_arrays(qks)
     return x, y

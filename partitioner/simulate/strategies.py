@@ -29,13 +29,13 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Protocol
 
+from geokernel.partition_spec.model import Spec
 from partitioner.builders import build_spec
 from partitioner.control.controller import ControlSettings, ControlState, control_step
 from partitioner.control.policy import Decision
 from partitioner.load.cost import apply_cost_rates, measured_rates
 from partitioner.load.counts import Counts
 from partitioner.simulate.windows import SimulationError, Window, WindowSeries
-from partitioner.spec.model import Spec
 
 DEFAULT_STRATEGIES = ("floor", "static", "rebuild", "reactive", "default")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from partitioner.contracts.plan import SwapMode
+from geokernel.contracts.plan import SwapMode
 
 SWAP_MODES = (SwapMode.WHOLE.value, SwapMode.CARRY.value)  # report order
 

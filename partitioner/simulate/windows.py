@@ -22,8 +22,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from partitioner.errors import PartitionerError
-from partitioner.geo.tiles import quadkeys_to_arrays
+from geokernel.errors import PartitionerError
+from geokernel.geo.tiles import quadkeys_to_arrays
 from partitioner.load.counts import Counts, Tiles
 from partitioner.load.eventlog import window_start_of_name
 from partitioner.load.read import read_counts_csv

@@ -8,12 +8,12 @@ from typing import Any
 
 from geo_service.aws import Clients
 from geo_service.config import WorkerConfig
+from geokernel.contracts.control import ControlKey
+from geokernel.contracts.plan import SwapHead
+from geokernel.contracts.stream import StreamManifest, stream_manifest_key
+from geokernel.partition_spec.model import Partition, Spec, Worker, shard_hash_key
 from lambdas.common.dynamodb import ControlTable
 from lambdas.common.kinesis import GeoStreams
-from partitioner.contracts.control import ControlKey
-from partitioner.contracts.plan import SwapHead
-from partitioner.contracts.stream import StreamManifest, stream_manifest_key
-from partitioner.spec.model import Partition, Spec, Worker, shard_hash_key
 
 
 @dataclass(frozen=True)

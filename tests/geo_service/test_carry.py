@@ -12,8 +12,8 @@ from geo_service.aws import Clients
 from geo_service.cost import Calibration
 from geo_service.lease import LeaseManager
 from geo_service.worker import GeoWorker
-from partitioner.geo.tiles import quadkey, tile
-from partitioner.spec.model import Spec
+from geokernel.geo.tiles import quadkey, tile
+from geokernel.partition_spec.model import Spec
 
 PARIS = (48.8566, 2.3522)
 MADRID = (40.4168, -3.7038)

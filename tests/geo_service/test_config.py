@@ -8,7 +8,7 @@ import pytest
 
 from geo_service import config as c
 from geo_service.config import ConfigError, WorkerConfig
-from partitioner.contracts.env import ENV_VARS, Component, EnvVar
+from geokernel.contracts.env import ENV_VARS, Component, EnvVar
 
 BASE = {EnvVar.SPEC_VERSION: "7", EnvVar.CONTROL_TABLE: "ctl", EnvVar.LEASES_TABLE: "leases", EnvVar.SPECS_BUCKET: "specs",
         EnvVar.COSTS_BUCKET: "costs", EnvVar.OUTPUT_BUCKET: "out"}
@@ -111,5 +111,5 @@ def test_the_worker_reads_exactly_the_variables_the_contract_says_it_reads() -> 
     env = _Recording(BASE)
     # WHEN the config is read
     WorkerConfig.from_env(env)
-    # THEN the names read are exactly those partitioner/contracts/env.py lists as read by the worker
+    # THEN the names read are exactly those geokernel/contracts/env.py lists as read by the worker
     assert env.asked == {v for v, use in ENV_VARS.items() if Component.WORKER in use.read_by}

@@ -12,7 +12,7 @@ from geo_testkit import Resources, make_spec, publish_manifest, publish_spec, st
 from geo_service.aws import Clients
 from geo_service.consumer import CallSpacing, ShardConsumer, ShardNotFound, shard_lineages, shards_for_hash_key
 from geo_service.timebase import SYSTEM
-from partitioner.spec.model import shard_hash_key
+from geokernel.partition_spec.model import shard_hash_key
 
 
 def _stream(clients: Clients, shards: int) -> str:

@@ -15,7 +15,7 @@ from geo_service.lifecycle import WorkerState
 from geo_service.protection import ScaleInProtection
 from geo_service.status import StatusBoard, WorkerStatus
 from geo_service.timebase import SYSTEM
-from partitioner.contracts.control import ControlKey
+from geokernel.contracts.control import ControlKey
 
 
 def _ctx(clients: Clients, res: Resources) -> WorkerContext:

@@ -7,7 +7,7 @@ from geo_testkit import Resources, set_active, set_plan
 
 from geo_service.aws import Clients
 from geo_service.control import ControlError, ControlView, parse_swap, read_control
-from partitioner.contracts.plan import SwapHead
+from geokernel.contracts.plan import SwapHead
 
 
 def test_nothing_deployed_reads_as_empty(clients: Clients, resources: Resources) -> None:

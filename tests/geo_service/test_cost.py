@@ -7,7 +7,7 @@ import time
 import pytest
 
 from geo_service.cost import Calibration, CostError, CostTracker, calibrate, reference_workload
-from partitioner.contracts.cost import cost_key
+from geokernel.contracts.cost import cost_key
 
 
 class Ticker:

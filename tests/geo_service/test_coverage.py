@@ -8,7 +8,7 @@ import numpy as np
 
 from geo_service.coverage import Coverage
 from geo_service.transform import ReverseGeocoder
-from partitioner.geo.tiles import bounds, quadkey, quadkey_to_tile, tile
+from geokernel.geo.tiles import bounds, quadkey, quadkey_to_tile, tile
 
 
 def test_the_catch_all_covers_the_world_and_a_point_outside_every_prefix_has_no_radius() -> None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from geo_service.handoff import EntityGate, Handoff, HandoffStore, Wanted
 from geo_service.state import EntityStates
-from partitioner.contracts.handoff import Marker, Stamp
+from geokernel.contracts.handoff import Marker, Stamp
 
 HERE, THERE = "v1#w-a", "v1#w-b"
 

@@ -15,8 +15,8 @@ from geo_service.cost import Calibration
 from geo_service.handover import OPEN, CaughtUp, GatedReader, GateReading, HandoverGate, Place, SlotReader
 from geo_service.lease import LeaseManager
 from geo_service.worker import GeoWorker
-from partitioner.geo.tiles import quadkey, tile
-from partitioner.spec.model import shard_hash_key
+from geokernel.geo.tiles import quadkey, tile
+from geokernel.partition_spec.model import shard_hash_key
 
 PARIS = (48.8566, 2.3522)
 FRANCE_Z5 = quadkey(tile(PARIS[1], PARIS[0], 5))

@@ -10,7 +10,7 @@ from geo_testkit import Resources
 
 from geo_service.aws import Clients
 from geo_service.lease import LeaseError, LeaseLost, LeaseManager
-from partitioner.contracts.lease import lease_key
+from geokernel.contracts.lease import lease_key
 
 SLOTS = ["w0001", "w0002", "w0003", "w0004"]
 

@@ -17,9 +17,9 @@ from geo_testkit import Resources, make_spec, publish_spec, set_active
 
 from geo_service.aws import Clients
 from geo_service.lease import LeaseManager
+from geokernel.contracts.env import EnvVar
+from geokernel.geo.tiles import quadkey, tile
 from local.aws import free_port
-from partitioner.contracts.env import EnvVar
-from partitioner.geo.tiles import quadkey, tile
 
 REPO = Path(__file__).resolve().parents[2]
 PARIS_Z6 = quadkey(tile(2.3522, 48.8566, 6))

@@ -23,7 +23,7 @@ from geo_service.slots import Slot
 from geo_service.status import StatusBoard, WorkerStatus
 from geo_service.timebase import SYSTEM
 from geo_service.worker import GeoWorker
-from partitioner.spec.model import Spec
+from geokernel.partition_spec.model import Spec
 
 FAST_CAL = Calibration(seconds_per_unit=0.004)
 A, B = "0123", "3210"  # two zoom-4 quadkeys

@@ -13,7 +13,7 @@ from geo_service.buffer import OutputBuffer
 from geo_service.cost import Calibration
 from geo_service.lease import LeaseManager
 from geo_service.worker import GeoWorker
-from partitioner.spec.model import Spec
+from geokernel.partition_spec.model import Spec
 
 FAST_CAL = Calibration(seconds_per_unit=0.004)
 

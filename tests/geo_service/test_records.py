@@ -11,9 +11,9 @@ from geo_service.aws import Clients
 from geo_service.cost import Calibration
 from geo_service.records import BadRecord, Event, decode_event, enriched_record
 from geo_service.worker import GeoWorker
-from partitioner.contracts.enriched import enriched_key
-from partitioner.contracts.event_fields import EventFields
-from partitioner.contracts.quarantine import geo_quarantine_key as quarantine_key
+from geokernel.contracts.enriched import enriched_key
+from geokernel.contracts.event_fields import EventFields
+from geokernel.contracts.quarantine import geo_quarantine_key as quarantine_key
 
 GOOD = {"event_id": "e1", "entity_id": "car-1", "ts": 1763700000000, "lat": 48.85, "lon": 2.35, "extra": [1]}
 

@@ -12,10 +12,10 @@ from geo_service.aws import Clients
 from geo_service.cost import Calibration
 from geo_service.lease import LeaseManager
 from geo_service.worker import GeoWorker
+from geokernel.geo.tiles import quadkey, tile
+from geokernel.partition_spec.model import Spec
+from geokernel.partition_spec.shards import with_shards
 from lambdas.router.routing import RoutingTable
-from partitioner.geo.tiles import quadkey, tile
-from partitioner.spec.model import Spec
-from partitioner.spec.shards import with_shards
 
 PARIS = (48.8566, 2.3522)
 LYON = (45.7640, 4.8357)

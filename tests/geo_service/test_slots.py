@@ -13,8 +13,8 @@ from geo_service.control import ControlView
 from geo_service.handover import Place
 from geo_service.lease import LeaseManager
 from geo_service.slots import SlotFinder, SpecCache, old_places
-from partitioner.contracts.event_fields import EventFields
-from partitioner.contracts.plan import SwapHead
+from geokernel.contracts.event_fields import EventFields
+from geokernel.contracts.plan import SwapHead
 
 
 def finder(clients: Clients, res: Resources, owner: str = "me", **overrides: object) -> SlotFinder:

@@ -20,7 +20,7 @@ from geo_service.transform import (
     load_transform,
     region_prefixes,
 )
-from partitioner.geo.tiles import Tile, bounds, quadkey, quadkey_to_tile, tile
+from geokernel.geo.tiles import Tile, bounds, quadkey, quadkey_to_tile, tile
 
 KNOWN = [  # (lat, lon, expected place, country): points a few hundred metres from the centre
     (40.7128, -74.0060, "New York City", "US"),

@@ -14,9 +14,9 @@ from geo_service.cost import Calibration
 from geo_service.lease import LeaseManager
 from geo_service.status import WorkerExited, WorkerStatus
 from geo_service.worker import GeoWorker
-from partitioner.geo.tiles import quadkey, tile
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import Spec
+from geokernel.geo.tiles import quadkey, tile
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import Spec
 
 PARIS = (48.8566, 2.3522)
 LYON = (45.7640, 4.8357)

@@ -44,15 +44,24 @@ def test_spark_zip_is_deterministic_and_holds_both_packages(tmp_path: Path) -> N
     # THEN the archives are byte-identical and hold the importable packages (no tests or caches)
     assert a.read_bytes() == b.read_bytes()
     names = zipfile.ZipFile(a).namelist()
-    assert "partitioner/__init__.py" in names and "aggregation/emr_entry.py" in names
+    assert "geokernel/__init__.py" in names and "glue_jobs/emr_entry.py" in names
+    assert not [n for n in names if n.startswith("partitioner/")]  # the Spark job ships the kernel, not the library
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
 def test_lambda_code_bundle_copies_handlers_and_library(tmp_path: Path) -> None:
-    # GIVEN the package-copy bundler WHEN run THEN both import roots are in the asset dir
-    assert assets.PackageCopyBundling(("lambdas", "partitioner")).try_bundle(str(tmp_path))
+    # GIVEN the package-copy bundler WHEN run THEN every import root is in the asset dir
+    assert assets.PackageCopyBundling(assets.PARTITIONER_HANDLER.packages).try_bundle(str(tmp_path))
     assert (tmp_path / "lambdas" / "router" / "handler.py").is_file()
     assert (tmp_path / "partitioner" / "__init__.py").is_file()
+    assert (tmp_path / "geokernel" / "contracts" / "env.py").is_file()
+
+
+def test_only_the_partitioner_function_ships_the_library() -> None:
+    # GIVEN every Lambda entry point WHEN their packages are read THEN only the partitioner's names the library
+    entries = (assets.PARTITIONER_HANDLER, assets.ROUTER_HANDLER, assets.DEPLOYER_HANDLER, assets.HOOKS_HANDLER)
+    assert [e.path for e in entries if "partitioner" in e.packages] == ["lambdas/partitioner/handler.py"]
+    assert all("geokernel" in e.packages for e in entries)
 
 
 def test_layer_without_wheel_cache_says_which_setup_step_to_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from geokernel.contracts.plan import SwapMode
 from infra.config import DEFAULTS, ConfigError, load_config
-from partitioner.contracts.plan import SwapMode
 
 
 def test_cdk_json_repeats_every_default(cdk_context: dict) -> None:

@@ -35,10 +35,12 @@ def test_copy_sources_reads_every_form_and_skips_what_is_not_from_the_context() 
     assert sources == ("requirements.txt", "lib/", "data dir/", "conf.json", "extra.txt", "vendor/*.whl")
 
 
-def test_the_worker_dockerfile_copies_partitioner_geo_service_and_transforms() -> None:
-    # GIVEN the worker image's Dockerfile WHEN read THEN its sources include transforms/ (docs/TRANSFORM.md)
+def test_the_worker_dockerfile_copies_the_kernel_geo_service_and_transforms() -> None:
+    # GIVEN the worker image's Dockerfile WHEN read THEN its sources include transforms/ (docs/TRANSFORM.md) and the
+    # kernel, and not the partitioner library (the worker imports only the kernel: scripts/check_structure.py)
     text = (Path(__file__).resolve().parents[2] / "geo_service" / "Dockerfile").read_text()
-    assert set(copy_sources(text)) >= {"partitioner/", "geo_service/", "transforms/"}
+    assert set(copy_sources(text)) >= {"geokernel/", "geo_service/", "transforms/"}
+    assert "partitioner/" not in copy_sources(text)
 
 
 def test_context_excludes_keep_exactly_the_copied_paths_and_the_dockerfile(tmp_path: Path) -> None:

@@ -12,9 +12,9 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from app import build_app
+from geokernel.contracts.event_fields import EventFields
 from infra.aggregation import emr_arguments, glue_arguments
 from infra.config import ConfigError, load_config
-from partitioner.contracts.event_fields import EventFields
 
 REPO = Path(__file__).resolve().parents[2]
 MAPPING = {"event_id": "id", "entity_id": "vehicle", "ts": "time", "lat": "latitude", "lon": "longitude"}

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
-from partitioner.contracts.env import ENV_VARS, Component, EnvVar
+from geokernel.contracts.env import ENV_VARS, Component, EnvVar
 
 SERVICE_WIDE = re.compile(r"^[a-z0-9-]+:\*$")
 # Actions AWS only allows on Resource "*" (no resource-level permissions); anything else must be scoped.
@@ -146,7 +146,7 @@ def test_the_stack_sets_exactly_the_variables_the_contract_says_it_sets(emr: Any
     names = {name for f in functions for name in f["Properties"]["Environment"]["Variables"]}
     (task,) = emr.resources("AWS::ECS::TaskDefinition").values()
     names |= {v["Name"] for v in task["Properties"]["ContainerDefinitions"][0]["Environment"]}
-    # THEN every name is a contract variable, and the stack sets every one partitioner/contracts/env.py lists as
+    # THEN every name is a contract variable, and the stack sets every one geokernel/contracts/env.py lists as
     # set by it (GEO_TRANSFORM, EVENT_FIELDS, STATE_HANDOFF and ROUTER_PARALLELISM only when configured:
     # test_geo_transform.py, test_event_fields.py, test_state_handoff.py, test_router.py)
     assert names <= set(EnvVar)

@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 
 from geo_service.aws import Clients, make_clients
+from geokernel.contracts.env import EnvVar
+from geokernel.contracts.stream import geo_stream_name
 from infra.dockerfile import copy_sources, missing_sources
 from local.aws import DUMMY_CREDENTIALS, REGION, EmbeddedAws, Names, SerialMotoServer
-from partitioner.contracts.env import EnvVar
-from partitioner.contracts.stream import geo_stream_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "geo_service"))
 from geo_testkit import Resources, enriched_rows, make_spec, publish_spec, set_active
@@ -53,8 +53,10 @@ def test_the_staged_context_holds_every_copy_source_of_the_dockerfile(emr: Any) 
     assert "transforms/" in copy_sources(text)
     assert missing_sources(text, staged) == []
     # AND nothing else from the repo root came along (the allowlist is the Dockerfile's own list)
-    assert sorted(p.name for p in staged.iterdir()) == ["geo_service", "partitioner", "transforms"]
+    assert sorted(p.name for p in staged.iterdir()) == ["geo_service", "geokernel", "transforms"]
     assert not [p for p in staged.rglob("*") if p.name == "__pycache__" or p.suffix == ".pyc"]
+    # AND the image ships the kernel only: no builders, simulator or plotting code of the partitioner library
+    assert not [p for p in staged.rglob("*") if p.name in ("builders", "simulate", "plot.py")]
 
 
 @pytest.fixture()
@@ -105,11 +107,11 @@ def test_the_worker_runs_from_the_staged_context_with_the_geofence_transform(emr
     spec = make_spec(1, [[""]], stream_name=geo_stream_name(res.prefix, 1))
     publish_spec(clients, res, spec)
     set_active(clients, res, 1)
-    # AND the interpreter imports the worker, the library and the transform from the staged directory only
+    # AND the interpreter imports the worker, the kernel and the transform from the staged directory only
     env = _staged_env(moto_aws, staged, **{EnvVar.SPEC_VERSION: "1", EnvVar.WORKER_ID: "w0001", EnvVar.SWAP_MODE: "whole",
                                           EnvVar.GEO_TRANSFORM: GEOFENCE})
-    probe = subprocess.run([sys.executable, "-c", "import geo_service, partitioner, transforms.geofence as g; "
-                            "print(geo_service.__file__); print(partitioner.__file__); print(g.__file__)"],
+    probe = subprocess.run([sys.executable, "-c", "import geo_service, geokernel, transforms.geofence as g; "
+                            "print(geo_service.__file__); print(geokernel.__file__); print(g.__file__)"],
                            cwd=staged, env=env, capture_output=True, text=True, check=True, timeout=60)
     assert all(Path(line).is_relative_to(staged) for line in probe.stdout.split()), probe.stdout
     # WHEN the image's command runs there (CMD ["python", "-m", "geo_service"]) and an event at a geofence arrives

@@ -14,7 +14,8 @@ import pytest
 from moto import mock_aws
 from moto.core.models import MockAWS
 
-from aggregation.snapshot import S3Storage, SnapshotMeta, SnapshotRow, write_snapshot
+from geokernel.partition_spec.model import Spec
+from glue_jobs.snapshot import S3Storage, SnapshotMeta, SnapshotRow, write_snapshot
 from lambdas.common.clients import Clients, make_clients
 from lambdas.common.config import LambdaConfig
 from lambdas.common.dynamodb import ControlTable, LeaseTable
@@ -22,7 +23,6 @@ from lambdas.common.kinesis import GeoStreams
 from lambdas.common.s3 import SpecStore
 from partitioner.builders import build_spec
 from partitioner.load.counts import counts_from_pairs
-from partitioner.spec.model import Spec
 
 EVENTS_DIR = Path(__file__).resolve().parents[1] / "events"
 REGION = "us-east-1"
@@ -157,7 +157,7 @@ def aws(moto_module: tuple[MockAWS, Clients], monkeypatch: pytest.MonkeyPatch) -
 
 def grid_counts(cells: dict[tuple[int, int], float], zoom: int = 12, base: tuple[int, int] = (2000, 1300)) -> Any:
     """Counts over zoom-``zoom`` tiles at offsets from ``base`` (x, y)."""
-    from partitioner.geo.tiles import Tile, quadkey
+    from geokernel.geo.tiles import Tile, quadkey
 
     pairs = [(quadkey(Tile(base[0] + dx, base[1] + dy, zoom)), w) for (dx, dy), w in cells.items()]
     return counts_from_pairs(pairs, "test-grid")
@@ -181,7 +181,7 @@ def write_test_snapshot(aws: Aws, rows: Sequence[tuple[str, int, float | None]],
 
 
 def snapshot_rows(cells: dict[tuple[int, int], int]) -> list[tuple[str, int, float | None]]:
-    from partitioner.geo.tiles import Tile, quadkey
+    from geokernel.geo.tiles import Tile, quadkey
 
     return [(quadkey(Tile(2000 + dx, 1300 + dy, 12)), e, None) for (dx, dy), e in cells.items()]
 

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
+from geokernel.contracts.env import ENV_VARS, Component, EnvVar
 from lambdas.common.config import ConfigError, LambdaConfig
-from partitioner.contracts.env import ENV_VARS, Component, EnvVar
 
 
 def test_defaults_and_values() -> None:
@@ -64,7 +64,7 @@ def test_every_variable_read_is_a_contract_name() -> None:
     env = _Recording()
     # WHEN the config is read
     LambdaConfig.from_env(env)
-    # THEN every name is one of partitioner/contracts/env.py, and the Lambdas' own settings are all read
+    # THEN every name is one of geokernel/contracts/env.py, and the Lambdas' own settings are all read
     assert env.asked <= set(EnvVar)
     lambdas = {Component.PARTITIONER, Component.ROUTER, Component.DEPLOYER, Component.HOOKS}
     from_own_environment = {v for v, use in ENV_VARS.items() if lambdas & set(use.read_by)} - {

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from geokernel.contracts.control import ControlKey, DeployStatus
+from geokernel.contracts.plan import SwapMode
+from geokernel.errors import SpecError
 from lambdas.common.records import read_active
 from lambdas.deploy.errors import DeployError
-from partitioner.contracts.control import ControlKey, DeployStatus
-from partitioner.contracts.plan import SwapMode
-from partitioner.errors import SpecError
 from tests.lambdas.conftest import Aws, make_spec
 from tests.lambdas.controller_testkit import Clock, controller, deploy_v1, leases, publish, revisions, service
 

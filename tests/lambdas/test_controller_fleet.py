@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
+from geokernel.contracts.control import ControlKey, DeployStatus
+from geokernel.contracts.stream import StreamManifest, stream_manifest_key
+from geokernel.partition_spec.shards import with_shards
 from lambdas.common.kinesis import GeoStreams
-from partitioner.contracts.control import ControlKey, DeployStatus
-from partitioner.contracts.stream import StreamManifest, stream_manifest_key
-from partitioner.spec.shards import with_shards
 from tests.lambdas.conftest import Aws, make_spec
 from tests.lambdas.controller_testkit import Clock, controller, deploy_v1, leases, publish, revisions, service, start_v2
 

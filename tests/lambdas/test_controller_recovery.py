@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from geokernel.contracts.control import ControlKey, DeployStatus
+from geokernel.contracts.spec_pointer import spec_key
 from lambdas.common.kinesis import GeoStreams, ShardQuota
 from lambdas.common.records import read_active
-from partitioner.contracts.control import ControlKey, DeployStatus
-from partitioner.contracts.spec_pointer import spec_key
 from tests.lambdas.conftest import Aws, make_spec
 from tests.lambdas.controller_testkit import Clock, controller, deploy_v1, leases, publish, service, start_v2
 

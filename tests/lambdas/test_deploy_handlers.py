@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
+from geokernel.contracts.control import DeployStatus
+from geokernel.contracts.plan import SwapMode
+from geokernel.contracts.spec_pointer import spec_key
+from geokernel.partition_spec.model import Spec
 from lambdas.common.ecs import EcsService
 from lambdas.common.records import read_active
 from lambdas.deploy import deployer, hooks, runtime
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.fleet import EcsFleet
-from partitioner.contracts.control import DeployStatus
-from partitioner.contracts.plan import SwapMode
-from partitioner.contracts.spec_pointer import spec_key
-from partitioner.spec.model import Spec
 from tests.lambdas.conftest import CTX, Aws, FakeLambdaContext, load_event, make_spec
 
 
@@ -183,7 +183,7 @@ def test_hook_passes_stages_it_does_not_hold_and_rejects_malformed_events(aws: A
 def test_decide_maps_controller_state_to_hook_status(hold: str | None, status: str, tracked: int | None,
                                                      expected: str) -> None:
     # GIVEN a controller state for v2 / WHEN mapped / THEN the hookStatus follows the hold's rule
-    from partitioner.contracts.control import DeployState
+    from geokernel.contracts.control import DeployState
 
     assert hooks.decide(hold, DeployState(version=2, status=status), tracked) == expected
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from geokernel.contracts.cost import CostReportRecord
+from geokernel.contracts.spec_pointer import spec_key
 from lambdas.partitioner.logic import apply_cost_rates, load_policy, process_snapshot
-from partitioner.contracts.cost import CostReportRecord
-from partitioner.contracts.spec_pointer import spec_key
 from partitioner.load.counts import counts_from_pairs
 from tests.lambdas.conftest import Aws, snapshot_rows, t, write_test_snapshot
 from tests.lambdas.partitioner_testkit import CELLS, deps

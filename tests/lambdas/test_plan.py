@@ -8,11 +8,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from geokernel.contracts.plan import PlanStatus, SwapMode
+from geokernel.geo.tiles import Tile, quadkey, quadkey_to_tile
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import HASH_BUCKETS, Partition, Spec, Worker, shard_hash_key
 from lambdas.deploy.plan import DeployPlan, plan_from_item, plan_item, plan_swap
-from partitioner.contracts.plan import PlanStatus, SwapMode
-from partitioner.geo.tiles import Tile, quadkey, quadkey_to_tile
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import HASH_BUCKETS, Partition, Spec, Worker, shard_hash_key
 
 Row = tuple[str, Sequence[str]] | tuple[str, Sequence[str], tuple[int, int]]
 

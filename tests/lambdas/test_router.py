@@ -9,6 +9,13 @@ from typing import Any
 
 import pytest
 
+from geokernel.contracts.env import EnvVar
+from geokernel.contracts.event_fields import EventFields
+from geokernel.contracts.spec_pointer import spec_key
+from geokernel.geo.tiles import Tile, bounds, quadkey
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import Spec, entity_bucket
+from geokernel.partition_spec.shards import entity_shard, with_shards
 from lambdas.common.dynamodb import ControlTable
 from lambdas.common.kinesis import GeoStreams
 from lambdas.common.s3 import QuarantineSink, SpecStore
@@ -16,13 +23,6 @@ from lambdas.router import handler as router_handler
 from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
 from partitioner.builders import build_spec
 from partitioner.builders.assemble import with_catch_all_load
-from partitioner.contracts.env import EnvVar
-from partitioner.contracts.event_fields import EventFields
-from partitioner.contracts.spec_pointer import spec_key
-from partitioner.geo.tiles import Tile, bounds, quadkey
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import Spec, entity_bucket
-from partitioner.spec.shards import entity_shard, with_shards
 from tests.lambdas.conftest import CTX, Aws, grid_counts, load_event, make_spec
 
 
@@ -50,7 +50,7 @@ def stream_records(aws: Aws, name: str) -> list[tuple[int, dict[str, Any], str]]
 
 
 def expected_shard(spec: Spec, lat: float, lon: float, entity: str) -> int:
-    from partitioner.spec.index import SpecIndex
+    from geokernel.partition_spec.index import SpecIndex
 
     part = SpecIndex(spec).locate_one(lon, lat, entity)
     return [w.id for w in spec.workers].index(part.worker)

@@ -10,9 +10,9 @@ from typing import Any
 
 from aws_kinesis_agg.aggregator import RecordAggregator
 
+from geokernel.geo.tiles import Tile, bounds
 from lambdas.router import handler as router_handler
 from lambdas.router.handler import parse_kinesis_event
-from partitioner.geo.tiles import Tile, bounds
 from tests.lambdas.conftest import CTX, Aws, load_event, make_spec
 from tests.lambdas.test_router import activate, stream_records
 

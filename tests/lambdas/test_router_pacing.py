@@ -8,9 +8,9 @@ import time
 from collections import Counter
 from typing import Any
 
+from geokernel.geo.tiles import Tile, bounds
 from lambdas.common.pacing import PACED_SHARE, SHARD_RECORDS_PER_S
 from lambdas.router import handler as router_handler
-from partitioner.geo.tiles import Tile, bounds
 from tests.lambdas.conftest import CTX, Aws, make_spec
 from tests.lambdas.test_router import activate
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from geokernel.contracts.event_fields import EventFields
+from geokernel.events import Rejection, ValidEvent, parse_event
 from local.dataset import HOTSPOT, SHIFT, EventFactory, Places, Scenario, bad_events, diurnal, load_places, place_rates
-from partitioner.contracts.event_fields import EventFields
-from partitioner.load.events import Rejection, ValidEvent, parse_event
 
 REASONS = {"unparsable_json", "not_an_object", "missing_field", "bad_type", "nan", "lat_out_of_range",
            "lon_out_of_range", "bad_timestamp"}

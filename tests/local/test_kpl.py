@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from geokernel.contracts.errors import ContractError
+from geokernel.contracts.kpl import KplError, deaggregate, is_aggregated, unpack
+from geokernel.contracts.stream import ShardRange, partition_hash_key, shard_for_key
+from geokernel.events import ValidEvent, parse_event
 from local.dataset import EventFactory, Scenario, bad_events, load_places
 from local.kpl import corrupt_kpl_record, kpl_aggregate
 from local.replay import KPL_EVENTS_PER_RECORD, Replayer
-from partitioner.contracts.errors import ContractError
-from partitioner.contracts.kpl import KplError, deaggregate, is_aggregated, unpack
-from partitioner.contracts.stream import ShardRange, partition_hash_key, shard_for_key
-from partitioner.load.events import ValidEvent, parse_event
 
 #: Two shards that split the hash-key space in half, as ``ListShards`` lists them.
 HALF = 2 ** 127

@@ -7,11 +7,11 @@ import uuid
 
 import pytest
 
+from geokernel.contracts.control import ControlKey
+from geokernel.contracts.handoff import handoff_key
+from geokernel.contracts.plan import PlanItem, PlanStatus, SwapMode
 from local.aws import EmbeddedAws, Names, SerialMotoServer
 from local.observe import ControlObserver
-from partitioner.contracts.control import ControlKey
-from partitioner.contracts.handoff import handoff_key
-from partitioner.contracts.plan import PlanItem, PlanStatus, SwapMode
 
 
 @pytest.fixture()

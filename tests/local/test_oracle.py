@@ -11,8 +11,8 @@ import pytest
 
 from geo_service.records import decode_event, enriched_record
 from geo_service.transform import Applied, JsonValue
+from geokernel.contracts.enriched import EnrichedRecord
 from local.oracle import compare, expected_fields, run_oracle
-from partitioner.contracts.enriched import EnrichedRecord
 
 
 class Tag:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from geokernel.contracts.enriched import EnrichedRecord
 from local.output import OutRecord, Processed, delivery
-from partitioner.contracts.enriched import EnrichedRecord
 
 
 def test_record_from_an_enriched_line() -> None:

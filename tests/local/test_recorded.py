@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from geokernel.contracts.quarantine import QuarantineRecord
+from geokernel.errors import EventLogError
 from local.recorded import (
     BUILTIN_LOGS,
     KEEPS_UP_RATE,
@@ -25,8 +27,6 @@ from local.recorded import (
     suggested_speed,
 )
 from local.texts import Texts
-from partitioner.contracts.quarantine import QuarantineRecord
-from partitioner.errors import EventLogError
 from partitioner.load.eventcols import EventColumns
 
 T0 = 1_700_000_000  # epoch seconds

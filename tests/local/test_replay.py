@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from geokernel.contracts.event_fields import EventFields
+from geokernel.events import ValidEvent, parse_event
 from local.loops import FatalLoopError
 from local.recorded import plan_replay, read_recorded
 from local.replay import RecordedReplayer, put_all
-from partitioner.contracts.event_fields import EventFields
 from partitioner.load.eventcols import EventColumns
-from partitioner.load.events import ValidEvent, parse_event
 
 T0 = 1_700_000_000  # epoch seconds of the first recorded event
 START = 1_000_000.0  # wall clock of the replay's first tick (a multiple of the 10 s window)

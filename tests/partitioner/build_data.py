@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from partitioner.geo.tiles import arrays_to_quadkeys, tiles_xy
+from geokernel.geo.tiles import arrays_to_quadkeys, tiles_xy
+from geokernel.partition_spec.geometry import square_shapes
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import Spec
 from partitioner.load.counts import Counts
-from partitioner.spec.geometry import square_shapes
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import Spec
 
 
 def counts_from_points(lon: np.ndarray, lat: np.ndarray, zoom: int) -> Counts:

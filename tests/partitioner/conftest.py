@@ -1,7 +1,8 @@
 """Shared set-up of the partitioner tests.
 
-The test modules import their helpers as ``spec_factory`` and ``build_data`` whatever pytest's
-import mode (``--import-mode=importlib`` does not put test directories on ``sys.path``).
+The test modules import their helpers as ``spec_factory`` (the kernel tests' spec builder, in
+``tests/geokernel/``) and ``build_data`` whatever pytest's import mode (``--import-mode=importlib`` does not put
+test directories on ``sys.path``).
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "geokernel"))
 
 from build_data import metro_counts, sparse_counts
 from spec_factory import block, make_counts, make_spec
 
+from geokernel.partition_spec.model import Spec
 from partitioner.load.counts import Counts
-from partitioner.spec.model import Spec
 
 
 @pytest.fixture(scope="session")

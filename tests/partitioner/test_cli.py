@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from geokernel.partition_spec.parse import load_spec
+from geokernel.partition_spec.rules import validate
 from partitioner.cli import main
 from partitioner.commands.demo import DEMO_MAX_LOAD, SAMPLE_COUNTS
-from partitioner.spec.parse import load_spec
-from partitioner.spec.rules import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 import partitioner
+from geokernel.partition_spec.parse import load_spec
+from geokernel.partition_spec.rules import validate
 from partitioner.cli import main
 from partitioner.commands.demo import DEMO_MAX_LOAD, SAMPLE_COUNTS
 from partitioner.commands.exits import EXIT_DIFFERENT, EXIT_REDEPLOY
-from partitioner.spec.parse import load_spec
-from partitioner.spec.rules import validate
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = "quadkey,weight\n0231,4\n0232,5\n"

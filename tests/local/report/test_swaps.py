@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from geokernel.contracts.plan import PlanItem
+from geokernel.geo.tiles import quadkey, tile
+from geokernel.partition_spec.model import Partition, Spec, Worker, shard_hash_key
 from local.fleet import FleetEvent
 from local.observe import LeaseTenure
 from local.output import Processed
 from local.report.swaps import Flip, checks, report_json, report_lines, swaps_report
-from partitioner.contracts.plan import PlanItem
-from partitioner.geo.tiles import quadkey, tile
-from partitioner.spec.model import Partition, Spec, Worker, shard_hash_key
 
 
 def plan(mode: str, *, kept: list[str] | None = None, started: list[str] | None = None,

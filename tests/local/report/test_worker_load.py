@@ -8,6 +8,7 @@ import math
 import pytest
 
 from geo_service.cost import Calibration, CostReport
+from geokernel.contracts.enriched import enriched_key, parse_enriched_key
 from local.output import OutRecord
 from local.report.worker_load import (
     CostSample,
@@ -19,7 +20,6 @@ from local.report.worker_load import (
     merge,
     spread,
 )
-from partitioner.contracts.enriched import enriched_key, parse_enriched_key
 
 W = 10.0  # window, s
 CAP = 10.0  # events per window

@@ -7,11 +7,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from geokernel.aws_budget.calls import CallLog
+from geokernel.aws_budget.usage import ACCOUNT, Usage
 from lambdas.common.kinesis import PutEntry
 from local.scale.counting import ShardLookup, is_call, steady_calls
 from local.scale.result import Phase, ScaleConfig, ScaleResult
-from partitioner.aws_budget.calls import CallLog
-from partitioner.aws_budget.usage import ACCOUNT, Usage
 
 T0 = 1_000_000.0
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from geokernel.aws_budget.report import MIN_MARGIN
 from local.scale.run import state_breaks
-from partitioner.aws_budget.report import MIN_MARGIN
 
 REPO = Path(__file__).resolve().parents[3]
 

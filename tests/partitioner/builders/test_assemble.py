@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from spec_factory import qk
 
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import HASH_BUCKETS, entity_bucket, shard_hash_key
+from geokernel.partition_spec.rules import validate
 from partitioner.builders.assemble import SpecHeader, assemble, with_catch_all_load
 from partitioner.builders.ids import Ids
 from partitioner.builders.region import Placement, Region
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import HASH_BUCKETS, entity_bucket, shard_hash_key
-from partitioner.spec.rules import validate
 
 HEADER = SpecHeader(version=3, max_load=100.0, previous_version=2, created_at="2026-01-01T00:00:00Z",
                     strategy="compact", stream_name="s", source={"total_load": 150.0})

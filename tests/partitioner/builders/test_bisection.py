@@ -8,6 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from geokernel.geo.graph import components, neighbour_pairs
 from partitioner.builders.bisection import (
     _Cutting,
     _side_components,
@@ -19,7 +20,6 @@ from partitioner.builders.bisection import (
     sorted_piece,
 )
 from partitioner.builders.cuts import cut_load
-from partitioner.geo.graph import components, neighbour_pairs
 from partitioner.load.counts import Grid
 
 

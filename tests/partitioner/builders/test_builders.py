@@ -8,13 +8,13 @@ from build_data import counts_from_points, regions_connected
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from geokernel.errors import BuildError
+from geokernel.geo.tiles import arrays_to_quadkeys
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.rules import validate
 from partitioner.builders import build_with_report
-from partitioner.errors import BuildError
-from partitioner.geo.tiles import arrays_to_quadkeys
 from partitioner.load.bound import lower_bound
 from partitioner.load.counts import Counts, counts_from_pairs
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.rules import validate
 
 
 def test_dense_metro_meets_lower_bound_plus_one_with_connected_regions(metro: Counts) -> None:

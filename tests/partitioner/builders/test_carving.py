@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from geokernel.geo.graph import components
+from geokernel.geo.tiles import arrays_to_quadkeys
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.rules import validate
 from partitioner.builders import build_spec, build_with_report
 from partitioner.builders.carving import ComponentMemo, carve_cells
-from partitioner.geo.graph import components
-from partitioner.geo.tiles import arrays_to_quadkeys
 from partitioner.load.counts import Grid, counts_from_pairs
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.rules import validate
 
 
 def test_a_fresh_build_gives_the_empty_hole_inside_a_region_to_that_region() -> None:

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from build_data import cells_of, dumbbell
 
+from geokernel.geo.tiles import arrays_to_quadkeys
 from partitioner.builders.carving import carve_cells
 from partitioner.builders.cuts import CutBudget
 from partitioner.builders.packing import pack_best_fit
-from partitioner.geo.tiles import arrays_to_quadkeys
 from partitioner.load.counts import Grid
 
 

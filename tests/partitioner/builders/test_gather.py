@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from geokernel.geo.tiles import IntArray
 from partitioner.builders.gather import gather, hilbert
-from partitioner.geo.tiles import IntArray
 
 
 def _all_tiles(zoom: int) -> tuple[IntArray, IntArray]:

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from spec_factory import qk
 
+from geokernel.geo.tiles import bounds, quadkey_to_tile
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import HASH_BUCKETS
 from partitioner.builders import build_with_report
 from partitioner.builders.hot import hash_split
-from partitioner.geo.tiles import bounds, quadkey_to_tile
 from partitioner.load.bound import lower_bound
 from partitioner.load.counts import counts_from_pairs
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import HASH_BUCKETS
 
 
 def test_hot_cell_without_finer_counts_is_split_by_entity_hash() -> None:

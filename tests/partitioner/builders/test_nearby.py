@@ -6,13 +6,13 @@ import numpy as np
 from build_data import regions_connected
 from spec_factory import make_counts, qk
 
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import HASH_BUCKETS
 from partitioner.builders import build_spec
 from partitioner.builders.nearby import merge_territories, place_nearby
 from partitioner.builders.plan import RepairPlan
 from partitioner.builders.region import Region
 from partitioner.output.metrics import evaluate
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import HASH_BUCKETS
 
 Z = 10
 

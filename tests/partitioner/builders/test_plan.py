@@ -6,10 +6,10 @@ import math
 
 import pytest
 
+from geokernel.partition_spec.model import HASH_BUCKETS
 from partitioner.builders.plan import SLIVER_FILL, RepairPlan
 from partitioner.builders.region import Region
 from partitioner.load.counts import counts_from_pairs
-from partitioner.spec.model import HASH_BUCKETS
 
 HALF = HASH_BUCKETS // 2
 GRID = counts_from_pairs([("0231", 1.0)]).grid()  # only a shave looks at the grid; these regions list no cells

@@ -7,9 +7,9 @@ import itertools
 import numpy as np
 import pytest
 
+from geokernel.errors import BuildError
+from geokernel.partition_spec.model import HASH_BUCKETS
 from partitioner.builders.pour import Liquid, pour, pour_count
-from partitioner.errors import BuildError
-from partitioner.spec.model import HASH_BUCKETS
 
 
 def _bin_loads(solids: list[float], result) -> np.ndarray:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from geokernel.errors import BuildError
 from partitioner.builders import build_with_report
 from partitioner.builders.protocol import Builder, BuildReport, BuildRequest
 from partitioner.builders.registry import BUILDERS, STRATEGIES, builder
-from partitioner.errors import BuildError
 from partitioner.load.counts import counts_from_pairs
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import Spec
 from partitioner.builders import build_with_report
 from partitioner.builders.relieve import Leaves, relieve
 from partitioner.load.counts import counts_from_pairs
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import Spec
 
 ROWS = [("0231", 290.0), ("02310", 45.0), ("02311", 40.0), ("02312", 105.0), ("02313", 100.0),
         ("023120", 30.0), ("023121", 25.0), ("023122", 25.0), ("023123", 25.0), ("0230", 30.0), ("0232", 20.0)]

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from build_data import counts_from_points, stable_share
 
+from geokernel.partition_spec.index import SpecIndex
+from geokernel.partition_spec.model import HASH_BUCKETS
+from geokernel.partition_spec.rules import validate
 from partitioner.builders import build_with_report
 from partitioner.load.bound import lower_bound
 from partitioner.load.counts import Counts, counts_from_pairs
 from partitioner.output.compare import stability
-from partitioner.spec.index import SpecIndex
-from partitioner.spec.model import HASH_BUCKETS
-from partitioner.spec.rules import validate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 import ports

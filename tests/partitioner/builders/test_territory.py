@@ -13,10 +13,10 @@ import numpy.typing as npt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from geokernel.geo.graph import components
+from geokernel.geo.shape import coalesce
+from geokernel.geo.tiles import IntArray
 from partitioner.builders.territory import Squares, Territories, territories
-from partitioner.geo.graph import components
-from partitioner.geo.shape import coalesce
-from partitioner.geo.tiles import IntArray
 
 _AROUND = [(dx, dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1) if dx or dy]
 _NONE = Squares(*(np.zeros(0, dtype=np.int64) for _ in range(4)))

@@ -139,7 +139,7 @@ def test_a_declared_crowd_keeps_its_worker_under_the_cap_where_the_unannounced_o
 
 
 def _centre(quadkey: str) -> tuple[float, float]:
-    from partitioner.geo.tiles import bounds, quadkey_to_tile
+    from geokernel.geo.tiles import bounds, quadkey_to_tile
 
     b = bounds(quadkey_to_tile(quadkey))
     return (b.south + b.north) / 2, (b.west + b.east) / 2

@@ -8,15 +8,15 @@ from datetime import UTC, datetime
 import pytest
 from spec_factory import make_counts, make_spec, qk
 
+from geokernel.errors import PolicyError
+from geokernel.geo.tiles import bounds, quadkey_to_tile
+from geokernel.partition_spec.model import Spec
 from partitioner.builders import build_spec
 from partitioner.control.controller import ControlSettings, ControlState, control_step
+from partitioner.control.crowds import DeclaredCrowd
 from partitioner.control.policy import RebalancePolicy
 from partitioner.control.predictive import PredictivePolicy
-from partitioner.errors import PolicyError
-from partitioner.geo.tiles import bounds, quadkey_to_tile
 from partitioner.load.counts import Counts
-from partitioner.load.crowds import DeclaredCrowd
-from partitioner.spec.model import Spec
 
 S = 300.0
 CAP = 1000.0

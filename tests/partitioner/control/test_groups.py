@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from spec_factory import make_counts, make_spec, qk
 
+from partitioner.control.forecast import LoadHistory
 from partitioner.control.groups import region_groups
-from partitioner.load.forecast import LoadHistory
-from partitioner.load.levels import CellLevels
+from partitioner.control.levels import CellLevels
 from partitioner.load.loads import cells_of, spec_loads
 
 Z = 10

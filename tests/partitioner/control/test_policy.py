@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from spec_factory import make_counts, make_spec, qk
 
+from geokernel.errors import PolicyError
 from partitioner.control.policy import RebalancePolicy
-from partitioner.errors import PolicyError
 
 Z = 10
 A = [qk(x, y, Z) for x in (500, 501) for y in (400, 401)]

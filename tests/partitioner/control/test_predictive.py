@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 from spec_factory import make_counts, make_spec, qk
 
+from geokernel.errors import PolicyError
+from geokernel.geo.tiles import bounds, quadkey_to_tile
+from geokernel.partition_spec.model import Spec
 from partitioner.builders import build_spec
+from partitioner.control.crowds import DeclaredCrowd
+from partitioner.control.forecast import LoadHistory
+from partitioner.control.levels import CellLevels
 from partitioner.control.predictive import Observation, PredictivePolicy
-from partitioner.errors import PolicyError
-from partitioner.geo.tiles import bounds, quadkey_to_tile
 from partitioner.load.counts import Counts
-from partitioner.load.crowds import DeclaredCrowd
-from partitioner.load.forecast import LoadHistory
-from partitioner.load.levels import CellLevels
 from partitioner.load.loads import cells_of
-from partitioner.spec.model import Spec
 
 S = 600.0
 CAP = 10_000.0

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 
-from partitioner.errors import CountsError
-from partitioner.geo.tiles import arrays_to_quadkeys
+from geokernel.errors import CountsError
+from geokernel.geo.tiles import arrays_to_quadkeys
 from partitioner.load.cost import apply_cost_rates, measured_rates
 from partitioner.load.counts import Counts, Tiles
 

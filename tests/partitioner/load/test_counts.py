@@ -47,7 +47,7 @@ def test_counts_from_tiles_make_quadkeys_on_demand() -> None:
 
 def _reference_leaves(counts: Counts) -> dict[str, float]:
     """The leaves as the original dict-based code computed them (grid cells, then refinement rows)."""
-    from partitioner.geo.tiles import arrays_to_quadkeys
+    from geokernel.geo.tiles import arrays_to_quadkeys
 
     grid = counts.grid()
     weights = dict(zip(arrays_to_quadkeys(grid.x, grid.y, grid.zoom), grid.weight.tolist(), strict=True))
@@ -68,7 +68,7 @@ def test_leaves_count_every_place_once_like_the_reference(rows: dict[str, int]) 
     counts = counts_from_pairs([(q, float(w)) for q, w in rows.items()])
     # WHEN its leaves are computed (vectorised)
     leaves = counts.leaves()
-    from partitioner.geo.tiles import arrays_to_quadkeys
+    from geokernel.geo.tiles import arrays_to_quadkeys
     got = dict(zip(arrays_to_quadkeys(leaves.x, leaves.y, leaves.z), leaves.weight.tolist(), strict=True))
     # THEN they equal the reference's, row for row
     assert got == _reference_leaves(counts)

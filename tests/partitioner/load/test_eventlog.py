@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from partitioner.errors import EventLogError
-from partitioner.geo.tiles import quadkey, tile
+from geokernel.errors import EventLogError
+from geokernel.geo.tiles import quadkey, tile
 from partitioner.load.eventcols import EventColumns
 from partitioner.load.eventlog import (
     CountOptions,

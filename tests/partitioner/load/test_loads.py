@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from spec_factory import make_counts, make_spec, qk
 
+from geokernel.partition_spec.model import HASH_BUCKETS
 from partitioner.builders.assemble import with_catch_all_load
 from partitioner.load.loads import SpecLoads, cells_of, load_metrics, moves
 from partitioner.output.compare import stability
 from partitioner.output.metrics import evaluate
-from partitioner.spec.model import HASH_BUCKETS
 
 Z = 10
 A = [qk(500, 400, Z), qk(501, 400, Z)]

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from partitioner.errors import CountsError
+from geokernel.errors import CountsError
 from partitioner.load import read as read_module
 from partitioner.load.counts import Counts
 from partitioner.load.read import parse_counts_csv, read_counts_csv, read_snapshot_rows

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from spec_factory import make_counts, make_spec, qk
 
+from geokernel.partition_spec.model import HASH_BUCKETS
 from partitioner.output.compare import spec_diff, stability
 from partitioner.output.render import render_stability
-from partitioner.spec.model import HASH_BUCKETS
 
 Z = 10
 

@@ -18,13 +18,13 @@ from shapely.geometry import box, shape
 from shapely.ops import unary_union
 from spec_factory import block, make_counts, make_spec, qk
 
+from geokernel.geo.rings import square_polygons
+from geokernel.geo.tiles import MAX_LAT, bounds, quadkey_to_tile
+from geokernel.partition_spec.geometry import owned_squares
+from geokernel.partition_spec.model import HASH_BUCKETS, Spec
 from partitioner.builders import build_spec
-from partitioner.geo.rings import square_polygons
-from partitioner.geo.tiles import MAX_LAT, bounds, quadkey_to_tile
 from partitioner.load.read import read_counts_csv
 from partitioner.output.geojson import spec_to_geojson, write_geojson
-from partitioner.spec.geometry import owned_squares
-from partitioner.spec.model import HASH_BUCKETS, Spec
 
 Z = 8
 

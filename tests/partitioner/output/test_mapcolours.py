@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from spec_factory import block, make_spec
 
+from geokernel.partition_spec.index import SpecIndex
 from partitioner.output.mapcolours import colour_slots, worker_borders
-from partitioner.spec.index import SpecIndex
 
 Z = 10
 

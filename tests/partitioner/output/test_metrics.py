@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from spec_factory import make_counts, make_spec, qk
 
+from geokernel.partition_spec.model import HASH_BUCKETS
 from partitioner.load.bound import lower_bound
 from partitioner.output.metrics import evaluate, leaf_loads
-from partitioner.spec.model import HASH_BUCKETS
 
 Z = 10
 

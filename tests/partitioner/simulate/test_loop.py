@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from spec_factory import make_counts, make_spec, qk
 
+from geokernel.geo.tiles import arrays_to_quadkeys
+from geokernel.partition_spec.model import Spec
 from partitioner.control.controller import ControlSettings
-from partitioner.geo.tiles import arrays_to_quadkeys
 from partitioner.simulate.loop import first_measured, run
 from partitioner.simulate.strategies import Controlled, RunContext, make
 from partitioner.simulate.summary import summarise, weighted_quantile
 from partitioner.simulate.swaps import Swap
 from partitioner.simulate.windows import CellSeries, ListSeries, Window, WindowSeries
-from partitioner.spec.model import Spec
 
 S = 600.0
 CAP = 100.0

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from partitioner.errors import CountsError
+from geokernel.errors import CountsError
 from partitioner.simulate.places import PLACES_FILE, load_places
 from partitioner.simulate.scenarios import (
     COST_FACTOR,
@@ -50,7 +50,7 @@ def test_global_day_is_deterministic_per_seed_and_sized_for_100_workers(day: Cel
 
 def test_load_follows_local_solar_time(day: CellSeries):
     # the Americas (west of -30) carry more at 20:00 UTC (their afternoon) than at 08:00 UTC (their night)
-    from partitioner.geo.tiles import quadkeys_to_arrays
+    from geokernel.geo.tiles import quadkeys_to_arrays
     from partitioner.simulate.places import code_centres
 
     x, y, z = quadkeys_to_arrays(day.cells)
