@@ -10,6 +10,10 @@ from constructs import Construct
 from infra.config import GeoConfig
 
 
+#: How long the ingest stream keeps a record (hours): the router's event source holds records at most this long,
+#: less REDRIVE_MARGIN_HOURS (infra/router.py)
+INGEST_RETENTION_HOURS = 24
+
 class IngestStream(Construct):
     """``stream`` (``<prefix>-ingest``) and its ``key``. Producers use ``entity_id`` as the partition key."""
 
@@ -33,5 +37,5 @@ class IngestStream(Construct):
             shard_count=config.ingest_shards or None,
             encryption=kinesis.StreamEncryption.KMS,
             encryption_key=self.key,
-            retention_period=Duration.hours(24),
+            retention_period=Duration.hours(INGEST_RETENTION_HOURS),
         )

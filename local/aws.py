@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
@@ -35,6 +35,9 @@ from botocore.config import Config
 from geokernel.contracts.env import EnvVar
 from geokernel.contracts.lease import LEASE_KEY_ATTR
 from geokernel.contracts.stream import geo_stream_name
+
+if TYPE_CHECKING:
+    from local.iam.gate import IamGate
 
 REGION = "us-east-1"
 DUMMY_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
@@ -78,6 +81,11 @@ class Names:
     @property
     def leases_table(self) -> str:
         return f"{self.prefix}-leases"
+
+    @property
+    def router_failures_queue(self) -> str:
+        """The router's on-failure destination (the stack names it so: ``infra/router.py``)."""
+        return f"{self.prefix}-router-failures"
 
     @property
     def geo_stream_key(self) -> str:
@@ -128,6 +136,8 @@ class SerialMotoServer:
         app = DomainDispatcherApplication(create_backend_app)
         lock = threading.Lock()
         self.throttle = KinesisThrottle()
+        #: The twin's IAM gate (local.iam.gate), set once the parts' principals exist; None: no IAM checks
+        self.gate: IamGate | None = None
 
         def serialised(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
             with lock:  # the whole body is produced inside the lock
@@ -136,7 +146,10 @@ class SerialMotoServer:
                     start_response("400 Bad Request", [("Content-Type", "application/x-amz-json-1.1"),
                                                        ("Content-Length", str(len(refused)))])
                     return [refused]
-                return list(app(environ, start_response))
+                gate = self.gate
+                if gate is None:
+                    return list(app(environ, start_response))
+                return _gated(gate, app, environ, start_response)
 
         self._server = make_server(host, port, serialised, threaded=True, request_handler=MotoRequestHandler)
         self.url = f"http://{host}:{self._server.server_address[1]}"
@@ -149,6 +162,26 @@ class SerialMotoServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._thread.join(timeout=10)
+
+
+def _gated(gate: IamGate, app: Any, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+    """Run a request through the IAM gate, then moto; record a refusal by moto's own access control."""
+    body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+    environ["wsgi.input"] = io.BytesIO(body)  # moto reads it again
+    denied = gate.check(environ, body)
+    if denied is not None:
+        status, headers, answer = denied
+        start_response(status, headers)
+        return [answer]
+    seen: list[str] = []
+
+    def note(status: str, headers: Any, exc_info: Any = None) -> Any:
+        seen.append(status)
+        return start_response(status, headers, exc_info) if exc_info else start_response(status, headers)
+
+    chunks = list(app(environ, note))
+    gate.observe(environ, seen[0] if seen else "", chunks)
+    return chunks
 
 
 THROTTLED_ACTIONS = ("Kinesis_20131202.PutRecords", "Kinesis_20131202.GetRecords")
@@ -227,6 +260,9 @@ class EmbeddedAws:
     endpoint_url: str
     names: Names
     server: SerialMotoServer
+    #: The harness's keys (the replay, the observer, the report): dummies until the twin's IAM is set up
+    #: (local.iam.principals), then the harness user's
+    harness_keys: tuple[str, str] = ("testing", "testing")
     _session: boto3.session.Session = field(default_factory=boto3.session.Session, repr=False, compare=False)
 
     def environment(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -252,14 +288,16 @@ class EmbeddedAws:
 
     def resource(self, service: str) -> Any:
         """Return a boto3 resource for ``service`` bound to the moto endpoint (the harness's session)."""
+        key, secret = self.harness_keys
         return self._session.resource(service, endpoint_url=self.endpoint_url, region_name=REGION,
-                                      aws_access_key_id="testing", aws_secret_access_key="testing")
+                                      aws_access_key_id=key, aws_secret_access_key=secret)
 
     def client(self, service: str) -> Any:
         """Return a boto3 client for ``service`` bound to the moto endpoint."""
         # the harness's session: its calls (observer, replayer, report) are not the system's (local.calls)
+        key, secret = self.harness_keys
         return self._session.client(service, endpoint_url=self.endpoint_url, region_name=REGION,
-                            aws_access_key_id="testing", aws_secret_access_key="testing",
+                            aws_access_key_id=key, aws_secret_access_key=secret,
                             config=Config(retries={"max_attempts": 5, "mode": "standard"},
                                           max_pool_connections=20))
 
@@ -289,6 +327,7 @@ class EmbeddedAws:
         kinesis = self.client("kinesis")
         kinesis.create_stream(StreamName=self.names.ingest_stream, ShardCount=ingest_shards)
         wait_stream_active(kinesis, self.names.ingest_stream)
+        self.client("sqs").create_queue(QueueName=self.names.router_failures_queue)
 
 
 def wait_stream_active(kinesis: Any, stream: str, timeout_s: float = 30.0) -> None:

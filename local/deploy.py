@@ -24,7 +24,10 @@ until green is leased and warm, ``POST_PRODUCTION_TRAFFIC_SHIFT`` holds blue unt
 
 The controller is :class:`lambdas.deploy.controller.DeployController` over the real adapters
 (the adapters in ``lambdas.common``: dynamodb, s3, kinesis) against moto, with :class:`local.fleet.LocalFleet` as its fleet; the swap mode is
-``SWAP_MODE`` of the environment (``carry`` by default).
+``SWAP_MODE`` of the environment (``carry`` by default). The deployer's steps sign as the deployer's role and each hook
+call as the hooks' role (:func:`local.iam.principals.acting_as`); the specs it reacts to are the keys the stack's
+notification on the specs bucket names (``specs``, from the synthesized template). What the harness asks of the
+deployment (:meth:`DeployDriver.state`, :meth:`DeployDriver.idle`) it reads with its own keys.
 """
 
 from __future__ import annotations
@@ -35,12 +38,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from geokernel.contracts.control import ControlKey, DeployState
 from geokernel.contracts.plan import SwapMode
+from lambdas.common.dynamodb import ControlTable
 from local.aws import EmbeddedAws
 from local.events import s3_object_created
 from local.faults.deployer_crash import InjectedCrash
 from local.faults.hooks import Reconcile
+from local.iam.principals import acting_as
 from local.loops import LoopThread
+from local.wiring.stack_wiring import Component, Notification
 
 HOOK_STAGES = ("POST_SCALE_UP", "POST_PRODUCTION_TRAFFIC_SHIFT")
 
@@ -68,13 +75,13 @@ class EcsDeployment:
 class DeployDriver(LoopThread):
     """Deployer + ECS lifecycle hooks over the real controller; see the module docstring."""
 
-    def __init__(self, aws: EmbeddedAws, fleet: Any, say: Callable[[str], None], *,
+    def __init__(self, aws: EmbeddedAws, fleet: Any, say: Callable[[str], None], *, specs: Notification,
                  green_timeout_s: float, drain_timeout_s: float, callback_delay_s: int = 1,
                  interval_s: float = 0.5, fleet_start_grace_s: float = 5.0) -> None:
         super().__init__("deployer", interval_s)
         from lambdas.common.clients import make_clients
         from lambdas.common.config import LambdaConfig
-        from lambdas.common.dynamodb import ControlTable, LeaseTable
+        from lambdas.common.dynamodb import LeaseTable
         from lambdas.common.kinesis import GeoStreams
         from lambdas.common.s3 import SpecStore
         from lambdas.deploy.controller import DeployController
@@ -93,7 +100,10 @@ class DeployDriver(LoopThread):
                                     drain_timeout_s=drain_timeout_s, stream_wait_s=0.0, swap_mode=cfg.swap_mode,
                                     fleet_start_grace_s=fleet_start_grace_s)
         self.crashes = 0  # injected deployer deaths (local/faults/deployer_crash.py), not loop errors
-        self._s3 = clients.s3
+        self.specs = specs
+        self._s3 = aws.client("s3")  # S3's notifications: the harness lists the bucket (not a call of the deployer)
+        #: the control table as the harness reads it (the report, the faults, the progress line)
+        self.view = ControlTable(aws.client("dynamodb"), aws.names.control_table)
         self.seen_specs: set[str] = set()
         self.deployment: EcsDeployment | None = None
         self.deployments: list[EcsDeployment] = []
@@ -108,13 +118,14 @@ class DeployDriver(LoopThread):
     def step(self) -> None:
         self.fleet.poll()
         try:
-            self._deployer()
+            with acting_as(Component.DEPLOYER):
+                self._deployer()
         except InjectedCrash as exc:  # this "invocation" died; the next tick is the next one (the schedule in AWS)
             self.crashes += 1
             self.say(f"deployer crashed (injected): {exc}")
         if self.swap_mode is SwapMode.WHOLE:
             self._ecs()
-        st = self.ctl.state()
+        st = self.state()
         if (st.version, st.status) != self.last_status:
             self.last_status = (st.version, st.status)
             self.say(f"deploy v{st.version}: {st.status} ({st.reason})")
@@ -122,12 +133,12 @@ class DeployDriver(LoopThread):
     def _deployer(self) -> None:
         from lambdas.deploy.deployer import await_desired, requested_versions
 
-        resp = self._s3.list_objects_v2(Bucket=self.aws.names.specs_bucket, Prefix="specs/")
+        resp = self._s3.list_objects_v2(Bucket=self.specs.bucket, Prefix=self.specs.prefix)
         for obj in sorted(resp.get("Contents", []), key=lambda o: o["Key"]):
-            if obj["Key"] in self.seen_specs:
+            if obj["Key"] in self.seen_specs or not self.specs.matches(obj["Key"]):
                 continue
             self.seen_specs.add(obj["Key"])
-            event = s3_object_created(self.aws.names.specs_bucket, obj["Key"], int(obj["Size"]), str(obj["ETag"]))
+            event = s3_object_created(self.specs.bucket, obj["Key"], int(obj["Size"]), str(obj["ETag"]))
             for version in sorted(requested_versions(event)):
                 if await_desired(self.ctl, version, wait_s=2.0):
                     self.ctl.request(version)
@@ -137,7 +148,7 @@ class DeployDriver(LoopThread):
         if self.swap_mode is SwapMode.WHOLE:  # the deployer Lambda's reconcile first (lambdas/deploy/deployer.py)
             done = reconcile_fleet(self.ctl)
             if done is not None:
-                st = self.ctl.state()
+                st = self.ctl.state()  # (acting as the deployer)
                 self.reconciled.append(Reconcile(time.time(), done.value, st.version))
                 self.say(f"deployer: ECS rolled a deployment back; reconciled: {done.value} (deploy v{st.version} "
                          f"{st.status})")
@@ -163,7 +174,8 @@ class DeployDriver(LoopThread):
             self.hook_calls += 1
             self._rolled_back(dep, f"hook {stage} {failure}")
             return
-        answer = run_hook(self.ctl, HookEvent.parse(dep.event()), self.callback_delay_s)
+        with acting_as(Component.HOOKS):  # the hooks function's own role (ECS invokes it)
+            answer = run_hook(self.ctl, HookEvent.parse(dep.event()), self.callback_delay_s)
         self.hook_calls += 1
         dep.hook_details = answer.get("hookDetails") or {}
         status = answer["hookStatus"]
@@ -185,9 +197,14 @@ class DeployDriver(LoopThread):
                  f"v{dep.version} stopped; the service runs v{self.fleet.service_version}'s revision again)")
         self.deployment = None
 
+    def state(self) -> DeployState:
+        """The deployment's state, read with the harness's keys."""
+        item = self.view.get(ControlKey.DEPLOY)
+        return DeployState() if item is None else DeployState.from_item(item)
+
     def describe(self) -> str:
         """The controller's state in one line (for the report)."""
-        st = self.ctl.state()
+        st = self.state()
         return f"v{st.version} {st.status} ({st.reason})"
 
     def idle(self) -> bool:
@@ -195,7 +212,7 @@ class DeployDriver(LoopThread):
         from geokernel.contracts.control import IN_FLIGHT
         from lambdas.common.records import read_desired
 
-        st = self.ctl.state()
-        desired = read_desired(self.ctl.control)
+        st = self.state()
+        desired = read_desired(self.view)
         caught_up = desired is None or (st.version is not None and st.version >= desired.version)
         return self.deployment is None and st.status not in IN_FLIGHT and st.queued_version is None and caught_up

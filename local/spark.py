@@ -16,6 +16,7 @@ from local import procs
 from local.aws import EmbeddedAws
 from local.environment import GRID_ZOOM, REPO_ROOT, handler_env
 from local.state import RunState, say
+from local.wiring.stack_wiring import Component
 
 #: Allowed event lateness in the aggregation job: events are stamped at send time, so a
 #: couple of seconds covers the producer's batching; a window is emitted once the watermark
@@ -38,6 +39,8 @@ def start_spark(state: RunState, aws: EmbeddedAws) -> procs.Child:
     if not cfg.event_fields.is_default:
         argv += ["--event-fields", cfg.event_fields.to_json()]
     env = {**os.environ, **aws.environment(handler_env(cfg)), "PYSPARK_PYTHON": sys.executable}
+    if state.twin is not None:  # the job signs as its synthesized role (the EMR Serverless / Glue job role)
+        env.update(state.twin.environment(Component.SPARK))
     return procs.start("spark-quadkey-counts", argv, env, cfg.out / "logs", REPO_ROOT)
 
 

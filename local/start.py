@@ -19,16 +19,16 @@ from geokernel.contracts.control import ControlKey
 from geokernel.contracts.dynamo import plain_item
 from geokernel.contracts.env import EnvVar
 from geokernel.contracts.spec_pointer import DesiredPointer
-from geokernel.contracts.stream import ROUTER_BATCH_SIZE, ROUTER_BATCHING_WINDOW_S
 from local.aws import EmbeddedAws, start_moto
 from local.calls import CALL_LOG_DIR, count_this_process
 from local.dataset import EventFactory, Places, Scenario, choose_hotspot, load_places
 from local.deploy import DeployDriver
 from local.environment import DRAIN_TIMEOUT_S, GREEN_TIMEOUT_S, REPO_ROOT, handler_env
+from local.event_source import EventSourceMapping
 from local.faults.arm import arm_faults
 from local.faults.deployer_crash import CrashingFleet
 from local.fleet import LocalFleet, WorkerSettings
-from local.loops import Invocation, ManifestNotifier, RouterPoller, lambda_environments, load_handler
+from local.loops import Invocation, ObjectCreatedNotifier, lambda_environments, load_handler
 from local.observe import ControlObserver
 from local.outcomes import summarise
 from local.output import EnrichedReader
@@ -36,6 +36,8 @@ from local.recorded import RecordedLog, RecordedTimeline, ReplayPlan, describe, 
 from local.replay import KPL_EVENTS_PER_RECORD, RecordedReplayer, Replayer
 from local.spark import start_spark, wait_for_spark
 from local.state import RunState, say
+from local.twin import wire_twin
+from local.wiring.stack_wiring import Component
 
 #: How long the replay may stay in warm-up (no active spec yet) before the run fails.
 WARMUP_TIMEOUT_S = 240.0
@@ -59,17 +61,21 @@ def build_scenario(state: RunState) -> tuple[Places, Scenario]:
 
 
 def start_aws(state: RunState) -> EmbeddedAws:
-    """Start moto, point this process's handlers at it, create the resources."""
+    """Start moto, point this process's handlers at it, create the resources, wire the twin from the synthesized
+    stack and turn IAM on (:func:`local.twin.wire_twin`); returns the harness's view of AWS."""
     cfg = state.config
     aws = start_moto(cfg.prefix)
     state.aws = aws
-    os.environ.update(aws.environment(handler_env(cfg)))
+    env = handler_env(cfg)
+    os.environ.update(aws.environment(env))
     # The in-process partitioner balances on event counts, so the cap and the utilisation the report
     # measures share one unit; workers still write cost reports (counted in the report).
     os.environ.pop(EnvVar.COSTS_BUCKET, None)
     aws.create_resources(ingest_shards=2)
     if aws.server.kinesis_note is not None:
         say(state, aws.server.kinesis_note)
+    state.twin = wire_twin(aws, cfg, stateful=EnvVar.STATE_HANDOFF in env, say=lambda m: say(state, m))
+    aws = state.aws = state.twin.aws
     say(state, f"moto server (AWS) at {aws.endpoint_url}; stream, buckets and tables created "
                f"(prefix {cfg.prefix}); cap {cfg.cap:g} events per {cfg.window_s:g}s window; policy: build to "
                f"{100 * cfg.target_fill:.0f}%, redeploy above {100 * cfg.high_watermark:.0f}%, cooldown {cfg.cooldown_s:g}s")
@@ -142,20 +148,27 @@ def _start_components(state: RunState, aws: EmbeddedAws) -> ControlObserver:
     state.spark = start_spark(state, aws)
     say(state, f"Spark streaming job started (pid {state.spark.pid}, log {state.spark.log_path})")
     wait_for_spark(state, state.spark)
-    state.fleet = LocalFleet({**aws.environment(handler_env(cfg)), CALL_LOG_DIR: str(cfg.out / "calls")},
-                             cfg.out / "logs", REPO_ROOT, WorkerSettings())
+    twin = state.twin
+    assert twin is not None
+    state.fleet = LocalFleet({**aws.environment(handler_env(cfg)), CALL_LOG_DIR: str(cfg.out / "calls"),
+                              **twin.environment(Component.WORKER)}, cfg.out / "logs", REPO_ROOT, WorkerSettings())
     fleet_now = state.fleet
     observer = state.observer = ControlObserver(
         aws, alive_pids=lambda: {p.pid for p in fleet_now.processes() if p.exited_at is None and p.child.alive()})
-    state.notifier = ManifestNotifier(aws, partitioner_handler, on_invocation=on_invocation(state, aws))
-    # the deployed batch size; polls every 0.5 s, twice per deployed batching window (ROUTER_BATCHING_WINDOW_S): at
-    # one poll per window, a small recorded log's run measured one worker-window at 153 % of its cap (bursts)
-    state.router = RouterPoller(aws, routers, batch_size=ROUTER_BATCH_SIZE, interval_s=ROUTER_BATCHING_WINDOW_S / 2,
-                                gate=lambda: observer.active_version is not None)
+    wiring = twin.wiring
+    state.notifier = ObjectCreatedNotifier(aws, wiring.notification(aws.names.snapshots_bucket), partitioner_handler,
+                                           retries=wiring.async_retries[Component.PARTITIONER],
+                                           on_invocation=on_invocation(state, aws))
+    # the stack's event source mapping (synthesized template): batch size, starting position, retries, record age;
+    # it polls twice per batching window (at one poll per window, a small recorded log's run measured one
+    # worker-window at 153 % of its cap: bursts) and reads as the router's role
+    state.router = EventSourceMapping(aws, routers, wiring.event_source(Component.ROUTER),
+                                      role=twin.principals.of(Component.ROUTER))
     fleet: Any = state.fleet
     if "deployer-crash" in cfg.faults:
         fleet = CrashingFleet(state.fleet)  # the deployer's view of the fleet; the report reads state.fleet
     state.deployer = DeployDriver(aws, fleet, say=lambda m: say(state, m),
+                                  specs=wiring.notification(aws.names.specs_bucket),
                                   green_timeout_s=GREEN_TIMEOUT_S, drain_timeout_s=DRAIN_TIMEOUT_S)
     state.output = EnrichedReader(aws.client("s3"), aws.names.output_bucket)
     return observer

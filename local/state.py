@@ -20,12 +20,14 @@ from local import procs
 from local.aws import EmbeddedAws
 from local.config import RunConfig
 from local.dataset import Scenario
+from local.event_source import EventSourceMapping
 from local.fleet import LocalFleet
-from local.loops import ManifestNotifier, RouterPoller
+from local.loops import ObjectCreatedNotifier
 from local.observe import ControlObserver
 from local.output import EnrichedReader
 from local.recorded import RecordedLog, RecordedTimeline, ReplayPlan
 from local.replay import RecordedReplayer, Replayer
+from local.twin import Twin
 
 
 @dataclass
@@ -35,9 +37,11 @@ class RunState:
     config: RunConfig
     started_at: float
     aws: EmbeddedAws | None = None
+    #: the stack's wiring and the parts' principals (local.twin); its IAM gate is in front of moto
+    twin: Twin | None = None
     replayer: Replayer | RecordedReplayer | None = None
-    notifier: ManifestNotifier | None = None
-    router: RouterPoller | None = None
+    notifier: ObjectCreatedNotifier | None = None
+    router: EventSourceMapping | None = None
     observer: ControlObserver | None = None
     #: the AWS calls of the handlers run in this process (the workers write theirs to <out>/calls/)
     calls: CallLog | None = None

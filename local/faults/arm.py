@@ -30,8 +30,10 @@ from local.faults.spark_kill import SparkKill
 from local.faults.stream_throttle import StreamThrottle
 from local.faults.worker_kill import WorkerKill, leases_from_items
 from local.fleet import WorkerSettings
+from local.iam.principals import acting_as
 from local.spark import SPARK_START_TIMEOUT_S, WATERMARK_S, start_spark
 from local.state import RunState, say
+from local.wiring.stack_wiring import Component
 
 
 def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
@@ -52,7 +54,7 @@ def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
             kw["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def status() -> str:
-        return str(deployer.ctl.state().status)
+        return str(deployer.state().status)
 
     def live_since() -> float | None:  # the replay's clock starts once the first spec is active and its backlog is out
         return state.replayer.started_at if state.replayer is not None else None
@@ -81,10 +83,14 @@ def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
         ctl = deployer.ctl
 
         def active() -> int | None:
-            pointer = read_active(ctl.control)
+            pointer = read_active(deployer.view)
             return pointer.version if pointer else None
 
-        state.faults.append(DeployerCrash(ctl.fleet, ctl.fleet_started, active, live_since,
+        def fleet_started(version: int, old: int | None) -> bool:  # the stored plan, as the deployer reads it
+            with acting_as(Component.DEPLOYER):
+                return bool(ctl.fleet_started(version, old))
+
+        state.faults.append(DeployerCrash(ctl.fleet, fleet_started, active, live_since,
                                           deadline_s=ctl.fleet_start_grace_s + GREEN_TIMEOUT_S))
     arm_data_faults(state, aws, status, live_since)
     arm_hook_faults(state, leases)
@@ -111,7 +117,7 @@ def arm_hook_faults(state: RunState, leases: Callable[[], list[Any]]) -> None:
     ctl = deployer.ctl
 
     def active() -> int | None:
-        pointer = read_active(ctl.control)
+        pointer = read_active(deployer.view)
         return pointer.version if pointer else None
 
     def served(version: int) -> float | None:
@@ -127,7 +133,7 @@ def arm_hook_faults(state: RunState, leases: Callable[[], list[Any]]) -> None:
         keys = [lease_key(version, w.id) for w in spec.workers]
         return max(held[k] for k in keys) if all(k in held for k in keys) else None
 
-    faults = [HookFault(n, ctl.state, active, lambda: list(deployer.reconciled), served,
+    faults = [HookFault(n, deployer.state, active, lambda: list(deployer.reconciled), served,
                         lease_s=WorkerSettings().lease_s) for n in names]
     # a swap that another deploy fault is still open on is left alone (a rollback would leave that fault's swap
     # unable to finish: deployer-crash recovers when its swap flips)
@@ -143,13 +149,15 @@ def arm_hook_faults(state: RunState, leases: Callable[[], list[Any]]) -> None:
 
     def publish_again() -> int:
         """The live spec again as the next version (partitions unchanged), as the partitioner publishes one."""
-        desired = read_desired(ctl.control)
-        assert desired is not None, "the tail runs after the first spec was published"
-        n = desired.version + 1
-        spec = ctl.specs.get(desired.spec_key).replace(version=n, previous_version=desired.version,
-                                                       stream_name=geo_stream_name(ctl.prefix, n), created_at=now_iso())
-        key = ctl.specs.put_new(spec)
-        ctl.control.put_forward(ControlKey.DESIRED, DesiredPointer(n, key, now_iso()).to_item())
+        with acting_as(Component.PARTITIONER):
+            desired = read_desired(ctl.control)
+            assert desired is not None, "the tail runs after the first spec was published"
+            n = desired.version + 1
+            spec = ctl.specs.get(desired.spec_key).replace(version=n, previous_version=desired.version,
+                                                           stream_name=geo_stream_name(ctl.prefix, n),
+                                                           created_at=now_iso())
+            key = ctl.specs.put_new(spec)
+            ctl.control.put_forward(ControlKey.DESIRED, DesiredPointer(n, key, now_iso()).to_item())
         return n
 
     def ready() -> bool:
@@ -200,7 +208,8 @@ def arm_data_faults(state: RunState, aws: EmbeddedAws, status: Any, live_since: 
         def deliver(key: str) -> Any:
             head = s3.head_object(Bucket=bucket.bucket, Key=key)
             event = s3_object_created(bucket.bucket, key, int(head["ContentLength"]), str(head.get("ETag", "")))
-            result = notifier.handler(event, LambdaContext("georebal-partitioner"))
+            with acting_as(Component.PARTITIONER):  # S3 delivers the notification again: the partitioner runs
+                result = notifier.handler(event, LambdaContext("georebal-partitioner"))
             first = (result.get("results") or [{}])[0]
             say(state, f"snapshot {key.split('/')[1]}: delivered by the fault: {first.get('status')} "
                        f"({first.get('reason')})")

@@ -58,8 +58,33 @@ def io_lines(state: RunState, d: Delivery) -> list[str]:
             f"lost {d.lost}; unexpected {d.unexpected}",
             f"  router: {state.router.records_in if state.router else 0} ingest records read, "
             f"{state.router.invocations if state.router else 0} invocations, "
-            f"{state.router.failed_items if state.router else 0} batch item failures retried",
+            f"{state.router.failed_items if state.router else 0} batch item failures retried, "
+            f"{state.router.gave_up if state.router else 0} records discarded by the event source (lost)",
+            *before_first_spec(state),
             f"  cost reports by version: {state.live.get('cost_reports', {})}"]
+
+
+def before_first_spec(state: RunState) -> list[str]:
+    """How the events sent before the first spec was active fared: each came out once a spec was live (the stack's
+    event source holds them in the stream: ``infra/router.py``), and how long they waited."""
+    r, out = state.replayer, state.output
+    if r is None or out is None or r.live_at is None or r.began_at is None:
+        return []
+    live_ms = r.live_at * 1000
+    first: dict[str, Any] = {}
+    for rec in out.records:
+        if rec.ts_ms < live_ms and (rec.event_id not in first or rec.written_ms < first[rec.event_id].written_ms):
+            first[rec.event_id] = rec
+    early = r.sent_ids[: r.backlog]
+    waits = sorted((rec.written_ms - rec.ts_ms) / 1000 for rec in first.values())
+    if not early:
+        return [f"  before the first spec: no event sent (the first spec was active {r.live_at - r.began_at:.1f}s "
+                f"after the replay began)"]
+    came = sum(1 for i in early if i in first)
+    wait = (f"; they waited p50 {waits[len(waits) // 2]:.1f}s, max {waits[-1]:.1f}s from send to output"
+            if waits else "")
+    return [f"  before the first spec (active {r.live_at - r.began_at:.1f}s after the replay began): {len(early)} "
+            f"events sent, {came} came out{wait}"]
 
 
 def recorded_in(r: Any) -> list[str]:
@@ -162,9 +187,15 @@ def invariants(state: RunState, load: WorkerLoad, body: Sections) -> tuple[Verdi
     results.append(Check(*reference.check(body.oracle, body.oracle_error)))
     results.append(Check("the report was written completely", not body.errors, "; ".join(body.errors) or "ok"))
     budget: list[str] = []
+    if state.twin is not None:
+        gate = state.twin.gate
+        budget += ["", *gate.summary()]
+        results.append(Check("no AWS call denied: each part signs as its synthesized role (local.iam)",
+                             not gate.denials, "; ".join(d.line() for d in gate.denials[:3]) or
+                             f"{sum(gate.checked.values())} authorizations checked"))
     if state.calls is not None:
         budget_lines, below = calls.section(state.calls, state.config.out / "calls")
-        budget = ["", *budget_lines]
+        budget += ["", *budget_lines]
         results.append(Check("every AWS API at or below half its documented quota (local/calls.py)", not below,
                              "; ".join(below) or "ok"))
     errors = [(loop.name, e) for loop in loops(state) for e in loop.errors]
@@ -207,7 +238,11 @@ def document(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict
             "loop_errors": [{"loop": n, "error": e} for n, e in verdict.loop_errors], "ok": verdict.ok,
             "figures": [p.name for p in body.figures],
             "demonstrated": [{"what": w, "ok": ok, "detail": d} for w, ok, d in verdict.shown],
-            "oracle": reference.to_json(body.oracle, body.oracle_error), **swaps.report_json(body.swap_report)}
+            "oracle": reference.to_json(body.oracle, body.oracle_error), **swaps.report_json(body.swap_report),
+            "iam": None if state.twin is None else {
+                "template": state.twin.template, "checked": dict(state.twin.gate.checked),
+                "action_only": dict(state.twin.gate.action_only),
+                "denied": [asdict(d) for d in state.twin.gate.denials]}}
 
 
 def finish(state: RunState) -> int:

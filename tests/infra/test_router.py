@@ -8,19 +8,21 @@ from aws_cdk.assertions import Match
 
 
 def test_router_event_source_mapping(emr: Any) -> None:
-    # GIVEN the router's event source mapping THEN it reads the ingest stream with the configured batching
+    # GIVEN the router's event source mapping THEN it reads the ingest stream with the configured batching, from the
+    # stream's oldest record, and holds failed records by their age (retention 24 h less 6 h left to redrive), not by
+    # a retry count: nothing sent before the first spec is active is discarded
     emr.template.has_resource_properties(
         "AWS::Lambda::EventSourceMapping",
         {
             "EventSourceArn": {"Fn::GetAtt": [Match.string_like_regexp("^IngestStream"), "Arn"]},
             "FunctionName": {"Ref": Match.string_like_regexp("^RouterFunction")},
-            "StartingPosition": "LATEST",
+            "StartingPosition": "TRIM_HORIZON",
             "BatchSize": 500,
             "MaximumBatchingWindowInSeconds": 1,
             "BisectBatchOnFunctionError": True,
             "FunctionResponseTypes": ["ReportBatchItemFailures"],
-            "MaximumRetryAttempts": 10,
-            "MaximumRecordAgeInSeconds": 21600,
+            "MaximumRetryAttempts": Match.absent(),
+            "MaximumRecordAgeInSeconds": 18 * 3600,
             "DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": [Match.string_like_regexp("^RouterFailures"), "Arn"]}}},
         },
     )
