@@ -41,7 +41,7 @@ from typing import Any
 from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
-from geo_service.consumer import KinesisRecord
+from geo_service.pipeline.consumer import KinesisRecord
 from geokernel.contracts.snapshot import SNAPSHOTS_PREFIX, is_manifest_key
 from local.aws import EmbeddedAws
 from local.errors import LocalRunError
