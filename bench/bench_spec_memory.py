@@ -137,8 +137,8 @@ def hooks(a: argparse.Namespace, stamp: Stamp) -> str:
 def worker(a: argparse.Namespace, stamp: Stamp) -> str:
     """The geo worker: a full spec cache and the index and region of a slot in each of the last two versions."""
     import geo_service.worker  # noqa: F401  the task's module
-    from geo_service.aws import make_clients
-    from geo_service.slots import SPEC_CACHE, SpecCache, region_of
+    from geo_service.adapters.aws import make_clients
+    from geo_service.serving.slots import SPEC_CACHE, SpecCache, region_of
     from geokernel.partition_spec.index import SpecIndex
 
     cache = SpecCache(make_clients(a.endpoint), "bench-specs")

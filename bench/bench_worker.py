@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from geo_service.transform import EARTH_RADIUS_KM, ReverseGeocoder  # noqa: E402
+from geo_service.pipeline.transform import EARTH_RADIUS_KM, ReverseGeocoder  # noqa: E402
 from geokernel.geo.tiles import quadkey, tile  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """Run one geo worker as a process: ``python -m geo_service``.
 
-Configuration comes from environment variables (names in :mod:`geo_service.config`):
+Configuration comes from environment variables (names in :mod:`geo_service.runtime.config`):
 ``SPEC_VERSION`` (required), ``WORKER_ID`` (optional: else any free slot), ``CONTROL_TABLE``,
 ``LEASES_TABLE``, ``SPECS_BUCKET``, ``COSTS_BUCKET``, ``OUTPUT_BUCKET``, ``QUARANTINE_BUCKET``,
 ``GEO_PREFIX``, ``AWS_ENDPOINT_URL`` (moto), ``LEASE_S``, ``DRAIN_QUIET_S``,
@@ -19,9 +19,9 @@ import signal
 import sys
 from types import FrameType
 
-from geo_service.aws import make_clients
-from geo_service.config import ConfigError, WorkerConfig
-from geo_service.logs import configure, get_logger, log
+from geo_service.adapters.aws import make_clients
+from geo_service.adapters.logs import configure, get_logger, log
+from geo_service.runtime.config import ConfigError, WorkerConfig
 from geo_service.worker import GeoWorker
 
 

@@ -4,16 +4,16 @@ A slot is ``v<version>#<worker_id>``. :class:`GeoWorker` is the process shell: i
 health endpoint, answers stop requests, and runs the process loop over its slots (``docs/CONTRACTS.md``, "Worker
 lifecycle" and "Cheap swaps"):
 
-1. **claim** a lease (:class:`~geo_service.slots.SlotFinder`);
-2. **open** the slot (:func:`~geo_service.opening.open_slot`): find its shard of the version's geo stream (waits
+1. **claim** a lease (:class:`~geo_service.serving.slots.SlotFinder`);
+2. **open** the slot (:func:`~geo_service.serving.opening.open_slot`): find its shard of the version's geo stream (waits
    until the stream exists), load its region plus buffer ring into the transform, calibrate (once per process),
    ``ready=true``;
-3. **serve** it (:class:`~geo_service.runner.SlotRunner`): consume behind the handover gate, transform, write
+3. **serve** it (:class:`~geo_service.serving.runner.SlotRunner`): consume behind the handover gate, transform, write
    ``enriched/v<v>/<worker>/<epoch_ms>.jsonl``, checkpoint; once the active pointer has moved past the version,
    drain (no records for ``drain_quiet_s`` and ``MillisBehindLatest == 0``), ``drained=true``, release.
 
 **Carry-over** (``SWAP_MODE=carry``, the default): while it serves ``v<n>#w``, a worker whose slot the deploy
-plan keeps opens ``v<n+1>#w`` ahead, loading only what the slot gains (:mod:`geo_service.carry`); after the flip
+plan keeps opens ``v<n+1>#w`` ahead, loading only what the slot gains (:mod:`geo_service.serving.carry`); after the flip
 it reads the prepared slot's shard beside the old one (both behind the gate, so a cell that stays with it resumes
 within a publish period plus ``HANDOVER_MARGIN_S``), and once ``v<n>#w`` drained it serves the new slot alone, in
 the same process. With nothing to carry it claims again; a worker started for a slot or version (``WORKER_ID`` /
@@ -23,8 +23,8 @@ its scale-in protection off. ``SWAP_MODE=whole``: the worker serves one slot of 
 A stop request (SIGTERM) flushes costs and releases the leases gracefully; a lost lease (taken over after
 expiry) stops processing it.
 
-States (``WorkerStatus.state``, :class:`~geo_service.lifecycle.WorkerState`; every change is checked against
-:data:`~geo_service.lifecycle.WORKER_TRANSITIONS`): ``starting``, ``claiming``, ``idle`` (a generic worker with
+States (``WorkerStatus.state``, :class:`~geo_service.runtime.lifecycle.WorkerState`; every change is checked against
+:data:`~geo_service.runtime.lifecycle.WORKER_TRANSITIONS`): ``starting``, ``claiming``, ``idle`` (a generic worker with
 nothing to do), ``waiting_stream``, ``warming``, ``waiting_previous`` (the handover gate holds its first records),
 ``ready`` (consuming), ``draining``, then one final state: ``drained`` (its last slot drained, exit 0),
 ``released`` (stopped on request, exit 0), ``retired`` (nothing left for it, exit 0), ``abandoned``
@@ -52,22 +52,22 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 
-from geo_service.aws import Clients
-from geo_service.carry import Carrier
-from geo_service.config import WorkerConfig
-from geo_service.context import WorkerContext
-from geo_service.cost import Calibration, calibrate
-from geo_service.health import HealthServer
-from geo_service.lease import Clock, LeaseLost, LeaseManager
-from geo_service.lifecycle import OpeningState, WorkerState
-from geo_service.logs import log
-from geo_service.opening import OpenWatch, open_slot
-from geo_service.protection import ScaleInProtection
-from geo_service.runner import SlotRunner
-from geo_service.slots import Slot, SlotFinder
-from geo_service.status import Outcome, StatusBoard, WorkerExited, WorkerStatus, default_owner
-from geo_service.timebase import SYSTEM, Task, Timebase
-from geo_service.transform import GeoTransform, load_transform
+from geo_service.adapters.aws import Clients
+from geo_service.adapters.logs import log
+from geo_service.adapters.timebase import SYSTEM, Task, Timebase
+from geo_service.leases.lease import Clock, LeaseLost, LeaseManager
+from geo_service.pipeline.cost import Calibration, calibrate
+from geo_service.pipeline.transform import GeoTransform, load_transform
+from geo_service.runtime.config import WorkerConfig
+from geo_service.runtime.health import HealthServer
+from geo_service.runtime.lifecycle import OpeningState, WorkerState
+from geo_service.runtime.protection import ScaleInProtection
+from geo_service.runtime.status import Outcome, StatusBoard, WorkerExited, WorkerStatus, default_owner
+from geo_service.serving.carry import Carrier
+from geo_service.serving.context import WorkerContext
+from geo_service.serving.opening import OpenWatch, open_slot
+from geo_service.serving.runner import SlotRunner
+from geo_service.serving.slots import Slot, SlotFinder
 from geokernel.contracts.plan import SwapMode
 from geokernel.partition_spec.model import Spec
 
@@ -81,17 +81,17 @@ class GeoWorker:
     ----------
     config : WorkerConfig
     clients : Clients
-        boto3 clients (:func:`geo_service.aws.make_clients`).
+        boto3 clients (:func:`geo_service.adapters.aws.make_clients`).
     owner : str, optional
         Lease owner id (default host:pid:random).
     clock : callable, optional
         Epoch seconds for lease times (default ``timebase.time``).
     timebase : Timebase, optional
-        Clocks, waits and background threads (:mod:`geo_service.timebase`; the scale simulation runs workers on a
+        Clocks, waits and background threads (:mod:`geo_service.adapters.timebase`; the scale simulation runs workers on a
         virtual one).
     transform_factory : callable, optional
         Builds a transform (default: ``load_transform(config.transform)``); a carried slot builds its transform
-        from the current one when it can (:func:`~geo_service.transform.transform_for_region`).
+        from the current one when it can (:func:`~geo_service.pipeline.transform.transform_for_region`).
     calibration : Calibration, optional
         Skip the start-up calibration and use this one (tests); by default calibrated once per process.
     protection : ScaleInProtection, optional
@@ -264,7 +264,7 @@ class GeoWorker:
         return None
 
     def _open(self, manager: LeaseManager) -> Slot | None:
-        """Open the claimed slot (:func:`~geo_service.opening.open_slot`); None if stopped, lost or dropped
+        """Open the claimed slot (:func:`~geo_service.serving.opening.open_slot`); None if stopped, lost or dropped
         meanwhile (the lease is then released, or forgotten when lost)."""
         ctx = self.ctx
         lease = manager.lease

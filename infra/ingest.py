@@ -9,7 +9,6 @@ from constructs import Construct
 
 from infra.config import GeoConfig
 
-
 #: How long the ingest stream keeps a record (hours): the router's event source holds records at most this long,
 #: less REDRIVE_MARGIN_HOURS (infra/router.py)
 INGEST_RETENTION_HOURS = 24

@@ -174,7 +174,7 @@ class GeoRebalancerStack(Stack):
     # -- least-privilege grants: every role gets exactly what its code path uses ----------------------------
     def _grant_state_handoff(self) -> None:
         """``state_handoff``: the router's ledgers (lambdas/router/stateful.py); the workers' handoff items and the
-        slot state objects they read back (geo_service/handoff.py)."""
+        slot state objects they read back (geo_service/entity/handoff.py)."""
         if not self.config.state_handoff:
             return
         self.storage.specs.grant_put(self.router.function, router_ledger_key("*", "*").split("/")[0] + "/*")
@@ -233,7 +233,7 @@ class GeoRebalancerStack(Stack):
         storage.output.grant_put(task)
         storage.quarantine.grant_put(task)
         geo.grant_read(task)
-        # A worker keeps its task's scale-in protection on while it holds a lease (geo_service/protection.py); the
+        # A worker keeps its task's scale-in protection on while it holds a lease (geo_service/runtime/protection.py); the
         # agent endpoint acts with the task role.
         task.add_to_principal_policy(
             iam.PolicyStatement(

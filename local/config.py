@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from geo_service.config import DEFAULT_TRANSFORM
-from geo_service.transform import TransformError, load_transform
+from geo_service.pipeline.transform import TransformError, load_transform
+from geo_service.runtime.config import DEFAULT_TRANSFORM
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from local.dataset import BUILTIN_DATASETS, HOTSPOT, SHIFT
 from local.fault_names import parse_faults

@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from geo_service.transform import load_transform, stateful_of
+from geo_service.pipeline.transform import load_transform, stateful_of
 from geokernel.contracts.env import EnvVar
 from local.config import RunConfig
 
@@ -45,7 +45,7 @@ def event_env(cfg: RunConfig) -> dict[str, str]:
 def transform_env(spec: str) -> dict[str, str]:
     """``GEO_TRANSFORM`` for the workers, and this process's values of the variables the transform names in its
     ``settings`` (so the workers and the oracle, :mod:`local.oracle`, build the same transform); for a stateful
-    transform also ``STATE_HANDOFF=1`` for the router, so each entity's state follows it (:mod:`geo_service.handoff`)."""
+    transform also ``STATE_HANDOFF=1`` for the router, so each entity's state follows it (:mod:`geo_service.entity.handoff`)."""
     transform = load_transform(spec)
     names = getattr(transform, "settings", ())
     handoff = {EnvVar.STATE_HANDOFF: "1"} if stateful_of(transform) is not None else {}

@@ -39,7 +39,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from geo_service.consumer import KinesisRecord
+from geo_service.pipeline.consumer import KinesisRecord
 from local.aws import REGION, EmbeddedAws
 from local.events import LambdaContext, kinesis_batch
 from local.iam.principals import Principal, acting_as

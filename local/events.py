@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote_plus
 
-from geo_service.consumer import KinesisRecord
+from geo_service.pipeline.consumer import KinesisRecord
 from local.aws import REGION
 
 

@@ -3,9 +3,9 @@
 :func:`expected_fields` runs the run's transform (``GEO_TRANSFORM``, the local run's ``--transform``) once over
 every valid event the replay sent, in the producer's send order (which is each entity's order: the ingest stream
 is keyed by ``entity_id`` and the router keeps an entity on one shard), with the catch-all region
-(``load_region([""], ring)``) and, for a stateful transform, one :class:`~geo_service.state.EntityStates` for all
+(``load_region([""], ring)``) and, for a stateful transform, one :class:`~geo_service.entity.store.EntityStates` for all
 entities. Each event's expected record fields are the event's own fields and the transform's, as the worker
-merges them (:func:`geo_service.records.enriched_record`), after a JSON round trip.
+merges them (:func:`geo_service.pipeline.records.enriched_record`), after a JSON round trip.
 
 :func:`compare` then checks the fleet's enriched records (after dedupe by ``event_id``) against them:
 
@@ -20,7 +20,7 @@ merges them (:func:`geo_service.records.enriched_record`), after a JSON round tr
   process (``same_slot_out_of_order``) it would break a stateful transform and fails its run.
 
 Both must match exactly: a stateful transform's state follows each entity to its next slot (the local loop routes
-with ``STATE_HANDOFF=1`` for it, :mod:`geo_service.handoff`).
+with ``STATE_HANDOFF=1`` for it, :mod:`geo_service.entity.handoff`).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from geo_service.records import BadRecord, decode_event
-from geo_service.state import store_for
-from geo_service.transform import GeoTransform, load_transform, stateful_of, transform_name
+from geo_service.entity.store import store_for
+from geo_service.pipeline.records import BadRecord, decode_event
+from geo_service.pipeline.transform import GeoTransform, load_transform, stateful_of, transform_name
 from geokernel.contracts.enriched import ROUTING_FIELDS, EnrichedRecord
 
 #: Differences listed in the report (the counts cover all of them).
@@ -204,7 +204,7 @@ def run_oracle(spec: str, sent: Sequence[Mapping[str, Any]], records: Sequence[E
 
     Raises
     ------
-    geo_service.transform.TransformError
+    geo_service.pipeline.transform.TransformError
         ``spec`` cannot be loaded.
     """
     started = time.perf_counter()

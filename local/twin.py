@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from geo_service.config import DEFAULT_TRANSFORM
+from geo_service.runtime.config import DEFAULT_TRANSFORM
 from geokernel.contracts.stream import geo_stream_prefix
 from local.aws import REGION, EmbeddedAws
 from local.config import RunConfig

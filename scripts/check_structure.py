@@ -54,6 +54,10 @@ LAYERS: dict[str, tuple[Layer, ...]] = {
     "partitioner": ("load", "builders", "control", "simulate", "output", "commands"),
     # the adapters every function shares; then one package per Lambda function, none importing another
     "lambdas": ("common", ("partitioner", "router", "deploy")),
+    # the worker: the exception base (a module); its ports (AWS, logs, clock and threads); the slot leases; the parts of
+    # a record's path (read, decode, transform, cost, buffer); entity state; swaps; the process at run time; serving
+    # slots (the entry points __main__, worker and healthcheck, modules, on top)
+    "geo_service": ("errors", "adapters", "leases", "pipeline", "entity", "swap", "runtime", "serving"),
 }
 
 # The packages each runtime package may import (besides itself): the kernel every image ships at the bottom; the

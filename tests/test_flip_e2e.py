@@ -23,10 +23,10 @@ import pytest
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import make_server
 
-from geo_service.aws import Clients as WorkerClients
-from geo_service.aws import make_clients as make_worker_clients
-from geo_service.config import WorkerConfig
-from geo_service.cost import Calibration
+from geo_service.adapters.aws import Clients as WorkerClients
+from geo_service.adapters.aws import make_clients as make_worker_clients
+from geo_service.pipeline.cost import Calibration
+from geo_service.runtime.config import WorkerConfig
 from geo_service.worker import GeoWorker
 from geokernel.contracts.control import DeployStatus
 from geokernel.contracts.spec_pointer import spec_key

@@ -5,7 +5,7 @@ contains it, nearest first. The zones come from a CSV (``id,name,lat,lon,radius_
 ``GEOFENCES_CSV`` names it, default ``transforms/data/geofences.csv``) and a worker keeps only
 the zones of its own region, so its memory follows its region as the spec moves.
 
-The two methods are the whole interface (``geo_service.transform.GeoTransform``):
+The two methods are the whole interface (``geo_service.pipeline.transform.GeoTransform``):
 
 * ``load_region(quadkeys, buffer_ring)``: once per region, before the worker reports ready;
   ``quadkeys`` are the region's cells (``""`` = the whole world, the catch-all), ``buffer_ring``
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from geo_service.transform import region_prefixes
+from geo_service.pipeline.transform import region_prefixes
 from geokernel.geo.tiles import arrays_to_quadkeys, tiles_xy
 
 DEFAULT_CSV = Path(__file__).resolve().parent / "data" / "geofences.csv"

@@ -32,7 +32,7 @@ latitude; every shipped zone (``transforms/data/geofences.csv``, ``city_zones.cs
 most 4 km and below 60 degrees (4.9 km cells). A bigger zone or a finer region needs a wider ``BUFFER_RING``, or the
 entity's membership would depend on which worker processes it.
 
-**State follows the entity** to another worker with state handoff on (``geo_service/handoff.py``): after a border
+**State follows the entity** to another worker with state handoff on (``geo_service/entity/handoff.py``): after a border
 moves or a swap, the new worker goes on from the state the entity's previous event left; the local run's oracle
 (``local/oracle.py``) checks every record against one process.
 """
@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from geo_service.transform import Applied, JsonValue, TransformError, haversine_km
+from geo_service.pipeline.transform import Applied, JsonValue, TransformError, haversine_km
 from transforms.geofence import Geofences
 
 #: Dwell time before a DWELL transition, seconds of event time (``GEOFENCE_DWELL_S`` overrides it).

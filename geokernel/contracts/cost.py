@@ -1,6 +1,6 @@
 """Worker cost reports: measured CPU cost per event per grid quadkey, one JSON object per worker and interval.
 
-Writer: the geo worker (``geo_service.cost.CostReport.to_record``, put by ``geo_service.process``) at
+Writer: the geo worker (``geo_service.pipeline.cost.CostReport.to_record``, put by ``geo_service.serving.batches``) at
 :func:`cost_key`. Readers: the partitioner Lambda (each worker's latest report of the active version, its
 ``rates`` only: ``lambdas.common.s3.CostReports``), the Spark job (``rates``, to weight snapshot rows:
 ``glue_jobs.batch.read_cost_rates``) and the local loop (utilisation: ``local.worker_load.cost_sample``).

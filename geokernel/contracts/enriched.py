@@ -1,6 +1,6 @@
 """The geo workers' output: enriched records, JSON lines in one object per slot and flush.
 
-Writer: the geo worker (``geo_service.records.enriched_record``, flushed by ``geo_service.process``) at
+Writer: the geo worker (``geo_service.pipeline.records.enriched_record``, flushed by ``geo_service.serving.batches``) at
 :func:`enriched_key`. Readers: downstream consumers (dedupe by ``event_id``: delivery is at-least-once) and the
 local loop (``local.output``: delivery, order across swaps and per-worker utilisation, from the key's time).
 """

@@ -2,7 +2,7 @@
 
 The CDK stack (``infra/stack.py``, ``infra/workers.py``) sets them on the Lambda functions and the worker
 container; the local loop (``local/``) sets them on the processes it starts; the Lambdas
-(``lambdas/common/config.py``) and the geo worker (``geo_service/config.py``) read them once at start-up. Every
+(``lambdas/common/config.py``) and the geo worker (``geo_service/runtime/config.py``) read them once at start-up. Every
 side imports :class:`EnvVar`, so a renamed variable cannot reach one side only.
 
 A member is a ``str`` equal to its value (``EnvVar.GEO_PREFIX == "GEO_PREFIX"``, the same hash), so it is the same

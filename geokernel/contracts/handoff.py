@@ -10,8 +10,8 @@ it writes the entity's state under :func:`handoff_key` ``(entity, n - 1)`` (cont
 new slot holds the entity's events until that item (or the old slot's final state, :func:`state_key` with
 ``final=True``, written when it drained) is there.
 
-Writers: ``lambdas.router`` (stamps, markers, :func:`router_ledger_key`); ``geo_service.handoff`` (handoff items,
-state objects). Readers: ``geo_service.handoff``, the router (its own ledger). The magic bytes start with NUL, which
+Writers: ``lambdas.router`` (stamps, markers, :func:`router_ledger_key`); ``geo_service.entity.handoff`` (handoff items,
+state objects). Readers: ``geo_service.entity.handoff``, the router (its own ledger). The magic bytes start with NUL, which
 no JSON event and no KPL aggregated record (``f3 89 9a c2``) starts with.
 """
 

@@ -1,7 +1,7 @@
 """The leases table: one item per worker slot of a spec version, and one handover summary per swap.
 
-Writers: the geo workers (``geo_service.lease``: conditional claims, heartbeats, flags and checkpoints; the
-handover summary: ``geo_service.handover_summary``). Readers: the workers themselves, the deploy controller (green
+Writers: the geo workers (``geo_service.leases.lease``: conditional claims, heartbeats, flags and checkpoints; the
+handover summary: ``geo_service.swap.handover_summary``). Readers: the workers themselves, the deploy controller (green
 ready, blue drained: ``lambdas.common.dynamodb.LeaseTable``) and the local loop's observer (``local.observe``).
 :class:`LeaseRecord` is the one decoder of a lease item (``docs/CONTRACTS.md``, "DynamoDB items").
 """
@@ -60,7 +60,7 @@ class LeaseRecord:
     released: bool
     drained: bool
     checkpoint: Mapping[str, str] = field(default_factory=dict)
-    #: Epoch s: every record that arrived in the slot's shard before it was processed (``geo_service.handover``).
+    #: Epoch s: every record that arrived in the slot's shard before it was processed (``geo_service.swap.handover``).
     caught_up_at: float = 0.0
     version: int | None = None
     claimed_at: float | None = None

@@ -110,7 +110,7 @@ class EcsService:
         deployment"; https://docs.aws.amazon.com/AmazonECS/latest/developerguide/service-revision-property.html
         lists the properties). On a scale-in ECS chooses which tasks stop but never a task whose scale-in
         protection is on (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-scale-in-protection.html):
-        every worker holding a lease protects its task (``geo_service.protection``).
+        every worker holding a lease protects its task (``geo_service.runtime.protection``).
         """
         if desired < 0:
             raise AdapterError(f"desired count of ECS service {self.service!r} must be >= 0, got {desired!r}")

@@ -8,7 +8,7 @@ strongly consistent read returns every write acknowledged before it
 (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.ReadConsistency.html). So once an
 invocation routed an entity by version ``m``, every later one routes it by ``m`` or newer, and every record of the
 entity on an older stream arrived before its first record of ``m``: the handover gate's caught-up rule
-(:mod:`geo_service.handover`) then orders them, also for a cell that stays with its worker. With a cache
+(:mod:`geo_service.swap.handover`) then orders them, also for a cell that stays with its worker. With a cache
 (``ROUTER_SPEC_TTL_S`` > 0) an environment that read ``active`` just before the flip routes by the old version for
 up to that long while another already routes by the new one, which can put an entity's later record on the old
 stream after its earlier one on the new (a local CI run processed one entity's v1 record after its v3 record; that

@@ -19,7 +19,7 @@ more (:data:`CARRIED_LEASES`): measured on a loaded 2-core machine, the carried 
 4.5 s and the whole takeover took up to 18.1 s with 9 s leases. When the flip came between the kill and the
 takeover, the new holder used to drain the old slot before it claimed the carried one (27.6 s in a CI run, the
 active version's slot without a reader for the whole drain); it now claims it as the drain begins
-(:meth:`geo_service.carry.Carrier.follow_after_flip`). Events lost or doubled are the run's own invariants
+(:meth:`geo_service.serving.carry.Carrier.follow_after_flip`). Events lost or doubled are the run's own invariants
 (every event out, the lease safety checks of :mod:`local.observe`); the fault table (:meth:`~local.faults.record.FaultRecord.row`) says what the system did.
 """
 

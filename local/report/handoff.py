@@ -1,6 +1,6 @@
 """The STATE HANDOFF section: how entity states moved between slots in the run, read where it happened.
 
-Each worker logs one ``state_handoff`` line per step that moved states (:mod:`geo_service.process`): the states it
+Each worker logs one ``state_handoff`` line per step that moved states (:mod:`geo_service.serving.batches`): the states it
 handed over, how long each entity it received had waited (first event held -> state here) and its handoff calls so
 far per API; ``state_calls`` lines carry the calls so far at most once a second while they change, and
 ``state_not_handed_over`` says it gave up waiting. The router's ledger reads and saves are counted per second by the
@@ -195,7 +195,7 @@ def section(stats: HandoffStats, events: int, quiet: Steady | None = None) -> li
         return []
     per_event = stats.total_calls / events if events else 0.0
     calls = ", ".join(f"{api} {n}" for api, n in sorted(stats.calls.items()))
-    lines = ["STATE HANDOFF (an entity's state follows it to its next slot: geo_service/handoff.py)",
+    lines = ["STATE HANDOFF (an entity's state follows it to its next slot: geo_service/entity/handoff.py)",
              f"  states handed over {stats.handed}, received {len(stats.waits)} ({stats.crossings} across a region "
              f"border within a version, the rest across swaps); wait from the entity's first held "
              f"event to its state: p50 {stats.p(0.5):.2f}s, p99 {stats.p(0.99):.2f}s, "

@@ -34,7 +34,7 @@ def section(result: OracleResult | None, error: str | None) -> list[str]:
               f"got {d.got!r}" for d in result.examples]
     lines += [f"  out of send order: {e}" for e in result.order_examples]
     if result.stateful and not result.ok:
-        lines.append("  a stateful transform's state follows each entity (geo_service/handoff.py): a difference means "
+        lines.append("  a stateful transform's state follows each entity (geo_service/entity/handoff.py): a difference means "
                      "a state was not handed over in order (see STATE HANDOFF and the workers' state_not_handed_over)")
     return lines
 

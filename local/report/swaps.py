@@ -18,7 +18,7 @@ version's stream, and when), the deploy plans and lease tenures the observer saw
   extra (it loads what it gains while serving);
 * ``handover_s``: for the carried slots, the median time from the flip until the process processed its first
   record of the new version (``serving_at``: its records pass the handover gate once every old slot caught up
-  past them, :mod:`geo_service.handover`; a slot that got no record is left out).
+  past them, :mod:`geo_service.swap.handover`; a slot that got no record is left out).
 * ``kept_lag_p99_s`` / ``moved_lag_p99_s``: the p99 lag (event sent -> output written) of the new version's
   records that carried processes processed in the ``LAG_WINDOW_S`` after the flip, for places that stayed with
   the slot (kept cells: no pause expected) and for places that came from another slot (moved cells: they wait

@@ -15,7 +15,7 @@ from unittest import mock
 import boto3
 from botocore.config import Config
 
-from geo_service.config import WorkerConfig
+from geo_service.runtime.config import WorkerConfig
 from geokernel.contracts.lease import LEASE_KEY_ATTR
 from geokernel.contracts.plan import SwapMode
 from local.aws import Names

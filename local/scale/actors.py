@@ -36,12 +36,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from geo_service.aws import Clients as WorkerClients
-from geo_service.config import WorkerConfig
-from geo_service.cost import Calibration
-from geo_service.lifecycle import WorkerState
-from geo_service.protection import ScaleInProtection
-from geo_service.transform import Applied, GeoTransform
+from geo_service.adapters.aws import Clients as WorkerClients
+from geo_service.pipeline.cost import Calibration
+from geo_service.pipeline.transform import Applied, GeoTransform
+from geo_service.runtime.config import WorkerConfig
+from geo_service.runtime.lifecycle import WorkerState
+from geo_service.runtime.protection import ScaleInProtection
 from geo_service.worker import GeoWorker
 from geokernel.aws_budget.calls import CallLog
 from geokernel.contracts.control import ControlKey, DeployStatus

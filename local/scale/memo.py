@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
-import geo_service.slots
+import geo_service.serving.slots
 import lambdas.router.routing
-from geo_service.aws import load_spec_from_s3
+from geo_service.adapters.aws import load_spec_from_s3
 from geokernel.contracts.spec_pointer import spec_key
 from geokernel.partition_spec.index import SpecIndex
 from geokernel.partition_spec.model import Spec
@@ -53,7 +53,7 @@ def shared_objects() -> Iterator[None]:
             hit = tables[(id(spec), stream_name)] = (spec, real_table(spec, stream_name))
         return hit[1]
 
-    with mock.patch.object(geo_service.slots, "load_spec_from_s3", load), \
-            mock.patch.object(geo_service.slots, "SpecIndex", index), \
+    with mock.patch.object(geo_service.serving.slots, "load_spec_from_s3", load), \
+            mock.patch.object(geo_service.serving.slots, "SpecIndex", index), \
             mock.patch.object(lambdas.router.routing, "RoutingTable", table):
         yield

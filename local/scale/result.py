@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from geo_service.config import WorkerConfig
+from geo_service.runtime.config import WorkerConfig
 from geokernel.aws_budget.calls import CallLog
 from geokernel.aws_budget.quotas import WARM_TABLE_ROWS, warm_table
 from geokernel.aws_budget.report import BudgetRow, budget, failures, rates_per_api, render

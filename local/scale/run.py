@@ -32,7 +32,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from geo_service.aws import Clients as WorkerClients
+from geo_service.adapters.aws import Clients as WorkerClients
 from geokernel.aws_budget.calls import CallLog, watch
 from geokernel.aws_budget.usage import ACCOUNT, Usage
 from geokernel.contracts.control import DeployStatus

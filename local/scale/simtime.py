@@ -1,4 +1,4 @@
-"""A virtual clock that runs many threads one at a time: the scale simulation's :class:`~geo_service.timebase.Timebase`.
+"""A virtual clock that runs many threads one at a time: the scale simulation's :class:`~geo_service.adapters.timebase.Timebase`.
 
 Every thread the simulation starts (worker main loops, heartbeat threads, carry-over threads, the router and
 deployer actors) is a real Python thread, but only one runs at any moment: a thread runs until it waits (a

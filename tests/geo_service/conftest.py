@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from geo_service.aws import Clients, make_clients
+from geo_service.adapters.aws import Clients, make_clients
 from local.aws import SerialMotoServer
 
 # The test modules import their helpers as ``geo_testkit`` whatever pytest's import mode.

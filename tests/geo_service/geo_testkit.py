@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from geo_service.aws import Clients
-from geo_service.config import WorkerConfig
+from geo_service.adapters.aws import Clients
+from geo_service.runtime.config import WorkerConfig
 from geokernel.contracts.control import ControlKey
 from geokernel.contracts.plan import SwapHead
 from geokernel.contracts.stream import StreamManifest, stream_manifest_key

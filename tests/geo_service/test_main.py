@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from geo_testkit import Resources, make_spec, publish_spec, set_active
 
-from geo_service.aws import Clients
-from geo_service.lease import LeaseManager
+from geo_service.adapters.aws import Clients
+from geo_service.leases.lease import LeaseManager
 from geokernel.contracts.env import EnvVar
 from geokernel.geo.tiles import quadkey, tile
 from local.aws import free_port

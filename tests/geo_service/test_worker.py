@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from geo_testkit import Resources, create_stream_with_manifest, make_spec, publish_spec, set_active
 
-from geo_service.aws import Clients
-from geo_service.cost import Calibration
-from geo_service.lease import LeaseManager
-from geo_service.status import WorkerExited, WorkerStatus
+from geo_service.adapters.aws import Clients
+from geo_service.leases.lease import LeaseManager
+from geo_service.pipeline.cost import Calibration
+from geo_service.runtime.status import WorkerExited, WorkerStatus
 from geo_service.worker import GeoWorker
 from geokernel.geo.tiles import quadkey, tile
 from geokernel.partition_spec.index import SpecIndex

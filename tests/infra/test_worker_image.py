@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from geo_service.aws import Clients, make_clients
+from geo_service.adapters.aws import Clients, make_clients
 from geokernel.contracts.env import EnvVar
 from geokernel.contracts.stream import geo_stream_name
 from infra.dockerfile import copy_sources, missing_sources
@@ -33,7 +33,7 @@ from local.aws import DUMMY_CREDENTIALS, REGION, EmbeddedAws, Names, SerialMotoS
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "geo_service"))
 from geo_testkit import Resources, enriched_rows, make_spec, publish_spec, set_active
 
-GEOFENCE = "transforms.geofence:Geofences"  # docs/TRANSFORM.md; geo_service.transform.load_transform's module:Class
+GEOFENCE = "transforms.geofence:Geofences"  # docs/TRANSFORM.md; geo_service.pipeline.transform.load_transform's module:Class
 
 
 def staged_image(synth: Any) -> tuple[Path, Path]:

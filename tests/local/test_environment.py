@@ -34,7 +34,7 @@ def test_the_transform_flag_reaches_the_workers_with_the_settings_it_names(monke
     default = handler_env(parse_args(["--quick"]))
     env = handler_env(parse_args(["--quick", "--transform", "transforms.geofence_state:GeofenceState"]))
     # THEN the workers get GEO_TRANSFORM, and the dwell time (a setting the transform names) but no unset variable
-    assert default["GEO_TRANSFORM"] == "geo_service.transform:ReverseGeocoder" and "GEOFENCE_DWELL_S" not in default
+    assert default["GEO_TRANSFORM"] == "geo_service.pipeline.transform:ReverseGeocoder" and "GEOFENCE_DWELL_S" not in default
     assert env["GEO_TRANSFORM"] == "transforms.geofence_state:GeofenceState" and env["GEOFENCE_DWELL_S"] == "20"
     assert "GEOFENCES_CSV" not in env
     # AND the router numbers events for the stateful one only (its state follows each entity)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from geo_service.records import decode_event, enriched_record
-from geo_service.transform import Applied, JsonValue
+from geo_service.pipeline.records import decode_event, enriched_record
+from geo_service.pipeline.transform import Applied, JsonValue
 from geokernel.contracts.enriched import EnrichedRecord
 from local.oracle import compare, expected_fields, run_oracle
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from geo_service.transform import GeoTransform, load_transform, transform_for_region
+from geo_service.pipeline.transform import GeoTransform, load_transform, transform_for_region
 from geokernel.geo.tiles import quadkey, tile
 
 LONDON = quadkey(tile(-0.2, 51.5, 8))

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from geo_service.state import EntityStates
-from geo_service.transform import StatefulTransform, TransformError, haversine_km, load_transform, stateful_of
+from geo_service.entity.store import EntityStates
+from geo_service.pipeline.transform import StatefulTransform, TransformError, haversine_km, load_transform, stateful_of
 from transforms.geofence_state import GeofenceState, bearing_deg, event_ms
 
 ZONES = "id,name,lat,lon,radius_km\nA,Zone A,10.0,10.0,2.0\nB,Zone B,10.0,10.02,2.0\n"

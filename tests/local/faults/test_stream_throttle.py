@@ -11,8 +11,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from geo_service.aws import make_clients as make_worker_clients
-from geo_service.consumer import ShardConsumer, shards_for_hash_key
+from geo_service.adapters.aws import make_clients as make_worker_clients
+from geo_service.pipeline.consumer import ShardConsumer, shards_for_hash_key
 from geokernel.contracts.stream import StreamManifest
 from lambdas.common.clients import make_clients
 from lambdas.common.config import LambdaConfig
@@ -120,7 +120,7 @@ def test_a_worker_read_throttled_past_its_retries_reads_nothing_and_is_not_caugh
 
 
 def test_a_worker_makes_one_getrecords_call_per_poll_while_throttled(server: SerialMotoServer) -> None:
-    # GIVEN a worker's own clients (geo_service.aws.make_clients) and a record on the geo stream
+    # GIVEN a worker's own clients (geo_service.adapters.aws.make_clients) and a record on the geo stream
     clients = make_worker_clients(server.url, REGION)
     put(kinesis(server.url, attempts=1), "t-geo-v1")
     manifest = StreamManifest(1, "t-geo-v1", GeoStreams(clients.kinesis).shards("t-geo-v1"))

@@ -55,7 +55,7 @@ def test_the_report_lays_out_every_section_in_order_and_fails_on_the_broken_inva
     at = [text.index(title) for title in SECTIONS]
     assert at == sorted(at)
     # AND the oracle's one-line summary comes right before the result
-    assert text.splitlines()[-2].startswith("ORACLE OK: geo_service.transform:ReverseGeocoder (stateless): 0 events")
+    assert text.splitlines()[-2].startswith("ORACLE OK: geo_service.pipeline.transform:ReverseGeocoder (stateless): 0 events")
     # AND report.json holds the same verdict and every section as data
     doc = json.loads((tmp_path / "report.json").read_text())
     assert doc["ok"] is False and [i["ok"] for i in doc["invariants"]].count(False) == 1

@@ -26,7 +26,7 @@ def test_a_stateful_difference_fails_and_the_section_says_why() -> None:
     _name, ok, _detail = check(result, None)
     # THEN the run fails, the example is listed and the section points at the state handoff
     assert not ok and any("'e7'" in line and "'speed_mps'" in line for line in lines)
-    assert any("state was not handed over in order" in line and "geo_service/handoff.py" in line for line in lines)
+    assert any("state was not handed over in order" in line and "geo_service/entity/handoff.py" in line for line in lines)
     assert to_json(result, None)["examples"][0]["event_id"] == "e7" and to_json(result, None)["ok"] is False
 
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from geo_service.cost import Calibration, CostReport
+from geo_service.pipeline.cost import Calibration, CostReport
 from geokernel.contracts.enriched import enriched_key, parse_enriched_key
 from local.output import OutRecord
 from local.report.worker_load import (
@@ -166,7 +166,7 @@ def test_cost_is_spread_over_the_windows_an_interval_overlaps() -> None:
 
 
 def test_cost_report_from_a_worker_gives_its_cpu_seconds() -> None:
-    # GIVEN a cost report as the worker writes it (geo_service.cost), 0.3 + 0.1 CPU s over 10 s
+    # GIVEN a cost report as the worker writes it (geo_service.pipeline.cost), 0.3 + 0.1 CPU s over 10 s
     report = CostReport(started_at=100.0, ended_at=110.0, grid_zoom=12, calibration=Calibration(0.002),
                         cpu_seconds={"0123": 0.3, "0132": 0.1}, events={"0123": 30, "0132": 5})
     # WHEN read back

@@ -1,0 +1,400 @@
+"""The pluggable geo transform and the default: an offline reverse geocoder.
+
+A transform implements :class:`GeoTransform`: ``load_region(quadkeys, buffer_ring)`` once
+at warm-up with the worker's region, then ``apply(event)`` per event, returning the
+fields it adds to the enriched record. :func:`load_transform` builds one from
+``GEO_TRANSFORM`` (``module:Class``, constructed without arguments).
+
+A **stateful** transform (:class:`StatefulTransform`: class attribute ``stateful = True``) keeps a small JSON
+value per entity: the worker calls ``apply_stateful(event, state)`` with the entity's state (None the first
+time) and stores the :class:`Applied` ``state`` it returns (:class:`geo_service.entity.store.EntityStates`); its
+``apply(event)`` is the answer for an entity seen for the first time (``apply_stateful(event, None).fields``).
+State lives in the worker serving the entity and follows it to another worker (:mod:`geo_service.entity.handoff`).
+
+:class:`ReverseGeocoder` (the default) returns the nearest populated place (name,
+country, population, great-circle distance in km) from ``geo_service/pipeline/data/places.csv.gz``
+(geonames places with >= 1000 people, built by ``geo_service/pipeline/data/build_places.py``).
+It keeps **only** the places inside the region's tiles plus ``buffer_ring`` rings of
+same-zoom neighbour tiles around each (the catch-all quadkey ``""`` is the whole world),
+so its memory scales with the region. Each CSV row starts with the place's zoom-24
+quadkey, so a row outside the region is rejected by a string-prefix test before parsing.
+Lookups use a KD-tree over unit vectors (chord distance is monotonic in great-circle
+distance, so the nearest by chord is the nearest on the sphere).
+
+Notes
+-----
+When the nearest loaded place is farther than the loaded area surely reaches around the point
+(:mod:`geo_service.pipeline.coverage`), the answer comes from all places (loaded once, on first need).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import gzip
+import importlib
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+from scipy.spatial import cKDTree
+
+from geo_service.errors import GeoServiceError
+from geo_service.pipeline.coverage import Coverage
+from geokernel.geo.tiles import Tile, parse_quadkey, quadkey, quadkey_to_tile
+
+PLACES_PATH = Path(__file__).with_name("data") / "places.csv.gz"
+EARTH_RADIUS_KM = 6371.0088
+PLACES_HEADER = "quadkey,lat,lon,name,country,population"
+
+
+class TransformError(GeoServiceError, ValueError):
+    """A transform cannot be loaded or configured; the message names the bad value."""
+
+
+@runtime_checkable
+class GeoTransform(Protocol):
+    """What the worker needs from a geo transform.
+
+    ``load_region`` is called once before the worker marks itself ready; ``apply`` is
+    called for every event (a dict with at least ``event_id``, ``entity_id``, ``lat``,
+    ``lon``, already validated) and returns the fields to add to the enriched record.
+    """
+
+    def load_region(self, quadkeys: Sequence[str], buffer_ring: int) -> None: ...
+
+    def apply(self, event: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+#: JSON values a stateful transform keeps per entity (what ``json.dumps`` writes without a ``default``).
+JsonValue = None | bool | int | float | str | list[Any] | dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What a stateful transform returns for one event.
+
+    Attributes
+    ----------
+    fields : dict
+        The fields to add to the enriched record (as :meth:`GeoTransform.apply` returns them).
+    state : JSON value or None
+        The entity's new state (stored as JSON, at most :data:`geo_service.entity.store.MAX_STATE_BYTES`); None forgets it.
+    """
+
+    fields: dict[str, Any]
+    state: JsonValue
+
+
+@runtime_checkable
+class StatefulTransform(GeoTransform, Protocol):
+    """A transform that keeps state per entity (``stateful = True``).
+
+    ``apply_stateful(event, state)`` is called for every event in the order the worker reads them (an entity's
+    events in the order of its shard) with the entity's last stored state (None for an entity the worker has
+    not seen, or whose state was forgotten); it must not change ``state`` in place expecting it to be kept: only
+    the returned :attr:`Applied.state` is stored. ``apply(event)`` answers for an entity with no state.
+    """
+
+    stateful: bool
+
+    def apply_stateful(self, event: Mapping[str, Any], state: JsonValue) -> Applied: ...
+
+
+def stateful_of(transform: GeoTransform) -> StatefulTransform | None:
+    """``transform`` when it declares itself stateful (``stateful = True``), else None (a stateless one)."""
+    if getattr(transform, "stateful", False) is True and isinstance(transform, StatefulTransform):
+        return transform
+    return None
+
+
+def transform_name(transform: object) -> str:
+    """``module:Class`` of ``transform`` (how ``GEO_TRANSFORM`` names it), for messages."""
+    cls = type(transform)
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def transform_for_region(current: GeoTransform | None, factory: Callable[[], GeoTransform],
+                         quadkeys: Sequence[str], buffer_ring: int) -> tuple[GeoTransform, int]:
+    """A transform loaded for ``quadkeys`` and how many reference items it loaded.
+
+    A transform with ``for_region(quadkeys, buffer_ring)`` (the reverse geocoder) builds it from ``current``,
+    loading only what the new region adds; any other is built by ``factory`` and loaded whole.
+    """
+    extend = getattr(current, "for_region", None)
+    if current is not None and callable(extend):
+        out = extend(quadkeys, buffer_ring)
+    else:
+        out = factory()
+        out.load_region(quadkeys, buffer_ring)
+    gained = getattr(out, "gained", None)
+    return out, int(gained if gained is not None else getattr(out, "loaded", 0))
+
+
+def load_transform(spec: str) -> GeoTransform:
+    """Build the transform named ``module:Class`` (the ``GEO_TRANSFORM`` value): stateless or stateful.
+
+    Raises
+    ------
+    TransformError
+        The spec is not ``module:Class``, the module or class is missing, the object lacks ``load_region`` and
+        ``apply``, or it says ``stateful = True`` without ``apply_stateful``.
+    """
+    module_name, sep, class_name = spec.partition(":")
+    if not sep or not module_name or not class_name:
+        raise TransformError(f"GEO_TRANSFORM must be 'module:Class', got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise TransformError(f"GEO_TRANSFORM {spec!r}: cannot import module {module_name!r} ({exc})") from exc
+    cls = getattr(module, class_name, None)
+    if cls is None or not callable(cls):
+        raise TransformError(f"GEO_TRANSFORM {spec!r}: module {module_name!r} has no class {class_name!r}")
+    obj = cls()
+    if not isinstance(obj, GeoTransform):
+        raise TransformError(f"GEO_TRANSFORM {spec!r}: {class_name!r} lacks load_region(quadkeys, buffer_ring) "
+                             f"and apply(event)")
+    if getattr(obj, "stateful", False) is True and not callable(getattr(obj, "apply_stateful", None)):
+        raise TransformError(f"GEO_TRANSFORM {spec!r}: {class_name!r} says stateful = True but lacks "
+                             f"apply_stateful(event, state)")
+    return obj
+
+
+
+def ring_tiles(t: Tile, ring: int) -> list[Tile]:
+    """Return ``t`` and every tile within ``ring`` tiles of it at the same zoom (x wraps, y does not)."""
+    n = 1 << t.z
+    out: set[Tile] = set()
+    for dy in range(-ring, ring + 1):
+        y = t.y + dy
+        if not 0 <= y < n:
+            continue
+        for dx in range(-ring, ring + 1):
+            out.add(Tile((t.x + dx) % n, y, t.z))
+    return sorted(out)
+
+
+def region_prefixes(quadkeys: Iterable[str], buffer_ring: int) -> tuple[str, ...]:
+    """Return the minimal set of quadkey prefixes covering the region plus its buffer ring.
+
+    ``""`` (the catch-all) covers the world. A prefix covered by a shorter one is dropped.
+    """
+    if buffer_ring < 0:
+        raise TransformError(f"buffer_ring must be >= 0, got {buffer_ring!r}")
+    prefixes: set[str] = set()
+    for i, q in enumerate(quadkeys):
+        qk = parse_quadkey(q, f"region quadkey #{i}")
+        if qk == "":
+            return ("",)
+        prefixes.update(quadkey(t) for t in ring_tiles(quadkey_to_tile(qk), buffer_ring))
+    kept: list[str] = []
+    for p in sorted(prefixes, key=lambda s: (len(s), s)):
+        if not any(p.startswith(k) for k in kept):
+            kept.append(p)
+    return tuple(sorted(kept))
+
+
+
+@dataclass(frozen=True)
+class Places:
+    """Places loaded for one region (parallel arrays)."""
+
+    lat: npt.NDArray[np.float64]
+    lon: npt.NDArray[np.float64]
+    name: tuple[str, ...]
+    country: tuple[str, ...]
+    population: npt.NDArray[np.int64]
+    quadkey: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+
+def load_places(prefixes: Sequence[str], path: Path = PLACES_PATH) -> Places:
+    """Read the places whose quadkey starts with one of ``prefixes`` from the gzip CSV at ``path``.
+
+    Results are cached per (prefixes, path) in the process (a few entries), so several
+    in-process workers of one region share one immutable copy.
+
+    Raises
+    ------
+    TransformError
+        If the file is missing, has the wrong header, or a kept row is malformed (names the line).
+    """
+    return _load_places(tuple(prefixes), Path(path))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_places(want: tuple[str, ...], path: Path) -> Places:
+    return scan_places(want, (), path)
+
+
+def scan_places(want: Sequence[str], exclude: Sequence[str], path: Path = PLACES_PATH) -> Places:
+    """Parse the places whose quadkey starts with one of ``want`` and with none of ``exclude`` (not cached).
+
+    A carried-over worker passes the prefixes it already holds as ``exclude``, so only the places it gains
+    are parsed (:meth:`ReverseGeocoder.for_region`).
+    """
+    want, exclude = tuple(want), tuple(exclude)
+    lat: list[float] = []
+    lon: list[float] = []
+    names: list[str] = []
+    countries: list[str] = []
+    pops: list[int] = []
+    qks: list[str] = []
+    try:
+        with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
+            header = f.readline().strip()
+            if header != PLACES_HEADER:
+                raise TransformError(f"{str(path)!r}: header must be {PLACES_HEADER!r}, got {header!r}")
+            numbered = ((n, line) for n, line in enumerate(f, start=2)
+                        if line.startswith(want) and not (exclude and line.startswith(exclude)))
+            for n, line in numbered:
+                row = next(csv.reader([line]))
+                try:
+                    qk, la, lo, name, cc, pop = row
+                    lat.append(float(la))
+                    lon.append(float(lo))
+                    pops.append(int(pop))
+                except ValueError as exc:
+                    raise TransformError(f"{str(path)!r} line {n}: bad place row {line.rstrip()!r}") from exc
+                names.append(name)
+                countries.append(cc)
+                qks.append(qk)
+    except OSError as exc:
+        raise TransformError(f"cannot read places file {str(path)!r}: {exc}") from exc
+    return Places(lat=_frozen(np.array(lat, dtype=np.float64)), lon=_frozen(np.array(lon, dtype=np.float64)),
+                  name=tuple(names), country=tuple(countries), population=_frozen(np.array(pops, dtype=np.int64)),
+                  quadkey=tuple(qks))
+
+
+def _frozen(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    a.setflags(write=False)
+    return a
+
+
+def unit_vectors(lat: npt.ArrayLike, lon: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Return (n, 3) unit vectors of points given in degrees."""
+    la = np.radians(np.asarray(lat, dtype=np.float64))
+    lo = np.radians(np.asarray(lon, dtype=np.float64))
+    return np.stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)], axis=-1)
+
+
+def chord_to_km(chord: float) -> float:
+    """Great-circle distance in km for a chord length on the unit sphere."""
+    return 2.0 * EARTH_RADIUS_KM * math.asin(min(1.0, chord / 2.0))
+
+
+def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
+    """Great-circle distance in km (reference formula, used by tests and calibration)."""
+    p1, p2 = math.radians(lat1), math.radians(lat2)
+    dp, dl = p2 - p1, math.radians(lon2 - lon1)
+    a = math.sin(dp / 2) ** 2 + math.cos(p1) * math.cos(p2) * math.sin(dl / 2) ** 2
+    return 2.0 * EARTH_RADIUS_KM * math.asin(min(1.0, math.sqrt(a)))
+
+
+def distinct_points(places: Places) -> Places:
+    """``places`` with one place per coordinate pair: the most populous (then the first name) of places that share
+    their coordinates (the data has a few), so the nearest place of a point never depends on which places a region
+    loaded (a KD-tree breaks such ties by its build order)."""
+    if len(places) < 2:
+        return places
+    names = np.array(places.name, dtype=object)
+    order = np.lexsort((names, -places.population, places.lon, places.lat))
+    lat, lon = places.lat[order], places.lon[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = (lat[1:] != lat[:-1]) | (lon[1:] != lon[:-1])
+    if first.all():
+        return places
+    keep = np.sort(order[first])
+    return Places(lat=_frozen(places.lat[keep]), lon=_frozen(places.lon[keep]),
+                  name=tuple(places.name[i] for i in keep), country=tuple(places.country[i] for i in keep),
+                  population=_frozen(places.population[keep]), quadkey=tuple(places.quadkey[i] for i in keep))
+
+
+class ReverseGeocoder:
+    """Nearest populated place from offline data, loaded for one region plus a buffer ring.
+
+    Examples
+    --------
+    >>> g = ReverseGeocoder()
+    >>> g.load_region(["120220011"], buffer_ring=1)   # a zoom-9 tile over Paris
+    >>> g.apply({"lat": 48.8566, "lon": 2.3522})["place"]
+    'Paris 04 Hôtel-de-Ville'
+    """
+
+    def __init__(self, path: Path = PLACES_PATH) -> None:
+        self.path = path
+        self.prefixes: tuple[str, ...] = ()
+        self.places: Places | None = None
+        self.coverage = Coverage(())
+        self._tree: cKDTree | None = None
+        self.gained = 0  # places added by the last load (all of them, or only the gained ones in for_region)
+
+    def load_region(self, quadkeys: Sequence[str], buffer_ring: int) -> None:
+        """Load the places of the region's tiles plus ``buffer_ring`` rings around each."""
+        self.prefixes = region_prefixes(quadkeys, buffer_ring)
+        self._use(load_places(self.prefixes, self.path))
+        self.gained = self.loaded
+
+    def for_region(self, quadkeys: Sequence[str], buffer_ring: int) -> ReverseGeocoder:
+        """A new geocoder for another region that keeps this one's places inside it and parses only the rest.
+
+        This one is left unchanged (it keeps serving while the new one is built). ``gained`` of the result is
+        the number of places it added: those of the tiles (plus buffer) this one did not cover.
+        """
+        if self.places is None:
+            fresh = ReverseGeocoder(self.path)
+            fresh.load_region(quadkeys, buffer_ring)
+            return fresh
+        out = ReverseGeocoder(self.path)
+        out.prefixes = region_prefixes(quadkeys, buffer_ring)
+        old = self.places
+        keep = np.fromiter((q.startswith(out.prefixes) for q in old.quadkey), dtype=bool, count=len(old))
+        gained = scan_places(out.prefixes, self.prefixes, self.path)
+        idx = np.flatnonzero(keep)
+        out._use(Places(lat=_frozen(np.concatenate([old.lat[idx], gained.lat])),
+                        lon=_frozen(np.concatenate([old.lon[idx], gained.lon])),
+                        name=tuple(old.name[i] for i in idx) + gained.name,
+                        country=tuple(old.country[i] for i in idx) + gained.country,
+                        population=_frozen(np.concatenate([old.population[idx], gained.population])),
+                        quadkey=tuple(old.quadkey[i] for i in idx) + gained.quadkey))
+        out.gained = out.loaded - len(idx)  # places sharing a point with another count once (distinct_points)
+        return out
+
+    def _use(self, places: Places) -> None:
+        places = distinct_points(places)
+        self.places, self.coverage = places, Coverage(self.prefixes)
+        self._tree = cKDTree(unit_vectors(places.lat, places.lon)) if len(places) else None
+
+    @property
+    def loaded(self) -> int:
+        """Number of places held in memory."""
+        return 0 if self.places is None else len(self.places)
+
+    def apply(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Return ``place``, ``country``, ``place_population`` and ``distance_km`` (None when nothing is loaded)."""
+        if self.places is None:
+            raise TransformError("ReverseGeocoder.apply called before load_region")
+        if self._tree is None:
+            return {"place": None, "country": None, "place_population": None, "distance_km": None}
+        lat, lon = float(event["lat"]), float(event["lon"])
+        chord, i = self._tree.query(unit_vectors(lat, lon))
+        if not self.coverage.covers(lon, lat, chord_to_km(float(chord))):  # may lie outside: ask all places
+            return _world(self.path).apply(event)
+        i = int(i)
+        return {"place": self.places.name[i], "country": self.places.country[i],
+                "place_population": int(self.places.population[i]),
+                "distance_km": round(chord_to_km(float(chord)), 3)}
+
+
+@functools.lru_cache(maxsize=2)
+def _world(path: Path) -> ReverseGeocoder:
+    """A geocoder holding every place of ``path`` (built on first need, shared by the process's slots)."""
+    world = ReverseGeocoder(path)
+    world.load_region([""], 0)
+    return world
