@@ -47,6 +47,16 @@ class GeoStreams(Construct):
         self._grant(grantee, MANAGE_ACTIONS)
         self.key.grant(grantee, "kms:DescribeKey", "kms:GenerateDataKey", "kms:Decrypt")
 
+    def grant_shard_quota(self, grantee: iam.IGrantable) -> None:
+        """``kinesis:DescribeLimits``: the account's shard quota, read before each version's stream is created.
+
+        An account-level action: it has no resource type in the service authorization reference
+        (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonkinesisdatastreams.html), so
+        only ``Resource: "*"`` can allow it; a stream ARN never matches it (the first deploy failed here).
+        """
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=["kinesis:DescribeLimits"], resources=["*"]))
+
     def grant_write(self, grantee: iam.IGrantable) -> None:
         self._grant(grantee, WRITE_ACTIONS)
         self.key.grant(grantee, "kms:GenerateDataKey")

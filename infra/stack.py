@@ -207,6 +207,7 @@ class GeoRebalancerStack(Stack):
         tables.control.grant_read_write_data(deployer)
         tables.leases.grant_read_data(deployer)
         geo.grant_manage(deployer)
+        geo.grant_shard_quota(deployer)
         self._grant_ecs_deploy(deployer)
 
         hooks = self.hooks.function

@@ -128,7 +128,8 @@ class IamGate:
         lines = [f"IAM (each part signs as its synthesized role; moto's access control on): {sum(self.checked.values())} "
                  f"authorizations checked ({parts}); {only} on the action alone (resource not readable from the "
                  f"request); {len(self.denials)} denied"]
-        lines += [f"  DENIED {d.line()}" for d in self.denials[:20]]
-        if len(self.denials) > 20:
-            lines.append(f"  ... and {len(self.denials) - 20} more")
+        seen: Counter[str] = Counter(d.line() for d in self.denials)
+        lines += [f"  DENIED {line}" + (f" (x{n})" if n > 1 else "") for line, n in seen.most_common(20)]
+        if len(seen) > 20:
+            lines.append(f"  ... and {len(seen) - 20} more kinds")
         return lines

@@ -133,7 +133,9 @@ def create_principals(iam: Any, sts: Any, roles: Mapping[Component, RolePolicy])
 
 def enforce(endpoint_url: str, after_calls: int = 0) -> None:
     """Turn moto's IAM access control on after ``after_calls`` more requests (moto's ``/moto-api/reset-auth``)."""
-    req = urllib.request.Request(f"{endpoint_url}/moto-api/reset-auth", data=str(after_calls).encode(), method="POST")
+    # a plain-text body: werkzeug reads a form-encoded one (urllib's default) into the form, and moto reads request.data
+    req = urllib.request.Request(f"{endpoint_url}/moto-api/reset-auth", data=str(after_calls).encode(), method="POST",
+                                 headers={"Content-Type": "text/plain"})
     with urllib.request.urlopen(req, timeout=10) as resp:
         json.loads(resp.read() or b"{}")
 

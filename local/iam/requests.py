@@ -10,7 +10,7 @@ Notes
 -----
 * Account-level actions (``kinesis:DescribeLimits``, ``kinesis:ListStreams``, ``dynamodb:ListTables``) are checked
   against resource ``*``, as IAM does for actions without a resource type
-  (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonkinesis.html).
+  (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonkinesisdatastreams.html).
 * A request whose resource cannot be read from it (a ``ListShards`` continued by ``NextToken`` alone) gets a check
   with resource ``None``: the gate allows it when some statement allows the action at all, and counts it apart.
 * S3 operations map to IAM actions as IAM names them (``ListObjectsV2`` needs ``s3:ListBucket``, ``HeadObject``
