@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Set up everything Geo Rebalancer needs on a fresh machine, once; later calls are no-ops.
-#   .venv          - Python venv with requirements-dev.txt (Spark 4.0 line, moto, CDK, linters)
+#   .venv          - Python venv from the lock requirements-dev.txt (Spark 4.0 line, moto, CDK, linters)
+#   .venv-spark35  - from requirements-spark35.txt (Spark 3.5 line); .venv-checkov from requirements-checkov.txt
 #   node_modules   - the CDK CLI (aws-cdk@^2.1148, pinned in package.json)
-#   .cache/lambda-wheels - wheel cache for the Lambda layer (requirements-lambda.txt; synth installs it offline)
+#   .cache/lambda-wheels - wheel cache for the Lambda layer (the lock requirements-lambda.txt; synth installs it offline)
 #   java           - Spark needs a JRE 17; installed with apt-get when missing (root only)
-# Re-runs the install whenever a requirements file or package.json changes.
+# Python packages come from LOCK files only (exact versions, sha256 hashes: pip refuses any other file), never from
+# the ranges in requirements*.in: those are resolved into the locks by scripts/lock. A fresh clone installs what the
+# tests ran, not whatever the ranges allow that day (moto 5.2.6 broke the local loop that way).
+# Re-runs an install whenever its lock or package.json changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -14,34 +18,51 @@ log() { printf '[bootstrap] %s\n' "$*" >&2; }
 
 stamp_of() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
 
-ensure_venv() {  # ensure_venv DIR REQUIREMENTS...
-  local dir=$1; shift
-  local want; want=$(stamp_of "$@" requirements.txt)
+run_pip() {  # run_pip WHAT COMMAND...: a pip command; its output without the 'Location ... is ignored' warnings of
+  # an extra index configured but absent on the machine; exits 1 naming WHAT when it fails
+  local what=$1 out rc=0; shift
+  out=$(mktemp)
+  "$@" >"$out" 2>&1 || rc=$?
+  grep -v '^WARNING: Location' "$out" >&2 || true
+  rm -f "$out"
+  if [[ $rc -ne 0 ]]; then
+    log "$what failed (above; a hash mismatch: the index served a file other than the one locked)"; exit 1
+  fi
+}
+
+ensure_venv() {  # ensure_venv DIR LOCK: the venv holds exactly the lock's pins (pip itself is one of them)
+  local dir=$1 lock=$2
+  local want; want=$(stamp_of "$lock")
   if [[ -x $dir/bin/python && -f $dir/.stamp && $(cat "$dir/.stamp") == "$want" ]]; then return 0; fi
-  log "creating $dir from $* (a few minutes on a fresh machine)"
+  log "creating $dir from $lock (a few minutes on a fresh machine)"
   [[ -x $dir/bin/python ]] || "$PY" -m venv "$dir"
-  "$dir/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' >&2 || true
-  for req in "$@"; do
-    "$dir/bin/python" -m pip install -q -r "$req" 2>&1 | grep -v '^WARNING: Location' >&2 || true
-  done
+  # hashes in the lock turn on --require-hashes; no --no-deps: pip's resolver then also fails on a dependency the
+  # lock lacks (an incomplete lock), naming it
+  run_pip "installing $lock into $dir" "$dir/bin/python" -m pip install -q --disable-pip-version-check --require-hashes -r "$lock"
   "$dir/bin/python" -m pip check >/dev/null 2>&1 || log "pip check reports conflicts in $dir (see '$dir/bin/pip check')"
-  for req in "$@"; do "$dir/bin/python" - "$req" <<'PYEOF'
+  "$dir/bin/python" - "$lock" <<'PYEOF'
 import re, sys
 from importlib.metadata import PackageNotFoundError, version
-missing = []
+from pip._vendor.packaging.markers import Marker
+from pip._vendor.packaging.version import Version
+# every pin of the lock whose marker holds here must be installed at exactly its version
+wrong = []
 for line in open(sys.argv[1]):
-    line = line.split("#")[0].strip()
-    if not line or line.startswith("-r"):
+    pin = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+?)\s*(?:;\s*(.*?))?\s*\\?$", line.strip())
+    if pin is None:
         continue
-    name = re.split(r"[\[<>=!~ ]", line, maxsplit=1)[0]
+    name, pinned, marker = pin.groups()
+    if marker and not Marker(marker).evaluate():
+        continue
     try:
-        version(name)
+        found = version(name)
     except PackageNotFoundError:
-        missing.append(name)
-if missing:
-    sys.exit(f"[bootstrap] install failed, missing from {sys.argv[1]}: {missing}")
+        found = "missing"
+    if found == "missing" or Version(found) != Version(pinned):
+        wrong.append(f"{name}=={pinned} ({found})")
+if wrong:
+    sys.exit(f"[bootstrap] install failed, not as {sys.argv[1]} pins (installed): {wrong}")
 PYEOF
-  done
   echo "$want" > "$dir/.stamp"
   log "$dir ready (${SECONDS}s since this bootstrap started)"
 }
@@ -65,14 +86,16 @@ ensure_cdk_cli() {
   echo "$want" > node_modules/.stamp
 }
 
-ensure_lambda_wheels() {  # wheel cache for the Lambda layer (Python 3.14, arm64); synth installs from it offline
-  local dir=$ROOT/.cache/lambda-wheels want; want=$(stamp_of requirements-lambda.txt)
+ensure_lambda_wheels() {  # wheel cache for the Lambda layer (Python 3.14, arm64); synth installs it offline
+  local dir=$ROOT/.cache/lambda-wheels lock=requirements-lambda.txt want; want=$(stamp_of "$lock")
   if [[ -f $dir/.stamp && $(cat "$dir/.stamp") == "$want" ]]; then return 0; fi
   local py=$ROOT/.venv/bin/python; [[ -x $py ]] || py=$PY
-  log "downloading the Lambda layer wheels (requirements-lambda.txt) into $dir"
+  log "downloading the Lambda layer wheels ($lock, hash-checked) into $dir"
   rm -rf "$dir"; mkdir -p "$dir"
-  "$py" -m pip download -q --only-binary=:all: --platform manylinux_2_28_aarch64 --platform manylinux2014_aarch64 --implementation cp \
-    --python-version 3.14 -d "$dir" -r requirements-lambda.txt
+  # the lock's hashes: every wheel is the one locked (infra/assets.py installs from this cache with the same lock)
+  run_pip "downloading $lock into $dir" "$py" -m pip download -q --disable-pip-version-check --require-hashes \
+    --only-binary=:all: --platform manylinux_2_28_aarch64 --platform manylinux2014_aarch64 --implementation cp \
+    --python-version 3.14 -d "$dir" -r "$lock"
   echo "$want" > "$dir/.stamp"
 }
 

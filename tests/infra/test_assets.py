@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -69,3 +70,29 @@ def test_layer_without_wheel_cache_says_which_setup_step_to_run(monkeypatch: pyt
     monkeypatch.setattr(assets, "WHEEL_CACHE", tmp_path / "missing")
     with pytest.raises(assets.AssetError, match=r"bootstrap\.sh lambda-wheels"):
         assets.WheelLayerBundling().try_bundle(str(tmp_path / "out"))
+
+
+def test_a_cache_downloaded_for_another_lock_says_which_setup_step_to_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # GIVEN a wheel cache whose stamp is of an older requirements-lambda.txt
+    cache = tmp_path / "lambda-wheels"
+    cache.mkdir()
+    (cache / ".stamp").write_text("0123456789abcdef\n")
+    monkeypatch.setattr(assets, "WHEEL_CACHE", cache)
+    # WHEN the layer is bundled THEN the error names the lock and the bootstrap target, before pip fails on a hash
+    with pytest.raises(assets.AssetError, match=r"another requirements-lambda\.txt: run 'bash scripts/bootstrap\.sh lambda-wheels'"):
+        assets.WheelLayerBundling().try_bundle(str(tmp_path / "out"))
+
+
+def test_the_cache_stamp_is_the_one_bootstrap_writes(tmp_path: Path) -> None:
+    # GIVEN bootstrap.sh's stamp function (sha256sum of the lock, 16 hex digits) and a lock file
+    bootstrap = (Path(__file__).resolve().parents[2] / "scripts" / "bootstrap.sh").read_text()
+    (stamp_of,) = [line for line in bootstrap.splitlines() if line.startswith("stamp_of()")]
+    lock = tmp_path / "requirements-lambda.txt"
+    lock.write_text("numpy==2.4.6 \\\n    --hash=sha256:" + "0" * 64 + "\n")
+    # WHEN both stamp it
+    shell = subprocess.run(["bash", "-c", f'{stamp_of}\nstamp_of "$1"', "_", str(lock)],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    # THEN they agree (a fresh cache is taken as the lock's)
+    assert assets.wheel_cache_stamp(lock) == shell
