@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import jsii
-from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
@@ -209,8 +209,17 @@ def lambda_code(packages: tuple[str, ...]) -> lambda_.Code:
     )
 
 
-def layer_code() -> lambda_.Code:
-    """numpy + scipy + powertools for the arm64 Python 3.14 runtime, installed offline from the wheel cache."""
+def layer_code(scope: Construct) -> lambda_.Code:
+    """numpy + scipy + powertools for the arm64 Python 3.14 runtime, installed offline from the wheel cache.
+
+    A synth that does not bundle ``scope``'s stack (context ``aws:cdk:bundling-stacks``: the local twin's synth,
+    ``cdk synth --exclusively`` of another stack) never reads the layer's source; CDK still needs an existing
+    directory there, so this module's folder stands in and the wheel cache is not required.
+    """
+    if not Stack.of(scope).bundling_required:
+        return lambda_.Code.from_asset(str(Path(__file__).parent), asset_hash_type=AssetHashType.CUSTOM,
+                                       asset_hash=_tree_hash(LAMBDA_LOCK),
+                                       bundling=BundlingOptions(image=_NO_DOCKER, local=WheelLayerBundling()))
     if not WHEEL_CACHE.is_dir():
         raise AssetError(
             f"the Lambda layer wheel cache {str(WHEEL_CACHE)!r} is missing: run 'bash scripts/bootstrap.sh lambda-wheels'"

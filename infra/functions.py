@@ -39,7 +39,7 @@ class LambdaKit(Construct):
         self.layer = lambda_.LayerVersion(
             self,
             "Deps",
-            code=assets.layer_code(),
+            code=assets.layer_code(self),
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],
             description="numpy, scipy, aws-lambda-powertools (requirements-lambda.txt)",

@@ -60,31 +60,44 @@ def io_lines(state: RunState, d: Delivery) -> list[str]:
             f"{state.router.invocations if state.router else 0} invocations, "
             f"{state.router.failed_items if state.router else 0} batch item failures retried, "
             f"{state.router.gave_up if state.router else 0} records discarded by the event source (lost)",
-            *before_first_spec(state),
+            *([e.line()] if (e := early_events(state)) is not None else []),
             f"  cost reports by version: {state.live.get('cost_reports', {})}"]
 
 
-def before_first_spec(state: RunState) -> list[str]:
-    """How the events sent before the first spec was active fared: each came out once a spec was live (the stack's
-    event source holds them in the stream: ``infra/router.py``), and how long they waited."""
+@dataclass(frozen=True)
+class EarlyEvents:
+    """The events sent before the first spec was active: how many, how many came out, how long they waited."""
+
+    live_after_s: float  # the first spec was active this long after the replay's first event
+    sent: int
+    came_out: int
+    wait_p50_s: float | None
+    wait_max_s: float | None
+
+    def line(self) -> str:
+        if not self.sent:
+            return f"  before the first spec: no event sent (active {self.live_after_s:.1f}s after the replay began)"
+        wait = ("" if self.wait_max_s is None else
+                f"; they waited p50 {self.wait_p50_s:.1f}s, max {self.wait_max_s:.1f}s from send to output")
+        return (f"  before the first spec (active {self.live_after_s:.1f}s after the replay began): {self.sent} events "
+                f"sent, {self.came_out} came out{wait}")
+
+
+def early_events(state: RunState) -> EarlyEvents | None:
+    """How the events sent before the first spec was active fared: each comes out once a spec is live (the stack's
+    event source holds them in the stream: ``infra/router.py``); None before the first spec."""
     r, out = state.replayer, state.output
     if r is None or out is None or r.live_at is None or r.began_at is None:
-        return []
+        return None
     live_ms = r.live_at * 1000
     first: dict[str, Any] = {}
     for rec in out.records:
         if rec.ts_ms < live_ms and (rec.event_id not in first or rec.written_ms < first[rec.event_id].written_ms):
             first[rec.event_id] = rec
     early = r.sent_ids[: r.backlog]
-    waits = sorted((rec.written_ms - rec.ts_ms) / 1000 for rec in first.values())
-    if not early:
-        return [f"  before the first spec: no event sent (the first spec was active {r.live_at - r.began_at:.1f}s "
-                f"after the replay began)"]
-    came = sum(1 for i in early if i in first)
-    wait = (f"; they waited p50 {waits[len(waits) // 2]:.1f}s, max {waits[-1]:.1f}s from send to output"
-            if waits else "")
-    return [f"  before the first spec (active {r.live_at - r.began_at:.1f}s after the replay began): {len(early)} "
-            f"events sent, {came} came out{wait}"]
+    waits = sorted((first[i].written_ms - first[i].ts_ms) / 1000 for i in early if i in first)
+    return EarlyEvents(r.live_at - r.began_at, len(early), len(waits), waits[len(waits) // 2] if waits else None,
+                       waits[-1] if waits else None)
 
 
 def recorded_in(r: Any) -> list[str]:
@@ -239,6 +252,7 @@ def document(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict
             "figures": [p.name for p in body.figures],
             "demonstrated": [{"what": w, "ok": ok, "detail": d} for w, ok, d in verdict.shown],
             "oracle": reference.to_json(body.oracle, body.oracle_error), **swaps.report_json(body.swap_report),
+            "before_first_spec": asdict(e) if (e := early_events(state)) is not None else None,
             "iam": None if state.twin is None else {
                 "template": state.twin.template, "checked": dict(state.twin.gate.checked),
                 "action_only": dict(state.twin.gate.action_only),
