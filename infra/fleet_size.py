@@ -47,7 +47,13 @@ SUBNET_RESERVED_IPS = 5
 
 def private_subnet_ips() -> int:
     """Usable IPv4 addresses of a created VPC's private subnets together: 2 x (4,096 - 5) = 8,182."""
-    return MAX_AZS * (2 ** (32 - PRIVATE_SUBNET_MASK) - SUBNET_RESERVED_IPS)
+    return MAX_AZS * ((1 << (32 - PRIVATE_SUBNET_MASK)) - SUBNET_RESERVED_IPS)
+
+
+def warm_for(workers: int, new_writes: int, new_reads: int) -> tuple[int, int]:
+    """The write and read units/s ``fleet_workers=workers`` warms the leases table to (0: a new table's suffice)."""
+    writes, reads = workers * LEASE_WRITE_UNITS_PER_WORKER, workers * LEASE_READ_UNITS_PER_WORKER
+    return (writes if writes > new_writes else 0), (reads if reads > new_reads else 0)
 
 
 def fleet_workers(value: Any) -> int:

@@ -268,13 +268,15 @@ def needs(fleet: Fleet) -> dict[str, Need]:
 
 @dataclass(frozen=True)
 class Have:
-    """The account's value of one quota: ``value`` (None: not read, ``error`` says why), what the account already
-    ``used`` of it where that is known, and ``source`` (where ``value`` came from)."""
+    """The account's value of one quota: ``value`` (None: not read, ``error`` says why), what kind of value it is
+    (``source``: ``"applied"``, ``"AWS default"``...), what the account already ``used`` of it where that is known,
+    and ``via`` (the API or page it was read from)."""
 
     value: float | None
     source: str
     used: float = 0.0
     error: str = ""
+    via: str = ""
 
 
 def number(value: float) -> str:
@@ -317,9 +319,10 @@ class Verdict:
             return f"{q.title}: not read ({self.have.error}); check it by hand, then {self.change}"
         need = (f"{number(n.steady)} {unit} ({number(n.peak)} {n.peak_when})" if n.peak != n.steady
                 else f"{number(n.peak)} {unit}")
-        used = f" ({number(self.have.used)} of {number(self.have.value or 0)} already in use)" if self.have.used else ""
+        have = (f"{number(self.available)} left ({number(self.have.value or 0)} {self.have.source}, "
+                f"{number(self.have.used)} in use)" if self.have.used else f"{number(self.available)} {self.have.source}")
         return (f"{q.title}: the fleet needs {need}, {number(MIN_MARGIN * n.peak)} with the {MIN_MARGIN:g}x margin, "
-                f"of {number(self.available)} {self.have.source}{used}: {self.change}")
+                f"of {have}: {self.change}")
 
 
 def verdicts(fleet: Fleet, haves: Mapping[str, Have]) -> tuple[Verdict, ...]:

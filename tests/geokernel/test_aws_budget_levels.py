@@ -109,7 +109,7 @@ def test_what_the_account_already_uses_is_not_available() -> None:
     verdict = Verdict(LEVEL_BY_KEY["kinesis.shards"], needs(DEFAULT)["kinesis.shards"], Have(4500, "applied", used=500))
     # THEN 4,000 are available: 1.93x, short of the margin, and the line says what is in use
     assert verdict.available == 4000 and not verdict.fits
-    assert "of 4,000 applied (500 of 4,500 already in use)" in verdict.refusal()
+    assert "of 4,000 left (4,500 applied, 500 in use)" in verdict.refusal()
 
 
 def test_the_refusal_names_the_quota_the_need_and_the_settings_to_change() -> None:
