@@ -23,6 +23,7 @@ from geokernel.contracts.stream import ROUTER_BATCH_SIZE, ROUTER_BATCHING_WINDOW
 from geokernel.errors import PartitionerError
 from infra.context import as_bool, as_float, as_int, as_text
 from infra.errors import ConfigError as ConfigError
+from infra.fleet_size import LEASE_READ_UNITS_PER_WORKER, LEASE_WRITE_UNITS_PER_WORKER, fleet_workers, warm_units
 from partitioner.control.controller import ControlSettings
 
 ENGINES = ("emr", "glue")
@@ -120,8 +121,11 @@ class GeoConfig:
     geo_transform: str | None = None  # GEO_TRANSFORM of the workers ("module:Class"); None = the default transform
     state_handoff: bool = False  # STATE_HANDOFF of the router: a stateful transform's state follows each entity
     event_fields: EventFields = DEFAULT_EVENT_FIELDS  # EVENT_FIELDS: which key of an event holds each field
-    leases_warm_writes: int = 0  # warm throughput of the leases table, write units/s (0: a new table's 4,000)
-    leases_warm_reads: int = 0  # warm throughput of the leases table, read units/s (0: a new table's 12,000)
+    # warm throughput of the leases table, write / read units/s: the setting, or derived from fleet_workers
+    # (infra.fleet_size); 0: a new table's 4,000 writes and 12,000 reads
+    leases_warm_writes: int = 0
+    leases_warm_reads: int = 0
+    fleet_workers: int = 0  # the worker slots the deployment is sized for (0: not declared; infra.fleet_size)
     #: s3:// URI of the Kinesis connector jar the Glue job reads the ingest stream with (format ``aws-kinesis``, which
     #: de-aggregates KPL records); None: Glue's own Kinesis source (no KPL de-aggregation). engine=glue only.
     glue_kinesis_connector_jar: str | None = None
@@ -176,6 +180,7 @@ DEFAULTS: dict[str, Any] = {
     "leases_warm_writes": 0,
     "glue_kinesis_connector_jar": "",
     "leases_warm_reads": 0,
+    "fleet_workers": 0,
 }
 
 
@@ -215,6 +220,7 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
     max_load = _float(ctx, "max_load", 0.0, 1e12, lo_open=True)
     shards = shards_per_worker(ctx, max_load, window_s)
     email = _text(ctx, "alarm_email", lambda v: v == "" or bool(_EMAIL_RE.match(v)), "'' or an e-mail address")
+    workers = fleet_workers(_raw(ctx, "fleet_workers"))
     return GeoConfig(
         prefix=prefix,
         engine=engine,
@@ -249,8 +255,11 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
                             "'' (the default reverse geocoder) or 'module:Class'") or None,
         state_handoff=_bool(ctx, "state_handoff"),
         event_fields=_event_fields(ctx),
-        leases_warm_writes=_warm(ctx, "leases_warm_writes", NEW_TABLE_WRITES, "write"),
-        leases_warm_reads=_warm(ctx, "leases_warm_reads", NEW_TABLE_READS, "read"),
+        leases_warm_writes=warm_units(_raw(ctx, "leases_warm_writes"), "leases_warm_writes", new_table=NEW_TABLE_WRITES,
+                                      per_worker=LEASE_WRITE_UNITS_PER_WORKER, workers=workers),
+        leases_warm_reads=warm_units(_raw(ctx, "leases_warm_reads"), "leases_warm_reads", new_table=NEW_TABLE_READS,
+                                     per_worker=LEASE_READ_UNITS_PER_WORKER, workers=workers),
+        fleet_workers=workers,
         glue_kinesis_connector_jar=_connector_jar(ctx, engine),
     )
 
@@ -264,16 +273,6 @@ def _connector_jar(ctx: Mapping[str, Any], engine: str) -> str | None:
         raise ConfigError(f"context 'glue_kinesis_connector_jar' is for engine=glue (EMR Serverless bundles the "
                           f"connector), got {jar!r} with engine={engine!r}")
     return jar or None
-
-
-def _warm(ctx: Mapping[str, Any], key: str, new_table: int, unit: str) -> int:
-    """``leases_warm_writes`` / ``_reads``: 0, or units/s above a new on-demand table's and within 40,000 per table
-    (the default table maximum, https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html)."""
-    value = _int(ctx, key, 0, 40_000)
-    if 0 < value <= new_table:
-        raise ConfigError(f"context {key!r} must be 0 (not pre-warmed) or above a new on-demand table's "
-                          f"{new_table} {unit} units/s, got {_raw(ctx, key)!r}")
-    return value
 
 
 def _router_parallelism(ctx: Mapping[str, Any]) -> int:

@@ -14,6 +14,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.config import GeoConfig
+from infra.fleet_size import MAX_AZS, PRIVATE_SUBNET_MASK
 from infra.functions import retention
 
 
@@ -28,11 +29,12 @@ class Network(Construct):
             vpc = ec2.Vpc(
                 self,
                 "Vpc",
-                max_azs=2,
+                max_azs=MAX_AZS,
                 nat_gateways=config.nat_gateways,
                 subnet_configuration=[
                     ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
-                    ec2.SubnetConfiguration(name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS, cidr_mask=20),
+                    ec2.SubnetConfiguration(name="private", subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
+                                            cidr_mask=PRIVATE_SUBNET_MASK),
                 ],
                 gateway_endpoints={
                     "S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3),

@@ -25,10 +25,11 @@ class ControlTables(Construct):
             self, "Key", description=f"{config.prefix}: control and leases tables", enable_key_rotation=True, removal_policy=removal
         )
         self.control = self._table("Control", f"{config.prefix}-control", "pk", config, removal)
-        # Pre-warmed when ``leases_warm_writes`` / ``leases_warm_reads`` is set: a new on-demand table sustains
-        # 4,000 write and 12,000 read units/s at once, and the leases table's peaks grow with the fleet (about 2.9
-        # write and 6.6 read units/s per worker in the scale simulation: bench/README.md). Pre-warming is charged
-        # once (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html).
+        # Pre-warmed when ``leases_warm_writes`` / ``leases_warm_reads`` is set or derived from ``fleet_workers``
+        # (infra.fleet_size: 6 write and 14 read units/s per worker, twice the scale run's peaks per worker): a new
+        # on-demand table sustains 4,000 write and 12,000 read units/s at once, and the leases table's peaks grow with
+        # the fleet (bench/README.md). Pre-warming is charged once
+        # (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html).
         warm = (dynamodb.WarmThroughput(write_units_per_second=config.leases_warm_writes or None,
                                         read_units_per_second=config.leases_warm_reads or None)
                 if config.leases_warm_writes or config.leases_warm_reads else None)

@@ -73,8 +73,9 @@ def emr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesized]:
 
 @pytest.fixture(scope="session")
 def glue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesized]:
-    """engine=glue, with ``router_parallelism=2`` too (a second synth only for that would cost the gate ~10 s)."""
-    yield synthesize(tmp_path_factory.mktemp("cdk-glue"), engine="glue", router_parallelism=2)
+    """engine=glue, with ``router_parallelism=2`` and ``fleet_workers=1000`` too (a second synth only for those would
+    cost the gate ~10 s each)."""
+    yield synthesize(tmp_path_factory.mktemp("cdk-glue"), engine="glue", router_parallelism=2, fleet_workers=1000)
 
 
 

@@ -178,3 +178,42 @@ def test_a_glue_connector_jar_is_for_the_glue_engine_only() -> None:
     with pytest.raises(ConfigError, match=r"'glue_kinesis_connector_jar' is for engine=glue .*'s3://my-jars/kinesis/"
                                           r"connector.jar' with engine='emr'"):
         load_config({"engine": "emr", "glue_kinesis_connector_jar": jar})
+
+
+@pytest.mark.parametrize(("workers", "writes", "reads"), [
+    (0, 0, 0),            # not declared: a new table's 4,000 / 12,000
+    (100, 0, 0),          # 600 / 1,400 units/s: a new table sustains them
+    (666, 0, 0),          # 3,996 writes: still a new table's
+    (700, 4200, 0),       # 4,200 writes pre-warmed; 9,800 reads within a new table's 12,000
+    (1000, 6000, 14000),  # the figures the 1,000-worker scale run was measured OK with
+    (2857, 17142, 39998),  # the most workers whose reads fit a table's 40,000
+])
+def test_the_leases_warm_throughput_follows_fleet_workers(workers: int, writes: int, reads: int) -> None:
+    # GIVEN fleet_workers and no leases_warm_* setting WHEN loaded
+    config = load_config({"fleet_workers": workers})
+    # THEN the table is warmed to 6 write and 14 read units/s per worker, or not at all where a new table sustains it
+    assert (config.fleet_workers, config.leases_warm_writes, config.leases_warm_reads) == (workers, writes, reads)
+
+
+def test_explicit_warm_throughput_wins_over_fleet_workers() -> None:
+    # GIVEN fleet_workers=1000 and an explicit leases_warm_writes (as text, like -c gives it)
+    config = load_config({"fleet_workers": "1000", "leases_warm_writes": "8000"})
+    # WHEN loaded THEN the explicit writes are kept and the reads still follow the fleet
+    assert (config.leases_warm_writes, config.leases_warm_reads) == (8000, 14000)
+
+
+def test_a_fleet_past_a_tables_warm_throughput_is_refused_naming_fleet_workers() -> None:
+    # GIVEN a fleet whose reads would need 14 x 3,000 = 42,000 units/s, above a table's 40,000
+    # WHEN loaded THEN one line names fleet_workers, the need, the most workers and the setting to give instead
+    with pytest.raises(ConfigError, match=r"'fleet_workers' \(3000\) needs 42,000 read units/s .* above a table's "
+                                          r"40,000: declare at most 2,857 workers, or set 'leases_warm_reads'"):
+        load_config({"fleet_workers": 3000})
+    # AND an explicit reads number within the table's maximum lets that fleet through
+    assert load_config({"fleet_workers": 3000, "leases_warm_reads": 40000}).leases_warm_writes == 18000
+
+
+@pytest.mark.parametrize("bad", [-1, 100_001, "many", 1.5, True])
+def test_fleet_workers_is_a_worker_count(bad: object) -> None:
+    # GIVEN a fleet_workers that is no worker count WHEN loaded THEN the key and the value are named
+    with pytest.raises(ConfigError, match=f"'fleet_workers'.*{bad!r}"):
+        load_config({"fleet_workers": bad})

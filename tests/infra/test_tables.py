@@ -24,3 +24,21 @@ def test_table_key_pitr_and_encryption(emr: Any, key: str) -> None:
             "DeletionProtectionEnabled": True,
         },
     )
+
+
+def test_the_leases_table_is_warmed_for_the_declared_fleet(emr: Any, glue: Any, custom: Any) -> None:
+    # GIVEN the default stack (no fleet declared), one with fleet_workers=1000 (the glue fixture) and one with
+    # explicit leases_warm_writes=6000 / leases_warm_reads=20000 (custom) WHEN the tables are inspected
+    # THEN fleet_workers=1000 warms the leases table to 6 write and 14 read units/s per worker
+    glue.template.has_resource_properties("AWS::DynamoDB::Table", {
+        "KeySchema": [{"AttributeName": "lease_key", "KeyType": "HASH"}],
+        "WarmThroughput": {"WriteUnitsPerSecond": 6000, "ReadUnitsPerSecond": 14000}})
+    # AND the control table is never warmed
+    glue.template.has_resource_properties("AWS::DynamoDB::Table", {
+        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}], "WarmThroughput": Match.absent()})
+    # AND explicit numbers are kept as they are, and with no fleet declared no table is warmed
+    custom.template.has_resource_properties("AWS::DynamoDB::Table", {
+        "KeySchema": [{"AttributeName": "lease_key", "KeyType": "HASH"}],
+        "WarmThroughput": {"WriteUnitsPerSecond": 6000, "ReadUnitsPerSecond": 20000}})
+    emr.template.has_resource_properties("AWS::DynamoDB::Table", {
+        "KeySchema": [{"AttributeName": "lease_key", "KeyType": "HASH"}], "WarmThroughput": Match.absent()})

@@ -1,0 +1,16 @@
+"""Geo Rebalancer operations: tools that look at, or act on, a deployment in an AWS account (boto3 allowed here).
+
+Builds on the kernel (:mod:`geokernel`), the partitioner library and the deployment's settings as ``cdk synth``
+reads them (:mod:`infra.config`, from ``cdk.json`` and ``-c key=value``; no CDK construct is imported). Run it as
+``python -m georebal COMMAND`` (:mod:`georebal.cli`, a small dispatcher), one module per command under
+:mod:`georebal.commands`:
+
+=============  ==============================================================================================
+``preflight``  the account's level quotas against the configured fleet, with a 2x margin, before a deploy
+=============  ==============================================================================================
+
+What the commands share: :mod:`georebal.aws` (the AWS session, injectable for tests), :mod:`georebal.settings`
+(the deployment's settings), :mod:`georebal.errors` (the one exception base).
+"""
+
+__version__ = "0.1.0"  # the project version in pyproject.toml

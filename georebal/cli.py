@@ -1,0 +1,76 @@
+"""Command line: ``python -m georebal <command> ...``, the operator's tools for a deployment in an AWS account.
+
+A small dispatcher: each command is a module under :mod:`georebal.commands` whose ``add_parser(sub)`` registers
+its sub-parser and sets ``func(args, connect)``; add a command by adding its module to :data:`COMMANDS`.
+
+Commands
+--------
+``preflight [--workers N] [--cdk-json PATH] [-c KEY=VALUE ...] [--region R] [--profile P]``
+    The account's level quotas (Fargate vCPU, network interfaces, subnet addresses, Kinesis shards, Lambda
+    concurrency, EMR Serverless vCPU or Glue DPUs) against the configured fleet, with a 2x margin.
+
+Exit status
+-----------
+``0``
+    Success (``preflight``: every quota fits).
+``2``
+    ``preflight``: a quota does not fit or could not be read, one line each on stderr. Bad input: errors of the
+    package (:class:`georebal.errors.GeorebalError`: a bad cdk.json or ``-c`` setting, no region) and bad arguments
+    print one line ``error: <message>`` on stderr, like argparse's own usage errors.
+``130`` / ``141``
+    Interrupted (Ctrl-C) / standard output closed early.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from georebal import __version__
+from georebal.aws import Connect, connect
+from georebal.commands import preflight
+from georebal.errors import GeorebalError
+from georebal.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_PIPE
+
+__all__ = ["COMMANDS", "main", "make_parser", "run"]
+
+COMMANDS = (preflight,)
+
+
+def make_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="georebal",
+                                 description="Geo Rebalancer operations: look at or act on a deployment in an AWS "
+                                             "account (credentials and region as for the AWS CLI).",
+                                 epilog="exit status: 0 ok, 2 refused (preflight) or bad input, 130 interrupted, "
+                                        "141 output pipe closed")
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None, *, aws: Connect = connect) -> int:
+    """Run the CLI with the AWS session ``aws`` makes (tests pass fakes); return the exit status."""
+    args = make_parser().parse_args(argv)
+    try:
+        status: int = args.func(args, aws)
+        sys.stdout.flush()
+    except GeorebalError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)  # the reader went away (| head): stop quietly
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_PIPE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return status
+
+
+def run() -> None:
+    """The installed ``georebal`` command (``[project.scripts]`` in pyproject.toml)."""
+    raise SystemExit(main())

@@ -1,0 +1,16 @@
+"""The one exception base of ``georebal``: every error it raises is a :class:`GeorebalError`, printed by the CLI as
+one line ``error: <message naming the value and where it came from>`` (exit 2)."""
+
+from __future__ import annotations
+
+
+class GeorebalError(Exception):
+    """Base of every exception raised by :mod:`georebal`."""
+
+
+class SettingsError(GeorebalError, ValueError):
+    """The deployment's settings cannot be read: cdk.json, a ``-c key=value`` or a command-line option."""
+
+
+class AwsError(GeorebalError):
+    """No AWS session can be made (no region, an unknown profile)."""
