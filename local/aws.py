@@ -18,10 +18,8 @@ at a time (see :class:`SerialMotoServer`).
 from __future__ import annotations
 
 import io
-import json
 import logging
 import os
-import random
 import socket
 import threading
 import time
@@ -35,6 +33,7 @@ from botocore.config import Config
 from geokernel.contracts.env import EnvVar
 from geokernel.contracts.lease import LEASE_KEY_ATTR
 from geokernel.contracts.stream import geo_stream_name
+from local.kinesis_faults import KinesisThrottle
 
 if TYPE_CHECKING:
     from local.iam.gate import IamGate
@@ -135,7 +134,7 @@ class SerialMotoServer:
         self.kinesis_note = moto_kinesis.install()  # a shard's put and read in constant time
         app = DomainDispatcherApplication(create_backend_app)
         lock = threading.Lock()
-        self.throttle = KinesisThrottle()
+        self.throttle = KinesisThrottle()  # the stream-throttle and put-partial faults (local.kinesis_faults)
         #: The twin's IAM gate (local.iam.gate), set once the parts' principals exist; None: no IAM checks
         self.gate: IamGate | None = None
 
@@ -147,9 +146,13 @@ class SerialMotoServer:
                                                        ("Content-Length", str(len(refused)))])
                     return [refused]
                 gate = self.gate
-                if gate is None:
-                    return list(app(environ, start_response))
-                return _gated(gate, app, environ, start_response)
+
+                def inner(env: dict[str, Any], respond: Callable[..., Any]) -> list[bytes]:
+                    return list(app(env, respond)) if gate is None else _gated(gate, app, env, respond)
+
+                if self.throttle.splits(environ):
+                    return self.throttle.put_partly(environ, inner, start_response)
+                return inner(environ, start_response)
 
         self._server = make_server(host, port, serialised, threaded=True, request_handler=MotoRequestHandler)
         self.url = f"http://{host}:{self._server.server_address[1]}"
@@ -182,75 +185,6 @@ def _gated(gate: IamGate, app: Any, environ: dict[str, Any], start_response: Cal
     chunks = list(app(environ, note))
     gate.observe(environ, seen[0] if seen else "", chunks)
     return chunks
-
-
-THROTTLED_ACTIONS = ("Kinesis_20131202.PutRecords", "Kinesis_20131202.GetRecords")
-
-
-class KinesisThrottle:
-    """The ``stream-throttle`` fault's hook: while on, refuse a share of PutRecords/GetRecords on matching streams.
-
-    moto never throttles. Real Kinesis answers a shard over its limits with ``ProvisionedThroughputExceededException``,
-    HTTP 400 (https://docs.aws.amazon.com/streams/latest/dev/kinesis-fis-provisioned-throughput.html, where AWS FIS
-    injects the same error into a share of requests; the error is in PutRecords' and GetRecords' error lists of the
-    botocore Kinesis service model). :meth:`refuse` returns that error's JSON body for a refused request, else None;
-    it runs inside the server's lock, so its counters need no lock of their own.
-    """
-
-    def __init__(self) -> None:
-        self.until = 0.0
-        self.share = 0.0
-        self.stream_prefix = ""
-        self.refused = 0
-        self.passed = 0
-        self.first_refused_at: float | None = None
-        self.last_refused_at: float | None = None
-        self._rng = random.Random(0)
-
-    def start(self, stream_prefix: str, share: float, duration_s: float, seed: int = 0) -> None:
-        """Refuse ``share`` (0-1) of the calls on streams named ``stream_prefix...`` for ``duration_s`` from now."""
-        if not 0.0 < share <= 1.0:
-            raise ValueError(f"throttle share must be in (0, 1], got {share!r}")
-        self.stream_prefix, self.share, self._rng = stream_prefix, share, random.Random(seed)
-        self.until = time.time() + duration_s
-
-    def refuse(self, environ: dict[str, Any]) -> bytes | None:
-        if time.time() >= self.until or environ.get("HTTP_X_AMZ_TARGET") not in THROTTLED_ACTIONS:
-            return None
-        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
-        environ["wsgi.input"] = io.BytesIO(body)  # moto reads it again
-        stream = _stream_of(body)
-        if not stream.startswith(self.stream_prefix):
-            return None
-        if self._rng.random() >= self.share:
-            self.passed += 1
-            return None
-        now = time.time()
-        self.refused += 1
-        self.first_refused_at = self.first_refused_at or now
-        self.last_refused_at = now
-        message = f"Rate exceeded for stream {stream} under account 123456789012."
-        return json.dumps({"__type": "ProvisionedThroughputExceededException", "message": message}).encode()
-
-
-def _stream_of(body: bytes) -> str:
-    """The stream a PutRecords/GetRecords request names (GetRecords: inside moto's shard iterator)."""
-    try:
-        doc = json.loads(body or b"{}")
-    except ValueError:
-        return ""
-    if doc.get("StreamName"):
-        return str(doc["StreamName"])
-    if doc.get("StreamARN"):
-        return str(doc["StreamARN"]).rsplit("/", 1)[-1]
-    if doc.get("ShardIterator"):
-        from moto.kinesis.utils import decompose_shard_iterator
-
-        try:
-            return decompose_shard_iterator(str(doc["ShardIterator"]))[0]
-        except (ValueError, IndexError):
-            return ""
-    return ""
 
 
 @dataclass(frozen=True)

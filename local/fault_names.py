@@ -5,7 +5,7 @@ from __future__ import annotations
 from local.errors import LocalRunError
 
 FAULTS = ("worker-kill", "spark-kill", "deployer-crash", "snapshot-corrupt", "snapshot-dup", "stream-throttle",
-          "hook-fail", "hook-timeout")
+          "put-partial", "hook-fail", "hook-timeout")
 WHOLE_ONLY = ("hook-fail", "hook-timeout")  # lifecycle hooks run only in ECS blue/green deployments (whole mode)
 
 

@@ -45,6 +45,7 @@ from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.common.timestamps import now_iso
 from lambdas.router.ledger import RouterLedger, Target
 from lambdas.router.stateful import Routed, ingest_order, route_stamped
+from lambdas.router.waves import entity_waves
 
 Clock = Callable[[], float]
 
@@ -201,11 +202,27 @@ def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, stre
         return RouteResult(tuple(failed + bad_ids), routed, quarantined, table.version, tuple(reasons + why))
     keys = table.hash_keys_for(lon, lat, [ev.entity_id for _, ev in valid])
     entries = [PutEntry(ev.raw, ev.entity_id, key) for (_, ev), key in zip(valid, keys, strict=True)]
-    put_failed = streams.put_records(table.stream_name, entries)
+    put_failed = put_in_entity_order(streams, table.stream_name, entries)
     if put_failed:
-        reasons.append(f"{len(put_failed)} of {len(entries)} puts to {table.stream_name!r} failed")
+        reasons.append(f"{len(put_failed)} of {len(entries)} records to {table.stream_name!r} not put (a failed put "
+                       f"and its entity's later records)")
     failed += [valid[i][0].item_id for i in put_failed]
     return RouteResult(tuple(failed), len(entries) - len(put_failed), quarantined, table.version, tuple(reasons))
+
+
+def put_in_entity_order(streams: GeoStreams, stream: str, entries: Sequence[PutEntry]) -> list[int]:
+    """Put ``entries`` (ingest order) in waves of one per entity (:mod:`lambdas.router.waves`); the indices not put:
+    each failed one and every later one of its entity, so each entity's records reach the stream in order."""
+    blocked: set[str] = set()
+    done: set[int] = set()
+    for wave in entity_waves(range(len(entries)), lambda i: entries[i].partition_key, blocked):
+        bad = set(streams.put_records(stream, [entries[i] for i in wave]))
+        for k, i in enumerate(wave):
+            if k in bad:
+                blocked.add(entries[i].partition_key)
+            else:
+                done.add(i)
+    return [i for i in range(len(entries)) if i not in done]
 
 
 def _route_with_ledger(valid: Sequence[tuple[InputRecord, ValidEvent]], lon: npt.NDArray[np.float64],

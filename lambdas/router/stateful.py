@@ -5,10 +5,9 @@ event, that event's place in the ingest shard (so a retried batch does not route
 :func:`route_stamped` puts every event stamped with ``n`` and the previous slot, and when the slot changes it first
 puts a marker behind the entity's previous event in the old slot's shard (``geokernel.contracts.handoff``).
 
-Per-entity order holds although ``PutRecords`` does not keep order across a partial failure
-(https://docs.aws.amazon.com/kinesis/latest/APIReference/API_PutRecords.html: "PutRecords doesn't guarantee the
-ordering of records"): the batch goes out in rounds, each with at most one event per entity, and an entity whose
-marker or event failed sends nothing more in this batch (its records are reported failed and retried in order).
+Per-entity order holds although ``PutRecords`` does not keep order across a partial failure: the batch goes out in
+waves of at most one event per entity (:mod:`lambdas.router.waves`), and an entity whose marker or event failed sends
+nothing more in this batch (its records are reported failed and retried in order).
 
 The ledger (:mod:`lambdas.router.ledger`) is read from S3 at the start of each invocation (a conditional GET:
 ``304 Not Modified`` when this environment's copy is current) and saved after the batch (a conditional PUT), before
@@ -25,6 +24,7 @@ from geokernel.contracts.kpl import SUB_RECORD_MARK
 from geokernel.events import ValidEvent
 from lambdas.common.kinesis import GeoStreams, PutEntry
 from lambdas.router.ledger import LedgerEntry, RouterLedger, Target
+from lambdas.router.waves import entity_waves
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +61,8 @@ def route_stamped(items: Sequence[Routed], streams: GeoStreams, ledger: RouterLe
     failed: list[str] = []
     reasons: list[str] = []
     blocked: set[str] = set()
-    depth = max((len(v) for v in pending.values()), default=0)
-    for r in range(depth):
-        wave = [v[r] for e, v in pending.items() if len(v) > r and e not in blocked]
+    todo = [it for v in pending.values() for it in v]
+    for wave in entity_waves(todo, lambda it: it.event.entity_id, blocked):
         moving = [(it, ledger.entries[it.event.entity_id]) for it in wave
                   if it.event.entity_id in ledger.entries
                   and ledger.entries[it.event.entity_id].target.label != it.target.label]

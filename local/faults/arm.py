@@ -190,11 +190,13 @@ class SnapshotBucket:
 
 
 def arm_data_faults(state: RunState, aws: EmbeddedAws, status: Any, live_since: LiveSince) -> None:
-    """Arm ``snapshot-corrupt``, ``snapshot-dup`` and ``stream-throttle`` (:mod:`local.faults.snapshots`, :mod:`local.faults.stream_throttle`).
+    """Arm ``snapshot-corrupt``, ``snapshot-dup``, ``stream-throttle`` and ``put-partial`` (:mod:`local.faults.snapshots`,
+    :mod:`local.faults.stream_throttle`).
 
     Their moments, as shares of the replay after the first spec went live: corrupt snapshots at 20%, the held-back
     window at 10% (it and a later window must be judged before the replay ends and the notifier stops), the
-    throttle at 30% for 15% of the replay; the kills come later (worker-kill at the next swap, spark-kill at 80%).
+    throttle at 30% and the partial puts at 50%, each for 15% of the replay; the kills come later (worker-kill at the
+    next swap, spark-kill at 80%).
     """
     cfg, notifier, bucket = state.config, state.notifier, SnapshotBucket(aws)
     assert notifier is not None
@@ -224,14 +226,21 @@ def arm_data_faults(state: RunState, aws: EmbeddedAws, status: Any, live_since: 
         state.faults.append(SnapshotDup(bucket, lambda: list(notifier.invocations), notifier.seen.add, deliver, mark,
                                         live_since, window_s=cfg.window_s, delay_s=0.1 * cfg.duration_s,
                                         deadline_s=2 * judged_within))
-    if "stream-throttle" in cfg.faults:
+    throttles = [f for f in ("stream-throttle", "put-partial") if f in cfg.faults]
+    if throttles:
         replayer, output, router = state.replayer, state.output, state.router
         assert replayer is not None and output is not None and router is not None
         # With hook-timeout, ECS stops the new fleet after its flip and the deployer redeploys it; the redeployed
         # slots' handover gate then waits up to DRAIN_TIMEOUT_S for old slots the rollback stopped before they
         # published (seen in CI: 60 s), so events the throttle delayed come out that much later.
         gate_wait = DRAIN_TIMEOUT_S if "hook-timeout" in cfg.faults else 0.0
-        state.faults.append(StreamThrottle(
-            aws.server.throttle, geo_stream_prefix(cfg.prefix), lambda: replayer.sent_ids, lambda: output.first_written,
-            lambda: router.failed_items, status, live_since, delay_s=0.3 * cfg.duration_s, duration_s=0.15 * cfg.duration_s,
-            share=0.5, deadline_s=0.15 * cfg.duration_s + cfg.drain_timeout_s + gate_wait))
+        # one hook on the server, so the two never overlap: whole calls refused at 30-45 % of the replay, single
+        # records of the puts failed at 50-65 %
+        for name in throttles:
+            partial = name == "put-partial"
+            state.faults.append(StreamThrottle(
+                aws.server.throttle, geo_stream_prefix(cfg.prefix), lambda: replayer.sent_ids,
+                lambda: output.first_written, lambda: router.failed_items, status, live_since,
+                delay_s=(0.5 if partial else 0.3) * cfg.duration_s, duration_s=0.15 * cfg.duration_s,
+                share=0.3 if partial else 0.5, partial=partial,
+                deadline_s=0.15 * cfg.duration_s + cfg.drain_timeout_s + gate_wait))

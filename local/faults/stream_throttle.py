@@ -1,7 +1,11 @@
-"""``stream-throttle``: the local AWS refuses a share of the geo streams' PutRecords and GetRecords for a while.
+"""``stream-throttle`` and ``put-partial``: the local AWS throttles the geo streams for a while.
 
-The refusal is Kinesis's own (``ProvisionedThroughputExceededException``, :class:`local.aws.KinesisThrottle`); the
-router and the workers must ride it out without losing an event.
+``stream-throttle`` refuses a share of their PutRecords and GetRecords calls; ``put-partial`` fails a share of the
+records of each PutRecords while the rest of the request is written (Kinesis's own
+``ProvisionedThroughputExceededException`` either way, :class:`local.kinesis_faults.KinesisThrottle`). The router
+and the workers must ride both out without losing an event, and ``put-partial`` without an entity's events reaching
+its worker out of order (:mod:`lambdas.router.waves`; the run's oracle fails on any pair out of send order within a
+slot).
 """
 
 from __future__ import annotations
@@ -14,19 +18,21 @@ from local.faults.record import IN_SWAP, FaultRecord, LiveDelay, LiveSince
 
 
 class Throttle(Protocol):
-    """What :class:`StreamThrottle` needs of the server's hook (:class:`local.aws.KinesisThrottle`)."""
+    """What :class:`StreamThrottle` needs of the server's hook (:class:`local.kinesis_faults.KinesisThrottle`)."""
 
     until: float
     refused: int
     passed: int
     first_refused_at: float | None
 
-    def start(self, stream_prefix: str, share: float, duration_s: float, seed: int = 0) -> None: ...
+    def start(self, stream_prefix: str, share: float, duration_s: float, seed: int = 0, *,
+              partial: bool = False) -> None: ...
 
 
 class StreamThrottle:
-    """Inject and follow ``stream-throttle``: for ``duration_s`` the local AWS refuses ``share`` of the geo streams'
-    PutRecords and GetRecords with ``ProvisionedThroughputExceededException`` (:class:`local.aws.KinesisThrottle`).
+    """Inject and follow ``stream-throttle`` (``partial`` False): for ``duration_s`` the local AWS refuses ``share`` of
+    the geo streams' PutRecords and GetRecords with ``ProvisionedThroughputExceededException``; or ``put-partial``
+    (``partial`` True): it fails ``share`` of the records of each PutRecords (:class:`local.kinesis_faults.KinesisThrottle`).
 
     *Detected* at the first refused call (the router and the workers see the error), *recovered* once the throttle
     ended and every event sent before its end came out of the workers: the router (its event source mapping
@@ -38,7 +44,7 @@ class StreamThrottle:
     def __init__(self, throttle: Throttle, stream_prefix: str, sent_ids: Callable[[], Sequence[str]],
                  written: Callable[[], Mapping[str, float]], router_failures: Callable[[], int],
                  deploy_status: Callable[[], str], live_since: LiveSince, *, delay_s: float, duration_s: float, share: float, deadline_s: float,
-                 clock: Callable[[], float] = time.time) -> None:
+                 partial: bool = False, clock: Callable[[], float] = time.time) -> None:
         self.throttle = throttle
         self.stream_prefix = stream_prefix
         self.sent_ids = sent_ids
@@ -48,7 +54,8 @@ class StreamThrottle:
         self.duration_s, self.share = duration_s, share
         self.clock = clock
         self._delay = LiveDelay(live_since, delay_s)
-        self.record = FaultRecord("stream-throttle", deadline_s=deadline_s)
+        self.partial = partial
+        self.record = FaultRecord("put-partial" if partial else "stream-throttle", deadline_s=deadline_s)
         self._sent_before_end: int | None = None
         self._router_before = 0
 
@@ -57,11 +64,11 @@ class StreamThrottle:
         if self.record.injected_at is None:
             if self._delay.due(now):
                 self._router_before = self.router_failures()
-                self.throttle.start(self.stream_prefix, self.share, self.duration_s)
+                self.throttle.start(self.stream_prefix, self.share, self.duration_s, partial=self.partial)
                 self.record.injected_at = now
                 self.record.mid_swap = self.deploy_status() in IN_SWAP
-                self.record.target = (f"{100 * self.share:.0f}% of PutRecords/GetRecords on {self.stream_prefix}* "
-                                      f"refused for {self.duration_s:g}s")
+                what = ("of the records of each PutRecords to" if self.partial else "of PutRecords/GetRecords on")
+                self.record.target = f"{100 * self.share:.0f}% {what} {self.stream_prefix}* failed for {self.duration_s:g}s"
             return
         if self.record.detected_at is None and self.throttle.first_refused_at is not None:
             self.record.detected_at = self.throttle.first_refused_at
@@ -77,6 +84,7 @@ class StreamThrottle:
         elif self.record.detected_at is not None:
             last = max((written[i] for i in before), default=now)
             self.record.recovered_at = min(now, max(self.throttle.until, last))
-            self.record.did = (f"{self.throttle.refused} of {self.throttle.refused + self.throttle.passed} calls refused; "
+            unit = "records failed" if self.partial else "calls refused"
+            self.record.did = (f"{self.throttle.refused} of {self.throttle.refused + self.throttle.passed} {unit}; "
                                f"router re-delivered {self.router_failures() - self._router_before} failed items; "
                                f"all {self._sent_before_end} events sent before the end came out")

@@ -1,5 +1,6 @@
 """local.faults.stream_throttle and what it relies on: the local AWS's Kinesis throttle hook
-(:class:`local.aws.KinesisThrottle`), the router's put tried once, a worker's read throttled past its retries."""
+(:class:`local.kinesis_faults.KinesisThrottle`: whole calls refused, or single records of a put failed), the router's
+put tried once, a worker's read throttled past its retries."""
 
 from __future__ import annotations
 
@@ -44,6 +45,29 @@ def kinesis(url: str, attempts: int) -> Any:
 
 def put(k: Any, stream: str, n: int = 1) -> dict[str, Any]:
     return dict(k.put_records(StreamName=stream, Records=[{"Data": b"x", "PartitionKey": "e"}] * n))
+
+
+def test_partial_puts_write_the_other_records_and_answer_each_in_request_order(server: SerialMotoServer) -> None:
+    # GIVEN half the records of each put to t-geo-v* failed (a seeded draw)
+    k = kinesis(server.url, attempts=1)
+    shard = "shardId-000000000000"
+    before = k.get_shard_iterator(StreamName="t-geo-v1", ShardId=shard, ShardIteratorType="LATEST")["ShardIterator"]
+    server.throttle.start("t-geo-v", 0.5, 60.0, seed=3, partial=True)
+    try:
+        # WHEN 40 numbered records are put in one request
+        resp = k.put_records(StreamName="t-geo-v1", Records=[{"Data": str(i).encode(), "PartitionKey": "e"}
+                                                              for i in range(40)])
+    finally:
+        server.throttle.until = 0.0
+    # THEN the answer has one result per record in request order: some failed with the documented error, counted,
+    # and exactly the others are in the stream, in order (a failure does not stop the later records)
+    failed = [i for i, r in enumerate(resp["Records"]) if r.get("ErrorCode")]
+    assert 0 < len(failed) < 40 and resp["FailedRecordCount"] == len(failed)
+    assert {resp["Records"][i]["ErrorCode"] for i in failed} == {"ProvisionedThroughputExceededException"}
+    got = [int(r["Data"]) for r in k.get_records(ShardIterator=before)["Records"]]
+    assert got == [i for i in range(40) if i not in failed]
+    # AND a put to another stream is not touched, and whole calls are never refused in this mode
+    assert put(k, "t-ingest", 5)["FailedRecordCount"] == 0
 
 
 def test_the_throttle_refuses_a_share_of_geo_stream_puts_and_reads_with_the_documented_error(
@@ -149,7 +173,8 @@ class Throttle:
         self.first_refused_at: float | None = None
         self.started: list[tuple[str, float, float]] = []
 
-    def start(self, stream_prefix: str, share: float, duration_s: float, seed: int = 0) -> None:
+    def start(self, stream_prefix: str, share: float, duration_s: float, seed: int = 0, *,
+              partial: bool = False) -> None:
         self.started.append((stream_prefix, share, duration_s))
         self.until = 100.0 + duration_s
 
