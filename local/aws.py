@@ -151,7 +151,8 @@ class SerialMotoServer:
                     return list(app(env, respond)) if gate is None else _gated(gate, app, env, respond)
 
                 if self.throttle.splits(environ):
-                    return self.throttle.put_partly(environ, inner, start_response)
+                    return self.throttle.put_partly(environ, inner, start_response,
+                                                    None if gate is None else gate.resign)
                 return inner(environ, start_response)
 
         self._server = make_server(host, port, serialised, threaded=True, request_handler=MotoRequestHandler)

@@ -50,8 +50,7 @@ class KinesisThrottle:
             raise ValueError(f"throttle share must be in (0, 1], got {share!r}")
         self.stream_prefix, self.share, self._rng = stream_prefix, share, random.Random(seed)
         self.partial = partial
-        self.refused = self.passed = 0  # the counts of this throttle (a run may start two: one per fault)
-        self.first_refused_at = self.last_refused_at = None
+        self.first_refused_at = self.last_refused_at = None  # of this start (the counts go on: a fault takes deltas)
         self.until = time.time() + duration_s
 
     def _on(self, environ: dict[str, Any]) -> bool:
@@ -64,9 +63,14 @@ class KinesisThrottle:
         return _stream_of(_body(environ)).startswith(self.stream_prefix)
 
     def put_partly(self, environ: dict[str, Any], app: Callable[[dict[str, Any], Callable[..., Any]], list[bytes]],
-                   start_response: Callable[..., Any]) -> list[bytes]:
+                   start_response: Callable[..., Any],
+                   resign: Callable[[dict[str, Any], bytes], None] | None = None) -> list[bytes]:
         """Write the records not picked to fail through ``app`` (moto), and answer as Kinesis does: every record's
-        result in request order, the failed ones with ``ErrorCode`` (``FailedRecordCount`` counts them)."""
+        result in request order, the failed ones with ``ErrorCode`` (``FailedRecordCount`` counts them).
+
+        The request moto sees carries fewer records than the one its caller signed: with IAM enforced, ``resign``
+        signs it again as the same principal (:meth:`local.iam.gate.IamGate.resign`), else moto's access control would
+        refuse the signature."""
         doc = json.loads(_body(environ) or b"{}")
         records = list(doc.get("Records", []))
         fail = [self._rng.random() < self.share for _ in records]
@@ -76,6 +80,8 @@ class KinesisThrottle:
         if kept:
             body = json.dumps({**doc, "Records": kept}).encode()
             environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(body), str(len(body))
+            if resign is not None:
+                resign(environ, body)
             seen: list[str] = []
             chunks = app(environ, lambda s, h, exc=None: seen.append(s))
             status = seen[0] if seen else "500 INTERNAL SERVER ERROR"

@@ -4,13 +4,17 @@ What runs (all real, nothing mocked that a local component can do)::
 
     Replayer ──PutRecords──► ingest stream (moto Kinesis)
                               │                        │
-     Spark streaming job ◄────┘ (subprocess,           └──► RouterPoller ─► lambdas.router.handler
-     python -m glue_jobs.quadkey_counts                     (Kinesis ESM,     └─► geo stream v<N>
+     Spark streaming job ◄────┘ (subprocess,           └──► EventSourceMapping ─► lambdas.router.handler
+     python -m glue_jobs.quadkey_counts                     (the stack's ESM, └─► geo stream v<N>
                                                                2 environments)         │
        └─► snapshots/…/_manifest.json (moto S3)                                        │
-     ManifestNotifier ─► lambdas.partitioner.handler (S3 event) ─► spec v<N>, desired     │
+     ObjectCreatedNotifier ─► lambdas.partitioner.handler (S3 event) ─► spec v<N>, desired │
      DeployDriver ─► lambdas.deploy controller + hooks ─► LocalFleet: python -m geo_service ◄┘
      ControlObserver: control + leases tables ─► flips, green ready, drained, lease safety
+
+The event source mapping, the S3 notifications and each part's IAM role come from the stack synthesized with the
+run's settings (:mod:`local.twin`): every part signs its calls as its role, an IAM gate and moto's access control
+refuse what the role does not allow, and a refusal fails the run.
 
 At the end :mod:`local.report` prints and writes the report; the exit code is 0 when every
 invariant holds, 1 when one breaks (the report says which), 2 on bad arguments, 3 when a

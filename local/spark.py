@@ -2,7 +2,7 @@
 
 It reads the ingest stream, counts load per zoom-:data:`~local.environment.GRID_ZOOM` quadkey per window and
 writes each window as a snapshot (``snapshots/…/_manifest.json``) to the snapshots bucket, whose notification
-drives the partitioner (:class:`local.loops.ManifestNotifier`).
+drives the partitioner (:class:`local.loops.ObjectCreatedNotifier`). It signs as the stack's Spark job role.
 """
 
 from __future__ import annotations

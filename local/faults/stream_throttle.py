@@ -58,12 +58,14 @@ class StreamThrottle:
         self.record = FaultRecord("put-partial" if partial else "stream-throttle", deadline_s=deadline_s)
         self._sent_before_end: int | None = None
         self._router_before = 0
+        self._counts_before = (0, 0)  # the hook's (refused, passed) at injection: its counts go on across faults
 
     def poll(self) -> None:
         now = self.clock()
         if self.record.injected_at is None:
             if self._delay.due(now):
                 self._router_before = self.router_failures()
+                self._counts_before = (self.throttle.refused, self.throttle.passed)
                 self.throttle.start(self.stream_prefix, self.share, self.duration_s, partial=self.partial)
                 self.record.injected_at = now
                 self.record.mid_swap = self.deploy_status() in IN_SWAP
@@ -80,11 +82,14 @@ class StreamThrottle:
         missing = set(before) - written.keys()
         if missing:  # what the fault table shows if the deadline passes first
             self.record.did = (f"{len(missing)} of {self._sent_before_end} events sent before the end not out yet "
-                               f"(e.g. {min(missing)!r}); {self.throttle.refused} calls refused")
+                               f"(e.g. {min(missing)!r}); {self.throttle.refused - self._counts_before[0]} "
+                               f"{'records failed' if self.partial else 'calls refused'}")
         elif self.record.detected_at is not None:
             last = max((written[i] for i in before), default=now)
             self.record.recovered_at = min(now, max(self.throttle.until, last))
             unit = "records failed" if self.partial else "calls refused"
-            self.record.did = (f"{self.throttle.refused} of {self.throttle.refused + self.throttle.passed} {unit}; "
+            refused = self.throttle.refused - self._counts_before[0]
+            passed = self.throttle.passed - self._counts_before[1]
+            self.record.did = (f"{refused} of {refused + passed} {unit}; "
                                f"router re-delivered {self.router_failures() - self._router_before} failed items; "
                                f"all {self._sent_before_end} events sent before the end came out")

@@ -21,9 +21,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+
 from local.iam.policy import Statement, evaluate, statements_of
 from local.iam.principals import Principals
-from local.iam.requests import Call, read_call
+from local.iam.requests import Call, read_call, signer
 from local.wiring.stack_wiring import Component, RolePolicy
 
 #: Error codes of a refusal by moto's access control (authentication or authorization).
@@ -91,6 +94,28 @@ class IamGate:
                 why = decision.reason + (f" (implied by {call.operation} on an encrypted target)" if check.implied else "")
                 return self._deny(call, part, principal.name, check.action, check.resource, why)
         return None
+
+    def resign(self, environ: dict[str, Any], body: bytes) -> None:
+        """Sign a request the twin rewrote (the ``put-partial`` fault drops records from a put) again with its signer's
+        keys, as that principal would have signed it: moto's access control checks the signature over the body."""
+        signed = signer(environ)
+        if signed is None:
+            return
+        key, region, service = signed
+        _, principal = self.keys.get(key, (None, None))
+        if principal is None:
+            return
+        names = [h for h in environ.get("HTTP_AUTHORIZATION", "").partition("SignedHeaders=")[2].split(",")[0].split(";")
+                 if h and h not in ("x-amz-date", "authorization", "x-amz-security-token")]
+        headers = {h: str(environ.get("HTTP_" + h.upper().replace("-", "_"), "")) for h in names}
+        if "content-type" in names:
+            headers["content-type"] = str(environ.get("CONTENT_TYPE", ""))
+        url = f"http://{environ.get('HTTP_HOST', 'localhost')}{environ.get('PATH_INFO', '/')}"
+        request = AWSRequest(method=str(environ.get("REQUEST_METHOD", "POST")), url=url, data=body, headers=headers)
+        SigV4Auth(principal.frozen(), service, region).add_auth(request)
+        for name in ("Authorization", "X-Amz-Date", "X-Amz-Security-Token"):
+            if name in request.headers:
+                environ["HTTP_" + name.upper().replace("-", "_")] = request.headers[name]
 
     def observe(self, environ: dict[str, Any], status: str, chunks: list[bytes]) -> None:
         """Record a refusal by moto's own access control (a 400/403 naming one of :data:`MOTO_REFUSALS`)."""
