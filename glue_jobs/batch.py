@@ -22,6 +22,7 @@ import itertools
 import json
 import re
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -46,7 +47,7 @@ from glue_jobs.snapshot import (
     write_snapshot,
 )
 from glue_jobs.transform import RollupSpec, WindowSpec, aggregate_cells, rollup_quadtree, with_cost
-from glue_jobs.window_state import WindowStore
+from glue_jobs.window_state import FROM_OLDEST, WindowStore, partial_reason
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,10 @@ class JobConfig:
         Rows per snapshot data file.
     event_fields : EventFields
         Which JSON key of an event holds each field (``--event-fields``; default the canonical names).
+    starting_position : str
+        Where the streaming source starts on a fresh checkpoint (``TRIM_HORIZON``: its oldest record, as Glue and
+        the local source; ``LATEST``: its tip, as the EMR job): on ``LATEST`` the windows that started before the
+        first micro-batch are written partial (:func:`glue_jobs.window_state.complete_from_ms`).
     """
 
     out: str
@@ -77,6 +82,7 @@ class JobConfig:
     costs: str | None = None
     rows_per_file: int = 500_000
     event_fields: EventFields = DEFAULT_EVENT_FIELDS
+    starting_position: str = FROM_OLDEST[0]
 
 
 class BatchReport(NamedTuple):
@@ -192,7 +198,7 @@ def rates_frame(spark: SparkSession, rates: Mapping[str, float]) -> tuple[DataFr
 
 def write_snapshot_batch(fine: DataFrame, batch_id: int, storage: Storage, rollup: RollupSpec,
                          rates: DataFrame | None = None, rate_zooms: tuple[int, ...] = (),
-                         rows_per_file: int = 500_000) -> tuple[SnapshotResult, ...]:
+                         rows_per_file: int = 500_000, *, complete_from_ms: int = 0) -> tuple[SnapshotResult, ...]:
     """Write one snapshot per window present in ``fine`` (windowed fine-cell counts).
 
     Parameters
@@ -206,6 +212,9 @@ def write_snapshot_batch(fine: DataFrame, batch_id: int, storage: Storage, rollu
     rollup : RollupSpec
     rates, rate_zooms
         Cost rates (see :func:`rates_frame`); None = cold start.
+    complete_from_ms : int
+        Epoch ms from which the run read every event (:func:`glue_jobs.window_state.complete_from_ms`): a window
+        starting before it is written partial. 0 (a batch run over whole files): every window is complete.
 
     Returns
     -------
@@ -218,7 +227,8 @@ def write_snapshot_batch(fine: DataFrame, batch_id: int, storage: Storage, rollu
         "quadkey", "events", "cost")
     results = []
     for (start, end), group in itertools.groupby(ordered.toLocalIterator(), key=lambda r: (r[0], r[1])):
-        meta = SnapshotMeta(_utc(start), _utc(end), rollup.grid_zoom, rollup.zoom, rollup.refine_events, batch_id)
+        meta = SnapshotMeta(_utc(start), _utc(end), rollup.grid_zoom, rollup.zoom, rollup.refine_events, batch_id,
+                            partial_reason(start // 1000, complete_from_ms))
         snap_rows = (SnapshotRow(r[2], int(r[3]), None if r[4] is None else float(r[4])) for r in group)
         results.append(write_snapshot(storage, snap_rows, meta, rows_per_file))
     return tuple(results)
@@ -255,8 +265,8 @@ def _print_progress(line: str) -> None:
     print(line, flush=True)
 
 
-def stream_batch_fn(cfg: JobConfig, state_root: str,
-                    progress: ProgressFn = _print_progress) -> Callable[[DataFrame, int], None]:
+def stream_batch_fn(cfg: JobConfig, state_root: str, progress: ProgressFn = _print_progress, *,
+                    clock: Callable[[], float] = time.time) -> Callable[[DataFrame, int], None]:
     """The foreachBatch body of the one streaming query: raw records -> quarantine + windows -> snapshots.
 
     Parameters
@@ -267,6 +277,9 @@ def stream_batch_fn(cfg: JobConfig, state_root: str,
         under the query's checkpoint root, so both are kept or discarded together.
     progress : callable
         Receives the human lines (one per quarantine write, per snapshot, and one per batch).
+    clock : callable
+        Epoch seconds: what the first batch on a fresh checkpoint records as the time the run reads every event
+        from (``cfg.starting_position`` ``LATEST``; :class:`~glue_jobs.window_state.WindowStore`).
 
     Notes
     -----
@@ -276,14 +289,14 @@ def stream_batch_fn(cfg: JobConfig, state_root: str,
     """
     snapshots = storage_for(cfg.out)
     quarantine = storage_for(cfg.quarantine or cfg.out)
-    windows = WindowStore(state_root, cfg.window.watermark)
+    windows = WindowStore(state_root, cfg.window.watermark, starting_position=cfg.starting_position, clock=clock)
 
     def emit(final: DataFrame, batch_id: int) -> None:
         rates, zooms = _current_rates(final.sparkSession, cfg)
-        for r in write_snapshot_batch(final, batch_id, snapshots, cfg.rollup, rates, zooms, cfg.rows_per_file):
-            progress(f"[aggregation] batch={batch_id} snapshot {r.manifest_uri} rows={r.rows} "
-                     f"events={r.total_events} rows_per_zoom={dict(sorted(r.rows_per_zoom.items()))}"
-                     f"{' (unchanged retry, skipped)' if r.skipped else ''}")
+        complete_from = windows.complete_from_ms or 0
+        for r in write_snapshot_batch(final, batch_id, snapshots, cfg.rollup, rates, zooms, cfg.rows_per_file,
+                                      complete_from_ms=complete_from):
+            progress(_snapshot_line(batch_id, r, complete_from))
 
     def on_batch(raw_batch: DataFrame, batch_id: int) -> None:
         classified = classify_events(raw_batch, fields=cfg.event_fields).persist()
@@ -310,6 +323,15 @@ def stream_batch_fn(cfg: JobConfig, state_root: str,
                  f"final_windows={step.final_windows} open_rows={step.open_rows}")
 
     return on_batch
+
+
+def _snapshot_line(batch_id: int, r: SnapshotResult, complete_from_ms: int) -> str:
+    """The job's line for one written snapshot (a partial one says why, and from when the run reads every event)."""
+    partial = (f" partial={r.partial_reason} (the run reads every event from "
+               f"{_utc(complete_from_ms * 1000).isoformat()})" if r.partial_reason else "")
+    return (f"[aggregation] batch={batch_id} snapshot {r.manifest_uri} rows={r.rows} events={r.total_events} "
+            f"rows_per_zoom={dict(sorted(r.rows_per_zoom.items()))}{partial}"
+            f"{' (unchanged retry, skipped)' if r.skipped else ''}")
 
 
 def start_streaming(raw: DataFrame, cfg: JobConfig, checkpoint: str, trigger: str | None = "5 seconds",

@@ -13,6 +13,13 @@ conditions": https://github.com/awslabs/spark-sql-kinesis-connector). Entry-poin
     [--starting-position TRIM_HORIZON|LATEST] [--zoom 18] [--grid-zoom 12] [--refine-events 500]
     [--window 60s] [--slide S] [--watermark 2m] [--trigger 30s] [--event-fields JSON]
 
+``--starting-position`` applies to a fresh checkpoint only: a run on a checkpoint that holds offsets resumes from
+them (Spark's "Recovering from Failures with Checkpointing",
+https://spark.apache.org/docs/latest/streaming/apis-on-dataframes-and-datasets.html#recovering-from-failures-with-checkpointing;
+the connector keeps its shard positions under the checkpoint location, its README "Kinesis Connector Metadata
+storage"). With ``LATEST`` (the stack's choice) a fresh run misses what the stream held before it, so the windows
+that began before its first micro-batch are written partial (``JobConfig.starting_position``).
+
 ``--event-fields`` is the event field mapping (:class:`geokernel.contracts.event_fields.EventFields`, the JSON of
 ``EVENT_FIELDS``): which key of an event holds each field; left out, the canonical names.
 

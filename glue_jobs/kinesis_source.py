@@ -11,13 +11,16 @@ Usage::
            .option("stream_name", "georebal-ingest")
            .option("endpoint_url", "http://127.0.0.1:5000")   # optional (moto); else AWS_ENDPOINT_URL
            .option("region", "us-east-1")                     # optional; else AWS_DEFAULT_REGION
+           .option("starting_position", "LATEST")             # optional; default TRIM_HORIZON
            .load())                                           # data, source, stream, shard_id, ...
 
 Notes
 -----
-* Offsets are ``{"shards": {shard_id: last sequence number read, or "" for none}}``. Every shard
-  starts at TRIM_HORIZON (the only starting position: it makes replays deterministic); shards
-  appearing later (resharding) are picked up at TRIM_HORIZON too.
+* Offsets are ``{"shards": {shard_id: last sequence number read, or "" for none}}``. On a fresh
+  checkpoint every shard starts at TRIM_HORIZON (the default: it makes replays deterministic) or, with
+  ``starting_position=LATEST``, at the stream's tip as the EMR job's connector does: ``"@<epoch ms>"``,
+  the records that arrived at or after the query's first offsets were taken (``AT_TIMESTAMP``), so a
+  replay of a batch reads the same records. Shards appearing later (resharding) start at TRIM_HORIZON.
 * It is a :class:`~pyspark.sql.datasource.SimpleDataSourceStreamReader`: records are fetched
   on the driver, at most ``max_records_per_shard`` (default 10000) per shard per micro-batch.
   On restart from a checkpoint Spark replays a batch with :meth:`readBetweenOffsets`, which
@@ -31,8 +34,9 @@ Notes
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
@@ -46,7 +50,7 @@ Row = tuple[bytes, str, str, str, str, str, datetime | None]
 
 class KinesisDataSource(DataSource):
     """``spark.readStream.format("geo_kinesis")``: options ``stream_name`` (required),
-    ``endpoint_url``, ``region``, ``max_records_per_shard``."""
+    ``endpoint_url``, ``region``, ``max_records_per_shard``, ``starting_position``."""
 
     @classmethod
     def name(cls) -> str:
@@ -60,7 +64,7 @@ class KinesisDataSource(DataSource):
 
 
 class KinesisStreamReader(SimpleDataSourceStreamReader):
-    """Reads every shard of one stream from TRIM_HORIZON with GetRecords."""
+    """Reads every shard of one stream from TRIM_HORIZON (or its tip) with GetRecords."""
 
     def __init__(self, options: dict[str, str]) -> None:
         stream = options.get("stream_name") or options.get("streamName")
@@ -76,12 +80,17 @@ class KinesisStreamReader(SimpleDataSourceStreamReader):
             raise ValueError(f"geo_kinesis: max_records_per_shard must be an integer, got {raw_max!r}") from None
         if self.max_records < 1:
             raise ValueError(f"geo_kinesis: max_records_per_shard must be >= 1, got {raw_max!r}")
+        self.starting_position = options.get("starting_position", "TRIM_HORIZON").upper()
+        if self.starting_position not in ("TRIM_HORIZON", "LATEST"):
+            raise ValueError(f"geo_kinesis: starting_position must be TRIM_HORIZON or LATEST, "
+                             f"got {options.get('starting_position')!r}")
         self._client: Any = None
 
     # -- Spark API --------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:
-        return {"shards": dict.fromkeys(self._shard_ids(), "")}
+        start = "" if self.starting_position == "TRIM_HORIZON" else f"@{int(time.time() * 1000)}"
+        return {"shards": dict.fromkeys(self._shard_ids(), start)}
 
     def read(self, start: dict[str, Any]) -> tuple[Iterator[Row], dict[str, Any]]:
         positions = dict(start.get("shards", {}))
@@ -130,9 +139,14 @@ class KinesisStreamReader(SimpleDataSourceStreamReader):
             kwargs = {"NextToken": token}
 
     def _read_shard(self, shard: str, after: str, until: str | None, limit: int | None) -> list[Row]:
-        """Records of ``shard`` after sequence ``after`` ("" = from the start), up to ``until`` inclusive."""
+        """Records of ``shard`` after sequence ``after`` ("" = from the start, "@<ms>" = arrived at or after that
+        time), up to ``until`` inclusive."""
         client = self._kinesis()
-        if after:
+        if after.startswith("@"):
+            it = client.get_shard_iterator(StreamName=self.stream, ShardId=shard, ShardIteratorType="AT_TIMESTAMP",
+                                           Timestamp=datetime.fromtimestamp(int(after[1:]) / 1000, UTC)
+                                           )["ShardIterator"]
+        elif after:
             it = client.get_shard_iterator(StreamName=self.stream, ShardId=shard,
                                            ShardIteratorType="AFTER_SEQUENCE_NUMBER",
                                            StartingSequenceNumber=after)["ShardIterator"]

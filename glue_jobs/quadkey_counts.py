@@ -9,7 +9,8 @@ Batch (backfills, the embedded default)::
 Streaming (Spark 4 only; the local loop runs this against moto server)::
 
     python -m glue_jobs.quadkey_counts --kinesis-stream NAME --endpoint-url http://127.0.0.1:5000 \\
-        --out s3://snapshots-bucket [--trigger 5s] [--checkpoint DIR] [--watermark 2m] ...
+        --out s3://snapshots-bucket [--trigger 5s] [--checkpoint DIR] [--watermark 2m] \\
+        [--starting-position TRIM_HORIZON|LATEST] ...
 
 Streaming prints one line per written snapshot / quarantine batch and per progress tick on
 stdout, and stops cleanly (query stopped, exit 0) on SIGTERM or SIGINT. In-process callers
@@ -47,7 +48,7 @@ from glue_jobs.batch import (
 from glue_jobs.events import classify_events, valid_events
 from glue_jobs.snapshot import storage_for
 from glue_jobs.transform import RollupSpec, WindowSpec, aggregate_cells, check_rollup
-from glue_jobs.window_state import interval_ms
+from glue_jobs.window_state import FROM_OLDEST, FROM_TIP, complete_from_ms, interval_ms
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
 _UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -175,8 +176,10 @@ def format_summary(s: BatchSummary) -> str:
 # ---------------------------------------------------------------------------
 
 
-def kinesis_stream(spark: SparkSession, stream_name: str, endpoint_url: str | None, region: str | None) -> DataFrame:
-    """Streaming ``value, source`` records of a Kinesis stream through the ``geo_kinesis`` Python source.
+def kinesis_stream(spark: SparkSession, stream_name: str, endpoint_url: str | None, region: str | None,
+                   starting_position: str = FROM_OLDEST[0]) -> DataFrame:
+    """Streaming ``value, source`` records of a Kinesis stream through the ``geo_kinesis`` Python source, read from
+    ``starting_position`` on a fresh checkpoint (from the checkpoint's offsets otherwise).
 
     KPL aggregated records are split into their user records (:func:`glue_jobs.events.deaggregate_records`).
     """
@@ -184,7 +187,8 @@ def kinesis_stream(spark: SparkSession, stream_name: str, endpoint_url: str | No
     from glue_jobs.kinesis_source import register
 
     register(spark)
-    reader = spark.readStream.format("geo_kinesis").option("stream_name", stream_name)
+    reader = (spark.readStream.format("geo_kinesis").option("stream_name", stream_name)
+              .option("starting_position", starting_position))
     if endpoint_url:
         reader = reader.option("endpoint_url", endpoint_url)
     if region:
@@ -223,7 +227,7 @@ def run_stream(spark: SparkSession, stream_name: str, cfg: JobConfig, *, endpoin
     """
     stop = stop or threading.Event()
     checkpoint = checkpoint or tempfile.mkdtemp(prefix="georebal-ckpt-")
-    raw = kinesis_stream(spark, stream_name, endpoint_url, region)
+    raw = kinesis_stream(spark, stream_name, endpoint_url, region, cfg.starting_position)
     query = start_streaming(raw, cfg, checkpoint, trigger)
     print(f"[aggregation] streaming from kinesis stream {stream_name!r} to {cfg.out!r} "
           f"(checkpoint {checkpoint!r}, trigger {trigger!r}, window {cfg.window.length!r}, "
@@ -270,6 +274,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--region", default=None, help="AWS region (default AWS_DEFAULT_REGION or us-east-1)")
     p.add_argument("--trigger", default="5s", help="streaming micro-batch interval (default 5s)")
     p.add_argument("--checkpoint", default=None, help="streaming checkpoint dir (default: a temp dir)")
+    p.add_argument("--starting-position", default=FROM_OLDEST[0], choices=(FROM_OLDEST[0], FROM_TIP),
+                   help="streaming: where the stream is read from on a fresh checkpoint (default TRIM_HORIZON; "
+                        "LATEST reads from its tip, as the EMR job does, and writes the windows begun before the "
+                        "first micro-batch partial)")
     add_event_fields_argument(p)
     return p
 
@@ -285,8 +293,11 @@ def config_from_args(args: argparse.Namespace, *, out: str | None = None) -> Job
     window = WindowSpec(parse_duration(args.window, "--window"),
                         parse_duration(args.slide, "--slide") if args.slide else None,
                         parse_duration(args.watermark, "--watermark"))
+    position = str(getattr(args, "starting_position", FROM_OLDEST[0])).upper()
+    complete_from_ms(position, 0)  # names a bad --starting-position before Spark starts
     return JobConfig(out=out if out is not None else args.out, quarantine=args.quarantine, window=window, rollup=rollup,
-                     costs=args.costs, event_fields=EventFields.from_json(args.event_fields, "--event-fields"))
+                     costs=args.costs, event_fields=EventFields.from_json(args.event_fields, "--event-fields"),
+                     starting_position=position)
 
 
 def add_event_fields_argument(p: argparse.ArgumentParser) -> None:

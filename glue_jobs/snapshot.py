@@ -189,6 +189,7 @@ class SnapshotMeta(NamedTuple):
     zoom: int
     refine_events: int
     batch_id: int
+    partial_reason: str | None = None  # None: a complete window (CONTRACTS.md "Load snapshot", partial windows)
 
 
 class SnapshotResult(NamedTuple):
@@ -201,6 +202,7 @@ class SnapshotResult(NamedTuple):
     total_events: int
     rows_per_zoom: dict[int, int]
     skipped: bool
+    partial_reason: str | None = None
 
 
 def _chunks(rows: Iterable[T], size: int) -> Iterator[list[T]]:
@@ -276,7 +278,7 @@ def write_snapshot(storage: Storage, rows: Iterable[SnapshotRow], meta: Snapshot
         files.append(SnapshotFile(_full_key(storage, key), len(chunk), hashlib.sha256(body).hexdigest()))
     manifest = SnapshotManifest(meta.window_start, meta.window_end, meta.grid_zoom, meta.zoom, meta.refine_events,
                                 tally.rows, tally.total_events, tally.has_cost, meta.batch_id, tuple(files),
-                                manifest_checksum([f.sha256 for f in files]))
+                                manifest_checksum([f.sha256 for f in files]), meta.partial_reason)
     return _commit(storage, prefix, bodies, manifest, tally)
 
 
@@ -294,7 +296,8 @@ def _commit(storage: Storage, prefix: str, bodies: list[tuple[str, bytes]], mani
         for data_key, body in bodies:
             storage.put(data_key, body, "text/csv")
         storage.put(key, manifest.to_json(), "application/json")
-    return SnapshotResult(prefix, key, storage.uri(key), tally.rows, tally.total_events, tally.per_zoom, skipped)
+    return SnapshotResult(prefix, key, storage.uri(key), tally.rows, tally.total_events, tally.per_zoom, skipped,
+                          manifest.partial_reason)
 
 
 def _written_before(storage: Storage, key: str, manifest: SnapshotManifest) -> bool:

@@ -2,14 +2,30 @@
 writes windowed load snapshots (docs/CONTRACTS.md "Load snapshot").
 
 * ``emr`` (default): an EMR Serverless application (release ``emr-spark-8.0.0``, Spark 4.0) in the private
-  subnets, a job role, and a custom resource (AwsCustomResource) that starts the streaming job run
-  (``mode=STREAMING``, entry point ``glue_jobs/emr_entry.py``) on create, starts a new one when the job's code or
-  arguments change, and cancels it on delete.
+  subnets, a job role, and a custom resource (:class:`infra.job_run.EmrStreamingJobRun`) that starts the streaming
+  job run (``mode=STREAMING``, entry point ``glue_jobs/emr_entry.py``) on create; when the job's code or arguments
+  change it cancels the running run, waits until it has ended and starts the new one, which **resumes from the same
+  checkpoint**; it cancels the run on delete.
 * ``glue``: a Glue 5.1 streaming job (``glue_jobs/glue_entry.py``) with a security configuration (KMS for S3,
-  CloudWatch Logs and bookmarks) and a custom resource that starts and stops its run the same way.
+  CloudWatch Logs and bookmarks) and a custom resource that starts and stops its run (an AwsCustomResource).
 
-Both engines get the same settings (:func:`job_settings`), spelled as each entry point parses them. The checkpoint location contains a hash of the job's
-code and arguments, so a replacement run never shares a checkpoint with the run it replaces.
+Both engines get the same settings (:func:`job_settings`), spelled as each entry point parses them.
+
+**Checkpoint location.** EMR: ``<checkpoints>/emr/<shape>/<stream name>/``, where ``<shape>`` hashes only what the
+checkpoint's contents depend on (:func:`checkpoint_shape`): the fine zoom and the window length of the open windows
+kept under it (``glue_jobs.window_state``), and the reader. A code change or another setting (grid zoom, refine
+threshold, watermark, event field mapping, trigger) keeps the location, so the replacement run resumes from the
+committed offsets and open windows; Spark allows such changes between restarts from one checkpoint (a
+``foreachBatch`` body and trigger may change; a changed source or stateful operation may not: "Recovery Semantics
+after Changes in a Streaming Query",
+https://spark.apache.org/docs/latest/streaming/apis-on-dataframes-and-datasets.html#recovery-semantics-after-changes-in-a-streaming-query).
+A change of the shape (or another stream) gets a location of its own instead of a checkpoint Spark, the connector or
+the window state would refuse or misread; that run starts fresh from the stream's tip and its first windows are
+written partial (CONTRACTS.md "Load snapshot"). Glue: ``<checkpoints>/glue/<run key>/``, the run key hashing the
+code and every setting as before: Glue reads a run's arguments when it starts, its custom resource starts a new run
+only when ``--checkpoint`` changes, and it starts it before CloudFormation stops the old one, so two runs must not
+share a checkpoint there. Glue's readers start at the stream's oldest record, so a fresh run replays what the
+stream retains (complete windows, stale to the partitioner).
 """
 
 from __future__ import annotations
@@ -32,7 +48,8 @@ from constructs import Construct
 
 from infra import assets
 from infra.config import EMR_RELEASE, GeoConfig
-from infra.functions import retention
+from infra.functions import LambdaKit, retention
+from infra.job_run import EmrStreamingJobRun
 
 # The Kinesis connector bundled with EMR Serverless releases (Structured Streaming source "aws-kinesis").
 EMR_KINESIS_CONNECTOR = "/usr/share/aws/kinesis/spark-sql-kinesis/lib/spark-streaming-sql-kinesis-connector.jar"
@@ -49,24 +66,37 @@ class JobInputs:
     costs: s3.IBucket
 
 
+def checkpoint_shape(config: GeoConfig, *, engine: str) -> list[object]:
+    """What a checkpoint's contents depend on (the EMR location's key, see the module docstring): the engine, the
+    zoom of the fine cells and the window length of the open windows (``glue_jobs.window_state``), and the reader
+    (``glue_kinesis_connector_jar``: another source's offsets)."""
+    return [engine, config.zoom, config.window_s, config.glue_kinesis_connector_jar]
+
+
 def job_settings(config: GeoConfig, inputs: JobInputs, *, engine: str, code_hash: str) -> dict[str, str]:
     """What both entry points are told (names as in ``glue_jobs/emr_entry.py``, ``-`` for ``_``).
 
     ``event-fields`` (the event field mapping's JSON) only when it is not the default, and ``kinesis-connector-jar``
-    only when set (engine=glue); both are part of the run key, so a change starts a new run on its own checkpoint.
+    only when set (engine=glue). ``checkpoint``: see the module docstring (EMR keyed by :func:`checkpoint_shape` and
+    the stream, Glue by the code and every setting).
     """
     keyed: list[object] = [engine, code_hash, config.grid_zoom, config.zoom, config.refine_events, config.window_s,
                            config.watermark_s]  # fmt: skip
     mapped = {} if config.event_fields.is_default else {"event-fields": config.event_fields.to_json()}
     if config.glue_kinesis_connector_jar:  # another reader of the stream: its offsets need a checkpoint of their own
         mapped["kinesis-connector-jar"] = config.glue_kinesis_connector_jar
-    run_key = hashlib.sha256(json.dumps(keyed + list(mapped.values())).encode()).hexdigest()[:12]
+    if engine == "emr":
+        shape = hashlib.sha256(json.dumps(checkpoint_shape(config, engine=engine)).encode()).hexdigest()[:12]
+        checkpoint = f"s3://{inputs.checkpoints.bucket_name}/emr/{shape}/{inputs.stream.stream_name}/"
+    else:
+        run_key = hashlib.sha256(json.dumps(keyed + list(mapped.values())).encode()).hexdigest()[:12]
+        checkpoint = f"s3://{inputs.checkpoints.bucket_name}/{engine}/{run_key}/"
     return {
         "stream-name": inputs.stream.stream_name,
         "stream-arn": inputs.stream.stream_arn,
         "region": Aws.REGION,
         "snapshots": f"s3://{inputs.snapshots.bucket_name}",
-        "checkpoint": f"s3://{inputs.checkpoints.bucket_name}/{engine}/{run_key}/",
+        "checkpoint": checkpoint,
         "quarantine": f"s3://{inputs.quarantine.bucket_name}",
         "costs": f"s3://{inputs.costs.bucket_name}/costs/",
         "zoom": str(config.zoom),
@@ -78,7 +108,8 @@ def job_settings(config: GeoConfig, inputs: JobInputs, *, engine: str, code_hash
 
 
 def emr_arguments(settings: dict[str, str]) -> list[str]:
-    """``entryPointArguments`` of ``glue_jobs/emr_entry.py`` (argparse flags); a replacement run starts at LATEST."""
+    """``entryPointArguments`` of ``glue_jobs/emr_entry.py`` (argparse flags). ``--starting-position LATEST`` applies
+    to a fresh checkpoint only (a first deploy, a new shape): a replacement run resumes from its checkpoint."""
     names = ("stream-name", "region", "snapshots", "checkpoint", "quarantine", "costs", "zoom", "grid-zoom",
              "refine-events", "window", "watermark", "event-fields")  # fmt: skip
     return [*(v for name in names if name in settings for v in (f"--{name}", settings[name])),
@@ -97,7 +128,8 @@ def _job_role(scope: Construct, principal: str, description: str) -> iam.Role:
 
 
 class EmrServerlessAggregation(Construct):
-    """``application``, ``job_role``, ``log_group``, ``job_run`` (the AwsCustomResource), ``settings``, ``arguments``."""
+    """``application``, ``job_role``, ``log_group``, ``job_run`` (:class:`~infra.job_run.EmrStreamingJobRun`),
+    ``settings``, ``arguments``."""
 
     def __init__(
         self,
@@ -108,6 +140,7 @@ class EmrServerlessAggregation(Construct):
         inputs: JobInputs,
         subnets: list[ec2.ISubnet],
         security_group: ec2.ISecurityGroup,
+        kit: LambdaKit,
     ) -> None:
         super().__init__(scope, construct_id)
         self.engine = "emr"
@@ -120,7 +153,11 @@ class EmrServerlessAggregation(Construct):
         self.application = self._application(config, subnets, security_group)
         self.settings = job_settings(config, inputs, engine="emr", code_hash=self.code.asset_hash + self.entry.asset_hash)
         self.arguments = emr_arguments(self.settings)
-        self.job_run = self._job_run(config)
+        # a construct id of its own: the job-run resource of an AwsCustomResource (id "JobRun") had another service
+        # token, which CloudFormation does not let an update change; the first deploy of this one cancels that run
+        self.job_run = EmrStreamingJobRun(self, "StreamingRun", kit=kit, application_id=self.application.attr_application_id,
+                                          job_role=self.job_role, request=self._start_request(config),
+                                          log_retention=retention(config.log_retention_days))
         self.job_run.node.add_dependency(self.job_role)
         self._grant_job_role()
 
@@ -148,76 +185,32 @@ class EmrServerlessAggregation(Construct):
             ),
         )
 
-    def _start_job_run(self, config: GeoConfig) -> cr.AwsSdkCall:
-        """``StartJobRun`` of the streaming job (``mode=STREAMING``), logging to :attr:`log_group`."""
+    def _start_request(self, config: GeoConfig) -> dict[str, object]:
+        """The ``StartJobRun`` request of the streaming job (``mode=STREAMING``), logging to :attr:`log_group`."""
         submit = (
             f"--jars {EMR_KINESIS_CONNECTOR} --conf spark.submit.pyFiles={self.code.s3_object_url} "
             "--conf spark.executor.cores=2 --conf spark.executor.memory=4g --conf spark.driver.cores=1 "
             "--conf spark.driver.memory=2g --conf spark.sql.shuffle.partitions=8"
         )
-        return cr.AwsSdkCall(
-            service="emr-serverless",
-            action="startJobRun",
-            parameters={
-                "applicationId": self.application.attr_application_id,
-                "executionRoleArn": self.job_role.role_arn,
-                "name": f"{config.prefix}-aggregation",
-                "mode": "STREAMING",
-                "retryPolicy": {"maxFailedAttemptsPerHour": 5},
-                "jobDriver": {
-                    "sparkSubmit": {
-                        "entryPoint": self.entry.s3_object_url,
-                        "entryPointArguments": self.arguments,
-                        "sparkSubmitParameters": submit,
-                    }
-                },
-                "configurationOverrides": {
-                    "monitoringConfiguration": {
-                        "cloudWatchLoggingConfiguration": {"enabled": True, "logGroupName": self.log_group.log_group_name}
-                    }
-                },
+        return {
+            "applicationId": self.application.attr_application_id,
+            "executionRoleArn": self.job_role.role_arn,
+            "name": f"{config.prefix}-aggregation",
+            "mode": "STREAMING",
+            "retryPolicy": {"maxFailedAttemptsPerHour": 5},
+            "jobDriver": {
+                "sparkSubmit": {
+                    "entryPoint": self.entry.s3_object_url,
+                    "entryPointArguments": self.arguments,
+                    "sparkSubmitParameters": submit,
+                }
             },
-            physical_resource_id=cr.PhysicalResourceId.from_response("jobRunId"),
-        )
-
-    def _job_run(self, config: GeoConfig) -> cr.AwsCustomResource:
-        """Starts the job run on create and on a change of its code or arguments; cancels it on delete."""
-        start = self._start_job_run(config)
-        application_id = self.application.attr_application_id
-        job_runs = Stack.of(self).format_arn(
-            service="emr-serverless", resource="/applications", resource_name=f"{application_id}/jobruns/*"
-        )
-        application_arn = Stack.of(self).format_arn(
-            service="emr-serverless", resource="/applications", resource_name=application_id
-        )
-        return cr.AwsCustomResource(
-            self,
-            "JobRun",
-            resource_type="Custom::EmrServerlessStreamingJobRun",
-            on_create=start,
-            on_update=start,
-            on_delete=cr.AwsSdkCall(
-                service="emr-serverless",
-                action="cancelJobRun",
-                parameters={"applicationId": application_id, "jobRunId": cr.PhysicalResourceIdReference()},
-                ignore_error_codes_matching="ResourceNotFoundException|ValidationException",
-            ),
-            policy=cr.AwsCustomResourcePolicy.from_statements(
-                [
-                    iam.PolicyStatement(actions=["emr-serverless:StartJobRun"], resources=[application_arn]),
-                    iam.PolicyStatement(
-                        actions=["emr-serverless:CancelJobRun", "emr-serverless:GetJobRun"], resources=[job_runs]
-                    ),
-                    iam.PolicyStatement(
-                        actions=["iam:PassRole"],
-                        resources=[self.job_role.role_arn],
-                        conditions={"StringEquals": {"iam:PassedToService": "emr-serverless.amazonaws.com"}},
-                    ),
-                ]
-            ),
-            install_latest_aws_sdk=False,
-            timeout=Duration.minutes(5),
-        )
+            "configurationOverrides": {
+                "monitoringConfiguration": {
+                    "cloudWatchLoggingConfiguration": {"enabled": True, "logGroupName": self.log_group.log_group_name}
+                }
+            },
+        }
 
     def _grant_job_role(self) -> None:
         """The job writes its log group and reads its entry script and code zip."""

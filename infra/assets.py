@@ -74,6 +74,7 @@ PARTITIONER_HANDLER = EntryPoint("lambdas/partitioner/handler.py", "handler", ("
 ROUTER_HANDLER = EntryPoint("lambdas/router/handler.py", "handler")
 DEPLOYER_HANDLER = EntryPoint("lambdas/deploy/deployer.py", "handler")
 HOOKS_HANDLER = EntryPoint("lambdas/deploy/hooks.py", "handler")
+JOB_RUN_HANDLER = EntryPoint("lambdas/jobrun/handler.py", "on_event")
 EMR_ENTRY = EntryPoint("glue_jobs/emr_entry.py")
 GLUE_ENTRY = EntryPoint("glue_jobs/glue_entry.py")
 WORKER_DOCKERFILE = EntryPoint("geo_service/Dockerfile")

@@ -9,6 +9,8 @@ finds them through these outputs (``aws cloudformation describe-stacks``; docs/D
 * ``LogGroupWorkers``: the geo workers' container logs (stream prefix ``worker``);
 * ``LogGroupAggregation`` (``engine=emr`` only): the EMR Serverless job's driver and executor logs. A Glue job
   writes to the log groups AWS Glue names itself (docs/DEPLOY.md says where);
+* ``LogGroupJobRun`` (``engine=emr`` only): the custom resource that replaces the streaming job run on a deploy
+  (which run it cancelled, when it ended, which it started: ``lambdas/jobrun/handler.py``);
 * ``AlarmNames``: the alarms, comma-separated (``aws cloudwatch describe-alarms --alarm-names ...``).
 
 The output keys are fixed (logical ids overridden), so scripts can rely on them.

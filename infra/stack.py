@@ -43,9 +43,9 @@ class GeoRebalancerStack(Stack):
         self.storage = Storage(self, "Storage", config=config)
         self.tables = ControlTables(self, "Tables", config=config)
         self.geo_streams = GeoStreams(self, "GeoStreams", config=config)
-        self.aggregation: AggregationJob = self._aggregation()
-        env = self.shared_environment()
         kit = LambdaKit(self, "Lambda", config=config)
+        self.aggregation: AggregationJob = self._aggregation(kit)
+        env = self.shared_environment()
         self.partitioner = PartitionerFunction(self, "Partitioner", kit=kit, snapshots=self.storage.snapshots, environment=env)
         self.router = RouterFunction(self, "Router", config=config, kit=kit, stream=self.ingest.stream,
                                      environment=env | self.event_environment() | self.router_environment())
@@ -64,7 +64,7 @@ class GeoRebalancerStack(Stack):
                         job_logs=getattr(self.aggregation, "log_group", None))
         acknowledge_findings(self, self._finding_owners())
 
-    def _aggregation(self) -> AggregationJob:
+    def _aggregation(self, kit: LambdaKit) -> AggregationJob:
         """The Spark job of the configured engine (context ``engine``), reading the ingest stream."""
         inputs = JobInputs(
             stream=self.ingest.stream,
@@ -82,6 +82,7 @@ class GeoRebalancerStack(Stack):
             inputs=inputs,
             subnets=self.network.vpc.select_subnets(subnet_type=self.network.private_subnets.subnet_type).subnets,
             security_group=self.network.security_group,
+            kit=kit,
         )
 
     def _workers(self, env: Mapping[str, str]) -> Workers:
@@ -100,8 +101,11 @@ class GeoRebalancerStack(Stack):
         )
 
     def _functions_by_name(self) -> dict[str, lambda_.Function]:
-        return {"Router": self.router.function, "Partitioner": self.partitioner.function,
-                "Deployer": self.deployer.function, "Hooks": self.hooks.function}
+        named = {"Router": self.router.function, "Partitioner": self.partitioner.function,
+                 "Deployer": self.deployer.function, "Hooks": self.hooks.function}
+        if isinstance(self.aggregation, EmrServerlessAggregation):  # the streaming job run's replacements
+            named["JobRun"] = self.aggregation.job_run.function
+        return named
 
     def _watched(self) -> Watched:
         return Watched(
@@ -303,7 +307,7 @@ class GeoRebalancerStack(Stack):
         }
         if isinstance(self.aggregation, EmrServerlessAggregation):
             values["EmrApplicationId"] = self.aggregation.application.attr_application_id
-            values["EmrJobRunId"] = self.aggregation.job_run.get_response_field("jobRunId")
+            values["EmrJobRunId"] = self.aggregation.job_run.job_run_id
         else:
             values["GlueJobName"] = self.aggregation.job.job_name
         for name, value in values.items():

@@ -228,7 +228,7 @@ def _ack_unscoped_actions(stack: Stack, owners: FindingOwners) -> None:
         stack,
         IAM4_LAMBDA_BASIC,
         "AWSLambdaBasicExecutionRole only allows creating log streams and putting log events; used by the project's "
-        "functions and by the CDK-provided bucket-notification and AwsCustomResource handlers.",
+        "functions and by the CDK-provided bucket-notification, AwsCustomResource and provider-framework handlers.",
     )
     _ack(
         stack,
@@ -269,6 +269,17 @@ def _ack_aggregation(stack: Stack, aggregation: AggregationJob) -> None:
             aggregation,
             f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:emr-serverless:<AWS::Region>:<AWS::AccountId>:/applications/<{app_id}.ApplicationId>/jobruns/*]",
             "Job run ids are created by StartJobRun at deploy time; limited to this application's runs.",
+        )
+        _ack(
+            aggregation.job_run.function,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Only X-Ray PutTraceSegments/PutTelemetryRecords (Lambda tracing), which have no resource-level permissions.",
+        )
+        _ack(
+            aggregation.job_run.provider,
+            f"AwsSolutions-IAM5[Resource::{_arn_token(stack, aggregation.job_run.function)}:*]",
+            "The CDK provider framework invokes its one onEvent handler (lambda:InvokeFunction on that function's "
+            "versions and aliases).",
         )
         _ack(
             aggregation.job_role,

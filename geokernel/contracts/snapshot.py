@@ -31,6 +31,9 @@ SNAPSHOTS_PREFIX = "snapshots/"
 MANIFEST_NAME = "_manifest.json"
 #: The header of every data file (``cost`` empty when unknown).
 SNAPSHOT_HEADER: tuple[str, ...] = ("quadkey", "events", "cost")
+#: ``partial_reason`` of a window that began before the job run could read every event of it: the run started on a
+#: fresh checkpoint (a first deploy, a lost checkpoint, a new query shape) at the stream's tip, mid-window.
+JOB_STARTED_MID_WINDOW = "job_started_mid_window"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -111,6 +114,11 @@ class SnapshotManifest:
     ``total_events`` is the sum of ``events`` over the rows at ``grid_zoom``; ``checksum`` is
     :func:`manifest_checksum` of the files' sha256 in order. ``refine_events`` and ``batch_id`` are None only in a
     manifest that lacks them (the partitioner does not need them).
+
+    ``partial_reason`` is None for a complete window (stored without the field, as every manifest written before
+    it existed: byte for byte the same); for a window the job saw only part of, a code such as
+    :data:`JOB_STARTED_MID_WINDOW`, stored as ``"complete": false, "partial_reason": <code>``. Its counts are a
+    lower bound of the window's load: the partitioner never builds a spec from it.
     """
 
     window_start: datetime
@@ -124,6 +132,12 @@ class SnapshotManifest:
     batch_id: int | None
     files: tuple[SnapshotFile, ...]
     checksum: str
+    partial_reason: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """True unless the job saw only part of the window (``partial_reason`` says why)."""
+        return self.partial_reason is None
 
     @property
     def window_end_iso(self) -> str:
@@ -131,11 +145,14 @@ class SnapshotManifest:
         return self.window_end.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def to_dict(self) -> dict[str, Any]:
-        """The manifest as a JSON object, in the field order of the stored file."""
+        """The manifest as a JSON object, in the field order of the stored file (``complete`` and ``partial_reason``
+        only for a partial window)."""
+        partial = {} if self.complete else {"complete": False, "partial_reason": self.partial_reason}
         return {"format": SNAPSHOT_FORMAT, "window_start": iso(self.window_start), "window_end": iso(self.window_end),
                 "grid_zoom": self.grid_zoom, "zoom": self.zoom, "refine_events": self.refine_events,
                 "rows": self.rows, "total_events": self.total_events, "has_cost": self.has_cost,
-                "batch_id": self.batch_id, "files": [f.to_dict() for f in self.files], "checksum": self.checksum}
+                "batch_id": self.batch_id, **partial, "files": [f.to_dict() for f in self.files],
+                "checksum": self.checksum}
 
     def to_json(self) -> bytes:
         """The stored bytes: two-space indented JSON and a final newline."""
@@ -180,7 +197,22 @@ class SnapshotManifest:
             raise ContractError(f"{where}: 'checksum' must be 64 hex digits, got {checksum!r}")
         return cls(start, end, _count(doc, "grid_zoom", where), _count(doc, "zoom", where),
                    _optional_count(doc, "refine_events"), _count(doc, "rows", where), total, has_cost,
-                   _optional_count(doc, "batch_id"), files, checksum)
+                   _optional_count(doc, "batch_id"), files, checksum, _partial_reason(doc, where))
+
+
+def _partial_reason(doc: Mapping[str, Any], where: str) -> str | None:
+    """``partial_reason`` of a manifest: None when ``complete`` is absent or true (a manifest without the field is
+    a complete window), the non-empty code when ``complete`` is false."""
+    complete, reason = doc.get("complete", True), doc.get("partial_reason")
+    if not isinstance(complete, bool):
+        raise ContractError(f"{where}: 'complete' must be true or false, got {complete!r}")
+    if complete:
+        if reason is not None:
+            raise ContractError(f"{where}: a complete window has no 'partial_reason', got {reason!r}")
+        return None
+    if not isinstance(reason, str) or not reason:
+        raise ContractError(f"{where}: a window with complete=false needs a non-empty 'partial_reason', got {reason!r}")
+    return reason
 
 
 def _time(v: Any, field: str, where: str) -> datetime:

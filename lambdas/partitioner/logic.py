@@ -5,13 +5,16 @@
 1. **Idempotence / staleness**: control ``pk="snapshot"`` records the last processed manifest key,
    checksum and window end. The same key and checksum again is a ``duplicate`` (no-op); a window
    ending at or before the last processed one is ``rejected`` as ``stale_snapshot``.
-2. **Verify** the manifest and every data file (:mod:`lambdas.partitioner.snapshot`); an empty
+2. **Complete windows only**: a window the Spark job saw only part of (``complete: false``, e.g. its run started
+   mid-window on a fresh checkpoint) is ``rejected`` as ``partial_window``: its counts are a lower bound of the
+   load and would undersize the spec. Like every rejection it leaves the ``pk="snapshot"`` mark as it was.
+3. **Verify** the manifest and every data file (:mod:`lambdas.partitioner.snapshot`); an empty
    snapshot is rejected.
-3. **Read rows** with :func:`partitioner.load.read.read_snapshot_rows`. When the snapshot carries no
+4. **Read rows** with :func:`partitioner.load.read.read_snapshot_rows`. When the snapshot carries no
    cost column, the latest worker cost reports of the *active* version are merged in: the weight of
    a row is ``events * rate(grid-zoom ancestor)``; cells without a reported rate get the
    events-weighted mean rate of those with one (so totals stay comparable with ``MAX_LOAD``).
-4. **Control step** (:func:`partitioner.control.controller.control_step`, the code the simulator runs): the
+5. **Control step** (:func:`partitioner.control.controller.control_step`, the code the simulator runs): the
    controller state (load history per region, smoothed levels per cell, last publish) is loaded from S3
    (:mod:`lambdas.partitioner.state`), the snapshot absorbed into it, and the configured policy
    (``POLICY_JSON``: predictive by default, or reactive) decides, building a candidate with
@@ -21,7 +24,7 @@
    ``POLICY_JSON``'s ``latency_s``, else one window. A spec to publish gets ``source.window_end`` (the
    snapshot's window end) and is validated. ``pk="policy"`` records ``last_published_at`` (epoch s) and
    ``last_decision`` (``Decision.to_dict()``).
-5. **Publish** (only if the policy says so): put ``specs/v<n:08d>.json`` with ``If-None-Match: *``
+6. **Publish** (only if the policy says so): put ``specs/v<n:08d>.json`` with ``If-None-Match: *``
    (never overwrite), then the conditional put of control ``pk="desired"`` (version only moves
    forward), then ``pk="policy"``, the controller state, and ``pk="snapshot"``.
 
@@ -55,7 +58,14 @@ from lambdas.common.errors import AdapterError
 from lambdas.common.records import median_latency_s, read_active, read_desired, read_latency_samples
 from lambdas.common.s3 import CostReports, ObjectStore, SpecExists, SpecStore
 from lambdas.common.timestamps import now_iso
-from lambdas.partitioner.snapshot import Manifest, SnapshotRejected, parse_manifest, read_rows, verify_manifest
+from lambdas.partitioner.snapshot import (
+    Manifest,
+    SnapshotRejected,
+    parse_manifest,
+    read_rows,
+    require_complete,
+    verify_manifest,
+)
 from lambdas.partitioner.state import ControlStateStore
 from partitioner.builders import build_spec
 from partitioner.control.controller import ControlSettings, ControlState, Step, control_step
@@ -157,6 +167,7 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
         raise SnapshotRejected("stale_snapshot", f"{manifest.key}: window_end {manifest.record.window_end_iso!r} "
                                                  f"is not after the last processed {mark.window_end!r} "
                                                  f"({mark.manifest_key})")
+    require_complete(manifest)
     verify_manifest(manifest)
     text = read_rows(deps.snapshots, manifest)
     try:

@@ -1,8 +1,8 @@
 """Read and verify a load snapshot (:mod:`geokernel.contracts.snapshot`; ``docs/CONTRACTS.md``, "Load snapshot").
 
-:func:`parse_manifest` decodes the manifest (its format and fields), :func:`verify_manifest` checks its sums
-(the total row count and the checksum), and :func:`read_rows` that every listed file exists, each file's sha256
-and row count, then returns the rows' CSV bytes. Any failure raises :class:`SnapshotRejected` with a
+:func:`parse_manifest` decodes the manifest (its format and fields), :func:`require_complete` refuses a window the
+Spark job saw only part of, :func:`verify_manifest` checks its sums (the total row count and the checksum), and
+:func:`read_rows` that every listed file exists, each file's sha256 and row count, then returns the rows' CSV bytes. Any failure raises :class:`SnapshotRejected` with a
 reason code and a message naming the bad value and the object it came from.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from geokernel.contracts.errors import ContractError
-from geokernel.contracts.snapshot import SNAPSHOT_HEADER, SnapshotManifest, manifest_checksum
+from geokernel.contracts.snapshot import SNAPSHOT_HEADER, SnapshotManifest, iso, manifest_checksum
 from lambdas.common.errors import LambdaError
 from lambdas.common.s3 import ObjectStore
 from partitioner.load import csvscan
@@ -46,6 +46,16 @@ def parse_manifest(raw: bytes, key: str) -> Manifest:
         return Manifest(key, SnapshotManifest.from_json(raw, key))
     except ContractError as exc:
         raise SnapshotRejected("malformed_manifest", str(exc)) from None
+
+
+def require_complete(manifest: Manifest) -> None:
+    """Refuse a partial window (``complete: false``): its counts are only the events the job read after it started
+    mid-window, a lower bound of the load that would undersize a spec (``partial_window``, naming the reason)."""
+    m = manifest.record
+    if not m.complete:
+        raise SnapshotRejected("partial_window", f"{manifest.key}: window {iso(m.window_start)!r}..{iso(m.window_end)!r} "
+                                                 f"is partial ({m.partial_reason!r}): its {float(m.total_events)!r} "
+                                                 f"events are a lower bound of the load; no spec is built from it")
 
 
 def verify_manifest(manifest: Manifest) -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
 from geokernel.contracts.errors import ContractError
 from geokernel.contracts.snapshot import (
+    JOB_STARTED_MID_WINDOW,
     SnapshotFile,
     SnapshotManifest,
     SnapshotRow,
@@ -65,6 +67,22 @@ def test_data_files_and_the_manifest_are_byte_identical_to_what_was_stored() -> 
     assert back == _manifest() and back.window_end_iso == "2026-01-02T03:05:00Z"
 
 
+def test_a_partial_window_is_stored_with_its_reason_and_reads_back_partial() -> None:
+    # GIVEN the manifest of a window the job saw only part of (its run started mid-window)
+    partial = replace(_manifest(), partial_reason=JOB_STARTED_MID_WINDOW)
+    # WHEN stored and read back
+    stored = json.loads(partial.to_json())
+    back = SnapshotManifest.from_json(partial.to_json(), "m")
+    # THEN it says so in two fields before its files, and reads back as the same partial record
+    assert (stored["complete"], stored["partial_reason"]) == (False, "job_started_mid_window")
+    assert list(stored)[-4:] == ["complete", "partial_reason", "files", "checksum"]
+    assert back == partial and not back.complete
+    # AND a complete window is stored without either field (the bytes of every manifest written before them), and
+    # an explicit "complete": true reads as complete too
+    assert "complete" not in json.loads(_manifest().to_json()) and _manifest().complete
+    assert SnapshotManifest.from_dict({**json.loads(MANIFEST), "complete": True}, "m").complete
+
+
 def test_a_manifest_without_the_writers_own_fields_still_reads() -> None:
     # GIVEN a manifest with no refine_events, batch_id or has_cost (the partitioner needs none of them)
     doc = json.loads(MANIFEST)
@@ -85,6 +103,10 @@ def test_a_manifest_without_the_writers_own_fields_still_reads() -> None:
     ({"files": "all of them"}, "'all of them'"),
     ({"files": [{"key": "", "rows": 1, "sha256": "0" * 64}]}, "files[0]: needs a non-empty 'key'"),
     ({"checksum": "abc"}, "'abc'"),
+    ({"complete": "no"}, "'complete' must be true or false, got 'no'"),
+    ({"complete": False}, "complete=false needs a non-empty 'partial_reason', got None"),
+    ({"complete": False, "partial_reason": ""}, "complete=false needs a non-empty 'partial_reason', got ''"),
+    ({"partial_reason": JOB_STARTED_MID_WINDOW}, "a complete window has no 'partial_reason', got 'job_started"),
 ])
 def test_a_malformed_manifest_is_refused_naming_where_and_the_value(change: dict[str, object], named: str) -> None:
     doc = {**json.loads(MANIFEST), **change}

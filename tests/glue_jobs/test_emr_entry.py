@@ -42,7 +42,18 @@ def test_arguments_build_the_job_config() -> None:
                                       "--checkpoint", "s3://b/ckpt", "--window", "30s", "--zoom", "17"])
     cfg = config_from_args(args, out=args.snapshots)
     assert (cfg.out, cfg.window.length, cfg.rollup.zoom) == ("s3://b", "30 seconds", 17)
-    assert cfg.event_fields.is_default
+    assert cfg.event_fields.is_default and cfg.starting_position == "TRIM_HORIZON"
+
+
+def test_the_starting_position_reaches_the_job_config_that_marks_a_fresh_runs_first_windows() -> None:
+    # GIVEN the stack's --starting-position LATEST (a fresh checkpoint reads from the stream's tip), then a bad one
+    base = ["--stream-name", "s", "--region", "us-east-1", "--snapshots", "s3://b", "--checkpoint", "s3://b/c"]
+    args = build_parser().parse_args([*base, "--starting-position", "latest"])
+    # WHEN parsed THEN the job config knows it (its windows begun before the first batch are written partial)
+    assert config_from_args(args, out=args.snapshots).starting_position == "LATEST"
+    bad = build_parser().parse_args([*base, "--starting-position", "AT_TIMESTAMP"])
+    with pytest.raises(ValueError, match="got 'AT_TIMESTAMP'"):
+        config_from_args(bad, out=bad.snapshots)
 
 
 def test_the_event_fields_argument_reaches_the_job_config() -> None:

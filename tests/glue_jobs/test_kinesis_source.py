@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pyspark
 import pytest
-from tests.aggregation.conftest import SPARK_MAJOR
+
+from tests.glue_jobs.conftest import SPARK_MAJOR
 
 if SPARK_MAJOR < 4:
     pytest.skip(f"the Python streaming data source needs Spark 4, have {pyspark.__version__}", allow_module_level=True)
@@ -104,6 +105,30 @@ def test_reader_rejects_bad_options() -> None:
         KinesisStreamReader({})
     with pytest.raises(ValueError, match="'many'"):
         KinesisStreamReader({"stream_name": "s", "max_records_per_shard": "many"})
+    with pytest.raises(ValueError, match="starting_position must be TRIM_HORIZON or LATEST, got 'AT_TIMESTAMP'"):
+        KinesisStreamReader({"stream_name": "s", "starting_position": "AT_TIMESTAMP"})
+
+
+def test_a_reader_from_the_tip_reads_only_what_arrives_after_its_first_offsets(moto_endpoint: str,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    # GIVEN a stream that already holds 6 records, and a reader from its tip (as the EMR job on a fresh checkpoint)
+    _make_stream(moto_endpoint, "tip-test", [_event(i, BASE_MS + i) for i in range(6)])
+    reader = KinesisStreamReader({"stream_name": "tip-test", "endpoint_url": moto_endpoint, "region": "us-east-1",
+                                  "starting_position": "LATEST"})
+    start = reader.initialOffset()
+    time.sleep(0.05)  # the next puts arrive after the offsets' time, whatever the clock's resolution
+    kinesis = _client("kinesis", moto_endpoint)
+    for i in range(6, 10):
+        kinesis.put_record(StreamName="tip-test", Data=_event(i, BASE_MS + i).encode(), PartitionKey=f"u{i % 4}")
+    # WHEN it reads from those offsets
+    rows, end = reader.read(start)
+    rows = list(rows)
+    # THEN only the 4 later records come, and a replay between the two offsets returns exactly them
+    assert sorted(json.loads(r[0])["event_id"] for r in rows) == ["e6", "e7", "e8", "e9"]
+    assert all(v.startswith("@") for v in start["shards"].values())
+    assert sorted(r[1] for r in reader.readBetweenOffsets(start, end)) == sorted(r[1] for r in rows)
 
 
 def test_streaming_cli_from_kinesis_to_s3_in_moto_and_clean_sigterm(moto_endpoint: str, tmp_path: Path) -> None:

@@ -7,12 +7,19 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
-from tests.aggregation.conftest import spark4_only
 
 from glue_jobs.batch import JobConfig, stream_batch_fn
 from glue_jobs.events import classify_events, valid_events
 from glue_jobs.transform import RollupSpec, WindowSpec, aggregate_cells
-from glue_jobs.window_state import STATE_KEY, WindowStateError, WindowStore, interval_ms
+from glue_jobs.window_state import (
+    STATE_KEY,
+    WindowStateError,
+    WindowStore,
+    complete_from_ms,
+    interval_ms,
+    partial_reason,
+)
+from tests.glue_jobs.conftest import spark4_only
 
 pytestmark = pytest.mark.spark
 
@@ -105,3 +112,66 @@ def test_interval_ms_reads_spark_intervals_and_names_bad_ones() -> None:
     assert (interval_ms("2 minutes"), interval_ms("1 second"), interval_ms("500 milliseconds")) == (120_000, 1000, 500)
     with pytest.raises(ValueError, match=r"watermark: expected .* got '2m'"):
         interval_ms("2m", "watermark")
+
+
+def test_complete_from_is_the_epoch_from_the_oldest_record_and_now_from_the_tip() -> None:
+    # GIVEN the starting positions of a fresh checkpoint WHEN read THEN the epoch for the oldest record, now for the
+    # tip, and a window partial exactly when it started before that time; an unknown position is named
+    assert [complete_from_ms(p, 5_000) for p in ("TRIM_HORIZON", "earliest", "LATEST")] == [0, 0, 5_000]
+    assert (partial_reason(4_999, 5_000), partial_reason(5_000, 5_000)) == ("job_started_mid_window", None)
+    with pytest.raises(ValueError, match=r"starting position must be one of .* got 'AT_TIMESTAMP'"):
+        complete_from_ms("AT_TIMESTAMP", 0)
+    with pytest.raises(ValueError, match="got 'NOW'"):
+        WindowStore("unused", "1 minute", starting_position="NOW")
+
+
+def _manifests(out: Path) -> dict[str, dict]:
+    return {json.loads(f.read_text())["window_start"]: json.loads(f.read_text())
+            for f in sorted(out.rglob("_manifest.json"))}
+
+
+def test_a_run_started_mid_window_marks_that_window_partial_and_a_resumed_run_marks_none(spark, tmp_path: Path) -> None:
+    # GIVEN the job reading from the stream's tip (the EMR job on a fresh checkpoint) that starts reading 30 s into
+    # the minute [BASE, BASE + 60): the events before that were in the stream, never read
+    cfg = JobConfig(out=str(tmp_path / "out"), window=WindowSpec("60 seconds", None, "10 seconds"),
+                    rollup=RollupSpec(grid_zoom=10, zoom=14, refine_events=5), starting_position="LATEST")
+    state = str(tmp_path / "ckpt" / "windows")
+    lines: list[str] = []
+    fresh = stream_batch_fn(cfg, state, lines.append, clock=lambda: BASE + 30)
+    # WHEN it reads the window's later events, then the next minute's, whose last event closes the first
+    fresh(spark.createDataFrame([_event(i, BASE + 31 + i) for i in range(5)], SCHEMA), 0)
+    fresh(spark.createDataFrame([_event(10 + i, BASE + 60 + 5 * i) for i in range(3)] + [_event(20, BASE + 75)],
+                                SCHEMA), 1)
+    # THEN the minute it started in is written partial, saying why; its counts are only the 5 events it read
+    first = _manifests(tmp_path / "out")["2023-11-14T22:14:00Z"]
+    assert (first["complete"], first["partial_reason"], first["total_events"]) == (False, "job_started_mid_window", 5)
+    assert any("partial=job_started_mid_window (the run reads every event from 2023-11-14T22:14:30" in line
+               for line in lines)
+    # AND the state records when the run started reading
+    assert json.loads((tmp_path / "ckpt" / "windows" / STATE_KEY).read_text())["complete_from_ms"] == (BASE + 30) * 1000
+    # WHEN the job is restarted (a code change, a crash) and resumes from its checkpoint, much later
+    resumed = stream_batch_fn(cfg, state, lines.append, clock=lambda: BASE + 3600)
+    resumed(spark.createDataFrame([_event(30, BASE + 80), _event(31, BASE + 200)], SCHEMA), 2)
+    # THEN the next minute (begun after the first run started reading) is complete, with every event of both runs
+    second = _manifests(tmp_path / "out")["2023-11-14T22:15:00Z"]
+    assert "complete" not in second and "partial_reason" not in second and second["total_events"] == 5
+
+
+def test_a_run_from_the_oldest_record_and_a_state_without_the_field_mark_nothing(spark, tmp_path: Path) -> None:
+    # GIVEN a job reading the stream from its oldest record (Glue, the local loop), started late in a window
+    cfg = JobConfig(out=str(tmp_path / "out"), window=WindowSpec("60 seconds", None, "10 seconds"),
+                    rollup=RollupSpec(grid_zoom=10, zoom=14, refine_events=5))
+    on_batch = stream_batch_fn(cfg, str(tmp_path / "ckpt" / "windows"), clock=lambda: BASE + 30)
+    # WHEN it reads a window and the event closing it
+    on_batch(spark.createDataFrame([_event(i, BASE + i) for i in range(3)] + [_event(9, BASE + 90)], SCHEMA), 0)
+    # THEN the window is complete (it read what the stream held before it started)
+    assert "complete" not in _manifests(tmp_path / "out")["2023-11-14T22:14:00Z"]
+    # AND a state written before complete_from_ms existed reads as complete even for a run from the tip
+    path = tmp_path / "ckpt" / "windows" / STATE_KEY
+    doc = json.loads(path.read_text())
+    del doc["complete_from_ms"]
+    path.write_text(json.dumps(doc))
+    store = WindowStore(str(tmp_path / "ckpt" / "windows"), "10 seconds", starting_position="LATEST",
+                        clock=lambda: BASE + 3600)
+    fine, max_ms = _fine(spark, [_event(10, BASE + 100)], WindowSpec("60 seconds", None, "10 seconds"))
+    assert store.advance(spark, fine, max_ms, 1, lambda final: None).complete_from_ms == 0

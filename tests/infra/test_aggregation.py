@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aws_cdk import App, Stack
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 
-from infra.aggregation import GlueStreamingAggregation, JobInputs
+from infra import assets
+from infra.aggregation import EmrServerlessAggregation, GlueStreamingAggregation, JobInputs, job_settings
 from infra.config import load_config
+from infra.functions import LambdaKit
 
 
 def _job_run_call(synth: Any, resource_type: str, phase: str) -> dict[str, Any]:
@@ -46,41 +51,113 @@ def test_emr_variant_has_an_emr_serverless_application_and_no_glue_job(emr: Any)
     )
 
 
+def _start_request(template: Template) -> dict[str, Any]:
+    """The StartJobRun request the EMR job-run resource is given (tokens as ``<{...}>`` placeholders)."""
+    (resource,) = template.find_resources("Custom::EmrServerlessStreamingJobRun").values()
+    raw = resource["Properties"]["StartJobRun"]
+    parts = raw["Fn::Join"][1] if isinstance(raw, dict) else [raw]
+    return dict(json.loads("".join(p if isinstance(p, str) else f"<{json.dumps(p, sort_keys=True)}>".replace('"', "'")
+                                   for p in parts)))
+
+
+def _argument(request: dict[str, Any], flag: str) -> str:
+    args = request["jobDriver"]["sparkSubmit"]["entryPointArguments"]
+    return str(args[args.index(flag) + 1])
+
+
 def test_emr_streaming_job_is_started_with_the_entry_point_and_arguments(emr: Any) -> None:
     # GIVEN the job-run custom resource
-    start = _job_run_call(emr, "Custom::EmrServerlessStreamingJobRun", "Create")
-    update = _job_run_call(emr, "Custom::EmrServerlessStreamingJobRun", "Update")
-    delete = _job_run_call(emr, "Custom::EmrServerlessStreamingJobRun", "Delete")
-    # THEN create starts a STREAMING run of emr_entry.py with the code zip, the Kinesis connector and the arguments
-    assert (start["service"], start["action"]) == ("emr-serverless", "startJobRun")
-    params = start["parameters"]
-    assert params["mode"] == "STREAMING"
-    driver = params["jobDriver"]["sparkSubmit"]
-    assert driver["entryPoint"] == "TOKEN"  # the S3 URL of the emr_entry.py asset (checked below)
     (resource,) = emr.resources("Custom::EmrServerlessStreamingJobRun").values()
-    entry_urls = [p["Fn::Sub"] for p in resource["Properties"]["Create"]["Fn::Join"][1] if isinstance(p, dict) and "Fn::Sub" in p]
-    assert any(url.startswith("s3://cdk-hnb659fds-assets-") and url.endswith(".py") for url in entry_urls)
+    request = _start_request(emr.template)
+    # THEN it asks for a STREAMING run of emr_entry.py with the code zip, the Kinesis connector and the arguments
+    assert (request["mode"], request["name"]) == ("STREAMING", "georebal-aggregation")
+    driver = request["jobDriver"]["sparkSubmit"]
+    assert "s3://cdk-hnb659fds-assets-" in driver["entryPoint"] and driver["entryPoint"].endswith(".py'}>")
     args = driver["entryPointArguments"]
     for flag in ("--stream-name", "--region", "--snapshots", "--checkpoint", "--quarantine", "--costs", "--grid-zoom", "--zoom", "--window", "--watermark"):
         assert flag in args
     assert args[args.index("--grid-zoom") + 1] == "12" and args[args.index("--window") + 1] == "300s"
+    assert _argument(request, "--starting-position") == "LATEST"  # a fresh checkpoint only: a replacement resumes
     assert "spark-streaming-sql-kinesis-connector.jar" in driver["sparkSubmitParameters"]
     assert "--conf spark.submit.pyFiles=" in driver["sparkSubmitParameters"]
-    # AND a change starts a new run; delete cancels the run this resource started
-    assert update["action"] == "startJobRun"
-    assert delete["action"] == "cancelJobRun" and delete["parameters"]["jobRunId"] == "PHYSICAL:RESOURCEID:"
+    # AND the replaced run gets a grace period to stop its query and up to 10 minutes to end before its successor
+    # starts (lambdas/jobrun/handler.py: one run at a time on the checkpoint)
+    assert (resource["Properties"]["ShutdownGracePeriodSeconds"], resource["Properties"]["StopTimeoutSeconds"]) == (
+        "120", "600")
+    emr.template.has_resource_properties("AWS::Lambda::Function", {"Handler": "lambdas.jobrun.handler.on_event",
+                                                                   "Timeout": 840})
 
 
-def test_emr_job_start_may_only_touch_this_application_and_pass_the_job_role(emr: Any) -> None:
-    # GIVEN the custom resource's policy
-    policies = [p for k, p in emr.resources("AWS::IAM::Policy").items() if "JobRunCustomResourcePolicy" in k]
+def test_emr_job_run_handler_may_only_touch_this_application_and_pass_the_job_role(emr: Any) -> None:
+    # GIVEN the job-run handler's policy
+    policies = [p for k, p in emr.resources("AWS::IAM::Policy").items() if k.startswith("AggregationStreamingRunHandler")]
     (policy,) = policies
     statements = policy["Properties"]["PolicyDocument"]["Statement"]
     actions = sorted(a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
-    # THEN exactly start/cancel/get job runs and a conditioned PassRole
-    assert actions == ["emr-serverless:CancelJobRun", "emr-serverless:GetJobRun", "emr-serverless:StartJobRun", "iam:PassRole"]
+    # THEN exactly list/start/cancel/get job runs, a conditioned PassRole, and X-Ray tracing
+    assert actions == ["emr-serverless:CancelJobRun", "emr-serverless:GetJobRun", "emr-serverless:ListJobRuns",
+                       "emr-serverless:StartJobRun", "iam:PassRole", "xray:PutTelemetryRecords",
+                       "xray:PutTraceSegments"]
     (pass_role,) = [s for s in statements if s["Action"] == "iam:PassRole"]
     assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "emr-serverless.amazonaws.com"}}
+    runs = [s for s in statements if "emr-serverless:CancelJobRun" in s["Action"]]
+    assert all("/jobruns/*" in json.dumps(s["Resource"]) for s in runs)
+
+
+def test_emr_checkpoint_stays_across_code_changes_and_moves_with_the_query_shape(emr: Any) -> None:
+    # GIVEN the synthesized stack's EMR job settings, and the same settings computed for other code
+    stack = emr.stack
+    config, inputs = stack.config, _inputs(stack)
+    checkpoint = _argument(_start_request(emr.template), "--checkpoint")
+
+    def resolved(engine: str = "emr", code_hash: str = "another-build", **changes: Any) -> str:
+        settings = job_settings(replace(config, **changes), inputs, engine=engine, code_hash=code_hash)
+        return json.dumps(stack.resolve(settings["checkpoint"]), sort_keys=True)
+
+    # WHEN the job's code changes THEN the run's checkpoint stays: the new run resumes from its predecessor's offsets
+    assert resolved(code_hash="a") == resolved(code_hash="b") == resolved()
+    assert "<" in checkpoint and checkpoint.startswith("s3://") and "/emr/" in checkpoint
+    # AND so it does for the settings the checkpoint does not hold (they reach the new run as its arguments)
+    assert resolved(grid_zoom=10, refine_events=100, watermark_s=30) == resolved()
+    # AND a new query shape (the open windows' zoom or length) gets a location of its own, where it starts fresh
+    assert len({resolved(), resolved(zoom=17), resolved(window_s=60)}) == 3
+    # AND the location names the stream, so another stream never reads these offsets
+    assert json.dumps(stack.resolve(inputs.stream.stream_name)).strip('"') in resolved()
+    # AND Glue keeps a run of its own per code and settings (its custom resource starts before the old run stops)
+    assert resolved("glue", code_hash="a") != resolved("glue", code_hash="b")
+
+
+def test_emr_template_keeps_the_checkpoint_when_the_code_changes(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN the EMR aggregation synthesized twice with different Spark code (the code zip's hash)
+    def template(code: str) -> Template:
+        monkeypatch.setattr(assets, "_tree_hash", lambda *paths, pattern="*": code)
+        app = App(outdir=str(tmp_path / code))
+        stack = Stack(app, "S")
+        vpc = ec2.Vpc(stack, "Vpc", max_azs=2, nat_gateways=0, subnet_configuration=[
+            ec2.SubnetConfiguration(name="jobs", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)])
+        inputs = JobInputs(stream=kinesis.Stream(stack, "Ingest"), snapshots=s3.Bucket(stack, "Snapshots"),
+                           quarantine=s3.Bucket(stack, "Quarantine"), checkpoints=s3.Bucket(stack, "Checkpoints"),
+                           costs=s3.Bucket(stack, "Costs"))
+        config = load_config({})
+        EmrServerlessAggregation(stack, "Aggregation", config=config, inputs=inputs, subnets=vpc.isolated_subnets,
+                                 security_group=ec2.SecurityGroup(stack, "Sg", vpc=vpc),
+                                 kit=LambdaKit(stack, "Lambda", config=config))
+        return Template.from_stack(stack)
+
+    before, after = _start_request(template("code-v1")), _start_request(template("code-v2"))
+    # WHEN the job-run resource's request is compared
+    # THEN the new code changes the request (CloudFormation updates the resource: the run is replaced) ...
+    assert before["jobDriver"]["sparkSubmit"]["sparkSubmitParameters"] != after["jobDriver"]["sparkSubmit"][
+        "sparkSubmitParameters"]
+    # ... but not the checkpoint the replacement resumes from
+    assert _argument(before, "--checkpoint") == _argument(after, "--checkpoint")
+
+
+def _inputs(stack: Any) -> JobInputs:
+    return JobInputs(stream=stack.ingest.stream, snapshots=stack.storage.snapshots,
+                     quarantine=stack.storage.quarantine, checkpoints=stack.storage.checkpoints,
+                     costs=stack.storage.costs)
 
 
 def test_glue_variant_has_a_glue_51_streaming_job_and_no_emr_application(glue: Any) -> None:

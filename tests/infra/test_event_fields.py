@@ -65,13 +65,14 @@ def test_a_mapping_reaches_the_router_the_workers_and_the_emr_job(tmp_path: Path
     others = [f for f in template.find_resources("AWS::Lambda::Function").values()
               if f["Properties"].get("Handler", "").startswith("lambdas.")
               and f["Properties"]["Handler"] != "lambdas.router.handler.handler"]
-    assert len(others) == 3 and all("EVENT_FIELDS" not in f["Properties"]["Environment"]["Variables"] for f in others)
+    assert len(others) == 4  # partitioner, deployer, hooks, and the streaming job run's custom resource
+    assert all("EVENT_FIELDS" not in f["Properties"].get("Environment", {}).get("Variables", {}) for f in others)
     template.has_resource_properties("AWS::ECS::TaskDefinition", {"ContainerDefinitions": [
         Match.object_like({"Environment": Match.array_with([{"Name": "EVENT_FIELDS", "Value": MAPPED_JSON}])})]})
     # AND the EMR job run passes it as --event-fields
     (run,) = template.find_resources("Custom::EmrServerlessStreamingJobRun").values()
-    create = "".join(p if isinstance(p, str) else "TOKEN" for p in run["Properties"]["Create"]["Fn::Join"][1])
-    args = json.loads(create)["parameters"]["jobDriver"]["sparkSubmit"]["entryPointArguments"]
+    create = "".join(p if isinstance(p, str) else "TOKEN" for p in run["Properties"]["StartJobRun"]["Fn::Join"][1])
+    args = json.loads(create)["jobDriver"]["sparkSubmit"]["entryPointArguments"]
     assert args[args.index("--event-fields") + 1] == MAPPED_JSON
 
 

@@ -22,14 +22,16 @@ def test_every_log_group_of_the_stack_is_an_output_but_flow_and_provider_logs(va
     groups = set(synth.resources("AWS::Logs::LogGroup"))
     # WHEN the LogGroup* outputs are read
     named = {_ref_or_att(v["Value"]) for k, v in outputs.items() if k.startswith("LogGroup")}
-    # THEN each names a log group of the stack; left out are only the VPC flow logs and the log group of CDK's
-    # AwsCustomResource provider (the singleton function that starts the streaming job run)
+    # THEN each names a log group of the stack; left out are only the VPC flow logs and the log groups of CDK's own
+    # custom-resource handlers: the AwsCustomResource singleton (it starts the Glue streaming job run) and the
+    # provider framework's onEvent function (it calls the handler replacing the EMR job run, LogGroupJobRun)
     keys = {k for k in outputs if k.startswith("LogGroup")}
     expected = {"LogGroupRouter", "LogGroupPartitioner", "LogGroupDeployer", "LogGroupHooks", "LogGroupWorkers"}
-    assert keys == (expected | {"LogGroupAggregation"} if variant == "emr" else expected)
+    assert keys == (expected | {"LogGroupAggregation", "LogGroupJobRun"} if variant == "emr" else expected)
     assert named <= groups
     provider = "AWS679f53fac002430cb0da5b7982bd2287"  # the AwsCustomResource singleton's fixed id prefix
-    assert all("FlowLogs" in g or g.startswith(provider) for g in groups - named), groups - named
+    framework = "AggregationStreamingRunProviderLogs"
+    assert all("FlowLogs" in g or g.startswith((provider, framework)) for g in groups - named), groups - named
 
 
 def test_dashboard_and_alarm_names_are_outputs(emr: Any) -> None:

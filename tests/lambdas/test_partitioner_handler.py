@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from geokernel.contracts.control import ControlKey
 from geokernel.contracts.crowds import CROWDS_KEY
 from geokernel.contracts.spec_pointer import spec_key
 from geokernel.geo.tiles import Tile, bounds
@@ -100,6 +101,24 @@ def test_stale_snapshot_is_rejected(aws: Aws) -> None:
     assert (out.status, out.code) == ("rejected", "stale_snapshot")
     assert "window_end" in out.reason
     assert aws.keys(aws.cfg.specs_bucket, "specs/") == [spec_key(1)]
+
+
+def test_a_partial_window_builds_no_spec_and_the_next_complete_one_does(aws: Aws) -> None:
+    # GIVEN the snapshot of a window the Spark job saw only part of (its run started mid-window, so its counts are a
+    # fraction of the true load), then the next, complete window
+    partial_key = write_test_snapshot(aws, snapshot_rows({(0, 0): 40}), t(5))
+    rewrite_manifest(aws, partial_key, complete=False, partial_reason="job_started_mid_window")
+    complete_key = write_test_snapshot(aws, snapshot_rows(CELLS), t(10))
+    d = deps(aws)
+    # WHEN the partial one is processed
+    out = process_snapshot(d, partial_key)
+    # THEN it is rejected like any snapshot that must not size a spec, naming why; nothing is published or marked
+    assert (out.status, out.code) == ("rejected", "partial_window")
+    assert "'job_started_mid_window'" in out.reason and partial_key in out.reason and "lower bound" in out.reason
+    assert aws.keys(aws.cfg.specs_bucket, "specs/") == [] and read_desired(aws.control) is None
+    assert aws.control.get(ControlKey.SNAPSHOT) is None
+    # AND the next, complete window publishes as usual
+    assert process_snapshot(d, complete_key).status == "published"
 
 
 @pytest.mark.parametrize(("change", "code", "needle"), [
