@@ -88,6 +88,11 @@ def test_no_region_and_an_unknown_profile_are_named(monkeypatch: pytest.MonkeyPa
         connect(None, None)
     with pytest.raises(AwsError, match=r"--profile 'nobody': "):
         connect("eu-west-1", "nobody")
+    # AND AWS_REGION (the CDK CLI's; botocore reads only AWS_DEFAULT_REGION) is the region when nothing else names one
+    monkeypatch.setenv("AWS_REGION", "eu-north-1")
+    assert connect(None, None).region == "eu-north-1"
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-south-1")
+    assert connect(None, None).region == "eu-south-1"
     # AND with a region the session makes one client per service, with standard retries
     session = connect("eu-west-1", None)
     assert isinstance(session, Session) and session.region == "eu-west-1"
