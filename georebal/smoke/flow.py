@@ -64,7 +64,9 @@ class Smoke:
         except KeyboardInterrupt:
             self.say("interrupted: " + ("the stack is kept (--keep)" if self.keep else
                                         "destroying the stack (Ctrl-C again leaves it)"))
-            self._teardown()
+            for verdict in self._teardown():
+                for line in verdict.lines():
+                    self.say(line)
             raise
         verdicts += self._teardown()
         return self._summary(verdicts, self.clock.now() - started)

@@ -169,6 +169,7 @@ def test_ctrl_c_while_waiting_still_destroys(run: Run) -> None:
         run.smoke()
     assert run.runner.verbs == ["deploy", "destroy"]
     assert "interrupted: destroying the stack (Ctrl-C again leaves it)" in run.said
+    assert f"ok    destroy: stack {STACK} deleted" in run.said
 
 
 def test_the_cdk_commands_carry_the_tiny_fleets_settings(tmp_path: Path) -> None:
