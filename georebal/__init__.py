@@ -7,6 +7,8 @@ reads them (:mod:`infra.config`, from ``cdk.json`` and ``-c key=value``; no CDK 
 
 =============  ==============================================================================================
 ``preflight``  the account's level quotas against the configured fleet, with a 2x margin, before a deploy
+``smoke``      deploy a tiny fleet to a sandbox account, send events, check none is lost, destroy it
+               (:mod:`georebal.smoke`)
 =============  ==============================================================================================
 
 What the commands share: :mod:`georebal.aws` (the AWS session, injectable for tests), :mod:`georebal.settings`

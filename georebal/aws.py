@@ -6,6 +6,7 @@ passes :func:`connect` (boto3), tests pass their own.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -46,14 +47,38 @@ class Session:
 
 
 def connect(region: str | None, profile: str | None) -> Aws:
-    """A :class:`Session` for ``region`` and ``profile``; raises :class:`AwsError` naming what is missing."""
+    """A :class:`Session` for ``region`` and ``profile``; raises :class:`AwsError` naming what is missing.
+
+    Without ``region``: the environment's or the profile's (``AWS_DEFAULT_REGION``, the profile's ``region``), else
+    ``AWS_REGION`` (which the CDK CLI and the other SDKs read, botocore not)."""
     import boto3
     from botocore.exceptions import BotoCoreError
 
     try:
         session = boto3.Session(region_name=region, profile_name=profile)
+        if not session.region_name and os.environ.get("AWS_REGION"):  # botocore reads AWS_DEFAULT_REGION only
+            session = boto3.Session(region_name=os.environ["AWS_REGION"], profile_name=profile)
     except BotoCoreError as exc:
         raise AwsError(f"--profile {profile!r}: {exc}") from None
     if not session.region_name:
         raise AwsError("no AWS region: give --region or set AWS_REGION (the region you deploy to)")
     return Session(session)
+
+
+def caller_account(aws: Aws) -> str:
+    """The account ``aws``'s credentials belong to (STS ``GetCallerIdentity``, what ``aws sts get-caller-identity``
+    asks); raises :class:`AwsError` naming what is missing: credentials, valid ones, or a way to reach STS."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    try:
+        return str(aws.client("sts").get_caller_identity()["Account"])
+    except NoCredentialsError:
+        raise AwsError("no AWS credentials: set AWS_PROFILE (or --profile) or AWS_ACCESS_KEY_ID and "
+                       "AWS_SECRET_ACCESS_KEY for a sandbox account, as for the AWS CLI (`aws sts "
+                       "get-caller-identity` must work)") from None
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise AwsError(f"the AWS credentials were refused by STS in {aws.region} ({error.get('Code', 'error')}: "
+                       f"{error.get('Message', '')}); renew them (`aws sts get-caller-identity` must work)") from None
+    except BotoCoreError as exc:
+        raise AwsError(f"cannot ask STS who the credentials are in {aws.region} ({exc})") from None

@@ -8,13 +8,21 @@ Commands
 ``preflight [--workers N] [--cdk-json PATH] [-c KEY=VALUE ...] [--region R] [--profile P]``
     The account's level quotas (Fargate vCPU, network interfaces, subnet addresses, Kinesis shards, Lambda
     concurrency, EMR Serverless vCPU or Glue DPUs) against the configured fleet, with a 2x margin.
+``smoke [--events N] [--keep] [--active-timeout S] [--output-timeout S] [--poll S] [--cdk PATH] [--workdir DIR]
+[--cdk-json PATH] [-c KEY=VALUE ...] [--region R] [--profile P]``
+    Preflight, then deploy a tiny fleet under its own prefix, send events before any spec exists, wait for v1 and
+    for every event in the output, check (none lost, the router's failure queue empty, no AccessDenied in the
+    Lambdas' and workers' logs), and destroy it (unless ``--keep``), deleting the geo streams.
 
 Exit status
 -----------
 ``0``
-    Success (``preflight``: every quota fits).
+    Success (``preflight``: every quota fits; ``smoke``: every check passed).
+``1``
+    ``smoke``: a check failed, or the deploy did (the summary names which).
 ``2``
-    ``preflight``: a quota does not fit or could not be read, one line each on stderr. Bad input: errors of the
+    ``preflight``: a quota does not fit or could not be read, one line each on stderr (``smoke`` stops there too,
+    before deploying). Bad input: errors of the
     package (:class:`georebal.errors.GeorebalError`: a bad cdk.json or ``-c`` setting, no region) and bad arguments
     print one line ``error: <message>`` on stderr, like argparse's own usage errors.
 ``130`` / ``141``
@@ -30,21 +38,21 @@ from collections.abc import Sequence
 
 from georebal import __version__
 from georebal.aws import Connect, connect
-from georebal.commands import preflight
+from georebal.commands import preflight, smoke
 from georebal.errors import GeorebalError
 from georebal.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_PIPE
 
 __all__ = ["COMMANDS", "main", "make_parser", "run"]
 
-COMMANDS = (preflight,)
+COMMANDS = (preflight, smoke)
 
 
 def make_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="georebal",
                                  description="Geo Rebalancer operations: look at or act on a deployment in an AWS "
                                              "account (credentials and region as for the AWS CLI).",
-                                 epilog="exit status: 0 ok, 2 refused (preflight) or bad input, 130 interrupted, "
-                                        "141 output pipe closed")
+                                 epilog="exit status: 0 ok, 1 a smoke check failed, 2 refused (preflight) or bad "
+                                        "input, 130 interrupted, 141 output pipe closed")
     ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:

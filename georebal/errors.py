@@ -14,3 +14,7 @@ class SettingsError(GeorebalError, ValueError):
 
 class AwsError(GeorebalError):
     """No AWS session can be made (no region, an unknown profile)."""
+
+
+class SmokeError(GeorebalError):
+    """The smoke run cannot start or go on: a tool, the CDK bootstrap or a stack output is missing."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import ArnFormat, Aws, CfnOutput, Stack
+from aws_cdk import ArnFormat, Aws, CfnOutput, RemovalPolicies, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
@@ -63,6 +63,10 @@ class GeoRebalancerStack(Stack):
                         functions=self._functions_by_name(), worker_logs=self.workers.log_group,
                         job_logs=getattr(self.aggregation, "log_group", None))
         acknowledge_findings(self, self._finding_owners())
+        if not config.retain_data:
+            # nothing outlives `cdk destroy`: the ingest stream, every KMS key (scheduled for deletion) and the log
+            # group CDK adds for its custom resources' function would otherwise be retained (their CDK default)
+            RemovalPolicies.of(self).destroy()
 
     def _aggregation(self, kit: LambdaKit) -> AggregationJob:
         """The Spark job of the configured engine (context ``engine``), reading the ingest stream."""

@@ -27,7 +27,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
 def test_every_command_module_registers_its_sub_command() -> None:
     # GIVEN the dispatcher's command modules WHEN the parser is made THEN each names its sub-command
     sub = next(a for a in make_parser()._actions if a.dest == "command")
-    assert sorted(sub.choices) == ["preflight"] and len(COMMANDS) == 1  # type: ignore[attr-defined]
+    assert sorted(sub.choices) == ["preflight", "smoke"] and len(COMMANDS) == 2  # type: ignore[attr-defined]
 
 
 def test_the_module_and_the_installed_command_run() -> None:
@@ -88,6 +88,11 @@ def test_no_region_and_an_unknown_profile_are_named(monkeypatch: pytest.MonkeyPa
         connect(None, None)
     with pytest.raises(AwsError, match=r"--profile 'nobody': "):
         connect("eu-west-1", "nobody")
+    # AND AWS_REGION (the CDK CLI's; botocore reads only AWS_DEFAULT_REGION) is the region when nothing else names one
+    monkeypatch.setenv("AWS_REGION", "eu-north-1")
+    assert connect(None, None).region == "eu-north-1"
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-south-1")
+    assert connect(None, None).region == "eu-south-1"
     # AND with a region the session makes one client per service, with standard retries
     session = connect("eu-west-1", None)
     assert isinstance(session, Session) and session.region == "eu-west-1"

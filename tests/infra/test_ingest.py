@@ -31,6 +31,10 @@ def test_a_provisioned_ingest_stream_and_fixed_names_when_not_retained(custom: A
     synth.template.has_resource_properties(
         "AWS::Kinesis::Stream", {"Name": "georebal-ingest", "ShardCount": 4, "StreamModeDetails": {"StreamMode": "PROVISIONED"}})
     synth.template.has_resource_properties("AWS::DynamoDB::Table", {"TableName": "georebal-control"})
+    # AND nothing outlives `cdk destroy`: not the stream, nor a KMS key, nor the custom resources' log group
+    kept = {k: (r["Type"], r.get("DeletionPolicy")) for k, r in synth.template.to_json()["Resources"].items()
+            if r.get("DeletionPolicy", "Delete") != "Delete"}
+    assert kept == {}
 
 
 def test_the_leases_table_is_pre_warmed_only_when_asked(emr: Any, custom: Any) -> None:

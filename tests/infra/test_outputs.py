@@ -39,3 +39,13 @@ def test_dashboard_and_alarm_names_are_outputs(emr: Any) -> None:
     assert _ref_or_att(outputs["DashboardName"]["Value"]) in emr.resources("AWS::CloudWatch::Dashboard")
     joined = outputs["AlarmNames"]["Value"]["Fn::Join"]
     assert joined[0] == "," and {_ref_or_att(v) for v in joined[1]} == set(emr.resources("AWS::CloudWatch::Alarm"))
+
+
+@pytest.mark.parametrize("variant", ["emr", "glue"])
+def test_the_smoke_test_finds_every_output_it_reads(variant: str, request: pytest.FixtureRequest) -> None:
+    # GIVEN the synthesized stack WHEN held against the outputs `georebal smoke` reads (georebal/smoke/plan.py)
+    from georebal.smoke.plan import REQUIRED_OUTPUTS
+
+    outputs = request.getfixturevalue(variant).template.to_json()["Outputs"]
+    # THEN every one is there, under its fixed key
+    assert [key for key in REQUIRED_OUTPUTS if key not in outputs] == []
