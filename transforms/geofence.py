@@ -16,9 +16,12 @@ The two methods are the whole interface (``geo_service.pipeline.transform.GeoTra
 
 Notes
 -----
-A zone is kept when its centre lies in the region or its buffer ring, so a zone larger than a
-buffer cell may be missed by a worker whose region only touches its rim; size ``buffer_ring``
-(or the grid zoom) for the largest zone.
+A zone is kept when its **extent** reaches the region: when some point of one of the region's cells, grown by
+``buffer_ring`` rings of cells of that cell's own zoom, lies within ``radius_km`` of the zone's centre (great-circle
+distance; :func:`geo_service.pipeline.extent.discs_reaching`). So a worker reports every zone containing a point of its
+region or buffer, whatever the zoom of its cells (mixed in one region), the zone's size, the latitude or the
+antimeridian: its answers are those of one process holding every zone. Before issue #56 a zone was kept by its
+centre alone, and a 4 km zone centred two zoom-14 cells away was missed.
 """
 
 from __future__ import annotations
@@ -32,12 +35,41 @@ from typing import Any
 
 import numpy as np
 
-from geo_service.pipeline.transform import region_prefixes
-from geokernel.geo.tiles import arrays_to_quadkeys, tiles_xy
+from geo_service.pipeline.extent import discs_reaching, region_boxes
+from geo_service.pipeline.transform import TransformError
+from geokernel.geo.tiles import FloatArray
 
 DEFAULT_CSV = Path(__file__).resolve().parent / "data" / "geofences.csv"
 EARTH_RADIUS_KM = 6371.0088
-LOOKUP_ZOOM = 20  # zone centres are indexed at this zoom; any region zoom up to it works
+
+
+def read_zones(path: Path) -> tuple[tuple[str, ...], FloatArray, FloatArray, FloatArray]:
+    """The zones of a CSV (``id,name,lat,lon,radius_km``): ids, and latitude, longitude and radius arrays.
+
+    Raises
+    ------
+    TransformError
+        The file has no zones, or a row's lat, lon or radius is not a number in range (names the line and value).
+    """
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        rows = [(reader.line_num, row) for row in reader]
+    if not rows:
+        raise TransformError(f"{str(path)!r}: no geofences")
+    values = np.zeros((len(rows), 3))
+    limits = (("lat", -90.0, 90.0), ("lon", -180.0, 180.0), ("radius_km", 0.0, math.inf))
+    for i, (line, row) in enumerate(rows):
+        for j, (field, low, high) in enumerate(limits):
+            raw = row.get(field)
+            try:
+                value = float(raw or "nan")
+            except ValueError:
+                value = math.nan
+            if not (math.isfinite(value) and low <= value <= high):
+                raise TransformError(f"{str(path)!r} line {line}: {field} must be a number in [{low}, {high}], "
+                                     f"got {raw!r}")
+            values[i, j] = value
+    return tuple(row["id"] for _, row in rows), values[:, 0], values[:, 1], values[:, 2]
 
 
 class Geofences:
@@ -50,19 +82,11 @@ class Geofences:
         self.loaded = 0
 
     def load_region(self, quadkeys: Sequence[str], buffer_ring: int) -> None:
-        with self.path.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-        if not rows:
-            raise ValueError(f"{self.path}: no geofences")
-        lat = np.array([float(r["lat"]) for r in rows])
-        lon = np.array([float(r["lon"]) for r in rows])
-        x, y = tiles_xy(lon, lat, LOOKUP_ZOOM)
-        centres = arrays_to_quadkeys(x, y, LOOKUP_ZOOM)
-        prefixes = region_prefixes(quadkeys, buffer_ring)
-        keep = np.array([any(c.startswith(p) for p in prefixes) for c in centres], dtype=bool)
-        self.ids = tuple(r["id"] for r, k in zip(rows, keep, strict=True) if k)
-        self.lat, self.lon = lat[keep], lon[keep]
-        self.radius = np.array([float(r["radius_km"]) for r in rows])[keep]
+        """Keep the zones whose circle reaches the region's cells grown by ``buffer_ring`` rings (module Notes)."""
+        ids, lat, lon, radius = read_zones(self.path)
+        keep = discs_reaching(lat, lon, radius, region_boxes(quadkeys, buffer_ring))
+        self.ids = tuple(i for i, k in zip(ids, keep, strict=True) if k)
+        self.lat, self.lon, self.radius = lat[keep], lon[keep], radius[keep]
         self.loaded = len(self.ids)
 
     def apply(self, event: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,14 +23,13 @@ Rules for time (``ts``: epoch milliseconds or ISO-8601, as the event contract al
 
 Notes
 -----
-**Buffer ring.** A worker loads the zones whose *centre* lies in its region or its ``buffer_ring`` rings of
-neighbour cells (:meth:`transforms.geofence.Geofences.load_region`). A point of the region inside a zone of radius
-``r`` has the zone's centre within ``r`` of it, so every such zone is loaded when ``r`` is at most ``buffer_ring``
-cell widths; a cell of zoom ``z`` is ``40075 * cos(lat) / 2**z`` km wide. With the defaults (``BUFFER_RING`` 1,
-regions of zoom-12 cells or coarser, 9.8 km wide at the equator) zones of up to 3 km are safe up to 72 degrees of
-latitude; every shipped zone (``transforms/data/geofences.csv``, ``city_zones.csv``, ``ais_zones.csv``) is at
-most 4 km and below 60 degrees (4.9 km cells). A bigger zone or a finer region needs a wider ``BUFFER_RING``, or the
-entity's membership would depend on which worker processes it.
+**Zones at every zoom.** A worker loads the zones whose *circle* reaches its region's cells grown by ``buffer_ring``
+rings of cells of their own zoom (:meth:`transforms.geofence.Geofences.load_region`, issue #56), so an entity's
+``zones`` at a point of the region or its buffer are those of one process holding every zone, whatever the zooms of
+the region's cells (the Spark job refines hot cells down to zoom 13-16), the zones' sizes, the latitude or the
+antimeridian. Before, a zone was loaded by its centre only, and one of radius ``r`` was missed by a worker whose
+cells are narrower than ``r / buffer_ring`` (zoom 13 or finer for the shipped 4 km zones), so the transitions of an
+entity depended on which worker processed it.
 
 **State follows the entity** to another worker with state handoff on (``geo_service/entity/handoff.py``): after a border
 moves or a swap, the new worker goes on from the state the entity's previous event left; the local run's oracle
@@ -123,7 +122,7 @@ class GeofenceState:
         return self.fences.loaded
 
     def load_region(self, quadkeys: Sequence[str], buffer_ring: int) -> None:
-        """Load the zones of the region and its buffer ring (:meth:`transforms.geofence.Geofences.load_region`)."""
+        """Load the zones reaching the region and its buffer ring (:meth:`transforms.geofence.Geofences.load_region`)."""
         self.fences.load_region(quadkeys, buffer_ring)
 
     def apply(self, event: Mapping[str, Any]) -> dict[str, Any]:

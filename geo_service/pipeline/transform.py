@@ -23,8 +23,9 @@ distance, so the nearest by chord is the nearest on the sphere).
 
 Notes
 -----
-When the nearest loaded place is farther than the loaded area surely reaches around the point
-(:mod:`geo_service.pipeline.coverage`), the answer comes from all places (loaded once, on first need).
+When the nearest loaded place is farther than the loaded area surely reaches around the point (:mod:`.coverage`),
+or the region holds no place (open sea; a few fine cells of countryside), the answer comes from all places (loaded
+once, on first need). Places are points: loading them by where they lie is right at every zoom (zones: :mod:`.extent`).
 """
 
 from __future__ import annotations
@@ -164,7 +165,6 @@ def load_transform(spec: str) -> GeoTransform:
     return obj
 
 
-
 def ring_tiles(t: Tile, ring: int) -> list[Tile]:
     """Return ``t`` and every tile within ``ring`` tiles of it at the same zoom (x wraps, y does not)."""
     n = 1 << t.z
@@ -196,7 +196,6 @@ def region_prefixes(quadkeys: Iterable[str], buffer_ring: int) -> tuple[str, ...
         if not any(p.startswith(k) for k in kept):
             kept.append(p)
     return tuple(sorted(kept))
-
 
 
 @dataclass(frozen=True)
@@ -377,11 +376,12 @@ class ReverseGeocoder:
         return 0 if self.places is None else len(self.places)
 
     def apply(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        """Return ``place``, ``country``, ``place_population`` and ``distance_km`` (None when nothing is loaded)."""
+        """Return ``place``, ``country``, ``place_population`` and ``distance_km`` (None when the file has no place)."""
         if self.places is None:
             raise TransformError("ReverseGeocoder.apply called before load_region")
-        if self._tree is None:
-            return {"place": None, "country": None, "place_population": None, "distance_km": None}
+        if self._tree is None:  # no place in the region: ask all places, unless all were loaded (there is none)
+            nothing = {"place": None, "country": None, "place_population": None, "distance_km": None}
+            return nothing if self.prefixes == ("",) else _world(self.path).apply(event)
         lat, lon = float(event["lat"]), float(event["lon"])
         chord, i = self._tree.query(unit_vectors(lat, lon))
         if not self.coverage.covers(lon, lat, chord_to_km(float(chord))):  # may lie outside: ask all places

@@ -235,6 +235,24 @@ def tiles_xy(lon: npt.ArrayLike, lat: npt.ArrayLike, zoom: int) -> tuple[IntArra
     return _units_to_index(ux, n), _units_to_index(uy, n)
 
 
+def bounds_arrays(x: npt.ArrayLike, y: npt.ArrayLike, z: npt.ArrayLike) -> tuple[FloatArray, ...]:
+    """Vectorised :func:`bounds`: ``west, south, east, north`` arrays (degrees) of tiles given as arrays.
+
+    ``z`` may be one zoom or one per tile. Raises InvalidTileError naming the first tile outside its zoom's grid.
+    """
+    xa, ya = np.asarray(x, dtype=np.int64), np.asarray(y, dtype=np.int64)
+    za = np.broadcast_to(np.asarray(z, dtype=np.int64), xa.shape)
+    n = np.left_shift(np.int64(1), np.clip(za, 0, MAX_ZOOM)).astype(np.float64)
+    bad = (za < 0) | (za > MAX_ZOOM) | (xa < 0) | (xa >= n) | (ya < 0) | (ya >= n)
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        check_tile(Tile(int(xa[i]), int(ya[i]), int(za[i])))
+    west, east = xa / n * 360.0 - 180.0, (xa + 1) / n * 360.0 - 180.0
+    north = np.degrees(np.arctan(np.sinh(math.pi * (1.0 - 2.0 * ya / n))))
+    south = np.degrees(np.arctan(np.sinh(math.pi * (1.0 - 2.0 * (ya + 1) / n))))
+    return west, south, east, north
+
+
 def _units_to_index(u: FloatArray, n: float) -> IntArray:
     idx = np.floor((u + EPSILON) * n)
     idx = np.where(u <= 0, 0.0, np.where(u >= 1, n - 1, idx))

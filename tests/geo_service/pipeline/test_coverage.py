@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from geo_service.pipeline.coverage import Coverage
+from geo_service.pipeline.extent import region_boxes
 from geo_service.pipeline.transform import ReverseGeocoder
-from geokernel.geo.tiles import bounds, quadkey, quadkey_to_tile, tile
+from geokernel.geo.tiles import Tile, bounds, children, parent, quadkey, quadkey_to_tile, tile
 
 
 def test_the_catch_all_covers_the_world_and_a_point_outside_every_prefix_has_no_radius() -> None:
@@ -49,3 +51,39 @@ def test_a_region_limited_geocoder_answers_as_the_whole_world_does_near_its_edge
         want = [world.apply({"lat": y, "lon": x}) for x, y in zip(xs, ys, strict=True)]
         # THEN the answers are the same, point by point
         assert got == want, qk
+
+
+@pytest.fixture(scope="module")
+def world() -> ReverseGeocoder:
+    g = ReverseGeocoder()
+    g.load_region([""], 0)
+    return g
+
+
+def _mixed_region(cell: Tile) -> list[str]:
+    """``cell``, the zoom+1 children of the cell two columns east and the zoom-1 parent of the one two rows south."""
+    n = 1 << cell.z
+    region = [quadkey(cell)] + [quadkey(c) for c in children(Tile((cell.x + 2) % n, cell.y, cell.z))]
+    return region + ([quadkey(parent(Tile(cell.x, cell.y + 2, cell.z)))] if cell.y + 2 < n else [])
+
+
+@pytest.mark.parametrize("zoom", [12, 13, 14, 15, 16])
+def test_a_geocoder_of_fine_mixed_zoom_cells_answers_as_the_whole_world_does(world: ReverseGeocoder, zoom: int
+                                                                             ) -> None:
+    # GIVEN regions of mixed zooms around a cell of `zoom` (issue #56: places, unlike zones, have no extent, and a
+    # nearest place farther than the loaded block reaches is asked of all places): in London, on the antimeridian
+    # in Fiji, in Svalbard at 78 degrees and in the sea off Chukotka; random points in their cells and rings
+    rng = np.random.default_rng(56 + zoom)
+    for lon, lat in ((-0.1, 51.5), (179.99, -16.8), (15.63, 78.22), (-179.9, 66.0)):
+        qks = _mixed_region(tile(lon, lat, zoom))
+        g = ReverseGeocoder()
+        g.load_region(qks, 1)
+        boxes = region_boxes(qks, 1)
+        pick = rng.integers(len(qks), size=40)
+        ys = rng.uniform(boxes.south[pick], boxes.north[pick]).clip(-85.05, 85.05)
+        xs = (rng.uniform(boxes.west[pick], boxes.east[pick]) + 180.0) % 360.0 - 180.0
+        # WHEN the region's geocoder and the world's answer every point
+        got = [g.apply({"lat": y, "lon": x}) for x, y in zip(xs, ys, strict=True)]
+        want = [world.apply({"lat": y, "lon": x}) for x, y in zip(xs, ys, strict=True)]
+        # THEN the answers are the same, point by point
+        assert got == want, (zoom, lon, lat)

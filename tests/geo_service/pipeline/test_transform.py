@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from geo_service.pipeline.transform import (
+    PLACES_HEADER,
     PLACES_PATH,
     GeoTransform,
     ReverseGeocoder,
@@ -101,14 +102,23 @@ def test_region_prefixes_drop_cells_covered_by_coarser_ones() -> None:
     assert prefixes == ("0231", "1")
 
 
-def test_empty_region_returns_nulls() -> None:
+def test_a_region_without_places_answers_from_all_places(world: ReverseGeocoder, tmp_path: Path) -> None:
     # GIVEN a region of open ocean with no places (a zoom-10 tile in the South Pacific), no buffer
     g = ReverseGeocoder()
     g.load_region([quadkey(tile(-130.0, -45.0, 10))], buffer_ring=0)
     # WHEN a point there is geocoded
     got = g.apply({"lat": -45.0, "lon": -130.0})
-    # THEN there is no place rather than a wrong one
-    assert g.loaded == 0 and got == {"place": None, "country": None, "place_population": None, "distance_km": None}
+    # THEN it loaded nothing and answers as one holding every place (it answered None before issue #56's review)
+    assert g.loaded == 0 and got == world.apply({"lat": -45.0, "lon": -130.0}) and got["place"] is not None
+    # AND only a places file without places gives no place
+    empty = tmp_path / "empty.csv.gz"
+    with gzip.open(empty, "wt", encoding="utf-8") as f:
+        f.write(PLACES_HEADER + "\n")
+    for region in ([""], ["0"]):
+        none = ReverseGeocoder(empty)
+        none.load_region(region, 1)
+        assert none.apply({"lat": 10.0, "lon": -100.0}) == dict.fromkeys(
+            ("place", "country", "place_population", "distance_km"))
 
 
 def test_bad_region_and_bad_data_are_named() -> None:

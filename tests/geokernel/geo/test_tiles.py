@@ -18,6 +18,7 @@ from geokernel.geo.tiles import (
     Tile,
     arrays_to_quadkeys,
     bounds,
+    bounds_arrays,
     check_tile,
     children,
     neighbors,
@@ -164,6 +165,23 @@ def test_vectorised_quadkeys_match_the_scalar_functions_over_mixed_zooms(ts: lis
     x, y, z = quadkeys_to_arrays(qks)
     assert list(zip(x.tolist(), y.tolist(), z.tolist(), strict=True)) == [tuple(quadkey_to_tile(q)) for q in qks]
     assert arrays_to_quadkeys(x, y, z) == qks
+
+
+@settings(max_examples=100)
+@given(st.lists(tiles(), min_size=1, max_size=50))
+def test_vectorised_bounds_are_mercantiles_over_mixed_zooms(ts: list[Tile]) -> None:
+    # GIVEN tiles of mixed zooms WHEN their bounds are computed as arrays
+    west, south, east, north = bounds_arrays([t.x for t in ts], [t.y for t in ts], [t.z for t in ts])
+    # THEN each tile's are mercantile's (and the scalar function's)
+    got = list(zip(west.tolist(), south.tolist(), east.tolist(), north.tolist(), strict=True))
+    for t, b in zip(ts, got, strict=True):
+        assert b == pytest.approx(tuple(mercantile.bounds(*t)), abs=1e-9)
+        assert b == pytest.approx(tuple(bounds(t)), abs=1e-12)
+
+
+def test_vectorised_bounds_reject_a_tile_outside_its_grid_naming_it() -> None:
+    with pytest.raises(InvalidTileError, match=r"\(4, 0, 2\)"):
+        bounds_arrays([0, 4], [0, 0], 2)
 
 
 @settings(max_examples=100)
