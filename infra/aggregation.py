@@ -220,7 +220,7 @@ class EmrServerlessAggregation(Construct):
         )
 
     def _grant_job_role(self) -> None:
-        """The job writes its log group and reads its entry script and code zip."""
+        """The job writes its log group and reads its entry script and code zip (those two objects only)."""
         self.log_group.grant_write(self.job_role)
         # EMR Serverless's CloudWatch logging also describes the group and its streams before writing.
         self.job_role.add_to_policy(
@@ -236,8 +236,11 @@ class EmrServerlessAggregation(Construct):
                 ],
             )
         )
-        self.entry.grant_read(self.job_role)
-        self.code.grant_read(self.job_role)
+        # Its own two asset objects only: Asset.grant_read would allow every object of the account's CDK assets
+        # bucket (other stacks' code and templates). The bucket-level List*/GetBucket* of the per-key grant lists
+        # keys (content hashes) and reads none; S3 answers a missing key with 404 instead of 403 with it.
+        for asset in (self.entry, self.code):
+            asset.bucket.grant_read(self.job_role, asset.s3_object_key)
 
 
 class GlueStreamingAggregation(Construct):

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import jsii
-from aws_cdk import Acknowledgment, Aspects, CfnResource, DefaultStackSynthesizer, IAspect, Stack, Validations
+from aws_cdk import Acknowledgment, Aspects, CfnResource, IAspect, Stack, Validations
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
@@ -22,7 +22,6 @@ from infra.aggregation import AggregationJob, EmrServerlessAggregation
 from infra.config import GeoConfig
 from infra.storage import Storage
 
-BOOTSTRAP_QUALIFIER_CONTEXT = "@aws-cdk/core:bootstrapQualifier"
 IAM4_LAMBDA_BASIC = "AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]"
 # Action families the CDK grant helpers emit for one named bucket or key (never s3:* or kms:*).
 GRANT_ACTION_FAMILIES = (
@@ -119,13 +118,6 @@ class CheckovSkips:
             node.add_metadata("checkov", {"skip": [{"id": i, "comment": c} for i, c in skips]})
 
 
-def bootstrap_qualifier(stack: Stack) -> str:
-    """The bootstrap qualifier the stack's assets bucket is named with: ``-c @aws-cdk/core:bootstrapQualifier=...``
-    when set, else CDK's default (``hnb659fds``)."""
-    found = stack.node.try_get_context(BOOTSTRAP_QUALIFIER_CONTEXT)
-    return str(found) if found else DefaultStackSynthesizer.DEFAULT_QUALIFIER
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FindingOwners:
     """The constructs of the stack that own an acknowledged finding (the narrowest scope of each)."""
@@ -212,7 +204,7 @@ def _ack_run_time_names(stack: Stack, owners: FindingOwners) -> None:
 
 
 def _ack_unscoped_actions(stack: Stack, owners: FindingOwners) -> None:
-    """Actions without resource-level permissions, AWS's managed Lambda policy, and the CDK asset bucket."""
+    """Actions without resource-level permissions, and AWS's managed Lambda policy."""
     star_owners: list[IConstruct] = [*owners.functions, owners.worker_task]
     if owners.aggregation.engine == "glue":
         star_owners.append(owners.aggregation)
@@ -229,12 +221,6 @@ def _ack_unscoped_actions(stack: Stack, owners: FindingOwners) -> None:
         IAM4_LAMBDA_BASIC,
         "AWSLambdaBasicExecutionRole only allows creating log streams and putting log events; used by the project's "
         "functions and by the CDK-provided bucket-notification and AwsCustomResource handlers.",
-    )
-    _ack(
-        stack,
-        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-{bootstrap_qualifier(stack)}-assets-"
-        "<AWS::AccountId>-<AWS::Region>/*]",
-        "Read access to the CDK asset bucket for the Spark job's entry script and code zip; asset keys are content hashes.",
     )
 
 
