@@ -13,8 +13,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from geokernel.contracts.crowds import CONTROL_STATE_KEY
 from geokernel.contracts.env import EnvVar
 from geokernel.contracts.handoff import router_ledger_key, state_key
+from geokernel.contracts.spec_pointer import spec_key
+from geokernel.contracts.stream import stream_manifest_key
 from infra.aggregation import AggregationJob, EmrServerlessAggregation, GlueStreamingAggregation, JobInputs
 from infra.config import GeoConfig
 from infra.deploy import DeployerFunction, HooksFunction
@@ -177,9 +180,9 @@ class GeoRebalancerStack(Stack):
         slot state objects they read back (geo_service/handoff.py)."""
         if not self.config.state_handoff:
             return
-        self.storage.specs.grant_put(self.router.function, router_ledger_key("*", "*").split("/")[0] + "/*")
+        self.storage.specs.grant_put(self.router.function, _objects_under(router_ledger_key("*", "*")))
         self.tables.control.grant_write_data(self.workers.task_role)
-        self.storage.output.grant_read(self.workers.task_role, state_key(0, "*", final=True).split("/")[0] + "/*")
+        self.storage.output.grant_read(self.workers.task_role, _objects_under(state_key(0, "*", final=True)))
 
     def _grant(self) -> None:
         storage, tables, geo = self.storage, self.tables, self.geo_streams
@@ -190,10 +193,16 @@ class GeoRebalancerStack(Stack):
         storage.quarantine.grant_put(job)
         storage.costs.grant_read(job)
 
+        # Published specs are immutable (put once, If-None-Match: lambdas/common/s3.py SpecStore.put_new) and the
+        # specs bucket is versioned: no role gets a delete (s3:DeleteObject* would erase versions too). The readers
+        # get s3:List* with their reads: a missing object (no crowds declared, no controller state yet) is then a
+        # 404 instead of a 403.
         partitioner = self.partitioner.function
         storage.snapshots.grant_read(partitioner)
         storage.costs.grant_read(partitioner)
-        storage.specs.grant_read_write(partitioner)
+        storage.specs.grant_read(partitioner)  # specs, declared crowds, controller state (lambdas/partitioner/logic.py)
+        storage.specs.grant_put(partitioner, _objects_under(spec_key(0)))  # new specs (logic.py publish)
+        storage.specs.grant_put(partitioner, CONTROL_STATE_KEY)  # its controller state (lambdas/partitioner/state.py)
         tables.control.grant_read_write_data(partitioner)
 
         router = self.router.function
@@ -203,7 +212,10 @@ class GeoRebalancerStack(Stack):
         geo.grant_write(router)
 
         deployer = self.deployer.function
-        storage.specs.grant_read_write(deployer)  # lambdas/deploy/code.py republishes the live spec for new code
+        storage.specs.grant_read(deployer)
+        storage.specs.grant_put(deployer, _objects_under(spec_key(0)))  # lambdas/deploy/code.py republishes the live spec for new code
+        # the stream manifest of each new geo stream (lambdas/deploy/steps.py publish_shards)
+        storage.specs.grant_put(deployer, _objects_under(stream_manifest_key(0)))
         tables.control.grant_read_write_data(deployer)
         tables.leases.grant_read_data(deployer)
         geo.grant_manage(deployer)
@@ -211,6 +223,9 @@ class GeoRebalancerStack(Stack):
 
         hooks = self.hooks.function
         storage.specs.grant_read(hooks)
+        # the hooks step the deployer's controller (lambdas/deploy/runtime.py): a step that finds the new geo stream
+        # ACTIVE starts the fleet, which publishes the stream manifest first (lambdas/deploy/steps.py start_fleet)
+        storage.specs.grant_put(hooks, _objects_under(stream_manifest_key(0)))
         tables.control.grant_read_write_data(hooks)
         tables.leases.grant_read_write_data(hooks)
         geo.grant_manage(hooks)
@@ -307,3 +322,9 @@ class GeoRebalancerStack(Stack):
             values["GlueJobName"] = self.aggregation.job.job_name
         for name, value in values.items():
             CfnOutput(self, name, value=value)
+
+
+def _objects_under(key: str) -> str:
+    """The IAM object pattern of every key beside ``key`` under its first path segment (``specs/v00000001.json`` ->
+    ``specs/*``): the keys a contract function names at run time."""
+    return key.split("/")[0] + "/*"

@@ -18,6 +18,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import IConstruct
 
+from geokernel.contracts.spec_pointer import spec_key
+from geokernel.contracts.stream import stream_manifest_key
 from infra.aggregation import AggregationJob, EmrServerlessAggregation
 from infra.config import GeoConfig
 from infra.storage import Storage
@@ -166,6 +168,15 @@ def _ack_grant_helpers(stack: Stack, owners: FindingOwners) -> None:
             stack,
             f"AwsSolutions-IAM5[Resource::{_arn_token(stack, bucket)}/*]",
             f"Objects of the {name} bucket only: object keys are created at run time (window, version, worker, time).",
+        )
+    specs = _arn_token(stack, owners.storage.specs)
+    for key, what in ((spec_key(0), "new spec versions (partitioner, deployer)"),
+                      (stream_manifest_key(0), "geo stream manifests (deployer, hooks)")):
+        _ack(
+            stack,
+            f"AwsSolutions-IAM5[Resource::{specs}/{key.split('/')[0]}/*]",
+            f"Puts of {what} under one fixed prefix of the specs bucket, one key per version named at run time; no "
+            "delete (infra/stack.py).",
         )
 
 

@@ -105,6 +105,34 @@ def test_update_service_is_scoped_to_the_worker_service(emr: Any) -> None:
     ])
 
 
+def _role_statements(synth: Any, role_prefix: str) -> list[dict[str, Any]]:
+    """The statements of the default policy of the role whose logical id starts with ``role_prefix``."""
+    (policy,) = [p for k, p in synth.resources("AWS::IAM::Policy").items() if k.startswith(f"{role_prefix}DefaultPolicy")]
+    return list(policy["Properties"]["PolicyDocument"]["Statement"])
+
+
+def _specs_bucket(synth: Any) -> str:
+    return f"<{synth.stack.resolve(synth.stack.storage.specs.node.default_child.logical_id)}.Arn>"
+
+
+@pytest.mark.parametrize(("role", "puts"), [
+    ("PartitionerFunctionServiceRole", {"/specs/*", "/control/controller-state.json"}),
+    ("DeployerFunctionServiceRole", {"/specs/*", "/streams/*"}),
+    ("HooksFunctionServiceRole", {"/streams/*"}),
+])  # fmt: skip
+def test_published_specs_are_never_deleted_and_each_role_puts_only_what_it_writes(emr: Any, role: str, puts: set[str]) -> None:
+    # GIVEN a role's statements on the specs bucket
+    bucket = _specs_bucket(emr)
+    on_specs = [s for s in _role_statements(emr, role) if any(r.startswith(bucket) for r in _resources(s))]
+    actions = {a for s in on_specs for a in _actions(s)}
+    # THEN it may read every object and put only the keys its code writes (lambdas/partitioner/logic.py and state.py;
+    # lambdas/deploy/code.py and steps.py), and delete nothing: specs are immutable and the bucket keeps versions
+    assert {"s3:GetObject*", "s3:List*", "s3:PutObject"} <= actions
+    assert not [a for a in actions if a.startswith("s3:Delete")]
+    put_to = {r.removeprefix(bucket) for s in on_specs if "s3:PutObject" in _actions(s) for r in _resources(s)}
+    assert put_to == puts
+
+
 @pytest.mark.parametrize(
     "output",
     ["IngestStreamName", "SnapshotsBucket", "SpecsBucket", "QuarantineBucket", "CostsBucket", "OutputBucket",
