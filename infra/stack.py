@@ -229,12 +229,10 @@ class GeoRebalancerStack(Stack):
         tables.control.grant_read_write_data(hooks)
         tables.leases.grant_read_write_data(hooks)
         geo.grant_manage(hooks)
-        hooks.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["ecs:DescribeServices", "ecs:DescribeServiceDeployments", "ecs:ListServiceDeployments"],
-                resources=[self.service_arn, self._service_deployments_arn()],
-            )
-        )
+        # The hooks step the deployer's controller over the same ECS adapter (lambdas/deploy/runtime.py): a step can
+        # start the fleet (whole: a revision and UpdateService), retire or roll back a carry swap (UpdateService),
+        # and the first call after a rollback reads the target revision's SPEC_VERSION (DescribeTaskDefinition)
+        self._grant_ecs_deploy(hooks)
         # ECS assumes the hook role to invoke the hooks function (the unqualified function only).
         self.workers.hook_role.add_to_policy(
             iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[hooks.function_arn])
@@ -265,25 +263,19 @@ class GeoRebalancerStack(Stack):
             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
         )
 
-    def _service_deployments_arn(self) -> str:
-        return self.format_arn(
-            service="ecs",
-            resource="service-deployment",
-            resource_name=f"{cluster_name(self.config)}/{service_name(self.config)}/*",
-            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-        )
-
     def _grant_ecs_deploy(self, grantee: iam.IGrantable) -> None:
+        """What the ECS adapter calls (lambdas/common/ecs.py: describe_services, describe_task_definition,
+        register_task_definition, update_service; tests/infra/test_stack.py derives the set from its source), and
+        passing the worker roles to the revisions it registers."""
         principal = grantee.grant_principal
-        # RegisterTaskDefinition/DescribeTaskDefinition do not support resource-level permissions (Resource "*").
+        # RegisterTaskDefinition/DescribeTaskDefinition have no resource type in "Actions defined by Amazon Elastic
+        # Container Service" (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelasticcontainerservice.html):
+        # Resource "*"
         principal.add_to_principal_policy(
             iam.PolicyStatement(actions=["ecs:RegisterTaskDefinition", "ecs:DescribeTaskDefinition"], resources=["*"])
         )
         principal.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["ecs:UpdateService", "ecs:DescribeServices", "ecs:DescribeServiceDeployments", "ecs:ListServiceDeployments"],
-                resources=[self.service_arn, self._service_deployments_arn()],
-            )
+            iam.PolicyStatement(actions=["ecs:UpdateService", "ecs:DescribeServices"], resources=[self.service_arn])
         )
         principal.add_to_principal_policy(
             iam.PolicyStatement(

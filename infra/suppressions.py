@@ -181,19 +181,13 @@ def _ack_grant_helpers(stack: Stack, owners: FindingOwners) -> None:
 
 
 def _ack_run_time_names(stack: Stack, owners: FindingOwners) -> None:
-    """Resources named at run time under a fixed prefix: geo streams, service deployments, worker tasks."""
+    """Resources named at run time under a fixed prefix: geo streams, worker tasks."""
     config = owners.config
     _ack(
         stack,
         f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kinesis:<AWS::Region>:<AWS::AccountId>:stream/{config.geo_stream_prefix}*]",
         f"Per-version geo streams are created and deleted at run time by the deployer; every statement is limited to "
         f"this deployment's '{config.geo_stream_prefix}*' streams (docs/CONTRACTS.md).",
-    )
-    _ack(
-        stack,
-        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:service-deployment/"
-        f"{config.prefix}-workers/{config.prefix}-geo-workers/*]",
-        "ECS creates a service-deployment id per blue/green deploy at run time; limited to the worker service.",
     )
     if config.state_handoff:  # infra/stack.py _grant_state_handoff: objects under one fixed prefix each
         _ack(
@@ -224,7 +218,7 @@ def _ack_unscoped_actions(stack: Stack, owners: FindingOwners) -> None:
             owner,
             "AwsSolutions-IAM5[Resource::*]",
             "Only actions without resource-level permissions: X-Ray PutTraceSegments/PutTelemetryRecords (Lambda "
-            "tracing), ecs:RegisterTaskDefinition/DescribeTaskDefinition (deployer), ecr:GetAuthorizationToken (task "
+            "tracing), ecs:RegisterTaskDefinition/DescribeTaskDefinition (deployer, hooks), ecr:GetAuthorizationToken (task "
             "execution role), cloudwatch:PutMetricData (Glue job, limited by the cloudwatch:namespace condition to Glue).",
         )
     _ack(

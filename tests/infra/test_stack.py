@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match
 
 from geokernel.contracts.env import ENV_VARS, Component, EnvVar
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 SERVICE_WIDE = re.compile(r"^[a-z0-9-]+:\*$")
 # Actions AWS only allows on Resource "*" (no resource-level permissions); anything else must be scoped.
@@ -83,26 +86,47 @@ def test_geo_stream_permissions_are_scoped_to_this_deployments_geo_streams(emr: 
         assert all(r.endswith(":stream/georebal-geo-v*") for r in _resources(statement)), statement
 
 
-def test_deployer_can_pass_only_the_worker_roles_to_ecs_tasks(emr: Any) -> None:
+def test_deploy_roles_can_pass_only_the_worker_roles_to_ecs_tasks(emr: Any) -> None:
     # GIVEN the iam:PassRole statements WHEN inspected
     passes = [s for s in emr.policy_statements() if "iam:PassRole" in _actions(s)]
     ecs_passes = [s for s in passes if s.get("Condition", {}).get("StringEquals", {}).get("iam:PassedToService") == "ecs-tasks.amazonaws.com"]
-    # THEN exactly one passes to ECS tasks, naming the task and execution roles (no wildcard)
-    assert len(ecs_passes) == 1
-    resources = _resources(ecs_passes[0])
-    assert len(resources) == 2 and all("*" not in r for r in resources)
+    # THEN one per role that registers revisions (the deployer and the hooks, which step the same controller)
+    # passes to ECS tasks, naming the task and execution roles (no wildcard)
+    assert len(ecs_passes) == 2
+    for statement in ecs_passes:
+        resources = _resources(statement)
+        assert len(resources) == 2 and all("*" not in r for r in resources)
     # AND every PassRole in the stack is conditioned on the service it passes to
     assert all("iam:PassedToService" in s.get("Condition", {}).get("StringEquals", {}) for s in passes)
 
 
 def test_update_service_is_scoped_to_the_worker_service(emr: Any) -> None:
-    # GIVEN the statement allowing ecs:UpdateService
-    (statement,) = [s for s in emr.policy_statements() if "ecs:UpdateService" in _actions(s)]
-    # THEN its resources are the worker service and its deployments only
-    assert sorted(_resources(statement)) == sorted([
-        "arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:service/georebal-workers/georebal-geo-workers",
-        "arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:service-deployment/georebal-workers/georebal-geo-workers/*",
-    ])
+    # GIVEN the statements allowing ecs:UpdateService
+    statements = [s for s in emr.policy_statements() if "ecs:UpdateService" in _actions(s)]
+    assert len(statements) == 2  # the deployer's and the hooks'
+    # THEN their resource is the worker service only
+    for statement in statements:
+        assert _resources(statement) == [
+            "arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:service/georebal-workers/georebal-geo-workers"]
+
+
+def ecs_actions_the_adapter_calls() -> set[str]:
+    """``ecs:<Operation>`` of every ``self._ecs.<operation>(`` call in lambdas/common/ecs.py (the only ECS client
+    user of the Lambdas: lambdas/deploy/runtime.py builds the deployer's and the hooks' controller over it)."""
+    source = (REPO_ROOT / "lambdas" / "common" / "ecs.py").read_text(encoding="utf-8")
+    calls = set(re.findall(r"self\._ecs\.([a-z_]+)\(", source))
+    return {"ecs:" + "".join(part.title() for part in call.split("_")) for call in calls}
+
+
+@pytest.mark.parametrize("role", ["DeployerFunctionServiceRole", "HooksFunctionServiceRole"])
+def test_each_deploy_role_gets_exactly_the_ecs_actions_the_adapter_calls(emr: Any, role: str) -> None:
+    # GIVEN the ECS actions the adapter calls (derived from its source) and those the role is granted
+    called = ecs_actions_the_adapter_calls()
+    assert called == {"ecs:DescribeServices", "ecs:DescribeTaskDefinition", "ecs:RegisterTaskDefinition",
+                      "ecs:UpdateService"}
+    granted = {a for s in _role_statements(emr, role) for a in _actions(s) if a.startswith("ecs:")}
+    # THEN they are the same set: nothing the code calls is missing, nothing is granted that no code path calls
+    assert granted == called
 
 
 def _role_statements(synth: Any, role_prefix: str) -> list[dict[str, Any]]:
