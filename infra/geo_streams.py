@@ -47,6 +47,16 @@ class GeoStreams(Construct):
         self._grant(grantee, MANAGE_ACTIONS)
         self.key.grant(grantee, "kms:DescribeKey", "kms:GenerateDataKey", "kms:Decrypt")
 
+    def grant_shard_quota(self, grantee: iam.IGrantable) -> None:
+        """``kinesis:DescribeLimits``: the account's shard quota and open shards, read before a new geo stream is
+        created (lambdas/common/kinesis.py ``shard_quota``). An account-level action: "Actions defined by Amazon
+        Kinesis Data Streams" lists no resource type for it
+        (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonkinesisdatastreams.html),
+        so it takes Resource "*"; it reads two numbers and changes nothing."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=["kinesis:DescribeLimits"], resources=["*"])
+        )
+
     def grant_write(self, grantee: iam.IGrantable) -> None:
         self._grant(grantee, WRITE_ACTIONS)
         self.key.grant(grantee, "kms:GenerateDataKey")

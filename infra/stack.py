@@ -219,6 +219,9 @@ class GeoRebalancerStack(Stack):
         tables.control.grant_read_write_data(deployer)
         tables.leases.grant_read_data(deployer)
         geo.grant_manage(deployer)
+        # a new version's stream must fit the account's shard quota (lambdas/deploy/steps.py shard_shortfall); only the
+        # deployer starts versions: the hooks step with allow_start=False and never ask (lambdas/deploy/controller.py)
+        geo.grant_shard_quota(deployer)
         self._grant_ecs_deploy(deployer)
 
         hooks = self.hooks.function

@@ -218,7 +218,8 @@ def _ack_unscoped_actions(stack: Stack, owners: FindingOwners) -> None:
             owner,
             "AwsSolutions-IAM5[Resource::*]",
             "Only actions without resource-level permissions: X-Ray PutTraceSegments/PutTelemetryRecords (Lambda "
-            "tracing), ecs:RegisterTaskDefinition/DescribeTaskDefinition (deployer, hooks), ecr:GetAuthorizationToken (task "
+            "tracing), ecs:RegisterTaskDefinition/DescribeTaskDefinition (deployer, hooks), kinesis:DescribeLimits (deployer: "
+            "the account's shard quota), ecr:GetAuthorizationToken (task "
             "execution role), cloudwatch:PutMetricData (Glue job, limited by the cloudwatch:namespace condition to Glue).",
         )
     _ack(

@@ -19,7 +19,7 @@ SERVICE_WIDE = re.compile(r"^[a-z0-9-]+:\*$")
 STAR_RESOURCE_OK = {
     "xray:PutTraceSegments", "xray:PutTelemetryRecords", "ecs:RegisterTaskDefinition", "ecs:DescribeTaskDefinition",
     "cloudwatch:PutMetricData", "ecr:GetAuthorizationToken", "ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DeleteNetworkInterface",
-    "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
+    "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses", "kinesis:DescribeLimits",
 }  # fmt: skip
 
 
@@ -108,6 +108,21 @@ def test_update_service_is_scoped_to_the_worker_service(emr: Any) -> None:
     for statement in statements:
         assert _resources(statement) == [
             "arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:service/georebal-workers/georebal-geo-workers"]
+
+
+def test_only_the_deployer_may_read_the_accounts_kinesis_shard_quota(emr: Any) -> None:
+    # GIVEN the deployer's statements (it checks the quota before creating a version's stream: shard_shortfall)
+    # THEN one allows kinesis:DescribeLimits on "*" (an account-level action, no resource type)
+    emr.template.has_resource_properties("AWS::IAM::Policy", {
+        "Roles": [{"Ref": Match.string_like_regexp("^DeployerFunctionServiceRole")}],
+        "PolicyDocument": {"Statement": Match.array_with([
+            Match.object_like({"Action": Match.array_with(["kinesis:DescribeLimits"]), "Effect": "Allow",
+                               "Resource": "*"})])},  # merged with the other "*" actions (minimizePolicies)
+    })
+    # AND no other role has it (the hooks never start a version: step(allow_start=False))
+    holders = [k for k, p in emr.resources("AWS::IAM::Policy").items()
+               if any("kinesis:DescribeLimits" in _actions(s) for s in p["Properties"]["PolicyDocument"]["Statement"])]
+    assert len(holders) == 1 and holders[0].startswith("DeployerFunctionServiceRoleDefaultPolicy")
 
 
 def ecs_actions_the_adapter_calls() -> set[str]:
