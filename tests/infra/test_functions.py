@@ -6,6 +6,8 @@ from typing import Any
 
 from aws_cdk.assertions import Match
 
+from lambdas.common.clients import REPORT_MARGIN_S, TOTAL_ATTEMPTS, client_limits
+
 HANDLERS = {
     "lambdas.partitioner.handler.handler",
     "lambdas.router.handler.handler",
@@ -65,3 +67,20 @@ def test_checkov_skips_carry_a_reason_and_only_dlq_less_functions_skip_the_dlq_c
         assert ("CKV_AWS_116" in skips) == ("DeadLetterConfig" not in fn["Properties"]), logical_id
     for logical_id, group in emr.resources("AWS::Logs::LogGroup").items():
         assert [s["id"] for s in group["Metadata"]["checkov"]["skip"]] == ["CKV_AWS_158"], logical_id
+
+
+def test_every_functions_aws_calls_end_before_the_function_does(emr: Any) -> None:
+    # GIVEN each project function: its timeout, and what the stack tells it the timeout is
+    functions = [f["Properties"] for f in emr.resources("AWS::Lambda::Function").values()
+                 if f["Properties"]["Handler"].startswith("lambdas.")]
+    assert functions
+    for props in functions:
+        timeout = props["Timeout"]
+        assert props["Environment"]["Variables"]["FUNCTION_TIMEOUT_S"] == str(timeout), props["Handler"]
+        # WHEN its clients' limits are derived from it (lambdas/common/clients.py; the router's puts: one attempt)
+        for attempts in (TOTAL_ATTEMPTS, 1):
+            limits = client_limits(float(timeout), attempts)
+            # THEN one call's worst case (connect + read timeouts x attempts + the longest backoffs) ends with the
+            # reporting margin still left before Lambda stops the invocation
+            assert limits.worst_case_s() + REPORT_MARGIN_S <= timeout, (props["Handler"], timeout, limits)
+            assert limits.worst_case_s() < timeout
