@@ -185,32 +185,44 @@ class GeoRebalancerStack(Stack):
         self.storage.output.grant_read(self.workers.task_role, _objects_under(state_key(0, "*", final=True)))
 
     def _grant(self) -> None:
-        storage, tables, geo = self.storage, self.tables, self.geo_streams
-        job = self.aggregation.job_role
+        """Each role's grants, one helper per role (or pair of roles stepping the same code)."""
+        self._grant_job()
+        self._grant_partitioner()
+        self._grant_router()
+        self._grant_deploy()
+        self._grant_workers()
+
+    def _grant_job(self) -> None:
+        storage, job = self.storage, self.aggregation.job_role
         self.ingest.stream.grant_read(job)
         storage.snapshots.grant_read_write(job)
         storage.checkpoints.grant_read_write(job)
         storage.quarantine.grant_put(job)
         storage.costs.grant_read(job)
 
+    def _grant_partitioner(self) -> None:
+        storage, partitioner = self.storage, self.partitioner.function
         # Published specs are immutable (put once, If-None-Match: lambdas/common/s3.py SpecStore.put_new) and the
         # specs bucket is versioned: no role gets a delete (s3:DeleteObject* would erase versions too). The readers
         # get s3:List* with their reads: a missing object (no crowds declared, no controller state yet) is then a
         # 404 instead of a 403.
-        partitioner = self.partitioner.function
         storage.snapshots.grant_read(partitioner)
         storage.costs.grant_read(partitioner)
         storage.specs.grant_read(partitioner)  # specs, declared crowds, controller state (lambdas/partitioner/logic.py)
         storage.specs.grant_put(partitioner, _objects_under(spec_key(0)))  # new specs (logic.py publish)
         storage.specs.grant_put(partitioner, CONTROL_STATE_KEY)  # its controller state (lambdas/partitioner/state.py)
-        tables.control.grant_read_write_data(partitioner)
+        self.tables.control.grant_read_write_data(partitioner)
 
+    def _grant_router(self) -> None:
         router = self.router.function
-        tables.control.grant_read_data(router)
-        storage.specs.grant_read(router)
-        storage.quarantine.grant_put(router)
-        geo.grant_write(router)
+        self.tables.control.grant_read_data(router)
+        self.storage.specs.grant_read(router)
+        self.storage.quarantine.grant_put(router)
+        self.geo_streams.grant_write(router)
 
+    def _grant_deploy(self) -> None:
+        """The deployer and the hooks: both step the deploy controller (lambdas/deploy/runtime.py)."""
+        storage, tables, geo = self.storage, self.tables, self.geo_streams
         deployer = self.deployer.function
         storage.specs.grant_read(deployer)
         storage.specs.grant_put(deployer, _objects_under(spec_key(0)))  # lambdas/deploy/code.py republishes the live spec for new code
@@ -241,14 +253,15 @@ class GeoRebalancerStack(Stack):
             iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[hooks.function_arn])
         )
 
-        task = self.workers.task_role
+    def _grant_workers(self) -> None:
+        storage, tables, task = self.storage, self.tables, self.workers.task_role
         tables.leases.grant_read_write_data(task)
         tables.control.grant_read_data(task)
         storage.specs.grant_read(task)
         storage.costs.grant_put(task)
         storage.output.grant_put(task)
         storage.quarantine.grant_put(task)
-        geo.grant_read(task)
+        self.geo_streams.grant_read(task)
         # A worker keeps its task's scale-in protection on while it holds a lease (geo_service/protection.py); the
         # agent endpoint acts with the task role.
         task.add_to_principal_policy(
