@@ -236,18 +236,15 @@ class GeoRebalancerStack(Stack):
         geo.grant_shard_quota(deployer)
         self._grant_ecs_deploy(deployer)
 
+        # The hooks step the deployer's controller with allow_start=False: they never start a fleet (no stream
+        # manifest, no revision, no UpdateService: lambdas/deploy/controller.py _from_deploying), and the fleet
+        # of a whole swap, the only kind an ECS deployment and so a hook belongs to, is stopped by ECS itself
         hooks = self.hooks.function
         storage.specs.grant_read(hooks)
-        # the hooks step the deployer's controller (lambdas/deploy/runtime.py): a step that finds the new geo stream
-        # ACTIVE starts the fleet, which publishes the stream manifest first (lambdas/deploy/steps.py start_fleet)
-        storage.specs.grant_put(hooks, _objects_under(stream_manifest_key(0)))
         tables.control.grant_read_write_data(hooks)
         tables.leases.grant_read_write_data(hooks)
         geo.grant_manage(hooks)
-        # The hooks step the deployer's controller over the same ECS adapter (lambdas/deploy/runtime.py): a step can
-        # start the fleet (whole: a revision and UpdateService), retire or roll back a carry swap (UpdateService),
-        # and the first call after a rollback reads the target revision's SPEC_VERSION (DescribeTaskDefinition)
-        self._grant_ecs_deploy(hooks)
+        self._grant_ecs_read(hooks)
         # ECS assumes the hook role to invoke the hooks function (the unqualified function only).
         self.workers.hook_role.add_to_policy(
             iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[hooks.function_arn])
@@ -277,6 +274,16 @@ class GeoRebalancerStack(Stack):
             resource="task",
             resource_name=f"{cluster_name(self.config)}/*",
             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+        )
+
+    def _grant_ecs_read(self, grantee: iam.IGrantable) -> None:
+        """What the hooks read of ECS: the revision the service is set to and its SPEC_VERSION (lambdas/deploy/hooks.py
+        run_hook -> EcsFleet.target_version -> EcsService.running_spec_version: DescribeServices,
+        DescribeTaskDefinition; the latter has no resource type: Resource "*", see :meth:`_grant_ecs_deploy`)."""
+        principal = grantee.grant_principal
+        principal.add_to_principal_policy(iam.PolicyStatement(actions=["ecs:DescribeTaskDefinition"], resources=["*"]))
+        principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=["ecs:DescribeServices"], resources=[self.service_arn])
         )
 
     def _grant_ecs_deploy(self, grantee: iam.IGrantable) -> None:

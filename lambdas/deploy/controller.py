@@ -227,8 +227,8 @@ class DeployController(SwapSteps):
                 lambda: self.start(target))
 
     def _from_deploying(self, st: DeployState, v: int, now: float, allow_start: bool) -> Transition | None:
-        """deploying -> waiting_green (start_fleet) once the geo stream is ACTIVE and encrypted; else the green
-        timeout."""
+        """deploying -> waiting_green (start_fleet) once the geo stream is ACTIVE and encrypted, in a step that may
+        start (the deployer's: a hook's changes no fleet and writes no manifest); else the green timeout."""
         name = self.stream_name(self.spec(v))
         status = self.streams.status(name)
         if status is None:
@@ -242,7 +242,7 @@ class DeployController(SwapSteps):
             if wait:
                 self.streams.wait_active(name, self.stream_wait_s)
             status = self.streams.status(name)
-        if status == "ACTIVE":
+        if status == "ACTIVE" and allow_start:  # the fleet is started by the deployer only, never by a hook
             old = st.old_version
             return (replace(st, status=DeployStatus.WAITING_GREEN, stage_since=now, reason=f"waiting for v{v} workers"),
                     lambda: self.start_fleet(v, old))

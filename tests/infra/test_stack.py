@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -86,28 +87,25 @@ def test_geo_stream_permissions_are_scoped_to_this_deployments_geo_streams(emr: 
         assert all(r.endswith(":stream/georebal-geo-v*") for r in _resources(statement)), statement
 
 
-def test_deploy_roles_can_pass_only_the_worker_roles_to_ecs_tasks(emr: Any) -> None:
+def test_deployer_can_pass_only_the_worker_roles_to_ecs_tasks(emr: Any) -> None:
     # GIVEN the iam:PassRole statements WHEN inspected
     passes = [s for s in emr.policy_statements() if "iam:PassRole" in _actions(s)]
     ecs_passes = [s for s in passes if s.get("Condition", {}).get("StringEquals", {}).get("iam:PassedToService") == "ecs-tasks.amazonaws.com"]
-    # THEN one per role that registers revisions (the deployer and the hooks, which step the same controller)
-    # passes to ECS tasks, naming the task and execution roles (no wildcard)
-    assert len(ecs_passes) == 2
-    for statement in ecs_passes:
-        resources = _resources(statement)
-        assert len(resources) == 2 and all("*" not in r for r in resources)
+    # THEN exactly one (the deployer's: it registers the revisions) passes to ECS tasks, naming the task and
+    # execution roles (no wildcard)
+    assert len(ecs_passes) == 1
+    resources = _resources(ecs_passes[0])
+    assert len(resources) == 2 and all("*" not in r for r in resources)
     # AND every PassRole in the stack is conditioned on the service it passes to
     assert all("iam:PassedToService" in s.get("Condition", {}).get("StringEquals", {}) for s in passes)
 
 
 def test_update_service_is_scoped_to_the_worker_service(emr: Any) -> None:
-    # GIVEN the statements allowing ecs:UpdateService
-    statements = [s for s in emr.policy_statements() if "ecs:UpdateService" in _actions(s)]
-    assert len(statements) == 2  # the deployer's and the hooks'
-    # THEN their resource is the worker service only
-    for statement in statements:
-        assert _resources(statement) == [
-            "arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:service/georebal-workers/georebal-geo-workers"]
+    # GIVEN the statement allowing ecs:UpdateService (the deployer's)
+    (statement,) = [s for s in emr.policy_statements() if "ecs:UpdateService" in _actions(s)]
+    # THEN its resource is the worker service only
+    assert _resources(statement) == [
+        "arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:service/georebal-workers/georebal-geo-workers"]
 
 
 def test_only_the_deployer_may_read_the_accounts_kinesis_shard_quota(emr: Any) -> None:
@@ -125,23 +123,44 @@ def test_only_the_deployer_may_read_the_accounts_kinesis_shard_quota(emr: Any) -
     assert len(holders) == 1 and holders[0].startswith("DeployerFunctionServiceRoleDefaultPolicy")
 
 
-def ecs_actions_the_adapter_calls() -> set[str]:
-    """``ecs:<Operation>`` of every ``self._ecs.<operation>(`` call in lambdas/common/ecs.py (the only ECS client
-    user of the Lambdas: lambdas/deploy/runtime.py builds the deployer's and the hooks' controller over it)."""
+def ecs_actions_the_adapter_calls(*entry_methods: str) -> set[str]:
+    """``ecs:<Operation>`` of every ``self._ecs.<operation>(`` call in lambdas/common/ecs.py (the Lambdas' only ECS
+    client user), in the whole adapter, or in what ``entry_methods`` of :class:`EcsService` reach (their own calls
+    and those of the ``self.<method>(`` they call, transitively)."""
     source = (REPO_ROOT / "lambdas" / "common" / "ecs.py").read_text(encoding="utf-8")
-    calls = set(re.findall(r"self\._ecs\.([a-z_]+)\(", source))
+    methods = {n.name: ast.get_source_segment(source, n) or "" for c in ast.parse(source).body
+               if isinstance(c, ast.ClassDef) and c.name == "EcsService" for n in c.body if isinstance(n, ast.FunctionDef)}
+    todo, seen = list(entry_methods or methods), set()
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += [m for m in re.findall(r"self\.([a-z_]+)\(", methods[name]) if m in methods]
+    calls = {op for name in seen for op in re.findall(r"self\._ecs\.([a-z_]+)\(", methods[name])}
     return {"ecs:" + "".join(part.title() for part in call.split("_")) for call in calls}
 
 
-@pytest.mark.parametrize("role", ["DeployerFunctionServiceRole", "HooksFunctionServiceRole"])
-def test_each_deploy_role_gets_exactly_the_ecs_actions_the_adapter_calls(emr: Any, role: str) -> None:
-    # GIVEN the ECS actions the adapter calls (derived from its source) and those the role is granted
+def _granted_ecs(synth: Any, role: str) -> set[str]:
+    return {a for s in _role_statements(synth, role) for a in _actions(s) if a.startswith("ecs:")}
+
+
+def test_the_deployer_gets_exactly_the_ecs_actions_the_adapter_calls(emr: Any) -> None:
+    # GIVEN the ECS actions the adapter calls (derived from its source) and those the deployer is granted
     called = ecs_actions_the_adapter_calls()
     assert called == {"ecs:DescribeServices", "ecs:DescribeTaskDefinition", "ecs:RegisterTaskDefinition",
                       "ecs:UpdateService"}
-    granted = {a for s in _role_statements(emr, role) for a in _actions(s) if a.startswith("ecs:")}
     # THEN they are the same set: nothing the code calls is missing, nothing is granted that no code path calls
-    assert granted == called
+    assert _granted_ecs(emr, "DeployerFunctionServiceRole") == called
+
+
+def test_the_hooks_get_exactly_the_ecs_reads_their_path_calls(emr: Any) -> None:
+    # GIVEN what the hooks call on ECS: the revision the service is set to (lambdas/deploy/hooks.py run_hook ->
+    # EcsFleet.target_version -> EcsService.running_spec_version); their step never starts a fleet
+    # (tests/lambdas/test_hook_safety.py) and a whole swap's fleet is stopped by ECS itself
+    called = ecs_actions_the_adapter_calls("running_spec_version")
+    assert called == {"ecs:DescribeServices", "ecs:DescribeTaskDefinition"}
+    # THEN the hooks are granted exactly those: nothing that changes the service
+    assert _granted_ecs(emr, "HooksFunctionServiceRole") == called
 
 
 def _role_statements(synth: Any, role_prefix: str) -> list[dict[str, Any]]:
@@ -157,7 +176,7 @@ def _specs_bucket(synth: Any) -> str:
 @pytest.mark.parametrize(("role", "puts"), [
     ("PartitionerFunctionServiceRole", {"/specs/*", "/control/controller-state.json"}),
     ("DeployerFunctionServiceRole", {"/specs/*", "/streams/*"}),
-    ("HooksFunctionServiceRole", {"/streams/*"}),
+    ("HooksFunctionServiceRole", set()),
 ])  # fmt: skip
 def test_published_specs_are_never_deleted_and_each_role_puts_only_what_it_writes(emr: Any, role: str, puts: set[str]) -> None:
     # GIVEN a role's statements on the specs bucket
@@ -166,7 +185,7 @@ def test_published_specs_are_never_deleted_and_each_role_puts_only_what_it_write
     actions = {a for s in on_specs for a in _actions(s)}
     # THEN it may read every object and put only the keys its code writes (lambdas/partitioner/logic.py and state.py;
     # lambdas/deploy/code.py and steps.py), and delete nothing: specs are immutable and the bucket keeps versions
-    assert {"s3:GetObject*", "s3:List*", "s3:PutObject"} <= actions
+    assert {"s3:GetObject*", "s3:List*"} <= actions and ("s3:PutObject" in actions) == bool(puts)
     assert not [a for a in actions if a.startswith("s3:Delete")]
     put_to = {r.removeprefix(bucket) for s in on_specs if "s3:PutObject" in _actions(s) for r in _resources(s)}
     assert put_to == puts
