@@ -13,9 +13,12 @@ from constructs import Construct
 
 from infra.config import GeoConfig
 
+# AddTagsToStream: CreateStream with Tags (the deployment tag) needs it too; ListTagsForStream reads that tag back
+# ("Actions defined by Amazon Kinesis Data Streams",
+# https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonkinesisdatastreams.html)
 MANAGE_ACTIONS = (
     "kinesis:CreateStream", "kinesis:DeleteStream", "kinesis:DescribeStream", "kinesis:DescribeStreamSummary",
-    "kinesis:ListShards", "kinesis:AddTagsToStream", "kinesis:StartStreamEncryption",
+    "kinesis:ListShards", "kinesis:AddTagsToStream", "kinesis:ListTagsForStream", "kinesis:StartStreamEncryption",
 )  # fmt: skip
 WRITE_ACTIONS = ("kinesis:PutRecord", "kinesis:PutRecords", "kinesis:DescribeStreamSummary", "kinesis:ListShards")
 READ_ACTIONS = (
@@ -56,6 +59,15 @@ class GeoStreams(Construct):
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(actions=["kinesis:DescribeLimits"], resources=["*"])
         )
+
+    def grant_teardown(self, grantee: iam.IGrantable) -> None:
+        """List the account's streams and delete this deployment's geo streams (lambdas/teardown/handler.py).
+        ListStreams has no resource type in the service authorization reference (it lists names, and reads and
+        changes nothing): Resource "*"; DeleteStream only on the ``<prefix>-geo-v*`` streams."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=["kinesis:ListStreams"], resources=["*"])
+        )
+        self._grant(grantee, ("kinesis:DeleteStream",))
 
     def grant_write(self, grantee: iam.IGrantable) -> None:
         self._grant(grantee, WRITE_ACTIONS)

@@ -32,6 +32,7 @@ from infra.router import RouterFunction
 from infra.storage import Storage
 from infra.suppressions import FindingOwners, acknowledge_findings
 from infra.tables import ControlTables
+from infra.teardown import GeoStreamTeardown
 from infra.workers import Workers, cluster_name, service_name
 
 
@@ -58,7 +59,11 @@ class GeoRebalancerStack(Stack):
                                          service_arn=self.service_arn)
         # the code the fleet should run (infra/workers.py): the deployer rolls it out when it differs from the fleet's
         self.deployer.function.add_environment(EnvVar.WORKER_TASK_DEFINITION, self.workers.template_revision)
+        # the geo streams' deployment tag: a same-named stream an earlier stack with this prefix left is not reused
+        for function in (self.deployer.function, self.hooks.function):
+            function.add_environment(EnvVar.DEPLOYMENT_ID, Aws.STACK_ID)
         self.monitoring = Monitoring(self, "Monitoring", config=config, watched=self._watched())
+        self.teardown = self._teardown(kit)
         self._grant()
         self._grant_state_handoff()
         self._outputs()
@@ -87,6 +92,15 @@ class GeoRebalancerStack(Stack):
             security_group=self.network.security_group,
         )
 
+    def _teardown(self, kit: LambdaKit) -> GeoStreamTeardown:
+        """The custom resource that deletes the geo streams with the stack (infra/teardown.py). Everything that creates,
+        writes or reads a geo stream depends on it, so CloudFormation deletes those first and it last."""
+        teardown = GeoStreamTeardown(self, "GeoStreamTeardown", config=self.config, kit=kit)
+        for dependent in (self.deployer.function, self.deployer.schedule, self.deployer.deployment_events,
+                          self.hooks.function, self.router.function, self.workers.service):
+            dependent.node.add_dependency(teardown.resource)
+        return teardown
+
     def _workers(self, env: Mapping[str, str]) -> Workers:
         """The worker fleet: the shared environment without what only the Lambdas read, plus the transform."""
         lambdas_only = (EnvVar.POLICY_JSON, EnvVar.SNAPSHOTS_BUCKET, EnvVar.STATE_HANDOFF)
@@ -104,7 +118,7 @@ class GeoRebalancerStack(Stack):
 
     def _functions_by_name(self) -> dict[str, lambda_.Function]:
         return {"Router": self.router.function, "Partitioner": self.partitioner.function,
-                "Deployer": self.deployer.function, "Hooks": self.hooks.function}
+                "Deployer": self.deployer.function, "Hooks": self.hooks.function, "Teardown": self.teardown.function}
 
     def _watched(self) -> Watched:
         return Watched(
@@ -126,7 +140,8 @@ class GeoRebalancerStack(Stack):
             storage=self.storage,
             s3_dead_letters=(self.partitioner.failures, self.deployer.failures),
             router_failures=self.router.failures,
-            functions=(self.partitioner.function, self.router.function, self.deployer.function, self.hooks.function),
+            functions=(self.partitioner.function, self.router.function, self.deployer.function, self.hooks.function,
+                       self.teardown.function),
             worker_task=self.workers.task_definition,
             aggregation=self.aggregation,
         )
@@ -191,6 +206,8 @@ class GeoRebalancerStack(Stack):
         self._grant_router()
         self._grant_deploy()
         self._grant_workers()
+        # the teardown lists the account's streams and deletes this deployment's geo streams (infra/teardown.py)
+        self.geo_streams.grant_teardown(self.teardown.function)
 
     def _grant_job(self) -> None:
         storage, job = self.storage, self.aggregation.job_role

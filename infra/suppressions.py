@@ -88,7 +88,8 @@ FUNCTION_SKIPS = (
 )
 NO_DLQ_SKIP = ("CKV_AWS_116", "Not invoked asynchronously by a source that would drop a failed event: the router's "
                               "Kinesis source has an on-failure queue, ECS calls the hooks synchronously, CloudFormation "
-                              "calls the CDK's custom-resource handlers; the S3-triggered functions have a DLQ.")
+                              "calls the custom-resource handlers (the CDK's and the geo-stream teardown) and fails "
+                              "the stack operation when one never answers; the S3-triggered functions have a DLQ.")
 ACCESS_LOG_BUCKET_SKIPS = (
     ("CKV_AWS_21", "The server-access-logs bucket holds S3's delivery logs (expired after 90 days); versioning them "
                    "protects no data of the system."),
@@ -129,7 +130,7 @@ class FindingOwners:
     # dead-letter queues of the S3-triggered functions (partitioner, deployer)
     s3_dead_letters: tuple[sqs.IQueue, ...]
     router_failures: sqs.IQueue
-    # the project's functions: partitioner, router, deployer, hooks (X-Ray, AWSLambdaBasicExecutionRole)
+    # the project's functions: partitioner, router, deployer, hooks, teardown (X-Ray, AWSLambdaBasicExecutionRole)
     functions: tuple[lambda_.IFunction, ...]
     worker_task: ecs.TaskDefinition
     aggregation: AggregationJob
@@ -219,7 +220,8 @@ def _ack_unscoped_actions(stack: Stack, owners: FindingOwners) -> None:
             "AwsSolutions-IAM5[Resource::*]",
             "Only actions without resource-level permissions: X-Ray PutTraceSegments/PutTelemetryRecords (Lambda "
             "tracing), ecs:RegisterTaskDefinition/DescribeTaskDefinition (deployer, hooks), kinesis:DescribeLimits (deployer: "
-            "the account's shard quota), ecr:GetAuthorizationToken (task "
+            "the account's shard quota), kinesis:ListStreams (geo-stream teardown: stream names only), "
+            "ecr:GetAuthorizationToken (task "
             "execution role), cloudwatch:PutMetricData (Glue job, limited by the cloudwatch:namespace condition to Glue).",
         )
     _ack(

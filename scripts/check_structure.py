@@ -53,7 +53,7 @@ LAYERS: dict[str, tuple[Layer, ...]] = {
     # metrics, text and maps; the sub-commands (under partitioner/cli.py)
     "partitioner": ("load", "builders", "control", "simulate", "output", "commands"),
     # the adapters every function shares; then one package per Lambda function, none importing another
-    "lambdas": ("common", ("partitioner", "router", "deploy")),
+    "lambdas": ("common", ("partitioner", "router", "deploy", "teardown")),
 }
 
 # The packages each runtime package may import (besides itself): the kernel every image ships at the bottom; the
@@ -77,6 +77,7 @@ PACKAGE_PART_DEPENDS: dict[str, tuple[str, ...]] = {
     "lambdas.common": ("geokernel",),
     "lambdas.router": ("geokernel",),
     "lambdas.deploy": ("geokernel",),
+    "lambdas.teardown": ("geokernel",),
 }
 
 

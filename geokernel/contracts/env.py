@@ -53,6 +53,7 @@ class EnvVar(StrEnum):
     HOOK_CALLBACK_DELAY_S = "HOOK_CALLBACK_DELAY_S"
     STREAM_ACTIVE_WAIT_S = "STREAM_ACTIVE_WAIT_S"
     FUNCTION_TIMEOUT_S = "FUNCTION_TIMEOUT_S"
+    DEPLOYMENT_ID = "DEPLOYMENT_ID"
     # -- the worker's revision marks (the deployer writes them into each task-definition revision it registers)
     SPEC_VERSION = "SPEC_VERSION"
     CODE_REVISION = "CODE_REVISION"
@@ -167,6 +168,10 @@ ENV_VARS: Mapping[EnvVar, EnvVarUse] = MappingProxyType({
                                     "The function's own timeout in seconds: its AWS clients' timeouts and retries are "
                                     "derived from it, so one call's worst case ends in time to report "
                                     "(lambdas.common.clients.client_limits; default 60)."),
+    EnvVar.DEPLOYMENT_ID: _use((_S,), _DEPLOY,
+                               "The deployment's id (the stack's): the deploy controller tags every geo stream it "
+                               "creates with it and deletes a same-named stream without it, left by an earlier "
+                               "deployment with the same prefix (unset: no tags, every stream is its own)."),
     EnvVar.SPEC_VERSION: _use((_D, _L), (_W, _D),
                               "The spec version a worker was started for ('whole' mode: required); the deployer "
                               "reads it back from the running revision."),

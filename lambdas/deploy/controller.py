@@ -227,8 +227,9 @@ class DeployController(SwapSteps):
                 lambda: self.start(target))
 
     def _from_deploying(self, st: DeployState, v: int, now: float, allow_start: bool) -> Transition | None:
-        """deploying -> waiting_green (start_fleet) once the geo stream is ACTIVE and encrypted, in a step that may
-        start (the deployer's: a hook's changes no fleet and writes no manifest); else the green timeout."""
+        """deploying -> waiting_green (start_fleet) once the geo stream is ACTIVE, this deployment's and encrypted, in
+        a step that may start (the deployer's: a hook's changes no fleet and writes no manifest); else the green
+        timeout."""
         name = self.stream_name(self.spec(v))
         status = self.streams.status(name)
         if status is None:
@@ -237,6 +238,11 @@ class DeployController(SwapSteps):
         if status != "ACTIVE" and wait:
             self.streams.wait_active(name, self.stream_wait_s)
             status = self.streams.status(name)
+        if status == "ACTIVE" and not self.streams.owned(name):
+            # left by an earlier deployment with this prefix (a stack destroyed before its streams were): another
+            # version's shards and records under this name. Delete it; a later step creates this version's anew
+            self.streams.delete(name)
+            return self._green_timeout(st, now)
         if status == "ACTIVE" and self.streams.start_encryption(name):
             # encryption goes on before any worker reads or the router puts; the stream is UPDATING meanwhile
             if wait:

@@ -13,13 +13,15 @@ HANDLERS = {
     "lambdas.router.handler.handler",
     "lambdas.deploy.deployer.handler",
     "lambdas.deploy.hooks.handler",
+    "lambdas.teardown.handler.handler",
 }
 
 
-def test_four_functions_with_the_contract_handlers(emr: Any) -> None:
+def test_five_functions_with_the_project_handlers(emr: Any) -> None:
     # GIVEN the project's functions WHEN listed
     functions = [f["Properties"] for f in emr.resources("AWS::Lambda::Function").values() if f["Properties"]["Handler"].startswith("lambdas.")]
-    # THEN exactly the four entry points, on python3.14/arm64, traced, with the layer and a log group
+    # THEN exactly the five entry points (the four of the contract and the geo-stream teardown), on python3.14/arm64,
+    # traced, with the layer and a log group
     assert {f["Handler"] for f in functions} == HANDLERS
     for props in functions:
         assert props["Runtime"] == "python3.14" and props["Architectures"] == ["arm64"]

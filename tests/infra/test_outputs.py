@@ -25,7 +25,8 @@ def test_every_log_group_of_the_stack_is_an_output_but_flow_and_provider_logs(va
     # THEN each names a log group of the stack; left out are only the VPC flow logs and the log group of CDK's
     # AwsCustomResource provider (the singleton function that starts the streaming job run)
     keys = {k for k in outputs if k.startswith("LogGroup")}
-    expected = {"LogGroupRouter", "LogGroupPartitioner", "LogGroupDeployer", "LogGroupHooks", "LogGroupWorkers"}
+    expected = {"LogGroupRouter", "LogGroupPartitioner", "LogGroupDeployer", "LogGroupHooks", "LogGroupTeardown",
+                "LogGroupWorkers"}
     assert keys == (expected | {"LogGroupAggregation"} if variant == "emr" else expected)
     assert named <= groups
     provider = "AWS679f53fac002430cb0da5b7982bd2287"  # the AwsCustomResource singleton's fixed id prefix
