@@ -127,7 +127,12 @@ class EmrServerlessAggregation(Construct):
     def _application(
         self, config: GeoConfig, subnets: list[ec2.ISubnet], security_group: ec2.ISecurityGroup
     ) -> emrs.CfnApplication:
-        """The Spark application in the private subnets: starts on a job run, stops after 15 idle minutes."""
+        """The Spark application in the private subnets: starts on a job run, stops after 15 idle minutes.
+
+        EMR Serverless runs only in some AZ IDs of each region
+        (https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/endpoints-quotas.html). Synth cannot check
+        the subnets: a new VPC's zones are tokens and a looked-up VPC's carry zone names, whose IDs differ per
+        account; docs/DEPLOY.md "Before the first deploy" says how to check them first."""
         return emrs.CfnApplication(
             self,
             "Application",
