@@ -78,3 +78,18 @@ def test_the_emr_subnets_zones_are_unknown_at_synth_so_the_deploy_guide_has_them
     assert "- [ ]" in checklist or "* [ ]" in checklist
     assert EMR_AZ_PAGE in checklist and "AvailabilityZoneId" in checklist and "ZoneId" in checklist
     assert "python -m georebal preflight" in checklist
+
+
+def test_the_docs_count_the_nat_gateways_cdk_json_creates(cdk_context: dict[str, Any]) -> None:
+    # GIVEN the default number of NAT gateways (cdk.json) and the per-hour rate docs/COST.md uses
+    nats = int(cdk_context["nat_gateways"])
+    deploy = (REPO_ROOT / "docs" / "DEPLOY.md").read_text(encoding="utf-8")
+    cost = (REPO_ROOT / "docs" / "COST.md").read_text(encoding="utf-8")
+    # THEN the deploy guide's Network row, the cost estimate's defaults and its NAT-hours line say that many
+    (network_row,) = [line for line in deploy.splitlines() if line.startswith("| `Network`")]
+    assert f"{nats} NAT gateways" in network_row and "1 NAT gateway," not in network_row
+    (defaults_row,) = [line for line in cost.splitlines() if line.startswith("| everything else |")]
+    assert f"{nats} NAT gateways" in defaults_row
+    (hours_row,) = [line for line in cost.splitlines() if line.startswith("| VPC: NAT gateway") and ", hours |" in line]
+    monthly = round(nats * 0.045 * 730)  # 0.045 USD per NAT-hour, 730 hours (the table's own rate and month)
+    assert [cell.strip() for cell in hours_row.strip("|").split("|")][2:] == [str(monthly), str(monthly)]
