@@ -164,7 +164,12 @@ class EmrServerlessAggregation(Construct):
     def _application(
         self, config: GeoConfig, subnets: list[ec2.ISubnet], security_group: ec2.ISecurityGroup
     ) -> emrs.CfnApplication:
-        """The Spark application in the private subnets: starts on a job run, stops after 15 idle minutes."""
+        """The Spark application in the private subnets: starts on a job run, stops after 15 idle minutes.
+
+        EMR Serverless runs only in some AZ IDs of each region
+        (https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/endpoints-quotas.html). Synth cannot check
+        the subnets: a new VPC's zones are tokens and a looked-up VPC's carry zone names, whose IDs differ per
+        account; docs/DEPLOY.md "Before the first deploy" says how to check them first."""
         return emrs.CfnApplication(
             self,
             "Application",
@@ -213,7 +218,7 @@ class EmrServerlessAggregation(Construct):
         }
 
     def _grant_job_role(self) -> None:
-        """The job writes its log group and reads its entry script and code zip."""
+        """The job writes its log group and reads its entry script and code zip (those two objects only)."""
         self.log_group.grant_write(self.job_role)
         # EMR Serverless's CloudWatch logging also describes the group and its streams before writing.
         self.job_role.add_to_policy(
@@ -229,8 +234,11 @@ class EmrServerlessAggregation(Construct):
                 ],
             )
         )
-        self.entry.grant_read(self.job_role)
-        self.code.grant_read(self.job_role)
+        # Its own two asset objects only: Asset.grant_read would allow every object of the account's CDK assets
+        # bucket (other stacks' code and templates). The bucket-level List*/GetBucket* of the per-key grant lists
+        # keys (content hashes) and reads none; S3 answers a missing key with 404 instead of 403 with it.
+        for asset in (self.entry, self.code):
+            asset.bucket.grant_read(self.job_role, asset.s3_object_key)
 
 
 class GlueStreamingAggregation(Construct):

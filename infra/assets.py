@@ -75,6 +75,7 @@ ROUTER_HANDLER = EntryPoint("lambdas/router/handler.py", "handler")
 DEPLOYER_HANDLER = EntryPoint("lambdas/deploy/deployer.py", "handler")
 HOOKS_HANDLER = EntryPoint("lambdas/deploy/hooks.py", "handler")
 JOB_RUN_HANDLER = EntryPoint("lambdas/jobrun/handler.py", "on_event")
+TEARDOWN_HANDLER = EntryPoint("lambdas/teardown/handler.py", "handler")
 EMR_ENTRY = EntryPoint("glue_jobs/emr_entry.py")
 GLUE_ENTRY = EntryPoint("glue_jobs/glue_entry.py")
 WORKER_DOCKERFILE = EntryPoint("geo_service/Dockerfile")
@@ -200,7 +201,7 @@ def _tree_hash(*roots: Path, pattern: str = "*") -> str:
 
 def lambda_code(packages: tuple[str, ...]) -> lambda_.Code:
     """One code asset of ``packages`` (each copied at its import root; handlers ``lambdas.<fn>...``)."""
-    for entry in (PARTITIONER_HANDLER, ROUTER_HANDLER, DEPLOYER_HANDLER, HOOKS_HANDLER):
+    for entry in (PARTITIONER_HANDLER, ROUTER_HANDLER, DEPLOYER_HANDLER, HOOKS_HANDLER, TEARDOWN_HANDLER):
         require(entry)
     return lambda_.Code.from_asset(
         str(REPO_ROOT / "lambdas"),

@@ -18,6 +18,7 @@ from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from geokernel.contracts.env import EnvVar
 from infra import assets
 from infra.config import GeoConfig
 
@@ -78,7 +79,8 @@ class LambdaKit(Construct):
             handler=assets.require(entry).handler,
             layers=[self.layer],
             description=description,
-            environment=dict(environment),
+            # the function's own timeout, which its AWS clients' timeouts and retries fit in (lambdas/common/clients.py)
+            environment={**environment, EnvVar.FUNCTION_TIMEOUT_S: str(int(timeout.to_seconds()))},
             timeout=timeout,
             memory_size=memory_mb,
             tracing=lambda_.Tracing.ACTIVE,

@@ -13,9 +13,12 @@ from constructs import Construct
 
 from infra.config import GeoConfig
 
+# AddTagsToStream: CreateStream with Tags (the deployment tag) needs it too; ListTagsForStream reads that tag back
+# ("Actions defined by Amazon Kinesis Data Streams",
+# https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonkinesisdatastreams.html)
 MANAGE_ACTIONS = (
     "kinesis:CreateStream", "kinesis:DeleteStream", "kinesis:DescribeStream", "kinesis:DescribeStreamSummary",
-    "kinesis:ListShards", "kinesis:AddTagsToStream", "kinesis:StartStreamEncryption",
+    "kinesis:ListShards", "kinesis:AddTagsToStream", "kinesis:ListTagsForStream", "kinesis:StartStreamEncryption",
 )  # fmt: skip
 WRITE_ACTIONS = ("kinesis:PutRecord", "kinesis:PutRecords", "kinesis:DescribeStreamSummary", "kinesis:ListShards")
 READ_ACTIONS = (
@@ -48,14 +51,23 @@ class GeoStreams(Construct):
         self.key.grant(grantee, "kms:DescribeKey", "kms:GenerateDataKey", "kms:Decrypt")
 
     def grant_shard_quota(self, grantee: iam.IGrantable) -> None:
-        """``kinesis:DescribeLimits``: the account's shard quota, read before each version's stream is created.
-
-        An account-level action: it has no resource type in the service authorization reference
-        (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonkinesisdatastreams.html), so
-        only ``Resource: "*"`` can allow it; a stream ARN never matches it (the first deploy failed here).
-        """
+        """``kinesis:DescribeLimits``: the account's shard quota and open shards, read before a new geo stream is
+        created (lambdas/common/kinesis.py ``shard_quota``). An account-level action: "Actions defined by Amazon
+        Kinesis Data Streams" lists no resource type for it
+        (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonkinesisdatastreams.html),
+        so it takes Resource "*"; it reads two numbers and changes nothing."""
         grantee.grant_principal.add_to_principal_policy(
-            iam.PolicyStatement(actions=["kinesis:DescribeLimits"], resources=["*"]))
+            iam.PolicyStatement(actions=["kinesis:DescribeLimits"], resources=["*"])
+        )
+
+    def grant_teardown(self, grantee: iam.IGrantable) -> None:
+        """List the account's streams and delete this deployment's geo streams (lambdas/teardown/handler.py).
+        ListStreams has no resource type in the service authorization reference (it lists names, and reads and
+        changes nothing): Resource "*"; DeleteStream only on the ``<prefix>-geo-v*`` streams."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=["kinesis:ListStreams"], resources=["*"])
+        )
+        self._grant(grantee, ("kinesis:DeleteStream",))
 
     def grant_write(self, grantee: iam.IGrantable) -> None:
         self._grant(grantee, WRITE_ACTIONS)

@@ -13,8 +13,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from geokernel.contracts.crowds import CONTROL_STATE_KEY
 from geokernel.contracts.env import EnvVar
 from geokernel.contracts.handoff import router_ledger_key, state_key
+from geokernel.contracts.spec_pointer import spec_key
+from geokernel.contracts.stream import stream_manifest_key
 from infra.aggregation import AggregationJob, EmrServerlessAggregation, GlueStreamingAggregation, JobInputs
 from infra.config import GeoConfig
 from infra.deploy import DeployerFunction, HooksFunction
@@ -29,6 +32,7 @@ from infra.router import RouterFunction
 from infra.storage import Storage
 from infra.suppressions import FindingOwners, acknowledge_findings
 from infra.tables import ControlTables
+from infra.teardown import GeoStreamTeardown
 from infra.workers import Workers, cluster_name, service_name
 
 
@@ -55,7 +59,11 @@ class GeoRebalancerStack(Stack):
                                          service_arn=self.service_arn)
         # the code the fleet should run (infra/workers.py): the deployer rolls it out when it differs from the fleet's
         self.deployer.function.add_environment(EnvVar.WORKER_TASK_DEFINITION, self.workers.template_revision)
+        # the geo streams' deployment tag: a same-named stream an earlier stack with this prefix left is not reused
+        for function in (self.deployer.function, self.hooks.function):
+            function.add_environment(EnvVar.DEPLOYMENT_ID, Aws.STACK_ID)
         self.monitoring = Monitoring(self, "Monitoring", config=config, watched=self._watched())
+        self.teardown = self._teardown(kit)
         self._grant()
         self._grant_state_handoff()
         self._outputs()
@@ -89,6 +97,15 @@ class GeoRebalancerStack(Stack):
             kit=kit,
         )
 
+    def _teardown(self, kit: LambdaKit) -> GeoStreamTeardown:
+        """The custom resource that deletes the geo streams with the stack (infra/teardown.py). Everything that creates,
+        writes or reads a geo stream depends on it, so CloudFormation deletes those first and it last."""
+        teardown = GeoStreamTeardown(self, "GeoStreamTeardown", config=self.config, kit=kit)
+        for dependent in (self.deployer.function, self.deployer.schedule, self.deployer.deployment_events,
+                          self.hooks.function, self.router.function, self.workers.service):
+            dependent.node.add_dependency(teardown.resource)
+        return teardown
+
     def _workers(self, env: Mapping[str, str]) -> Workers:
         """The worker fleet: the shared environment without what only the Lambdas read, plus the transform."""
         lambdas_only = (EnvVar.POLICY_JSON, EnvVar.SNAPSHOTS_BUCKET, EnvVar.STATE_HANDOFF)
@@ -106,7 +123,8 @@ class GeoRebalancerStack(Stack):
 
     def _functions_by_name(self) -> dict[str, lambda_.Function]:
         named = {"Router": self.router.function, "Partitioner": self.partitioner.function,
-                 "Deployer": self.deployer.function, "Hooks": self.hooks.function}
+                 "Deployer": self.deployer.function, "Hooks": self.hooks.function,
+                 "Teardown": self.teardown.function}
         if isinstance(self.aggregation, EmrServerlessAggregation):  # the streaming job run's replacements
             named["JobRun"] = self.aggregation.job_run.function
         return named
@@ -131,7 +149,8 @@ class GeoRebalancerStack(Stack):
             storage=self.storage,
             s3_dead_letters=(self.partitioner.failures, self.deployer.failures),
             router_failures=self.router.failures,
-            functions=(self.partitioner.function, self.router.function, self.deployer.function, self.hooks.function),
+            functions=(self.partitioner.function, self.router.function, self.deployer.function, self.hooks.function,
+                       self.teardown.function),
             worker_task=self.workers.task_definition,
             aggregation=self.aggregation,
         )
@@ -185,63 +204,87 @@ class GeoRebalancerStack(Stack):
         slot state objects they read back (geo_service/entity/handoff.py)."""
         if not self.config.state_handoff:
             return
-        self.storage.specs.grant_put(self.router.function, router_ledger_key("*", "*").split("/")[0] + "/*")
+        self.storage.specs.grant_put(self.router.function, _objects_under(router_ledger_key("*", "*")))
         self.tables.control.grant_write_data(self.workers.task_role)
-        self.storage.output.grant_read(self.workers.task_role, state_key(0, "*", final=True).split("/")[0] + "/*")
+        self.storage.output.grant_read(self.workers.task_role, _objects_under(state_key(0, "*", final=True)))
 
     def _grant(self) -> None:
-        storage, tables, geo = self.storage, self.tables, self.geo_streams
-        job = self.aggregation.job_role
+        """Each role's grants, one helper per role (or pair of roles stepping the same code)."""
+        self._grant_job()
+        self._grant_partitioner()
+        self._grant_router()
+        self._grant_deploy()
+        self._grant_workers()
+        # the teardown lists the account's streams and deletes this deployment's geo streams (infra/teardown.py)
+        self.geo_streams.grant_teardown(self.teardown.function)
+
+    def _grant_job(self) -> None:
+        storage, job = self.storage, self.aggregation.job_role
         self.ingest.stream.grant_read(job)
         storage.snapshots.grant_read_write(job)
         storage.checkpoints.grant_read_write(job)
         storage.quarantine.grant_put(job)
         storage.costs.grant_read(job)
 
-        partitioner = self.partitioner.function
+    def _grant_partitioner(self) -> None:
+        storage, partitioner = self.storage, self.partitioner.function
+        # Published specs are immutable (put once, If-None-Match: lambdas/common/s3.py SpecStore.put_new) and the
+        # specs bucket is versioned: no role gets a delete (s3:DeleteObject* would erase versions too). The readers
+        # get s3:List* with their reads: a missing object (no crowds declared, no controller state yet) is then a
+        # 404 instead of a 403.
         storage.snapshots.grant_read(partitioner)
         storage.costs.grant_read(partitioner)
-        storage.specs.grant_read_write(partitioner)
-        tables.control.grant_read_write_data(partitioner)
+        storage.specs.grant_read(partitioner)  # specs, declared crowds, controller state (lambdas/partitioner/logic.py)
+        storage.specs.grant_put(partitioner, _objects_under(spec_key(0)))  # new specs (logic.py publish)
+        storage.specs.grant_put(partitioner, CONTROL_STATE_KEY)  # its controller state (lambdas/partitioner/state.py)
+        self.tables.control.grant_read_write_data(partitioner)
 
+    def _grant_router(self) -> None:
         router = self.router.function
-        tables.control.grant_read_data(router)
-        storage.specs.grant_read(router)
-        storage.quarantine.grant_put(router)
-        geo.grant_write(router)
+        self.tables.control.grant_read_data(router)
+        self.storage.specs.grant_read(router)
+        self.storage.quarantine.grant_put(router)
+        self.geo_streams.grant_write(router)
 
+    def _grant_deploy(self) -> None:
+        """The deployer and the hooks: both step the deploy controller (lambdas/deploy/runtime.py)."""
+        storage, tables, geo = self.storage, self.tables, self.geo_streams
         deployer = self.deployer.function
-        storage.specs.grant_read_write(deployer)  # lambdas/deploy/code.py republishes the live spec for new code
+        storage.specs.grant_read(deployer)
+        storage.specs.grant_put(deployer, _objects_under(spec_key(0)))  # lambdas/deploy/code.py republishes the live spec for new code
+        # the stream manifest of each new geo stream (lambdas/deploy/steps.py publish_shards)
+        storage.specs.grant_put(deployer, _objects_under(stream_manifest_key(0)))
         tables.control.grant_read_write_data(deployer)
         tables.leases.grant_read_data(deployer)
         geo.grant_manage(deployer)
+        # a new version's stream must fit the account's shard quota (lambdas/deploy/steps.py shard_shortfall); only the
+        # deployer starts versions: the hooks step with allow_start=False and never ask (lambdas/deploy/controller.py)
         geo.grant_shard_quota(deployer)
         self._grant_ecs_deploy(deployer)
 
+        # The hooks step the deployer's controller with allow_start=False: they never start a fleet (no stream
+        # manifest, no revision, no UpdateService: lambdas/deploy/controller.py _from_deploying), and the fleet
+        # of a whole swap, the only kind an ECS deployment and so a hook belongs to, is stopped by ECS itself
         hooks = self.hooks.function
         storage.specs.grant_read(hooks)
         tables.control.grant_read_write_data(hooks)
         tables.leases.grant_read_write_data(hooks)
         geo.grant_manage(hooks)
-        hooks.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["ecs:DescribeServices", "ecs:DescribeServiceDeployments", "ecs:ListServiceDeployments"],
-                resources=[self.service_arn, self._service_deployments_arn()],
-            )
-        )
+        self._grant_ecs_read(hooks)
         # ECS assumes the hook role to invoke the hooks function (the unqualified function only).
         self.workers.hook_role.add_to_policy(
             iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[hooks.function_arn])
         )
 
-        task = self.workers.task_role
+    def _grant_workers(self) -> None:
+        storage, tables, task = self.storage, self.tables, self.workers.task_role
         tables.leases.grant_read_write_data(task)
         tables.control.grant_read_data(task)
         storage.specs.grant_read(task)
         storage.costs.grant_put(task)
         storage.output.grant_put(task)
         storage.quarantine.grant_put(task)
-        geo.grant_read(task)
+        self.geo_streams.grant_read(task)
         # A worker keeps its task's scale-in protection on while it holds a lease (geo_service/runtime/protection.py); the
         # agent endpoint acts with the task role.
         task.add_to_principal_policy(
@@ -259,25 +302,29 @@ class GeoRebalancerStack(Stack):
             arn_format=ArnFormat.SLASH_RESOURCE_NAME,
         )
 
-    def _service_deployments_arn(self) -> str:
-        return self.format_arn(
-            service="ecs",
-            resource="service-deployment",
-            resource_name=f"{cluster_name(self.config)}/{service_name(self.config)}/*",
-            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+    def _grant_ecs_read(self, grantee: iam.IGrantable) -> None:
+        """What the hooks read of ECS: the revision the service is set to and its SPEC_VERSION (lambdas/deploy/hooks.py
+        run_hook -> EcsFleet.target_version -> EcsService.running_spec_version: DescribeServices,
+        DescribeTaskDefinition; the latter has no resource type: Resource "*", see :meth:`_grant_ecs_deploy`)."""
+        principal = grantee.grant_principal
+        principal.add_to_principal_policy(iam.PolicyStatement(actions=["ecs:DescribeTaskDefinition"], resources=["*"]))
+        principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=["ecs:DescribeServices"], resources=[self.service_arn])
         )
 
     def _grant_ecs_deploy(self, grantee: iam.IGrantable) -> None:
+        """What the ECS adapter calls (lambdas/common/ecs.py: describe_services, describe_task_definition,
+        register_task_definition, update_service; tests/infra/test_stack.py derives the set from its source), and
+        passing the worker roles to the revisions it registers."""
         principal = grantee.grant_principal
-        # RegisterTaskDefinition/DescribeTaskDefinition do not support resource-level permissions (Resource "*").
+        # RegisterTaskDefinition/DescribeTaskDefinition have no resource type in "Actions defined by Amazon Elastic
+        # Container Service" (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelasticcontainerservice.html):
+        # Resource "*"
         principal.add_to_principal_policy(
             iam.PolicyStatement(actions=["ecs:RegisterTaskDefinition", "ecs:DescribeTaskDefinition"], resources=["*"])
         )
         principal.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["ecs:UpdateService", "ecs:DescribeServices", "ecs:DescribeServiceDeployments", "ecs:ListServiceDeployments"],
-                resources=[self.service_arn, self._service_deployments_arn()],
-            )
+            iam.PolicyStatement(actions=["ecs:UpdateService", "ecs:DescribeServices"], resources=[self.service_arn])
         )
         principal.add_to_principal_policy(
             iam.PolicyStatement(
@@ -316,3 +363,9 @@ class GeoRebalancerStack(Stack):
             values["GlueJobName"] = self.aggregation.job.job_name
         for name, value in values.items():
             CfnOutput(self, name, value=value)
+
+
+def _objects_under(key: str) -> str:
+    """The IAM object pattern of every key beside ``key`` under its first path segment (``specs/v00000001.json`` ->
+    ``specs/*``): the keys a contract function names at run time."""
+    return key.split("/")[0] + "/*"

@@ -12,17 +12,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import jsii
-from aws_cdk import Acknowledgment, Aspects, CfnResource, DefaultStackSynthesizer, IAspect, Stack, Validations
+from aws_cdk import Acknowledgment, Aspects, CfnResource, IAspect, Stack, Validations
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import IConstruct
 
+from geokernel.contracts.spec_pointer import spec_key
+from geokernel.contracts.stream import stream_manifest_key
 from infra.aggregation import AggregationJob, EmrServerlessAggregation
 from infra.config import GeoConfig
 from infra.storage import Storage
 
-BOOTSTRAP_QUALIFIER_CONTEXT = "@aws-cdk/core:bootstrapQualifier"
 IAM4_LAMBDA_BASIC = "AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]"
 # Action families the CDK grant helpers emit for one named bucket or key (never s3:* or kms:*).
 GRANT_ACTION_FAMILIES = (
@@ -87,7 +88,8 @@ FUNCTION_SKIPS = (
 )
 NO_DLQ_SKIP = ("CKV_AWS_116", "Not invoked asynchronously by a source that would drop a failed event: the router's "
                               "Kinesis source has an on-failure queue, ECS calls the hooks synchronously, CloudFormation "
-                              "calls the CDK's custom-resource handlers; the S3-triggered functions have a DLQ.")
+                              "calls the custom-resource handlers (the CDK's and the geo-stream teardown) and fails "
+                              "the stack operation when one never answers; the S3-triggered functions have a DLQ.")
 ACCESS_LOG_BUCKET_SKIPS = (
     ("CKV_AWS_21", "The server-access-logs bucket holds S3's delivery logs (expired after 90 days); versioning them "
                    "protects no data of the system."),
@@ -119,13 +121,6 @@ class CheckovSkips:
             node.add_metadata("checkov", {"skip": [{"id": i, "comment": c} for i, c in skips]})
 
 
-def bootstrap_qualifier(stack: Stack) -> str:
-    """The bootstrap qualifier the stack's assets bucket is named with: ``-c @aws-cdk/core:bootstrapQualifier=...``
-    when set, else CDK's default (``hnb659fds``)."""
-    found = stack.node.try_get_context(BOOTSTRAP_QUALIFIER_CONTEXT)
-    return str(found) if found else DefaultStackSynthesizer.DEFAULT_QUALIFIER
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FindingOwners:
     """The constructs of the stack that own an acknowledged finding (the narrowest scope of each)."""
@@ -135,7 +130,7 @@ class FindingOwners:
     # dead-letter queues of the S3-triggered functions (partitioner, deployer)
     s3_dead_letters: tuple[sqs.IQueue, ...]
     router_failures: sqs.IQueue
-    # the project's functions: partitioner, router, deployer, hooks (X-Ray, AWSLambdaBasicExecutionRole)
+    # the project's functions: partitioner, router, deployer, hooks, teardown (X-Ray, AWSLambdaBasicExecutionRole)
     functions: tuple[lambda_.IFunction, ...]
     worker_task: ecs.TaskDefinition
     aggregation: AggregationJob
@@ -175,22 +170,25 @@ def _ack_grant_helpers(stack: Stack, owners: FindingOwners) -> None:
             f"AwsSolutions-IAM5[Resource::{_arn_token(stack, bucket)}/*]",
             f"Objects of the {name} bucket only: object keys are created at run time (window, version, worker, time).",
         )
+    specs = _arn_token(stack, owners.storage.specs)
+    for key, what in ((spec_key(0), "new spec versions (partitioner, deployer)"),
+                      (stream_manifest_key(0), "geo stream manifests (deployer, hooks)")):
+        _ack(
+            stack,
+            f"AwsSolutions-IAM5[Resource::{specs}/{key.split('/')[0]}/*]",
+            f"Puts of {what} under one fixed prefix of the specs bucket, one key per version named at run time; no "
+            "delete (infra/stack.py).",
+        )
 
 
 def _ack_run_time_names(stack: Stack, owners: FindingOwners) -> None:
-    """Resources named at run time under a fixed prefix: geo streams, service deployments, worker tasks."""
+    """Resources named at run time under a fixed prefix: geo streams, worker tasks."""
     config = owners.config
     _ack(
         stack,
         f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kinesis:<AWS::Region>:<AWS::AccountId>:stream/{config.geo_stream_prefix}*]",
         f"Per-version geo streams are created and deleted at run time by the deployer; every statement is limited to "
         f"this deployment's '{config.geo_stream_prefix}*' streams (docs/CONTRACTS.md).",
-    )
-    _ack(
-        stack,
-        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:service-deployment/"
-        f"{config.prefix}-workers/{config.prefix}-geo-workers/*]",
-        "ECS creates a service-deployment id per blue/green deploy at run time; limited to the worker service.",
     )
     if config.state_handoff:  # infra/stack.py _grant_state_handoff: objects under one fixed prefix each
         _ack(
@@ -212,7 +210,7 @@ def _ack_run_time_names(stack: Stack, owners: FindingOwners) -> None:
 
 
 def _ack_unscoped_actions(stack: Stack, owners: FindingOwners) -> None:
-    """Actions without resource-level permissions, AWS's managed Lambda policy, and the CDK asset bucket."""
+    """Actions without resource-level permissions, and AWS's managed Lambda policy."""
     star_owners: list[IConstruct] = [*owners.functions, owners.worker_task]
     if owners.aggregation.engine == "glue":
         star_owners.append(owners.aggregation)
@@ -221,7 +219,9 @@ def _ack_unscoped_actions(stack: Stack, owners: FindingOwners) -> None:
             owner,
             "AwsSolutions-IAM5[Resource::*]",
             "Only actions without resource-level permissions: X-Ray PutTraceSegments/PutTelemetryRecords (Lambda "
-            "tracing), ecs:RegisterTaskDefinition/DescribeTaskDefinition (deployer), ecr:GetAuthorizationToken (task "
+            "tracing), ecs:RegisterTaskDefinition/DescribeTaskDefinition (deployer, hooks), kinesis:DescribeLimits (deployer: "
+            "the account's shard quota), kinesis:ListStreams (geo-stream teardown: stream names only), "
+            "ecr:GetAuthorizationToken (task "
             "execution role), cloudwatch:PutMetricData (Glue job, limited by the cloudwatch:namespace condition to Glue).",
         )
     _ack(
@@ -229,12 +229,6 @@ def _ack_unscoped_actions(stack: Stack, owners: FindingOwners) -> None:
         IAM4_LAMBDA_BASIC,
         "AWSLambdaBasicExecutionRole only allows creating log streams and putting log events; used by the project's "
         "functions and by the CDK-provided bucket-notification, AwsCustomResource and provider-framework handlers.",
-    )
-    _ack(
-        stack,
-        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::cdk-{bootstrap_qualifier(stack)}-assets-"
-        "<AWS::AccountId>-<AWS::Region>/*]",
-        "Read access to the CDK asset bucket for the Spark job's entry script and code zip; asset keys are content hashes.",
     )
 
 

@@ -135,7 +135,10 @@ class Workers(Construct):
             image=ecs.ContainerImage.from_docker_image_asset(self.image),
             environment={**environment, EnvVar.LEASE_S: str(config.lease_s)},
             logging=ecs.LogDriver.aws_logs(stream_prefix="worker", log_group=self.log_group),
-            readonly_root_filesystem=False,
+            # The worker writes no file (records, leases, costs and state go to AWS; the image sets
+            # PYTHONDONTWRITEBYTECODE): nothing in the container may change its own code or libraries, and no volume
+            # is needed (tests/geo_service/test_no_file_writes.py keeps it so)
+            readonly_root_filesystem=True,
             essential=True,
             # ECS ignores the Dockerfile HEALTHCHECK; this is the image's own probe (docs/CONTRACTS.md).
             health_check=ecs.HealthCheck(

@@ -54,7 +54,7 @@ LAYERS: dict[str, tuple[Layer, ...]] = {
     # metrics, text and maps; the sub-commands (under partitioner/cli.py)
     "partitioner": ("load", "builders", "control", "simulate", "output", "commands"),
     # the adapters every function shares; then one package per Lambda function, none importing another
-    "lambdas": ("common", ("partitioner", "router", "deploy", "jobrun")),
+    "lambdas": ("common", ("partitioner", "router", "deploy", "jobrun", "teardown")),
     # the worker: the exception base (a module); its ports (AWS, logs, clock and threads); the slot leases; the parts of
     # a record's path (read, decode, transform, cost, buffer); entity state; swaps; the process at run time; serving
     # slots (the entry points __main__, worker and healthcheck, modules, on top)
@@ -84,6 +84,7 @@ PACKAGE_PART_DEPENDS: dict[str, tuple[str, ...]] = {
     "lambdas.router": ("geokernel",),
     "lambdas.deploy": ("geokernel",),
     "lambdas.jobrun": ("geokernel",),
+    "lambdas.teardown": ("geokernel",),
 }
 
 

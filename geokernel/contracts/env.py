@@ -52,6 +52,8 @@ class EnvVar(StrEnum):
     DRAIN_TIMEOUT_S = "DRAIN_TIMEOUT_S"
     HOOK_CALLBACK_DELAY_S = "HOOK_CALLBACK_DELAY_S"
     STREAM_ACTIVE_WAIT_S = "STREAM_ACTIVE_WAIT_S"
+    FUNCTION_TIMEOUT_S = "FUNCTION_TIMEOUT_S"
+    DEPLOYMENT_ID = "DEPLOYMENT_ID"
     # -- the worker's revision marks (the deployer writes them into each task-definition revision it registers)
     SPEC_VERSION = "SPEC_VERSION"
     CODE_REVISION = "CODE_REVISION"
@@ -162,6 +164,14 @@ ENV_VARS: Mapping[EnvVar, EnvVarUse] = MappingProxyType({
                                        "Seconds before ECS calls a held lifecycle hook again (callBackDelay); the "
                                        "deployer steps a carry swap as often (default 15)."),
     EnvVar.STREAM_ACTIVE_WAIT_S: _use((_L,), (_D,), "Seconds the deployer waits for a new geo stream to be ACTIVE (default 120)."),
+    EnvVar.FUNCTION_TIMEOUT_S: _use((_S,), _LAMBDAS,
+                                    "The function's own timeout in seconds: its AWS clients' timeouts and retries are "
+                                    "derived from it, so one call's worst case ends in time to report "
+                                    "(lambdas.common.clients.client_limits; default 60)."),
+    EnvVar.DEPLOYMENT_ID: _use((_S,), _DEPLOY,
+                               "The deployment's id (the stack's): the deploy controller tags every geo stream it "
+                               "creates with it and deletes a same-named stream without it, left by an earlier "
+                               "deployment with the same prefix (unset: no tags, every stream is its own)."),
     EnvVar.SPEC_VERSION: _use((_D, _L), (_W, _D),
                               "The spec version a worker was started for ('whole' mode: required); the deployer "
                               "reads it back from the running revision."),

@@ -59,6 +59,8 @@ class LambdaConfig:
     event_fields: EventFields = DEFAULT_EVENT_FIELDS
     state_handoff: bool = False
     router_parallelism: int = 1  # the event source mapping's parallelization factor (lambdas.common.pacing)
+    function_timeout_s: float = 60.0  # the function's own timeout: what its clients' limits fit in (clients.py)
+    deployment_id: str | None = None  # the stack's id: the tag of the geo streams this deployment creates
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LambdaConfig:
@@ -97,6 +99,8 @@ class LambdaConfig:
             state_handoff=parse_flag(EnvVar.STATE_HANDOFF, e.get(EnvVar.STATE_HANDOFF, "")),
             router_parallelism=int(_positive(EnvVar.ROUTER_PARALLELISM, e.get(EnvVar.ROUTER_PARALLELISM, "1"),
                                              integer=True)),
+            function_timeout_s=_positive(EnvVar.FUNCTION_TIMEOUT_S, e.get(EnvVar.FUNCTION_TIMEOUT_S, "60")),
+            deployment_id=e.get(EnvVar.DEPLOYMENT_ID, "").strip() or None,
         )
 
     def require(self, *names: str) -> LambdaConfig:

@@ -20,6 +20,9 @@ from lambdas.common.pacing import Pacer
 
 KINESIS_MAX_RECORDS = 500
 KINESIS_MAX_BYTES = 5 * 1024 * 1024
+#: The tag naming the deployment (the stack's id, ``DEPLOYMENT_ID``) that created a geo stream.
+DEPLOYMENT_TAG = "geo-rebalancer:deployment"
+LIST_PAGE = 100  # ListStreams' page size (its default and most: API_ListStreams.html)
 
 
 @dataclass(frozen=True)
@@ -48,24 +51,75 @@ class GeoStreams:
     ``kms_key`` (``GEO_STREAM_KMS_KEY``: key ARN, id or alias) is the key the deployer turns
     server-side encryption on with; None leaves streams unencrypted (the router, which only puts,
     needs no key).
+
+    ``deployment`` (``DEPLOYMENT_ID``: the stack's id) tags every stream this creates (:data:`DEPLOYMENT_TAG`), so
+    :meth:`owned` tells this deployment's streams from those an earlier deployment with the same prefix left; None
+    (the local loop, tests) tags nothing and owns every stream.
     """
 
-    def __init__(self, kinesis: Any, kms_key: str | None = None, pacer: Pacer | None = None) -> None:
+    def __init__(self, kinesis: Any, kms_key: str | None = None, pacer: Pacer | None = None,
+                 deployment: str | None = None) -> None:
         self._k = kinesis
         self.kms_key = kms_key
         self.pacer = pacer
+        self.deployment = deployment
 
     def paced(self, pacer: Pacer | None) -> GeoStreams:
         """The same streams, their puts paced by ``pacer`` (one invocation's, :mod:`lambdas.common.pacing`)."""
-        return GeoStreams(self._k, self.kms_key, pacer)
+        return GeoStreams(self._k, self.kms_key, pacer, self.deployment)
 
     def create(self, name: str, shards: int) -> None:
-        """Create ``name`` with ``shards`` shards (provisioned); an existing stream is left as it is."""
+        """Create ``name`` with ``shards`` shards (provisioned), tagged with the deployment; an existing stream is
+        left as it is (:meth:`owned` says whose it is).
+
+        The tags come with the create: ``AddTagsToStream`` would have to wait for ACTIVE, and a stream seen
+        untagged in between could not be told from another deployment's (CreateStream's ``Tags`` also need
+        ``kinesis:AddTagsToStream``: https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonkinesisdatastreams.html).
+        """
+        tags = {"Tags": {DEPLOYMENT_TAG: self.deployment}} if self.deployment else {}
         try:
-            self._k.create_stream(StreamName=name, ShardCount=shards, StreamModeDetails={"StreamMode": "PROVISIONED"})
+            self._k.create_stream(StreamName=name, ShardCount=shards, StreamModeDetails={"StreamMode": "PROVISIONED"},
+                                  **tags)
         except ClientError as exc:
             if error_code(exc) != "ResourceInUseException":
                 raise AdapterError(f"cannot create geo stream {name!r} with {shards} shards: {exc}") from exc
+
+    def owned(self, name: str) -> bool:
+        """True when this deployment created ``name`` (its :data:`DEPLOYMENT_TAG` is ``deployment``), or when no
+        deployment is set; False for a stream another deployment with the same prefix left (``ListTagsForStream``:
+        five calls per second per account, one per new version here)."""
+        if not self.deployment:
+            return True
+        kwargs: dict[str, Any] = {"StreamName": name}
+        try:
+            while True:
+                resp = self._k.list_tags_for_stream(**kwargs)
+                tags = resp.get("Tags", [])
+                if any(t.get("Key") == DEPLOYMENT_TAG for t in tags):
+                    return any(t.get("Key") == DEPLOYMENT_TAG and t.get("Value") == self.deployment for t in tags)
+                if not resp.get("HasMoreTags") or not tags:
+                    return False
+                kwargs["ExclusiveStartTagKey"] = tags[-1]["Key"]
+        except ClientError as exc:
+            raise AdapterError(f"cannot read the tags of geo stream {name!r}: {exc}") from exc
+
+    def named(self, prefix: str, page: int = LIST_PAGE) -> list[tuple[str, str]]:
+        """``(name, status)`` of every stream of the account and region whose name starts with ``prefix``
+        (``ListStreams``, paginated by ``NextToken``: https://docs.aws.amazon.com/kinesis/latest/APIReference/API_ListStreams.html)."""
+        out: list[tuple[str, str]] = []
+        kwargs: dict[str, Any] = {"Limit": page}
+        try:
+            while True:
+                resp = self._k.list_streams(**kwargs)
+                summaries = [(str(s["StreamName"]), str(s.get("StreamStatus", "")))
+                             for s in resp.get("StreamSummaries", [])] or [(str(n), "") for n in resp.get("StreamNames", [])]
+                out += [(name, status) for name, status in summaries if name.startswith(prefix)]
+                if not resp.get("HasMoreStreams") or not summaries:
+                    return out
+                token = resp.get("NextToken")  # else the older form: continue after the last name
+                kwargs = {"Limit": page, **({"NextToken": token} if token else {"ExclusiveStartStreamName": summaries[-1][0]})}
+        except ClientError as exc:
+            raise AdapterError(f"cannot list the streams named {prefix!r}*: {exc}") from exc
 
     def start_encryption(self, name: str) -> bool:
         """Turn on KMS encryption of the ACTIVE stream ``name`` unless it is on; True if it was started now.
@@ -119,11 +173,15 @@ class GeoStreams:
             raise AdapterError(f"cannot describe geo stream {name!r}: {exc}") from exc
 
     def wait_active(self, name: str, timeout_s: float, poll_s: float = 2.0) -> bool:
+        """True once ``name`` is ACTIVE; False after ``timeout_s``, or at once when it is being deleted (it will not
+        become ACTIVE: a stale stream the deploy controller deletes). A stream not found yet is waited for: one just
+        created may not be visible at once."""
         deadline = time.monotonic() + timeout_s
         while True:
-            if self.status(name) == "ACTIVE":
+            status = self.status(name)
+            if status == "ACTIVE":
                 return True
-            if time.monotonic() >= deadline:
+            if status == "DELETING" or time.monotonic() >= deadline:
                 return False
             time.sleep(poll_s)
 

@@ -227,7 +227,8 @@ class DeployController(SwapSteps):
                 lambda: self.start(target))
 
     def _from_deploying(self, st: DeployState, v: int, now: float, allow_start: bool) -> Transition | None:
-        """deploying -> waiting_green (start_fleet) once the geo stream is ACTIVE and encrypted; else the green
+        """deploying -> waiting_green (start_fleet) once the geo stream is ACTIVE, this deployment's and encrypted, in
+        a step that may start (the deployer's: a hook's changes no fleet and writes no manifest); else the green
         timeout."""
         name = self.stream_name(self.spec(v))
         status = self.streams.status(name)
@@ -237,12 +238,17 @@ class DeployController(SwapSteps):
         if status != "ACTIVE" and wait:
             self.streams.wait_active(name, self.stream_wait_s)
             status = self.streams.status(name)
+        if status == "ACTIVE" and not self.streams.owned(name):
+            # left by an earlier deployment with this prefix (a stack destroyed before its streams were): another
+            # version's shards and records under this name. Delete it; a later step creates this version's anew
+            self.streams.delete(name)
+            return self._green_timeout(st, now)
         if status == "ACTIVE" and self.streams.start_encryption(name):
             # encryption goes on before any worker reads or the router puts; the stream is UPDATING meanwhile
             if wait:
                 self.streams.wait_active(name, self.stream_wait_s)
             status = self.streams.status(name)
-        if status == "ACTIVE":
+        if status == "ACTIVE" and allow_start:  # the fleet is started by the deployer only, never by a hook
             old = st.old_version
             return (replace(st, status=DeployStatus.WAITING_GREEN, stage_since=now, reason=f"waiting for v{v} workers"),
                     lambda: self.start_fleet(v, old))

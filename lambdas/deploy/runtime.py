@@ -28,7 +28,8 @@ def controller() -> DeployController:
     c = make_clients(cfg)
     fleet = EcsFleet(EcsService(c.ecs, cfg.ecs_cluster, cfg.ecs_service), cfg.worker_task_definition)
     return DeployController(ControlTable(c.dynamodb, cfg.control_table), LeaseTable(c.dynamodb, cfg.leases_table),
-                            SpecStore(c.s3, cfg.specs_bucket), GeoStreams(c.kinesis, cfg.geo_stream_kms_key),
+                            SpecStore(c.s3, cfg.specs_bucket),
+                            GeoStreams(c.kinesis, cfg.geo_stream_kms_key, deployment=cfg.deployment_id),
                             fleet, prefix=cfg.prefix,
                             green_timeout_s=cfg.green_timeout_s, drain_timeout_s=cfg.drain_timeout_s,
                             stream_wait_s=cfg.stream_active_wait_s, swap_mode=cfg.swap_mode,

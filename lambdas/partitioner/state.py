@@ -4,8 +4,9 @@ The state (:class:`partitioner.control.controller.ControlState`: the load histor
 publish time) is a few tens of KB for a global fleet (regions x the last windows), and grows with the
 number of regions. DynamoDB caps an item at 400 KB including attribute names
 (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Constraints.html, "Items"), so the
-state lives in S3 instead: ``control/controller-state.json`` in the specs bucket (the partitioner role
-may already write there; the deployer's trigger only watches ``specs/``).
+state lives in S3 instead: ``control/controller-state.json`` in the specs bucket
+(:data:`geokernel.contracts.crowds.CONTROL_STATE_KEY`: the partitioner role may put that key and new specs only;
+the deployer's trigger only watches ``specs/``).
 
 Only the partitioner writes it, once per processed snapshot, after deciding and before marking the
 snapshot processed; a retried snapshot is absorbed once (the history replaces a window it already holds).
@@ -17,12 +18,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from geokernel.contracts.crowds import CONTROL_STATE_KEY
 from geokernel.errors import PolicyError
 from lambdas.common.clients import error_code
 from lambdas.common.errors import AdapterError
 from partitioner.control.controller import ControlState
-
-CONTROL_STATE_KEY = "control/controller-state.json"
 
 
 class ControlStateStore:

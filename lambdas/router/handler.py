@@ -36,14 +36,13 @@ from typing import Any
 import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from botocore.config import Config
 
 from geokernel.contracts.env import EnvVar
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from geokernel.contracts.events import ReasonCode
 from geokernel.contracts.kpl import KplError, deaggregate, is_aggregated, sub_record_source
 from geokernel.contracts.metric_names import NAMESPACE, Metric, MetricService
-from lambdas.common.clients import make_clients
+from lambdas.common.clients import client_limits, make_clients
 from lambdas.common.config import LambdaConfig
 from lambdas.common.dynamodb import ControlTable
 from lambdas.common.errors import AdapterError
@@ -103,9 +102,7 @@ def pacer_for(event: dict[str, Any], routers: Callable[[str], int], now: float) 
 
 def put_client(cfg: LambdaConfig) -> Any:
     """A Kinesis client whose calls are tried once (see the module docstring): a failed put is a batch item failure."""
-    retries: Any = {"total_max_attempts": 1, "mode": "standard"}  # max_attempts would count retries, not calls
-    kw: dict[str, Any] = {"region_name": cfg.region,
-                          "config": Config(retries=retries, connect_timeout=5, read_timeout=30)}
+    kw: dict[str, Any] = {"region_name": cfg.region, "config": client_limits(cfg.function_timeout_s, 1).config()}
     if cfg.endpoint_url:
         kw["endpoint_url"] = cfg.endpoint_url
     return boto3.client("kinesis", **kw)

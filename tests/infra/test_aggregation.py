@@ -252,3 +252,28 @@ def test_a_glue_connector_jar_reads_the_stream_with_the_connector_on_a_checkpoin
     # AND without the setting neither argument is there
     args = job_without["Properties"]["DefaultArguments"]
     assert "--extra-jars" not in args and "--kinesis_connector_jar" not in args
+
+
+def _asset_bucket_reads(synth: Any) -> list[str]:
+    """The CDK-assets-bucket resources of the job role's statements, as text (``<bucket>/<key>`` or ``<bucket>``)."""
+    (policy,) = [p for k, p in synth.resources("AWS::IAM::Policy").items() if k.startswith("AggregationJobRoleDefaultPolicy")]
+    out: list[str] = []
+    for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        for resource in resources:
+            text = json.dumps(resource)
+            if "-assets-" in text:
+                parts = resource["Fn::Join"][1]
+                out.append("".join(p if isinstance(p, str) else "<bucket>" if "Fn::Sub" in p else "" for p in parts))
+    return out
+
+
+def test_the_job_role_reads_only_its_own_objects_of_the_cdk_assets_bucket(emr: Any, glue: Any) -> None:
+    # GIVEN each engine's job role WHEN its statements on the account's CDK assets bucket are listed
+    for synth in (emr, glue):
+        job = synth.stack.aggregation
+        reads = _asset_bucket_reads(synth)
+        # THEN they name the job's entry script and code zip (bucket-level listing aside), never every object
+        objects = {r.split("<bucket>", 1)[1] for r in reads if not r.endswith("<bucket>")}
+        assert objects == {f"/{job.entry.s3_object_key}", f"/{job.code.s3_object_key}"}, (job.engine, reads)
+        assert not [r for r in reads if r.endswith("/*")], (job.engine, reads)

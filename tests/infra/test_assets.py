@@ -14,7 +14,7 @@ from infra import assets
 @pytest.mark.parametrize(
     "entry",
     [assets.PARTITIONER_HANDLER, assets.ROUTER_HANDLER, assets.DEPLOYER_HANDLER, assets.HOOKS_HANDLER,
-     assets.EMR_ENTRY, assets.GLUE_ENTRY, assets.WORKER_DOCKERFILE, assets.WORKER_HEALTHCHECK],
+     assets.TEARDOWN_HANDLER, assets.EMR_ENTRY, assets.GLUE_ENTRY, assets.WORKER_DOCKERFILE, assets.WORKER_HEALTHCHECK],
 )  # fmt: skip
 def test_every_wired_entry_point_exists(entry: assets.EntryPoint) -> None:
     # GIVEN an entry point the stack wires WHEN required THEN it exists (and defines its handler)
@@ -60,7 +60,8 @@ def test_lambda_code_bundle_copies_handlers_and_library(tmp_path: Path) -> None:
 
 def test_only_the_partitioner_function_ships_the_library() -> None:
     # GIVEN every Lambda entry point WHEN their packages are read THEN only the partitioner's names the library
-    entries = (assets.PARTITIONER_HANDLER, assets.ROUTER_HANDLER, assets.DEPLOYER_HANDLER, assets.HOOKS_HANDLER)
+    entries = (assets.PARTITIONER_HANDLER, assets.ROUTER_HANDLER, assets.DEPLOYER_HANDLER, assets.HOOKS_HANDLER,
+               assets.TEARDOWN_HANDLER)
     assert [e.path for e in entries if "partitioner" in e.packages] == ["lambdas/partitioner/handler.py"]
     assert all("geokernel" in e.packages for e in entries)
 

@@ -65,7 +65,7 @@ def test_a_mapping_reaches_the_router_the_workers_and_the_emr_job(tmp_path: Path
     others = [f for f in template.find_resources("AWS::Lambda::Function").values()
               if f["Properties"].get("Handler", "").startswith("lambdas.")
               and f["Properties"]["Handler"] != "lambdas.router.handler.handler"]
-    assert len(others) == 4  # partitioner, deployer, hooks, and the streaming job run's custom resource
+    assert len(others) == 5  # partitioner, deployer, hooks, the streaming job run's resource, the geo-stream teardown
     assert all("EVENT_FIELDS" not in f["Properties"].get("Environment", {}).get("Variables", {}) for f in others)
     template.has_resource_properties("AWS::ECS::TaskDefinition", {"ContainerDefinitions": [
         Match.object_like({"Environment": Match.array_with([{"Name": "EVENT_FIELDS", "Value": MAPPED_JSON}])})]})

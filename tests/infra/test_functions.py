@@ -6,19 +6,23 @@ from typing import Any
 
 from aws_cdk.assertions import Match
 
+from lambdas.common.clients import REPORT_MARGIN_S, TOTAL_ATTEMPTS, client_limits
+
 HANDLERS = {
     "lambdas.partitioner.handler.handler",
     "lambdas.router.handler.handler",
     "lambdas.deploy.deployer.handler",
     "lambdas.deploy.hooks.handler",
     "lambdas.jobrun.handler.on_event",  # engine=emr: the streaming job run's custom resource
+    "lambdas.teardown.handler.handler",  # the geo streams' teardown on stack deletion
 }
 
 
-def test_five_functions_with_the_contract_handlers(emr: Any) -> None:
+def test_six_functions_with_the_project_handlers(emr: Any) -> None:
     # GIVEN the project's functions WHEN listed
     functions = [f["Properties"] for f in emr.resources("AWS::Lambda::Function").values() if f["Properties"]["Handler"].startswith("lambdas.")]
-    # THEN exactly the five entry points, on python3.14/arm64, traced, with the layer and a log group
+    # THEN exactly the six entry points (the four of the contract, the streaming job run's custom resource and the
+    # geo-stream teardown), on python3.14/arm64, traced, with the layer and a log group
     assert {f["Handler"] for f in functions} == HANDLERS
     for props in functions:
         assert props["Runtime"] == "python3.14" and props["Architectures"] == ["arm64"]
@@ -66,3 +70,20 @@ def test_checkov_skips_carry_a_reason_and_only_dlq_less_functions_skip_the_dlq_c
         assert ("CKV_AWS_116" in skips) == ("DeadLetterConfig" not in fn["Properties"]), logical_id
     for logical_id, group in emr.resources("AWS::Logs::LogGroup").items():
         assert [s["id"] for s in group["Metadata"]["checkov"]["skip"]] == ["CKV_AWS_158"], logical_id
+
+
+def test_every_functions_aws_calls_end_before_the_function_does(emr: Any) -> None:
+    # GIVEN each project function: its timeout, and what the stack tells it the timeout is
+    functions = [f["Properties"] for f in emr.resources("AWS::Lambda::Function").values()
+                 if f["Properties"]["Handler"].startswith("lambdas.")]
+    assert functions
+    for props in functions:
+        timeout = props["Timeout"]
+        assert props["Environment"]["Variables"]["FUNCTION_TIMEOUT_S"] == str(timeout), props["Handler"]
+        # WHEN its clients' limits are derived from it (lambdas/common/clients.py; the router's puts: one attempt)
+        for attempts in (TOTAL_ATTEMPTS, 1):
+            limits = client_limits(float(timeout), attempts)
+            # THEN one call's worst case (connect + read timeouts x attempts + the longest backoffs) ends with the
+            # reporting margin still left before Lambda stops the invocation
+            assert limits.worst_case_s() + REPORT_MARGIN_S <= timeout, (props["Handler"], timeout, limits)
+            assert limits.worst_case_s() < timeout

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,3 +51,45 @@ def test_vpc_reuse_requires_a_concrete_environment(monkeypatch: pytest.MonkeyPat
     with pytest.raises(SystemExit, match=r"context 'vpc_id' \('vpc-0123456789abcdef0'\)"):
         build_app(cdk.App(context={"vpc_id": "vpc-0123456789abcdef0"}))
     assert load_config({"vpc_id": "vpc-0123456789abcdef0"}).vpc_id == "vpc-0123456789abcdef0"
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EMR_AZ_PAGE = "https://docs.aws.amazon.com/emr/latest/EMR-Serverless-UserGuide/endpoints-quotas.html"
+
+
+def _section(markdown: str, heading: str) -> str:
+    """The text of the ``## heading`` section (up to the next ``## ``)."""
+    start = markdown.index(f"\n## {heading}\n")
+    end = markdown.find("\n## ", start + 1)
+    return markdown[start:end if end != -1 else len(markdown)]
+
+
+def test_the_emr_subnets_zones_are_unknown_at_synth_so_the_deploy_guide_has_them_checked_first(emr: Any) -> None:
+    # GIVEN the EMR Serverless application's subnets (a created VPC's private subnets)
+    (app,) = emr.resources("AWS::EMRServerless::Application").values()
+    subnet_ids = {s["Ref"] for s in app["Properties"]["NetworkConfiguration"]["SubnetIds"]}
+    zones = [emr.resources("AWS::EC2::Subnet")[s]["Properties"]["AvailabilityZone"] for s in sorted(subnet_ids)]
+    # THEN their zones are Fn::GetAZs picks, known only at deploy (and a looked-up VPC's carry zone names, not the AZ
+    # IDs EMR Serverless lists): synth cannot compare them with the IDs it supports
+    assert len(zones) == 2 and all("Fn::GetAZs" in json.dumps(z) for z in zones)
+    # AND docs/DEPLOY.md "Before the first deploy" has the check (the preflight item), citing the AZ ID list and
+    # saying how to look the IDs up for both kinds of VPC
+    checklist = _section((REPO_ROOT / "docs" / "DEPLOY.md").read_text(encoding="utf-8"), "Before the first deploy")
+    assert "- [ ]" in checklist or "* [ ]" in checklist
+    assert EMR_AZ_PAGE in checklist and "AvailabilityZoneId" in checklist and "ZoneId" in checklist
+    assert "python -m georebal preflight" in checklist
+
+
+def test_the_docs_count_the_nat_gateways_cdk_json_creates(cdk_context: dict[str, Any]) -> None:
+    # GIVEN the default number of NAT gateways (cdk.json) and the per-hour rate docs/COST.md uses
+    nats = int(cdk_context["nat_gateways"])
+    deploy = (REPO_ROOT / "docs" / "DEPLOY.md").read_text(encoding="utf-8")
+    cost = (REPO_ROOT / "docs" / "COST.md").read_text(encoding="utf-8")
+    # THEN the deploy guide's Network row, the cost estimate's defaults and its NAT-hours line say that many
+    (network_row,) = [line for line in deploy.splitlines() if line.startswith("| `Network`")]
+    assert f"{nats} NAT gateways" in network_row and "1 NAT gateway," not in network_row
+    (defaults_row,) = [line for line in cost.splitlines() if line.startswith("| everything else |")]
+    assert f"{nats} NAT gateways" in defaults_row
+    (hours_row,) = [line for line in cost.splitlines() if line.startswith("| VPC: NAT gateway") and ", hours |" in line]
+    monthly = round(nats * 0.045 * 730)  # 0.045 USD per NAT-hour, 730 hours (the table's own rate and month)
+    assert [cell.strip() for cell in hours_row.strip("|").split("|")][2:] == [str(monthly), str(monthly)]

@@ -26,7 +26,8 @@ def test_every_log_group_of_the_stack_is_an_output_but_flow_and_provider_logs(va
     # custom-resource handlers: the AwsCustomResource singleton (it starts the Glue streaming job run) and the
     # provider framework's onEvent function (it calls the handler replacing the EMR job run, LogGroupJobRun)
     keys = {k for k in outputs if k.startswith("LogGroup")}
-    expected = {"LogGroupRouter", "LogGroupPartitioner", "LogGroupDeployer", "LogGroupHooks", "LogGroupWorkers"}
+    expected = {"LogGroupRouter", "LogGroupPartitioner", "LogGroupDeployer", "LogGroupHooks", "LogGroupTeardown",
+                "LogGroupWorkers"}
     assert keys == (expected | {"LogGroupAggregation", "LogGroupJobRun"} if variant == "emr" else expected)
     assert named <= groups
     provider = "AWS679f53fac002430cb0da5b7982bd2287"  # the AwsCustomResource singleton's fixed id prefix

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,12 +13,14 @@ from aws_cdk.assertions import Match
 
 from geokernel.contracts.env import ENV_VARS, Component, EnvVar
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
 SERVICE_WIDE = re.compile(r"^[a-z0-9-]+:\*$")
 # Actions AWS only allows on Resource "*" (no resource-level permissions); anything else must be scoped.
 STAR_RESOURCE_OK = {
     "xray:PutTraceSegments", "xray:PutTelemetryRecords", "ecs:RegisterTaskDefinition", "ecs:DescribeTaskDefinition",
     "cloudwatch:PutMetricData", "ecr:GetAuthorizationToken", "ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DeleteNetworkInterface",
-    "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
+    "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses", "kinesis:DescribeLimits", "kinesis:ListStreams",
 }  # fmt: skip
 
 
@@ -87,7 +91,8 @@ def test_deployer_can_pass_only_the_worker_roles_to_ecs_tasks(emr: Any) -> None:
     # GIVEN the iam:PassRole statements WHEN inspected
     passes = [s for s in emr.policy_statements() if "iam:PassRole" in _actions(s)]
     ecs_passes = [s for s in passes if s.get("Condition", {}).get("StringEquals", {}).get("iam:PassedToService") == "ecs-tasks.amazonaws.com"]
-    # THEN exactly one passes to ECS tasks, naming the task and execution roles (no wildcard)
+    # THEN exactly one (the deployer's: it registers the revisions) passes to ECS tasks, naming the task and
+    # execution roles (no wildcard)
     assert len(ecs_passes) == 1
     resources = _resources(ecs_passes[0])
     assert len(resources) == 2 and all("*" not in r for r in resources)
@@ -96,13 +101,94 @@ def test_deployer_can_pass_only_the_worker_roles_to_ecs_tasks(emr: Any) -> None:
 
 
 def test_update_service_is_scoped_to_the_worker_service(emr: Any) -> None:
-    # GIVEN the statement allowing ecs:UpdateService
+    # GIVEN the statement allowing ecs:UpdateService (the deployer's)
     (statement,) = [s for s in emr.policy_statements() if "ecs:UpdateService" in _actions(s)]
-    # THEN its resources are the worker service and its deployments only
-    assert sorted(_resources(statement)) == sorted([
-        "arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:service/georebal-workers/georebal-geo-workers",
-        "arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:service-deployment/georebal-workers/georebal-geo-workers/*",
-    ])
+    # THEN its resource is the worker service only
+    assert _resources(statement) == [
+        "arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:service/georebal-workers/georebal-geo-workers"]
+
+
+def test_only_the_deployer_may_read_the_accounts_kinesis_shard_quota(emr: Any) -> None:
+    # GIVEN the deployer's statements (it checks the quota before creating a version's stream: shard_shortfall)
+    # THEN one allows kinesis:DescribeLimits on "*" (an account-level action, no resource type)
+    emr.template.has_resource_properties("AWS::IAM::Policy", {
+        "Roles": [{"Ref": Match.string_like_regexp("^DeployerFunctionServiceRole")}],
+        "PolicyDocument": {"Statement": Match.array_with([
+            Match.object_like({"Action": Match.array_with(["kinesis:DescribeLimits"]), "Effect": "Allow",
+                               "Resource": "*"})])},  # merged with the other "*" actions (minimizePolicies)
+    })
+    # AND no other role has it (the hooks never start a version: step(allow_start=False))
+    holders = [k for k, p in emr.resources("AWS::IAM::Policy").items()
+               if any("kinesis:DescribeLimits" in _actions(s) for s in p["Properties"]["PolicyDocument"]["Statement"])]
+    assert len(holders) == 1 and holders[0].startswith("DeployerFunctionServiceRoleDefaultPolicy")
+
+
+def ecs_actions_the_adapter_calls(*entry_methods: str) -> set[str]:
+    """``ecs:<Operation>`` of every ``self._ecs.<operation>(`` call in lambdas/common/ecs.py (the Lambdas' only ECS
+    client user), in the whole adapter, or in what ``entry_methods`` of :class:`EcsService` reach (their own calls
+    and those of the ``self.<method>(`` they call, transitively)."""
+    source = (REPO_ROOT / "lambdas" / "common" / "ecs.py").read_text(encoding="utf-8")
+    methods = {n.name: ast.get_source_segment(source, n) or "" for c in ast.parse(source).body
+               if isinstance(c, ast.ClassDef) and c.name == "EcsService" for n in c.body if isinstance(n, ast.FunctionDef)}
+    todo, seen = list(entry_methods or methods), set()
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += [m for m in re.findall(r"self\.([a-z_]+)\(", methods[name]) if m in methods]
+    calls = {op for name in seen for op in re.findall(r"self\._ecs\.([a-z_]+)\(", methods[name])}
+    return {"ecs:" + "".join(part.title() for part in call.split("_")) for call in calls}
+
+
+def _granted_ecs(synth: Any, role: str) -> set[str]:
+    return {a for s in _role_statements(synth, role) for a in _actions(s) if a.startswith("ecs:")}
+
+
+def test_the_deployer_gets_exactly_the_ecs_actions_the_adapter_calls(emr: Any) -> None:
+    # GIVEN the ECS actions the adapter calls (derived from its source) and those the deployer is granted
+    called = ecs_actions_the_adapter_calls()
+    assert called == {"ecs:DescribeServices", "ecs:DescribeTaskDefinition", "ecs:RegisterTaskDefinition",
+                      "ecs:UpdateService"}
+    # THEN they are the same set: nothing the code calls is missing, nothing is granted that no code path calls
+    assert _granted_ecs(emr, "DeployerFunctionServiceRole") == called
+
+
+def test_the_hooks_get_exactly_the_ecs_reads_their_path_calls(emr: Any) -> None:
+    # GIVEN what the hooks call on ECS: the revision the service is set to (lambdas/deploy/hooks.py run_hook ->
+    # EcsFleet.target_version -> EcsService.running_spec_version); their step never starts a fleet
+    # (tests/lambdas/test_hook_safety.py) and a whole swap's fleet is stopped by ECS itself
+    called = ecs_actions_the_adapter_calls("running_spec_version")
+    assert called == {"ecs:DescribeServices", "ecs:DescribeTaskDefinition"}
+    # THEN the hooks are granted exactly those: nothing that changes the service
+    assert _granted_ecs(emr, "HooksFunctionServiceRole") == called
+
+
+def _role_statements(synth: Any, role_prefix: str) -> list[dict[str, Any]]:
+    """The statements of the default policy of the role whose logical id starts with ``role_prefix``."""
+    (policy,) = [p for k, p in synth.resources("AWS::IAM::Policy").items() if k.startswith(f"{role_prefix}DefaultPolicy")]
+    return list(policy["Properties"]["PolicyDocument"]["Statement"])
+
+
+def _specs_bucket(synth: Any) -> str:
+    return f"<{synth.stack.resolve(synth.stack.storage.specs.node.default_child.logical_id)}.Arn>"
+
+
+@pytest.mark.parametrize(("role", "puts"), [
+    ("PartitionerFunctionServiceRole", {"/specs/*", "/control/controller-state.json"}),
+    ("DeployerFunctionServiceRole", {"/specs/*", "/streams/*"}),
+    ("HooksFunctionServiceRole", set()),
+])  # fmt: skip
+def test_published_specs_are_never_deleted_and_each_role_puts_only_what_it_writes(emr: Any, role: str, puts: set[str]) -> None:
+    # GIVEN a role's statements on the specs bucket
+    bucket = _specs_bucket(emr)
+    on_specs = [s for s in _role_statements(emr, role) if any(r.startswith(bucket) for r in _resources(s))]
+    actions = {a for s in on_specs for a in _actions(s)}
+    # THEN it may read every object and put only the keys its code writes (lambdas/partitioner/logic.py and state.py;
+    # lambdas/deploy/code.py and steps.py), and delete nothing: specs are immutable and the bucket keeps versions
+    assert {"s3:GetObject*", "s3:List*"} <= actions and ("s3:PutObject" in actions) == bool(puts)
+    assert not [a for a in actions if a.startswith("s3:Delete")]
+    put_to = {r.removeprefix(bucket) for s in on_specs if "s3:PutObject" in _actions(s) for r in _resources(s)}
+    assert put_to == puts
 
 
 @pytest.mark.parametrize(
@@ -130,9 +216,11 @@ JOB_RUN_HANDLER = "lambdas.jobrun.handler.on_event"
 
 
 def test_every_lambda_gets_the_contract_environment(emr: Any) -> None:
-    # GIVEN the four project functions of the running system (python runtime)
+    # GIVEN the four project functions of the running system (python runtime; the streaming job run's resource and the
+    # geo-stream teardown read none of it)
     functions = [f for f in emr.resources("AWS::Lambda::Function").values()
-                 if f["Properties"]["Handler"].startswith("lambdas.") and f["Properties"]["Handler"] != JOB_RUN_HANDLER]
+                 if f["Properties"]["Handler"].startswith("lambdas.") and f["Properties"]["Handler"] != JOB_RUN_HANDLER
+                 and not f["Properties"]["Handler"].startswith("lambdas.teardown.")]
     assert len(functions) == 4
     required = {"GEO_PREFIX", "CONTROL_TABLE", "LEASES_TABLE", "SNAPSHOTS_BUCKET", "SPECS_BUCKET", "COSTS_BUCKET",
                 "QUARANTINE_BUCKET", "OUTPUT_BUCKET", "MAX_LOAD", "SHARDS_PER_WORKER", "GRID_ZOOM", "POLICY_JSON", "ECS_CLUSTER", "ECS_SERVICE"}  # fmt: skip

@@ -121,3 +121,17 @@ def test_a_stack_update_leaves_the_running_fleet_alone(emr: Any) -> None:
         {"Handler": "lambdas.deploy.deployer.handler",
          "Environment": {"Variables": Match.object_like({"WORKER_TASK_DEFINITION": {"Ref": task_def}})}},
     )
+
+
+def test_the_worker_container_has_a_read_only_root_filesystem_and_no_volume(emr: Any) -> None:
+    # GIVEN the worker task definition (the worker writes no file: tests/geo_service/test_no_file_writes.py)
+    # THEN its container's root filesystem is read-only, with no writable volume mounted anywhere
+    emr.template.has_resource_properties(
+        "AWS::ECS::TaskDefinition",
+        {
+            "Family": "georebal-geo-worker",
+            "ContainerDefinitions": [Match.object_like({"Name": "worker", "ReadonlyRootFilesystem": True,
+                                                        "MountPoints": Match.absent()})],
+            "Volumes": Match.absent(),
+        },
+    )

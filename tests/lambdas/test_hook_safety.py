@@ -4,6 +4,7 @@ follow green, and an ECS rollback after the flip is undone by the deployer (moto
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -239,3 +240,38 @@ def test_no_swap_starts_while_ecs_has_rolled_the_live_version_back(aws: Aws) -> 
     # THEN the live v2 is deployed again first; v3 waits (queued), so no swap drains a version no worker reads
     assert spec_version_running(aws) == 2 and read_active(aws.control).version == 2  # type: ignore[union-attr]
     assert out["version"] == 2 and out["queued_version"] == 3, out
+
+
+class RecordingEcs:
+    """The moto ECS client, recording the name of every call made through it."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        self.calls.append(name)
+        return getattr(self._client, name)
+
+
+def test_a_hooks_step_never_starts_the_fleet_the_deployers_step_does(aws: Aws) -> None:
+    # GIVEN v1 deploying with its geo stream ACTIVE (the deployer saved 'deploying' and created the stream), seen
+    # through ECS and S3 clients that record what is called
+    ecs = RecordingEcs(aws.clients.ecs)
+    ctl = DeployController(aws.control, aws.leases, aws.specs, aws.streams, EcsFleet(EcsService(ecs, *SERVICE)),
+                           swap_mode=runtime.config().swap_mode)
+    publish(aws, make_spec(1))
+    ctl.request(1)
+    st = ctl.state()
+    assert ctl._save(st, dataclasses.replace(st, version=1, status=DeployStatus.DEPLOYING, queued_version=None,
+                                             started_at=ctl.clock(), stage_since=ctl.clock()))
+    ctl.start(1)
+    # WHEN a lifecycle hook steps it (allow_start=False)
+    st = ctl.step(allow_start=False)
+    # THEN nothing starts: still deploying, no ECS call that changes the service, no stream manifest
+    assert st.status == DeployStatus.DEPLOYING
+    assert not {"register_task_definition", "update_service"} & set(ecs.calls)
+    assert aws.keys(aws.cfg.specs_bucket, "streams/") == []
+    # AND the deployer's next step starts the fleet
+    assert ctl.step(allow_start=True).status == DeployStatus.WAITING_GREEN
+    assert aws.keys(aws.cfg.specs_bucket, "streams/") == ["streams/v00000001.json"]
