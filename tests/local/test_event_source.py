@@ -141,7 +141,7 @@ def handler(event, context):
         raise RuntimeError("too many records")
     if not state["active"]:  # as the router while no spec is active: every valid record fails, for a retry
         return {"batchItemFailures": [{"itemIdentifier": r["kinesis"]["sequenceNumber"]} for r in records]}
-    state["seen"].extend(r["kinesis"]["sequenceNumber"] for r in records)
+    state["seen"].extend(r["eventID"] for r in records)
     return {"batchItemFailures": []}
 '''
 
