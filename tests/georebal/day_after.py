@@ -155,7 +155,8 @@ def events(n: int, entities: int = 7) -> list[dict[str, Any]]:
 def put_events(kinesis: Any, stream: str, evs: Sequence[dict[str, Any]]) -> None:
     """Put ``evs`` in order, each with its entity id as partition key (a producer)."""
     for ev in evs:
-        kinesis.put_record(StreamName=stream, Data=json.dumps(ev).encode(), PartitionKey=ev["entity_id"])
+        kinesis.put_record(StreamName=stream, Data=json.dumps(ev, separators=(",", ": ")).encode(),
+                          PartitionKey=ev["entity_id"])
 
 
 @dataclass
