@@ -54,13 +54,13 @@ from collections.abc import Sequence
 
 from georebal import __version__
 from georebal.aws import Connect, connect
-from georebal.commands import locate, preflight, replay, smoke
+from georebal.commands import locate, preflight, redrive, replay, smoke
 from georebal.errors import GeorebalError
 from georebal.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_PIPE
 
 __all__ = ["COMMANDS", "main", "make_parser", "run"]
 
-COMMANDS = (preflight, smoke, locate, replay)
+COMMANDS = (preflight, smoke, locate, replay, redrive)
 
 
 def make_parser() -> argparse.ArgumentParser:
