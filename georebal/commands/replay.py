@@ -20,7 +20,7 @@ from georebal.aws import Aws, Connect
 from georebal.deployment import add_deployment_arguments, resolve
 from georebal.errors import InputError, PutError
 from georebal.exits import EXIT_FAILED, EXIT_OK
-from georebal.ingest import TimeRange
+from georebal.ingest import TimeRange, retention_hours
 from georebal.progress import EVERY_S, Progress, say_err
 from georebal.puts import OutRecord, Putter, PutTotals
 from georebal.settings import settings_of
@@ -80,7 +80,12 @@ def stream_source(args: argparse.Namespace, aws: Aws, stream: str, clock: Clock)
     start, end = args.start.timestamp(), min(args.end.timestamp(), clock.now())
     if end <= start:
         raise InputError(f"--from {_iso(start)!r} is not before --to {_iso(end)!r} (--to is cut to now)")
-    tr = TimeRange(aws.client("kinesis"), stream, start, end, clock)
+    kinesis = aws.client("kinesis")
+    kept_s = retention_hours(kinesis, stream) * 3600
+    if start < clock.now() - kept_s:
+        say_err(f"replay: warning: --from {_iso(start)} is older than the retention of {stream!r} "
+                f"({kept_s // 3600} h): the records that arrived before {_iso(clock.now() - kept_s)} are gone")
+    tr = TimeRange(kinesis, stream, start, end, clock)
     limit = 10_000 if args.rate is None else max(100, min(10_000, int(args.rate * 10)))
     records = (r.out(stream) for r in tr.records(limit))
     return records, tr.fraction, (f"{stream!r} records that arrived from {_iso(start)} to {_iso(end)} "

@@ -244,12 +244,24 @@ def test_a_time_range_of_the_ingest_stream_is_put_again_at_its_end(
     middle = by_entity(ingest(deployment))
     again = deployment.run("replay", "--from", iso(T0 + 900), "--to", "2099-01-01T00:00:00Z", "--stack", STACK,
                            clock=FakeClock(T0 + 1800))
-    out = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
     # THEN the first put the 14:10 group again, after everything, same data and keys, in order
-    assert status == 0 and again == 0
+    assert status == 0 and again == 0 and captured.err == ""
     assert middle == {k: before[k] + expected(groups[1]).get(k, []) for k in before}
     # AND the second read up to the moment it started (14:30): the 14:20 group, not its own records again
     assert by_entity(ingest(deployment)) == {k: middle[k] + expected(groups[2]).get(k, []) for k in middle}
     assert out[0] == ("replay: 'dayafter-ingest' records that arrived from 2026-05-16T14:05:00Z to "
                       "2026-05-16T14:15:00Z (2 shard(s)) -> 'dayafter-ingest'")
     assert out[-1].startswith("replay: 3 event(s) put to 'dayafter-ingest'")
+
+
+def test_a_range_from_before_the_retention_is_warned(deployment: Deployment, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN a stream that keeps 24 h WHEN a range from 30 h ago is replayed
+    status = deployment.run("replay", "--from", iso(T0 - 30 * 3600), "--to", iso(T0), "--stack", STACK,
+                            clock=FakeClock(T0))
+    err = capsys.readouterr().err
+    # THEN a warning names the --from and the time before which the records are gone
+    assert status == 0
+    assert err == ("replay: warning: --from 2026-05-15T08:00:00Z is older than the retention of 'dayafter-ingest' "
+                   "(24 h): the records that arrived before 2026-05-15T14:00:00Z are gone\n")
