@@ -99,9 +99,11 @@ def locate(table: RoutingTable, lat: float, lon: float, entity: str | None, sour
     target = table.targets_for(lons, lats, ids)[0]
     worker = spec.worker(partition.worker)
     if partition.hash_range is not None and entity is None:
-        shares = [p.id for p in spec.partitions if p.hash_range is not None and set(p.quadkeys) & set(partition.quadkeys)]
-        raise InputError(f"--lat {lat!r} --lon {lon!r}: cell {cell_of(partition, lat, lon)!r} of spec v{spec.version} is "
-                         f"split by entity over {len(shares)} partitions ({', '.join(shares)}): give --entity ID")
+        cells = set(partition.quadkeys)
+        shares = [p.id for p in spec.partitions if p.hash_range is not None and cells & set(p.quadkeys)]
+        raise InputError(f"--lat {lat!r} --lon {lon!r}: cell {cell_of(partition, lat, lon)!r} of spec "
+                         f"v{spec.version} is split by entity over {len(shares)} partitions ({', '.join(shares)}): "
+                         f"give --entity ID")
     several = len(worker.shard_keys) > 1
     return Location(lat=lat, lon=lon, entity=entity, version=spec.version, spec_source=source, partition=partition.id,
                     cell=cell_of(partition, lat, lon), split=partition.hash_range is not None, worker=worker.id,
@@ -140,7 +142,8 @@ def deployed_shard(s3: Any, kinesis: Any, bucket: str, location: Location) -> Sh
         return listed_shard(manifest.shards, location.hash_key, f"stream manifest s3://{bucket}/{key}")
     except ClientError as exc:
         if client_error(exc).split(":")[0] not in ("NoSuchKey", "404", "NotFound", "AccessDenied"):
-            raise DeploymentError(f"cannot read the stream manifest s3://{bucket}/{key} ({client_error(exc)})") from None
+            raise DeploymentError(f"cannot read the stream manifest s3://{bucket}/{key} "
+                                  f"({client_error(exc)})") from None
     except ValueError as exc:
         raise DeploymentError(str(exc)) from None
     return listed_shard(list_shards(kinesis, location.stream), location.hash_key, "ListShards")

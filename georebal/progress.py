@@ -23,7 +23,8 @@ class Progress:
 
     def __init__(self, label: str, clock: Clock, *, verb: str = "sent", every_s: float = EVERY_S,
                  fraction: Callable[[], float | None] = lambda: None, say: Say = say_err) -> None:
-        self.label, self.clock, self.verb, self.every_s, self.fraction, self.say = label, clock, verb, every_s, fraction, say
+        self.label, self.clock, self.verb, self.every_s = label, clock, verb, every_s
+        self.fraction, self.say = fraction, say
         self.count = 0
         self.started = clock.now()
         self._last_t, self._last_n = self.started, 0

@@ -100,7 +100,8 @@ def _count(text: str) -> int:
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``redrive`` sub-command."""
     p = sub.add_parser(
-        "redrive", help="put the records of the router's failed batches (its failure queue) back onto the ingest stream",
+        "redrive",
+        help="put the records of the router's failed batches (its failure queue) back onto the ingest stream",
         description="For each message of the router's failure queue (or of --message FILE): read its shard's "
                     "records from startSequenceNumber to endSequenceNumber and put them back onto the ingest stream "
                     "(same data and partition key, in order); then delete the message, only once every record of "

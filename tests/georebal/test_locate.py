@@ -180,7 +180,8 @@ def test_the_worker_locate_names_reads_the_shard_the_router_put_the_event_on(
                  for s in lineage}
         assert shard["shard_id"] in reads
         # AND the slot's lease holder now is the one in the leases table
-        assert doc["lease"]["owner"] == f"task-{doc['worker']}" and doc["lease"]["expires_at"] == pytest.approx(now + 20)
+        lease = doc["lease"]
+        assert lease["owner"] == f"task-{doc['worker']}" and lease["expires_at"] == pytest.approx(now + 20)
     assert {str(d) for d in landed.values()} <= {s.shard_id for s in manifest.shards}
 
 

@@ -98,7 +98,8 @@ def test_an_s3_prefix_is_read_object_by_object_in_key_order(deployment: Deployme
     s3 = deployment.client("s3")
     s3.create_bucket(Bucket="archive", CreateBucketConfiguration={"LocationConstraint": REGION})
     evs = events(30)
-    s3.put_object(Bucket="archive", Key="archive/2026/05/16/14/a", Body=gzip.compress("\n".join(texts(evs[:12])).encode()))
+    s3.put_object(Bucket="archive", Key="archive/2026/05/16/14/a",
+                  Body=gzip.compress("\n".join(texts(evs[:12])).encode()))
     s3.put_object(Bucket="archive", Key="archive/2026/05/16/15/b", Body="".join(texts(evs[12:])).encode())
     s3.put_object(Bucket="archive", Key="other/c", Body=b'{"event_id": "not-me", "entity_id": "x"}')
     # WHEN s3://archive/archive/ is replayed
@@ -256,7 +257,8 @@ def test_a_time_range_of_the_ingest_stream_is_put_again_at_its_end(
     assert out[-1].startswith("replay: 3 event(s) put to 'dayafter-ingest'")
 
 
-def test_a_range_from_before_the_retention_is_warned(deployment: Deployment, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_range_from_before_the_retention_is_warned(deployment: Deployment,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     # GIVEN a stream that keeps 24 h WHEN a range from 30 h ago is replayed
     status = deployment.run("replay", "--from", iso(T0 - 30 * 3600), "--to", iso(T0), "--stack", STACK,
                             clock=FakeClock(T0))
