@@ -18,3 +18,15 @@ class AwsError(GeorebalError):
 
 class SmokeError(GeorebalError):
     """The smoke run cannot start or go on: a tool, the CDK bootstrap or a stack output is missing."""
+
+
+class DeploymentError(GeorebalError):
+    """A deployment's resource cannot be found or read: its stack or an output, the active spec, a table, a stream."""
+
+
+class InputError(GeorebalError, ValueError):
+    """A file, an archive or a failure message given to a command is not what it must be (names it and the record)."""
+
+
+class PutError(GeorebalError):
+    """Records could not be put to a stream after the retries (names the stream, how many and the error codes)."""

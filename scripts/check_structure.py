@@ -65,7 +65,8 @@ LAYERS: dict[str, tuple[Layer, ...]] = {
 # partitioner library on it; the Spark job and the worker image on the kernel alone, independent of each other; the
 # CDK app on the kernel and the library (it validates the policy settings at synth); the Lambda functions on the
 # kernel, and only the partitioner function's package on the library (PACKAGE_PART_DEPENDS); transforms (run in the worker) on the worker's interface; the local loop on top, driving
-# the worker and the Lambda logic in-process.
+# the worker and the Lambda logic in-process; the operator's tools on the CDK app's settings and the router's own
+# routing and adapters (``georebal locate`` locates a point with the router's RoutingTable, not a second copy).
 PACKAGE_DEPENDS: dict[str, tuple[str, ...]] = {
     "geokernel": (),
     "partitioner": ("geokernel",),
@@ -75,7 +76,7 @@ PACKAGE_DEPENDS: dict[str, tuple[str, ...]] = {
     "infra": ("geokernel", "partitioner"),
     "transforms": ("geokernel", "geo_service"),
     "local": ("geokernel", "partitioner", "geo_service", "lambdas", "glue_jobs"),
-    "georebal": ("geokernel", "partitioner", "infra"),
+    "georebal": ("geokernel", "partitioner", "infra", "lambdas"),
 }
 # Narrower rules for parts of a package: a module under the part may import only these packages (besides its own).
 # Only the partitioner function's package builds specs: the router's and the deploy functions' code ship the kernel.

@@ -3,5 +3,8 @@
 session, :data:`georebal.aws.Connect`).
 
 :mod:`~georebal.commands.preflight` (the account's level quotas against the configured fleet),
-:mod:`~georebal.commands.smoke` (a tiny deployment on a sandbox account, checked end to end, then destroyed).
+:mod:`~georebal.commands.smoke` (a tiny deployment on a sandbox account, checked end to end, then destroyed);
+the day-after tools: :mod:`~georebal.commands.locate` (where the router sends an event, and who holds that slot),
+:mod:`~georebal.commands.replay` (events again into the ingest stream, from an archive or the stream itself),
+:mod:`~georebal.commands.redrive` (the router's failed batches back onto the ingest stream).
 """

@@ -27,7 +27,8 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
 def test_every_command_module_registers_its_sub_command() -> None:
     # GIVEN the dispatcher's command modules WHEN the parser is made THEN each names its sub-command
     sub = next(a for a in make_parser()._actions if a.dest == "command")
-    assert sorted(sub.choices) == ["preflight", "smoke"] and len(COMMANDS) == 2  # type: ignore[attr-defined]
+    choices = sorted(sub.choices)  # type: ignore[attr-defined]
+    assert choices == ["locate", "preflight", "redrive", "replay", "smoke"] and len(COMMANDS) == 5
 
 
 def test_the_module_and_the_installed_command_run() -> None:
