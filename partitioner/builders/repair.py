@@ -41,9 +41,10 @@ from partitioner.builders.carving import carve_cells
 from partitioner.builders.fresh import GATHER_SHARE, TERRITORY_LEVELS, fragmented
 from partitioner.builders.hot import hash_split, split_hot_cells
 from partitioner.builders.nearby import merge_territories, place_nearby
-from partitioner.builders.plan import RepairPlan, RepairResult, region_of, shave
+from partitioner.builders.plan import RepairPlan, RepairResult
 from partitioner.builders.region import Region
 from partitioner.builders.relieve import Leaves, relieve
+from partitioner.builders.shave import region_of, shave
 from partitioner.load.counts import Counts, Grid
 from partitioner.load.loads import spec_loads
 
