@@ -12,6 +12,9 @@ Notes
 * A piece of a hash-split cell that must move first joins the share next to it in hash
   order (same cell, adjacent range) on a worker with room, so a cell is not cut into ever
   more shares; else it goes to the fullest worker it fits (best fit), or to a new worker.
+* No piece is placed that no worker can hold: an unplaced share above the cap (the end a
+  share grown to more than twice the cap gives up is itself above the cap) is first cut into
+  shares of at most the cap, as a hot cell is split (:meth:`RepairPlan.place_unassigned`).
 * Shares under :data:`SLIVER` of the cap join a neighbouring share of their cell where that
   worker stays within :data:`SLIVER_FILL` of the cap (where load has fallen), so the ends
   given up while load rose do not pile up.
@@ -25,6 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from geokernel.errors import BuildError
 from geokernel.geo.tiles import IntArray
 from geokernel.partition_spec.model import HASH_BUCKETS, Spec
 from partitioner.builders.ids import PARTITION_PREFIX, WORKER_PREFIX, IdAllocator, Ids, fill_blanks
@@ -205,6 +209,7 @@ class RepairPlan:
 
     def place_unassigned(self, previous_workers: list[str]) -> None:
         """Place every unplaced region on the fullest worker it fits (best fit), else on a new worker."""
+        self._cut_oversized()
         wl = self.worker_loads()
         new_worker = IdAllocator(WORKER_PREFIX, [*previous_workers, *wl])
         cells = self._cell_shares()
@@ -217,6 +222,35 @@ class RepairPlan:
             self.move(i, w)
             wl[w] = wl.get(w, 0.0) + need
         self._drop_joined()
+
+    def _cut_oversized(self) -> None:
+        """Cut every unplaced entity-hash share above the cap into consecutive shares of at most the cap.
+
+        The first keeps the item's id and the start of its range; the others are new. Without this, a share
+        given up whole by a worker far over the cap (more than twice the cap) would open a worker of its own
+        over the cap.
+
+        Raises
+        ------
+        BuildError
+            When one entity bucket of the share holds more than the cap (the cell cannot be split that finely).
+        """
+        for i in range(len(self.items)):
+            it = self.items[i]
+            hr = it.region.hash_range
+            if it.worker or hr is None or it.region.load <= self.cap * (1 + 1e-12):
+                continue
+            lo, hi = hr
+            unit = it.region.load / (hi - lo)
+            full = math.floor(self.cap / unit * (1 - 1e-12))
+            if full < 1:
+                raise BuildError(f"share {hr!r} of cell {it.region.quadkeys[0]!r} with load {it.region.load!r} "
+                                 f"holds more than max_load {self.cap!r} in one entity-hash bucket")
+            q = it.region.quadkeys
+            self.items[i] = it._replace(region=Region(q, unit * full, (lo, lo + full)))
+            for a in range(lo + full, hi, full):
+                b = min(hi, a + full)
+                self.add(Region(q, unit * (b - a), (a, b)), "", "")
 
     def join_slivers(self, notes: list[str]) -> None:
         """Join every share under :data:`SLIVER` of the cap to a share next to it in hash order (same cell) on a

@@ -168,7 +168,7 @@ def _keep_pieces(survey: _Survey, plan: RepairPlan, cap: float, members: list[in
     over the cap has no tile it can give up."""
     parts = survey.parts
     over = [i for i in members if loads[i] > cap and parts[i].hash_range is None]
-    relief = {i: relieve(survey.spec_index, i, parts[i], leaves, float(loads[i]) - cap) for i in over}
+    relief = {i: relieve(survey.spec_index, i, parts[i], leaves, float(loads[i]) - cap, cap) for i in over}
     if any(r is None for r in relief.values()):
         return False
     for i in members:

@@ -169,3 +169,57 @@ def test_port_traffic_with_many_hot_cells_keeps_its_place_under_routine_noise_on
         assert stability(live, report.spec, noisy).kept_share >= floor, seed
         assert len(report.spec.workers) <= lower_bound(noisy.total, ds.max_load) + 1
         assert max(w.load for w in report.spec.workers) <= ds.max_load * (1 + 1e-9)
+
+
+# A hot cell 0231 split into pieces of its children (the counts have finer rows under it); cap 100
+FINER_ROWS = [("0231", 290.0), ("02310", 45.0), ("02311", 40.0), ("02312", 105.0), ("02313", 100.0),
+              ("023120", 30.0), ("023121", 25.0), ("023122", 25.0), ("023123", 25.0), ("0230", 30.0), ("0232", 20.0)]
+
+
+@pytest.mark.parametrize("fill", [1.0, 0.8])
+def test_a_finer_tile_grown_hotter_than_the_cap_is_split_not_given_up_whole(fill: float) -> None:
+    # GIVEN a live spec whose piece {02310, 02311} holds 85 of the hot cell 0231
+    cap = 100.0 * fill
+    rows = [(q, w * fill) for q, w in FINER_ROWS]
+    live = build_with_report(counts_from_pairs(rows), 100.0, fill=fill).spec
+    assert any(set(p.quadkeys) == {"02310", "02311"} for p in live.partitions)
+    # WHEN ships arrive in 02310 (no finer rows under it) and it alone holds 1.5x the cap: the only listed tile of
+    #      that piece that covers its overflow is hotter than the cap (a real AIS log did this: "worker 'w0013' load
+    #      414.0 exceeds max_load 200.0", the tile given up whole on a worker of its own)
+    grown = dict(rows)
+    grown["02310"], grown["0231"] = 1.5 * cap, grown["0231"] + 1.5 * cap - grown["02310"]
+    counts = counts_from_pairs(list(grown.items()))
+    report = build_with_report(counts, 100.0, previous=live, fill=fill)
+    # THEN the build is valid and no worker is over the cap it packs to: the cell is split again (02310 by entity
+    #      hash), and the repair is kept
+    assert validate(report.spec) == []
+    assert max(w.load for w in report.spec.workers) <= cap * (1 + 1e-9)
+    assert report.mode == "repair"
+    assert any("split again" in n for n in report.notes)
+    assert not any("gave up tile '02310'" in n for n in report.notes)
+
+
+@pytest.mark.parametrize("fill", [1.0, 0.8])
+def test_a_hash_share_of_a_finer_cell_grown_past_twice_the_cap_moves_in_shares_within_the_cap(fill: float) -> None:
+    # GIVEN a live spec where 02313 (a child of the hot cell 0231, with no finer rows) is split by entity hash
+    cap = 100.0 * fill
+    rows = [("0231", 335.0), ("02310", 45.0), ("02311", 40.0), ("02312", 100.0), ("02313", 150.0), ("0230", 30.0),
+            ("0232", 20.0)]
+    rows = [(q, w * fill) for q, w in rows]
+    live = build_with_report(counts_from_pairs(rows), 100.0, fill=fill).spec
+    assert sum(1 for p in live.partitions if p.quadkeys == ("02313",)) >= 2
+    # WHEN 02313 triples: its largest share is now more than twice the cap, so the overflow its worker gives up
+    #      from the end of that share is itself more than the cap
+    grown = dict(rows)
+    grown["02313"], grown["0231"] = 3 * grown["02313"], grown["0231"] + 2 * grown["02313"]
+    counts = counts_from_pairs(list(grown.items()))
+    report = build_with_report(counts, 100.0, previous=live, fill=fill)
+    # THEN the build is valid and no worker is over the cap it packs to: the overflow moved as shares of at most
+    #      the cap, and the shares of 02313 still tile the hash space
+    assert validate(report.spec) == []
+    assert max(w.load for w in report.spec.workers) <= cap * (1 + 1e-9)
+    assert report.mode == "repair"
+    shares = sorted(p.hash_range for p in report.spec.partitions if p.quadkeys == ("02313",) and p.hash_range)
+    assert shares[0][0] == 0 and shares[-1][1] == HASH_BUCKETS
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(shares))
+
