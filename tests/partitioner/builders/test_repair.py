@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 from pathlib import Path
 
@@ -13,7 +14,10 @@ from build_data import counts_from_points, stable_share
 from geokernel.partition_spec.index import SpecIndex
 from geokernel.partition_spec.model import HASH_BUCKETS
 from geokernel.partition_spec.rules import validate
-from partitioner.builders import build_with_report
+from partitioner.builders import build_with_report, compact
+from partitioner.builders.ids import Ids
+from partitioner.builders.plan import RepairResult
+from partitioner.builders.region import Placement, Region
 from partitioner.load.bound import lower_bound
 from partitioner.load.counts import Counts, counts_from_pairs
 from partitioner.output.compare import stability
@@ -222,4 +226,25 @@ def test_a_hash_share_of_a_finer_cell_grown_past_twice_the_cap_moves_in_shares_w
     shares = sorted(p.hash_range for p in report.spec.partitions if p.quadkeys == ("02313",) and p.hash_range)
     assert shares[0][0] == 0 and shares[-1][1] == HASH_BUCKETS
     assert all(a[1] == b[0] for a, b in itertools.pairwise(shares))
+
+
+def test_a_repair_that_leaves_a_worker_over_the_cap_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a live spec, and a repair that (by a slip) leaves one worker over the cap
+    rows = [(q, w) for q, w in FINER_ROWS]
+    live = build_with_report(counts_from_pairs(rows), 100.0).spec
+    real = compact.repair
+
+    def slipped(previous, counts, cap, target):
+        done = real(previous, counts, cap, target)
+        regions = (*done.placement.regions, Region(("0233",), 1.5 * cap))
+        placement = Placement(regions, (*done.placement.workers_of, 0))
+        return RepairResult(placement, Ids((*done.ids.partitions, "p9999"), done.ids.workers), done.notes)
+
+    monkeypatch.setattr(compact, "repair", slipped)
+    # WHEN the builder rebuilds with the live spec
+    report = build_with_report(counts_from_pairs([*rows, ("0233", 150.0)]), 100.0, previous=live)
+    # THEN it uses the fresh build (ids matched), says why, and the spec is valid
+    assert report.mode == "fresh+matched"
+    assert any(re.fullmatch(r"repair left worker 'w\d+' at [\d.]+, over the cap 100 it packs to: rebuilt", n) for n in report.notes), report.notes
+    assert validate(report.spec) == []
 
