@@ -56,6 +56,7 @@ from partitioner.builders.ids import match_ids
 from partitioner.builders.protocol import BuildReport, BuildRequest
 from partitioner.builders.region import Placement
 from partitioner.builders.repair import repair
+from partitioner.builders.shares import of_max_load
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,13 +81,13 @@ class CompactBuilder:
         def report(spec: Spec, mode: str, hashed: int, notes: tuple[str, ...] = ()) -> BuildReport:
             return BuildReport(check(spec), self.name, lb, hot_cells, hashed, mode, notes)
 
-        repaired = repair(previous, counts, cap, lb + 1) if previous is not None else None
+        repaired = repair(previous, counts, cap, lb + 1, request.fill) if previous is not None else None
         notes: tuple[str, ...] = ()
         if repaired is not None:
             worker, load = repaired.placement.busiest()
             if load > cap * (1 + LOAD_TOLERANCE):
-                notes = (f"repair left worker {repaired.ids.workers[worker]!r} at {load:.6g}, over the cap "
-                         f"{cap:.6g} it packs to: rebuilt",)
+                notes = (f"repair left worker {repaired.ids.workers[worker]!r} at {load:.6g} "
+                         f"({of_max_load(load, cap, request.fill, 1)}), over the cap it packs to: rebuilt",)
                 repaired = None
         if repaired is not None and repaired.placement.worker_count <= lb + 2:
             return report(assemble(repaired.placement, header, repaired.ids), "repair", _hashed(repaired.placement),

@@ -142,7 +142,7 @@ def hash_split(qk: str, load: float, cap: float) -> list[Region]:
     full_width = math.floor(HASH_BUCKETS * cap / load)
     if full_width < 1:
         raise BuildError(f"cell {qk!r} with load {load!r} would need more than {HASH_BUCKETS} entity-hash shares "
-                         f"of max_load {cap!r}")
+                         f"of the cap {cap!r}")
     k = int(load // cap)
     while True:
         rest = HASH_BUCKETS - k * full_width

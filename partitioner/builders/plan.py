@@ -33,6 +33,7 @@ from geokernel.geo.tiles import IntArray
 from geokernel.partition_spec.model import HASH_BUCKETS, Spec
 from partitioner.builders.ids import PARTITION_PREFIX, WORKER_PREFIX, IdAllocator, Ids, fill_blanks
 from partitioner.builders.region import Placement, Region
+from partitioner.builders.shares import of_max_load
 from partitioner.builders.shave import Shaved, region_of, shave
 from partitioner.load.counts import Grid
 
@@ -70,8 +71,9 @@ class Item(NamedTuple):
 class RepairPlan:
     """Mutable working state of one repair (internal; the result is immutable regions and ids)."""
 
-    def __init__(self, cap: float) -> None:
+    def __init__(self, cap: float, fill: float = 1.0) -> None:
         self.cap = cap
+        self.fill = fill  # the build's fill: ``max_load`` is ``cap / fill`` (notes state shares of it)
         self.items: list[Item] = []
         self._joined: set[int] = set()  # items joined to a neighbouring share, dropped by _drop_joined
 
@@ -80,6 +82,10 @@ class RepairPlan:
 
     def load(self, i: int) -> float:
         return self.items[i].region.load
+
+    def share(self, load: float, digits: int = 0) -> str:
+        """``load`` as a note states it: its share of ``max_load`` (and of the cap, below fill 1)."""
+        return of_max_load(load, self.cap, self.fill, digits)
 
     def move(self, i: int, worker: str) -> None:
         self.items[i] = self.items[i]._replace(worker=worker)
@@ -111,7 +117,7 @@ class RepairPlan:
             self.items[largest] = it._replace(region=region_of(shaved.keep, grid), cells=shaved.keep)
             for piece in shaved.pieces:
                 self.add(region_of(piece, grid), "", "", piece)
-            notes.append(f"worker {w!r} at {load / self.cap:.1%}: shaved "
+            notes.append(f"worker {w!r} at {self.share(load, 1)}: shaved "
                          f"{float(grid.weight[np.concatenate(shaved.pieces)].sum()):.6g} off partition {it.pid!r}")
 
     def _cover(self, mine: list[int], excess: float) -> tuple[list[int], float]:
@@ -269,8 +275,8 @@ class RepairPlan:
             else:
                 wl[it.worker] += it.region.load
         if self._joined:
-            notes.append(f"{len(self._joined)} entity-hash shares under {SLIVER:.0%} of max_load joined the share "
-                         f"next to them ({joined:.6g} load)")
+            notes.append(f"{len(self._joined)} entity-hash shares under {self.share(SLIVER * self.cap)} joined the "
+                         f"share next to them ({joined:.6g} load)")
         self._drop_joined()
 
     def _cell_shares(self) -> dict[tuple[str, ...], list[int]]:

@@ -234,8 +234,8 @@ def test_a_repair_that_leaves_a_worker_over_the_cap_is_not_kept(monkeypatch: pyt
     live = build_with_report(counts_from_pairs(rows), 100.0).spec
     real = compact.repair
 
-    def slipped(previous, counts, cap, target):
-        done = real(previous, counts, cap, target)
+    def slipped(previous, counts, cap, target, fill):
+        done = real(previous, counts, cap, target, fill)
         regions = (*done.placement.regions, Region(("0233",), 1.5 * cap))
         placement = Placement(regions, (*done.placement.workers_of, 0))
         return RepairResult(placement, Ids((*done.ids.partitions, "p9999"), done.ids.workers), done.notes)
@@ -245,6 +245,25 @@ def test_a_repair_that_leaves_a_worker_over_the_cap_is_not_kept(monkeypatch: pyt
     report = build_with_report(counts_from_pairs([*rows, ("0233", 150.0)]), 100.0, previous=live)
     # THEN it uses the fresh build (ids matched), says why, and the spec is valid
     assert report.mode == "fresh+matched"
-    assert any(re.fullmatch(r"repair left worker 'w\d+' at [\d.]+, over the cap 100 it packs to: rebuilt", n) for n in report.notes), report.notes
+    assert any(re.fullmatch(r"repair left worker 'w\d+' at [\d.]+ \(\d+\.\d% of max_load\), over the cap it packs to: "
+                            r"rebuilt", n) for n in report.notes), report.notes
     assert validate(report.spec) == []
 
+
+@pytest.mark.parametrize("fill, says", [
+    (1.0, "partition {pid!r} at 102.0% of max_load gave up tile '02311' (40 load)"),
+    (0.8, "partition {pid!r} at 81.6% of max_load, 102.0% of the cap (fill 80%) gave up tile '02311' (32 load)"),
+])
+def test_a_note_states_the_true_share_of_max_load_and_the_share_of_the_cap_below_fill_1(fill: float,
+                                                                                       says: str) -> None:
+    # GIVEN the live spec of the finer pieces of 0231, built to `fill` of max_load 100 (the loads scaled to it)
+    rows = [(q, w * fill) for q, w in FINER_ROWS]
+    live = build_with_report(counts_from_pairs(rows), 100.0, fill=fill).spec
+    piece = next(p for p in live.partitions if set(p.quadkeys) == {"02310", "02311"})
+    # WHEN the piece {02310, 02311} grows 2 % over the cap it was packed to, max_load x fill
+    grown = dict(rows)
+    grown["02310"], grown["0231"] = 62.0 * fill, grown["0231"] + 17.0 * fill
+    report = build_with_report(counts_from_pairs(list(grown.items())), 100.0, previous=live, fill=fill)
+    # THEN the note gives the piece's true share of max_load (81.6 % at fill 0.8, not "102.0% of max_load" as
+    #      before), and below fill 1 its share of the cap it was packed to as well
+    assert says.format(pid=piece.id) in report.notes
