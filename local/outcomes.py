@@ -1,7 +1,8 @@
 """What the partitioner handler answered for a snapshot: read from its result, for the run's lines and the report.
 
-The handler (``lambdas.partitioner.handler``) answers an S3 event with ``{"results": [{"status", "reason",
-"version"}]}``, one entry per manifest; the local loop delivers one manifest per event.
+The handler (``lambdas.partitioner.handler``) answers an S3 event with ``{"results": [{"status", "reason", "code",
+"version"}]}``, one entry per manifest (``code``: the reason's code, e.g. ``build_failed`` for a rejected build); the
+local loop delivers one manifest per event.
 """
 
 from __future__ import annotations

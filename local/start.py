@@ -19,6 +19,9 @@ from geokernel.contracts.control import ControlKey
 from geokernel.contracts.dynamo import plain_item
 from geokernel.contracts.env import EnvVar
 from geokernel.contracts.spec_pointer import DesiredPointer
+from lambdas.common.clients import Clients
+from lambdas.common.config import LambdaConfig
+from lambdas.partitioner.logic import PartitionerDeps
 from local.aws import EmbeddedAws, start_moto
 from local.calls import CALL_LOG_DIR, count_this_process
 from local.dataset import EventFactory, Places, Scenario, choose_hotspot, load_places
@@ -33,6 +36,7 @@ from local.observe import ControlObserver
 from local.outcomes import summarise
 from local.output import EnrichedReader
 from local.recorded import RecordedLog, RecordedTimeline, ReplayPlan, describe, quarantine_bad_rows
+from local.rejected import build_rejection, keep_rejected
 from local.replay import KPL_EVENTS_PER_RECORD, RecordedReplayer, Replayer
 from local.spark import start_spark, wait_for_spark
 from local.state import RunState, say
@@ -83,8 +87,10 @@ def start_aws(state: RunState) -> EmbeddedAws:
 
 
 def on_invocation(state: RunState, aws: EmbeddedAws) -> Any:
-    """Return the notifier's callback: note the desired version after the call and announce it."""
+    """Return the notifier's callback: note the desired version after the call and announce it; keep the snapshot
+    of a rejected build (:func:`keeper`)."""
     ddb = aws.client("dynamodb")  # used by the notifier thread only
+    keep = keeper(state, aws)
 
     def report(inv: Invocation) -> None:
         item = ddb.get_item(TableName=aws.names.control_table, Key={"pk": {"S": ControlKey.DESIRED}},
@@ -95,7 +101,35 @@ def on_invocation(state: RunState, aws: EmbeddedAws) -> Any:
         what = f"ERROR {inv.error}" if inv.error else summarise(inv.result)
         verdict = f"PUBLISHED v{desired}" if desired != before else "no new spec"
         say(state, f"snapshot {inv.key.split('/')[1]}: {verdict} ({what})")
+        reason = build_rejection(inv.result)
+        if reason is not None:
+            keep(inv.key, reason)
     return report
+
+
+def keeper(state: RunState, aws: EmbeddedAws) -> Callable[[str, str], None]:
+    """Return ``keep(manifest_key, reason)``: copy a rejected build's snapshot, the live spec and the build's exact
+    input into ``<out>/rejected/`` (:func:`local.rejected.keep_rejected`) before moto's S3 goes away.
+
+    It reads as the harness (its calls are not the partitioner's) and replays the partitioner's step without
+    writing; a snapshot it cannot keep is named on the timeline, and the run goes on.
+    """
+    made: list[PartitionerDeps] = []
+
+    def keep(key: str, reason: str) -> None:
+        window = key.split("/")[1] if "/" in key else key
+        try:
+            if not made:
+                clients = Clients(s3=aws.client("s3"), dynamodb=aws.client("dynamodb"), kinesis=None, ecs=None)
+                made.append(PartitionerDeps.from_config(LambdaConfig.from_env(), clients))
+            kept = keep_rejected(made[0], key, reason, state.config.out)
+        except Exception as exc:  # keeping is a courtesy of the harness: the run goes on and says why
+            say(state, f"snapshot {window}: its rejected build could not be kept: {type(exc).__name__}: {exc}")
+            return
+        state.rejected.append(kept)
+        say(state, f"snapshot {window}: rejected build kept in {kept.folder} (replay: {kept.replayed}); "
+                   f"reproduce: {kept.command}")
+    return keep
 
 
 def start_services(state: RunState, aws: EmbeddedAws, places: Places, scenario: Scenario) -> None:

@@ -26,6 +26,7 @@ from local.loops import ObjectCreatedNotifier
 from local.observe import ControlObserver
 from local.output import EnrichedReader
 from local.recorded import RecordedLog, RecordedTimeline, ReplayPlan
+from local.rejected import KeptSnapshot
 from local.replay import RecordedReplayer, Replayer
 from local.twin import Twin
 
@@ -66,6 +67,8 @@ class RunState:
     #: asked every tail tick; True while one wants the tail to go on (local.faults.hooks.SwapForHooks.waiting)
     tail_waits: list[Callable[[], bool]] = field(default_factory=list)
     recorded: tuple[RecordedLog, ReplayPlan] | None = None  # --events: the log and its schedule (local.recorded)
+    #: snapshots whose build the partitioner rejected, kept for the CLI in <out>/rejected/ (local.rejected)
+    rejected: list[KeptSnapshot] = field(default_factory=list)
 
 
 def say(state: RunState, message: str) -> None:

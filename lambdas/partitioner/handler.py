@@ -89,6 +89,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         outcome = process_snapshot(d, key)
         record_outcome(outcome)
         record_spec_age(d.control, datetime.now(UTC))
-        results.append({"manifest": key, "status": outcome.status, "reason": outcome.reason,
+        results.append({"manifest": key, "status": outcome.status, "reason": outcome.reason, "code": outcome.code,
                         "version": outcome.version})
     return {"results": results}

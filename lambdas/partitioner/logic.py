@@ -29,6 +29,8 @@
    forward), then ``pk="policy"``, the controller state, and ``pk="snapshot"``.
 
 A rejected snapshot publishes nothing and leaves every pointer and the controller state as they were.
+:func:`replay_step` takes the same step again without writing anything (the local loop keeps the exact input of a
+build that was rejected, :mod:`local.rejected`).
 
 Local-loop use::
 
@@ -153,11 +155,41 @@ def process_snapshot(deps: PartitionerDeps, manifest_key: str) -> Outcome:
         return Outcome("rejected", manifest_key, str(exc), exc.code)
 
 
-def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
+def replay_step(deps: PartitionerDeps, manifest_key: str) -> Step:
+    """The control step :func:`process_snapshot` takes for this snapshot, read from the same stores, writing nothing.
+
+    No idempotence or staleness check is made and nothing is published or recorded: the local loop replays a
+    snapshot whose build was rejected with a recording builder (``deps.build``) to keep the build's exact input
+    (:mod:`local.rejected`). Raises :class:`~lambdas.partitioner.snapshot.SnapshotRejected` as
+    :func:`process_snapshot` would reject it.
+    """
+    inputs = _inputs(deps, _read_manifest(deps, manifest_key))
+    return _decide(deps, inputs)
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What one snapshot's control step reads: the verified snapshot, the live spec and the controller state."""
+
+    manifest: Manifest
+    counts: Counts  # the load to balance (cost-weighted when rates are known)
+    events: Counts  # the plain event counts the load history follows
+    desired: DesiredPointer | None
+    previous: Spec | None
+    state: ControlState
+    notes: tuple[str, ...]  # the state's load note and the cost reports skipped, named in the outcome's reasons
+    now: float
+
+
+def _read_manifest(deps: PartitionerDeps, manifest_key: str) -> Manifest:
     raw = deps.snapshots.read(manifest_key)
     if raw is None:
         raise SnapshotRejected("missing_file", f"manifest s3://{deps.snapshots.bucket}/{manifest_key} does not exist")
-    manifest = parse_manifest(raw, f"s3://{deps.snapshots.bucket}/{manifest_key}")
+    return parse_manifest(raw, f"s3://{deps.snapshots.bucket}/{manifest_key}")
+
+
+def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
+    manifest = _read_manifest(deps, manifest_key)
     mark_item = deps.control.get(ControlKey.SNAPSHOT)
     mark = SnapshotMark.from_item(mark_item) if mark_item else None
     if mark and mark.manifest_key == manifest_key and mark.checksum == manifest.record.checksum:
@@ -167,7 +199,22 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
         raise SnapshotRejected("stale_snapshot", f"{manifest.key}: window_end {manifest.record.window_end_iso!r} "
                                                  f"is not after the last processed {mark.window_end!r} "
                                                  f"({mark.manifest_key})")
-    require_complete(manifest)
+    inputs = _inputs(deps, manifest)
+    step = _decide(deps, inputs)
+    decision, state, previous = step.decision, inputs.state, inputs.previous
+    reasons = (*decision.reasons, *inputs.notes)
+    if step.candidate is None:
+        deps.control.put(ControlKey.POLICY, PolicyMark(state.last_published_at, decision.to_dict()).to_item())
+        deps.state.save(step.state)
+        _mark(deps, manifest_key, manifest.record.checksum, manifest.record.window_end_iso, "held")
+        return Outcome("held", manifest_key, "policy: " + "; ".join(reasons), "held", decision_reasons=reasons,
+                       workers=len(previous.workers) if previous else None, max_utilisation=_live_utilisation(step))
+    return _publish(deps, manifest_key, manifest, step.candidate, step, reasons, inputs.now)
+
+
+def _inputs(deps: PartitionerDeps, manifest: Manifest) -> _Inputs:
+    """Verify the snapshot and read its rows, the cost rates, the live spec and the controller state."""
+    require_complete(manifest)  # a window a fresh job run saw only part of never builds a spec (glue_jobs)
     verify_manifest(manifest)
     text = read_rows(deps.snapshots, manifest)
     try:
@@ -192,18 +239,16 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
     if state.last_published_at is None:  # a state saved before any publish, or none yet: the policy record knows
         last = _last_published(deps)
         state = state if last is None else state.published(last)
-    now = deps.clock()
+    return _Inputs(manifest, counts, events, desired, previous, state, (*([note] if note else []), *skipped),
+                   deps.clock())
+
+
+def _decide(deps: PartitionerDeps, inputs: _Inputs) -> Step:
+    """The controller step on ``inputs`` with the declared crowds (the next version is the desired one's + 1)."""
     policy = replace(deps.policy, crowds=_declared_crowds(deps))
-    step = _step(deps, policy, manifest, counts, events, previous, desired.version + 1 if desired else 1, state, now)
-    decision = step.decision
-    reasons = (*decision.reasons, *([note] if note else []), *skipped)
-    if step.candidate is None:
-        deps.control.put(ControlKey.POLICY, PolicyMark(state.last_published_at, decision.to_dict()).to_item())
-        deps.state.save(step.state)
-        _mark(deps, manifest_key, manifest.record.checksum, manifest.record.window_end_iso, "held")
-        return Outcome("held", manifest_key, "policy: " + "; ".join(reasons), "held", decision_reasons=reasons,
-                       workers=len(previous.workers) if previous else None, max_utilisation=_live_utilisation(step))
-    return _publish(deps, manifest_key, manifest, step.candidate, step, reasons, now)
+    version = inputs.desired.version + 1 if inputs.desired else 1
+    return _step(deps, policy, inputs.manifest, inputs.counts, inputs.events, inputs.previous, version,
+                 inputs.state, inputs.now)
 
 
 def _declared_crowds(deps: PartitionerDeps) -> tuple[DeclaredCrowd, ...]:

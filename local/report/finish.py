@@ -154,6 +154,10 @@ def sections(state: RunState, load: WorkerLoad, wall: float) -> Sections:
         report_errors.append(f"spec sections (tables, comparisons, maps, GeoJSON) failed: {type(exc).__name__}: {exc}")
         spec_json, spec_lines, figures = {}, [f"SPEC SECTIONS FAILED: {report_errors[-1]}"], []
     text += spec_lines
+    if state.rejected:
+        text += ["", f"REJECTED BUILDS ({len(state.rejected)}; each snapshot kept in {state.config.out / 'rejected'}/ "
+                     "with the live spec and the build's exact input: the command rebuilds it)",
+                 *(line for kept in state.rejected for line in kept.lines())]
     built_for = {int(v): e["metrics"]["max_utilisation"] for v, e in spec_json.get("versions", {}).items()
                  if "metrics" in e}
     flips, flip_lines = flips_section(state, load, built_for)
@@ -225,7 +229,8 @@ def closing(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict,
                                           for what, ok, detail in verdict.shown]
     text += ["", f"files in {state.config.out}: " + ", ".join(["report.txt", "report.json",
                                                                *(p.name for p in body.figures),
-                                                               "specs/v*.json", "specs/v*.geojson", "logs/"])]
+                                                               "specs/v*.json", "specs/v*.geojson", "logs/",
+                                                               *(["rejected/"] if state.rejected else [])])]
     oc, d = load.over_cap(), body.delivered
     r = state.replayer
     events_in = (f"{d.sent} ({r.recorded_sent} recorded + {r.warmup_sent} warm-up copies)"
@@ -249,7 +254,7 @@ def document(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict
             "recorded": state.replayer.summary() if isinstance(state.replayer, RecordedReplayer) else None,
             "delivery": asdict(body.delivered), "invariants": [asdict(c) for c in verdict.checks],
             "loop_errors": [{"loop": n, "error": e} for n, e in verdict.loop_errors], "ok": verdict.ok,
-            "figures": [p.name for p in body.figures],
+            "figures": [p.name for p in body.figures], "rejected": [k.to_dict() for k in state.rejected],
             "demonstrated": [{"what": w, "ok": ok, "detail": d} for w, ok, d in verdict.shown],
             "oracle": reference.to_json(body.oracle, body.oracle_error), **swaps.report_json(body.swap_report),
             "before_first_spec": asdict(e) if (e := early_events(state)) is not None else None,

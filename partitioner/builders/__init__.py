@@ -15,7 +15,8 @@ Modules of the compact strategy: :mod:`~partitioner.builders.hot` (step 1),
 :mod:`~partitioner.builders.carving` and :mod:`~partitioner.builders.bisection` and
 :mod:`~partitioner.builders.cuts` (steps 2-4), :mod:`~partitioner.builders.packing` and
 :mod:`~partitioner.builders.fresh` (step 5), :mod:`~partitioner.builders.repair` with
-:mod:`~partitioner.builders.plan` and :mod:`~partitioner.builders.relieve` (step 6);
+:mod:`~partitioner.builders.plan`, :mod:`~partitioner.builders.relieve` and :mod:`~partitioner.builders.shave`
+(step 6); :mod:`~partitioner.builders.shares` states a load in the notes as its share of ``max_load``;
 :mod:`~partitioner.builders.ids` (partition and worker ids) and :mod:`~partitioner.builders.assemble`
 (the spec of a placement) serve both strategies.
 """

@@ -36,7 +36,10 @@
    neighbours and empty the least-loaded workers when load falls)
    and keeps it unless it needs more workers than the fresh build and the
    lower bound + 1; otherwise the fresh build is used with ids matched to
-   the previous spec by shared load.
+   the previous spec by shared load. A repair that leaves a worker over the
+   cap is never kept (the fresh build is used, and a note names the worker):
+   the repair keeps every worker within the cap by construction, and this
+   check makes sure a slip there costs stickiness, not a rejected spec.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from geokernel.partition_spec.model import Spec
+from geokernel.partition_spec.model import LOAD_TOLERANCE, Spec
 from geokernel.partition_spec.rules import check
 from partitioner.builders.assemble import assemble
 from partitioner.builders.fresh import fresh_build
@@ -53,6 +56,7 @@ from partitioner.builders.ids import match_ids
 from partitioner.builders.protocol import BuildReport, BuildRequest
 from partitioner.builders.region import Placement
 from partitioner.builders.repair import repair
+from partitioner.builders.shares import of_max_load
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,14 +81,20 @@ class CompactBuilder:
         def report(spec: Spec, mode: str, hashed: int, notes: tuple[str, ...] = ()) -> BuildReport:
             return BuildReport(check(spec), self.name, lb, hot_cells, hashed, mode, notes)
 
-        repaired = repair(previous, counts, cap, lb + 1) if previous is not None else None
+        repaired = repair(previous, counts, cap, lb + 1, request.fill) if previous is not None else None
+        notes: tuple[str, ...] = ()
+        if repaired is not None:
+            worker, load = repaired.placement.busiest()
+            if load > cap * (1 + LOAD_TOLERANCE):
+                notes = (f"repair left worker {repaired.ids.workers[worker]!r} at {load:.6g} "
+                         f"({of_max_load(load, cap, request.fill, 1)}), over the cap it packs to: rebuilt",)
+                repaired = None
         if repaired is not None and repaired.placement.worker_count <= lb + 2:
             return report(assemble(repaired.placement, header, repaired.ids), "repair", _hashed(repaired.placement),
                           repaired.notes)
         fresh, hot = fresh_build(counts, grid, cap, lb)
         if previous is None:
             return report(assemble(fresh, header), "fresh", hot.hashed)
-        notes: tuple[str, ...] = ()
         if repaired is not None:
             n_rep = repaired.placement.worker_count
             if n_rep <= max(fresh.worker_count, lb + 1) + 1:

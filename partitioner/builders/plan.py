@@ -12,6 +12,9 @@ Notes
 * A piece of a hash-split cell that must move first joins the share next to it in hash
   order (same cell, adjacent range) on a worker with room, so a cell is not cut into ever
   more shares; else it goes to the fullest worker it fits (best fit), or to a new worker.
+* No piece is placed that no worker can hold: an unplaced share above the cap (the end a
+  share grown to more than twice the cap gives up is itself above the cap) is first cut into
+  shares of at most the cap, as a hot cell is split (:meth:`RepairPlan.place_unassigned`).
 * Shares under :data:`SLIVER` of the cap join a neighbouring share of their cell where that
   worker stays within :data:`SLIVER_FILL` of the cap (where load has fallen), so the ends
   given up while load rose do not pile up.
@@ -25,12 +28,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from geokernel.geo.graph import components, group_indices
-from geokernel.geo.tiles import IntArray, arrays_to_quadkeys
+from geokernel.errors import BuildError
+from geokernel.geo.tiles import IntArray
 from geokernel.partition_spec.model import HASH_BUCKETS, Spec
-from partitioner.builders.bisection import axes
 from partitioner.builders.ids import PARTITION_PREFIX, WORKER_PREFIX, IdAllocator, Ids, fill_blanks
 from partitioner.builders.region import Placement, Region
+from partitioner.builders.shares import of_max_load
+from partitioner.builders.shave import Shaved, region_of, shave
 from partitioner.load.counts import Grid
 
 #: Entity-hash shares under this share of the cap join a neighbouring share of their cell where its worker has
@@ -55,74 +59,6 @@ class RepairResult:
     notes: tuple[str, ...]
 
 
-
-def region_of(cells: IntArray, grid: Grid) -> Region:
-    """The region listing ``cells`` (grid cells, by index) with their load (quadkeys made for these cells only: a
-    repair re-makes few regions of a grid of tens of thousands of cells)."""
-    return Region(tuple(sorted(arrays_to_quadkeys(grid.x[cells], grid.y[cells], grid.zoom))),
-                  float(grid.weight[cells].sum()))
-
-
-class Shaved(NamedTuple):
-    """A region cut to size: the piece it keeps and the connected pieces shaved off."""
-
-    keep: IntArray
-    pieces: list[IntArray]
-
-
-class Side(NamedTuple):
-    """One way to shave a region: from one side, the load it moves, the cells kept and the cells shaved."""
-
-    moved: float
-    keep: IntArray
-    shaved: IntArray
-
-
-def shave(cells: IntArray, grid: Grid, keep_load: float, below: float = math.inf) -> Shaved | None:
-    """Cut a region's cells so the piece kept is at most ``keep_load``; return it and the shaved pieces.
-
-    Returns None when no cut keeps a non-empty piece within ``keep_load``, or when every cut moves ``below`` or
-    more load (a caller that only wants a shave cheaper than something else says so: the sides that cannot be
-    cheaper are not split into components).
-
-    Notes
-    -----
-    A side moves at least the load past its cut (splitting the kept piece only adds to that), so a side whose
-    load past the cut already reaches ``below`` or the best side so far is skipped: the result is the same as
-    trying every side.
-    """
-    u, v = axes(grid.x[cells], grid.y[cells], grid.zoom)
-    w = grid.weight[cells]
-    # shave from the side whose edge cells add up to the excess: try all four sides, keep the cheapest (the first
-    # of the four in this order on a tie); the sides are tried cheapest load-past-the-cut first, so the others can
-    # usually be skipped without splitting their kept piece into components
-    tries: list[tuple[float, int, IntArray, int]] = []
-    orders = [seq for order in (np.lexsort((v, u)), np.lexsort((u, v))) for seq in (order, order[::-1])]
-    for k, seq in enumerate(orders):
-        csum = np.cumsum(w[seq])
-        cut = min(int(np.searchsorted(csum, keep_load * (1 + 1e-12), side="right")), len(cells) - 1)
-        if cut >= 1:
-            tries.append((float(csum[-1] - csum[cut - 1]), k, seq, cut))
-    best: Side | None = None
-    best_k = len(orders)
-    for past_cut, k, seq, cut in sorted(tries, key=lambda t: (t[0], t[1])):
-        if past_cut * (1 - 1e-9) >= below or (best is not None and past_cut * (1 - 1e-9) > best.moved):
-            break  # neither this side nor a later one can be cheaper
-        keep, shaved = cells[seq[:cut]], cells[seq[cut:]]
-        n, labels = components(grid.x[keep], grid.y[keep], grid.zoom)
-        if n > 1:  # keep the heaviest connected piece (the first on a tie), shave the rest too
-            in_big = labels == int(np.argmax(np.bincount(labels, weights=grid.weight[keep], minlength=n)))
-            shaved = np.concatenate([shaved, np.sort(keep[~in_big])])
-            keep = keep[in_big]
-        side = Side(float(grid.weight[shaved].sum()), keep, shaved)
-        if best is None or (side.moved, k) < (best.moved, best_k):
-            best, best_k = side, k
-    if best is None:
-        return None
-    n, labels = components(grid.x[best.shaved], grid.y[best.shaved], grid.zoom)
-    return Shaved(best.keep, [best.shaved[g] for g in group_indices(labels, n)])
-
-
 class Item(NamedTuple):
     """One region of the plan."""
 
@@ -135,8 +71,9 @@ class Item(NamedTuple):
 class RepairPlan:
     """Mutable working state of one repair (internal; the result is immutable regions and ids)."""
 
-    def __init__(self, cap: float) -> None:
+    def __init__(self, cap: float, fill: float = 1.0) -> None:
         self.cap = cap
+        self.fill = fill  # the build's fill: ``max_load`` is ``cap / fill`` (notes state shares of it)
         self.items: list[Item] = []
         self._joined: set[int] = set()  # items joined to a neighbouring share, dropped by _drop_joined
 
@@ -145,6 +82,10 @@ class RepairPlan:
 
     def load(self, i: int) -> float:
         return self.items[i].region.load
+
+    def share(self, load: float, digits: int = 0) -> str:
+        """``load`` as a note states it: its share of ``max_load`` (and of the cap, below fill 1)."""
+        return of_max_load(load, self.cap, self.fill, digits)
 
     def move(self, i: int, worker: str) -> None:
         self.items[i] = self.items[i]._replace(worker=worker)
@@ -176,7 +117,7 @@ class RepairPlan:
             self.items[largest] = it._replace(region=region_of(shaved.keep, grid), cells=shaved.keep)
             for piece in shaved.pieces:
                 self.add(region_of(piece, grid), "", "", piece)
-            notes.append(f"worker {w!r} at {load / self.cap:.1%}: shaved "
+            notes.append(f"worker {w!r} at {self.share(load, 1)}: shaved "
                          f"{float(grid.weight[np.concatenate(shaved.pieces)].sum()):.6g} off partition {it.pid!r}")
 
     def _cover(self, mine: list[int], excess: float) -> tuple[list[int], float]:
@@ -274,6 +215,7 @@ class RepairPlan:
 
     def place_unassigned(self, previous_workers: list[str]) -> None:
         """Place every unplaced region on the fullest worker it fits (best fit), else on a new worker."""
+        self._cut_oversized()
         wl = self.worker_loads()
         new_worker = IdAllocator(WORKER_PREFIX, [*previous_workers, *wl])
         cells = self._cell_shares()
@@ -286,6 +228,35 @@ class RepairPlan:
             self.move(i, w)
             wl[w] = wl.get(w, 0.0) + need
         self._drop_joined()
+
+    def _cut_oversized(self) -> None:
+        """Cut every unplaced entity-hash share above the cap into consecutive shares of at most the cap.
+
+        The first keeps the item's id and the start of its range; the others are new. Without this, a share
+        given up whole by a worker far over the cap (more than twice the cap) would open a worker of its own
+        over the cap.
+
+        Raises
+        ------
+        BuildError
+            When one entity bucket of the share holds more than the cap (the cell cannot be split that finely).
+        """
+        for i in range(len(self.items)):
+            it = self.items[i]
+            hr = it.region.hash_range
+            if it.worker or hr is None or it.region.load <= self.cap * (1 + 1e-12):
+                continue
+            lo, hi = hr
+            unit = it.region.load / (hi - lo)
+            full = math.floor(self.cap / unit * (1 - 1e-12))
+            if full < 1:
+                raise BuildError(f"share {hr!r} of cell {it.region.quadkeys[0]!r} with load {it.region.load!r} "
+                                 f"holds more than max_load {self.cap!r} in one entity-hash bucket")
+            q = it.region.quadkeys
+            self.items[i] = it._replace(region=Region(q, unit * full, (lo, lo + full)))
+            for a in range(lo + full, hi, full):
+                b = min(hi, a + full)
+                self.add(Region(q, unit * (b - a), (a, b)), "", "")
 
     def join_slivers(self, notes: list[str]) -> None:
         """Join every share under :data:`SLIVER` of the cap to a share next to it in hash order (same cell) on a
@@ -304,8 +275,8 @@ class RepairPlan:
             else:
                 wl[it.worker] += it.region.load
         if self._joined:
-            notes.append(f"{len(self._joined)} entity-hash shares under {SLIVER:.0%} of max_load joined the share "
-                         f"next to them ({joined:.6g} load)")
+            notes.append(f"{len(self._joined)} entity-hash shares under {self.share(SLIVER * self.cap)} joined the "
+                         f"share next to them ({joined:.6g} load)")
         self._drop_joined()
 
     def _cell_shares(self) -> dict[tuple[str, ...], list[int]]:

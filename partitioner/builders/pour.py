@@ -180,7 +180,7 @@ def _unit_and_full(liquid: Liquid, cap: float) -> tuple[float, int]:
     full = math.floor(HASH_BUCKETS * cap / liquid.load * (1 - 1e-12)) if liquid.load > 0 else HASH_BUCKETS
     if full < 1:
         raise BuildError(f"cell {liquid.quadkey!r} with load {liquid.load!r} would need more than {HASH_BUCKETS} "
-                         f"entity-hash shares of max_load {cap!r}")
+                         f"entity-hash shares of the cap {cap!r}")
     return unit, full
 
 

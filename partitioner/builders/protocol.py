@@ -25,6 +25,11 @@ class BuildRequest:
     previous: Spec | None  # the live spec, for builders that keep ids sticky to it
     header: SpecHeader
 
+    @property
+    def fill(self) -> float:
+        """The share of ``max_load`` (``header.max_load``) that ``cap`` is."""
+        return self.cap / self.header.max_load
+
 
 @dataclass(frozen=True)
 class BuildReport:

@@ -25,3 +25,13 @@ class Placement:
     def worker_count(self) -> int:
         """Workers used (0 without regions)."""
         return max(self.workers_of) + 1 if self.workers_of else 0
+
+    def busiest(self) -> tuple[int, float]:
+        """The most loaded worker and its load (``(-1, 0.0)`` without regions)."""
+        loads = [0.0] * self.worker_count
+        for r, w in zip(self.regions, self.workers_of, strict=True):
+            loads[w] += r.load
+        if not loads:
+            return -1, 0.0
+        k = max(range(len(loads)), key=loads.__getitem__)
+        return k, loads[k]

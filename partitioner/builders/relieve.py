@@ -10,10 +10,15 @@ Notes
 * A tile's load is that of the counts' leaves the piece owns under it (the most specific
   listing of the piece that contains a leaf takes it; a leaf coarser than every listing goes
   to the coarsest).
-* The tile given up is the least-loaded listing that covers the overflow and leaves the rest
-  of the piece in no more 8-connected parts than before (checked on the tiles the piece owns,
-  at its finest listing's zoom); None when there is none (one listing only, or every
-  candidate would cut the rest apart).
+* The tile given up is the least-loaded listing that covers the overflow, is itself within the
+  cap, and leaves the rest of the piece in no more 8-connected parts than before (checked on the
+  tiles the piece owns, at its finest listing's zoom); None when there is none (one listing only,
+  every listing that covers the overflow hotter than the cap, or every candidate would cut the
+  rest apart).
+* A tile hotter than the cap is never given up: it would become a region no worker can hold
+  whole, and the repair would open a worker for it alone, over the cap (a real AIS log of ships
+  arriving in a cell did exactly that: ``worker 'w0013' load 414.0 exceeds max_load 200.0``). The
+  repair splits the cell again instead, which splits that tile by its finer counts or by entity hash.
 """
 
 from __future__ import annotations
@@ -45,8 +50,27 @@ class Relief(NamedTuple):
     given: Region
 
 
-def relieve(index: SpecIndex, i: int, part: Partition, leaves: Leaves, excess: float) -> Relief | None:
-    """Give up the least-loaded listed tile of partition ``i`` that covers ``excess`` (see the module notes)."""
+def relieve(index: SpecIndex, i: int, part: Partition, leaves: Leaves, excess: float, cap: float) -> Relief | None:
+    """Give up the least-loaded listed tile of partition ``i`` that covers ``excess`` and fits ``cap``.
+
+    Parameters
+    ----------
+    index : SpecIndex
+        The live spec's index (which partition owns which leaf).
+    i : int
+        The piece's index in the live spec; ``part`` is that partition.
+    leaves : Leaves
+        The counts' leaves under the piece's grid cell.
+    excess : float
+        The load the piece is over the cap by.
+    cap : float
+        The cap the repair packs to: the tile given up is placed whole, so it must hold at most this.
+
+    Returns
+    -------
+    Relief or None
+        None when no listed tile covers ``excess`` within ``cap`` (see the module notes).
+    """
     if len(part.quadkeys) < 2:
         return None
     qx, qy, qz = quadkeys_to_arrays(list(part.quadkeys))
@@ -58,6 +82,8 @@ def relieve(index: SpecIndex, i: int, part: Partition, leaves: Leaves, excess: f
     for k in np.argsort(load, kind="stable").tolist():
         if load[k] < excess or load[k] <= 0:
             continue
+        if load[k] > cap * (1 + 1e-12):  # sorted by load: no later tile fits either
+            break
         rest = tiles.listing != k
         if not rest.any():
             continue

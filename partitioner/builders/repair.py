@@ -41,9 +41,10 @@ from partitioner.builders.carving import carve_cells
 from partitioner.builders.fresh import GATHER_SHARE, TERRITORY_LEVELS, fragmented
 from partitioner.builders.hot import hash_split, split_hot_cells
 from partitioner.builders.nearby import merge_territories, place_nearby
-from partitioner.builders.plan import RepairPlan, RepairResult, region_of, shave
+from partitioner.builders.plan import RepairPlan, RepairResult
 from partitioner.builders.region import Region
 from partitioner.builders.relieve import Leaves, relieve
+from partitioner.builders.shave import region_of, shave
 from partitioner.load.counts import Counts, Grid
 from partitioner.load.loads import spec_loads
 
@@ -58,11 +59,12 @@ class _Survey(NamedTuple):
     owner: IntArray  # previous partition index of each grid cell; -(g + 1) for hash-split group g
 
 
-def repair(previous: Spec, counts: Counts, cap: float, target_workers: int) -> RepairResult | None:
+def repair(previous: Spec, counts: Counts, cap: float, target_workers: int, fill: float = 1.0) -> RepairResult | None:
     """Keep the previous spec where it still fits; move only what must move (see the module notes).
 
-    Returns None when the previous spec cannot be repaired (a partition lists cells finer than
-    the counts' grid in more than one grid cell).
+    ``cap`` is what workers are packed to, ``max_load x fill``: the notes state loads as shares of ``max_load``
+    (:func:`partitioner.builders.shares.of_max_load`). Returns None when the previous spec cannot be repaired (a
+    partition lists cells finer than the counts' grid in more than one grid cell).
     """
     grid = counts.grid()
     index = spec_loads(previous).index  # the live spec's, made once while it is live
@@ -73,7 +75,7 @@ def repair(previous: Spec, counts: Counts, cap: float, target_workers: int) -> R
     survey = _Survey(counts, grid, parts, index,
                      index.locate_groups_xy(grid.x, grid.y, grid.zoom))
     notes: list[str] = []
-    plan = RepairPlan(cap)
+    plan = RepairPlan(cap, fill)
     # 0. grid cells the previous spec split into finer cells: kept while every piece fits, else split again
     taken = _finer_cells(survey, plan, cap, finer, notes)
     # 1. hot cells: previous splits keep their shares while they fit; new hot cells are split
@@ -167,7 +169,7 @@ def _keep_pieces(survey: _Survey, plan: RepairPlan, cap: float, members: list[in
     over the cap has no tile it can give up."""
     parts = survey.parts
     over = [i for i in members if loads[i] > cap and parts[i].hash_range is None]
-    relief = {i: relieve(survey.spec_index, i, parts[i], leaves, float(loads[i]) - cap) for i in over}
+    relief = {i: relieve(survey.spec_index, i, parts[i], leaves, float(loads[i]) - cap, cap) for i in over}
     if any(r is None for r in relief.values()):
         return False
     for i in members:
@@ -177,7 +179,7 @@ def _keep_pieces(survey: _Survey, plan: RepairPlan, cap: float, members: list[in
             continue
         plan.add(rel.kept, parts[i].id, parts[i].worker)
         plan.add(rel.given, "", "")
-        notes.append(f"partition {parts[i].id!r} at {loads[i] / cap:.1%} of max_load gave up tile "
+        notes.append(f"partition {parts[i].id!r} at {plan.share(float(loads[i]), 1)} gave up tile "
                      f"{rel.given.quadkeys[0]!r} ({rel.given.load:.6g} load)")
     return True
 
@@ -220,7 +222,7 @@ def _hot_cells(survey: _Survey, plan: RepairPlan, cap: float, notes: list[str], 
     hashed = {h.quadkey for h in split.liquid}
     for i in new_hot.tolist():
         q = grid.quadkey(i)
-        notes.append(f"cell {q!r} at {grid.weight[i] / cap:.0%} of max_load split "
+        notes.append(f"cell {q!r} at {plan.share(float(grid.weight[i]))} split "
                      f"{'by entity hash' if q in hashed else 'into finer cells'}")
         drop.setdefault(int(owner[i]), set()).add(q)
         handled[i] = True
@@ -233,7 +235,7 @@ def _trim_shares(members: list[Partition], load: float, cap: float, plan: Repair
     full = math.floor(HASH_BUCKETS * cap / load)
     if full < 1:
         raise BuildError(f"cell {members[0].quadkeys[0]!r} with load {load!r} would need more than "
-                         f"{HASH_BUCKETS} entity-hash shares of max_load {cap!r}")
+                         f"{HASH_BUCKETS} entity-hash shares of the cap {cap!r}")
     for p in members:
         lo, hi = p.hash_range or (0, HASH_BUCKETS)
         kept = min(hi, lo + full)
@@ -263,7 +265,7 @@ def _previous_regions(survey: _Survey, plan: RepairPlan, cap: float, plain: npt.
                 plan.add(Region(listed, float(loads[i])), p.id, p.worker, cells)
             continue
         pieces = _recarve(cells, grid, cap)
-        notes.append(f"partition {p.id!r} at {loads[i] / cap:.0%} of max_load re-carved into {len(pieces)} pieces")
+        notes.append(f"partition {p.id!r} at {plan.share(float(loads[i]))} re-carved into {len(pieces)} pieces")
         for k, piece in enumerate(pieces):
             plan.add(region_of(piece, grid), p.id if k == 0 else "", p.worker if k == 0 else "", piece)
 

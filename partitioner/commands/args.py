@@ -25,6 +25,17 @@ def positive(text: str) -> float:
     return v
 
 
+def fraction(text: str) -> float:
+    """argparse type: a number in (0, 1]."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number in (0, 1]")
+    return v
+
+
 def count(text: str) -> int:
     """argparse type: a whole number >= 1."""
     try:

@@ -8,7 +8,7 @@ import dataclasses
 from geokernel.partition_spec.model import Spec
 from partitioner.builders import build_with_report
 from partitioner.builders.registry import STRATEGIES
-from partitioner.commands.args import add_quiet, add_single_zoom, count, positive, progress
+from partitioner.commands.args import add_quiet, add_single_zoom, count, fraction, positive, progress
 from partitioner.commands.exits import EXIT_OK
 from partitioner.commands.io import (
     STDIO,
@@ -64,7 +64,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         _check_workers(counts, args.max_load, args.max_workers, args.counts)
         line.step(f"building from {len(counts):,} quadkeys")
         report = build_with_report(counts, args.max_load, previous=previous, strategy=args.strategy,
-                                   version=args.version, stream_name=args.stream_name)
+                                   version=args.version, stream_name=args.stream_name, fill=args.fill)
         spec = report.spec
         line.step("measuring the spec")
         text = spec.to_json() + "\n"
@@ -96,6 +96,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     b.add_argument("--max-load", type=positive, required=True, help="cap on each worker's load")
     b.add_argument("-o", "--output", required=True, metavar="SPEC.json", help="where to write the spec")
     b.add_argument("--previous", metavar="OLD.json", help="the live spec: keep ids sticky to it")
+    b.add_argument("--fill", type=fraction, default=1.0, metavar="F",
+                   help="pack workers to F x --max-load, in (0, 1] (default 1; the partitioner Lambda builds below 1: "
+                        "a snapshot the local loop kept after a rejected build names its fill)")
     b.add_argument("--strategy", choices=STRATEGIES, default=STRATEGIES[0],
                    help="compact (default) or seed (the published seed algorithm, the baseline)")
     b.add_argument("--version", type=count, help="spec version (default previous + 1, or 1)")

@@ -39,7 +39,7 @@ def test_handler_publishes_first_spec_from_recorded_event(aws: Aws) -> None:
     out = partitioner_handler.handler(s3_event(key), CTX)
     # THEN spec v1 is written immutably and the desired pointer moved to it
     assert out["results"] == [{"manifest": key, "status": "published", "reason": out["results"][0]["reason"],
-                               "version": 1}]
+                               "code": "published", "version": 1}]
     assert aws.keys(aws.cfg.specs_bucket, "specs/") == [spec_key(1)]
     desired = read_desired(aws.control)
     assert desired is not None and desired.version == 1 and desired.spec_key == spec_key(1)

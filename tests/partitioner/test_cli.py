@@ -70,6 +70,19 @@ def test_build_with_previous_reports_stability(built, tmp_path, capsys):
     assert "v1 -> v2:" in text and "keeps its partition and worker" in text
 
 
+def test_build_packs_to_the_fill_and_refuses_one_outside_0_1(tmp_path, capsys):
+    out = tmp_path / "filled.json"
+    # WHEN the sample is built to fill 0.8 of max_load 2500
+    assert main(["build", str(SAMPLE_COUNTS), "--max-load", "2500", "--fill", "0.8", "-o", str(out)]) == 0
+    # THEN the spec states max_load 2500 and no worker holds more than 2000; a fill above 1 is refused naming it
+    spec = load_spec(out)
+    assert spec.max_load == 2500.0 and spec.source["fill"] == 0.8
+    assert max(w.load for w in spec.workers) <= 2000.0 * (1 + 1e-9)
+    with pytest.raises(SystemExit) as exc:
+        main(["build", str(SAMPLE_COUNTS), "--max-load", "2500", "--fill", "1.5", "-o", str(out)])
+    assert exc.value.code == 2 and "'1.5' must be a number in (0, 1]" in capsys.readouterr().err
+
+
 def test_build_seed_strategy(tmp_path, capsys):
     out = tmp_path / "seed.json"
     assert main(["build", str(SAMPLE_COUNTS), "--max-load", "2500", "-o", str(out), "--strategy", "seed"]) == 0

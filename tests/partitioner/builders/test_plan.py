@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -93,3 +94,24 @@ def test_slivers_join_their_neighbouring_share_where_load_has_fallen_but_not_ont
             assert "joined" in notes[0]
         else:
             assert len(_shares(plan, "0231")) == 2 and notes == []
+
+
+def test_an_end_given_up_that_is_larger_than_the_cap_is_placed_as_shares_within_the_cap() -> None:
+    # GIVEN a cell of 600 split in two shares of 300: p1 on w1 is 2.5x over a cap of 120, and so is p2 on w2
+    plan = RepairPlan(120.0)
+    plan.add(Region(("0231",), 300.0, (0, HALF)), "p1", "w1")
+    plan.add(Region(("0231",), 300.0, (HALF, HASH_BUCKETS)), "p2", "w2")
+    # WHEN the plan sheds overflow (each worker gives up 180, more than the cap) and places what moved
+    notes: list[str] = []
+    plan.shed_overflow(GRID, notes)
+    plan.place_unassigned(["w1", "w2"])
+    # THEN no worker is over the cap (before: one new worker per end, each at 180), p1 and p2 keep their ids and
+    #      workers, and the shares still tile the hash space
+    loads = plan.worker_loads()
+    assert max(loads.values()) <= 120.0 * (1 + 1e-9)
+    assert sum(loads.values()) == pytest.approx(600.0)
+    shares = _shares(plan, "0231")
+    ranges = sorted(hr for hr, _, _ in shares if hr is not None)
+    assert ranges[0][0] == 0 and ranges[-1][1] == HASH_BUCKETS
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
+    assert {(pid, w) for _, pid, w in shares if pid} == {("p1", "w1"), ("p2", "w2")}

@@ -20,12 +20,12 @@ def live() -> Spec:
     return build_with_report(counts_from_pairs(ROWS), 100.0).spec
 
 
-def _relieve(spec: Spec, quadkeys: set[str], excess: float):
+def _relieve(spec: Spec, quadkeys: set[str], excess: float, cap: float = 100.0):
     index = SpecIndex(spec)
     i = next(k for k, p in enumerate(spec.partitions) if set(p.quadkeys) == quadkeys)
     leaves = counts_from_pairs(ROWS).leaves()
     return relieve(index, i, spec.partitions[i], Leaves(leaves.x, leaves.y, leaves.z, np.asarray(leaves.weight)),
-                   excess)
+                   excess, cap)
 
 
 @pytest.mark.parametrize("excess, given", [(2.0, "02311"), (40.0, "02311"), (41.0, "02310")])
@@ -47,3 +47,13 @@ def test_no_relief_when_no_single_tile_covers_the_excess_or_the_piece_has_one_ti
     # THEN there is no relief (the repair splits the cell again instead)
     assert _relieve(live, {"02310", "02311"}, 50.0) is None
     assert _relieve(live, {"023123"}, 1.0) is None
+
+
+def test_a_tile_hotter_than_the_cap_is_never_given_up(live: Spec) -> None:
+    # GIVEN the piece listing 02310 (45) and 02311 (40)
+    # WHEN it must shed 41 (only 02310 covers that) under a cap of 44, and 2 under a cap of 42
+    # THEN 02310 is not given up (it would be a region no worker holds whole): no relief for 41 (the repair splits
+    #      the cell again), and 02311 for 2 as before
+    assert _relieve(live, {"02310", "02311"}, 41.0, cap=44.0) is None
+    relief = _relieve(live, {"02310", "02311"}, 2.0, cap=42.0)
+    assert relief is not None and relief.given.quadkeys == ("02311",)

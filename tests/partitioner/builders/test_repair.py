@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 from pathlib import Path
 
@@ -13,7 +14,10 @@ from build_data import counts_from_points, stable_share
 from geokernel.partition_spec.index import SpecIndex
 from geokernel.partition_spec.model import HASH_BUCKETS
 from geokernel.partition_spec.rules import validate
-from partitioner.builders import build_with_report
+from partitioner.builders import build_with_report, compact
+from partitioner.builders.ids import Ids
+from partitioner.builders.plan import RepairResult
+from partitioner.builders.region import Placement, Region
 from partitioner.load.bound import lower_bound
 from partitioner.load.counts import Counts, counts_from_pairs
 from partitioner.output.compare import stability
@@ -169,3 +173,97 @@ def test_port_traffic_with_many_hot_cells_keeps_its_place_under_routine_noise_on
         assert stability(live, report.spec, noisy).kept_share >= floor, seed
         assert len(report.spec.workers) <= lower_bound(noisy.total, ds.max_load) + 1
         assert max(w.load for w in report.spec.workers) <= ds.max_load * (1 + 1e-9)
+
+
+# A hot cell 0231 split into pieces of its children (the counts have finer rows under it); cap 100
+FINER_ROWS = [("0231", 290.0), ("02310", 45.0), ("02311", 40.0), ("02312", 105.0), ("02313", 100.0),
+              ("023120", 30.0), ("023121", 25.0), ("023122", 25.0), ("023123", 25.0), ("0230", 30.0), ("0232", 20.0)]
+
+
+@pytest.mark.parametrize("fill", [1.0, 0.8])
+def test_a_finer_tile_grown_hotter_than_the_cap_is_split_not_given_up_whole(fill: float) -> None:
+    # GIVEN a live spec whose piece {02310, 02311} holds 85 of the hot cell 0231
+    cap = 100.0 * fill
+    rows = [(q, w * fill) for q, w in FINER_ROWS]
+    live = build_with_report(counts_from_pairs(rows), 100.0, fill=fill).spec
+    assert any(set(p.quadkeys) == {"02310", "02311"} for p in live.partitions)
+    # WHEN ships arrive in 02310 (no finer rows under it) and it alone holds 1.5x the cap: the only listed tile of
+    #      that piece that covers its overflow is hotter than the cap (a real AIS log did this: "worker 'w0013' load
+    #      414.0 exceeds max_load 200.0", the tile given up whole on a worker of its own)
+    grown = dict(rows)
+    grown["02310"], grown["0231"] = 1.5 * cap, grown["0231"] + 1.5 * cap - grown["02310"]
+    counts = counts_from_pairs(list(grown.items()))
+    report = build_with_report(counts, 100.0, previous=live, fill=fill)
+    # THEN the build is valid and no worker is over the cap it packs to: the cell is split again (02310 by entity
+    #      hash), and the repair is kept
+    assert validate(report.spec) == []
+    assert max(w.load for w in report.spec.workers) <= cap * (1 + 1e-9)
+    assert report.mode == "repair"
+    assert any("split again" in n for n in report.notes)
+    assert not any("gave up tile '02310'" in n for n in report.notes)
+
+
+@pytest.mark.parametrize("fill", [1.0, 0.8])
+def test_a_hash_share_of_a_finer_cell_grown_past_twice_the_cap_moves_in_shares_within_the_cap(fill: float) -> None:
+    # GIVEN a live spec where 02313 (a child of the hot cell 0231, with no finer rows) is split by entity hash
+    cap = 100.0 * fill
+    rows = [("0231", 335.0), ("02310", 45.0), ("02311", 40.0), ("02312", 100.0), ("02313", 150.0), ("0230", 30.0),
+            ("0232", 20.0)]
+    rows = [(q, w * fill) for q, w in rows]
+    live = build_with_report(counts_from_pairs(rows), 100.0, fill=fill).spec
+    assert sum(1 for p in live.partitions if p.quadkeys == ("02313",)) >= 2
+    # WHEN 02313 triples: its largest share is now more than twice the cap, so the overflow its worker gives up
+    #      from the end of that share is itself more than the cap
+    grown = dict(rows)
+    grown["02313"], grown["0231"] = 3 * grown["02313"], grown["0231"] + 2 * grown["02313"]
+    counts = counts_from_pairs(list(grown.items()))
+    report = build_with_report(counts, 100.0, previous=live, fill=fill)
+    # THEN the build is valid and no worker is over the cap it packs to: the overflow moved as shares of at most
+    #      the cap, and the shares of 02313 still tile the hash space
+    assert validate(report.spec) == []
+    assert max(w.load for w in report.spec.workers) <= cap * (1 + 1e-9)
+    assert report.mode == "repair"
+    shares = sorted(p.hash_range for p in report.spec.partitions if p.quadkeys == ("02313",) and p.hash_range)
+    assert shares[0][0] == 0 and shares[-1][1] == HASH_BUCKETS
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(shares))
+
+
+def test_a_repair_that_leaves_a_worker_over_the_cap_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a live spec, and a repair that (by a slip) leaves one worker over the cap
+    rows = [(q, w) for q, w in FINER_ROWS]
+    live = build_with_report(counts_from_pairs(rows), 100.0).spec
+    real = compact.repair
+
+    def slipped(previous, counts, cap, target, fill):
+        done = real(previous, counts, cap, target, fill)
+        regions = (*done.placement.regions, Region(("0233",), 1.5 * cap))
+        placement = Placement(regions, (*done.placement.workers_of, 0))
+        return RepairResult(placement, Ids((*done.ids.partitions, "p9999"), done.ids.workers), done.notes)
+
+    monkeypatch.setattr(compact, "repair", slipped)
+    # WHEN the builder rebuilds with the live spec
+    report = build_with_report(counts_from_pairs([*rows, ("0233", 150.0)]), 100.0, previous=live)
+    # THEN it uses the fresh build (ids matched), says why, and the spec is valid
+    assert report.mode == "fresh+matched"
+    assert any(re.fullmatch(r"repair left worker 'w\d+' at [\d.]+ \(\d+\.\d% of max_load\), over the cap it packs to: "
+                            r"rebuilt", n) for n in report.notes), report.notes
+    assert validate(report.spec) == []
+
+
+@pytest.mark.parametrize("fill, says", [
+    (1.0, "partition {pid!r} at 102.0% of max_load gave up tile '02311' (40 load)"),
+    (0.8, "partition {pid!r} at 81.6% of max_load, 102.0% of the cap (fill 80%) gave up tile '02311' (32 load)"),
+])
+def test_a_note_states_the_true_share_of_max_load_and_the_share_of_the_cap_below_fill_1(fill: float,
+                                                                                       says: str) -> None:
+    # GIVEN the live spec of the finer pieces of 0231, built to `fill` of max_load 100 (the loads scaled to it)
+    rows = [(q, w * fill) for q, w in FINER_ROWS]
+    live = build_with_report(counts_from_pairs(rows), 100.0, fill=fill).spec
+    piece = next(p for p in live.partitions if set(p.quadkeys) == {"02310", "02311"})
+    # WHEN the piece {02310, 02311} grows 2 % over the cap it was packed to, max_load x fill
+    grown = dict(rows)
+    grown["02310"], grown["0231"] = 62.0 * fill, grown["0231"] + 17.0 * fill
+    report = build_with_report(counts_from_pairs(list(grown.items())), 100.0, previous=live, fill=fill)
+    # THEN the note gives the piece's true share of max_load (81.6 % at fill 0.8, not "102.0% of max_load" as
+    #      before), and below fill 1 its share of the cap it was packed to as well
+    assert says.format(pid=piece.id) in report.notes
