@@ -15,4 +15,4 @@ What the commands share: :mod:`georebal.aws` (the AWS session, injectable for te
 (the deployment's settings), :mod:`georebal.errors` (the one exception base).
 """
 
-__version__ = "0.1.0"  # the project version in pyproject.toml
+__version__ = "0.2.0"  # the project version in pyproject.toml (a test keeps them equal)
