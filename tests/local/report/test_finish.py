@@ -35,10 +35,10 @@ def quiet_run(out: Path) -> RunState:
     state = RunState(config=RunConfig(out=out), started_at=T0, workdir=out / "work", observer=observer,
                      finished_at=T0 + 90.0, drained_cleanly=True, events_log=["[   1.0s] started"])
     state.replayer = loop("replayer", sent_ids=[], sent_events=[], sent_seconds={}, bad_sent={"nan": 1},
-                          started_at=T0 + 10, ended_at=T0 + 70)
+                          began_at=T0 + 2, live_at=None, started_at=T0 + 10, ended_at=T0 + 70)
     state.output = SimpleNamespace(records=[], processed=[], problems=[], enriched=[])
     state.notifier = loop("notifier", invocations=[])
-    state.router = loop("router", records_in=0, invocations=0, failed_items=0, environments=[])
+    state.router = loop("router", records_in=0, invocations=0, failed_items=0, gave_up=0, environments=[])
     return state
 
 
