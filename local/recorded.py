@@ -306,24 +306,6 @@ def plan_replay(log: RecordedLog, speed: float | None, max_duration_s: float | N
     return ReplayPlan(speed, duration, offsets, max(send, 1), first, window_s, capped)
 
 
-@dataclass(frozen=True)
-class RecordedTimeline:
-    """The recorded clock of a replay, shown in the progress line (the built-in replay's :class:`~local.dataset.Scenario`)."""
-
-    start_ms: int
-    speed: float
-    duration_s: float
-
-    @staticmethod
-    def phase(fraction: float) -> str:
-        """The replay has one phase: the log, as recorded."""
-        return "recorded log"
-
-    def sim_time(self, fraction: float) -> datetime:
-        """The recorded time the replay has reached at ``fraction`` of it."""
-        return datetime.fromtimestamp(self.start_ms / 1000.0 + fraction * self.duration_s * self.speed, UTC)
-
-
 def utc_text(ms: int) -> str:
     """Epoch milliseconds as ISO-8601 UTC with milliseconds and ``Z``."""
     return datetime.fromtimestamp(ms / 1000.0, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

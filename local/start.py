@@ -32,8 +32,8 @@ from local.loops import Invocation, ObjectCreatedNotifier, lambda_environments, 
 from local.observe import ControlObserver
 from local.outcomes import summarise
 from local.output import EnrichedReader
-from local.recorded import RecordedLog, RecordedTimeline, ReplayPlan, describe, quarantine_bad_rows
-from local.replay import KPL_EVENTS_PER_RECORD, RecordedReplayer, Replayer
+from local.recorded import RecordedLog, ReplayPlan, describe, quarantine_bad_rows
+from local.replay import KPL_EVENTS_PER_RECORD, RecordedReplayer, RecordedTimeline, Replayer
 from local.spark import start_spark, wait_for_spark
 from local.state import RunState, say
 from local.twin import wire_twin

@@ -16,7 +16,6 @@ from local.recorded import (
     KEEPS_UP_RATE,
     QUARANTINE_WRITER,
     RecordedLogError,
-    RecordedTimeline,
     builtin_log,
     builtin_path,
     describe,
@@ -26,6 +25,7 @@ from local.recorded import (
     read_recorded,
     suggested_speed,
 )
+from local.replay import RecordedTimeline
 from local.texts import Texts
 from partitioner.load.eventcols import EventColumns
 
