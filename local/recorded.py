@@ -22,7 +22,10 @@ Clock
     ``ts`` is that replay-clock time (epoch ms), not the recorded time: Spark's event-time windows, the utilisation
     per window and the report all run on the wall clock, as in the built-in replay, so a snapshot window of ``W``
     wall seconds holds ``W * speed`` recorded seconds. The recorded time rides along as ``recorded_utc``
-    (:data:`RECORDED_TIME_FIELD`, ISO-8601 UTC with milliseconds).
+    (:data:`RECORDED_TIME_FIELD`, ISO-8601 UTC with milliseconds): a transform that measures time (speed, dwell)
+    takes it from there when it declares a ``time_setting`` (``transforms.geofence_state``: ``GEOFENCE_TIME_FIELD``),
+    which the local run sets to that field (:func:`local.environment.transform_env`); from ``ts`` its speeds would
+    be ``speed`` times the recorded ones and its dwell times ``1 / speed`` of them.
 
 Speed and duration (:func:`plan_replay`)
     Without ``--speed`` the whole log plays in the run's duration (``--duration``; 180 s, ``--quick`` 80 s):

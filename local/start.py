@@ -23,7 +23,7 @@ from local.aws import EmbeddedAws, start_moto
 from local.calls import CALL_LOG_DIR, count_this_process
 from local.dataset import EventFactory, Places, Scenario, choose_hotspot, load_places
 from local.deploy import DeployDriver
-from local.environment import DRAIN_TIMEOUT_S, GREEN_TIMEOUT_S, REPO_ROOT, handler_env
+from local.environment import DRAIN_TIMEOUT_S, GREEN_TIMEOUT_S, REPO_ROOT, handler_env, replay_clocks
 from local.event_source import EventSourceMapping
 from local.faults.arm import arm_faults
 from local.faults.deployer_crash import CrashingFleet
@@ -129,6 +129,7 @@ def start_recorded_services(state: RunState, aws: EmbeddedAws, log: RecordedLog,
                                       backlog_timeout_s=BACKLOG_TIMEOUT_S)
     _start_loops(state, aws)
     say(state, describe(log, plan) + (f"; bad rows written to s3://{aws.names.quarantine_bucket}/{key}" if key else ""))
+    say(state, "clocks: " + replay_clocks(cfg.transform, plan.speed))
 
 
 def _out_ids(state: RunState) -> Callable[[], Container[str]]:
