@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -37,6 +38,8 @@ LIBRARY = ("geokernel", "partitioner")
 #: What georebal imports from the checkout, not from the distribution or an index (georebal.launch names it).
 CHECKOUT_ONLY = {"infra"}
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+#: sha256 of https://www.apache.org/licenses/LICENSE-2.0.txt
+APACHE_2_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
 EVENTS = "lat,lon,ts,entity_id\n" + "".join(f"51.50{i % 7},-0.12{i % 5},{1_700_000_000 + 10 * i},car{i % 3}\n"
                                             for i in range(120))
 
@@ -151,6 +154,16 @@ def test_the_metadata_names_the_version_license_python_and_commands(wheel: Path)
     assert "\nLicense-Expression: Apache-2.0\n" in meta and "\nRequires-Python: >=3.11\n" in meta
     # AND both commands are installed, georebal through its launcher
     assert "partitioner = partitioner.cli:run" in entry_points and "georebal = georebal.launch:run" in entry_points
+
+
+def test_the_changelog_names_the_version_and_the_license_is_apache_2() -> None:
+    # GIVEN CHANGELOG.md and LICENSE WHEN read
+    changelog, license_text = (ROOT / "CHANGELOG.md").read_text(), (ROOT / "LICENSE").read_text()
+    version = PROJECT["version"]
+    # THEN the changelog has a section for pyproject's version, released or to be (Unreleased)
+    assert f"\n## [{version}] - " in changelog or f"To be released as **{version}**" in changelog
+    # AND LICENSE is the Apache License 2.0's text as apache.org publishes it, which pyproject names
+    assert hashlib.sha256(license_text.encode()).hexdigest() == APACHE_2_SHA256 and PROJECT["license"] == "Apache-2.0"
 
 
 def test_the_declared_dependencies_cover_every_third_party_import(wheel: Path) -> None:
