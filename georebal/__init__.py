@@ -22,4 +22,4 @@ What the commands share: :mod:`georebal.aws` (the AWS session, injectable for te
 :mod:`georebal.progress` (a progress line every few seconds), :mod:`georebal.errors` (the one exception base).
 """
 
-__version__ = "0.1.0"  # the project version in pyproject.toml
+__version__ = "0.2.0"  # the project version in pyproject.toml (a test keeps them equal)

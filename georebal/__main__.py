@@ -1,8 +1,6 @@
-"""Entry point of ``python -m georebal`` (see :mod:`georebal.cli`)."""
+"""Entry point of ``python -m georebal``: :func:`georebal.launch.run` (the CLI, :mod:`georebal.cli`, or one line
+naming what it cannot run without)."""
 
-try:
-    from georebal.cli import main
-except KeyboardInterrupt:  # Ctrl-C while the libraries load: as quiet as during the command
-    raise SystemExit(130) from None
+from georebal.launch import run
 
-raise SystemExit(main())
+run()

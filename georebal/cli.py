@@ -1,7 +1,9 @@
 """Command line: ``python -m georebal <command> ...``, the operator's tools for a deployment in an AWS account.
 
 A small dispatcher: each command is a module under :mod:`georebal.commands` whose ``add_parser(sub)`` registers
-its sub-parser and sets ``func(args, connect)``; add a command by adding its module to :data:`COMMANDS`.
+its sub-parser and sets ``func(args, connect)``; add a command by adding its module to :data:`COMMANDS`. The
+installed ``georebal`` command and ``python -m georebal`` reach :func:`main` through :mod:`georebal.launch`, which
+first checks what this module imports (boto3, the CDK app's settings from a checkout) and names what is missing.
 
 Commands
 --------
@@ -58,7 +60,7 @@ from georebal.commands import locate, preflight, redrive, replay, smoke
 from georebal.errors import GeorebalError
 from georebal.exits import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_PIPE
 
-__all__ = ["COMMANDS", "main", "make_parser", "run"]
+__all__ = ["COMMANDS", "main", "make_parser"]
 
 COMMANDS = (preflight, smoke, locate, replay, redrive)
 
@@ -94,8 +96,3 @@ def main(argv: Sequence[str] | None = None, *, aws: Connect = connect) -> int:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     return status
-
-
-def run() -> None:
-    """The installed ``georebal`` command (``[project.scripts]`` in pyproject.toml)."""
-    raise SystemExit(main())

@@ -180,11 +180,13 @@ def _events_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) ->
         "replaying your own recorded events (--events)",
         "The log is read like 'python -m partitioner counts' reads it and sent in recorded-time order: an event "
         "recorded d seconds after the first is sent d/--speed seconds after the replay starts (its ts is that "
-        "replay time; the recorded time rides along as recorded_utc). Without --speed the whole log plays in "
+        "replay time; the recorded time rides along as recorded_utc, and a transform with a time_setting, as "
+        "GeofenceState's GEOFENCE_TIME_FIELD, is told to measure time by it). Without --speed the whole log plays in "
         f"--duration (default {d.duration_s:g} s, --quick {q.duration_s:g} s); with --speed the replay lasts "
         "span/speed, cut at --duration when given. Until the first spec is active and its backlog is out the log's "
         "first window is "
-        "replayed over and over (ids <event_id>#warmup<k>). Bad rows go to the quarantine naming file and line. "
+        "replayed over and over (ids <event_id>#warmup<k>, each pass's entities <entity_id>#warmup<k>: no state "
+        "carries from a copy). Bad rows go to the quarantine naming file and line. "
         "--rate and --dataset do not apply; the cap follows the log's mean rate.")
     g.add_argument("--events", metavar="FILE",
                    help="recorded events: .csv/.tsv/.txt (delimited text), .jsonl/.ndjson/.json (one object per line; .gz for both) "

@@ -12,9 +12,10 @@ import json
 import os
 from pathlib import Path
 
-from geo_service.pipeline.transform import load_transform, stateful_of
+from geo_service.pipeline.transform import load_transform, stateful_of, transform_name
 from geokernel.contracts.env import EnvVar
 from local.config import RunConfig
+from local.recorded import RECORDED_TIME_FIELD
 
 #: The working directory of every child process (the Spark job, the workers): the repository's root.
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +35,7 @@ def handler_env(cfg: RunConfig) -> dict[str, str]:
             EnvVar.POLL_INTERVAL_S: "0.5", EnvVar.ACTIVE_POLL_S: "1", "POWERTOOLS_SERVICE_NAME": "georebal-local", "POWERTOOLS_LOG_LEVEL": "ERROR",
             "LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true", EnvVar.SWAP_MODE: cfg.swap_mode,
             EnvVar.SHARDS_PER_WORKER: str(cfg.shards_per_worker),
-            **transform_env(cfg.transform)} | event_env(cfg)
+            **transform_env(cfg.transform, recorded=cfg.events is not None)} | event_env(cfg)
 
 
 def event_env(cfg: RunConfig) -> dict[str, str]:
@@ -42,11 +43,42 @@ def event_env(cfg: RunConfig) -> dict[str, str]:
     return {} if cfg.event_fields.is_default else {EnvVar.EVENT_FIELDS: cfg.event_fields.to_json()}
 
 
-def transform_env(spec: str) -> dict[str, str]:
+def transform_env(spec: str, *, recorded: bool = False) -> dict[str, str]:
     """``GEO_TRANSFORM`` for the workers, and this process's values of the variables the transform names in its
     ``settings`` (so the workers and the oracle, :mod:`local.oracle`, build the same transform); for a stateful
-    transform also ``STATE_HANDOFF=1`` for the router, so each entity's state follows it (:mod:`geo_service.entity.handoff`)."""
+    transform also ``STATE_HANDOFF=1`` for the router, so each entity's state follows it (:mod:`geo_service.entity.handoff`).
+
+    Replaying a recorded log (``recorded``, ``--events``), an event's ``ts`` is its replay time and its recorded time
+    is in :data:`~local.recorded.RECORDED_TIME_FIELD`: a transform that declares a ``time_setting`` (the variable
+    naming the event field its time comes from) gets that field in it, unless this process sets the variable already.
+    The oracle reads the same value: :func:`local.start.start_aws` puts this environment into the process's."""
     transform = load_transform(spec)
     names = getattr(transform, "settings", ())
     handoff = {EnvVar.STATE_HANDOFF: "1"} if stateful_of(transform) is not None else {}
-    return {EnvVar.GEO_TRANSFORM: spec, **handoff, **{n: os.environ[n] for n in names if n in os.environ}}
+    time = time_setting(transform)
+    clock = {time: os.environ.get(time, RECORDED_TIME_FIELD)} if recorded and time is not None else {}
+    return {EnvVar.GEO_TRANSFORM: spec, **handoff, **{n: os.environ[n] for n in names if n in os.environ}, **clock}
+
+
+def time_setting(transform: object) -> str | None:
+    """The variable naming the event field ``transform`` takes an event's time from (its ``time_setting``), None when
+    it declares none."""
+    name = getattr(transform, "time_setting", None)
+    return name if isinstance(name, str) and name else None
+
+
+def replay_clocks(spec: str, speed: float) -> str:
+    """What a recorded replay's times mean, for the report and the start line: ``ts`` is the replay clock, and which
+    clock the transform ``spec`` measures time by (its ``time_setting``'s value in this process's environment)."""
+    transform = load_transform(spec)
+    name, time = transform_name(transform), time_setting(transform)
+    field = None if time is None else transform_env(spec, recorded=True).get(time, "") or "ts"
+    head = (f"an event's ts is its replay time ({speed:.4g} recorded s per wall s: Spark's windows, the utilisation "
+            f"per window, lags and flips run on it), its recorded time is {RECORDED_TIME_FIELD}; ")
+    if field is None:
+        return head + (f"the transform {name} declares no time_setting: whatever it computes from ts (a speed, a "
+                       f"dwell) is in replay time ({speed:.4g}x the recorded speeds)")
+    if field == "ts":
+        return head + (f"the transform {name} measures time by ts ({time}=ts): its speeds are {speed:.4g}x the recorded "
+                       f"ones and its dwell times 1/{speed:.4g} of them (REPLAY TIME)")
+    return head + f"the transform {name} measures time by {field} ({time}): its speeds and dwell times are recorded ones"

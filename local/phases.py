@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from local.dataset import Scenario
 from local.faults.follow import fault_pending, poll_faults, snapshot_fault_open
 from local.loops import LoopThread
-from local.recorded import RecordedTimeline
-from local.replay import ReplayThread
+from local.replay import RecordedTimeline, ReplayThread
 from local.state import RunState, say
 
 #: The tail gives up after drain_timeout_s without new output (counted from when no swap is in flight), and never

@@ -13,14 +13,19 @@ Ids
     ``entity_id`` is the text of the entity column (``--entity``; ``entity_id`` when the file has one), else each
     event is its own entity. ``event_id`` is the text of the ``--event-id`` column, else ``<file name>:<line>``
     (Parquet: ``<file name>:row<N>``), unique within the log. Both are held as codes (:class:`Texts`), not a
-    string per row: a 2M-row log read in 1.7 s and 506 MB (3.7 s and 830 MB with strings).
+    string per row: a 2M-row log read in 1.7 s and 506 MB (3.7 s and 830 MB with strings). An entity id may be at
+    most :data:`MAX_ENTITY_ID` characters: a Kinesis partition key less the room a warm-up copy's suffix takes.
 
 Clock
     Recorded time maps to wall time at ``speed`` recorded seconds per wall second, relative to the first event: an
     event recorded ``d`` seconds after the first is sent ``d / speed`` seconds after the replay clock starts. Its
     ``ts`` is that replay-clock time (epoch ms), not the recorded time: Spark's event-time windows, the utilisation
     per window and the report all run on the wall clock, as in the built-in replay, so a snapshot window of ``W``
-    wall seconds holds ``W * speed`` recorded seconds. The recorded time rides along as ``recorded_utc``.
+    wall seconds holds ``W * speed`` recorded seconds. The recorded time rides along as ``recorded_utc``
+    (:data:`RECORDED_TIME_FIELD`, ISO-8601 UTC with milliseconds): a transform that measures time (speed, dwell)
+    takes it from there when it declares a ``time_setting`` (``transforms.geofence_state``: ``GEOFENCE_TIME_FIELD``),
+    which the local run sets to that field (:func:`local.environment.transform_env`); from ``ts`` its speeds would
+    be ``speed`` times the recorded ones and its dwell times ``1 / speed`` of them.
 
 Speed and duration (:func:`plan_replay`)
     Without ``--speed`` the whole log plays in the run's duration (``--duration``; 180 s, ``--quick`` 80 s):
@@ -30,8 +35,10 @@ Speed and duration (:func:`plan_replay`)
 Warm-up
     Until the first spec is active and its backlog is out (:mod:`local.replay`), the replay sends the log's *first window* (the events recorded in its first
     ``window_s * speed`` seconds) over and over at their recorded pace, each pass starting on a window boundary,
-    with event ids ``<event_id>#warmup<k>`` (pass ``k``). The first snapshots so hold the log's start load and the
-    first spec is built for it. The replay clock starts when a spec is active and the backlog is out; from then on every good row is
+    with event ids ``<event_id>#warmup<k>`` (pass ``k``) and entity ids ``<entity_id>#warmup<k>``: each pass's copies
+    are entities of their own at the same places, so no state carries from a copy into the next pass or into the
+    entity's first real point (it did: 9,548 m/s on ``builtin:nyharbor``). The first snapshots so hold the log's start
+    load and the first spec is built for it. The replay clock starts when a spec is active and the backlog is out; from then on every good row is
     sent exactly once. Events in = recorded events sent + warm-up copies; every one must come out.
 """
 
@@ -64,8 +71,12 @@ IntArray = npt.NDArray[np.int64]
 BUILTIN_PREFIX = "builtin:"
 #: The writer name of the replay's quarantine objects (``quarantine/<writer>/<day>/<epoch_ms>-<id>.jsonl``).
 QUARANTINE_WRITER = "replay"
-#: Suffix of a warm-up copy's event id (``<event_id>#warmup<k>``).
+#: Suffix of a warm-up copy's event id and entity id (``<event_id>#warmup<k>``, ``<entity_id>#warmup<k>``).
 WARMUP_SUFFIX = "#warmup"
+#: The longest entity id taken: a warm-up copy's, ``#warmup<k>`` added (k below a million), is still a partition key.
+MAX_ENTITY_ID = MAX_PARTITION_KEY - len(WARMUP_SUFFIX) - 6
+#: The field of every replayed event that holds its recorded time (``ts`` holds its replay time).
+RECORDED_TIME_FIELD = "recorded_utc"
 #: Mean events per wall second above which :func:`describe` warns that the loop may not keep up. Measured on a
 #: 2-core machine (2026-11-29, ``run-local --events`` of 200,000 positions of 2,000 vehicles at 1,111 events/s, the
 #: stateless transform): the router routed 600-800 events/s, fell behind and the tail timed out with 1,312 events
@@ -179,7 +190,8 @@ def read_recorded(path: str | Path, columns: EventColumns, event_id_column: str 
     entity: Texts | None = None
     if table.entity is not None:
         entity = _texts(table.entity)
-        bad += _ids_bad(table, ok, entity, columns.entity, "entity", MAX_PARTITION_KEY)
+        bad += _ids_bad(table, ok, entity, columns.entity, "entity", MAX_ENTITY_ID,
+                        f" (a {MAX_PARTITION_KEY}-character partition key less room for {WARMUP_SUFFIX}<k>)")
     if event_id_column is not None:
         # the reader reads one optional column besides lat, lon and time: the same reader reads the file again
         # with the event id column in that place (same rows, same order)
@@ -216,7 +228,7 @@ def _texts(col: Any) -> Texts:
 
 
 def _ids_bad(table: EventTable, ok: npt.NDArray[np.bool_], text: Texts, name: str, what: str,
-             longest: int | None) -> list[BadRow]:
+             longest: int | None, why: str = "") -> list[BadRow]:
     """Mark rows whose id is empty (or longer than ``longest``) as bad, in ``ok``; return them described.
 
     Lengths are measured once per distinct id (:attr:`Texts.values`), stripped; a null is the empty text.
@@ -233,7 +245,7 @@ def _ids_bad(table: EventTable, ok: npt.NDArray[np.bool_], text: Texts, name: st
     out = []
     for i, line in zip(rows.tolist(), lines, strict=True):
         reason = (f"missing_field: {what} {name} is missing (empty or null)" if length[i] <= 0 else
-                  f"bad_type: {what} {name} {text[i][:40]!r}... is longer than {longest} characters")
+                  f"bad_type: {what} {name} {text[i][:40]!r}... is longer than {longest} characters{why}")
         out.append(BadRow(table.source, line, reason, raw.get(line)))
     return out
 
@@ -306,35 +318,19 @@ def plan_replay(log: RecordedLog, speed: float | None, max_duration_s: float | N
     return ReplayPlan(speed, duration, offsets, max(send, 1), first, window_s, capped)
 
 
-@dataclass(frozen=True)
-class RecordedTimeline:
-    """The recorded clock of a replay, shown in the progress line (the built-in replay's :class:`~local.dataset.Scenario`)."""
-
-    start_ms: int
-    speed: float
-    duration_s: float
-
-    @staticmethod
-    def phase(fraction: float) -> str:
-        """The replay has one phase: the log, as recorded."""
-        return "recorded log"
-
-    def sim_time(self, fraction: float) -> datetime:
-        """The recorded time the replay has reached at ``fraction`` of it."""
-        return datetime.fromtimestamp(self.start_ms / 1000.0 + fraction * self.duration_s * self.speed, UTC)
-
-
 def utc_text(ms: int) -> str:
     """Epoch milliseconds as ISO-8601 UTC with milliseconds and ``Z``."""
     return datetime.fromtimestamp(ms / 1000.0, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def log_events(log: RecordedLog, lo: int, hi: int, ts_ms: npt.NDArray[np.int64], suffix: str = "") -> list[dict[str, object]]:
-    """Events ``lo..hi-1`` of the log as ingest events stamped ``ts_ms`` (one per event), ids + ``suffix``."""
+    """Events ``lo..hi-1`` of the log as ingest events stamped ``ts_ms`` (one per event, the replay clock) with their
+    recorded time in :data:`RECORDED_TIME_FIELD`; event and entity ids + ``suffix`` (a warm-up copy's)."""
     out: list[dict[str, object]] = []
     for i, ts in zip(range(lo, hi), ts_ms.tolist(), strict=True):
-        out.append({"event_id": log.event_id[i] + suffix, "entity_id": log.entity_id[i], "ts": int(ts),
-                    "lat": float(log.lat[i]), "lon": float(log.lon[i]), "recorded_utc": utc_text(int(log.ms[i]))})
+        out.append({"event_id": log.event_id[i] + suffix, "entity_id": log.entity_id[i] + suffix, "ts": int(ts),
+                    "lat": float(log.lat[i]), "lon": float(log.lon[i]),
+                    RECORDED_TIME_FIELD: utc_text(int(log.ms[i]))})
     return out
 
 

@@ -33,6 +33,8 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable, Container
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -205,6 +207,24 @@ class Replayer(ReplayThread):
         if self.kpl:
             self.put_retries += put_all(self.kinesis, self.stream, [(corrupt_kpl_record(self.factory.seed), "ent-bad")])
             self.bad_sent[ReasonCode.CORRUPT_KPL_RECORD.value] = 1
+
+
+@dataclass(frozen=True)
+class RecordedTimeline:
+    """The recorded clock of a replay, shown in the progress line (the built-in replay's :class:`~local.dataset.Scenario`)."""
+
+    start_ms: int
+    speed: float
+    duration_s: float
+
+    @staticmethod
+    def phase(fraction: float) -> str:
+        """The replay has one phase: the log, as recorded."""
+        return "recorded log"
+
+    def sim_time(self, fraction: float) -> datetime:
+        """The recorded time the replay has reached at ``fraction`` of it."""
+        return datetime.fromtimestamp(self.start_ms / 1000.0 + fraction * self.duration_s * self.speed, UTC)
 
 
 class RecordedReplayer(ReplayThread):

@@ -26,7 +26,7 @@ from local.aws import EmbeddedAws, start_moto
 from local.calls import CALL_LOG_DIR, count_this_process
 from local.dataset import EventFactory, Places, Scenario, choose_hotspot, load_places
 from local.deploy import DeployDriver
-from local.environment import DRAIN_TIMEOUT_S, GREEN_TIMEOUT_S, REPO_ROOT, handler_env
+from local.environment import DRAIN_TIMEOUT_S, GREEN_TIMEOUT_S, REPO_ROOT, handler_env, replay_clocks
 from local.event_source import EventSourceMapping
 from local.faults.arm import arm_faults
 from local.faults.deployer_crash import CrashingFleet
@@ -35,9 +35,9 @@ from local.loops import Invocation, ObjectCreatedNotifier, lambda_environments, 
 from local.observe import ControlObserver
 from local.outcomes import summarise
 from local.output import EnrichedReader
-from local.recorded import RecordedLog, RecordedTimeline, ReplayPlan, describe, quarantine_bad_rows
+from local.recorded import RecordedLog, ReplayPlan, describe, quarantine_bad_rows
 from local.rejected import build_rejection, keep_rejected
-from local.replay import KPL_EVENTS_PER_RECORD, RecordedReplayer, Replayer
+from local.replay import KPL_EVENTS_PER_RECORD, RecordedReplayer, RecordedTimeline, Replayer
 from local.spark import start_spark, wait_for_spark
 from local.state import RunState, say
 from local.twin import wire_twin
@@ -163,6 +163,7 @@ def start_recorded_services(state: RunState, aws: EmbeddedAws, log: RecordedLog,
                                       backlog_timeout_s=BACKLOG_TIMEOUT_S)
     _start_loops(state, aws)
     say(state, describe(log, plan) + (f"; bad rows written to s3://{aws.names.quarantine_bucket}/{key}" if key else ""))
+    say(state, "clocks: " + replay_clocks(cfg.transform, plan.speed))
 
 
 def _out_ids(state: RunState) -> Callable[[], Container[str]]:

@@ -25,9 +25,9 @@ from local.fleet import LocalFleet
 from local.loops import ObjectCreatedNotifier
 from local.observe import ControlObserver
 from local.output import EnrichedReader
-from local.recorded import RecordedLog, RecordedTimeline, ReplayPlan
+from local.recorded import RecordedLog, ReplayPlan
 from local.rejected import KeptSnapshot
-from local.replay import RecordedReplayer, Replayer
+from local.replay import RecordedReplayer, RecordedTimeline, Replayer
 from local.twin import Twin
 
 

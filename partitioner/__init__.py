@@ -21,4 +21,4 @@ Everything is imported from its module (``from geokernel.partition_spec.model im
 holds only the version.
 """
 
-__version__ = "0.1.0"  # the project version in pyproject.toml (a test keeps them equal)
+__version__ = "0.2.0"  # the project version in pyproject.toml (a test keeps them equal)

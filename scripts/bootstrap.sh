@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything Geo Rebalancer needs on a fresh machine, once; later calls are no-ops.
-#   .venv          - Python venv from the lock requirements-dev.txt (Spark 4.0 line, moto, CDK, linters)
+#   .venv          - Python venv from the lock requirements-dev.txt (Spark 4.0 line, moto, CDK, linters), and this
+#                    checkout installed into it (editable, no dependencies): .venv/bin/partitioner and
+#                    .venv/bin/georebal, and `import partitioner` from any directory
 #   .venv-spark35  - from requirements-spark35.txt (Spark 3.5 line); .venv-checkov from requirements-checkov.txt
 #   node_modules   - the CDK CLI (aws-cdk@^2.1148, pinned in package.json)
 #   .cache/lambda-wheels - wheel cache for the Lambda layer (the lock requirements-lambda.txt; synth installs it offline)
@@ -67,6 +69,23 @@ PYEOF
   log "$dir ready (${SECONDS}s since this bootstrap started)"
 }
 
+ensure_project() {  # ensure_project DIR: this checkout installed into the venv DIR, editable, from the venv alone
+  # --no-deps: the lock installed every dependency at its locked version, nothing else comes in; --no-build-isolation
+  # and --no-index: built with the lock's setuptools, offline. Editable: the commands run this checkout's code as it
+  # is edited, and georebal finds the CDK app's settings (infra/) beside its package (georebal/launch.py). Re-run
+  # when pyproject.toml changes or another checkout sharing the venv installed itself (the stamp holds the path).
+  local dir=$1 want; want=$( { cat pyproject.toml; echo "$ROOT"; } | sha256sum | cut -c1-16)
+  if [[ -x $dir/bin/partitioner && -f $dir/.stamp-project && $(cat "$dir/.stamp-project") == "$want" ]]; then return 0; fi
+  log "installing this checkout ($ROOT) into $dir (editable, no dependencies: the lock's)"
+  run_pip "installing this checkout into $dir" "$dir/bin/python" -m pip install -q --disable-pip-version-check \
+    --no-index --no-deps --no-build-isolation -e "$ROOT"
+  # the commands answer from any directory (not only from the checkout's root, where its packages are on sys.path)
+  local cmd; for cmd in partitioner georebal; do
+    (cd / && "$dir/bin/$cmd" --version >/dev/null) || { log "$dir/bin/$cmd --version failed after the install"; exit 1; }
+  done
+  echo "$want" > "$dir/.stamp-project"
+}
+
 ensure_java() {
   if command -v java >/dev/null 2>&1; then return 0; fi
   log "no java on PATH: installing openjdk-17-jre-headless for Spark"
@@ -101,13 +120,13 @@ ensure_lambda_wheels() {  # wheel cache for the Lambda layer (Python 3.14, arm64
 
 what=${1:-all}
 case $what in
-  python) ensure_java; ensure_venv "$ROOT/.venv" requirements-dev.txt ;;
+  python) ensure_java; ensure_venv "$ROOT/.venv" requirements-dev.txt; ensure_project "$ROOT/.venv" ;;
   spark35) ensure_java; ensure_venv "$ROOT/.venv-spark35" requirements-spark35.txt ;;
   checkov) ensure_venv "$ROOT/.venv-checkov" requirements-checkov.txt ;;
   cdk) ensure_cdk_cli ;;
   lambda-wheels) ensure_lambda_wheels ;;
   java) ensure_java ;;
   all) ensure_java; ensure_cdk_cli & cdk=$!  # npm beside pip: neither waits for the other
-       ensure_venv "$ROOT/.venv" requirements-dev.txt; ensure_lambda_wheels; wait "$cdk" ;;
+       ensure_venv "$ROOT/.venv" requirements-dev.txt; ensure_project "$ROOT/.venv"; ensure_lambda_wheels; wait "$cdk" ;;
   *) log "usage: scripts/bootstrap.sh [all|python|spark35|checkov|cdk|lambda-wheels|java]"; exit 2 ;;
 esac

@@ -14,10 +14,16 @@ Per event it adds
 
 State per entity (small JSON): ``{"zones": {id: since_ms}, "dwelt": [ids], "last": {"ts", "lat", "lon"}}``.
 
-Rules for time (``ts``: epoch milliseconds or ISO-8601, as the event contract allows; a naive ISO time is UTC):
+Rules for time. An event's time is its ``ts`` (epoch milliseconds or ISO-8601, as the event contract allows; a naive
+ISO time is UTC), or the field ``GEOFENCE_TIME_FIELD`` names (the same forms; an event without it is a
+:class:`~geo_service.pipeline.transform.TransformError`, so the worker quarantines it as ``transform_error``: no
+speed is ever measured between two clocks). The local replay of a recorded log (``run-local --events``) sends each
+event's replay time as ``ts`` and its recorded time as ``recorded_utc``, and sets ``GEOFENCE_TIME_FIELD=recorded_utc``
+(this class's ``time_setting``) unless it is set already: speeds and dwell are then those of the recording, whatever
+``--speed`` (with ``ts`` they would be ``--speed`` times the recorded speeds, and a dwell ``1 / speed`` as long).
 
 * an entity's first event: ``speed_mps`` and ``heading_deg`` None; ``ENTER`` for each zone it is in;
-* an event whose ``ts`` is **not after** the entity's previous one (a duplicate, or out of order): the state is left
+* an event whose time is **not after** the entity's previous one (a duplicate, or out of order): the state is left
   unchanged, ``transitions`` is empty and ``speed_mps`` / ``heading_deg`` are None; ``zones`` is still the point's
   zones (a fact of the point alone). So a re-delivered event cannot move the state backwards.
 
@@ -51,15 +57,20 @@ from transforms.geofence import Geofences
 DEFAULT_DWELL_S = 300.0
 DWELL_ENV = "GEOFENCE_DWELL_S"
 ZONES_ENV = "GEOFENCES_CSV"
+#: The event field that holds an event's time (unset or empty: ``ts``).
+TIME_ENV = "GEOFENCE_TIME_FIELD"
+DEFAULT_TIME_FIELD = "ts"
 
 
-def event_ms(ts: Any) -> float:
-    """Event time in epoch milliseconds from a contract ``ts`` (epoch ms number or digit string, or ISO-8601).
+def event_ms(ts: Any, name: str = DEFAULT_TIME_FIELD) -> float:
+    """Event time in epoch milliseconds from a contract ``ts`` (epoch ms number or digit string, or ISO-8601), or
+    from the field ``name`` holding a time in the same forms.
 
     Raises
     ------
     TransformError
-        ``ts`` is none of those (the worker validated it, so only a hand-made event gets here).
+        ``ts`` is none of those (the worker validated ``ts``, so there only a hand-made event gets here; another
+        field it does not check), naming the field and the value.
     """
     if isinstance(ts, int | float) and not isinstance(ts, bool):
         return float(ts)
@@ -69,7 +80,7 @@ def event_ms(ts: Any) -> float:
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise TransformError(f"event ts {ts!r} is neither epoch milliseconds nor ISO-8601") from None
+        raise TransformError(f"event {name} {ts!r} is neither epoch milliseconds nor ISO-8601") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return when.timestamp() * 1000.0
@@ -97,6 +108,15 @@ def _dwell_s() -> float:
     return value
 
 
+def _time_field() -> str:
+    raw = os.environ.get(TIME_ENV)
+    if raw is None or raw.strip() == "":
+        return DEFAULT_TIME_FIELD
+    if raw != raw.strip():
+        raise TransformError(f"{TIME_ENV} must name an event field, got {raw!r} (spaces around it)")
+    return raw
+
+
 class GeofenceState:
     """Geofence transitions and speed per entity (see the module docstring for every rule).
 
@@ -110,11 +130,15 @@ class GeofenceState:
 
     stateful = True
     #: Environment variables it reads: the local loop passes them on to its workers.
-    settings: tuple[str, ...] = (ZONES_ENV, DWELL_ENV)
+    settings: tuple[str, ...] = (ZONES_ENV, DWELL_ENV, TIME_ENV)
+    #: The setting that names the event field its time comes from: the local replay of a recorded log sets it to the
+    #: field holding the recorded time (docs/TRANSFORM.md, "Time").
+    time_setting = TIME_ENV
 
     def __init__(self) -> None:
         self.fences = Geofences()
         self.dwell_ms = _dwell_s() * 1000.0
+        self.time_field = _time_field()
 
     @property
     def loaded(self) -> int:
@@ -145,7 +169,7 @@ class GeofenceState:
             ``fields`` (``zones``, ``transitions``, ``speed_mps``, ``heading_deg``) and the new state; for an event
             not after the previous one, the state passed in, unchanged.
         """
-        t = event_ms(event["ts"])
+        t = self._time_ms(event)
         lat, lon = float(event["lat"]), float(event["lon"])
         zones = self.fences.apply(event)["zones"]
         prev = state if isinstance(state, dict) else None
@@ -169,3 +193,10 @@ class GeofenceState:
             heading = round(bearing_deg(float(last["lat"]), float(last["lon"]), lat, lon), 1) % 360.0 if metres > 0 else None
         fields = {"zones": zones, "transitions": transitions, "speed_mps": speed, "heading_deg": heading}
         return Applied(fields, {"zones": now, "dwelt": sorted(dwelt), "last": {"ts": t, "lat": lat, "lon": lon}})
+
+    def _time_ms(self, event: Mapping[str, Any]) -> float:
+        """The event's time in epoch milliseconds, from :attr:`time_field` (``ts`` by default)."""
+        if self.time_field not in event:
+            raise TransformError(f"event {event.get('event_id')!r} has no field {self.time_field!r}, which {TIME_ENV} "
+                                 "names as its time")
+        return event_ms(event[self.time_field], self.time_field)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from local import calls
+from local.environment import replay_clocks
 from local.oracle import OracleResult
 from local.output import Delivery, delivery
 from local.replay import RecordedReplayer
@@ -52,7 +53,7 @@ def io_lines(state: RunState, d: Delivery) -> list[str]:
     if q is not None:
         lines.append(f"  quarantined records: {q.total} by reason {dict(sorted(q.by_reason.items()))} "
                      f"by writer {q.by_writer}")
-    return [*lines, "", "EVENTS IN vs OUT", *recorded_in(r),
+    return [*lines, "", "EVENTS IN vs OUT", *recorded_in(r, state.config.transform),
             f"  valid events sent {d.sent}; enriched records {d.out_records}; unique "
             f"event_ids out {d.out_unique}; duplicates (at-least-once, removed by dedupe) {d.duplicates}; "
             f"lost {d.lost}; unexpected {d.unexpected}",
@@ -100,14 +101,17 @@ def early_events(state: RunState) -> EarlyEvents | None:
                        waits[-1] if waits else None)
 
 
-def recorded_in(r: Any) -> list[str]:
-    """What a recorded replay sent (none for the built-in replay)."""
+def recorded_in(r: Any, transform: str) -> list[str]:
+    """What a recorded replay sent, and which clock its times are on for the run's ``transform`` (none for the
+    built-in replay)."""
     if not isinstance(r, RecordedReplayer):
         return []
     cut = len(r.log) - r.plan.send
     return [f"  recorded events sent {r.recorded_sent} of {len(r.log)} good rows (each once"
             + (f"; {cut} recorded after the --duration cap not sent" if cut else "") + f") + {r.warmup_sent} "
-            f"warm-up copies of the log's first window ({r.warmup_passes} passes, ids <event_id>#warmup<k>)"]
+            f"warm-up copies of the log's first window ({r.warmup_passes} passes, ids <event_id>#warmup<k>, each "
+            "pass's entities <entity_id>#warmup<k>)",
+            f"  clocks: {replay_clocks(transform, r.plan.speed)}"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +255,8 @@ def document(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict
             "utilisation": utilisation_json(load),
             "quarantine": asdict(q) if (q := state.live.get("quarantine")) is not None else None,
             "bad_injected": state.replayer.bad_sent if state.replayer else {},
-            "recorded": state.replayer.summary() if isinstance(state.replayer, RecordedReplayer) else None,
+            "recorded": ({**state.replayer.summary(), "clocks": replay_clocks(cfg.transform, state.replayer.plan.speed)}
+                         if isinstance(state.replayer, RecordedReplayer) else None),
             "delivery": asdict(body.delivered), "invariants": [asdict(c) for c in verdict.checks],
             "loop_errors": [{"loop": n, "error": e} for n, e in verdict.loop_errors], "ok": verdict.ok,
             "figures": [p.name for p in body.figures], "rejected": [k.to_dict() for k in state.rejected],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from local.config import parse_args
-from local.environment import handler_env
+from local.environment import handler_env, replay_clocks
 
 
 def test_the_local_loop_takes_the_swap_mode_and_hands_it_to_the_control_plane() -> None:
@@ -39,6 +39,28 @@ def test_the_transform_flag_reaches_the_workers_with_the_settings_it_names(monke
     assert "GEOFENCES_CSV" not in env
     # AND the router numbers events for the stateful one only (its state follows each entity)
     assert env["STATE_HANDOFF"] == "1" and "STATE_HANDOFF" not in default
+
+
+def test_a_recorded_replay_tells_the_transform_to_measure_time_by_the_recorded_time(monkeypatch) -> None:
+    # GIVEN the stateful geofence transform (its time_setting GEOFENCE_TIME_FIELD), unset in this shell
+    monkeypatch.delenv("GEOFENCE_TIME_FIELD", raising=False)
+    spec = "transforms.geofence_state:GeofenceState"
+    # WHEN the loop replays a recorded log with it, and the built-in places
+    replay = handler_env(parse_args(["--quick", "--events", "builtin:nyharbor", "--transform", spec]))
+    places = handler_env(parse_args(["--quick", "--transform", spec]))
+    # THEN the replay's workers measure time by the recorded time (ts is the replay clock); the built-in replay's by ts
+    assert replay["GEOFENCE_TIME_FIELD"] == "recorded_utc" and "GEOFENCE_TIME_FIELD" not in places
+    assert replay_clocks(spec, 100).endswith("the transform transforms.geofence_state:GeofenceState measures time by "
+                                             "recorded_utc (GEOFENCE_TIME_FIELD): its speeds and dwell times are "
+                                             "recorded ones")
+    # AND a value set in the shell wins, and the clocks line says plainly what is then in replay time
+    monkeypatch.setenv("GEOFENCE_TIME_FIELD", "ts")
+    assert handler_env(parse_args(["--quick", "--events", "builtin:nyharbor", "--transform", spec]))[
+        "GEOFENCE_TIME_FIELD"] == "ts"
+    assert "its speeds are 100x the recorded ones and its dwell times 1/100 of them (REPLAY TIME)" in replay_clocks(spec, 100)
+    # AND a transform that declares no time setting is said to compute in replay time whatever it takes from ts
+    assert "declares no time_setting: whatever it computes from ts (a speed, a dwell) is in replay time (100x" in \
+        replay_clocks("geo_service.pipeline.transform:ReverseGeocoder", 100)
 
 
 def test_a_bad_transform_flag_is_a_usage_error_naming_it(capsys) -> None:

@@ -9,14 +9,16 @@ from typing import Any
 import numpy as np
 import pytest
 
+from geokernel.contracts.events import MAX_PARTITION_KEY
 from geokernel.contracts.quarantine import QuarantineRecord
 from geokernel.errors import EventLogError
 from local.recorded import (
     BUILTIN_LOGS,
     KEEPS_UP_RATE,
+    MAX_ENTITY_ID,
     QUARANTINE_WRITER,
+    WARMUP_SUFFIX,
     RecordedLogError,
-    RecordedTimeline,
     builtin_log,
     builtin_path,
     describe,
@@ -26,6 +28,7 @@ from local.recorded import (
     read_recorded,
     suggested_speed,
 )
+from local.replay import RecordedTimeline
 from local.texts import Texts
 from partitioner.load.eventcols import EventColumns
 
@@ -93,6 +96,20 @@ def test_bad_rows_are_named_by_file_and_line_and_not_sent(tmp_path: Path) -> Non
     assert "'north'" in log.bad[0].reason and "entity entity_id is missing" in log.bad[2].reason
     assert all(b.source == str(path) for b in log.bad) and log.bad[1].raw == "1.0,2.0,yesterday,a"
     assert log.bad_by_reason() == {"bad_type": 2, "bad_timestamp": 1, "missing_field": 1}
+
+
+def test_an_entity_id_leaves_room_for_the_warm_up_suffix_in_a_partition_key(tmp_path: Path) -> None:
+    # GIVEN entity ids of the longest length the replay takes and one character more
+    longest, over = "e" * MAX_ENTITY_ID, "f" * (MAX_ENTITY_ID + 1)
+    path = write(tmp_path, f"lat,lon,ts,entity_id\n1,2,{T0},{longest}\n1,2,{T0},{over}\n")
+    # WHEN the log is read
+    log = read_recorded(path, EventColumns())
+    # THEN the longer is a bad row naming the limit and why; the other's warm-up copies still fit a partition key
+    assert tuple(log.entity_id) == (longest,) and [b.line for b in log.bad] == [3]
+    assert f"is longer than {MAX_ENTITY_ID} characters (a {MAX_PARTITION_KEY}-character partition key less room for " \
+           "#warmup<k>)" in log.bad[0].reason
+    (copy,) = log_events(log, 0, 1, np.array([0], dtype=np.int64), f"{WARMUP_SUFFIX}999999")
+    assert len(str(copy["entity_id"])) == MAX_PARTITION_KEY
 
 
 def test_an_empty_event_id_is_a_bad_row(tmp_path: Path) -> None:
@@ -184,11 +201,14 @@ def test_a_log_of_one_instant_plays_in_one_window(tmp_path: Path) -> None:
 def test_events_carry_recorded_values_and_the_replay_clock(tmp_path: Path) -> None:
     # GIVEN a read log
     log = read_recorded(write(tmp_path, f"lat,lon,ts,entity_id\n40.5,-74.25,{T0}.5,7\n"), EventColumns())
-    # WHEN its events are made with a replay-clock stamp and a suffix
-    (event,) = log_events(log, 0, 1, np.array([123], dtype=np.int64), "#warmup2")
-    # THEN they hold the canonical fields: the recorded coordinates and entity, ts the replay clock
-    assert event == {"event_id": "log.csv:2#warmup2", "entity_id": "7", "ts": 123, "lat": 40.5, "lon": -74.25,
+    # WHEN its events are made with a replay-clock stamp, without and with a warm-up copy's suffix
+    (event,) = log_events(log, 0, 1, np.array([123], dtype=np.int64))
+    (copy,) = log_events(log, 0, 1, np.array([123], dtype=np.int64), "#warmup2")
+    # THEN they hold the canonical fields: the recorded coordinates and entity, ts the replay clock, the recorded time
+    assert event == {"event_id": "log.csv:2", "entity_id": "7", "ts": 123, "lat": 40.5, "lon": -74.25,
                      "recorded_utc": "2023-11-14T22:13:20.500Z"}
+    # AND a copy is an entity of its own: its event id and entity id both carry the suffix
+    assert copy == {**event, "event_id": "log.csv:2#warmup2", "entity_id": "7#warmup2"}
 
 
 def test_bad_rows_go_to_the_quarantine_as_contract_records(tmp_path: Path) -> None:

@@ -119,8 +119,13 @@ def test_warm_up_repeats_the_first_window_until_live_then_plays_the_log_once(tmp
     first = ["log.csv:2", "log.csv:3", "log.csv:4"]
     assert ids[:8] == [f"{i}#warmup{k}" for k in (1, 2) for i in first] + [f"{i}#warmup3" for i in first[:2]]
     assert kinesis.events()[3]["ts"] == int((START + 10) * 1000)
-    # AND then every recorded event once, with its own id, on the replay clock started when live
-    assert ids[8:] == [*first, "log.csv:5"] and r.started_at == START + 25
+    # AND each pass's copies are entities of their own (no state carries from a copy), the same positions
+    entities = [e["entity_id"] for e in kinesis.events()]
+    assert entities[:8] == [f"e{i}#warmup{k}" for k in (1, 2) for i in range(3)] + ["e0#warmup3", "e1#warmup3"]
+    assert [rec["PartitionKey"] for rec in kinesis.records] == entities
+    assert {(e["lat"], e["lon"]) for e in kinesis.events()[:8]} == {(1.0, 2.0)}
+    # AND then every recorded event once, with its own id and entity, on the replay clock started when live
+    assert ids[8:] == [*first, "log.csv:5"] and entities[8:] == ["e0", "e1", "e2", "e0"] and r.started_at == START + 25
     assert r.recorded_sent == 4 and r.warmup_sent == 8 and r.warmup_passes == 3
     assert len(set(r.sent_ids)) == len(r.sent_ids) == 12
 

@@ -287,7 +287,7 @@ def test_the_installed_command_is_declared_and_runs(tmp_path: Path) -> None:
     from setuptools.config.pyprojecttoml import read_configuration
 
     config = read_configuration(ROOT / "pyproject.toml")
-    assert config["project"]["scripts"] == {"partitioner": "partitioner.cli:run", "georebal": "georebal.cli:run"}
+    assert config["project"]["scripts"] == {"partitioner": "partitioner.cli:run", "georebal": "georebal.launch:run"}
 
 
 @pytest.mark.parametrize(("option", "value"), [("--limit", "-5"), ("--max-workers", "0"), ("--version", "0"),

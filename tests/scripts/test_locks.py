@@ -122,14 +122,21 @@ def test_bootstrap_installs_every_venv_from_its_lock_with_hashes() -> None:
     text = (ROOT / "scripts" / "bootstrap.sh").read_text()
     # WHEN its venv installs and the Lambda wheel download are read
     venvs = dict(re.findall(r'ensure_venv "\$ROOT/(\.venv[\w-]*)" ([\w.-]+)', text))
-    pip_lines = [line for line in text.splitlines() if re.search(r"-m pip (install|download)", line)]
+    pip_lines = [line for line in text.replace("\\\n", " ").splitlines() if re.search(r"-m pip (install|download)", line)]
     lambda_lock = re.search(r"ensure_lambda_wheels\(\).*?lock=(\S+)", text, re.DOTALL)
     # THEN each venv installs a lock (hash-checked), the wheel cache downloads the layer's lock, and no .in is installed
     assert venvs == {".venv": "requirements-dev.txt", ".venv-spark35": "requirements-spark35.txt",
                      ".venv-checkov": "requirements-checkov.txt"}
     assert lambda_lock is not None and lambda_lock.group(1) == "requirements-lambda.txt"
-    assert len(pip_lines) == 2 and all("--require-hashes" in line for line in pip_lines)
+    from_locks = [line for line in pip_lines if "-r " in line]
+    assert len(from_locks) == 2 and all("--require-hashes" in line for line in from_locks)
     assert not re.search(r"requirements[\w/-]*\.in\b", text), "bootstrap.sh names a .in file: install the lock"
+    # AND the one other pip install is the checkout itself, into .venv after its lock: nothing from an index, no
+    # dependency (the lock's stay), built offline with the lock's setuptools
+    (project,) = [line.split() for line in pip_lines if "-r " not in line]
+    assert {"--no-index", "--no-deps", "--no-build-isolation", "-e"} <= set(project)
+    assert len(re.findall(r'ensure_venv "\$ROOT/\.venv" requirements-dev\.txt; ensure_project "\$ROOT/\.venv"',
+                          text)) == 2  # bootstrap.sh python and all
 
 
 def test_the_dockerfile_installs_the_image_lock_with_hashes() -> None:

@@ -29,6 +29,7 @@ def zones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.write_text(ZONES)
     monkeypatch.setenv("GEOFENCES_CSV", str(path))
     monkeypatch.setenv("GEOFENCE_DWELL_S", "60")
+    monkeypatch.delenv("GEOFENCE_TIME_FIELD", raising=False)
     return path
 
 
@@ -89,6 +90,38 @@ def test_iso_and_digit_string_times_are_read_and_a_bad_one_named() -> None:
     assert event_ms("1500") == 1500.0 and event_ms(2.5) == 2.5
     with pytest.raises(TransformError, match="'yesterday'"):
         event_ms("yesterday")
+
+
+def test_time_comes_from_the_field_geofence_time_field_names(zones: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN events replayed at 100x: ts is the replay clock, recorded_utc the recorded time (1 km in 100 s: 10 m/s),
+    # and an entity that stays in A for 100 recorded s (dwell 60 s) but 1 replayed s
+    east = (INSIDE_A[0], INSIDE_A[1] + math.degrees(1.0 / (6371.0088 * math.cos(math.radians(INSIDE_A[0])))))
+    events = [{**_ev(0, INSIDE_A), "recorded_utc": "2020-06-30T00:00:00.000Z"},
+              {**_ev(1_000, east), "recorded_utc": "2020-06-30T00:01:40.000Z"}]
+    # WHEN they run with ts, then with GEOFENCE_TIME_FIELD=recorded_utc
+    by_ts = _run(_t(), events)
+    monkeypatch.setenv("GEOFENCE_TIME_FIELD", "recorded_utc")
+    t = _t()
+    recorded = _run(t, events)
+    # THEN ts gives 100x the speed and no dwell; the recorded time gives the recorded speed and the dwell
+    assert by_ts[1]["speed_mps"] == pytest.approx(1000.0, rel=1e-6)
+    assert recorded[1]["speed_mps"] == pytest.approx(10.0, rel=1e-6)
+    assert [x["kind"] for x in by_ts[1]["transitions"]] == [] and [x["kind"] for x in recorded[1]["transitions"]] == ["DWELL"]
+    # AND an event without the field is refused naming it (the worker quarantines it): no speed between two clocks
+    with pytest.raises(TransformError, match="event 'e2000' has no field 'recorded_utc', which GEOFENCE_TIME_FIELD names"):
+        t.apply_stateful(_ev(2_000, INSIDE_A), None)
+    with pytest.raises(TransformError, match="event recorded_utc 'soon' is neither epoch milliseconds nor ISO-8601"):
+        t.apply_stateful({**_ev(3_000, INSIDE_A), "recorded_utc": "soon"}, None)
+
+
+def test_a_bad_time_field_setting_is_named_and_an_empty_one_is_ts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a field name with a space around it THEN building the transform fails naming the value
+    monkeypatch.setenv("GEOFENCE_TIME_FIELD", " recorded_utc")
+    with pytest.raises(TransformError, match="GEOFENCE_TIME_FIELD must name an event field, got ' recorded_utc'"):
+        GeofenceState()
+    # AND an empty one is the default, ts
+    monkeypatch.setenv("GEOFENCE_TIME_FIELD", "")
+    assert GeofenceState().time_field == "ts"
 
 
 def test_a_bad_dwell_setting_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -102,6 +102,10 @@ def test_a_recorded_replay_reports_its_log_its_bad_rows_and_its_warm_up_copies(t
     assert "events in 5 (2 recorded + 3 warm-up copies), out 0 unique" in text
     assert doc["recorded"]["recorded_sent"] == 2 and doc["recorded"]["warmup_copies"] == 3
     assert doc["recorded"]["bad_by_reason"] == {"lon_out_of_range": 1}
+    # AND it says which clock ts is on, and that the default transform measures no time of its own
+    clocks = next(line for line in text.splitlines() if line.startswith("  clocks: "))
+    assert clocks == f"  clocks: {doc['recorded']['clocks']}" and "an event's ts is its replay time" in clocks
+    assert "ReverseGeocoder declares no time_setting" in clocks
 
 
 def test_a_run_that_failed_before_the_loop_started_still_writes_its_report(tmp_path: Path) -> None:
