@@ -69,11 +69,8 @@ def parse_event(raw: bytes, fields: EventFields = DEFAULT_EVENT_FIELDS,
     Returns
     -------
     ValidEvent or Rejection
-
-    Notes
-    -----
-    The checks run in the order of the reason codes; the first failing one gives the reason. ``ts`` is read by
-    :func:`geokernel.timestamps.read_ts` under ``fields.ts_unit``.
+        The first failing check (in the order of the reason codes) gives the reason; ``ts`` is read by
+        :func:`geokernel.timestamps.read_ts` under ``fields.ts_unit``.
     """
     try:
         doc = json.loads(raw)
