@@ -60,17 +60,15 @@ def parse_event(raw: bytes, fields: EventFields = DEFAULT_EVENT_FIELDS,
     raw : bytes
         The record payload (UTF-8 JSON).
     fields : EventFields
-        Which JSON key holds each field and how ``ts`` is encoded (``EVENT_FIELDS``; default the canonical names,
-        ``ts_unit`` ``auto``). A reason names the producer's key; the :class:`ValidEvent` (its ``fields`` too) uses
-        the canonical names.
+        Which JSON key holds each field and the ``ts_unit`` (``EVENT_FIELDS``; default the canonical names, ``auto``).
+        A reason names the producer's key; the :class:`ValidEvent` (its ``fields`` too) uses the canonical names.
     now : int, optional
-        The clock (epoch ms) the plausible window of ``ts`` ends a day after; default the current time.
+        The clock (epoch ms) the plausible window ends a day after; default the current time.
 
     Returns
     -------
     ValidEvent or Rejection
-        The first failing check (in the order of the reason codes) gives the reason; ``ts`` is read by
-        :func:`geokernel.timestamps.read_ts` under ``fields.ts_unit``.
+        The first failing check gives the reason; ``ts`` is read by :func:`geokernel.timestamps.read_ts`.
     """
     try:
         doc = json.loads(raw)
@@ -93,8 +91,7 @@ def parse_event(raw: bytes, fields: EventFields = DEFAULT_EVENT_FIELDS,
             return Rejection(f"bad_type: {f} must be a string, got {short_repr(v)}", raw)
         ids.append(v)
     if len(ids[1]) > MAX_PARTITION_KEY:
-        return Rejection(f"bad_type: {f_entity} longer than {MAX_PARTITION_KEY} characters: {short_repr(doc[f_entity])}",
-                         raw)
+        return Rejection(f"bad_type: {f_entity} longer than {MAX_PARTITION_KEY} characters: {short_repr(doc[f_entity])}", raw)
     coords: list[float] = []
     for f in (f_lat, f_lon):
         v = doc[f]
