@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
-from tests.aggregation.conftest import spark4_only
+from tests.glue_jobs.conftest import spark4_only
 
 from glue_jobs.batch import JobConfig, parse_cost_rates, read_cost_rates, start_streaming
 from glue_jobs.snapshot import LocalStorage, read_snapshot

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyspark
 import pytest
-from tests.aggregation.conftest import SPARK_MAJOR
+from tests.glue_jobs.conftest import SPARK_MAJOR
 
 if SPARK_MAJOR < 4:
     pytest.skip(f"the Python streaming data source needs Spark 4, have {pyspark.__version__}", allow_module_level=True)

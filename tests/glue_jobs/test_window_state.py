@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
-from tests.aggregation.conftest import spark4_only
+from tests.glue_jobs.conftest import spark4_only
 
 from glue_jobs.batch import JobConfig, stream_batch_fn
 from glue_jobs.events import classify_events, valid_events
