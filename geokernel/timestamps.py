@@ -53,7 +53,7 @@ def read_ts(value: Any, name: str = "ts", unit: TsUnit = TsUnit.AUTO, now: int |
     Parameters
     ----------
     value : Any
-        The value as decoded from JSON (int, float, str, anything else), or a ``datetime`` (a typed timestamp
+        The value as decoded from JSON (int, float, str, anything else), or a ``datetime`` or ``date`` (a typed
         column of a recorded log).
     name : str
         The producer's key of the field, named by the reason.
@@ -74,10 +74,11 @@ def read_ts(value: Any, name: str = "ts", unit: TsUnit = TsUnit.AUTO, now: int |
       spaces around it ignored) is that number, as the Spark job reads it; text starting with a date and a time is
       ISO-8601 (no offset: UTC); other text is refused.
     * NaN is refused as not finite; an infinite number (or one too large for a double) is out of the window.
-    * A ``datetime`` is accepted under every unit (it is an instant, not an encoding); naive means UTC.
+    * A ``datetime`` is accepted under every unit (it is an instant, not an encoding); naive means UTC; a ``date``
+      is its midnight UTC.
     """
     now = now_ms() if now is None else now
-    if isinstance(value, datetime):
+    if isinstance(value, date):
         return _instant(value, name, repr(value), unit, now, typed=True)
     if isinstance(value, str):
         text = value.strip()
@@ -113,7 +114,7 @@ def _number(number: float, name: str, shown: str, unit: TsUnit, now: int) -> Eve
     return _bad(name, f"{shown} {how} is {instant_text(r)}, outside the plausible window {TS_WINDOW.text}{hint}")
 
 
-def _instant(when: datetime, name: str, shown: str, unit: TsUnit, now: int, typed: bool = False) -> EventTime:
+def _instant(when: date, name: str, shown: str, unit: TsUnit, now: int, typed: bool = False) -> EventTime:
     r = float(iso_micros(when)) * MS_PER_UNIT[TsUnit.US] + 0.5
     if not typed and unit in MS_PER_UNIT:
         hint = "; set it to 'iso' or 'auto'" if _plausible(r, now) else ""

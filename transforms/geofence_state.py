@@ -14,7 +14,8 @@ Per event it adds
 
 State per entity (small JSON): ``{"zones": {id: since_ms}, "dwelt": [ids], "last": {"ts", "lat", "lon"}}``.
 
-Rules for time (``ts``: epoch milliseconds or ISO-8601, as the event contract allows; a naive ISO time is UTC):
+Rules for time (the event time is the worker's ``ts_ms``, epoch milliseconds as the time unit rule read ``ts`` under
+the deployment's ``ts_unit``; an event without it, made by hand, has its ``ts`` read by the same rule with ``auto``):
 
 * an entity's first event: ``speed_mps`` and ``heading_deg`` None; ``ENTER`` for each zone it is in;
 * an event whose ``ts`` is **not after** the entity's previous one (a duplicate, or out of order): the state is left
@@ -46,6 +47,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from geo_service.pipeline.transform import Applied, JsonValue, TransformError, haversine_km
+from geokernel.contracts.timestamps import EVENT_TIME_FIELD
+from geokernel.timestamps import read_ts
 from transforms.geofence import Geofences
 
 #: Dwell time before a DWELL transition, seconds of event time (``GEOFENCE_DWELL_S`` overrides it).
@@ -54,26 +57,21 @@ DWELL_ENV = "GEOFENCE_DWELL_S"
 ZONES_ENV = "GEOFENCES_CSV"
 
 
-def event_ms(ts: Any) -> float:
-    """Event time in epoch milliseconds from a contract ``ts`` (epoch ms number or digit string, or ISO-8601).
+def event_ms(event: Mapping[str, Any]) -> float:
+    """Event time in epoch milliseconds: the worker's ``ts_ms``, else ``ts`` read by the time unit rule (``auto``).
 
     Raises
     ------
     TransformError
-        ``ts`` is none of those (the worker validated it, so only a hand-made event gets here).
+        No ``ts_ms`` and a ``ts`` the rule refuses (the worker validated it, so only a hand-made event gets here).
     """
-    if isinstance(ts, int | float) and not isinstance(ts, bool):
-        return float(ts)
-    text = str(ts).strip()
-    if text.isdigit():
-        return float(text)
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise TransformError(f"event ts {ts!r} is neither epoch milliseconds nor ISO-8601") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp() * 1000.0
+    ms = event.get(EVENT_TIME_FIELD)
+    if isinstance(ms, int | float) and not isinstance(ms, bool):
+        return float(ms)
+    when = read_ts(event.get("ts"))
+    if when.ms is None:
+        raise TransformError(f"event without {EVENT_TIME_FIELD}: {when.reason}")
+    return float(when.ms)
 
 
 def bearing_deg(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
@@ -104,7 +102,7 @@ class GeofenceState:
     Examples
     --------
     >>> t = GeofenceState(); t.load_region([""], 1)
-    >>> first = t.apply_stateful({"entity_id": "a", "ts": 0, "lat": 51.4706, "lon": -0.4619}, None)
+    >>> first = t.apply_stateful({"entity_id": "a", "ts": 1767225600000, "lat": 51.4706, "lon": -0.4619}, None)
     >>> first.fields["transitions"], first.fields["speed_mps"]
     ([{'zone': 'LHR', 'kind': 'ENTER'}], None)
     """
@@ -136,7 +134,7 @@ class GeofenceState:
         Parameters
         ----------
         event : mapping
-            A validated event (``entity_id``, ``ts``, ``lat``, ``lon``).
+            A validated event (``entity_id``, ``ts``, ``ts_ms``, ``lat``, ``lon``).
         state : dict or None
             The entity's state after its previous event, None for its first.
 
@@ -146,7 +144,7 @@ class GeofenceState:
             ``fields`` (``zones``, ``transitions``, ``speed_mps``, ``heading_deg``) and the new state; for an event
             not after the previous one, the state passed in, unchanged.
         """
-        t = event_ms(event["ts"])
+        t = event_ms(event)
         lat, lon = float(event["lat"]), float(event["lon"])
         zones = self.fences.apply(event)["zones"]
         prev = state if isinstance(state, dict) else None

@@ -50,7 +50,7 @@ def test_a_typed_instant_is_accepted_under_every_unit_and_a_date_is_its_midnight
     assert read_ts(when.replace(tzinfo=UTC), "t", TsUnit.MS, NOW).ms == 1733574037123
     old = read_ts(datetime(1999, 1, 1), "t", TsUnit.AUTO, NOW)
     assert old.ms is None and "is 1999-01-01T00:00:00Z, outside the plausible window" in old.reason
-    assert read_ts(datetime.combine(date(2024, 12, 7), datetime.min.time()), "t", now=NOW).ms == 1733529600000
+    assert read_ts(date(2024, 12, 7), "t", TsUnit.MS, now=NOW).ms == 1733529600000
 
 
 @pytest.mark.parametrize(("value", "needle"), [
