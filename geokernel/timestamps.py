@@ -124,6 +124,23 @@ def _instant(when: date, name: str, shown: str, unit: TsUnit, now: int, typed: b
     return _bad(name, f"{shown} is {instant_text(r)}, outside the plausible window {TS_WINDOW.text}")
 
 
+def encode_ts(ms: int, unit: TsUnit) -> int | float | str:
+    """How a producer whose events the setting ``unit`` describes writes the epoch milliseconds ``ms``.
+
+    ``s``: seconds (an int when whole, else a float to the millisecond); ``ms`` and ``auto``: ``ms``; ``us``: ``ms``
+    times 1000; ``iso``: ``2024-12-07T12:20:37.123Z``. :func:`read_ts` reads each back to ``ms`` under ``unit``
+    (the local loop's replay sends its events so).
+    """
+    if unit is TsUnit.S:
+        return ms // 1000 if ms % 1000 == 0 else ms / 1000
+    if unit is TsUnit.US:
+        return ms * 1000
+    if unit is TsUnit.ISO:
+        when = _EPOCH + timedelta(milliseconds=ms)
+        return f"{when:%Y-%m-%dT%H:%M:%S}.{ms % 1000:03d}Z"
+    return ms
+
+
 def iso_micros(when: datetime | date) -> int:
     """Epoch microseconds of ``when`` (naive: UTC; a date: its midnight UTC)."""
     if not isinstance(when, datetime):

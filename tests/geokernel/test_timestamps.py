@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from geokernel.contracts.timestamps import AUTO_UNIT_BELOW, TS_WINDOW, TsUnit, auto_unit
-from geokernel.timestamps import EventTime, instant_text, now_ms, read_ts
+from geokernel.timestamps import EventTime, encode_ts, instant_text, now_ms, read_ts
 
 NOW = 1_796_601_600_000  # 2026-12-07T00:00:00Z
 
@@ -81,3 +83,11 @@ def test_an_instant_is_named_to_the_second_or_past_the_years_an_iso_time_can_nam
     # GIVEN times in ms plus the rounding half WHEN named THEN ISO to the second, or before 1970 / after 9999
     assert instant_text(1733574037123.5) == "2024-12-07T12:20:37Z"
     assert instant_text(-0.5) == "before 1970-01-01" and instant_text(1e300) == "after 9999-12-31"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(946_684_800_000, NOW + 86_400_000), st.sampled_from(list(TsUnit)))
+def test_what_a_producer_writes_in_a_unit_reads_back_to_its_millisecond(ms: int, unit: TsUnit) -> None:
+    # GIVEN any plausible millisecond written as a producer with that ts_unit writes it (the local replay's stamp)
+    # WHEN read under the unit THEN it is the same millisecond (seconds with a fraction included)
+    assert read_ts(encode_ts(ms, unit), "ts", unit, NOW) == EventTime(ms)
