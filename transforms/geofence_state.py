@@ -43,7 +43,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from geo_service.pipeline.transform import Applied, JsonValue, TransformError, haversine_km

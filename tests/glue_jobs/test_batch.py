@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
-from tests.glue_jobs.conftest import spark4_only
 
 from glue_jobs.batch import JobConfig, parse_cost_rates, read_cost_rates, start_streaming
 from glue_jobs.snapshot import LocalStorage, read_snapshot
 from glue_jobs.transform import RollupSpec, WindowSpec
 from partitioner.load.read import read_snapshot_rows
+from tests.glue_jobs.conftest import spark4_only
 
 pytestmark = pytest.mark.spark
 

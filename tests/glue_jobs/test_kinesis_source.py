@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyspark
 import pytest
+
 from tests.glue_jobs.conftest import SPARK_MAJOR
 
 if SPARK_MAJOR < 4:

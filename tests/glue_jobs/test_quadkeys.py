@@ -8,11 +8,11 @@ import mercantile
 import numpy as np
 import pytest
 from pyspark.sql import functions as F
-from tests.glue_jobs.conftest import spark4_only
 
 from geokernel.geo import tiles
 from geokernel.geo.tiles import EPSILON, MAX_LAT, arrays_to_quadkeys, tiles_xy
 from glue_jobs.quadkeys import quadkey_expr
+from tests.glue_jobs.conftest import spark4_only
 
 pytestmark = pytest.mark.spark
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
-from tests.glue_jobs.conftest import spark4_only
 
 from glue_jobs.batch import JobConfig, stream_batch_fn
 from glue_jobs.events import classify_events, valid_events
 from glue_jobs.transform import RollupSpec, WindowSpec, aggregate_cells
 from glue_jobs.window_state import STATE_KEY, WindowStateError, WindowStore, interval_ms
+from tests.glue_jobs.conftest import spark4_only
 
 pytestmark = pytest.mark.spark
 

@@ -234,6 +234,6 @@ def test_the_ts_unit_is_set_in_event_fields_and_reaches_the_router_workers_and_j
     assert glue_arguments({"event-fields": text})["--event_fields"] == text
     # AND a unit alone is a mapping worth passing (not the default); one that is none stops synth naming it
     assert not load_config({"event_fields": {"ts_unit": "ms"}}).event_fields.is_default
-    with pytest.raises(ConfigError, match="^context 'event_fields': event field mapping: ts_unit 'seconds' is not one "
-                                          "of auto, s, ms, us, iso$"):
+    with pytest.raises(ConfigError, match=r"^context 'event_fields': event field mapping: ts_unit 'seconds' is not one "
+                                          r"of auto, s, ms, us, iso$"):
         load_config({"event_fields": {"ts_unit": "seconds"}})

@@ -11,8 +11,8 @@ from geo_service.adapters.aws import Clients
 from geo_service.pipeline.cost import Calibration
 from geo_service.pipeline.records import BadRecord, Event, decode_event, enriched_record
 from geo_service.worker import GeoWorker
-from geokernel.contracts.enriched import enriched_key
 from geokernel import timestamps
+from geokernel.contracts.enriched import enriched_key
 from geokernel.contracts.event_fields import EventFields
 from geokernel.contracts.quarantine import geo_quarantine_key as quarantine_key
 from geokernel.contracts.timestamps import TsUnit
