@@ -361,7 +361,7 @@ def test_route_batch_reads_the_mapped_fields(aws: Aws) -> None:
     spec = make_spec(1)
     activate(aws, spec)
     b = bounds(Tile(2004, 1300, 12))
-    doc = {"id": "e1", "vehicle": "x", "time": 5, "latitude": (b.south + b.north) / 2,
+    doc = {"id": "e1", "vehicle": "x", "time": 1795255500005, "latitude": (b.south + b.north) / 2,
            "longitude": (b.west + b.east) / 2}
     recs = [InputRecord("1", json.dumps(doc).encode(), "t")]
     sink = QuarantineSink(aws.clients.s3, aws.cfg.quarantine_bucket, "r")
