@@ -9,7 +9,8 @@ in layers, bottom-up; a module imports only from its own layer and those below i
 ``geo``             tiles and quadkeys, quadtree arithmetic, adjacency, region shapes, polygons
 ``partition_spec``  the spec (model, reading, rules), the point -> partition index, shards, region geometry
 ``aws_budget``      every AWS call counted against its quota
-``events``          the rules a location event must pass (a module, on top)
+``timestamps``      the time unit rule on one ``ts`` value: its epoch ms or its quarantine reason (a module)
+``events``          the rules a location event must pass (a module, on top; reads ``ts`` with ``timestamps``)
 ==================  =======================================================================================
 
 Everything is imported from its module; the package root holds nothing but this map.

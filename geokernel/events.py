@@ -4,40 +4,37 @@
 ``reason`` is ``"<code>: <detail naming the bad value>"`` with one of :class:`geokernel.contracts.ReasonCode`.
 The router Lambda (before routing) and the geo worker (on what it reads) apply the same rules
 from here; the Spark job applies them as column expressions (``glue_jobs/events.py``). All three read the
-fields under the producer's names (:class:`geokernel.contracts.event_fields.EventFields`, ``EVENT_FIELDS``).
+fields under the producer's names (:class:`geokernel.contracts.event_fields.EventFields`, ``EVENT_FIELDS``) and
+the time by the one time unit rule (:func:`geokernel.timestamps.read_ts`, the mapping's ``ts_unit``).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
-from geokernel.contracts.events import (
-    EVENT_LAT_LIMIT,
-    EVENT_LON_LIMIT,
-    ISO_DATETIME_PREFIX,
-    MAX_EPOCH_MS,
-    MAX_PARTITION_KEY,
-)
-
-_DIGITS = re.compile(r"^[0-9]+$")
-_ISO = re.compile(ISO_DATETIME_PREFIX)
+from geokernel.contracts.events import EVENT_LAT_LIMIT, EVENT_LON_LIMIT, MAX_PARTITION_KEY
+from geokernel.contracts.timestamps import EVENT_TIME_FIELD
+from geokernel.timestamps import read_ts, short_repr
 
 
 @dataclass(frozen=True)
 class ValidEvent:
-    """A valid event: the fields routing needs, the original bytes (passed on untouched) and every field."""
+    """A valid event: the fields routing needs, its time, the original bytes (passed on untouched) and every field.
+
+    ``ts_ms`` is the event time in epoch milliseconds (the time unit rule's reading of ``ts``); ``fields`` holds
+    every field under its canonical name, ``ts`` as sent, plus ``ts_ms`` (:data:`EVENT_TIME_FIELD`).
+    """
 
     event_id: str
     entity_id: str
     lat: float
     lon: float
+    ts_ms: int
     raw: bytes
     fields: Mapping[str, Any]
 
@@ -54,7 +51,8 @@ class Rejection:
         return self.reason.split(":", 1)[0]
 
 
-def parse_event(raw: bytes, fields: EventFields = DEFAULT_EVENT_FIELDS) -> ValidEvent | Rejection:
+def parse_event(raw: bytes, fields: EventFields = DEFAULT_EVENT_FIELDS,
+                now: int | None = None) -> ValidEvent | Rejection:
     """Validate one raw event record.
 
     Parameters
@@ -62,41 +60,43 @@ def parse_event(raw: bytes, fields: EventFields = DEFAULT_EVENT_FIELDS) -> Valid
     raw : bytes
         The record payload (UTF-8 JSON).
     fields : EventFields
-        Which JSON key holds each field (``EVENT_FIELDS``; default the canonical names). A reason names the
-        producer's key; the :class:`ValidEvent` (its ``fields`` too) uses the canonical names.
+        Which JSON key holds each field and the ``ts_unit`` (``EVENT_FIELDS``; default the canonical names, ``auto``).
+        A reason names the producer's key; the :class:`ValidEvent` (its ``fields`` too) uses the canonical names.
+    now : int, optional
+        The clock (epoch ms) the plausible window ends a day after; default the current time.
 
     Returns
     -------
     ValidEvent or Rejection
+        The first failing check gives the reason; ``ts`` is read by :func:`geokernel.timestamps.read_ts`.
     """
     try:
         doc = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         return Rejection(f"unparsable_json: {exc}", raw)
     if not isinstance(doc, dict):
-        return Rejection(f"not_an_object: expected a JSON object, got {type(doc).__name__} {_short(doc)}", raw)
+        return Rejection(f"not_an_object: expected a JSON object, got {type(doc).__name__} {short_repr(doc)}", raw)
     names = fields.names
     f_event, f_entity, f_ts, f_lat, f_lon = names
     missing = [f for f in names if f not in doc or doc[f] is None or doc[f] == ""]
     if missing:
         return Rejection(f"missing_field: {', '.join(missing)} missing, null or empty in event "
-                         f"{_short(doc.get(f_event))}", raw)
+                         f"{short_repr(doc.get(f_event))}", raw)
     ids: list[str] = []
     for f in (f_event, f_entity):
         v = doc[f]
         if isinstance(v, int) and not isinstance(v, bool):
             v = str(v)  # a JSON integer id is accepted as its text, as the Spark job reads it
         if not isinstance(v, str):
-            return Rejection(f"bad_type: {f} must be a string, got {_short(v)}", raw)
+            return Rejection(f"bad_type: {f} must be a string, got {short_repr(v)}", raw)
         ids.append(v)
     if len(ids[1]) > MAX_PARTITION_KEY:
-        return Rejection(f"bad_type: {f_entity} longer than {MAX_PARTITION_KEY} characters: {_short(doc[f_entity])}",
-                         raw)
+        return Rejection(f"bad_type: {f_entity} longer than {MAX_PARTITION_KEY} characters: {short_repr(doc[f_entity])}", raw)
     coords: list[float] = []
     for f in (f_lat, f_lon):
         v = doc[f]
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            return Rejection(f"bad_type: {f} must be a number, got {_short(v)}", raw)
+            return Rejection(f"bad_type: {f} must be a number, got {short_repr(v)}", raw)
         if not math.isfinite(v):
             return Rejection(f"nan: {f} is not finite: {v!r}", raw)
         coords.append(float(v))
@@ -106,36 +106,11 @@ def parse_event(raw: bytes, fields: EventFields = DEFAULT_EVENT_FIELDS) -> Valid
     if not -EVENT_LON_LIMIT <= coords[1] <= EVENT_LON_LIMIT:
         return Rejection(f"lon_out_of_range: {f_lon} {doc[f_lon]!r} not in [-{EVENT_LON_LIMIT:g}, {EVENT_LON_LIMIT:g}]",
                          raw)
-    bad_ts = _check_ts(doc[f_ts], f_ts)
-    if bad_ts:
-        return Rejection(bad_ts, raw)
-    canonical = doc if fields is DEFAULT_EVENT_FIELDS else fields.canonical(doc)
-    return ValidEvent(ids[0], ids[1], coords[0], coords[1], raw, canonical)
-
-
-def _check_ts(ts: Any, name: str) -> str | None:
-    if isinstance(ts, bool):
-        return f"bad_timestamp: {name} must be epoch milliseconds or ISO-8601, got {ts!r}"
-    if isinstance(ts, str) and _DIGITS.match(ts.strip()):
-        ts = int(ts.strip())  # epoch milliseconds as a digit string, as the Spark job reads it
-    if isinstance(ts, (int, float)):
-        if not math.isfinite(ts) or not 0 <= ts <= MAX_EPOCH_MS:
-            return f"bad_timestamp: {name} {ts!r} is not epoch milliseconds in [0, {MAX_EPOCH_MS}]"
-        return None
-    if isinstance(ts, str):
-        if not _ISO.match(ts.strip()):
-            return f"bad_timestamp: {name} {_short(ts)} is not an ISO-8601 date-time (a date and a time)"
-        try:
-            datetime.fromisoformat(ts.strip())
-        except ValueError:
-            return f"bad_timestamp: {name} {_short(ts)} is not ISO-8601"
-        return None
-    return f"bad_timestamp: {name} must be epoch milliseconds or ISO-8601, got {_short(ts)}"
-
-
-def _short(v: Any, limit: int = 80) -> str:
-    text = repr(v)
-    return text if len(text) <= limit else text[:limit] + "...'"
+    when = read_ts(doc[f_ts], f_ts, fields.ts_unit, now)
+    if when.ms is None:
+        return Rejection(when.reason, raw)
+    canonical = {**(doc if fields is DEFAULT_EVENT_FIELDS else fields.canonical(doc)), EVENT_TIME_FIELD: when.ms}
+    return ValidEvent(ids[0], ids[1], coords[0], coords[1], when.ms, raw, canonical)
 
 
 def quarantine_record(rejection: Rejection, source: str, quarantined_at: str) -> dict[str, str]:

@@ -20,11 +20,14 @@ Reason codes, first failing check wins:
 ``unparsable_json``, ``not_an_object``, ``missing_field`` (absent, JSON null or empty id),
 ``bad_type`` (lat/lon not a JSON number; an id given as an object or array),
 ``nan``, ``lat_out_of_range``, ``lon_out_of_range``, ``bad_timestamp``. Ids given as JSON
-numbers are accepted as their JSON text. ``ts`` is epoch milliseconds (a JSON number, or a
-string of digits) in [0, 253402300799999], or an ISO-8601 date-time string
+numbers are accepted as their JSON text. ``ts`` is read by the time unit rule under the mapping's
+``ts_unit`` (:mod:`glue_jobs.timestamps`, :mod:`geokernel.contracts.timestamps`): an epoch number (a JSON
+number, or the same as text) in seconds, milliseconds or microseconds, or an ISO-8601 date-time string
 (``YYYY-MM-DDTHH:MM[:SS[.fff]]`` with ``Z`` or an offset; without one it is read in the
-session time zone, which every entry point sets to UTC). A document with trailing bytes
-after the first JSON value is read as that value (Spark's JSON reader stops there).
+session time zone, which every entry point sets to UTC), rounded to the millisecond and plausible
+(``[2000-01-01, now + 1 day]``, now the batch's ``current_timestamp()``). The ``ts`` column is that
+millisecond. A document with trailing bytes after the first JSON value is read as that value (Spark's
+JSON reader stops there).
 """
 
 from __future__ import annotations
@@ -40,23 +43,21 @@ from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, SPARK_CORRUPT
 from geokernel.contracts.events import (
     EVENT_LAT_LIMIT,
     EVENT_LON_LIMIT,
-    ISO_DATETIME_PREFIX,
-    MAX_EPOCH_MS,
     MAX_PARTITION_KEY,
     REQUIRED_FIELDS,
     ReasonCode,
 )
 from geokernel.contracts.kpl import KPL_MAGIC, SUB_RECORD_MARK, KplError, deaggregate, is_aggregated
+from glue_jobs.timestamps import ts_columns
 
 _JSON_SCALAR = r'^(-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?|true|false|null|"([^"\\]|\\.)*")$'
-_EPOCH_NUMBER = r"^-?[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?$"
 
 #: Columns of :func:`classify_events` output besides the raw ones.
 EVENT_COLUMNS: tuple[str, ...] = ("event_id", "entity_id", "ts", "lat", "lon", "source")
 
 
 def classify_events(raw: DataFrame, value_col: str = "value", source_col: str = "source",
-                    fields: EventFields = DEFAULT_EVENT_FIELDS) -> DataFrame:
+                    fields: EventFields = DEFAULT_EVENT_FIELDS, now_ms: int | None = None) -> DataFrame:
     """Parse raw JSON records and attach a quarantine reason to the bad ones.
 
     Parameters
@@ -68,13 +69,15 @@ def classify_events(raw: DataFrame, value_col: str = "value", source_col: str = 
     value_col, source_col : str
         Column names in ``raw``.
     fields : EventFields
-        Which JSON key holds each event field (``--event-fields``; default the canonical names). Reasons name the
-        producer's keys; the output columns have the canonical names.
+        Which JSON key holds each event field and the ``ts_unit`` (``--event-fields``; default the canonical names,
+        ``auto``). Reasons name the producer's keys; the output columns have the canonical names.
+    now_ms : int, optional
+        The clock (epoch ms) the plausible window of ``ts`` ends a day after; default the batch's current time.
 
     Returns
     -------
     DataFrame
-        Columns ``raw`` (string), ``source``, ``event_id``, ``entity_id``, ``ts`` (timestamp),
+        Columns ``raw`` (string), ``source``, ``event_id``, ``entity_id``, ``ts`` (timestamp, to the millisecond),
         ``lat``, ``lon`` (double) and ``reason`` (string ``"<code>: <detail>"``, null when the
         event is valid). Typed fields are null on quarantined rows.
     """
@@ -89,8 +92,10 @@ def classify_events(raw: DataFrame, value_col: str = "value", source_col: str = 
     names = dict(zip(REQUIRED_FIELDS, fields.names, strict=True))  # canonical -> the producer's key
     text = {f: F.col("_t").getField(names[f]) for f in REQUIRED_FIELDS}
     lat, lon = F.col("_n").getField(fields.lat), F.col("_n").getField(fields.lon)
-    ts = _timestamp_of(text["ts"])
-    reason = F.coalesce(F.col("_decode"), _reason(F.col("raw"), F.col("_t"), text, (lat, lon, ts), names))
+    when = ts_columns(text["ts"], _quoted(text["ts"]), fields.ts_unit, fields.ts,
+                      None if now_ms is None else F.lit(now_ms))
+    ts = F.timestamp_millis(when.ms)
+    reason = F.coalesce(F.col("_decode"), _reason(F.col("raw"), F.col("_t"), text, (lat, lon, when.reason), names))
     return parsed.select(
         "raw",
         "source",
@@ -139,21 +144,11 @@ def quarantine_records(classified: DataFrame, quarantined_at: Column | None = No
     )
 
 
-def _timestamp_of(text: Column) -> Column:
-    """Timestamp of a ``ts`` field text (epoch ms or ISO-8601), null when it is neither."""
-    trimmed = F.trim(text)
-    is_number = trimmed.rlike(_EPOCH_NUMBER)
-    millis = F.when(is_number, trimmed.cast("double"))
-    in_range = (millis >= 0) & (millis <= MAX_EPOCH_MS)
-    from_millis = F.when(is_number & in_range, F.timestamp_millis(F.floor(millis).cast("long")))
-    iso = F.when(~is_number & trimmed.rlike(ISO_DATETIME_PREFIX), F.try_to_timestamp(trimmed))
-    return F.coalesce(from_millis, iso)
-
-
 def _reason(raw: Column, t: Column, text: dict[str, Column], lat_lon_ts: tuple[Column, Column, Column],
             names: dict[str, str]) -> Column:
-    """The first failing check's reason; ``text`` by canonical name, messages by ``names`` (the producer's keys)."""
-    lat, lon, ts = lat_lon_ts
+    """The first failing check's reason; ``text`` by canonical name, messages by ``names`` (the producer's keys);
+    ``lat_lon_ts`` the typed coordinates and the time's reason (:func:`glue_jobs.timestamps.ts_columns`)."""
+    lat, lon, ts_reason = lat_lon_ts
     esc = {k: v.replace("%", "%%") for k, v in names.items()}  # names inside format_string patterns
     trimmed = F.trim(raw)
     corrupt = t.isNull() | t[SPARK_CORRUPT_COLUMN].isNotNull()
@@ -190,9 +185,7 @@ def _reason(raw: Column, t: Column, text: dict[str, Column], lat_lon_ts: tuple[C
     checks.append(((lon < -EVENT_LON_LIMIT) | (lon > EVENT_LON_LIMIT),
                    F.format_string(f"lon_out_of_range: {esc['lon']}=%s is outside "
                                    f"[-{EVENT_LON_LIMIT:g}, {EVENT_LON_LIMIT:g}]", text["lon"])))
-    checks.append((ts.isNull(), F.format_string(
-        f"bad_timestamp: {esc['ts']}=%s is neither epoch milliseconds in [0, %s] nor an ISO-8601 date-time",
-        _quoted(text["ts"]), F.lit(str(MAX_EPOCH_MS)))))
+    checks.append((ts_reason.isNotNull(), ts_reason))
     out = F.when(checks[0][0], checks[0][1])
     for cond, msg in checks[1:]:
         out = out.when(cond, msg)

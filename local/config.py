@@ -77,8 +77,9 @@ class RunConfig:
         ``carry`` (default: a slot both specs share stays in its worker process) or ``whole`` (a whole new fleet
         per spec version): ``SWAP_MODE`` of the deploy controller and the workers.
     event_fields
-        Which JSON key of an event holds each field (``--event-fields lat=latitude,...``): the producer sends events
-        under these keys and the router, workers (``EVENT_FIELDS``) and the Spark job (``--event-fields``) read them.
+        Which JSON key of an event holds each field and the time unit (``--event-fields lat=latitude,...,ts_unit=s``):
+        the producer sends events under these keys, stamped in that unit, and the router, workers (``EVENT_FIELDS``)
+        and the Spark job (``--event-fields``) read them.
     """
 
     dataset: str = "world"
@@ -202,8 +203,10 @@ def _events_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) ->
     g.add_argument("--columns", metavar="NAMES", default=None,
                    help="the columns of a CSV log without a header line, in order, comma separated (e.g. "
                         "entity_id,ts,lon,lat); default: the first line names them")
-    g.add_argument("--time-unit", choices=TIME_UNITS, default=None,
-                   help="numbers are epoch s or ms (auto: above 1e11 is ms), or times are ISO-8601 text (default auto)")
+    g.add_argument("--time-unit", "--ts-unit", dest="time_unit", choices=TIME_UNITS, default=None,
+                   help="how the log's times are written, as 'partitioner counts --ts-unit' reads them: auto (numbers "
+                        "by magnitude: below 1e11 epoch s, below 1e14 ms, else us; ISO-8601 text parsed), s, ms, us or "
+                        "iso (default auto). What the replay sends is --event-fields' ts_unit")
 
 
 def _events_options(ns: argparse.Namespace) -> EventsOptions | None:
@@ -284,9 +287,11 @@ def _run_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) -> No
                         "The report ends with a fault table (also "
                         "faults.json); a fault that does not recover in time fails the run (default: none)")
     p.add_argument("--event-fields", default="",
-                   help="run the whole loop on renamed event fields, e.g. lat=latitude,lon=longitude,ts=time,"
-                        "event_id=id,entity_id=vehicle: the producer sends events under these keys and the router, "
-                        "workers and Spark job are configured to read them (default: the canonical names)")
+                   help="run the whole loop on renamed event fields and a time unit, e.g. lat=latitude,lon=longitude,"
+                        "ts=time,event_id=id,entity_id=vehicle,ts_unit=s: the producer sends events under these keys, "
+                        "its times in that unit (ts_unit: auto, s, ms, us or iso; auto and ms send epoch ms), and "
+                        "the router, workers and Spark job are configured to read them (default: the canonical "
+                        "names, auto)")
     p.add_argument("--transform", type=_transform, default=d.transform,
                    help="the workers' transform as module:Class (GEO_TRANSFORM), e.g. "
                         "transforms.geofence_state:GeofenceState; environment variables the transform names in its "

@@ -24,8 +24,9 @@ least four windows. When the load moves is fixed as fractions of the replay (:da
 :data:`HOTSPOT`): steady, day/night shift, shift and hotspot together, hotspot, steady; the
 steady stretches show the policy declining a redeploy for noise-sized changes.
 
-Events (CONTRACTS "Events") are JSON objects ``event_id``, ``entity_id``, ``ts`` (epoch ms
-at send time, so Spark's event-time windows follow the wall clock), ``lat``, ``lon`` plus
+Events (CONTRACTS "Events") are JSON objects ``event_id``, ``entity_id``, ``ts`` (the send time, so Spark's
+event-time windows follow the wall clock; epoch ms, or in the unit ``--event-fields ts_unit=...`` sets:
+:func:`geokernel.timestamps.encode_ts`), ``lat``, ``lon`` plus
 pass-through ``place`` and ``sim_utc`` (the simulated clock, ISO). Each point is the
 place's coordinates plus Gaussian jitter (sigma 0.01-0.03 degrees, growing with
 population) so a city covers a few zoom-12 tiles; entities are drawn from a per-place pool so hot cells split by entity hash
@@ -48,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
+from geokernel.timestamps import encode_ts
 
 BUILTIN_DATASETS = ("world", "europe", "americas")
 _CONTINENTS = {
@@ -233,7 +235,8 @@ class EventFactory:
         self.fields = fields
 
     def events(self, n: int, fraction: float, now_ms: int) -> list[dict[str, object]]:
-        """Return ``n`` valid events for ``fraction`` of the replay, stamped ``now_ms``, under ``fields``' keys."""
+        """Return ``n`` valid events for ``fraction`` of the replay, stamped ``now_ms`` (in ``fields``' ``ts_unit``),
+        under ``fields``' keys."""
         if n <= 0:
             return []
         rates = place_rates(self.places, self.scenario, fraction)
@@ -245,10 +248,11 @@ class EventFactory:
         ent = self.rng.integers(0, self.entities_per_place, n)
         sim = self.scenario.sim_time(fraction).strftime("%Y-%m-%dT%H:%M:%SZ")
         out = []
+        ts = encode_ts(now_ms, self.fields.ts_unit)
         for i in range(n):
             self.sequence += 1
             out.append({"event_id": f"e{self.seed}-{self.sequence:09d}", "entity_id": f"ent-{idx[i]}-{ent[i]}",
-                        "ts": now_ms, "lat": round(float(lat[i]), 6), "lon": round(float(lon[i]), 6),
+                        "ts": ts, "lat": round(float(lat[i]), 6), "lon": round(float(lon[i]), 6),
                         "place": self.places.names[idx[i]], "sim_utc": sim})
         return out if self.fields.is_default else [self.fields.mapped(e) for e in out]
 
@@ -264,7 +268,8 @@ class BadEvent:
 def bad_events(seed: int, now_ms: int, fields: EventFields = DEFAULT_EVENT_FIELDS) -> list[BadEvent]:
     """Return the deliberately bad records injected into the ingest stream (see module doc), under ``fields``' keys."""
     def ev(n: int, **over: object) -> dict[str, object]:
-        base: dict[str, object] = {"event_id": f"bad{seed}-{n}", "entity_id": "ent-bad", "ts": now_ms,
+        base: dict[str, object] = {"event_id": f"bad{seed}-{n}", "entity_id": "ent-bad",
+                                   "ts": encode_ts(now_ms, fields.ts_unit),
                                    "lat": 48.85, "lon": 2.35}
         base.update(over)
         return fields.mapped({k: v for k, v in base.items() if v is not _DROP})

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from geokernel.contracts.enriched import EnrichedRecord, parse_enriched_key
 from geokernel.contracts.quarantine import QuarantineRecord
+from geokernel.contracts.timestamps import EVENT_TIME_FIELD
 from geokernel.geo.tiles import quadkey, tile
+from geokernel.timestamps import read_ts
 
 CELL_ZOOM = 12  # the swap checks look at zoom-12 cells (:mod:`local.report.swap_checks`)
 
@@ -34,7 +36,8 @@ CELL_ZOOM = 12  # the swap checks look at zoom-12 cells (:mod:`local.report.swap
 class OutRecord:
     """The fields of one enriched record the report needs.
 
-    ``ts_ms`` is the event's send time (its ``ts``); ``written_ms`` is when the worker wrote the
+    ``ts_ms`` is the event's send time (its ``ts`` as the worker read it: the record's ``ts_ms``); ``written_ms`` is
+    when the worker wrote the
     object holding it (from the object key), i.e. when the worker processed it.
     """
 
@@ -58,7 +61,7 @@ class Processed:
     owner: str
     processed_ms: int
     cell: str
-    sent_ms: int | None = None  # the event's ``ts`` when it is epoch ms (the local loop's send time)
+    sent_ms: int | None = None  # the event's time as the worker read it (``ts_ms``: the local loop's send time)
     lon: float = 0.0
     lat: float = 0.0
 
@@ -73,8 +76,10 @@ class Processed:
         if when is None or record.owner is None:
             raise KeyError("processed_at" if when is None else "owner")
         lon, lat = float(record.fields["lon"]), float(record.fields["lat"])
-        ts = record.fields.get("ts")
-        sent = int(ts) if isinstance(ts, int | float) and not isinstance(ts, bool) else None
+        try:
+            sent: int | None = event_time_ms(record.fields)
+        except ValueError:
+            sent = None
         return cls(record.event_id, str(record.fields["entity_id"]), record.spec_version, record.worker_id,
                    record.owner, when, quadkey(tile(lon, lat, CELL_ZOOM)), sent, lon, lat)
 
@@ -129,7 +134,7 @@ class EnrichedReader:
             if not isinstance(doc, dict):
                 raise TypeError(f"a line is a JSON object, got {type(doc).__name__}")
             r = EnrichedRecord.from_dict(doc, key)
-            rec = OutRecord(r.event_id, r.spec_version, r.worker_id, r.partition_id, _ts_ms(r.fields.get("ts")),
+            rec = OutRecord(r.event_id, r.spec_version, r.worker_id, r.partition_id, event_time_ms(r.fields),
                             written_ms, r.owner or "")
         except (ValueError, KeyError, TypeError) as exc:
             self.problems.append(f"{key}: enriched line unreadable ({type(exc).__name__}: {exc}): {line[:120]!r}")
@@ -144,12 +149,16 @@ class EnrichedReader:
         self.first_written[rec.event_id] = min(written_ms / 1000, self.first_written.get(rec.event_id, float("inf")))
 
 
-def _ts_ms(ts: Any) -> int:
-    if isinstance(ts, int | float):
-        return int(ts)
-    import datetime as dt
-
-    return int(dt.datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp() * 1000)
+def event_time_ms(fields: Mapping[str, Any]) -> int:
+    """An enriched record's event time: its ``ts_ms`` (the worker's reading of ``ts``), else ``ts`` read by the same
+    rule (``auto``); ValueError when neither gives one."""
+    ms = fields.get(EVENT_TIME_FIELD)
+    if isinstance(ms, int) and not isinstance(ms, bool):
+        return ms
+    when = read_ts(fields.get("ts"))
+    if when.ms is None:
+        raise ValueError(f"no {EVENT_TIME_FIELD} and {when.reason}")
+    return when.ms
 
 
 @dataclass(frozen=True)

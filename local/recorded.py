@@ -59,6 +59,8 @@ import numpy.typing as npt
 
 from geokernel.contracts.events import MAX_PARTITION_KEY
 from geokernel.contracts.quarantine import lambda_quarantine_key
+from geokernel.contracts.timestamps import TsUnit
+from geokernel.timestamps import encode_ts
 from local.errors import LocalRunError
 from local.texts import Texts
 from local.traj import traj_to_csv
@@ -323,13 +325,15 @@ def utc_text(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000.0, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def log_events(log: RecordedLog, lo: int, hi: int, ts_ms: npt.NDArray[np.int64], suffix: str = "") -> list[dict[str, object]]:
-    """Events ``lo..hi-1`` of the log as ingest events stamped ``ts_ms`` (one per event, the replay clock) with their
-    recorded time in :data:`RECORDED_TIME_FIELD`; event and entity ids + ``suffix`` (a warm-up copy's)."""
+def log_events(log: RecordedLog, lo: int, hi: int, ts_ms: npt.NDArray[np.int64], suffix: str = "",
+               unit: TsUnit = TsUnit.AUTO) -> list[dict[str, object]]:
+    """Events ``lo..hi-1`` of the log as ingest events stamped ``ts_ms`` (one per event, the replay clock; written in
+    ``unit``, the loop's ``ts_unit``: :func:`geokernel.timestamps.encode_ts`) with their recorded time in
+    :data:`RECORDED_TIME_FIELD`; event and entity ids + ``suffix`` (a warm-up copy's)."""
     out: list[dict[str, object]] = []
     for i, ts in zip(range(lo, hi), ts_ms.tolist(), strict=True):
-        out.append({"event_id": log.event_id[i] + suffix, "entity_id": log.entity_id[i] + suffix, "ts": int(ts),
-                    "lat": float(log.lat[i]), "lon": float(log.lon[i]),
+        out.append({"event_id": log.event_id[i] + suffix, "entity_id": log.entity_id[i] + suffix,
+                    "ts": encode_ts(int(ts), unit), "lat": float(log.lat[i]), "lon": float(log.lon[i]),
                     RECORDED_TIME_FIELD: utc_text(int(log.ms[i]))})
     return out
 

@@ -290,7 +290,7 @@ class RecordedReplayer(ReplayThread):
             self._finish(now)
 
     def _send_rows(self, lo: int, hi: int, due_s: npt.NDArray[np.float64], suffix: str) -> None:
-        events = log_events(self.log, lo, hi, np.floor(due_s * 1000.0).astype(np.int64), suffix)
+        events = log_events(self.log, lo, hi, np.floor(due_s * 1000.0).astype(np.int64), suffix, self.fields.ts_unit)
         self._send(events, events if self.fields.is_default else [self.fields.mapped(e) for e in events])
 
     def summary(self) -> dict[str, object]:

@@ -18,7 +18,7 @@ Commands
 ``simulate WINDOWS [--max-load N] [--window-s S] [--latency-s L] [--strategies a,b] [--json OUT] [--plot OUT.png]``
     Replay a day of windows (a directory of counts CSVs or a built-in scenario) through the
     control loop and compare strategies against the floor (:mod:`partitioner.simulate`).
-``counts EVENTS... --window-s S --zoom Z -o DIR [--lat/--lon/--time/--entity COL] [--time-unit U] [--skip-bad]``
+``counts EVENTS... --window-s S --zoom Z -o DIR [--lat/--lon/--time/--entity COL] [--ts-unit U] [--skip-bad]``
     Count a recorded event log (CSV, JSON lines, Parquet) into one ``quadkey,weight`` CSV per window
     (named by the window's start), the directory ``simulate`` replays (:mod:`partitioner.load.eventlog`).
 ``demo [--out DIR] [--max-load N]``

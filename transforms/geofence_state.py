@@ -14,8 +14,9 @@ Per event it adds
 
 State per entity (small JSON): ``{"zones": {id: since_ms}, "dwelt": [ids], "last": {"ts", "lat", "lon"}}``.
 
-Rules for time. An event's time is its ``ts`` (epoch milliseconds or ISO-8601, as the event contract allows; a naive
-ISO time is UTC), or the field ``GEOFENCE_TIME_FIELD`` names (the same forms; an event without it is a
+Rules for time. An event's time is the worker's ``ts_ms`` (epoch milliseconds, as the time unit rule read ``ts`` under
+the deployment's ``ts_unit``; an event without it, made by hand, has its ``ts`` read by the same rule with ``auto``),
+or the field ``GEOFENCE_TIME_FIELD`` names, read by the same rule with ``auto`` (an event without it is a
 :class:`~geo_service.pipeline.transform.TransformError`, so the worker quarantines it as ``transform_error``: no
 speed is ever measured between two clocks). The local replay of a recorded log (``run-local --events``) sends each
 event's replay time as ``ts`` and its recorded time as ``recorded_utc``, and sets ``GEOFENCE_TIME_FIELD=recorded_utc``
@@ -47,10 +48,11 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from geo_service.pipeline.transform import Applied, JsonValue, TransformError, haversine_km
+from geokernel.contracts.timestamps import EVENT_TIME_FIELD
+from geokernel.timestamps import read_ts
 from transforms.geofence import Geofences
 
 #: Dwell time before a DWELL transition, seconds of event time (``GEOFENCE_DWELL_S`` overrides it).
@@ -62,28 +64,24 @@ TIME_ENV = "GEOFENCE_TIME_FIELD"
 DEFAULT_TIME_FIELD = "ts"
 
 
-def event_ms(ts: Any, name: str = DEFAULT_TIME_FIELD) -> float:
-    """Event time in epoch milliseconds from a contract ``ts`` (epoch ms number or digit string, or ISO-8601), or
-    from the field ``name`` holding a time in the same forms.
+def event_ms(event: Mapping[str, Any], field: str = DEFAULT_TIME_FIELD) -> float:
+    """Event time in epoch milliseconds: with ``field`` ``ts``, the worker's ``ts_ms``, else ``ts`` read by the time
+    unit rule (``auto``); with another ``field``, that field read by the rule (``auto``).
 
     Raises
     ------
     TransformError
-        ``ts`` is none of those (the worker validated ``ts``, so there only a hand-made event gets here; another
-        field it does not check), naming the field and the value.
+        No ``ts_ms`` and a ``ts`` the rule refuses (the worker validated it, so only a hand-made event gets here), or
+        a ``field`` the rule refuses (the worker does not check other fields), naming the field and the value.
     """
-    if isinstance(ts, int | float) and not isinstance(ts, bool):
-        return float(ts)
-    text = str(ts).strip()
-    if text.isdigit():
-        return float(text)
-    try:
-        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise TransformError(f"event {name} {ts!r} is neither epoch milliseconds nor ISO-8601") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp() * 1000.0
+    if field == DEFAULT_TIME_FIELD:
+        ms = event.get(EVENT_TIME_FIELD)
+        if isinstance(ms, int | float) and not isinstance(ms, bool):
+            return float(ms)
+    when = read_ts(event.get(field), field)
+    if when.ms is None:
+        raise TransformError(f"event {event.get('event_id')!r}: {when.reason}")
+    return float(when.ms)
 
 
 def bearing_deg(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
@@ -123,7 +121,7 @@ class GeofenceState:
     Examples
     --------
     >>> t = GeofenceState(); t.load_region([""], 1)
-    >>> first = t.apply_stateful({"entity_id": "a", "ts": 0, "lat": 51.4706, "lon": -0.4619}, None)
+    >>> first = t.apply_stateful({"entity_id": "a", "ts": 1767225600000, "lat": 51.4706, "lon": -0.4619}, None)
     >>> first.fields["transitions"], first.fields["speed_mps"]
     ([{'zone': 'LHR', 'kind': 'ENTER'}], None)
     """
@@ -159,7 +157,7 @@ class GeofenceState:
         Parameters
         ----------
         event : mapping
-            A validated event (``entity_id``, ``ts``, ``lat``, ``lon``).
+            A validated event (``entity_id``, ``ts``, ``ts_ms``, ``lat``, ``lon``).
         state : dict or None
             The entity's state after its previous event, None for its first.
 
@@ -199,4 +197,4 @@ class GeofenceState:
         if self.time_field not in event:
             raise TransformError(f"event {event.get('event_id')!r} has no field {self.time_field!r}, which {TIME_ENV} "
                                  "names as its time")
-        return event_ms(event[self.time_field], self.time_field)
+        return event_ms(event, self.time_field)

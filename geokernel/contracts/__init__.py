@@ -12,7 +12,9 @@ reach one side only. ``docs/CONTRACTS.md`` lists every contract with its writers
 * :mod:`~geokernel.contracts.stream`: geo stream names and their shard map.
 * :mod:`~geokernel.contracts.cost`, :mod:`~geokernel.contracts.enriched`,
   :mod:`~geokernel.contracts.quarantine`: what the workers (and the Spark job, the router) write.
-* :mod:`~geokernel.contracts.events`: event rules and quarantine reason codes.
+* :mod:`~geokernel.contracts.events`: event rules and quarantine reason codes; :mod:`~geokernel.contracts.event_fields`:
+  the event field mapping (with ``ts_unit``); :mod:`~geokernel.contracts.timestamps`: the time unit rule's units,
+  bounds and plausible window.
 * :mod:`~geokernel.contracts.dynamo`, :mod:`~geokernel.contracts.fields`,
   :mod:`~geokernel.contracts.errors`: the codecs' plumbing (:class:`ContractError` is the package's one error).
 

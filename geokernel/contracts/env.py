@@ -142,8 +142,9 @@ ENV_VARS: Mapping[EnvVar, EnvVarUse] = MappingProxyType({
                                         "ARN of the worker revision the stack registered: the code the fleet should "
                                         "run (unset: whatever the service runs)."),
     EnvVar.EVENT_FIELDS: _use((_S, _L), (_R, _W),
-                              "Which JSON key of an event holds each field, as JSON {canonical: name} "
-                              "(geokernel.contracts.event_fields.EventFields; unset: the canonical names)."),
+                              "Which JSON key of an event holds each field and how ts is encoded, as JSON "
+                              "{canonical: name, 'ts_unit': unit} (geokernel.contracts.event_fields.EventFields; "
+                              "unset: the canonical names, ts_unit auto)."),
     EnvVar.STATE_HANDOFF: _use((_S, _L), (_R,),
                                "1: the router numbers each entity's events and marks where it changes slot, so a "
                                "stateful transform's state follows the entity (geokernel.contracts.handoff); "

@@ -4,8 +4,9 @@ An event has five fields every part reads (:class:`EventField`, the canonical na
 "Events"). A producer may call them otherwise (``latitude`` for ``lat``): :class:`EventFields` says which JSON key
 holds each. The router and the geo worker (:func:`geokernel.events.parse_event`) and the Spark job
 (``glue_jobs/events.py``) read the mapped keys; everything they write (the valid event's fields, enriched output
-records) uses the canonical names, and a quarantine record keeps the original text. The time encoding is not
-mapped: the field holding the time is read as ``ts`` always is (epoch milliseconds or ISO-8601, per value).
+records) uses the canonical names, and a quarantine record keeps the original text. The mapping also says how the
+time is encoded: ``ts_unit`` (:class:`geokernel.contracts.timestamps.TsUnit`, default ``auto``; JSON
+``{"ts": "time", "ts_unit": "s"}``), the one time unit rule every reader applies (:mod:`geokernel.contracts.timestamps`).
 
 Where it comes from: the CDK context key ``event_fields`` (``infra/config.py``) and the local loop's
 ``--event-fields`` flag; it reaches the router and the workers as the environment variable ``EVENT_FIELDS``
@@ -23,6 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from geokernel.contracts.errors import ContractError
+from geokernel.contracts.timestamps import TS_UNIT_SETTING, TsUnit
 
 #: Spark's column for a record it cannot parse (``glue_jobs/events.py``): no event field may be called so.
 SPARK_CORRUPT_COLUMN = "_corrupt_record"
@@ -41,10 +43,12 @@ class EventField(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class EventFields:
-    """The JSON key holding each event field; the defaults are the canonical names (:class:`EventField`).
+    """The JSON key holding each event field (the defaults are the canonical names, :class:`EventField`) and the
+    encoding of the time, ``ts_unit`` (:class:`~geokernel.contracts.timestamps.TsUnit`, default ``auto``).
 
     Raises :class:`ContractError` on a name that is empty, not a string, longer than 256 characters, holds a
-    control character, is :data:`SPARK_CORRUPT_COLUMN`, or is given to two fields.
+    control character, is :data:`SPARK_CORRUPT_COLUMN`, or is given to two fields, and on a ``ts_unit`` that is not
+    one of the units.
     """
 
     event_id: str = EventField.EVENT_ID.value
@@ -52,6 +56,8 @@ class EventFields:
     ts: str = EventField.TS.value
     lat: str = EventField.LAT.value
     lon: str = EventField.LON.value
+    #: How ``ts`` is encoded (the time unit rule, :mod:`geokernel.contracts.timestamps`); a text is made a TsUnit.
+    ts_unit: TsUnit = TsUnit.AUTO
     #: The mapped names in :class:`EventField` order ``(event_id, entity_id, ts, lat, lon)`` (derived).
     names: tuple[str, str, str, str, str] = field(init=False, repr=False, compare=False)
     _rename: Mapping[str, str] = field(init=False, repr=False, compare=False, hash=False)
@@ -68,6 +74,10 @@ class EventFields:
             if any(ord(c) < 32 for c in name) or name == SPARK_CORRUPT_COLUMN:
                 raise ContractError(f"event field {f.name!r}: {name!r} is not a usable field name (control "
                                     f"characters and {SPARK_CORRUPT_COLUMN!r} are not)")
+        if self.ts_unit not in tuple(TsUnit):
+            raise ContractError(f"event field mapping: {TS_UNIT_SETTING} {self.ts_unit!r} is not one of "
+                                f"{', '.join(u.value for u in TsUnit)}")
+        object.__setattr__(self, "ts_unit", TsUnit(self.ts_unit))
         names = (self.event_id, self.entity_id, self.ts, self.lat, self.lon)
         object.__setattr__(self, "names", names)
         twice = sorted({n for n in names if names.count(n) > 1})
@@ -85,12 +95,13 @@ class EventFields:
 
     @property
     def is_default(self) -> bool:
-        """True when every field has its canonical name."""
+        """True when every field has its canonical name and ``ts_unit`` is ``auto``."""
         return self == DEFAULT_EVENT_FIELDS
 
     def to_dict(self) -> dict[str, str]:
-        """``{canonical: mapped}`` of the fields whose name differs (``{}`` for the default)."""
-        return {f.value: n for f, n in zip(EventField, self.names, strict=True) if n != f.value}
+        """``{canonical: mapped}`` of the fields whose name differs, and ``ts_unit`` unless ``auto`` (``{}``: default)."""
+        out = {f.value: n for f, n in zip(EventField, self.names, strict=True) if n != f.value}
+        return out | ({TS_UNIT_SETTING: self.ts_unit.value} if self.ts_unit is not TsUnit.AUTO else {})
 
     def to_json(self) -> str:
         """The one-line JSON of :meth:`to_dict` (sorted keys): the value of ``EVENT_FIELDS`` and ``--event-fields``."""
@@ -98,15 +109,16 @@ class EventFields:
 
     @classmethod
     def from_mapping(cls, doc: Any, where: str) -> EventFields:
-        """Build from ``{canonical: mapped}`` (keys left out keep their name); :class:`ContractError` names ``where``."""
+        """Build from ``{canonical: mapped}`` and ``ts_unit`` (keys left out keep their default); :class:`ContractError`
+        names ``where``."""
         if not isinstance(doc, Mapping):
             raise ContractError(f"{where}: the event field mapping must be an object like "
                                 f"{{\"lat\": \"latitude\"}}, got {doc!r}")
-        known = [f.value for f in EventField]
+        known = [f.value for f in EventField] + [TS_UNIT_SETTING]
         unknown = sorted(str(k) for k in doc if k not in known)
         if unknown:
             raise ContractError(f"{where}: unknown event field {unknown[0]!r} in {dict(doc)!r} "
-                                f"(the fields are {', '.join(known)})")
+                                f"(the fields are {', '.join(known[:-1])}; and the setting {TS_UNIT_SETTING})")
         try:
             return cls(**{str(k): v for k, v in doc.items()})
         except ContractError as exc:
@@ -126,7 +138,7 @@ class EventFields:
 
     @classmethod
     def from_pairs(cls, text: str, where: str) -> EventFields:
-        """Decode ``lat=latitude,lon=longitude`` (the local loop's flag); :class:`ContractError` names ``where``."""
+        """Decode ``lat=latitude,lon=longitude,ts_unit=s`` (the local loop's flag); :class:`ContractError` names ``where``."""
         doc: dict[str, str] = {}
         for part in (p.strip() for p in text.split(",")):
             key, eq, value = part.partition("=")

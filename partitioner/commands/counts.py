@@ -78,7 +78,7 @@ def cmd_counts(args: argparse.Namespace) -> int:
     out = _check_output_dir(args.output)
     columns = EventColumns(args.lat, args.lon, args.time, args.entity or "entity_id", args.entity is not None,
                            column_names(args.columns))
-    options = CountOptions(args.window_s, args.zoom, args.time_unit, args.skip_bad)
+    options = CountOptions(args.window_s, args.zoom, args.ts_unit, args.skip_bad)
     options.check()
     with progress(args, "counts") as line:
         result = count_events(args.events, columns, options, on_file=lambda name: line.step(f"reading {name}"))
@@ -127,8 +127,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--columns", metavar="NAMES", default="",
                    help="the columns of CSV files without a header line, in order, comma separated (e.g. "
                         "entity_id,ts,lon,lat); default: the first line names them")
-    p.add_argument("--time-unit", choices=TIME_UNITS, default="auto",
-                   help="numbers are epoch s or ms (auto: above 1e11 is ms), or times are ISO-8601 text")
+    p.add_argument("--ts-unit", "--time-unit", dest="ts_unit", choices=TIME_UNITS, default="auto",
+                   help="how times are written, the ts_unit of the deployment's event field mapping (the same rule): "
+                        "auto (numbers by magnitude: below 1e11 epoch s, below 1e14 ms, else us; ISO-8601 text "
+                        "parsed), s, ms, us (epoch numbers only) or iso (ISO-8601 text only); a time must lie in "
+                        "[2000-01-01, now + 1 day] (default auto; --time-unit is the old name)")
     p.add_argument("--keep-partial", action="store_true",
                    help="keep a first or last window the log covers less than 90%% of (left out by default: it "
                         "holds only part of the window's load)")

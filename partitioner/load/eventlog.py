@@ -9,8 +9,9 @@ renders one window as a ``quadkey,weight`` file that :func:`partitioner.load.rea
 Notes
 -----
 * **Bad rows.** A row is bad when its latitude is missing, not a number, not finite or outside
-  ``+/-85.05112878``, its longitude likewise outside ``+/-180``, or its time is missing, unparseable or
-  outside 1970..9999 (the event contract's limits, :mod:`geokernel.contracts.events`). By default the
+  ``+/-85.05112878``, its longitude likewise outside ``+/-180``, or its time is missing or refused by the time unit
+  rule under ``ts_unit`` (not in the unit, or outside the plausible window ``[2000-01-01, now + 1 day]``: the event
+  contract's limits, :mod:`geokernel.contracts.events`, :mod:`geokernel.contracts.timestamps`). By default the
   first bad row (in file order, files in the order given) raises :class:`~geokernel.errors.EventLogError`
   naming file, line and value; with ``skip_bad`` every bad row is returned as a :class:`BadRow` instead.
 * **Empty windows** between the first and the last are part of :meth:`WindowCounts.windows` (no rows; their
@@ -30,8 +31,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from geokernel import timestamps
 from geokernel.contracts.events import EVENT_LAT_LIMIT, EVENT_LON_LIMIT
 from geokernel.contracts.quarantine import QuarantineRecord
+from geokernel.contracts.timestamps import TsUnit
 from geokernel.errors import EventLogError
 from geokernel.geo.tiles import MAX_ZOOM, arrays_to_quadkeys, tiles_xy
 from partitioner.load import eventtimes
@@ -45,12 +48,17 @@ _WINDOW_NAME = re.compile(r"^(\d{8}T\d{6})(?:\.(\d{3}))?Z\.csv$")
 
 @dataclass(frozen=True)
 class CountOptions:
-    """How to count: window length (seconds, a whole number of milliseconds), zoom, time unit, bad rows."""
+    """How to count: window length (seconds, a whole number of milliseconds), zoom, time unit, bad rows.
+
+    ``ts_unit`` is the time unit rule's setting (``--ts-unit``); ``now_ms`` the clock the plausible window ends a
+    day after (None: the time the log is read).
+    """
 
     window_s: float
     zoom: int
-    time_unit: str = "auto"
+    ts_unit: TsUnit | str = TsUnit.AUTO
     skip_bad: bool = False
+    now_ms: int | None = None
 
     @property
     def window_ms(self) -> int:
@@ -64,8 +72,8 @@ class CountOptions:
             raise EventLogError(f"--window-s {self.window_s!r} must be a whole number of milliseconds, at least 0.001")
         if isinstance(self.zoom, bool) or not 1 <= self.zoom <= MAX_ZOOM:
             raise EventLogError(f"--zoom {self.zoom!r} must be an integer in [1, {MAX_ZOOM}]")
-        if self.time_unit not in eventtimes.TIME_UNITS:
-            raise EventLogError(f"--time-unit {self.time_unit!r} must be one of {', '.join(eventtimes.TIME_UNITS)}")
+        if self.ts_unit not in eventtimes.TIME_UNITS:
+            raise EventLogError(f"--ts-unit {self.ts_unit!r} must be one of {', '.join(eventtimes.TIME_UNITS)}")
 
 
 @dataclass(frozen=True)
@@ -244,17 +252,19 @@ class CheckedRows:
     bad: tuple[BadRow, ...]
 
 
-def check_rows(table: EventTable, columns: EventColumns, time_unit: str = "auto") -> CheckedRows:
+def check_rows(table: EventTable, columns: EventColumns, ts_unit: TsUnit | str = TsUnit.AUTO,
+               now_ms: int | None = None) -> CheckedRows:
     """Check every row of ``table`` with the rules of :func:`count_events` and describe every bad one.
 
     Unlike :func:`count_events` without ``skip_bad`` this never raises on a bad row: the caller decides
     (the local loop's recorded replay quarantines them, :mod:`local.recorded`).
     """
+    unit, now = TsUnit(ts_unit), now_ms if now_ms is not None else timestamps.now_ms()
     lat, lat_code = eventtimes.coordinate(table.lat, EVENT_LAT_LIMIT)
     lon, lon_code = eventtimes.coordinate(table.lon, EVENT_LON_LIMIT)
-    ms, time_code = eventtimes.epoch_ms(table.time, time_unit)
+    ms, time_code = eventtimes.epoch_ms(table.time, unit, now)
     ok = (lat_code == 0) & (lon_code == 0) & (time_code == 0)
-    bad = _describe(table, columns, np.flatnonzero(~ok), (lat_code, lon_code, time_code))
+    bad = _describe(table, columns, np.flatnonzero(~ok), (lat_code, lon_code, time_code), unit, now)
     return CheckedRows(lat, lon, ms, ok, tuple(sorted(bad, key=lambda b: b.line)))
 
 
@@ -262,14 +272,15 @@ def _check_table(table: EventTable, columns: EventColumns, options: CountOptions
                                                                      list[BadRow]]:
     """Time (epoch ms) and tile code per row, the mask of good rows, and the bad rows (raising the first without
     skip_bad)."""
+    unit, now = TsUnit(options.ts_unit), options.now_ms if options.now_ms is not None else timestamps.now_ms()
     lat, lat_code = eventtimes.coordinate(table.lat, EVENT_LAT_LIMIT)
     lon, lon_code = eventtimes.coordinate(table.lon, EVENT_LON_LIMIT)
-    ms, time_code = eventtimes.epoch_ms(table.time, options.time_unit)
+    ms, time_code = eventtimes.epoch_ms(table.time, unit, now)
     ok = (lat_code == 0) & (lon_code == 0) & (time_code == 0)
     bad_rows = np.flatnonzero(~ok)
     if not options.skip_bad and (len(bad_rows) or table.refused):
         bad_rows = bad_rows[:1]
-    bad = _describe(table, columns, bad_rows, (lat_code, lon_code, time_code))
+    bad = _describe(table, columns, bad_rows, (lat_code, lon_code, time_code), unit, now)
     if not options.skip_bad and bad:
         first = min(bad, key=lambda b: b.line)
         raise EventLogError(f"{first.where(table.unit)}: {first.reason}")
@@ -278,8 +289,10 @@ def _check_table(table: EventTable, columns: EventColumns, options: CountOptions
     return ms, (x << z) | y, ok, bad
 
 
-def _describe(table: EventTable, columns: EventColumns, rows: IntArray, codes: tuple[npt.NDArray[np.int8], ...]) -> list[BadRow]:
-    """The bad rows ``rows`` (and the rows the reader refused) as :class:`BadRow` (a loop over bad rows only)."""
+def _describe(table: EventTable, columns: EventColumns, rows: IntArray, codes: tuple[npt.NDArray[np.int8], ...],
+              unit: TsUnit, now: int) -> list[BadRow]:
+    """The bad rows ``rows`` (and the rows the reader refused) as :class:`BadRow` (a loop over bad rows only); a bad
+    time's reason is the time unit rule's under ``unit`` with the clock at ``now``."""
     out = [BadRow(table.source, r.line, r.reason, r.raw) for r in table.refused]
     if not len(rows):
         return out
@@ -289,7 +302,7 @@ def _describe(table: EventTable, columns: EventColumns, rows: IntArray, codes: t
     for i, line in zip(rows.tolist(), lines, strict=True):
         k = next(k for k in range(3) if codes[k][i] != 0)
         col, what, name = cols[k]
-        reason = eventtimes.describe(int(codes[k][i]), name, col[i].as_py(), what)
+        reason = eventtimes.describe(int(codes[k][i]), name, col[i].as_py(), what, unit, now)
         out.append(BadRow(table.source, line, reason, raw.get(line)))
     return out
 

@@ -20,6 +20,9 @@ Notes
 * **Lines.** A CSV row's line counts the header as line 1; a JSON line's counts every line. Blank lines
   are skipped but counted. A Parquet row is named ``row N`` (1-based). Line numbers are worked out only
   when a row is bad (:attr:`EventTable.line_of`); a CSV field holding a newline (quoted) is not supported.
+* **Times as written.** A CSV or JSON time column is handed over as the file holds it: numbers, or text (the
+  readers' own timestamp inference is undone), so the time unit rule reads ISO-8601 text as every part does; a
+  Parquet timestamp or date column is typed by the file and handed over as it is.
 * **Fast path, slow path.** Coordinates are first read as ``float64``; when that fails (text in a
   number column) the file is read again as text and the bad values are found vectorised. A JSON file
   whose types vary from line to line, or with a line that does not parse, is read line by line with
@@ -199,6 +202,9 @@ def _read_csv(path: Path, columns: EventColumns) -> EventTable:
 
     try:
         table = read({columns.lat: pa.float64(), columns.lon: pa.float64()})
+        if _inferred_time(table.column(columns.time)):  # times as written: the time unit rule reads the text
+            invalid.clear()
+            table = read({columns.lat: pa.float64(), columns.lon: pa.float64(), columns.time: pa.string()})
     except pa.ArrowInvalid:  # text in a number column: read as text, find the bad values vectorised
         invalid.clear()
         try:
@@ -255,6 +261,9 @@ def _read_json(path: Path, columns: EventColumns) -> EventTable:
     data = pa.input_stream(str(path), compression="detect").read()
     try:
         table = pjson.read_json(pa.BufferReader(data))
+        if columns.time in table.column_names and _inferred_time(table.column(columns.time)):
+            as_text = pa.schema([(columns.time, pa.string())])  # times as written: the time unit rule reads the text
+            table = pjson.read_json(pa.BufferReader(data), parse_options=pjson.ParseOptions(explicit_schema=as_text))
     except pa.ArrowInvalid:  # types vary between lines, or a line does not parse
         return _read_json_slowly(source, data, columns)
     if table.num_rows == 0:
@@ -272,6 +281,14 @@ def _read_json(path: Path, columns: EventColumns) -> EventTable:
     entity = table.column(columns.entity) if columns.entity in have else None
     return EventTable(source, table.column(columns.lat), table.column(columns.lon), table.column(columns.time),
                       entity, "line", line_of, lambda ns: _lines_at(path, ns))
+
+
+def _inferred_time(col: Any) -> bool:
+    """Whether the reader made a timestamp, date or time of a text column (CSV and JSON have no such type)."""
+    import pyarrow as pa
+
+    t = col.type
+    return bool(pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t))
 
 
 def _nonblank_lines(data: bytes) -> IntArray:

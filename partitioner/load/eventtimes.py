@@ -1,4 +1,4 @@
-"""Vectorised checks of event columns: coordinates as numbers in range, times as epoch milliseconds.
+"""Vectorised checks of event columns: coordinates as numbers in range, times by the one time unit rule.
 
 Every function takes an Arrow array of whatever type the file held (numbers, text, timestamps) and
 returns NumPy arrays: the values and a per-row :data:`Problem` code (0 = fine). The caller turns the
@@ -9,53 +9,64 @@ Notes
 * **Numbers as text** (CSV, JSON strings) may carry white space around them; ``nan``, ``inf``, ``1,5``
   and empty text are not numbers. A null (an empty CSV field, a JSON ``null`` or a missing key) is
   *missing*.
-* **Times.** Numbers are epoch seconds or epoch milliseconds: with ``unit="auto"`` a value above
-  ``1e11`` (year 1973 in milliseconds, year 5138 in seconds) is milliseconds, anything else seconds;
-  ``"s"`` and ``"ms"`` force one for numbers (ISO-8601 text is still read); ``"iso"`` accepts ISO-8601 text only. ISO-8601 text needs a date and a
-  time to the minute (``2024-05-01T08:30``, seconds, fractions and a zone ``Z``/``+02:00`` optional; no
-  zone means UTC). A timestamp column (Parquet) is taken as it is (no zone: UTC). Times are resolved to
-  the millisecond (seconds rounded, ISO fractions truncated) and must lie in
-  ``[1970-01-01, 9999-12-31]`` (the event contract's ``[0, MAX_EPOCH_MS]``).
+* **Times** follow the time unit rule of every part (:mod:`geokernel.contracts.timestamps`; ``--ts-unit``, the
+  ``ts_unit`` of the event field mapping): its constants are applied here over arrays (``auto``'s bounds, the
+  milliseconds per unit, the rounding ``floor(v * ms_per_unit + 0.5)`` in doubles, the plausible window), and the
+  reason of a bad time is :func:`geokernel.timestamps.read_ts`'s, so a log's times are judged as the router, the
+  workers and the Spark job judge them (``tests/events/ts_units.json``). ISO-8601 text needs a date and a time to
+  the minute (no zone means UTC). A typed timestamp or date column (Parquet) is an instant under every unit (no
+  zone: UTC; a date: its midnight), still checked against the window.
 """
 
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from geokernel.contracts.events import EVENT_LAT_LIMIT, EVENT_LON_LIMIT, MAX_EPOCH_MS
+from geokernel import timestamps
+from geokernel.contracts.events import EVENT_LAT_LIMIT, EVENT_LON_LIMIT, ISO_DATETIME_PREFIX
+from geokernel.contracts.timestamps import (
+    AUTO_TOP_UNIT,
+    AUTO_UNIT_BELOW,
+    EPOCH_NUMBER_TEXT,
+    MS_PER_UNIT,
+    TS_WINDOW,
+    TsUnit,
+)
+from geokernel.timestamps import iso_micros, read_ts
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 CodeArray = npt.NDArray[np.int8]
 
-MS_THRESHOLD = 1e11  # auto unit: a number above this is epoch milliseconds
-TIME_UNITS = ("auto", "s", "ms", "iso")
+#: The ``--ts-unit`` choices (the units of the time unit rule).
+TIME_UNITS: tuple[str, ...] = tuple(u.value for u in TsUnit)
 NUMBER_RE = r"^[-+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$"
+#: ISO-8601 text Arrow's parser reads (the rest of the text with a date and a time goes to Python's, as in the rule).
 ISO_RE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?(Z|[-+][0-9]{2}(:?[0-9]{2})?)?$"
 ZONE_RE = r"(Z|[-+][0-9]{2}(:?[0-9]{2})?)$"
 
-OK, MISSING, NOT_NUMBER, NOT_FINITE, OUT_OF_RANGE, BAD_TIME, TIME_RANGE = range(7)
+OK, MISSING, NOT_NUMBER, NOT_FINITE, OUT_OF_RANGE, BAD_TIME = range(6)
 
 
-def describe(problem: int, name: str, value: object, what: str) -> str:
+def describe(problem: int, name: str, value: object, what: str, unit: TsUnit = TsUnit.AUTO,
+             now: int | None = None) -> str:
     """The quarantine reason (``code: detail``) of a row's first problem; ``what`` is ``lat``, ``lon`` or ``time``.
 
     Notes
     -----
-    The detail names the column as the file calls it and the bad value with ``!r``.
+    The detail names the column as the file calls it and the bad value with ``!r``. A bad time's reason is the
+    time unit rule's (:func:`geokernel.timestamps.read_ts` under ``unit``, the clock at ``now``).
     """
     if problem == MISSING:
         code = "bad_timestamp" if what == "time" else "missing_field"
         return f"{code}: {name} is missing (empty or null)"
     if what == "time":
-        if problem == TIME_RANGE:
-            return f"bad_timestamp: {name} {value!r} is outside 1970-01-01 .. 9999-12-31"
-        return f"bad_timestamp: {name} {value!r} is not epoch seconds, epoch milliseconds or ISO-8601"
+        return read_ts(value, name, unit, now).reason or f"bad_timestamp: {name} {value!r} could not be read"
     if problem == NOT_NUMBER:
         comma = isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+,\d+\s*", value) is not None
         return f"bad_type: {name} {value!r} is not a number" + (
@@ -72,13 +83,13 @@ def _nulls(col: Any) -> npt.NDArray[np.bool_]:
     return out
 
 
-def _text_numbers(col: Any) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
-    """Text -> float64 where it is a number (else NaN) and the mask of values that are numbers."""
+def _text_numbers(col: Any, pattern: str = NUMBER_RE) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    """Text -> float64 where it is a number (``pattern``; else NaN) and the mask of values that are numbers."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     text = pc.utf8_trim_whitespace(col)
-    ok = pc.fill_null(pc.match_substring_regex(text, NUMBER_RE), False)
+    ok = pc.fill_null(pc.match_substring_regex(text, pattern), False)
     values = pc.cast(pc.if_else(ok, text, pa.scalar(None, pa.string())), pa.float64())
     return _floats(values), np.asarray(ok.to_numpy(zero_copy_only=False), dtype=bool)
 
@@ -87,7 +98,8 @@ def _floats(col: Any) -> FloatArray:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    out: FloatArray = np.asarray(pc.fill_null(pc.cast(col, pa.float64()), float("nan")).to_numpy(), dtype=np.float64)
+    out: FloatArray = np.asarray(pc.fill_null(pc.cast(col, pa.float64(), safe=False), float("nan")).to_numpy(),
+                                 dtype=np.float64)  # safe=False: an int64 beyond 2**53 is rounded, as float() does
     return out
 
 
@@ -118,90 +130,100 @@ def coordinate(col: Any, limit: float) -> tuple[FloatArray, CodeArray]:
     return values, codes
 
 
-def epoch_ms(col: Any, unit: str = "auto") -> tuple[IntArray, CodeArray]:
-    """A time column as epoch milliseconds (int64) and a problem code per row (see the module Notes)."""
+def epoch_ms(col: Any, unit: TsUnit | str = TsUnit.AUTO, now: int | None = None) -> tuple[IntArray, CodeArray]:
+    """A time column as epoch milliseconds (int64) and a problem code per row (see the module Notes).
+
+    ``unit`` is the ``ts_unit``; ``now`` the clock (epoch ms) the plausible window ends a day after (default now).
+    """
     import pyarrow as pa
 
+    unit, now = TsUnit(unit), timestamps.now_ms() if now is None else now
     n = len(col)
-    ms = np.full(n, np.nan)
-    codes = np.zeros(n, dtype=np.int8)
+    r = np.full(n, np.nan)  # each row's time in ms plus the rounding half, NaN when no unit reads it
     if pa.types.is_timestamp(col.type) or pa.types.is_date(col.type):
-        ms = _timestamp_ms(col)
+        r = _timestamp_us(col) * MS_PER_UNIT[TsUnit.US] + 0.5
     elif pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
-        ms = _number_ms(_floats(col), unit)
+        r = _number_r(_floats(col), unit)
     elif _is_text(col):
-        ms = _text_ms(col, unit)
+        r = _text_r(col, unit)
+    codes = np.zeros(n, dtype=np.int8)
     with np.errstate(invalid="ignore"):
-        codes[~np.isfinite(ms)] = BAD_TIME
-        codes[(codes == OK) & ((ms < 0) | (ms > MAX_EPOCH_MS))] = TIME_RANGE
+        ok = (r >= TS_WINDOW.earliest_ms) & (r < TS_WINDOW.latest_ms(now) + 1)
+    codes[~ok] = BAD_TIME
     codes[_nulls(col)] = MISSING
-    return np.where(codes == OK, ms, 0.0).astype(np.int64), codes
+    return np.where(codes == OK, np.floor(np.where(ok, r, 0.0)), 0.0).astype(np.int64), codes
 
 
-def _number_ms(v: FloatArray, unit: str) -> FloatArray:
-    if unit == "iso":
+def _number_r(v: FloatArray, unit: TsUnit) -> FloatArray:
+    """Epoch numbers in ``unit`` (``auto``: each by its magnitude) as ms plus the rounding half; NaN under ``iso``."""
+    if unit is TsUnit.ISO:
         return np.full(len(v), np.nan)
-    if unit == "ms":
-        return np.round(v)
-    if unit == "s":
-        return np.round(v * 1000.0)
-    with np.errstate(invalid="ignore"):
-        out: FloatArray = np.where(np.abs(v) > MS_THRESHOLD, np.round(v), np.round(v * 1000.0))
+    if unit is TsUnit.AUTO:
+        with np.errstate(invalid="ignore"):
+            per: FloatArray | float = np.select([v < bound for bound, _ in AUTO_UNIT_BELOW],
+                                                [MS_PER_UNIT[u] for _, u in AUTO_UNIT_BELOW], MS_PER_UNIT[AUTO_TOP_UNIT])
+    else:
+        per = MS_PER_UNIT[unit]
+    out: FloatArray = v * per + 0.5
     return out
 
 
-def _timestamp_ms(col: Any) -> FloatArray:
+def _timestamp_us(col: Any) -> FloatArray:
+    """A timestamp or date column as epoch microseconds (float64; NaN for nulls)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     tz = col.type.tz if pa.types.is_timestamp(col.type) else None
-    as_ms = pc.cast(pc.cast(col, pa.timestamp("ms", tz=tz), safe=False), pa.int64())
-    return _floats(as_ms)
+    as_us = pc.cast(pc.cast(col, pa.timestamp("us", tz=tz), safe=False), pa.int64())
+    return _floats(as_us)
 
 
-def _text_ms(col: Any, unit: str) -> FloatArray:
-    """Text times: numbers by ``unit``, ISO-8601 strings parsed (zone-less as UTC), anything else NaN."""
+def _text_r(col: Any, unit: TsUnit) -> FloatArray:
+    """Text times: epoch numbers by ``unit``, ISO-8601 text by its microseconds (not under a numeric unit)."""
     import pyarrow.compute as pc
 
     text = pc.utf8_trim_whitespace(col)
-    values, number = _text_numbers(text)
-    ms = _number_ms(values, unit)
-    ms[~number] = np.nan
-    iso = np.asarray(pc.fill_null(pc.match_substring_regex(text, ISO_RE), False).to_numpy(zero_copy_only=False),
-                     dtype=bool)
+    values, number = _text_numbers(text, EPOCH_NUMBER_TEXT)
+    r = _number_r(values, unit)
+    r[~number] = np.nan
+    if unit in MS_PER_UNIT:
+        return r
+    iso = np.asarray(pc.fill_null(pc.match_substring_regex(text, ISO_DATETIME_PREFIX), False)
+                     .to_numpy(zero_copy_only=False), dtype=bool)
     rows = np.flatnonzero(iso & ~number)
     if len(rows):
-        ms[rows] = _iso_ms(pc.take(text, rows))
-    return ms
+        r[rows] = _iso_us(pc.take(text, rows)) * MS_PER_UNIT[TsUnit.US] + 0.5
+    return r
 
 
-def _iso_ms(text: Any) -> FloatArray:
-    """ISO-8601 strings (shape checked) -> epoch ms; Arrow's parser first, Python's for what it refuses."""
+def _iso_us(text: Any) -> FloatArray:
+    """ISO-8601 strings -> epoch microseconds; Arrow's parser for the plain shapes, the rule's (Python's) for the rest."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    zoned = np.asarray(pc.match_substring_regex(text, ZONE_RE).to_numpy(zero_copy_only=False), dtype=bool)
+    plain = np.asarray(pc.fill_null(pc.match_substring_regex(text, ISO_RE), False).to_numpy(zero_copy_only=False),
+                       dtype=bool)
+    zoned = np.asarray(pc.fill_null(pc.match_substring_regex(text, ZONE_RE), False).to_numpy(zero_copy_only=False),
+                       dtype=bool)
     out = np.full(len(text), np.nan)
-    for mask, tz in ((zoned, "UTC"), (~zoned, None)):
+    slow = ~plain
+    for mask, tz in ((plain & zoned, "UTC"), (plain & ~zoned, None)):
         idx = np.flatnonzero(mask)
         if not len(idx):
             continue
-        part = pc.take(text, idx)
         try:
-            ns = pc.cast(pc.cast(part, pa.timestamp("ns", tz=tz)), pa.int64()).to_numpy(zero_copy_only=False)
-            out[idx] = np.floor_divide(np.asarray(ns, dtype=np.int64), 1_000_000)
+            ns = pc.cast(pc.cast(pc.take(text, idx), pa.timestamp("ns", tz=tz)), pa.int64()).to_numpy(zero_copy_only=False)
+            out[idx] = np.floor_divide(np.asarray(ns, dtype=np.int64), 1000)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            out[idx] = [_python_iso_ms(s) for s in part.to_pylist()]
+            slow[idx] = True
+    idx = np.flatnonzero(slow)
+    if len(idx):
+        out[idx] = [_python_iso_us(s) for s in pc.take(text, idx).to_pylist()]
     return out
 
 
-def _python_iso_ms(text: str) -> float:
+def _python_iso_us(text: str) -> float:
     try:
-        t = datetime.fromisoformat(text)
+        return float(iso_micros(datetime.fromisoformat(text)))
     except ValueError:
         return float("nan")
-    t = t if t.tzinfo is not None else t.replace(tzinfo=UTC)
-    return float((t - datetime(1970, 1, 1, tzinfo=UTC)) // _MS)
-
-
-_MS = datetime(1970, 1, 1, 0, 0, 0, 1000, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)

@@ -102,7 +102,7 @@ def test_process_drains_after_the_flip_and_exits_zero(moto_endpoint: str, client
     try:
         reader = LeaseManager(clients.dynamodb, resources.leases_table, 5, "reader", 3)
         _wait(lambda: (st := reader.read("w0001")) is not None and st.ready, 60, "lease ready")
-        ev = {"event_id": "only", "entity_id": "c1", "ts": 0, "lat": 48.8566, "lon": 2.3522}
+        ev = {"event_id": "only", "entity_id": "c1", "ts": 1795255500000, "lat": 48.8566, "lon": 2.3522}
         clients.kinesis.put_record(StreamName=spec.stream_name, Data=json.dumps(ev).encode(), PartitionKey="c1",
                                    ExplicitHashKey=spec.worker("w0001").hash_key)
         _wait(lambda: clients.s3.list_objects_v2(Bucket=resources.output_bucket).get("KeyCount", 0) > 0, 30,

@@ -9,7 +9,9 @@ import pytest
 
 from geokernel.contracts.event_fields import EventFields
 from geokernel.contracts.events import REQUIRED_FIELDS
+from geokernel.contracts.timestamps import TsUnit
 from geokernel.events import Rejection, ValidEvent, parse_event, quarantine_record
+from tests.events.ts_units import EXPECTS, NOW_MS, WINDOW_S, Expect, window_start_ms
 
 GOOD = {"event_id": "e1", "entity_id": "truck-1", "ts": 1795255500000, "lat": 52.52, "lon": 13.405, "extra": [1]}
 
@@ -27,9 +29,9 @@ def test_valid_event_keeps_its_bytes() -> None:
     assert ev.raw == raw()
 
 
-@pytest.mark.parametrize("ts", ["2026-11-21T10:05:01Z", "2026-11-21T10:05:01.5+01:00", 0, 1795255500000.5])
+@pytest.mark.parametrize("ts", ["2026-11-21T10:05:01Z", "2026-11-21T10:05:01.5+01:00", 1795255500, 1795255500000.5])
 def test_timestamp_forms(ts: object) -> None:
-    # GIVEN an epoch-ms or ISO-8601 ts / WHEN parsed / THEN accepted
+    # GIVEN an epoch-ms, epoch-s or ISO-8601 ts / WHEN parsed / THEN accepted
     assert isinstance(parse_event(raw(ts=ts)), ValidEvent)
 
 
@@ -118,7 +120,7 @@ def test_a_mapped_event_comes_out_under_the_canonical_names() -> None:
     # THEN the routing fields are read, the fields carry the canonical names, and the bytes are kept as sent
     assert isinstance(ev, ValidEvent)
     assert (ev.event_id, ev.entity_id, ev.lat, ev.lon) == ("e1", "truck-1", 52.52, 13.405)
-    assert ev.fields == GOOD and ev.raw == data
+    assert ev.fields == {**GOOD, "ts_ms": GOOD["ts"]} and ev.raw == data
     # AND with the default mapping the same bytes miss every field, named in the reason
     rj = parse_event(data)
     assert isinstance(rj, Rejection) and rj.reason.startswith("missing_field: event_id, entity_id, ts, lat, lon")
@@ -139,3 +141,59 @@ def test_a_reason_names_the_producers_field(changes: dict[str, object], code: st
     # WHEN parsed with the mapping THEN the code is the contract's and the reason names the producer's key
     rj = parse_event(data, RENAMED)
     assert isinstance(rj, Rejection) and rj.code == code and needle in rj.reason, rj
+
+
+@pytest.mark.parametrize("expect", EXPECTS, ids=[e.id for e in EXPECTS])
+def test_the_shared_time_unit_table(expect: Expect) -> None:
+    # GIVEN a case of the one table of event times every reader is tested against (tests/events/ts_units.json)
+    data = json.dumps(expect.event()).encode()
+    # WHEN the router's and worker's rules parse it under the case's ts_unit, their clock at the table's now
+    got = parse_event(data, EventFields(ts_unit=expect.unit), now=NOW_MS)
+    # THEN it is valid with the table's event time (ts passes through as sent), or quarantined with its reason
+    ms = got.ts_ms if isinstance(got, ValidEvent) else None
+    assert expect.verdict(ms, got.reason if isinstance(got, Rejection) else None) is None, \
+        expect.verdict(ms, got.reason if isinstance(got, Rejection) else None)
+    if isinstance(got, ValidEvent):
+        assert got.fields["ts_ms"] == ms and got.fields["ts"] == expect.ts
+
+
+def test_the_time_unit_tables_windows_start_at_the_floor_of_the_time() -> None:
+    # GIVEN every valid outcome of the shared time table WHEN its window start is compared with its event time
+    # THEN each is floor(ms / window) * window, the window every reader (Spark, counts) puts the event in
+    w = WINDOW_S * 1000
+    assert [(e.id, e.ms // w * w) for e in EXPECTS if e.ms is not None] == \
+        [(e.id, window_start_ms(str(e.window))) for e in EXPECTS if e.ms is not None]
+
+
+def test_epoch_seconds_are_no_longer_read_as_1970_milliseconds() -> None:
+    # GIVEN an event stamped in epoch seconds (issue #56: it used to pass as milliseconds in January 1970)
+    data = raw(ts=1733574000)
+    # WHEN parsed with ts_unit ms, and with the default (auto)
+    fixed, auto = parse_event(data, EventFields(ts_unit=TsUnit.MS)), parse_event(data)
+    # THEN under ms it is quarantined naming the value, its 1970 reading and the setting to change
+    assert isinstance(fixed, Rejection) and fixed.reason == (
+        "bad_timestamp: ts 1733574000 read as ms is 1970-01-21T01:32:54Z, outside the plausible window "
+        "[2000-01-01, now + 1 day]; set ts_unit (event field mapping) to 's' or 'auto'")
+    # AND auto reads it as seconds
+    assert isinstance(auto, ValidEvent) and auto.ts_ms == 1733574000000
+
+
+def test_a_reason_names_the_producers_time_key_and_the_mapping_setting() -> None:
+    # GIVEN a producer whose time is "time", in milliseconds, mapped with ts_unit s by mistake
+    fields = EventFields(event_id="id", entity_id="vehicle", ts="time", lat="latitude", lon="longitude",
+                         ts_unit=TsUnit.S)
+    data = json.dumps({**RENAMED.mapped(GOOD), "time": 1733574000123}).encode()
+    # WHEN parsed THEN the reason names the producer's key and suggests the unit its magnitude gives
+    rj = parse_event(data, fields)
+    assert isinstance(rj, Rejection) and rj.reason.startswith("bad_timestamp: time 1733574000123 read as s is after")
+    assert rj.reason.endswith("set ts_unit (event field mapping) to 'ms' or 'auto'")
+
+
+@pytest.mark.parametrize(("ts", "valid"), [
+    (946_684_800_000, True), (946_684_799_999, False),  # 2000-01-01T00:00:00.000Z is the first plausible instant
+    (NOW_MS + 86_400_000, True), (NOW_MS + 86_400_001, False),  # the last is a day after the reader's now
+    (946_684_799_999.5, True),  # the nearest millisecond (halves up) is what must be plausible
+])
+def test_the_plausible_window_is_inclusive_at_both_ends(ts: float, valid: bool) -> None:
+    # GIVEN a time in ms at an edge of the window WHEN parsed with the clock at NOW_MS THEN in or out as stated
+    assert isinstance(parse_event(raw(ts=ts), now=NOW_MS), ValidEvent) is valid

@@ -7,10 +7,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 
 from geokernel.contracts.event_fields import EventFields
 from geokernel.contracts.events import REASON_CODES, REQUIRED_FIELDS, ReasonCode
+from geokernel.contracts.timestamps import TsUnit
 from glue_jobs.events import classify_events, quarantine_records, valid_events
+from glue_jobs.transform import WindowSpec, aggregate_windows
+from tests.events.ts_units import EXPECTS, NOW_MS, WINDOW_S, window_start_ms
 
 pytestmark = pytest.mark.spark
 
@@ -154,3 +158,42 @@ def test_odd_field_names_are_read_as_names(spark) -> None:
     rows = {r["source"]: r for r in classify_events(df, fields=odd).collect()}
     assert rows["g"]["reason"] is None and rows["g"]["lat"] == 52.5
     assert rows["b"]["reason"].startswith("lat_out_of_range: lat%=95 is outside")
+
+
+def test_the_shared_time_unit_table(spark) -> None:
+    # GIVEN every case of the one table of event times (tests/events/ts_units.json), under each ts_unit
+    classified = None
+    for unit in TsUnit:
+        mine = [(json.dumps(e.event(i)), e.id) for i, e in enumerate(EXPECTS) if e.unit is unit]
+        df = spark.createDataFrame(mine, "value string, source string")
+        # WHEN the Spark job classifies them with that unit, its clock at the table's now
+        part = classify_events(df, fields=EventFields(ts_unit=unit), now_ms=NOW_MS)
+        classified = part if classified is None else classified.unionByName(part)
+    assert classified is not None
+    classified = classified.cache()
+    rows = classified.select("source", F.unix_millis("ts").alias("ms"), "reason").collect()
+    ms = {r["source"]: r["ms"] for r in rows if r["reason"] is None}
+    bad = {r["source"]: r["reason"] for r in rows if r["reason"] is not None}
+    # AND puts the valid ones in the job's windows (each case on its own "quadkey": its id)
+    counts = aggregate_windows(valid_events(classified), WindowSpec(f"{WINDOW_S} seconds"), "ts", "source")
+    windows = {r["quadkey"]: r["start"] for r in counts.select("quadkey", F.unix_millis("window_start")
+                                                                 .alias("start")).collect()}
+    classified.unpersist()
+    # THEN each case has the table's outcome: its event time in ms and its window, or its reason
+    wrong = [(e.id, e.verdict(ms.get(e.id), bad.get(e.id))) for e in EXPECTS if e.verdict(ms.get(e.id), bad.get(e.id))]
+    wrong += [(e.id, f"window {windows.get(e.id)} != {e.window}") for e in EXPECTS
+              if e.window is not None and windows.get(e.id) != window_start_ms(e.window)]
+    assert not wrong, wrong
+
+
+def test_epoch_seconds_are_no_longer_counted_in_january_1970(spark) -> None:
+    # GIVEN an event stamped in epoch seconds (issue #56: it used to be counted as milliseconds, in 1970)
+    df = spark.createDataFrame([(_with(ts=1733574000), "s")], "value string, source string")
+    # WHEN classified with the default (auto) and with ts_unit ms
+    auto = classify_events(df).select(F.unix_millis("ts").alias("ms"), "reason").first()
+    fixed = classify_events(df, fields=EventFields(ts_unit=TsUnit.MS)).first()
+    # THEN auto reads seconds, and ms quarantines it naming the setting to change
+    assert auto is not None and fixed is not None and (auto["ms"], auto["reason"]) == (1733574000000, None)
+    assert fixed["reason"] == ("bad_timestamp: ts '1733574000' read as ms is 1970-01-21T01:32:54Z, outside the "
+                               "plausible window [2000-01-01, now + 1 day]; set ts_unit (event field mapping) to 's' "
+                               "or 'auto'")

@@ -7,6 +7,8 @@ import json
 import pytest
 
 from geokernel.contracts.plan import SwapMode
+from geokernel.contracts.timestamps import TsUnit
+from infra.aggregation import emr_arguments, glue_arguments
 from infra.config import DEFAULTS, ConfigError, load_config
 
 
@@ -217,3 +219,21 @@ def test_fleet_workers_is_a_worker_count(bad: object) -> None:
     # GIVEN a fleet_workers that is no worker count WHEN loaded THEN the key and the value are named
     with pytest.raises(ConfigError, match=f"'fleet_workers'.*{bad!r}"):
         load_config({"fleet_workers": bad})
+
+
+def test_the_ts_unit_is_set_in_event_fields_and_reaches_the_router_workers_and_job_with_it() -> None:
+    # GIVEN cdk.json's event_fields with a ts_unit, as an object and as `-c event_fields=...` text
+    cfg = load_config({"event_fields": {"ts": "time", "ts_unit": "s"}})
+    # THEN the deployment's mapping holds it (default auto), from either form
+    assert cfg.event_fields.ts_unit is TsUnit.S and load_config({}).event_fields.ts_unit is TsUnit.AUTO
+    assert load_config({"event_fields": '{"ts_unit": "us"}'}).event_fields.ts_unit is TsUnit.US
+    # AND the value the stack sets as EVENT_FIELDS (router, workers) and passes the Spark job carries it
+    text = cfg.event_fields.to_json()
+    assert json.loads(text) == {"ts": "time", "ts_unit": "s"}
+    assert emr_arguments({"event-fields": text})[:2] == ["--event-fields", text]
+    assert glue_arguments({"event-fields": text})["--event_fields"] == text
+    # AND a unit alone is a mapping worth passing (not the default); one that is none stops synth naming it
+    assert not load_config({"event_fields": {"ts_unit": "ms"}}).event_fields.is_default
+    with pytest.raises(ConfigError, match=r"^context 'event_fields': event field mapping: ts_unit 'seconds' is not one "
+                                          r"of auto, s, ms, us, iso$"):
+        load_config({"event_fields": {"ts_unit": "seconds"}})

@@ -17,7 +17,7 @@ from infra.aggregation import emr_arguments, glue_arguments
 from infra.config import ConfigError, load_config
 
 REPO = Path(__file__).resolve().parents[2]
-MAPPING = {"event_id": "id", "entity_id": "vehicle", "ts": "time", "lat": "latitude", "lon": "longitude"}
+MAPPING = {"event_id": "id", "entity_id": "vehicle", "ts": "time", "lat": "latitude", "lon": "longitude", "ts_unit": "s"}
 MAPPED_JSON = EventFields(**MAPPING).to_json()
 
 

@@ -121,7 +121,7 @@ def test_the_worker_runs_from_the_staged_context_with_the_geofence_transform(emr
     proc = subprocess.Popen([sys.executable, "-m", "geo_service"], cwd=staged, env=env, stdout=log.open("wb"),
                             stderr=subprocess.STDOUT)
     try:
-        event = {"event_id": "e1", "entity_id": "truck-1", "ts": 0, "lat": float(zone["lat"]), "lon": float(zone["lon"])}
+        event = {"event_id": "e1", "entity_id": "truck-1", "ts": 1795255500000, "lat": float(zone["lat"]), "lon": float(zone["lon"])}
         clients.kinesis.put_record(StreamName=spec.stream_name, Data=json.dumps(event).encode(), PartitionKey="truck-1",
                                    ExplicitHashKey=spec.worker("w0001").hash_key)
         rows = _wait_for_rows(clients, res, proc, 90)

@@ -167,7 +167,7 @@ def test_split_hot_cell_routes_by_entity(aws: Aws) -> None:
     b = bounds(Tile(2000, 1300, 12))
     lat, lon = (b.south + b.north) / 2, (b.west + b.east) / 2
     entities = [f"courier-{i}" for i in range(40)]
-    raws = [json.dumps({"event_id": f"e{i}", "entity_id": e, "ts": 1, "lat": lat, "lon": lon}).encode()
+    raws = [json.dumps({"event_id": f"e{i}", "entity_id": e, "ts": 1795255500000, "lat": lat, "lon": lon}).encode()
             for i, e in enumerate(entities)]
     # WHEN routed
     res = route_batch([InputRecord(str(i), r, "t") for i, r in enumerate(raws)], RoutingTable(spec, "georebal-geo-v1"),
@@ -190,7 +190,8 @@ def test_a_catch_all_split_by_entity_hash_routes_unlisted_places_by_entity(aws: 
     assert len(shares) == 3 and all(p.hash_range is not None for p in shares)
     activate(aws, spec)
     entities = [f"ship-{i}" for i in range(60)]
-    raws = [json.dumps({"event_id": f"e{i}", "entity_id": e, "ts": 1, "lat": -60.0, "lon": 120.0}).encode()
+    raws = [json.dumps({"event_id": f"e{i}", "entity_id": e, "ts": 1795255500000, "lat": -60.0,
+                        "lon": 120.0}).encode()
             for i, e in enumerate(entities)]
     # WHEN events in a place no region lists are routed
     res = route_batch([InputRecord(str(i), r, "t") for i, r in enumerate(raws)], RoutingTable(spec, "georebal-geo-v1"),
@@ -228,7 +229,7 @@ def test_large_batches_are_chunked_and_all_routed(aws: Aws, n: int) -> None:
     spec = make_spec(1)
     activate(aws, spec)
     b = bounds(Tile(2004, 1300, 12))
-    recs = [InputRecord(str(i), json.dumps({"event_id": f"e{i}", "entity_id": f"x{i % 7}", "ts": 5,
+    recs = [InputRecord(str(i), json.dumps({"event_id": f"e{i}", "entity_id": f"x{i % 7}", "ts": 1795255500005,
                                             "lat": (b.south + b.north) / 2, "lon": (b.west + b.east) / 2}).encode(),
                         "t") for i in range(n)]
     # WHEN routed
@@ -249,8 +250,8 @@ def test_a_worker_with_two_shards_gets_each_entity_on_one_of_them(aws: Aws) -> N
                                "stream_name": spec.stream_name, "flipped_at": "2026-11-21T10:00:00Z"})
     # WHEN 3 events each of 30 entities at one place are routed, interleaved
     entities = [f"courier-{i}" for i in range(30)]
-    raws = [json.dumps({"event_id": f"e{i}-{e}", "entity_id": e, "ts": i, "lat": 48.8566, "lon": 2.3522}).encode()
-            for i in range(3) for e in entities]
+    raws = [json.dumps({"event_id": f"e{i}-{e}", "entity_id": e, "ts": 1795255500000 + i, "lat": 48.8566,
+                        "lon": 2.3522}).encode() for i in range(3) for e in entities]
     res = route_batch([InputRecord(str(i), r, "t") for i, r in enumerate(raws)], RoutingTable(spec, spec.stream_name
                                                                                               or ""),
                       GeoStreams(aws.clients.kinesis), QuarantineSink(aws.clients.s3, aws.cfg.quarantine_bucket, "r"))
@@ -262,7 +263,7 @@ def test_a_worker_with_two_shards_gets_each_entity_on_one_of_them(aws: Aws) -> N
     order: dict[str, list[int]] = {}
     for shard, rec, _ in records:
         on.setdefault(rec["entity_id"], set()).add(shard)
-        order.setdefault(rec["entity_id"], []).append(rec["ts"])
+        order.setdefault(rec["entity_id"], []).append(rec["ts"] - 1795255500000)
     assert len(records) == 90 and all(len(s) == 1 for s in on.values())
     assert set().union(*on.values()) == {2 * worker, 2 * worker + 1}
     assert all(ts == [0, 1, 2] for ts in order.values())
@@ -324,7 +325,7 @@ def test_route_batch_reads_the_mapped_fields(aws: Aws) -> None:
     spec = make_spec(1)
     activate(aws, spec)
     b = bounds(Tile(2004, 1300, 12))
-    doc = {"id": "e1", "vehicle": "x", "time": 5, "latitude": (b.south + b.north) / 2,
+    doc = {"id": "e1", "vehicle": "x", "time": 1795255500005, "latitude": (b.south + b.north) / 2,
            "longitude": (b.west + b.east) / 2}
     recs = [InputRecord("1", json.dumps(doc).encode(), "t")]
     sink = QuarantineSink(aws.clients.s3, aws.cfg.quarantine_bucket, "r")

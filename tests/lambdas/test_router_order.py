@@ -48,7 +48,7 @@ class PartlyThrottledKinesis:
 
 def _events(n: int, entity: Any) -> list[InputRecord]:
     b = bounds(Tile(2000, 1300, 12))
-    return [InputRecord(f"seq-{i}", json.dumps({"event_id": f"e{i}", "entity_id": entity(i), "ts": 5,
+    return [InputRecord(f"seq-{i}", json.dumps({"event_id": f"e{i}", "entity_id": entity(i), "ts": 1795255500005,
                                                 "lat": (b.south + b.north) / 2, "lon": b.west + 0.01}).encode(), "t")
             for i in range(n)]
 

@@ -22,7 +22,7 @@ def ingest_batch(n: int, arrived: float) -> dict[str, Any]:
     b = bounds(Tile(2000, 1300, 12))
     out = []
     for i in range(n):
-        ev = {"event_id": f"e{i}", "entity_id": f"x{i % 50}", "ts": 5, "lat": (b.south + b.north) / 2,
+        ev = {"event_id": f"e{i}", "entity_id": f"x{i % 50}", "ts": 1795255500005, "lat": (b.south + b.north) / 2,
               "lon": (b.west + b.east) / 2}
         out.append({"kinesis": {"partitionKey": ev["entity_id"], "sequenceNumber": str(10**20 + i),
                                 "data": base64.b64encode(json.dumps(ev).encode()).decode(),

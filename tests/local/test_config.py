@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from geokernel.contracts.event_fields import EventFields
+from geokernel.contracts.timestamps import TsUnit
 from local.config import QUICK, EventsOptions, RunConfig, parse_args
-from local.dataset import HOTSPOT
+from local.dataset import HOTSPOT, EventFactory, Scenario, bad_events, load_places
+from local.environment import handler_env
 from local.run import main
+from local.twin import stack_context
 
 
 def test_default_pace_is_one_a_fleet_can_follow() -> None:
@@ -42,12 +47,28 @@ def test_event_fields_flag_renames_the_loops_schema() -> None:
     assert parse_args([]).event_fields.is_default
 
 
+def test_the_event_fields_flag_sets_the_ts_unit_of_the_producer_and_every_reader() -> None:
+    # GIVEN --event-fields with a ts_unit WHEN parsed
+    cfg = parse_args(["--quick", "--event-fields", "ts=time,ts_unit=s"])
+    # THEN the run's mapping carries it; the router and workers get it in EVENT_FIELDS, the stack in its context
+    assert cfg.event_fields == EventFields(ts="time", ts_unit=TsUnit.S)
+    assert json.loads(handler_env(cfg)["EVENT_FIELDS"]) == {"ts": "time", "ts_unit": "s"}
+    assert json.loads(stack_context(cfg, False)["event_fields"]) == {"ts": "time", "ts_unit": "s"}
+    # AND the built-in producer stamps its events in seconds, the bad ones too
+    factory = EventFactory(load_places("world"), Scenario(4.0, 3600.0, hotspot_place=10), 3, fields=cfg.event_fields)
+    assert {e["time"] for e in factory.events(5, 0.5, 1_795_255_500_000)} == {1_795_255_500}
+    assert json.loads(bad_events(3, 1_795_255_500_000, cfg.event_fields)[2].raw)["time"] == 1_795_255_500
+    # AND a unit that is none is one usage line naming it
+    with pytest.raises(ValueError, match="--event-fields: event field mapping: ts_unit 'sec' is not one of"):
+        parse_args(["--event-fields", "ts_unit=sec"])
+
+
 def test_a_bad_event_fields_flag_is_one_line_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
     # GIVEN a mapping naming an unknown field WHEN the loop starts THEN it exits 2 with one line naming flag and value
     assert main(["--quick", "--event-fields", "height=h"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == ("error: --event-fields: unknown event field 'height' in {'height': 'h'} "
-                   "(the fields are event_id, entity_id, ts, lat, lon)")
+                   "(the fields are event_id, entity_id, ts, lat, lon; and the setting ts_unit)")
 
 
 def test_events_flags_make_events_options() -> None:
@@ -70,6 +91,7 @@ def test_events_flags_make_events_options() -> None:
 @pytest.mark.parametrize(("argv", "message"), [
     (["--lat", "y"], "--lat only apply with --events FILE"),
     (["--event-id", "i", "--time-unit", "s"], "--event-id, --time-unit only apply with --events FILE"),
+    (["--ts-unit", "us"], "--time-unit only apply with --events FILE"),
     (["--columns", "a,b,c"], "--columns only apply with --events FILE"),
     (["--events", "d.csv", "--rate", "50"], "--rate 50.0 does not apply with --events 'd.csv'"),
     (["--events", "d.csv", "--dataset", "europe"], "--dataset 'europe' does not apply with --events 'd.csv'"),

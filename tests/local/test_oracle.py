@@ -153,7 +153,7 @@ def test_events_the_decoder_rejects_are_not_expected(spec: str) -> None:
     # THEN only the valid one is expected, with the event's and the transform's fields (no routing ids)
     assert expected.order == ("e0",)
     assert expected.fields["e0"] == {"entity_id": "car-0", "ts": 1_700_000_000_000, "lat": -1.0, "lon": 2.0,
-                                     "north": False, "region": [""]}
+                                     "ts_ms": 1_700_000_000_000, "north": False, "region": [""]}
 
 
 def test_the_report_says_what_the_transform_added_and_which_field_it_never_filled(spec: str) -> None:

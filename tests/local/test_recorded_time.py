@@ -24,7 +24,7 @@ from local.replay import RecordedReplayer
 SPEC = "transforms.geofence_state:GeofenceState"
 SPEED = 100.0
 WINDOW_S = 10.0  # --quick's
-START = 1_000_000.0  # the wall clock of the replay's first tick (a window boundary)
+START = 1_795_255_500.0  # the wall clock of the replay's first tick (a window boundary; a plausible 2026 time)
 EARTH_RADIUS_M = 6_371_008.8
 #: A speed within 1 % of the recorded one, or within the transform's rounding (3 decimals) of it.
 ROUNDING = 0.0005

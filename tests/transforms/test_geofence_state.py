@@ -39,8 +39,11 @@ def _t() -> GeofenceState:
     return t
 
 
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z: the times below are ms after it
+
+
 def _ev(ts: Any, point: tuple[float, float], entity: str = "car-1") -> dict[str, Any]:
-    return {"event_id": f"e{ts}", "entity_id": entity, "ts": ts, "lat": point[0], "lon": point[1]}
+    return {"event_id": f"e{ts}", "entity_id": entity, "ts": T0 + ts, "lat": point[0], "lon": point[1]}
 
 
 def _run(t: GeofenceState, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -83,13 +86,27 @@ def test_duplicate_and_out_of_order_events_leave_the_state_unchanged(zones: Path
     assert late.fields["zones"] == [] and dup.fields["zones"] == ["A"]
 
 
-def test_iso_and_digit_string_times_are_read_and_a_bad_one_named() -> None:
-    # GIVEN contract timestamps in each form
-    # THEN they are epoch milliseconds; a naive ISO time is UTC
-    assert event_ms("2026-01-01T00:00:01Z") == event_ms("2026-01-01T00:00:01") == 1_767_225_601_000.0
-    assert event_ms("1500") == 1500.0 and event_ms(2.5) == 2.5
+def test_the_event_time_is_the_workers_ts_ms_else_ts_by_the_time_unit_rule() -> None:
+    # GIVEN events with the worker's ts_ms, and hand-made ones with only ts in each contract form
+    # THEN ts_ms wins (ts may be seconds, as sent); ts alone is read as the worker reads it with ts_unit auto
+    assert event_ms({"ts": 1767225601, "ts_ms": 1767225601000}) == 1_767_225_601_000.0
+    assert event_ms({"ts": "2026-01-01T00:00:01Z"}) == event_ms({"ts": "2026-01-01T00:00:01"}) == 1_767_225_601_000.0
+    assert event_ms({"ts": "1767225601"}) == event_ms({"ts": 1767225601000}) == 1_767_225_601_000.0
     with pytest.raises(TransformError, match="'yesterday'"):
-        event_ms("yesterday")
+        event_ms({"ts": "yesterday"})
+    with pytest.raises(TransformError, match=r"ts 1500 read as s \(ts_unit 'auto'\) is 1970-01-01T00:25:00Z"):
+        event_ms({"ts": 1500})
+
+
+def test_speed_uses_the_event_time_in_ms_when_events_are_stamped_in_seconds(zones: Path) -> None:
+    # GIVEN two events of one entity 10 s apart, stamped in epoch seconds, with the worker's ts_ms
+    t = _t()
+    a = {"entity_id": "c", "ts": 1767225600, "ts_ms": 1767225600000, "lat": 10.2, "lon": 10.0}
+    b = {**a, "ts": 1767225610, "ts_ms": 1767225610000, "lat": 10.201}
+    # WHEN applied in order
+    out = _run(t, [a, b])
+    # THEN the speed is metres over 10 s (not over 10 ms, as reading seconds as milliseconds gave)
+    assert out[1]["speed_mps"] == pytest.approx(1000.0 * haversine_km(10.2, 10.0, 10.201, 10.0) / 10.0, abs=1e-3)
 
 
 def test_time_comes_from_the_field_geofence_time_field_names(zones: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,7 +127,7 @@ def test_time_comes_from_the_field_geofence_time_field_names(zones: Path, monkey
     # AND an event without the field is refused naming it (the worker quarantines it): no speed between two clocks
     with pytest.raises(TransformError, match="event 'e2000' has no field 'recorded_utc', which GEOFENCE_TIME_FIELD names"):
         t.apply_stateful(_ev(2_000, INSIDE_A), None)
-    with pytest.raises(TransformError, match="event recorded_utc 'soon' is neither epoch milliseconds nor ISO-8601"):
+    with pytest.raises(TransformError, match="event 'e3000': bad_timestamp: recorded_utc 'soon' is neither"):
         t.apply_stateful({**_ev(3_000, INSIDE_A), "recorded_utc": "soon"}, None)
 
 

@@ -69,7 +69,7 @@ def misses(zones_dir: Path, monkeypatch: pytest.MonkeyPatch, zone: tuple[float, 
     for plat, plon in points:
         worker = GeofenceState()
         worker.load_region(mixed_region(tile(plon, plat, zoom)), buffer_ring)
-        fields = worker.apply({"event_id": "e", "entity_id": "car", "ts": 0, "lat": plat, "lon": plon})
+        fields = worker.apply({"event_id": "e", "entity_id": "car", "ts": 1795255500005, "lat": plat, "lon": plon})
         if "Z" not in fields["zones"]:
             missed.append((plat, plon))
     return missed

@@ -174,7 +174,7 @@ def test_an_event_whose_state_is_too_big_is_quarantined_and_the_entity_keeps_its
     slot = _slot(Counter(pad=MAX_STATE_BYTES))
     proc, tracker = _processor()
     # WHEN an event is processed
-    result = proc.process(_batch([{"event_id": "e1", "entity_id": "car-9", "ts": 1, "lat": 1.0, "lon": 2.0}]), slot,
+    result = proc.process(_batch([{"event_id": "e1", "entity_id": "car-9", "ts": 1795255500000, "lat": 1.0, "lon": 2.0}]), slot,
                           tracker)
     # THEN it is quarantined as a transform error naming entity, transform and size; no row, no state
     assert result.quarantined == 1 and result.events_out == 0 and not slot.output.lines

@@ -167,8 +167,8 @@ def test_the_handover_gate_places_events_under_a_producers_own_names() -> None:
     # GIVEN an old spec with one worker, and two records: one under the mapped keys, one under the canonical ones
     spec = make_spec(1, [[""]], stream_name="s-geo-v1")
     fields = EventFields(entity_id="vehicle", lat="latitude", lon="longitude")
-    mapped = {"event_id": "e1", "vehicle": "car-1", "ts": 1, "latitude": 48.85, "longitude": 2.35}
-    canonical = {"event_id": "e2", "entity_id": "car-2", "ts": 1, "lat": 48.85, "lon": 2.35}
+    mapped = {"event_id": "e1", "vehicle": "car-1", "ts": 1795255500000, "latitude": 48.85, "longitude": 2.35}
+    canonical = {"event_id": "e2", "entity_id": "car-2", "ts": 1795255500000, "lat": 48.85, "lon": 2.35}
     records = tuple(KinesisRecord("shardId-0", str(i), "k", json.dumps(d).encode())
                     for i, d in enumerate((mapped, canonical)))
     # WHEN classified with the mapping

@@ -9,6 +9,7 @@ import pytest
 from geokernel.contracts.errors import ContractError
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventField, EventFields
 from geokernel.contracts.events import REQUIRED_FIELDS
+from geokernel.contracts.timestamps import TsUnit
 from partitioner.load.eventcols import EventColumns
 
 RENAMED = EventFields(event_id="id", entity_id="vehicle", ts="time", lat="latitude", lon="longitude")
@@ -78,3 +79,26 @@ def test_a_swap_of_two_names_renames_both() -> None:
     # THEN each value lands under the other name, both ways
     assert swapped.canonical({"lat": 1, "lon": 2}) == {"lon": 1, "lat": 2}
     assert swapped.mapped({"lat": 1, "lon": 2}) == {"lon": 1, "lat": 2}
+
+
+def test_ts_unit_travels_in_the_mapping_through_every_form() -> None:
+    # GIVEN a mapping that renames the time and sets its unit
+    fields = EventFields(ts="time", ts_unit=TsUnit.S)
+    # WHEN written as EVENT_FIELDS JSON, and read back from JSON, a mapping and the local loop's pairs
+    text = fields.to_json()
+    # THEN the JSON holds the setting beside the renamed field (and only when it is not auto), every form agrees
+    assert json.loads(text) == {"ts": "time", "ts_unit": "s"} and not fields.is_default
+    assert EventFields.from_json(text, "x") == EventFields.from_mapping({"ts": "time", "ts_unit": "s"}, "x") == \
+        EventFields.from_pairs("ts=time,ts_unit=s", "x") == fields
+    assert EventFields(ts_unit="us").ts_unit is TsUnit.US and EventFields().ts_unit is TsUnit.AUTO
+    assert EventFields(ts_unit=TsUnit.AUTO).to_json() == "{}" and EventFields(ts_unit="auto").is_default
+
+
+@pytest.mark.parametrize("unit", ["seconds", "S", "", 5, None])
+def test_a_bad_ts_unit_is_an_error_naming_where_the_setting_and_the_value(unit: object) -> None:
+    # GIVEN an EVENT_FIELDS value whose ts_unit is not a unit WHEN decoded
+    with pytest.raises(ContractError) as exc:
+        EventFields.from_json(json.dumps({"ts_unit": unit}), "environment variable EVENT_FIELDS")
+    # THEN the error names where, the setting, the value and the units
+    assert str(exc.value) == (f"environment variable EVENT_FIELDS: event field mapping: ts_unit {unit!r} is not one "
+                              "of auto, s, ms, us, iso")

@@ -7,7 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from partitioner.cli import main
+from partitioner.load.eventcols import EventColumns
+from partitioner.load.eventlog import CountOptions, check_rows, count_events
+from partitioner.load.eventread import read_event_table
+from tests.events.ts_units import EXPECTS, NOW_MS, WINDOW_S, Expect, window_start_ms
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -74,8 +80,8 @@ def test_a_bad_row_exits_2_with_one_line_and_writes_nothing(tmp_path: Path) -> N
                            "-o", str(out)], capture_output=True, text=True, cwd=ROOT, check=False)
     # THEN exit 2, one line naming file:line and the value, and no directory
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [f"error: {f} line 3: bad_timestamp: ts 'yesterday' is not epoch "
-                                                "seconds, epoch milliseconds or ISO-8601"]
+    assert done.stderr.strip().splitlines() == [f"error: {f} line 3: bad_timestamp: ts 'yesterday' is neither an epoch "
+                                                "number nor an ISO-8601 date-time (a date and a time)"]
     assert not out.exists()
 
 
@@ -107,3 +113,48 @@ def test_columns_name_the_columns_of_a_headerless_file(tmp_path: Path) -> None:
     # AND without them the command exits 2 naming --columns
     assert main(["counts", str(f), "--window-s", "60", "--zoom", "8", "-o", str(tmp_path / "o2"), "-q"]) == 2
     assert not (tmp_path / "o2").exists()
+
+
+def _one_event_file(tmp_path: Path, e: Expect, fmt: str) -> Path:
+    """The case's event as the only row of a JSON lines file (ts as JSON) or a CSV file (ts as its text)."""
+    doc = e.event()
+    f = tmp_path / f"case.{fmt}"
+    if fmt == "jsonl":
+        f.write_text(json.dumps(doc) + "\n")
+    else:
+        ts = doc["ts"] if isinstance(doc["ts"], str) else json.dumps(doc["ts"])
+        f.write_text(f"entity_id,lat,lon,ts\n{doc['entity_id']},{doc['lat']},{doc['lon']},{ts}\n")
+    return f
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+@pytest.mark.parametrize("expect", EXPECTS, ids=[e.id for e in EXPECTS])
+def test_the_shared_time_unit_table(tmp_path: Path, expect: Expect, fmt: str) -> None:
+    # GIVEN a case of the one table of event times (tests/events/ts_units.json) as a recorded log's only row
+    f = _one_event_file(tmp_path, expect, fmt)
+    # WHEN counts checks it with --ts-unit the case's unit, its clock at the table's now
+    rows = check_rows(read_event_table(f, EventColumns()), EventColumns(), expect.unit, NOW_MS)
+    # THEN it is valid with the table's event time, or a bad row with the table's reason
+    ms = int(rows.ms[0]) if rows.ok[0] else None
+    assert expect.verdict(ms, None if rows.ok[0] else rows.bad[0].reason) is None, \
+        expect.verdict(ms, None if rows.ok[0] else rows.bad[0].reason)
+    # AND a valid one is counted in the table's window
+    if expect.window is not None:
+        r = count_events([f], EventColumns(), CountOptions(WINDOW_S, 8, expect.unit, now_ms=NOW_MS))
+        assert int(r.counts.window[0]) * r.counts.window_ms == window_start_ms(expect.window)
+
+
+def test_ts_unit_is_the_deployments_setting_and_time_unit_its_old_name(tmp_path: Path, capsys: object) -> None:
+    # GIVEN a log stamped in epoch seconds (issue #56: counts read it as seconds, the deployed parts as 1970 ms)
+    f = tmp_path / "e.csv"
+    f.write_text("lat,lon,ts\n1,2,1733574037\n1,2,1733574097\n")
+    # WHEN counted with --ts-unit s, and with the old --time-unit ms
+    assert main(["counts", str(f), "--window-s", "60", "--zoom", "8", "--ts-unit", "s", "--keep-partial",
+                 "-o", str(tmp_path / "s"), "-q"]) == 0
+    status = main(["counts", str(f), "--window-s", "60", "--zoom", "8", "--time-unit", "ms", "-o", str(tmp_path / "ms")])
+    # THEN seconds count in their 2024 windows; read as ms the first row is refused with the router's reason
+    assert sorted(p.name for p in (tmp_path / "s").glob("*.csv")) == ["20241207T122000Z.csv", "20241207T122100Z.csv"]
+    assert status == 2
+    assert f"{f} line 2: bad_timestamp: ts 1733574037 read as ms is 1970-01-21T01:32:54Z, outside the plausible " \
+           "window [2000-01-01, now + 1 day]; set ts_unit (event field mapping) to 's' or 'auto'" in \
+           capsys.readouterr().err  # type: ignore[attr-defined]

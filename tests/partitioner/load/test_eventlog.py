@@ -32,7 +32,7 @@ lats = st.floats(-85.05112878, 85.05112878, allow_nan=False)
 
 def _quadkeys(tmp_path: Path, points: list[tuple[float, float]], zoom: int) -> list[str]:
     f = tmp_path / "p.csv"
-    f.write_text("lat,lon,ts\n" + "".join(f"{lat!r},{lon!r},{i}\n" for i, (lon, lat) in enumerate(points)))
+    f.write_text("lat,lon,ts\n" + "".join(f"{lat!r},{lon!r},{1733574037 + i}\n" for i, (lon, lat) in enumerate(points)))
     result = count_events([f], EventColumns(), CountOptions(1e9, zoom))
     text = window_csv(result.counts, result.counts.windows()[0])
     return sorted(line.split(",")[0] for line in text.splitlines()[1:])
@@ -52,18 +52,20 @@ def test_quadkeys_are_the_scalar_tiles_and_mercantiles(tmp_path_factory: pytest.
 
 
 def test_windows_are_floor_of_time_over_window_and_gaps_are_kept(tmp_path: Path) -> None:
-    # GIVEN events at 0 ms, 59999 ms, 60 ms and 180 s (ISO)
+    # GIVEN events at T, T + 59999 ms, T + 60 ms and T + 180 s (ISO), T = 2024-12-07T12:19:00Z
+    t = 1_733_573_940_000
     f = tmp_path / "e.csv"
-    f.write_text("lat,lon,ts\n10,10,0\n10,10,59999\n10,10,60\n10,10,1970-01-01T00:03:00Z\n")
-    # WHEN counted in 60 s windows, numbers as milliseconds (auto would read these small ones as seconds)
-    r = count_events([f], EventColumns(), CountOptions(60, 4, time_unit="ms"))
-    # THEN windows 0 and 3 hold the events, windows 1 and 2 are empty but listed
-    assert list(r.counts.windows()) == [0, 1, 2, 3]
-    assert r.counts.window.tolist() == [0, 3] and r.counts.count.tolist() == [3, 1]
-    assert window_name(r.counts, 3) == "19700101T000300Z.csv"
-    assert window_csv(r.counts, 1).endswith(",0\n")  # an empty window: one zero-weight row
+    f.write_text(f"lat,lon,ts\n10,10,{t}\n10,10,{t + 59999}\n10,10,{t + 60}\n10,10,2024-12-07T12:22:00Z\n")
+    # WHEN counted in 60 s windows (ts_unit auto: the numbers are milliseconds by their magnitude)
+    r = count_events([f], EventColumns(), CountOptions(60, 4))
+    # THEN windows T/60 s and 3 later hold the events, the two between are empty but listed
+    w0 = t // 60_000
+    assert list(r.counts.windows()) == [w0, w0 + 1, w0 + 2, w0 + 3]
+    assert r.counts.window.tolist() == [w0, w0 + 3] and r.counts.count.tolist() == [3, 1]
+    assert window_name(r.counts, w0 + 3) == "20241207T122200Z.csv"
+    assert window_csv(r.counts, w0 + 1).endswith(",0\n")  # an empty window: one zero-weight row
     # AND the name gives the window's start back (simulate's clock), other names none
-    assert window_start_of_name(window_name(r.counts, 3)) == 180.0
+    assert window_start_of_name(window_name(r.counts, w0 + 3)) == t / 1000 + 180.0
     assert window_start_of_name("20260516T140000.250Z.csv") == 1_778_940_000.25
     assert window_start_of_name("window-003.csv") is None and window_start_of_name("20260516T1400Z.csv") is None
 
@@ -83,7 +85,7 @@ def test_times_in_seconds_milliseconds_and_iso_agree() -> None:
 def test_first_bad_row_names_file_line_and_value(tmp_path: Path) -> None:
     # GIVEN a CSV with a blank line and then a latitude out of range on line 4
     f = tmp_path / "e.csv"
-    f.write_text("lat,lon,ts\n1,2,3\n\n91.5,2,3\n")
+    f.write_text("lat,lon,ts\n1,2,1733574037\n\n91.5,2,1733574037\n")
     # WHEN counted
     with pytest.raises(EventLogError) as err:
         count_events([f], EventColumns(), CountOptions(60, 10))
@@ -94,8 +96,8 @@ def test_first_bad_row_names_file_line_and_value(tmp_path: Path) -> None:
 def test_skip_bad_counts_reasons_and_keeps_the_rest(tmp_path: Path) -> None:
     # GIVEN JSON lines with one good event and three bad ones
     f = tmp_path / "e.jsonl"
-    f.write_text('{"lat": 1, "lon": 2, "ts": 3}\n{"lat": "a", "lon": 2, "ts": 3}\nnot json\n'
-                 '{"lat": 1, "lon": 200, "ts": 3}\n')
+    f.write_text('{"lat": 1, "lon": 2, "ts": 1733574037}\n{"lat": "a", "lon": 2, "ts": 1733574037}\nnot json\n'
+                 '{"lat": 1, "lon": 200, "ts": 1733574037}\n')
     # WHEN counted skipping bad rows
     r = count_events([f], EventColumns(), CountOptions(60, 10, skip_bad=True))
     # THEN one event counts and the bad rows are kept with their lines and reasons
@@ -163,7 +165,7 @@ def test_columns_name_a_headerless_files_columns_and_its_lines_start_at_1(tmp_pa
 def test_columns_are_refused_for_files_with_named_columns_and_when_named_twice(tmp_path: Path) -> None:
     # GIVEN a JSON lines file
     f = tmp_path / "e.jsonl"
-    f.write_text('{"lat": 1, "lon": 2, "ts": 3}\n')
+    f.write_text('{"lat": 1, "lon": 2, "ts": 1733574037}\n')
     # WHEN read with --columns THEN the error says --columns is for headerless CSV files
     with pytest.raises(EventLogError, match=r"--columns names the columns of a CSV file without a header line; .* is "
                                             r"JSON lines"):
@@ -186,8 +188,8 @@ def test_semicolon_tab_and_pipe_separated_files_count_as_the_comma_separated_one
                                                                                   sep: str) -> None:
     # GIVEN the same rows comma separated and separated by sep, with a row of too many fields on line 3 and a
     # latitude out of range on line 4 (the European export's decimal point is a dot here)
-    rows = [["lat", "lon", "ts", "entity_id"], ["51.5", "-0.12", "60", "a"], ["51.5", "-0.12", "61", "b", "x"],
-            ["95", "-0.12", "62", "c"], ["51.6", "-0.13", "125", "a"]]
+    rows = [["lat", "lon", "ts", "entity_id"], ["51.5", "-0.12", "1733574060", "a"],
+            ["51.5", "-0.12", "1733574061", "b", "x"], ["95", "-0.12", "1733574062", "c"], ["51.6", "-0.13", "1733574125", "a"]]
     comma, other = tmp_path / "c.csv", tmp_path / name
     comma.write_text("".join(",".join(r) + "\n" for r in rows))
     other.write_text("".join(sep.join(r) + "\n" for r in rows))
@@ -261,7 +263,7 @@ def test_a_tab_separated_headerless_check_in_log_is_read_with_its_columns_named(
                   "1\t2010-10-17T23:42:03Z\t30.2557309927\t-97.7633857727\t316637\n")
     # WHEN counted with its columns named
     cols = EventColumns(names=("entity_id", "ts", "lat", "lon", "place"))
-    r = count_events([f], cols, CountOptions(86_400, 12, time_unit="iso"))
+    r = count_events([f], cols, CountOptions(86_400, 12, ts_unit="iso"))
     # THEN three check-ins of two users, one a day, each in its tile
     assert r.events == 3 and r.entities == 2
     assert r.counts.window.tolist() == [int(datetime(2010, 10, d, tzinfo=UTC).timestamp()) // 86_400
