@@ -16,6 +16,7 @@ import pytest
 from geo_testkit import Resources, make_spec, publish_spec, set_active
 
 from geo_service.adapters.aws import Clients
+from geo_service.adapters.logs import read_line
 from geo_service.leases.lease import LeaseManager
 from geokernel.contracts.env import EnvVar
 from geokernel.geo.tiles import quadkey, tile
@@ -59,7 +60,8 @@ def _wait(predicate: Any, timeout: float, what: str) -> Any:
 
 
 def _logs(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The log lines of a worker's stdout (its EMF metric lines left out)."""
+    return [doc for line in path.read_text().splitlines() if (doc := read_line(line)) is not None]
 
 
 def test_process_serves_health_and_releases_on_sigterm(moto_endpoint: str, clients: Clients,
@@ -87,7 +89,7 @@ def test_process_serves_health_and_releases_on_sigterm(moto_endpoint: str, clien
     # THEN it exits 0 after releasing the lease, and its stdout is JSON lines
     after = LeaseManager(clients.dynamodb, resources.leases_table, 2, "reader", 3).read("w0001")
     assert code == 0 and after is not None and after.released and after.owner is None and not after.drained
-    events = [r["event"] for r in _logs(log)]
+    events = [r["message"] for r in _logs(log)]
     assert {"spec_loaded", "lease_claimed", "worker_ready", "signal", "lease_released", "exit"} <= set(events)
 
 
@@ -116,7 +118,7 @@ def test_process_drains_after_the_flip_and_exits_zero(moto_endpoint: str, client
     # THEN the process exits 0 on its own with its lease drained and released
     st = reader.read("w0001")
     assert code == 0 and st is not None and st.drained and st.released and st.owner is None
-    assert next(r for r in _logs(log) if r["event"] == "exit")["state"] == "drained"
+    assert next(r for r in _logs(log) if r["message"] == "exit")["state"] == "drained"
 
 
 @pytest.mark.parametrize(("drop", "message"), [(EnvVar.SPEC_VERSION, "SPEC_VERSION is required")])
@@ -130,4 +132,5 @@ def test_process_config_error_exits_2_naming_the_variable(moto_endpoint: str, re
     code = _start(env, log).wait(timeout=30)
     # THEN it exits 2 with a JSON log line naming the variable
     lines = _logs(log)
-    assert code == 2 and lines[-1]["event"] == "config_error" and message in lines[-1]["error"]
+    assert code == 2 and lines[-1]["message"] == "config_error" and message in lines[-1]["error"]
+
