@@ -157,7 +157,8 @@ class WorkerConfig:
             raise ConfigError(f"{EnvVar.GET_RECORDS_INTERVAL_S} must be in [0, 60] seconds, "
                               f"got {self.get_records_interval_s!r}")
         if not (isinstance(self.metrics_interval_s, (int, float)) and 0 <= self.metrics_interval_s <= 3600):
-            raise ConfigError(f"{EnvVar.METRICS_INTERVAL_S} must be in [0, 3600] seconds, got {self.metrics_interval_s!r}")
+            raise ConfigError(f"{EnvVar.METRICS_INTERVAL_S} must be in [0, 3600] seconds, "
+                              f"got {self.metrics_interval_s!r}")
         if isinstance(self.output_flush_bytes, bool) or not 1 <= self.output_flush_bytes <= 1 << 30:
             raise ConfigError(f"{EnvVar.OUTPUT_FLUSH_BYTES} must be in [1, 2**30], got {self.output_flush_bytes!r}")
         if not 0 <= self.health_port <= 65535:

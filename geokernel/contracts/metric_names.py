@@ -106,8 +106,8 @@ METRICS: Mapping[Metric, MetricUse] = MappingProxyType({
     Metric.QUARANTINED: MetricUse(service=_R, meaning="Events sent to the quarantine bucket (count per batch)."),
     Metric.ROUTE_FAILURES: MetricUse(service=_R, meaning="Records reported as batch item failures (count per batch)."),
     Metric.GEO_WRITE_THROTTLED: MetricUse(
-        service=_R, meaning="Records a geo stream throttled (PutRecords ProvisionedThroughputExceeded; count per batch; "
-                            "alarm StreamThrottles)."),
+        service=_R, meaning="Records a geo stream throttled (PutRecords ProvisionedThroughputExceeded; count per "
+                            "batch; alarm StreamThrottles)."),
     Metric.DEPLOY_REQUEST_IGNORED: MetricUse(
         service=_D, meaning="A spec object whose version the control item 'desired' never reached (count)."),
     Metric.HOOK_BAD_EVENT: MetricUse(service=_H, meaning="A lifecycle hook event that could not be parsed (count)."),

@@ -1,4 +1,4 @@
-"""geo_service.adapters.metrics: a worker's EMF lines, in the deployment's one dimension set, at most 100 values each."""
+"""geo_service.adapters.metrics: a worker's EMF lines, in the deployment's one dimension set, under 100 values each."""
 
 from __future__ import annotations
 
