@@ -153,7 +153,8 @@ def test_a_worker_process_logs_powertools_lines_and_emf_metrics_by_the_metric_na
     set_active(clients, resources, 7)
     log = tmp_path / "worker-v7-w0001.log"
     proc = _start(_env(moto_endpoint, resources, 7, **{EnvVar.WORKER_ID: "w0001", EnvVar.SWAP_MODE: "whole",
-                                                       EnvVar.METRICS_INTERVAL_S: "1"}), log)
+                                                       EnvVar.METRICS_INTERVAL_S: "1",
+                                                       "POWERTOOLS_METRICS_DISABLED": "false"}), log)
     try:
         reader = LeaseManager(clients.dynamodb, resources.leases_table, 7, "reader", 3)
         _wait(lambda: (st := reader.read("w0001")) is not None and st.ready, 60, "lease ready")

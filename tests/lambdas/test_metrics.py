@@ -31,6 +31,12 @@ def shared_defaults() -> Iterator[None]:
         d.update(before)
 
 
+@pytest.fixture(autouse=True)
+def metrics_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Metrics as a function has them (the local loop's in-process handlers turn them off for the process)."""
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+
+
 def emf_lines(out: str) -> list[dict[str, Any]]:
     return [doc for doc in map(json.loads, filter(None, out.splitlines())) if "_aws" in doc]
 

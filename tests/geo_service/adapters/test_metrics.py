@@ -12,6 +12,12 @@ from geo_service.adapters.metrics import MAX_VALUES, WorkerMetrics, spread
 from geokernel.contracts.metric_names import NAMESPACE, Metric, MetricService, metric_dimensions
 
 
+@pytest.fixture(autouse=True)
+def metrics_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Metrics as a worker has them (the local loop's in-process handlers turn them off for the process)."""
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 100.0
