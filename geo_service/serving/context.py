@@ -2,10 +2,10 @@
 
 A :class:`WorkerContext` is built once per process by the shell (:class:`geo_service.worker.GeoWorker`) and handed
 to the parts that work on slots: :func:`~geo_service.serving.opening.open_slot`, the per-slot runner
-(:mod:`geo_service.serving.runner`) and the carry-over (:mod:`geo_service.serving.carry`). It holds the configuration, the AWS
-clients, the clocks, the spec cache, the heartbeats, the output writer, the metrics, the status board and the stop flag, plus
-the few things that change while the process runs: the calibration (measured once), the slot being served and its
-lease, and the newest control view seen.
+(:mod:`geo_service.serving.runner`) and the carry-over (:mod:`geo_service.serving.carry`). It holds the configuration,
+the AWS clients, the clocks, the spec cache, the heartbeats, the output writer, the metrics, the status board and the
+stop flag, plus the few things that change while the process runs: the calibration (measured once), the slot being
+served and its lease, and the newest control view seen.
 """
 
 from __future__ import annotations
