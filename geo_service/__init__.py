@@ -12,7 +12,8 @@ the entry points, on top:
 ``errors``                     the exception base, :class:`~geo_service.errors.GeoServiceError` (a module)
 ``adapters``                   the worker's ports to the outside, injectable for tests and the simulation
 ``adapters.aws``               the AWS adapter (S3, Kinesis, DynamoDB): clients, request and response shapes
-``adapters.logs``              structured JSON logs, one object per line on stdout
+``adapters.logs``              structured JSON logs on stdout, in the Lambdas' Powertools schema
+``adapters.metrics``           CloudWatch EMF metrics on stdout (one line a minute), in the deployment's dimensions
 ``adapters.timebase``          clocks, waits and background threads (a virtual clock in the scale simulation)
 ``leases``                     worker-slot leases
 ``leases.lease``               a slot's lease in DynamoDB: claim, heartbeat, ready, checkpoint, drain, release

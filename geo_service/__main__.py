@@ -7,9 +7,10 @@ Configuration comes from environment variables (names in :mod:`geo_service.runti
 ``COST_REPORT_INTERVAL_S``, ``HEALTH_PORT`` (0 = off), ``GEO_TRANSFORM``, ``GRID_ZOOM``,
 ``POLL_INTERVAL_S``, ``ACTIVE_POLL_S``, ``BUFFER_RING``.
 
-Logs are JSON lines on stdout. SIGTERM or SIGINT releases the lease gracefully. Exit
-status: 0 after drain, release on request, or when every slot of the version is already
-drained; 1 on a failure (the log says why); 2 on a configuration error.
+Logs are JSON lines on stdout in the Lambdas' Powertools schema (:mod:`geo_service.adapters.logs`), with a CloudWatch
+EMF line every ``METRICS_INTERVAL_S`` (:mod:`geo_service.adapters.metrics`). SIGTERM or SIGINT releases the lease
+gracefully. Exit status: 0 after drain, release on request, or when every slot of the version is already drained; 1 on
+a failure (the log says why); 2 on a configuration error.
 """
 
 from __future__ import annotations

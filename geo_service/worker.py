@@ -54,6 +54,7 @@ from dataclasses import asdict
 
 from geo_service.adapters.aws import Clients
 from geo_service.adapters.logs import log
+from geo_service.adapters.metrics import WorkerMetrics
 from geo_service.adapters.timebase import SYSTEM, Task, Timebase
 from geo_service.leases.lease import Clock, LeaseLost, LeaseManager
 from geo_service.pipeline.cost import Calibration, calibrate
@@ -96,12 +97,16 @@ class GeoWorker:
         Skip the start-up calibration and use this one (tests); by default calibrated once per process.
     protection : ScaleInProtection, optional
         The task's scale-in protection (default: from ``config.agent_uri``).
+    metrics : WorkerMetrics, optional
+        Its CloudWatch metrics (default: an EMF line on stdout every ``config.metrics_interval_s``; tests give their
+        own stream).
     """
 
     def __init__(self, config: WorkerConfig, clients: Clients, *, owner: str | None = None,
                  clock: Clock | None = None, timebase: Timebase = SYSTEM,
                  transform_factory: Callable[[], GeoTransform] | None = None,
-                 calibration: Calibration | None = None, protection: ScaleInProtection | None = None) -> None:
+                 calibration: Calibration | None = None, protection: ScaleInProtection | None = None,
+                 metrics: WorkerMetrics | None = None) -> None:
         self.config = config
         self.clients = clients
         self.owner = owner or default_owner()
@@ -111,7 +116,7 @@ class GeoWorker:
             config, clients, owner=self.owner, clock=clock or timebase.time, timebase=timebase,
             transform_factory=transform_factory or (lambda: load_transform(config.transform)),
             calibration=calibration, board=board,
-            protection=protection or ScaleInProtection(config.agent_uri, clock=timebase.monotonic))
+            protection=protection or ScaleInProtection(config.agent_uri, clock=timebase.monotonic), metrics=metrics)
         self.finder = SlotFinder(config, clients, self.owner, self.ctx.specs, self.ctx.clock, manager=self.ctx.manager)
         self.carrier = Carrier(self.ctx)
         self.log = self.ctx.log
@@ -210,7 +215,16 @@ class GeoWorker:
             ctx.heartbeats.stop()
             if self.health is not None:
                 self.health.close()
+            self._flush_metrics()
         return code
+
+    def _flush_metrics(self) -> None:
+        """The last EMF line of the process (what it did since the one before); a failure is logged, not raised."""
+        try:
+            self.ctx.metrics.flush()
+        except Exception as exc:
+            log(self.log, logging.WARNING, "metrics_flush_failed", error=f"{type(exc).__name__}: {exc}",
+                **self.ctx.ids())
 
     def _run(self) -> int:
         """Claim, open and serve slots until stopped or nothing is left; set the final state."""

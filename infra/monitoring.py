@@ -1,102 +1,70 @@
-"""CloudWatch dashboard and alarms, with an encrypted SNS topic for alarm notifications.
+"""CloudWatch alarms and dashboard, with an encrypted SNS topic for alarm notifications.
 
-Metrics (docs/CONTRACTS.md "Metrics"; the project's own names are in ``geokernel/contracts/metric_names.py``,
-which the Lambdas emit with):
+The metrics are in ``infra/metrics.py`` (the project's own in the deployment's dimension set ``service`` +
+``deployment``, and the AWS metrics of the watched resources), the dashboard in ``infra/dashboard.py``. Each alarm has a
+row in docs/DEPLOY.md, "When things go wrong". Alarms (name: what it reads):
 
-* worker utilisation: ``GeoRebalancer/WorkerUtilisation`` (dimension ``service=partitioner``), the max over
-  workers of measured load / max_load, from the cost reports (an EMF metric of the partitioner);
-* spec age: ``GeoRebalancer/SpecAgeSeconds`` (dimension ``service=partitioner``), age of the active spec;
-* router iterator age: ``AWS/Lambda IteratorAge`` of the router;
-* quarantine rate: ``AWS/S3 PutRequests`` on the quarantine bucket, request-metrics filter ``QuarantineWrites``;
-* failed deploys: an EventBridge rule on ECS ``SERVICE_DEPLOYMENT_FAILED`` for the worker service
-  (``AWS/Events TriggeredRules``), plus the hooks and deployer Lambda errors.
+* ``WorkerUtilisation``, ``SpecAge``: the partitioner's ``WorkerUtilisation`` and ``SpecAgeSeconds``;
+* ``RouterIteratorAge``, ``QuarantineRate``, ``RouterFailures``: the router's ``IteratorAge``, the quarantine bucket's
+  request metrics, the router's failure queue;
+* ``FailedDeploys``: an EventBridge rule on ECS ``SERVICE_DEPLOYMENT_FAILED`` for the worker service;
+* ``PartitionerDeadLetters``, ``DeployerDeadLetters``, ``PartitionerErrors``, ``DeployerErrors``, ``HooksErrors``;
+* ``WorkerLag``: the workers' ``MillisBehindLatest``, max over the deployment;
+* ``TableThrottles``, ``StreamThrottles``, ``LambdaThrottles``: throttling of the two tables, of the ingest and geo
+  streams, of the four functions, sustained for 15 minutes;
+* ``WorkersBelowDesired``: the worker service ran fewer tasks than desired for 15 minutes (Container Insights);
+* ``DeployRolledBack``: the deployer's status is ``rolled_back`` (``DeployStatus_rolled_back``): a swap of either
+  mode rolled back (a carry swap has no ECS deployment for ``FailedDeploys`` to see).
+
+Per worker, the lag is in the workers' EMF lines (properties ``version``, ``worker_id``, ``behind_ms``), not in a
+metric: the Contributor Insights rule ``<prefix>-worker-lag`` ranks the slots by it
+(https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/ContributorInsights-RuleSyntax.html).
+
+A deployment without ``alarm_email`` has no subscriber on its topic: synth says so with a warning on the stack, and the
+``AlarmSubscribers`` output reads ``none (set alarm_email)`` (``infra/outputs.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from aws_cdk import Aws, Duration
+from aws_cdk import Annotations, Aws, Stack
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from geokernel.contracts.metric_names import NAMESPACE, SERVICE_DIMENSION, Metric, MetricService
 from infra.config import GeoConfig
-from infra.storage import QUARANTINE_METRICS_FILTER
+from infra.dashboard import build_dashboard
+from infra.metrics import FIVE, Watched, WatchedMetrics, watched_metrics
 
 ROUTER_ITERATOR_AGE_MS = 60_000
+WORKER_LAG_MS = 60_000  # a worker more than a minute behind its geo-stream shard, for 5 minutes
 SPEC_AGE_PERIODS = 3  # windows without a snapshot before the SpecAge alarm fires on missing data
+SUSTAINED_PERIODS = 3  # 5-minute periods a throttle or a missing task must last before its alarm fires
+NO_SUBSCRIBER = "none (set alarm_email)"
+NO_SUBSCRIBER_WARNING = "geo-rebalancer:no-alarm-subscriber"
 
 
-@dataclass(frozen=True, kw_only=True)
-class Watched:
-    """What the dashboard watches."""
-
-    router: lambda_.IFunction
-    partitioner: lambda_.IFunction
-    deployer: lambda_.IFunction
-    hooks: lambda_.IFunction
-    router_failures: sqs.IQueue
-    # dead-letter queues of the S3-triggered functions, by name (infra/functions.py ObjectCreatedFunction)
-    async_failures: Mapping[str, sqs.IQueue] = field(default_factory=dict)
-    quarantine: s3.IBucket
-    service_arn: str
-    service_name: str
-    cluster_name: str
+def alarm_subscribers(config: GeoConfig) -> str:
+    """Who the alarm topic notifies, as the ``AlarmSubscribers`` output says it."""
+    return f"email {config.alarm_email}" if config.alarm_email else NO_SUBSCRIBER
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WatchedMetrics:
-    """The metrics the alarms and the dashboard share."""
+@dataclass(frozen=True, slots=True)
+class AlarmSpec:
+    """One alarm: its metric, the threshold it must exceed for ``periods`` periods, what it means."""
 
-    utilisation: cw.Metric
-    spec_age: cw.Metric
-    iterator_age: cw.Metric
-    quarantined: cw.Metric
-    failed_deploys: cw.Metric
-    router_failures: cw.Metric
-
-
-def watched_metrics(config: GeoConfig, watched: Watched, deploy_failed_rule: events.Rule) -> WatchedMetrics:
-    """The project's metrics (``geokernel/contracts/metric_names.py``) and the AWS ones of the watched resources."""
-    dims = {SERVICE_DIMENSION: MetricService.PARTITIONER}  # powertools Metrics(namespace=NAMESPACE, service=...)
-    five = Duration.minutes(5)
-    # one data point per snapshot (every window_s): a period of at least one window, so only a missed snapshot
-    # leaves a period empty
-    snapshot_period = Duration.seconds(max(300, -(-config.window_s // 60) * 60))
-    return WatchedMetrics(
-        utilisation=cw.Metric(namespace=NAMESPACE, metric_name=Metric.WORKER_UTILISATION, dimensions_map=dims,
-                              statistic="Maximum", period=five),
-        spec_age=cw.Metric(namespace=NAMESPACE, metric_name=Metric.SPEC_AGE, dimensions_map=dims, statistic="Maximum",
-                           period=snapshot_period),
-        iterator_age=watched.router.metric("IteratorAge", statistic="Maximum", period=Duration.minutes(1)),
-        quarantined=cw.Metric(
-            namespace="AWS/S3",
-            metric_name="PutRequests",
-            dimensions_map={"BucketName": watched.quarantine.bucket_name, "FilterId": QUARANTINE_METRICS_FILTER},
-            statistic="Sum",
-            period=five,
-        ),
-        failed_deploys=cw.Metric(
-            namespace="AWS/Events",
-            metric_name="TriggeredRules",
-            dimensions_map={"RuleName": deploy_failed_rule.rule_name},
-            statistic="Sum",
-            period=five,
-        ),
-        router_failures=watched.router_failures.metric_approximate_number_of_messages_visible(period=five),
-    )
+    metric: cw.IMetric
+    threshold: float
+    periods: int
+    description: str
+    missing: cw.TreatMissingData = cw.TreatMissingData.NOT_BREACHING
 
 
 class Monitoring(Construct):
@@ -110,6 +78,11 @@ class Monitoring(Construct):
         )
         if config.alarm_email:
             self.topic.add_subscription(subs.EmailSubscription(config.alarm_email))
+        else:
+            Annotations.of(Stack.of(self)).add_warning_v2(
+                NO_SUBSCRIBER_WARNING,
+                "alarm_email is empty: the alarm topic has no subscriber and no alarm reaches anyone. Deploy with "
+                "-c alarm_email=ops@example.com, or subscribe to the topic (output AlarmTopic) yourself.")
         self.deploy_failed_rule = events.Rule(
             self,
             "DeployFailed",
@@ -124,8 +97,10 @@ class Monitoring(Construct):
         )
         metrics = watched_metrics(config, watched, self.deploy_failed_rule)
         self.alarms: dict[str, cw.Alarm] = {}
-        self._alarms(config, watched, metrics)
-        self.dashboard = self._dashboard(config, watched, metrics)
+        for name, spec in self._specs(config, watched, metrics).items():
+            self._alarm(name, spec)
+        self.dashboard = build_dashboard(self, config, watched, metrics, self.alarms)
+        self.lag_contributors = self._lag_contributors(config, watched)
 
     def _topic_key(self, config: GeoConfig) -> kms.Key:
         """The alarm topic's key: CloudWatch alarms and EventBridge rules of this account may publish with it."""
@@ -141,59 +116,74 @@ class Monitoring(Construct):
             )
         return key
 
-    def _alarms(self, config: GeoConfig, watched: Watched, metrics: WatchedMetrics) -> None:
-        five = Duration.minutes(5)
-        self._alarm("WorkerUtilisation", metrics.utilisation, config.utilisation_alarm, 3, "a worker's load exceeds its share")
-        # The partitioner emits SpecAge once per snapshot: no data means no snapshot (the Spark job or the
-        # partitioner stopped), which is exactly what must not stay silent. CloudWatch evaluates missing data as
-        # breaching when told to (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html
-        # "Configuring how CloudWatch alarms treat missing data").
-        self._alarm("SpecAge", metrics.spec_age, config.spec_age_alarm_s, SPEC_AGE_PERIODS,
-                    "the active spec is older than spec_age_alarm_s, or no snapshot reached the partitioner for "
-                    f"{SPEC_AGE_PERIODS} windows",
-                    missing=cw.TreatMissingData.BREACHING)
-        self._alarm("RouterIteratorAge", metrics.iterator_age, ROUTER_ITERATOR_AGE_MS, 5,
-                    "the router falls behind the ingest stream")
-        self._alarm("QuarantineRate", metrics.quarantined, config.quarantine_alarm_per_5min, 1, "many events are quarantined")
-        self._alarm("FailedDeploys", metrics.failed_deploys, 0, 1, "an ECS blue/green deploy of the workers failed")
-        self._alarm("RouterFailures", metrics.router_failures, 0, 1, "router batches ended in the failure queue")
+    def _lag_contributors(self, config: GeoConfig, watched: Watched) -> cw.CfnInsightRule:
+        """The slots that lag most: the sum of ``behind_ms`` of their EMF lines, by version and worker id."""
+        body = {
+            "Schema": {"Name": "CloudWatchLogRule", "Version": 1},
+            "LogGroupNames": [watched.worker_logs.log_group_name],
+            "LogFormat": "JSON",
+            "Contribution": {"Keys": ["$.version", "$.worker_id"], "ValueOf": "$.behind_ms",
+                             "Filters": [{"Match": "$.behind_ms", "IsPresent": True}]},
+            "AggregateOn": "Sum",
+        }
+        return cw.CfnInsightRule(self, "WorkerLagContributors", rule_name=f"{config.prefix}-worker-lag",
+                                 rule_state="ENABLED", rule_body=Stack.of(self).to_json_string(body))
+
+    @staticmethod
+    def _specs(config: GeoConfig, watched: Watched, m: WatchedMetrics) -> dict[str, AlarmSpec]:
+        """Every alarm by name (the module docstring)."""
+        specs = {
+            "WorkerUtilisation": AlarmSpec(m.utilisation, config.utilisation_alarm, 3,
+                                           "a worker's load exceeds its share"),
+            # The partitioner emits SpecAge once per snapshot: no data means no snapshot (the Spark job or the
+            # partitioner stopped), which is exactly what must not stay silent. CloudWatch evaluates missing data as
+            # breaching when told to ("Configuring how CloudWatch alarms treat missing data",
+            # https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/AlarmThatSendsEmail.html).
+            "SpecAge": AlarmSpec(m.spec_age, config.spec_age_alarm_s, SPEC_AGE_PERIODS,
+                                 "the active spec is older than spec_age_alarm_s, or no snapshot reached the "
+                                 f"partitioner for {SPEC_AGE_PERIODS} windows", cw.TreatMissingData.BREACHING),
+            "RouterIteratorAge": AlarmSpec(m.iterator_age, ROUTER_ITERATOR_AGE_MS, 5,
+                                           "the router falls behind the ingest stream"),
+            "QuarantineRate": AlarmSpec(m.quarantined, config.quarantine_alarm_per_5min, 1,
+                                        "many events are quarantined"),
+            "FailedDeploys": AlarmSpec(m.failed_deploys, 0, 1, "an ECS blue/green deploy of the workers failed"),
+            "RouterFailures": AlarmSpec(m.router_failures, 0, 1, "router batches ended in the failure queue"),
+        }
         for name, queue in watched.async_failures.items():
-            self._alarm(f"{name}DeadLetters", queue.metric_approximate_number_of_messages_visible(period=five), 0, 1,
-                        f"S3 events the {name.lower()} Lambda failed on after its retries (kept in its dead-letter queue)")
-        for name, fn in (("Partitioner", watched.partitioner), ("Deployer", watched.deployer), ("Hooks", watched.hooks)):
-            self._alarm(f"{name}Errors", fn.metric_errors(period=five, statistic="Sum"), 0, 1, f"the {name.lower()} Lambda failed")
+            specs[f"{name}DeadLetters"] = AlarmSpec(
+                queue.metric_approximate_number_of_messages_visible(period=FIVE), 0, 1,
+                f"S3 events the {name.lower()} Lambda failed on after its retries (kept in its dead-letter queue)")
+        for name in ("Partitioner", "Deployer", "Hooks"):
+            errors = watched.functions[name].metric_errors(period=FIVE, statistic="Sum")
+            specs[f"{name}Errors"] = AlarmSpec(errors, 0, 1, f"the {name.lower()} Lambda failed")
+        specs |= {
+            "WorkerLag": AlarmSpec(m.worker_lag, WORKER_LAG_MS, 5,
+                                   "a worker is more than a minute behind its geo-stream shard (MillisBehindLatest)"),
+            "TableThrottles": AlarmSpec(m.table_throttles, 0, SUSTAINED_PERIODS,
+                                        "DynamoDB throttles reads or writes of the control or leases table"),
+            "StreamThrottles": AlarmSpec(m.stream_throttles, 0, SUSTAINED_PERIODS,
+                                         "Kinesis throttles the ingest stream's producers or the geo streams' router "
+                                         "puts or worker reads"),
+            "LambdaThrottles": AlarmSpec(m.lambda_throttles, 0, SUSTAINED_PERIODS,
+                                         "Lambda throttles the router, partitioner, deployer or hooks"),
+            "WorkersBelowDesired": AlarmSpec(m.workers_missing, 0, SUSTAINED_PERIODS,
+                                             "the worker service runs fewer tasks than desired"),
+            "DeployRolledBack": AlarmSpec(m.rolled_back, 0, 1,
+                                          "a spec version was rolled back (DeployStatus_rolled_back)"),
+        }
+        return specs
 
-    def _dashboard(self, config: GeoConfig, watched: Watched, metrics: WatchedMetrics) -> cw.Dashboard:
-        dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"{config.prefix}-geo-rebalancer-{Aws.REGION}")
-        dashboard.add_widgets(
-            cw.GraphWidget(title="Worker utilisation (max, from cost reports)", left=[metrics.utilisation], width=12),
-            cw.GraphWidget(title="Active spec age (s)", left=[metrics.spec_age], width=12),
-        )
-        dashboard.add_widgets(
-            cw.GraphWidget(title="Router iterator age (ms)", left=[metrics.iterator_age], width=8),
-            cw.GraphWidget(title="Quarantined writes / 5 min", left=[metrics.quarantined], width=8),
-            cw.GraphWidget(title="Failed deploys", left=[metrics.failed_deploys], width=8),
-        )
-        five = Duration.minutes(5)
-        functions = (watched.router, watched.partitioner, watched.deployer, watched.hooks)
-        dashboard.add_widgets(
-            cw.GraphWidget(title="Lambda errors", left=[fn.metric_errors(period=five) for fn in functions], width=12),
-            cw.GraphWidget(title="Router failure queue", left=[metrics.router_failures], width=12),
-        )
-        dashboard.add_widgets(cw.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=24))
-        return dashboard
-
-    def _alarm(self, name: str, metric: cw.IMetric, threshold: float, periods: int, description: str, *,
-               missing: cw.TreatMissingData = cw.TreatMissingData.NOT_BREACHING) -> None:
+    def _alarm(self, name: str, spec: AlarmSpec) -> None:
         alarm = cw.Alarm(
             self,
             f"{name}Alarm",
-            metric=metric,
-            threshold=threshold,
-            evaluation_periods=periods,
+            metric=spec.metric,
+            threshold=spec.threshold,
+            evaluation_periods=spec.periods,
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            treat_missing_data=missing,
-            alarm_description=f"Geo Rebalancer: {description}",
+            treat_missing_data=spec.missing,
+            alarm_description=f"Geo Rebalancer: {spec.description}",
         )
         alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
         self.alarms[name] = alarm
+

@@ -12,7 +12,9 @@ finds them through these outputs (``aws cloudformation describe-stacks``; docs/D
   writes to the log groups AWS Glue names itself (docs/DEPLOY.md says where);
 * ``LogGroupJobRun`` (``engine=emr`` only): the custom resource that replaces the streaming job run on a deploy
   (which run it cancelled, when it ended, which it started: ``lambdas/jobrun/handler.py``);
-* ``AlarmNames``: the alarms, comma-separated (``aws cloudwatch describe-alarms --alarm-names ...``).
+* ``AlarmNames``: the alarms, comma-separated (``aws cloudwatch describe-alarms --alarm-names ...``);
+* ``AlarmSubscribers``: who the alarm topic notifies: ``email <address>`` (context ``alarm_email``), or
+  ``none (set alarm_email)``: then no alarm reaches anyone (synth warns too, ``infra/monitoring.py``).
 
 The output keys are fixed (logical ids overridden), so scripts can rely on them.
 """
@@ -41,6 +43,7 @@ class OperatorOutputs(Construct):
         functions: Mapping[str, lambda_.Function],
         worker_logs: logs.ILogGroup,
         job_logs: logs.ILogGroup | None,
+        subscribers: str,
     ) -> None:
         super().__init__(scope, construct_id)
         values: dict[str, tuple[str, str]] = {
@@ -48,6 +51,7 @@ class OperatorOutputs(Construct):
             "LogGroupWorkers": (worker_logs.log_group_name, "geo worker container logs (stream prefix worker)"),
             "AlarmNames": (Fn.join(",", [a.alarm_name for a in alarms.values()]),
                            f"alarms: {', '.join(alarms)}"),
+            "AlarmSubscribers": (subscribers, "who the alarm topic (AlarmTopic) notifies"),
         }
         for name, fn in functions.items():
             values[f"LogGroup{name}"] = (fn.log_group.log_group_name, f"{name.lower()} Lambda logs")

@@ -24,7 +24,8 @@ from infra.deploy import DeployerFunction, HooksFunction
 from infra.functions import LambdaKit
 from infra.geo_streams import GeoStreams
 from infra.ingest import IngestStream
-from infra.monitoring import Monitoring, Watched
+from infra.metrics import Watched
+from infra.monitoring import Monitoring, alarm_subscribers
 from infra.network import Network
 from infra.outputs import OperatorOutputs
 from infra.partitioner_fn import PartitionerFunction
@@ -69,7 +70,7 @@ class GeoRebalancerStack(Stack):
         self._outputs()
         OperatorOutputs(self, "OperatorOutputs", dashboard=self.monitoring.dashboard, alarms=self.monitoring.alarms,
                         functions=self._functions_by_name(), worker_logs=self.workers.log_group,
-                        job_logs=getattr(self.aggregation, "log_group", None))
+                        job_logs=getattr(self.aggregation, "log_group", None), subscribers=alarm_subscribers(config))
         acknowledge_findings(self, self._finding_owners())
         if not config.retain_data:
             # nothing outlives `cdk destroy`: the ingest stream, every KMS key (scheduled for deletion) and the log
@@ -138,6 +139,9 @@ class GeoRebalancerStack(Stack):
             router_failures=self.router.failures,
             async_failures={"Partitioner": self.partitioner.failures, "Deployer": self.deployer.failures},
             quarantine=self.storage.quarantine,
+            tables=(self.tables.control, self.tables.leases),
+            ingest=self.ingest.stream,
+            worker_logs=self.workers.log_group,
             service_arn=self.service_arn,
             service_name=service_name(self.config),
             cluster_name=cluster_name(self.config),

@@ -38,6 +38,16 @@ def handler_env(cfg: RunConfig) -> dict[str, str]:
             **transform_env(cfg.transform, recorded=cfg.events is not None)} | event_env(cfg)
 
 
+#: Seconds between two EMF metric lines of a worker in the loop (AWS: 60), so a quick run's worker logs hold several.
+METRICS_INTERVAL_S = 10.0
+
+
+def worker_env() -> dict[str, str]:
+    """What the workers get beyond :func:`handler_env`: their CloudWatch EMF lines on (the in-process handlers' stay
+    off: ``POWERTOOLS_METRICS_DISABLED``), every :data:`METRICS_INTERVAL_S`, into their logs (``<out>/logs/``)."""
+    return {"POWERTOOLS_METRICS_DISABLED": "false", EnvVar.METRICS_INTERVAL_S: f"{METRICS_INTERVAL_S:g}"}
+
+
 def event_env(cfg: RunConfig) -> dict[str, str]:
     """``EVENT_FIELDS`` of the router and the workers when ``--event-fields`` renames a field (else nothing)."""
     return {} if cfg.event_fields.is_default else {EnvVar.EVENT_FIELDS: cfg.event_fields.to_json()}

@@ -26,7 +26,7 @@ from local.aws import EmbeddedAws, start_moto
 from local.calls import CALL_LOG_DIR, count_this_process
 from local.dataset import EventFactory, Places, Scenario, choose_hotspot, load_places
 from local.deploy import DeployDriver
-from local.environment import DRAIN_TIMEOUT_S, GREEN_TIMEOUT_S, REPO_ROOT, handler_env, replay_clocks
+from local.environment import DRAIN_TIMEOUT_S, GREEN_TIMEOUT_S, REPO_ROOT, handler_env, replay_clocks, worker_env
 from local.event_source import EventSourceMapping
 from local.faults.arm import arm_faults
 from local.faults.deployer_crash import CrashingFleet
@@ -185,7 +185,7 @@ def _start_components(state: RunState, aws: EmbeddedAws) -> ControlObserver:
     wait_for_spark(state, state.spark)
     twin = state.twin
     assert twin is not None
-    state.fleet = LocalFleet({**aws.environment(handler_env(cfg)), CALL_LOG_DIR: str(cfg.out / "calls"),
+    state.fleet = LocalFleet({**aws.environment(handler_env(cfg)), **worker_env(), CALL_LOG_DIR: str(cfg.out / "calls"),
                               **twin.environment(Component.WORKER)}, cfg.out / "logs", REPO_ROOT, WorkerSettings())
     fleet_now = state.fleet
     observer = state.observer = ControlObserver(

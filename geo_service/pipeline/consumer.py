@@ -41,11 +41,16 @@ MIN_INTERVAL_S = 0.5
 #: server errors of GetRecords; the reads client makes no SDK retries, see :class:`geo_service.adapters.aws.Clients`).
 RETRY_NEXT_POLL = frozenset({"ProvisionedThroughputExceededException", "KMSThrottlingException",
                              "InternalFailure", "ServiceUnavailable", "ThrottlingException"})
+#: The GetRecords errors that are a throttle (counted by the worker's ``GeoReadThrottled`` metric).
+THROTTLED = frozenset({"ProvisionedThroughputExceededException", "KMSThrottlingException", "ThrottlingException"})
 #: Connection failures of GetRecords in a row tried again at the next poll; one more is raised.
 MAX_FAILED_READS = 5
 
 #: One shard of a geo stream (the manifest's record).
 ShardInfo = ShardRange
+#: Told of every GetRecords call: ``<stream>/<shard>``, the ``MillisBehindLatest`` it returned (None when it failed),
+#: and whether it was throttled (:meth:`geo_service.adapters.metrics.WorkerMetrics.read`).
+ReadObserver = Callable[[str, int | None, bool], None]
 
 
 class ShardNotFound(GeoServiceError, RuntimeError):
@@ -219,6 +224,8 @@ class ShardConsumer:
     reads : botocore Kinesis client, optional
         The client of the ``GetRecords`` calls, without SDK retries (:class:`geo_service.adapters.aws.Clients`); default
         ``kinesis``.
+    observe : callable, optional
+        Told of every GetRecords call (:data:`ReadObserver`: the worker's metrics).
 
     Notes
     -----
@@ -231,7 +238,7 @@ class ShardConsumer:
     def __init__(self, kinesis: Any, stream_name: str, shards: list[ShardInfo], checkpoint: Mapping[str, str],
                  limit: int = DEFAULT_LIMIT, *, min_interval_s: float = MIN_INTERVAL_S,
                  clock: Callable[[], float] | None = None, spacing: CallSpacing | None = None,
-                 reads: Any = None) -> None:
+                 reads: Any = None, observe: ReadObserver | None = None) -> None:
         if not shards:
             raise ShardNotFound(f"ShardConsumer for {stream_name!r} needs at least one shard")
         self._kinesis = kinesis
@@ -248,6 +255,7 @@ class ShardConsumer:
         self._current = 0
         self._iterator: str | None = None
         self._failed_in_row = 0
+        self._observe = observe
 
     @property
     def shard_id(self) -> str:
@@ -281,6 +289,8 @@ class ShardConsumer:
             if code in RETRY_NEXT_POLL:
                 # throttled or a passing server error (the reads client makes no SDK retries): nothing read, not
                 # caught up (no drain, no handover); the iterator stays valid and the next call waits the spacing
+                if self._observe is not None:
+                    self._observe(key, None, code in THROTTLED)
                 return Batch(shard_id=shard_id, records=(), millis_behind_latest=1, at_end=False)
             raise
         except (EndpointError, HTTPClientError):  # a dropped connection, a timeout: the same, at the next poll
@@ -297,8 +307,10 @@ class ShardConsumer:
         self._iterator = resp.get("NextShardIterator")
         if self._iterator is None:  # closed shard read to its end: move to the next one
             self._current += 1
-        return Batch(shard_id=shard_id, records=records, millis_behind_latest=int(resp.get("MillisBehindLatest", 0)),
-                     at_end=self.at_end)
+        behind = int(resp.get("MillisBehindLatest", 0))
+        if self._observe is not None:
+            self._observe(key, behind, False)
+        return Batch(shard_id=shard_id, records=records, millis_behind_latest=behind, at_end=self.at_end)
 
     def _new_iterator(self, shard_id: str) -> str:
         after = self._positions.get(shard_id)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from geo_service.adapters.metrics import INTERVAL_S as METRICS_INTERVAL_S
 from geo_service.errors import GeoServiceError
 from geo_service.pipeline.buffer import FLUSH_BYTES, FLUSH_S
 from geo_service.pipeline.consumer import MIN_INTERVAL_S
@@ -95,6 +96,9 @@ class WorkerConfig:
     event_fields : EventFields
         Which JSON key of an event holds each field (``EVENT_FIELDS``, JSON ``{canonical: name}``; default the
         canonical names). The enriched output uses the canonical names.
+    metrics_interval_s : float
+        Seconds between two CloudWatch EMF lines on stdout (``METRICS_INTERVAL_S``, default 60; 0 writes none:
+        :mod:`geo_service.adapters.metrics`).
     """
 
     spec_version: int | None
@@ -125,6 +129,7 @@ class WorkerConfig:
     output_flush_bytes: int = FLUSH_BYTES
     get_records_interval_s: float = MIN_INTERVAL_S
     event_fields: EventFields = DEFAULT_EVENT_FIELDS
+    metrics_interval_s: float = METRICS_INTERVAL_S
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "swap_mode", parse_swap_mode(str(self.swap_mode)))
@@ -151,6 +156,9 @@ class WorkerConfig:
         if not (isinstance(self.get_records_interval_s, (int, float)) and 0 <= self.get_records_interval_s <= 60):
             raise ConfigError(f"{EnvVar.GET_RECORDS_INTERVAL_S} must be in [0, 60] seconds, "
                               f"got {self.get_records_interval_s!r}")
+        if not (isinstance(self.metrics_interval_s, (int, float)) and 0 <= self.metrics_interval_s <= 3600):
+            raise ConfigError(f"{EnvVar.METRICS_INTERVAL_S} must be in [0, 3600] seconds, "
+                              f"got {self.metrics_interval_s!r}")
         if isinstance(self.output_flush_bytes, bool) or not 1 <= self.output_flush_bytes <= 1 << 30:
             raise ConfigError(f"{EnvVar.OUTPUT_FLUSH_BYTES} must be in [1, 2**30], got {self.output_flush_bytes!r}")
         if not 0 <= self.health_port <= 65535:
@@ -209,6 +217,7 @@ class WorkerConfig:
             output_flush_bytes=_get(env, EnvVar.OUTPUT_FLUSH_BYTES, int, FLUSH_BYTES),
             get_records_interval_s=_get(env, EnvVar.GET_RECORDS_INTERVAL_S, float, MIN_INTERVAL_S),
             event_fields=parse_event_fields(env.get(EnvVar.EVENT_FIELDS, "")),
+            metrics_interval_s=_get(env, EnvVar.METRICS_INTERVAL_S, float, METRICS_INTERVAL_S),
         )
 
 

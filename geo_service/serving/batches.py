@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -31,6 +32,7 @@ import numpy as np
 
 from geo_service.adapters.aws import Clients, put_json, put_jsonl, put_lines
 from geo_service.adapters.logs import get_logger, log
+from geo_service.adapters.metrics import WorkerMetrics
 from geo_service.entity.handoff import HandoffStore
 from geo_service.pipeline.buffer import OutputBuffer
 from geo_service.pipeline.consumer import Batch
@@ -107,11 +109,14 @@ class BatchProcessor:
         Monotonic seconds (the buffer's age).
     event_fields : EventFields
         Which JSON key of an event holds each field (``EVENT_FIELDS``).
+    metrics : WorkerMetrics, optional
+        The process's metrics: each event's transform time and failure, each flush's rows and age (default: none).
     """
 
     def __init__(self, clients: Clients, output_bucket: str, quarantine_bucket: str, costs_bucket: str,
                  grid_zoom: int, owner: str, *, wall: Callable[[], float], monotonic: Callable[[], float],
-                 event_fields: EventFields = DEFAULT_EVENT_FIELDS, control_table: str = "") -> None:
+                 event_fields: EventFields = DEFAULT_EVENT_FIELDS, control_table: str = "",
+                 metrics: WorkerMetrics | None = None) -> None:
         self.clients = clients
         self.output_bucket = output_bucket
         self.quarantine_bucket = quarantine_bucket
@@ -122,6 +127,7 @@ class BatchProcessor:
         self.monotonic = monotonic
         self.event_fields = event_fields
         self.control_table = control_table
+        self.metrics = metrics or WorkerMetrics("", interval_s=0, clock=monotonic)
         self._handoffs: HandoffStore | None = None
         #: The batch being processed collects its transform errors here; a held event released later writes its
         #: error straight into its slot's buffer.
@@ -266,6 +272,7 @@ class BatchProcessor:
         if checkpoints:
             slot.leases.checkpoint_many(checkpoints)
         result = FlushResult(len(buf.lines), len(buf.bad), objects, checkpoints)
+        self.metrics.written(result.rows, result.quarantined, self.monotonic() - (buf.since or self.monotonic()))
         slot.output = OutputBuffer()
         return result
 
@@ -295,9 +302,11 @@ class BatchProcessor:
         apply = apply_of(slot)
 
         def run(ev: Event, pid: str, stray: bool, qk: str) -> None:
+            started = time.perf_counter()
             try:
                 fields = tracker.measure(qk, lambda: apply(ev.fields))
             except Exception as exc:
+                self.metrics.transformed(time.perf_counter() - started, failed=True)
                 failed = BadRecord(f"{TRANSFORM_ERROR}: {type(exc).__name__}: {exc} for event {ev.event_id!r}",
                                    json.dumps(ev.fields, default=str), f"{slot.stream}/{shard_id}/event:{ev.event_id}")
                 if self._batch_bad is not None:
@@ -305,6 +314,7 @@ class BatchProcessor:
                 else:
                     slot.output.bad.append(failed.to_dict())
                 return
+            self.metrics.transformed(time.perf_counter() - started)
             row = enriched_record(ev, fields, spec_version=slot.version, partition_id=pid, worker_id=slot.worker_id,
                                   stray=stray, owner=self.owner,
                                   processed_at=processed_ms if self._batch_bad is not None else self._unique_ms())

@@ -2,10 +2,10 @@
 
 A :class:`WorkerContext` is built once per process by the shell (:class:`geo_service.worker.GeoWorker`) and handed
 to the parts that work on slots: :func:`~geo_service.serving.opening.open_slot`, the per-slot runner
-(:mod:`geo_service.serving.runner`) and the carry-over (:mod:`geo_service.serving.carry`). It holds the configuration, the AWS
-clients, the clocks, the spec cache, the heartbeats, the output writer, the status board and the stop flag, plus
-the few things that change while the process runs: the calibration (measured once), the slot being served and its
-lease, and the newest control view seen.
+(:mod:`geo_service.serving.runner`) and the carry-over (:mod:`geo_service.serving.carry`). It holds the configuration,
+the AWS clients, the clocks, the spec cache, the heartbeats, the output writer, the metrics, the status board and the
+stop flag, plus the few things that change while the process runs: the calibration (measured once), the slot being
+served and its lease, and the newest control view seen.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from geo_service.adapters.aws import Clients
 from geo_service.adapters.logs import get_logger, log
+from geo_service.adapters.metrics import WorkerMetrics
 from geo_service.adapters.timebase import Timebase
 from geo_service.leases.heartbeat import Heartbeats
 from geo_service.leases.lease import Clock, LeaseLost, LeaseManager
@@ -51,11 +52,14 @@ class WorkerContext:
     protection : ScaleInProtection
         Held while the process holds a lease (after every heartbeat), unless it abandons its leases.
     board : StatusBoard
+    metrics : WorkerMetrics, optional
+        The process's CloudWatch metrics (default: EMF lines on stdout every ``metrics_interval_s``, deployment
+        ``prefix``); each line carries :meth:`ids`.
     """
 
     def __init__(self, config: WorkerConfig, clients: Clients, *, owner: str, clock: Clock, timebase: Timebase,
                  transform_factory: Callable[[], GeoTransform], calibration: Calibration | None,
-                 protection: ScaleInProtection, board: StatusBoard) -> None:
+                 protection: ScaleInProtection, board: StatusBoard, metrics: WorkerMetrics | None = None) -> None:
         self.config = config
         self.clients = clients
         self.owner = owner
@@ -69,12 +73,16 @@ class WorkerContext:
         self.stop = timebase.event()
         #: True once the process abandons its leases (as if it died): no heartbeat, no release, no protection.
         self.abandon = False
+        self.metrics = metrics or WorkerMetrics(config.prefix, interval_s=config.metrics_interval_s,
+                                                clock=timebase.monotonic)
+        self.metrics.context = self.ids
         self.specs = SpecCache(clients, config.specs_bucket)
         self.heartbeats = Heartbeats(config.heartbeat_s, on_beat=self._protect, paused=lambda: self.abandon,
                                      timebase=timebase)
         self.output = BatchProcessor(clients, config.output_bucket, config.quarantine_bucket, config.costs_bucket,
                                      config.grid_zoom, owner, wall=timebase.time, monotonic=timebase.monotonic,
-                                     event_fields=config.event_fields, control_table=config.control_table)
+                                     event_fields=config.event_fields, control_table=config.control_table,
+                                     metrics=self.metrics)
         self.spacing = CallSpacing()  # GetRecords spacing per shard, shared by the process's consumers
         #: The lease of the slot being opened or served, and the slot being served (not the one carried over).
         self.leases: LeaseManager | None = None
@@ -128,7 +136,7 @@ class WorkerContext:
         """A reader of one shard lineage, spaced with every other reader of the process."""
         return ShardConsumer(self.clients.kinesis, stream, shards, checkpoint,
                              min_interval_s=self.config.get_records_interval_s, clock=self.timebase.monotonic,
-                             spacing=self.spacing, reads=self.clients.kinesis_reads)
+                             spacing=self.spacing, reads=self.clients.kinesis_reads, observe=self.metrics.read)
 
     # ------------------------------------------------------------------ leases
     def check_lease(self, manager: LeaseManager) -> None:

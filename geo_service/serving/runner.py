@@ -247,6 +247,7 @@ class SlotRunner:
             if self._draining_since is None:
                 self._note_waiting()
             self.report()
+            ctx.metrics.tick()
             now = clock()
             if self._draining_since is None and now >= self._next_check:
                 self._next_check = now + ctx.config.active_poll_s

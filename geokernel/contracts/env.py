@@ -71,6 +71,7 @@ class EnvVar(StrEnum):
     OUTPUT_FLUSH_S = "OUTPUT_FLUSH_S"
     OUTPUT_FLUSH_BYTES = "OUTPUT_FLUSH_BYTES"
     GET_RECORDS_INTERVAL_S = "GET_RECORDS_INTERVAL_S"
+    METRICS_INTERVAL_S = "METRICS_INTERVAL_S"
     ECS_AGENT_URI = "ECS_AGENT_URI"
     # -- AWS SDK settings the readers look at themselves
     AWS_ENDPOINT_URL = "AWS_ENDPOINT_URL"
@@ -112,8 +113,9 @@ def _use(set_by: tuple[Component, ...], read_by: tuple[Component, ...], meaning:
 
 #: Every variable's setters, readers and meaning.
 ENV_VARS: Mapping[EnvVar, EnvVarUse] = MappingProxyType({
-    EnvVar.GEO_PREFIX: _use((_S, _L), (_P, *_DEPLOY, _W),
-                            "Name prefix of the deployment; geo streams are '<prefix>-geo-v<version>' (default 'georebal')."),
+    EnvVar.GEO_PREFIX: _use((_S, _L), (*_LAMBDAS, _W),
+                            "Name prefix of the deployment; geo streams are '<prefix>-geo-v<version>' (default 'georebal'); "
+                            "the 'deployment' dimension of every metric (geokernel.contracts.metric_names)."),
     EnvVar.CONTROL_TABLE: _use((_S, _L), (*_LAMBDAS, _W), "DynamoDB control table (desired, active, deploy, plan items)."),
     EnvVar.LEASES_TABLE: _use((_S, _L), (*_DEPLOY, _W), "DynamoDB table of the workers' slot leases."),
     EnvVar.SNAPSHOTS_BUCKET: _use((_S, _L), (_P,), "S3 bucket of the Spark job's load snapshots (not given to workers)."),
@@ -192,6 +194,9 @@ ENV_VARS: Mapping[EnvVar, EnvVarUse] = MappingProxyType({
     EnvVar.OUTPUT_FLUSH_S: _use((_L,), (_W,), "Age in seconds at which a slot's output buffer is written (default 10)."),
     EnvVar.OUTPUT_FLUSH_BYTES: _use((), (_W,), "Size at which a slot's output buffer is written (default 8 MiB)."),
     EnvVar.GET_RECORDS_INTERVAL_S: _use((), (_W,), "Least seconds between two GetRecords calls on one shard (default 0.5)."),
+    EnvVar.METRICS_INTERVAL_S: _use((_L,), (_W,),
+                                    "Seconds between two EMF metric lines of a worker on stdout (default 60; 0: none; "
+                                    "geo_service/adapters/metrics.py)."),
     EnvVar.ECS_AGENT_URI: _use((_AWS,), (_W,),
                                "The ECS agent's endpoint in a task: the worker keeps its scale-in protection on while "
                                "it holds a lease (unset outside ECS)."),

@@ -23,6 +23,8 @@ KINESIS_MAX_BYTES = 5 * 1024 * 1024
 #: The tag naming the deployment (the stack's id, ``DEPLOYMENT_ID``) that created a geo stream.
 DEPLOYMENT_TAG = "geo-rebalancer:deployment"
 LIST_PAGE = 100  # ListStreams' page size (its default and most: API_ListStreams.html)
+#: The error codes of a put a stream throttled (PutRecords per record, or the whole call): API_PutRecords.html.
+THROTTLED = frozenset({"ProvisionedThroughputExceededException", "KMSThrottlingException", "ThrottlingException"})
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class GeoStreams:
     ``deployment`` (``DEPLOYMENT_ID``: the stack's id) tags every stream this creates (:data:`DEPLOYMENT_TAG`), so
     :meth:`owned` tells this deployment's streams from those an earlier deployment with the same prefix left; None
     (the local loop, tests) tags nothing and owns every stream.
+
+    ``throttled`` counts the records :meth:`put_records` had throttled (the router's ``GeoWriteThrottled`` metric).
     """
 
     def __init__(self, kinesis: Any, kms_key: str | None = None, pacer: Pacer | None = None,
@@ -63,6 +67,7 @@ class GeoStreams:
         self.kms_key = kms_key
         self.pacer = pacer
         self.deployment = deployment
+        self.throttled = 0
 
     def paced(self, pacer: Pacer | None) -> GeoStreams:
         """The same streams, their puts paced by ``pacer`` (one invocation's, :mod:`lambdas.common.pacing`)."""
@@ -211,10 +216,13 @@ class GeoStreams:
                       "ExplicitHashKey": entries[i].explicit_hash_key} for i in chunk]
             try:
                 resp = self._k.put_records(StreamName=name, Records=batch)
-            except ClientError:
+            except ClientError as exc:
                 failed += chunk
+                self.throttled += len(chunk) if error_code(exc) in THROTTLED else 0
                 continue
-            failed += [i for i, r in zip(chunk, resp["Records"], strict=True) if r.get("ErrorCode")]
+            codes = [r.get("ErrorCode") for r in resp["Records"]]
+            failed += [i for i, code in zip(chunk, codes, strict=True) if code]
+            self.throttled += sum(code in THROTTLED for code in codes)
         return failed
 
 

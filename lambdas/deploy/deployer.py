@@ -41,12 +41,11 @@ from dataclasses import asdict
 from typing import Any
 from urllib.parse import unquote_plus
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
 from geokernel.contracts.control import DeployState
 from geokernel.contracts.metric_names import (
-    NAMESPACE,
     Metric,
     MetricService,
     deploy_status_metric,
@@ -55,13 +54,14 @@ from geokernel.contracts.metric_names import (
 from geokernel.contracts.plan import SwapMode
 from geokernel.contracts.spec_pointer import parse_spec_key
 from lambdas.common.errors import LambdaError
+from lambdas.common.metrics import function_metrics
 from lambdas.common.records import read_desired
 from lambdas.deploy.code import Reconciled, may_start, reconcile_fleet, redeploy_live_spec
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.runtime import config, controller
 
-logger = Logger(service="deployer")
-metrics = Metrics(namespace=NAMESPACE, service=MetricService.DEPLOYER)
+logger = Logger(service=MetricService.DEPLOYER.value)
+metrics = function_metrics(MetricService.DEPLOYER)
 
 DESIRED_WAIT_S = 10.0
 

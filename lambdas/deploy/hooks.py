@@ -38,18 +38,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
 from geokernel.contracts.control import IN_FLIGHT, DeployState, DeployStatus
-from geokernel.contracts.metric_names import NAMESPACE, Metric, MetricService, hook_status_metric
+from geokernel.contracts.metric_names import Metric, MetricService, hook_status_metric
 from lambdas.common.errors import LambdaError
+from lambdas.common.metrics import function_metrics
 from lambdas.deploy.code import ReconcilableFleet
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.runtime import config, controller
 
-logger = Logger(service="deploy-hooks")
-metrics = Metrics(namespace=NAMESPACE, service=MetricService.DEPLOY_HOOKS)
+logger = Logger(service=MetricService.DEPLOY_HOOKS.value)
+metrics = function_metrics(MetricService.DEPLOY_HOOKS)
 
 STAGE_HOLDS = {"POST_SCALE_UP": "green", "POST_PRODUCTION_TRAFFIC_SHIFT": "drain"}
 SUCCEEDED, FAILED, IN_PROGRESS = "SUCCEEDED", "FAILED", "IN_PROGRESS"

@@ -14,18 +14,19 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote_plus
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
-from geokernel.contracts.metric_names import NAMESPACE, PARTITIONER_OUTCOME_METRICS, Metric, MetricService
+from geokernel.contracts.metric_names import PARTITIONER_OUTCOME_METRICS, Metric, MetricService
 from geokernel.contracts.snapshot import is_manifest_key
 from lambdas.common.clients import make_clients
 from lambdas.common.config import LambdaConfig
+from lambdas.common.metrics import function_metrics
 from lambdas.common.records import read_active
 from lambdas.partitioner.logic import Outcome, PartitionerDeps, process_snapshot
 
-logger = Logger(service="partitioner")
-metrics = Metrics(namespace=NAMESPACE, service=MetricService.PARTITIONER)
+logger = Logger(service=MetricService.PARTITIONER.value)
+metrics = function_metrics(MetricService.PARTITIONER)
 
 
 

@@ -34,26 +34,27 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
 from geokernel.contracts.env import EnvVar
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from geokernel.contracts.events import ReasonCode
 from geokernel.contracts.kpl import KplError, deaggregate, is_aggregated, sub_record_source
-from geokernel.contracts.metric_names import NAMESPACE, Metric, MetricService
+from geokernel.contracts.metric_names import Metric, MetricService
 from lambdas.common.clients import client_limits, make_clients
 from lambdas.common.config import LambdaConfig
 from lambdas.common.dynamodb import ControlTable
 from lambdas.common.errors import AdapterError
 from lambdas.common.kinesis import GeoStreams
+from lambdas.common.metrics import function_metrics
 from lambdas.common.pacing import CATCHUP_AGE_S, PaceBudget, Pacer, oldest_arrival
 from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router.ledger import LedgerStore
 from lambdas.router.routing import ActiveSpecCache, InputRecord, route_batch
 
-logger = Logger(service="router")
-metrics = Metrics(namespace=NAMESPACE, service=MetricService.ROUTER)
+logger = Logger(service=MetricService.ROUTER.value)
+metrics = function_metrics(MetricService.ROUTER)
 
 
 @dataclass(frozen=True)
@@ -161,13 +162,15 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     shard = ingest_shard_of(event) if rt.ledgers is not None else None
     ledger = rt.ledgers.load(*shard) if rt.ledgers is not None and shard is not None else None
     pacer = pacer_for(event, rt.routers, time.time()) if table is not None else None
-    result = route_batch(records, table, rt.streams.paced(pacer), rt.quarantine, rt.fields, ledger)
+    streams = rt.streams.paced(pacer)
+    result = route_batch(records, table, streams, rt.quarantine, rt.fields, ledger)
     if rt.ledgers is not None and shard is not None and ledger is not None:
         rt.ledgers.save(*shard, ledger)  # before the batch is acknowledged (a failed save fails the invocation)
     failed = list(dict.fromkeys(result.failed_ids))
     metrics.add_metric(name=Metric.ROUTED, unit=MetricUnit.Count, value=result.routed)
     metrics.add_metric(name=Metric.QUARANTINED, unit=MetricUnit.Count, value=result.quarantined)
     metrics.add_metric(name=Metric.ROUTE_FAILURES, unit=MetricUnit.Count, value=len(failed))
+    metrics.add_metric(name=Metric.GEO_WRITE_THROTTLED, unit=MetricUnit.Count, value=streams.throttled)
     for reason in result.reasons:
         logger.warning("routing problem", extra={"reason": reason, "spec_version": result.version})
     logger.info("batch routed", extra={"records": len(records), "routed": result.routed,

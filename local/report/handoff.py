@@ -14,14 +14,14 @@ states to move), each process's calls counted between its samples at the ends of
 from __future__ import annotations
 
 import bisect
-import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from types import ModuleType
+
+from geo_service.adapters.logs import EVENT_KEY, line_time, read_line
 
 #: Seconds after an old version drained during which its last states still move (counted as the swap's).
 SETTLE_S = 10.0
@@ -79,13 +79,6 @@ def _at(samples: Sequence[tuple[float, int]], t: float) -> int:
     return samples[i - 1][1] if i else 0
 
 
-def _epoch(ts: object) -> float | None:
-    try:
-        return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 @dataclass(frozen=True)
 class RouterLedgerCalls:
     """The router ledger's calls over its execution environments."""
@@ -104,11 +97,10 @@ def read_stats(log_files: Iterable[Path], router: RouterLedgerCalls | None = Non
         for line in path.read_text(errors="replace").splitlines():
             if '"state_' not in line:
                 continue
-            try:
-                rec = json.loads(line)
-            except ValueError:
+            rec = read_line(line)  # the worker's log schema (geo_service.adapters.logs); None for an EMF line
+            if rec is None:
                 continue
-            kind = rec.get("event")
+            kind = rec.get(EVENT_KEY)
             if kind == "state_handoff":
                 stats.handed += int(rec.get("handed", 0))
                 stats.waits += [float(w) for w in rec.get("waits_s", [])]
@@ -119,7 +111,7 @@ def read_stats(log_files: Iterable[Path], router: RouterLedgerCalls | None = Non
             if kind in ("state_handoff", "state_calls"):
                 owner = str(rec.get("owner"))
                 last_calls[owner] = {str(k): int(v) for k, v in rec.get("calls", {}).items()}
-                at = _epoch(rec.get("ts"))
+                at = line_time(rec)
                 if at is not None:
                     stats.samples.setdefault(owner, []).append((at, sum(last_calls[owner].values())))
     for calls in last_calls.values():

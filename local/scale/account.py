@@ -76,8 +76,9 @@ def moto_on(sim: SimTime) -> Iterator[None]:
 
 
 def worker_config(names: Names, cluster_prefix: str) -> WorkerConfig:
-    """The AWS defaults of a generic carry-mode task (``infra/workers.py`` sets no timing variables)."""
+    """The AWS defaults of a generic carry-mode task (``infra/workers.py`` sets no timing variables), without the
+    EMF metric lines (a thousand virtual workers in one process would print them to the console)."""
     return WorkerConfig(spec_version=None, control_table=names.control_table, leases_table=names.leases_table,
                         specs_bucket=names.specs_bucket, costs_bucket=names.costs_bucket,
                         output_bucket=names.output_bucket, quarantine_bucket=names.quarantine_bucket,
-                        prefix=cluster_prefix, swap_mode=SwapMode.CARRY)
+                        prefix=cluster_prefix, swap_mode=SwapMode.CARRY, metrics_interval_s=0)

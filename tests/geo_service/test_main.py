@@ -1,4 +1,5 @@
-"""``python -m geo_service`` as a real process: env config, JSON logs, /health, SIGTERM, exit after drain."""
+"""``python -m geo_service`` as a real process: env config, JSON logs and EMF metrics, /health, SIGTERM, exit after
+drain."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ import pytest
 from geo_testkit import Resources, make_spec, publish_spec, set_active
 
 from geo_service.adapters.aws import Clients
+from geo_service.adapters.logs import read_line
 from geo_service.leases.lease import LeaseManager
 from geokernel.contracts.env import EnvVar
+from geokernel.contracts.metric_names import METRICS, NAMESPACE, Metric, MetricService, metric_dimensions
 from geokernel.geo.tiles import quadkey, tile
 from local.aws import free_port
 
@@ -59,7 +62,13 @@ def _wait(predicate: Any, timeout: float, what: str) -> Any:
 
 
 def _logs(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The log lines of a worker's stdout (its EMF metric lines left out)."""
+    return [doc for line in path.read_text().splitlines() if (doc := read_line(line)) is not None]
+
+
+def _emf(path: Path) -> list[dict[str, Any]]:
+    """The CloudWatch EMF lines of a worker's stdout."""
+    return [doc for line in path.read_text().splitlines() if line.strip() and "_aws" in (doc := json.loads(line))]
 
 
 def test_process_serves_health_and_releases_on_sigterm(moto_endpoint: str, clients: Clients,
@@ -87,7 +96,7 @@ def test_process_serves_health_and_releases_on_sigterm(moto_endpoint: str, clien
     # THEN it exits 0 after releasing the lease, and its stdout is JSON lines
     after = LeaseManager(clients.dynamodb, resources.leases_table, 2, "reader", 3).read("w0001")
     assert code == 0 and after is not None and after.released and after.owner is None and not after.drained
-    events = [r["event"] for r in _logs(log)]
+    events = [r["message"] for r in _logs(log)]
     assert {"spec_loaded", "lease_claimed", "worker_ready", "signal", "lease_released", "exit"} <= set(events)
 
 
@@ -116,7 +125,7 @@ def test_process_drains_after_the_flip_and_exits_zero(moto_endpoint: str, client
     # THEN the process exits 0 on its own with its lease drained and released
     st = reader.read("w0001")
     assert code == 0 and st is not None and st.drained and st.released and st.owner is None
-    assert next(r for r in _logs(log) if r["event"] == "exit")["state"] == "drained"
+    assert next(r for r in _logs(log) if r["message"] == "exit")["state"] == "drained"
 
 
 @pytest.mark.parametrize(("drop", "message"), [(EnvVar.SPEC_VERSION, "SPEC_VERSION is required")])
@@ -130,4 +139,62 @@ def test_process_config_error_exits_2_naming_the_variable(moto_endpoint: str, re
     code = _start(env, log).wait(timeout=30)
     # THEN it exits 2 with a JSON log line naming the variable
     lines = _logs(log)
-    assert code == 2 and lines[-1]["event"] == "config_error" and message in lines[-1]["error"]
+    assert code == 2 and lines[-1]["message"] == "config_error" and message in lines[-1]["error"]
+
+
+WORKER_METRICS = {m.value for m, use in METRICS.items() if use.service is MetricService.WORKER}
+
+
+def test_a_worker_process_logs_powertools_lines_and_emf_metrics_by_the_metric_names(
+        moto_endpoint: str, clients: Clients, resources: Resources, tmp_path: Path) -> None:
+    # GIVEN spec v7 active and a worker process for its slot w0001, its stdout to a log file as in the local loop
+    spec = make_spec(7, [[PARIS_Z6], [""]], stream_name=f"{resources.prefix}-geo-v7")
+    publish_spec(clients, resources, spec)
+    set_active(clients, resources, 7)
+    log = tmp_path / "worker-v7-w0001.log"
+    proc = _start(_env(moto_endpoint, resources, 7, **{EnvVar.WORKER_ID: "w0001", EnvVar.SWAP_MODE: "whole",
+                                                       EnvVar.METRICS_INTERVAL_S: "1",
+                                                       "POWERTOOLS_METRICS_DISABLED": "false"}), log)
+    try:
+        reader = LeaseManager(clients.dynamodb, resources.leases_table, 7, "reader", 3)
+        _wait(lambda: (st := reader.read("w0001")) is not None and st.ready, 60, "lease ready")
+        # WHEN it gets 3 events and an undecodable record, writes them, and drains after the flip to v8
+        for i in range(3):
+            ev = {"event_id": f"e{i}", "entity_id": "c1", "ts": i, "lat": 48.8566, "lon": 2.3522}
+            clients.kinesis.put_record(StreamName=spec.stream_name, Data=json.dumps(ev).encode(), PartitionKey="c1",
+                                       ExplicitHashKey=spec.worker("w0001").hash_key)
+        clients.kinesis.put_record(StreamName=spec.stream_name, Data=b"{not json", PartitionKey="c1",
+                                   ExplicitHashKey=spec.worker("w0001").hash_key)
+        _wait(lambda: clients.s3.list_objects_v2(Bucket=resources.output_bucket,
+                                                 Prefix="enriched/").get("KeyCount", 0) > 0, 30, "enriched output")
+        set_active(clients, resources, 8)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # THEN every log line is in the Lambdas' Powertools schema, with the worker's service and the event as message
+    lines = _logs(log)
+    assert lines and all({"level", "location", "message", "timestamp", "service"} <= set(r) for r in lines)
+    assert {r["service"] for r in lines} == {"geo-worker"}
+    assert {"lease_claimed", "worker_ready", "drained", "exit"} <= {r["message"] for r in lines}
+    # AND the EMF lines name only the worker metrics of geokernel/contracts/metric_names.py, in the one dimension set
+    # service + deployment (no worker or version dimension), the per-slot detail in the line's properties
+    emf = _emf(log)
+    assert emf
+    sums: dict[str, float] = {}
+    for doc in emf:
+        (directive,) = doc["_aws"]["CloudWatchMetrics"]
+        assert directive["Namespace"] == NAMESPACE
+        (dims,) = directive["Dimensions"]
+        assert {d: doc[d] for d in dims} == metric_dimensions(MetricService.WORKER, resources.prefix)
+        names = {m["Name"] for m in directive["Metrics"]}
+        assert names <= WORKER_METRICS, names - WORKER_METRICS
+        assert all(len(doc[n]) <= 100 for n in names)
+        for n in names:
+            sums[n] = sums.get(n, 0.0) + sum(doc[n])
+        assert (doc["owner"], doc["version"], doc["worker_id"]) == (lines[0]["owner"], 7, "w0001")
+    assert (sums[Metric.EVENTS_PROCESSED], sums[Metric.EVENTS_QUARANTINED], sums[Metric.TRANSFORM_ERRORS]) == (3, 1, 0)
+    assert Metric.TRANSFORM_TIME in sums and Metric.OUTPUT_FLUSH_AGE in sums
+    lagged = [doc for doc in emf if Metric.MILLIS_BEHIND_LATEST in doc]
+    assert lagged and all(set(doc["shards_behind_ms"]) == {f"{spec.stream_name}/shardId-000000000000"}
+                          for doc in lagged)

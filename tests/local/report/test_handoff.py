@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
+import logging
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from geo_service.adapters.logs import formatter
 from local.report.handoff import (
     SETTLE_S,
     HandoffStats,
@@ -25,8 +26,10 @@ T0 = 1_800_000_000.0
 
 
 def line(event: str, at: float, **fields: object) -> str:
-    ts = f"{time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(at))}.{int(at * 1000) % 1000:03d}Z"
-    return json.dumps({"ts": ts, "event": event, **fields})
+    """A worker's log line at epoch ``at``, as its formatter writes it (geo_service.adapters.logs)."""
+    record = logging.makeLogRecord({"msg": event, "levelname": "INFO", "levelno": logging.INFO, "created": at,
+                                    "msecs": at % 1 * 1000, **fields})
+    return formatter().format(record)
 
 
 def test_worker_lines_give_totals_and_calls_over_time(tmp_path: Path) -> None:
@@ -37,7 +40,8 @@ def test_worker_lines_give_totals_and_calls_over_time(tmp_path: Path) -> None:
              calls={"BatchWriteItem": 1}, owner="w1"),
         line("state_calls", T0 + 5, calls={"BatchWriteItem": 1, "PutObject": 2}, owner="w1"),
         line("state_calls", T0 + 9, calls={"BatchWriteItem": 1, "PutObject": 6}, owner="w1"),
-        "not json", line("state_not_handed_over", T0 + 9.5, owner="w1")]))
+        "not json", line("state_not_handed_over", T0 + 9.5, owner="w1"),
+        json.dumps({"_aws": {"CloudWatchMetrics": []}, "state_calls": [1.0]})]))  # an EMF line is no log line
     router = RouterLedgerCalls(2, 1, Counter({int(T0) + 2: 2, int(T0) + 8: 1}))
     # WHEN the log is read
     stats = read_stats([log], router)
