@@ -17,7 +17,9 @@ In a stack of your own (docs/DEPLOY.md "Embedding the construct in your own stac
   image with ``config.geo_transform``.
 
 One GeoRebalancer per stack: its outputs have fixed keys (``georebal --stack`` and the local loop read them) and its
-resources are named by ``config.prefix``.
+resources are named by ``config.prefix``. Your app must set the CDK feature flags the construct is checked with
+(:data:`infra.flags.FEATURE_FLAGS`, the app's cdk.json ones), and synthesize from a checkout of the repository (the
+code assets read it: :func:`infra.assets.require_sources`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from infra.aggregation import AggregationJob, EmrServerlessAggregation, GlueStre
 from infra.config import GeoConfig
 from infra.deploy import DeployerFunction, HooksFunction
 from infra.errors import ConfigError
+from infra.flags import check_feature_flags
 from infra.functions import LambdaKit
 from infra.geo_streams import GeoStreams
 from infra.grants import Grants
@@ -78,6 +81,7 @@ class GeoRebalancer(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         assets.require_sources()
+        check_feature_flags(self)
         stack = Stack.of(self)
         before = {c.node.id for c in stack.node.children}
         self.config = config

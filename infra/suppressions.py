@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import jsii
-from aws_cdk import Acknowledgment, Aspects, CfnResource, IAspect, Stack, Validations
+from aws_cdk import Acknowledgment, ArnFormat, Aspects, CfnResource, IAspect, Stack, Validations
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
@@ -84,6 +84,15 @@ def _bucket_arn(stack: Stack, bucket: s3.IBucket) -> str:
     """cdk-nag's rendering of a bucket's ARN: ``<LogicalId.Arn>`` for one of the stack's, the ARN with its pseudo
     parameters as ``<AWS::Partition>`` for one imported by name or ARN (a bucket of your own)."""
     return _nag_text(stack.resolve(bucket.bucket_arn))
+
+
+def _arn(stack: Stack, service: str, resource: str, name: str,
+         arn_format: ArnFormat = ArnFormat.SLASH_RESOURCE_NAME) -> str:
+    """cdk-nag's rendering of ``stack.format_arn(...)``, as the grants build it: pseudo parameters as
+    ``<AWS::Region>`` in an environment-agnostic stack, the account, region and partition themselves in a stack with
+    a concrete environment (``enablePartitionLiterals``)."""
+    return _nag_text(stack.resolve(stack.format_arn(service=service, resource=resource, resource_name=name,
+                                                   arn_format=arn_format)))
 
 
 def _nag_text(value: Any) -> str:
@@ -215,7 +224,7 @@ def _ack_run_time_names(scope: IConstruct, owners: FindingOwners) -> None:
     config, stack = owners.config, Stack.of(scope)
     _ack(
         scope,
-        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kinesis:<AWS::Region>:<AWS::AccountId>:stream/{config.geo_stream_prefix}*]",
+        f"AwsSolutions-IAM5[Resource::{_arn(stack, 'kinesis', 'stream', f'{config.geo_stream_prefix}*')}]",
         f"Per-version geo streams are created and deleted at run time by the deployer; every statement is limited to "
         f"this deployment's '{config.geo_stream_prefix}*' streams (docs/CONTRACTS.md).",
     )
@@ -232,7 +241,7 @@ def _ack_run_time_names(scope: IConstruct, owners: FindingOwners) -> None:
         )
     _ack(
         owners.worker_task,
-        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:task/{config.prefix}-workers/*]",
+        f"AwsSolutions-IAM5[Resource::{_arn(stack, 'ecs', 'task', f'{config.prefix}-workers/*')}]",
         "A worker sets its own task's scale-in protection (ecs:UpdateTaskProtection/GetTaskProtection); task ids are "
         "created at run time; limited to the worker cluster's tasks.",
     )
@@ -284,15 +293,15 @@ def _ack_aggregation(stack: Stack, aggregation: AggregationJob) -> None:
     if aggregation.engine == "glue":
         _ack(
             aggregation,
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws-glue/*]",
+            f"AwsSolutions-IAM5[Resource::{_arn(stack, 'logs', 'log-group', '/aws-glue/*', ArnFormat.COLON_RESOURCE_NAME)}]",
             "Glue names its job log groups itself under /aws-glue/ (per security configuration and role); the job role "
             "may only write there.",
         )
     if isinstance(aggregation, EmrServerlessAggregation):
-        app_id = stack.resolve(aggregation.application.logical_id)
+        job_runs = f"{aggregation.application.attr_application_id}/jobruns/*"
         _ack(
             aggregation,
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:emr-serverless:<AWS::Region>:<AWS::AccountId>:/applications/<{app_id}.ApplicationId>/jobruns/*]",
+            f"AwsSolutions-IAM5[Resource::{_arn(stack, 'emr-serverless', '/applications', job_runs)}]",
             "Job run ids are created by StartJobRun at deploy time; limited to this application's runs.",
         )
         _ack(
@@ -308,7 +317,7 @@ def _ack_aggregation(stack: Stack, aggregation: AggregationJob) -> None:
         )
         _ack(
             aggregation.job_role,
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:*]",
+            f"AwsSolutions-IAM5[Resource::{_arn(stack, 'logs', 'log-group', '*', ArnFormat.COLON_RESOURCE_NAME)}]",
             "logs:DescribeLogGroups (only) is a list call with no single-group resource; EMR Serverless uses it to "
             "find the job's log group.",
         )
