@@ -1,6 +1,6 @@
 """Environment variable names: the one place they are spelled, with who sets each one, who reads it, and what it means.
 
-The CDK construct (``infra/rebalancer.py``, ``infra/workers.py``) sets them on the Lambda functions and the worker
+The CDK stack (``infra/stack.py``, ``infra/workers.py``) sets them on the Lambda functions and the worker
 container; the local loop (``local/``) sets them on the processes it starts; the Lambdas
 (``lambdas/common/config.py``) and the geo worker (``geo_service/runtime/config.py``) read them once at start-up. Every
 side imports :class:`EnvVar`, so a renamed variable cannot reach one side only.
