@@ -2,7 +2,10 @@
 """CDK app of Geo Rebalancer: ``cdk synth`` / ``cdk deploy --all`` (see docs/DEPLOY.md).
 
 Settings come from cdk.json context (override with ``-c key=value``) and are validated once by
-:func:`infra.config.config_from_node`. cdk-nag's AwsSolutions checks run as a CDK validation plugin.
+:func:`infra.config.config_from_node`; the stack (:class:`infra.stack.GeoRebalancerStack`) holds the
+:class:`infra.rebalancer.GeoRebalancer` construct, which tags what it creates. cdk-nag's AwsSolutions checks run as a
+CDK validation plugin. To put the construct in a stack of your own instead: docs/DEPLOY.md "Embedding the construct in
+your own stack" (``examples/embed_app.py``).
 """
 
 from __future__ import annotations
@@ -28,8 +31,6 @@ def build_app(app: cdk.App) -> GeoRebalancerStack:
             raise SystemExit(f"context 'vpc_id' ({config.vpc_id!r}) needs AWS credentials and a region at synth (VPC lookup)")
         env = cdk.Environment(account=account, region=region)
     stack = GeoRebalancerStack(app, f"{config.prefix}-geo-rebalancer", config=config, env=env)
-    cdk.Tags.of(stack).add("project", "geo-rebalancer")
-    cdk.Tags.of(stack).add("geo-rebalancer:prefix", config.prefix)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True, write_suppressions_to_cloud_formation=False))
     return stack
 

@@ -4,7 +4,7 @@ The commands that act on a deployment (``locate``, ``replay``, ``redrive``) take
 ``<prefix>-geo-rebalancer``, the stack ``app.py`` names, with the ``prefix`` of cdk.json and ``-c``, as ``preflight``
 reads them) and read the outputs they need from it; a name given on the command line (``--control-table``,
 ``--ingest-stream``...) wins over the output, and when every name a command needs is given, no stack is asked.
-The output keys are fixed (``infra/stack.py``).
+The output keys are fixed (``infra/rebalancer.py``), also with the construct in a stack of your own (``--stack``).
 """
 
 from __future__ import annotations

@@ -10,6 +10,11 @@
   scripts are single-file assets.
 
 Every entry point is checked at synth: a stack never points at code that does not exist.
+
+The sources are read from the repository the ``infra`` package sits in (:data:`REPO_ROOT`): the construct is
+synthesized from a checkout (``pip install -e <checkout>`` in your CDK app's environment). An ``infra`` installed
+into site-packages has no ``lambdas/``, ``glue_jobs/`` or ``geo_service/`` beside it: :func:`require_sources` stops
+the synth with one line saying so (docs/DEPLOY.md "Embedding the construct in your own stack").
 """
 
 from __future__ import annotations
@@ -80,6 +85,23 @@ EMR_ENTRY = EntryPoint("glue_jobs/emr_entry.py")
 GLUE_ENTRY = EntryPoint("glue_jobs/glue_entry.py")
 WORKER_DOCKERFILE = EntryPoint("geo_service/Dockerfile")
 WORKER_HEALTHCHECK = EntryPoint("geo_service/healthcheck.py")
+
+
+#: What the code assets read beside ``infra/`` (the packages the Lambdas and the Spark job ship, the worker image's
+#: Dockerfile, the layer's lock).
+SOURCES = ("lambdas/__init__.py", "geokernel/__init__.py", "partitioner/__init__.py", "glue_jobs/__init__.py",
+           "geo_service/Dockerfile", "requirements-lambda.txt")
+
+
+def require_sources(root: Path = REPO_ROOT) -> None:
+    """Fail synth in one line unless ``root`` holds the sources of the code assets (:data:`SOURCES`)."""
+    missing = [source for source in SOURCES if not (root / source).is_file()]
+    if missing:
+        raise AssetError(
+            f"the Geo Rebalancer code assets are read from a checkout of the repository, and {str(root)!r} (where the "
+            f"infra package is) lacks {', '.join(missing)}: install the bundle from a checkout with "
+            "'pip install -e <checkout>' (docs/DEPLOY.md 'Embedding the construct in your own stack')"
+        )
 
 
 def require(entry: EntryPoint) -> EntryPoint:

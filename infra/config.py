@@ -43,7 +43,7 @@ FARGATE_MEMORY = {
 _PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$")
 _VPC_RE = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-_TRANSFORM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+TRANSFORM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 _JAR_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]/\S+\.jar$")  # an S3 object (bucket naming rules)
 
 # A geo-stream shard takes up to 1,000 records/s and 1 MB/s of writes
@@ -251,7 +251,7 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
         ingest_shards=_int(ctx, "ingest_shards", 0, 10000),
         shards_per_worker=shards,
         swap_mode=_text(ctx, "swap_mode", lambda v: v in SWAP_MODES, f"one of {SWAP_MODES}"),
-        geo_transform=_text(ctx, "geo_transform", lambda v: v == "" or bool(_TRANSFORM_RE.match(v)),
+        geo_transform=_text(ctx, "geo_transform", lambda v: v == "" or bool(TRANSFORM_RE.match(v)),
                             "'' (the default reverse geocoder) or 'module:Class'") or None,
         state_handoff=_bool(ctx, "state_handoff"),
         event_fields=_event_fields(ctx),

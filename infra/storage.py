@@ -9,6 +9,10 @@ Every data bucket: SSE-KMS with one customer-managed key (bucket keys on), TLS-o
 access blocked, access logs, lifecycle rules. The access-logs bucket uses SSE-S3 (S3 log delivery cannot
 write with a KMS key). The quarantine bucket has an S3 request-metrics filter on ``quarantine/`` that the
 dashboard's quarantine-rate alarm reads (AWS/S3 PutRequests, FilterId ``QuarantineWrites``).
+
+The output bucket may be the deployment's own (``output``: an ``IBucket`` the construct is given,
+docs/DEPLOY.md "Embedding the construct in your own stack"): then none is created here, and its encryption, versioning,
+lifecycle and logging are its owner's.
 """
 
 from __future__ import annotations
@@ -23,13 +27,19 @@ from infra.config import GeoConfig
 QUARANTINE_METRICS_FILTER = "QuarantineWrites"
 NONCURRENT_DAYS = {"Specs": 90, "Checkpoints": 1}  # others: 7
 _ABORT_UPLOADS = s3.LifecycleRule(id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=Duration.days(7))
+_TIER_ENRICHED = s3.LifecycleRule(
+    id="tier-enriched",
+    prefix="enriched/",
+    transitions=[s3.Transition(storage_class=s3.StorageClass.INFREQUENT_ACCESS, transition_after=Duration.days(30))],
+    expiration=Duration.days(365),
+)
 
 
 class Storage(Construct):
-    """Buckets as attributes: ``snapshots``, ``specs``, ``checkpoints``, ``quarantine``, ``costs``, ``output``,
-    ``access_logs``; the data-bucket KMS ``key``."""
+    """Buckets as attributes: ``snapshots``, ``specs``, ``checkpoints``, ``quarantine``, ``costs``, ``output`` (the one
+    given, else created), ``access_logs``; the data-bucket KMS ``key``."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, config: GeoConfig) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, config: GeoConfig, output: s3.IBucket | None = None) -> None:
         super().__init__(scope, construct_id)
         self._retain = config.retain_data
         removal = RemovalPolicy.RETAIN if config.retain_data else RemovalPolicy.DESTROY
@@ -60,19 +70,7 @@ class Storage(Construct):
         self.costs = self._bucket(
             "Costs", [s3.LifecycleRule(id="expire-cost-reports", prefix="costs/", expiration=Duration.days(30))]
         )
-        self.output = self._bucket(
-            "Output",
-            [
-                s3.LifecycleRule(
-                    id="tier-enriched",
-                    prefix="enriched/",
-                    transitions=[
-                        s3.Transition(storage_class=s3.StorageClass.INFREQUENT_ACCESS, transition_after=Duration.days(30))
-                    ],
-                    expiration=Duration.days(365),
-                )
-            ],
-        )
+        self.output: s3.IBucket = output if output is not None else self._bucket("Output", [_TIER_ENRICHED])
 
     def _bucket(
         self,
@@ -102,7 +100,7 @@ class Storage(Construct):
         )
 
     @property
-    def data_buckets(self) -> dict[str, s3.Bucket]:
+    def data_buckets(self) -> dict[str, s3.IBucket]:
         return {
             "Snapshots": self.snapshots,
             "Specs": self.specs,

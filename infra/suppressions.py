@@ -1,6 +1,10 @@
 """cdk-nag (v3) acknowledgments. Each names one exact finding (``Rule[Finding]``) on the narrowest construct that
 owns it, with the reason it is acceptable here. v3 has no prefix matching: a new kind of finding fails synth.
 
+The widest scope is the :class:`~infra.rebalancer.GeoRebalancer` construct, plus the stack-level singletons CDK added
+for it (``stack_level``: bucket-notification and custom-resource handlers): embedded in a stack of yours, nothing here
+acknowledges a finding of your own resources.
+
 checkov acknowledgments (:class:`CheckovSkips`): resource ``Metadata.checkov.skip`` entries ``{id, comment}``, one
 per check and resource kind, with the reason; ``scripts/synth-check`` fails on any checkov finding not skipped so.
 """
@@ -8,13 +12,16 @@ per check and resource kind, with the reason; ``scripts/synth-check`` fails on a
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import jsii
-from aws_cdk import Acknowledgment, Aspects, CfnResource, IAspect, Stack, Validations
+from aws_cdk import Acknowledgment, ArnFormat, Aspects, CfnResource, IAspect, Stack, Validations
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import IConstruct
 
@@ -71,6 +78,34 @@ def _arn_token(stack: Stack, construct: IConstruct) -> str:
     default = construct.node.default_child
     assert isinstance(default, CfnResource)
     return f"<{stack.resolve(default.logical_id)}.Arn>"
+
+
+def _bucket_arn(stack: Stack, bucket: s3.IBucket) -> str:
+    """cdk-nag's rendering of a bucket's ARN: ``<LogicalId.Arn>`` for one of the stack's, the ARN with its pseudo
+    parameters as ``<AWS::Partition>`` for one imported by name or ARN (a bucket of your own)."""
+    return _nag_text(stack.resolve(bucket.bucket_arn))
+
+
+def _arn(stack: Stack, service: str, resource: str, name: str,
+         arn_format: ArnFormat = ArnFormat.SLASH_RESOURCE_NAME) -> str:
+    """cdk-nag's rendering of ``stack.format_arn(...)``, as the grants build it: pseudo parameters as
+    ``<AWS::Region>`` in an environment-agnostic stack, the account, region and partition themselves in a stack with
+    a concrete environment (``enablePartitionLiterals``)."""
+    return _nag_text(stack.resolve(stack.format_arn(service=service, resource=resource, resource_name=name,
+                                                   arn_format=arn_format)))
+
+
+def _nag_text(value: Any) -> str:
+    """An intrinsic as cdk-nag writes it in a finding: ``Ref`` -> ``<Id>``, ``Fn::GetAtt`` -> ``<Id.Attr>``,
+    ``Fn::Join`` joined."""
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return str(separator).join(_nag_text(part) for part in parts)
+    if isinstance(value, dict) and "Ref" in value:
+        return f"<{value['Ref']}>"
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return f"<{'.'.join(value['Fn::GetAtt'])}>"
+    return str(value)
 
 
 LOG_GROUP_SKIPS = (
@@ -136,17 +171,19 @@ class FindingOwners:
     aggregation: AggregationJob
 
 
-def acknowledge_findings(stack: Stack, owners: FindingOwners) -> None:
-    """Acknowledge every cdk-nag finding the stack is known to have (each with its reason) and add the checkov
-    skips; the order is the order of ``<stack>.acknowledgements.json``."""
-    Aspects.of(stack).add(CheckovSkips(owners.storage.access_logs))
+def acknowledge_findings(scope: IConstruct, owners: FindingOwners, *, stack_level: Sequence[IConstruct] = ()) -> None:
+    """Acknowledge every cdk-nag finding ``scope`` (the deployment's construct) and the ``stack_level`` constructs
+    CDK added for it are known to have (each with its reason) and add the checkov skips to them; the order is the
+    order of ``<stack>.acknowledgements.json``."""
+    for each in (scope, *stack_level):
+        Aspects.of(each).add(CheckovSkips(owners.storage.access_logs))
     _ack_s3_dead_letter_queues(owners)
-    _ack_grant_helpers(stack, owners)
-    _ack_run_time_names(stack, owners)
-    _ack_unscoped_actions(stack, owners)
+    _ack_grant_helpers(scope, owners)
+    _ack_run_time_names(scope, owners)
+    _ack_unscoped_actions(scope, owners, stack_level)
     _ack_router_failure_queue(owners)
     _ack_container_environment(owners)
-    _ack_aggregation(stack, owners.aggregation)
+    _ack_aggregation(Stack.of(scope), owners.aggregation)
 
 
 def _ack_s3_dead_letter_queues(owners: FindingOwners) -> None:
@@ -155,61 +192,62 @@ def _ack_s3_dead_letter_queues(owners: FindingOwners) -> None:
              "This queue is itself the dead-letter queue of an S3-triggered function; it has no further DLQ.")
 
 
-def _ack_grant_helpers(stack: Stack, owners: FindingOwners) -> None:
+def _ack_grant_helpers(scope: IConstruct, owners: FindingOwners) -> None:
     """The wildcards of CDK's grant helpers: action families, and the objects of one named bucket."""
+    stack = Stack.of(scope)
     for family in GRANT_ACTION_FAMILIES:
         _ack(
-            stack,
+            scope,
             f"AwsSolutions-IAM5[Action::{family}]",
             f"Emitted by a CDK grant helper (grant_read/grant_put/grant_read_write/grant_encrypt_decrypt) for one named "
             f"bucket or key; '{family}' is the narrowest family covering the multipart, versioned and bucket-key calls.",
         )
     for name, bucket in owners.storage.data_buckets.items():
         _ack(
-            stack,
-            f"AwsSolutions-IAM5[Resource::{_arn_token(stack, bucket)}/*]",
+            scope,
+            f"AwsSolutions-IAM5[Resource::{_bucket_arn(stack, bucket)}/*]",
             f"Objects of the {name} bucket only: object keys are created at run time (window, version, worker, time).",
         )
-    specs = _arn_token(stack, owners.storage.specs)
+    specs = _bucket_arn(stack, owners.storage.specs)
     for key, what in ((spec_key(0), "new spec versions (partitioner, deployer)"),
                       (stream_manifest_key(0), "geo stream manifests (deployer, hooks)")):
         _ack(
-            stack,
+            scope,
             f"AwsSolutions-IAM5[Resource::{specs}/{key.split('/')[0]}/*]",
             f"Puts of {what} under one fixed prefix of the specs bucket, one key per version named at run time; no "
-            "delete (infra/stack.py).",
+            "delete (infra/grants.py).",
         )
 
 
-def _ack_run_time_names(stack: Stack, owners: FindingOwners) -> None:
+def _ack_run_time_names(scope: IConstruct, owners: FindingOwners) -> None:
     """Resources named at run time under a fixed prefix: geo streams, worker tasks."""
-    config = owners.config
+    config, stack = owners.config, Stack.of(scope)
     _ack(
-        stack,
-        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kinesis:<AWS::Region>:<AWS::AccountId>:stream/{config.geo_stream_prefix}*]",
+        scope,
+        f"AwsSolutions-IAM5[Resource::{_arn(stack, 'kinesis', 'stream', f'{config.geo_stream_prefix}*')}]",
         f"Per-version geo streams are created and deleted at run time by the deployer; every statement is limited to "
         f"this deployment's '{config.geo_stream_prefix}*' streams (docs/CONTRACTS.md).",
     )
-    if config.state_handoff:  # infra/stack.py _grant_state_handoff: objects under one fixed prefix each
+    if config.state_handoff:  # infra/grants.py _grant_state_handoff: objects under one fixed prefix each
         _ack(
-            stack,
-            f"AwsSolutions-IAM5[Resource::{_arn_token(stack, owners.storage.specs)}/router-ledger/*]",
+            scope,
+            f"AwsSolutions-IAM5[Resource::{_bucket_arn(stack, owners.storage.specs)}/router-ledger/*]",
             "The router's ledger objects, one per ingest shard named at run time (docs/CONTRACTS.md 'Router ledger').",
         )
         _ack(
-            stack,
-            f"AwsSolutions-IAM5[Resource::{_arn_token(stack, owners.storage.output)}/state/*]",
+            scope,
+            f"AwsSolutions-IAM5[Resource::{_bucket_arn(stack, owners.storage.output)}/state/*]",
             "Slot state objects, one per slot and version named at run time (docs/CONTRACTS.md 'Slot states').",
         )
     _ack(
         owners.worker_task,
-        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:<AWS::AccountId>:task/{config.prefix}-workers/*]",
+        f"AwsSolutions-IAM5[Resource::{_arn(stack, 'ecs', 'task', f'{config.prefix}-workers/*')}]",
         "A worker sets its own task's scale-in protection (ecs:UpdateTaskProtection/GetTaskProtection); task ids are "
         "created at run time; limited to the worker cluster's tasks.",
     )
 
 
-def _ack_unscoped_actions(stack: Stack, owners: FindingOwners) -> None:
+def _ack_unscoped_actions(scope: IConstruct, owners: FindingOwners, stack_level: Sequence[IConstruct]) -> None:
     """Actions without resource-level permissions, and AWS's managed Lambda policy."""
     star_owners: list[IConstruct] = [*owners.functions, owners.worker_task]
     if owners.aggregation.engine == "glue":
@@ -224,12 +262,14 @@ def _ack_unscoped_actions(stack: Stack, owners: FindingOwners) -> None:
             "ecr:GetAuthorizationToken (task "
             "execution role), cloudwatch:PutMetricData (Glue job, limited by the cloudwatch:namespace condition to Glue).",
         )
-    _ack(
-        stack,
-        IAM4_LAMBDA_BASIC,
-        "AWSLambdaBasicExecutionRole only allows creating log streams and putting log events; used by the project's "
-        "functions and by the CDK-provided bucket-notification, AwsCustomResource and provider-framework handlers.",
-    )
+    for owner in (scope, *stack_level):
+        _ack(
+            owner,
+            IAM4_LAMBDA_BASIC,
+            "AWSLambdaBasicExecutionRole only allows creating log streams and putting log events; used by the "
+            "project's functions and by the CDK-provided bucket-notification, AwsCustomResource and provider-framework "
+            "handlers.",
+        )
 
 
 def _ack_router_failure_queue(owners: FindingOwners) -> None:
@@ -253,15 +293,15 @@ def _ack_aggregation(stack: Stack, aggregation: AggregationJob) -> None:
     if aggregation.engine == "glue":
         _ack(
             aggregation,
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws-glue/*]",
+            f"AwsSolutions-IAM5[Resource::{_arn(stack, 'logs', 'log-group', '/aws-glue/*', ArnFormat.COLON_RESOURCE_NAME)}]",
             "Glue names its job log groups itself under /aws-glue/ (per security configuration and role); the job role "
             "may only write there.",
         )
     if isinstance(aggregation, EmrServerlessAggregation):
-        app_id = stack.resolve(aggregation.application.logical_id)
+        job_runs = f"{aggregation.application.attr_application_id}/jobruns/*"
         _ack(
             aggregation,
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:emr-serverless:<AWS::Region>:<AWS::AccountId>:/applications/<{app_id}.ApplicationId>/jobruns/*]",
+            f"AwsSolutions-IAM5[Resource::{_arn(stack, 'emr-serverless', '/applications', job_runs)}]",
             "Job run ids are created by StartJobRun at deploy time; limited to this application's runs.",
         )
         _ack(
@@ -277,7 +317,7 @@ def _ack_aggregation(stack: Stack, aggregation: AggregationJob) -> None:
         )
         _ack(
             aggregation.job_role,
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:*]",
+            f"AwsSolutions-IAM5[Resource::{_arn(stack, 'logs', 'log-group', '*', ArnFormat.COLON_RESOURCE_NAME)}]",
             "logs:DescribeLogGroups (only) is a list call with no single-group resource; EMR Serverless uses it to "
             "find the job's log group.",
         )

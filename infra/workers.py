@@ -4,7 +4,8 @@ with ECS-native blue/green deployments whose lifecycle hooks invoke the hooks La
 The image is built from ``geo_service/Dockerfile`` with the repo root as context (a DockerImageAsset: synth stages
 the context into ``cdk.out/asset.<hash>/``; ``cdk deploy`` builds that directory and pushes the image). The staged
 context holds exactly what the Dockerfile copies (:func:`image_excludes`, parsed from its ``COPY`` lines), so a new
-``COPY`` line needs no second list.
+``COPY`` line needs no second list. A transform package (:class:`infra.worker_transform.WorkerTransform`) is the
+image's build argument ``TRANSFORM_PACKAGE``; an image of your own replaces the asset (no Dockerfile is read).
 
 A stack update never touches the running fleet: the service template has no ``DesiredCount`` (CloudFormation
 omits an unspecified desired count from the update, so the deployer's count stays; on create ECS starts one
@@ -35,6 +36,7 @@ from infra import assets
 from infra.config import GeoConfig
 from infra.dockerfile import context_excludes
 from infra.functions import retention
+from infra.worker_transform import WorkerTransform
 
 # Lifecycle stages the hooks Lambda handles (docs/CONTRACTS.md "Worker lifecycle, readiness and drain").
 HOOK_STAGES = (
@@ -77,6 +79,7 @@ class Workers(Construct):
         security_group: ec2.ISecurityGroup,
         hooks: lambda_.IFunction,
         environment: Mapping[str, str],
+        worker: WorkerTransform | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.cluster = ecs.Cluster(
@@ -101,8 +104,14 @@ class Workers(Construct):
         self.log_group = logs.LogGroup(
             self, "Logs", retention=retention(config.log_retention_days), removal_policy=RemovalPolicy.DESTROY
         )
-        self.image = self._image()
-        self.container = self._container(config, environment)
+        worker = worker or WorkerTransform.bundled()
+        # the bundled image's asset; None with an image of your own
+        self.image: ecr_assets.DockerImageAsset | None = None
+        image = worker.image
+        if image is None:
+            self.image = self._image(worker.build_args)
+            image = ecs.ContainerImage.from_docker_image_asset(self.image)
+        self.container = self._container(config, environment, image)
         self.execution_role: iam.IRole = self.task_definition.obtain_execution_role()
         self.hook_role = iam.Role(
             self,
@@ -116,8 +125,9 @@ class Workers(Construct):
             ecs.DeploymentLifecycleLambdaTarget(hooks, "Hooks", lifecycle_stages=list(HOOK_STAGES), role=self.hook_role)
         )
 
-    def _image(self) -> ecr_assets.DockerImageAsset:
-        """The worker image, built from ``geo_service/Dockerfile`` with the staged allowlist as its context."""
+    def _image(self, build_args: Mapping[str, str]) -> ecr_assets.DockerImageAsset:
+        """The worker image, built from ``geo_service/Dockerfile`` with the staged allowlist as its context (and a
+        transform package's build argument: a change of it is a new asset hash, so a new image)."""
         dockerfile = assets.require(assets.WORKER_DOCKERFILE)
         assets.require(assets.WORKER_HEALTHCHECK)
         return ecr_assets.DockerImageAsset(
@@ -127,12 +137,15 @@ class Workers(Construct):
             file=dockerfile.path,
             platform=ecr_assets.Platform.LINUX_AMD64,
             exclude=image_excludes(),
+            build_args=dict(build_args) or None,
         )
 
-    def _container(self, config: GeoConfig, environment: Mapping[str, str]) -> ecs.ContainerDefinition:
+    def _container(
+        self, config: GeoConfig, environment: Mapping[str, str], image: ecs.ContainerImage
+    ) -> ecs.ContainerDefinition:
         return self.task_definition.add_container(
             CONTAINER_NAME,
-            image=ecs.ContainerImage.from_docker_image_asset(self.image),
+            image=image,
             environment={**environment, EnvVar.LEASE_S: str(config.lease_s)},
             logging=ecs.LogDriver.aws_logs(stream_prefix="worker", log_group=self.log_group),
             # The worker writes no file (records, leases, costs and state go to AWS; the image sets

@@ -32,7 +32,7 @@ SMOKE_CONTEXT: dict[str, str] = {
     "log_retention_days": "1",
 }
 PREFIX_BASE = "georebal-smoke-"
-#: The outputs the smoke run reads (infra/stack.py, infra/outputs.py).
+#: The outputs the smoke run reads (infra/rebalancer.py, infra/outputs.py).
 REQUIRED_OUTPUTS = ("IngestStreamName", "ControlTable", "OutputBucket", "RouterFailureQueue", "LogGroupRouter",
                     "LogGroupPartitioner", "LogGroupDeployer", "LogGroupHooks", "LogGroupWorkers")
 #: The log groups searched for AccessDenied: the Lambdas' and the workers' (the output names).

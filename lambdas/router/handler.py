@@ -132,8 +132,15 @@ def parse_kinesis_event(event: dict[str, Any]) -> list[InputRecord]:
 def ingest_shard_of(event: dict[str, Any]) -> tuple[str, str] | None:
     """The batch's ingest stream and shard id (from its first record; a batch holds one shard's), or None if empty."""
     for r in event.get("Records", []):
-        return str(r.get("eventSourceARN", "?")).rsplit("/", 1)[-1], str(r.get("eventID", "?")).split(":")[0]
+        return stream_name_of(str(r.get("eventSourceARN", "?"))), str(r.get("eventID", "?")).split(":")[0]
     return None
+
+
+def stream_name_of(arn: str) -> str:
+    """The stream's name in a stream ARN (``...:stream/<name>``) or in an enhanced fan-out consumer's
+    (``...:stream/<name>/consumer/<consumer>:<created>``, the router reading through one: infra/router.py)."""
+    parts = arn.split(":", 5)[-1].split("/")
+    return parts[1] if len(parts) > 1 and parts[0] == "stream" else arn.rsplit("/", 1)[-1]
 
 
 def user_records(record: InputRecord) -> list[InputRecord]:

@@ -107,7 +107,7 @@ def test_emr_job_run_handler_may_only_touch_this_application_and_pass_the_job_ro
 def test_emr_checkpoint_stays_across_code_changes_and_moves_with_the_query_shape(emr: Any) -> None:
     # GIVEN the synthesized stack's EMR job settings, and the same settings computed for other code
     stack = emr.stack
-    config, inputs = stack.config, _inputs(stack)
+    config, inputs = stack.config, _inputs(stack.rebalancer)
     checkpoint = _argument(_start_request(emr.template), "--checkpoint")
 
     def resolved(engine: str = "emr", code_hash: str = "another-build", **changes: Any) -> str:
@@ -154,10 +154,10 @@ def test_emr_template_keeps_the_checkpoint_when_the_code_changes(tmp_path: Path,
     assert _argument(before, "--checkpoint") == _argument(after, "--checkpoint")
 
 
-def _inputs(stack: Any) -> JobInputs:
-    return JobInputs(stream=stack.ingest.stream, snapshots=stack.storage.snapshots,
-                     quarantine=stack.storage.quarantine, checkpoints=stack.storage.checkpoints,
-                     costs=stack.storage.costs)
+def _inputs(rebalancer: Any) -> JobInputs:
+    return JobInputs(stream=rebalancer.ingest_stream, snapshots=rebalancer.storage.snapshots,
+                     quarantine=rebalancer.storage.quarantine, checkpoints=rebalancer.storage.checkpoints,
+                     costs=rebalancer.storage.costs)
 
 
 def test_glue_variant_has_a_glue_51_streaming_job_and_no_emr_application(glue: Any) -> None:
@@ -271,7 +271,7 @@ def _asset_bucket_reads(synth: Any) -> list[str]:
 def test_the_job_role_reads_only_its_own_objects_of_the_cdk_assets_bucket(emr: Any, glue: Any) -> None:
     # GIVEN each engine's job role WHEN its statements on the account's CDK assets bucket are listed
     for synth in (emr, glue):
-        job = synth.stack.aggregation
+        job = synth.stack.rebalancer.aggregation
         reads = _asset_bucket_reads(synth)
         # THEN they name the job's entry script and code zip (bucket-level listing aside), never every object
         objects = {r.split("<bucket>", 1)[1] for r in reads if not r.endswith("<bucket>")}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -52,3 +54,19 @@ def test_a_build_from_the_repo_root_keeps_every_copy_source_too() -> None:
     for source in sources:
         top = source.split("/")[0]
         assert f"!{top}/" in ignore and f"!{top}/**" in ignore, source
+
+
+def test_a_transform_package_is_installed_only_when_given_and_with_the_locks_versions() -> None:
+    # GIVEN the worker Dockerfile's transform-package step (infra/worker_transform.py: build arg TRANSFORM_PACKAGE)
+    text = (REPO / "geo_service" / "Dockerfile").read_text()
+    assert 'ARG TRANSFORM_PACKAGE=""' in text
+    step = text[text.index("RUN if [ -n \"$TRANSFORM_PACKAGE\" ]"):text.index("    fi\n")]
+    # THEN it installs the package with a constraints file (-c) that the step derives from the image lock
+    assert 'pip install --no-compile -c /tmp/locked.txt "$TRANSFORM_PACKAGE"' in step
+    sed = step.split("sed -n ", 1)[1].split(" /app/geo_service/requirements.txt", 1)[0]
+    lock = REPO / "geo_service" / "requirements.txt"
+    done = subprocess.run(["sed", "-n", shlex.split(sed)[0], str(lock)], capture_output=True, text=True, check=True)
+    # AND the constraints are exactly the lock's pins, name==version, one per locked package
+    pins = done.stdout.split()
+    locked = [line.split(" ")[0] for line in lock.read_text().splitlines() if line[:1].isalnum() and "==" in line]
+    assert pins == locked and pins and all(p.count("==") == 1 and "\\" not in p for p in pins)

@@ -170,7 +170,7 @@ def _role_statements(synth: Any, role_prefix: str) -> list[dict[str, Any]]:
 
 
 def _specs_bucket(synth: Any) -> str:
-    return f"<{synth.stack.resolve(synth.stack.storage.specs.node.default_child.logical_id)}.Arn>"
+    return f"<{synth.stack.resolve(synth.stack.rebalancer.storage.specs.node.default_child.logical_id)}.Arn>"
 
 
 @pytest.mark.parametrize(("role", "puts"), [

@@ -335,3 +335,14 @@ def test_route_batch_reads_the_mapped_fields(aws: Aws) -> None:
     # THEN the mapping routes it, and the canonical names quarantine it as missing its fields
     assert (mapped.routed, mapped.quarantined) == (1, 0)
     assert (default.routed, default.quarantined) == (0, 1)
+
+
+@pytest.mark.parametrize("arn", [
+    "arn:aws:kinesis:eu-west-1:123456789012:stream/georebal-ingest",
+    "arn:aws:kinesis:eu-west-1:123456789012:stream/georebal-ingest/consumer/georebal-router:1700000000",
+])
+def test_the_ingest_shard_names_the_stream_also_through_a_fan_out_consumer(arn: str) -> None:
+    # GIVEN a batch whose records name the stream, or the enhanced fan-out consumer the router reads through
+    event = {"Records": [{"eventSourceARN": arn, "eventID": "shardId-000000000003:4960"}]}
+    # WHEN its ingest shard is read THEN it is the stream's name and the shard id either way
+    assert router_handler.ingest_shard_of(event) == ("georebal-ingest", "shardId-000000000003")
