@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
@@ -28,6 +28,7 @@ from geokernel.contracts.events import (
 
 _DIGITS = re.compile(r"^[0-9]+$")
 _ISO = re.compile(ISO_DATETIME_PREFIX)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -142,3 +143,27 @@ def quarantine_record(rejection: Rejection, source: str, quarantined_at: str) ->
     """Return the contract's quarantine record for ``rejection``."""
     return {"reason": rejection.reason, "raw": rejection.raw.decode("utf-8", errors="replace"), "source": source,
             "quarantined_at": quarantined_at}
+
+
+def event_time_ms(ts: Any) -> int:
+    """The epoch milliseconds of a valid event's ``ts`` (one :func:`parse_event` accepted), by its rule: epoch
+    milliseconds as a number or a digit string, else ISO-8601 text (no offset: UTC); rounded to the nearest ms.
+
+    The one reading of an event's time outside the checks: the workers' output partitions (the event hour of
+    ``geokernel.contracts.enriched.enriched_key``) and the local loop's report read it here.
+
+    Raises
+    ------
+    ValueError
+        ``ts`` is none of these (naming it): the caller read a field :func:`parse_event` did not check.
+    """
+    if isinstance(ts, str) and _DIGITS.match(ts.strip()):
+        ts = int(ts.strip())
+    if isinstance(ts, (int, float)) and not isinstance(ts, bool) and math.isfinite(ts):
+        return math.floor(ts + 0.5)
+    if isinstance(ts, str) and _ISO.match(ts.strip()):
+        when = datetime.fromisoformat(ts.strip())
+        when = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+        micros = (when - _EPOCH) // timedelta(microseconds=1)
+        return (micros + 500) // 1000
+    raise ValueError(f"not an event time (epoch milliseconds or ISO-8601): {_short(ts)}")

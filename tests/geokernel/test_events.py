@@ -9,7 +9,7 @@ import pytest
 
 from geokernel.contracts.event_fields import EventFields
 from geokernel.contracts.events import REQUIRED_FIELDS
-from geokernel.events import Rejection, ValidEvent, parse_event, quarantine_record
+from geokernel.events import Rejection, ValidEvent, event_time_ms, parse_event, quarantine_record
 
 GOOD = {"event_id": "e1", "entity_id": "truck-1", "ts": 1795255500000, "lat": 52.52, "lon": 13.405, "extra": [1]}
 
@@ -31,6 +31,24 @@ def test_valid_event_keeps_its_bytes() -> None:
 def test_timestamp_forms(ts: object) -> None:
     # GIVEN an epoch-ms or ISO-8601 ts / WHEN parsed / THEN accepted
     assert isinstance(parse_event(raw(ts=ts)), ValidEvent)
+
+
+@pytest.mark.parametrize(("ts", "ms"), [
+    ("2026-11-21T10:05:01Z", 1_795_255_501_000), ("2026-11-21T10:05:01.5+01:00", 1_795_251_901_500),
+    ("2026-11-21T10:05:01.0005", 1_795_255_501_001), (0, 0), (1795255500000.5, 1_795_255_500_001),
+    (" 1795255500000 ", 1_795_255_500_000),
+])
+def test_the_time_of_a_valid_event_in_epoch_milliseconds(ts: object, ms: int) -> None:
+    # GIVEN a ts parse_event accepts (ISO-8601 without an offset is UTC)
+    assert isinstance(parse_event(raw(ts=ts)), ValidEvent)
+    # WHEN its time is read THEN it is the epoch milliseconds, rounded to the nearest
+    assert event_time_ms(ts) == ms
+
+
+def test_a_time_the_rule_does_not_read_is_named() -> None:
+    # GIVEN a ts no valid event has WHEN its time is read THEN the error names it
+    with pytest.raises(ValueError, match="'yesterday'"):
+        event_time_ms("yesterday")
 
 
 @pytest.mark.parametrize(("data", "code", "needle"), [
