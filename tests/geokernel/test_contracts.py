@@ -88,7 +88,7 @@ def test_an_enriched_body_is_gzipd_json_lines_and_anything_else_is_named() -> No
     assert body == encode_lines(['{"event_id":"a"}', '{"event_id":"b"}']) and body[:2] == b"\x1f\x8b"
     assert decode_lines(body, "k") == ['{"event_id":"a"}', '{"event_id":"b"}']
     # AND an uncompressed body is refused naming where it came from
-    with pytest.raises(ContractError, match="^s3://b/k: not gzip'd"):
+    with pytest.raises(ContractError, match=r"^s3://b/k: not gzip'd"):
         decode_lines(b'{"event_id":"a"}\n', "s3://b/k")
 
 
