@@ -19,6 +19,7 @@ from geokernel.contracts.handoff import router_ledger_key, state_key
 from geokernel.contracts.spec_pointer import spec_key
 from geokernel.contracts.stream import stream_manifest_key
 from infra.aggregation import AggregationJob, EmrServerlessAggregation, GlueStreamingAggregation, JobInputs
+from infra.catalog import OutputCatalog
 from infra.config import GeoConfig
 from infra.deploy import DeployerFunction, HooksFunction
 from infra.functions import LambdaKit
@@ -45,6 +46,7 @@ class GeoRebalancerStack(Stack):
         self.network = Network(self, "Network", config=config)
         self.ingest = IngestStream(self, "Ingest", config=config)
         self.storage = Storage(self, "Storage", config=config)
+        self.catalog = OutputCatalog(self, "Catalog", config=config, output=self.storage.output)
         self.tables = ControlTables(self, "Tables", config=config)
         self.geo_streams = GeoStreams(self, "GeoStreams", config=config)
         kit = LambdaKit(self, "Lambda", config=config)

@@ -45,6 +45,10 @@ _ENRICHED_KEY = re.compile(r"^enriched/dt=(?P<dt>\d{4}-\d{2}-\d{2})/hour=(?P<hou
                            r"v(?P<version>\d+)-(?P<worker>[^/]+)-(?P<ms>\d+)-(?P<seq>\d+)\.jsonl\.gz$")
 _SHAPE = "enriched/dt=<YYYY-MM-DD>/hour=<HH>/v<version>-<worker>-<written_ms>-<seq>.jsonl.gz"
 
+#: Which of an event's copies is its first (delivery is at-least-once): the one processed first, then by version and
+#: slot. Every copy has the event's time, so all are in one hour's folder. The stack's dedupe view (``infra/catalog.py``)
+#: and the local run's query (``local.report.product``) keep it.
+FIRST_COPY_ORDER: tuple[str, ...] = ("processed_at", "spec_version", "worker_id")
 #: The fields the worker adds to every record; they win over an event or transform field of the same name.
 ROUTING_FIELDS: tuple[str, ...] = ("event_id", "spec_version", "partition_id", "worker_id", "stray", "owner",
                                    "processed_at")

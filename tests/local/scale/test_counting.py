@@ -38,7 +38,7 @@ def test_steady_calls_count_the_steady_phase_only_and_pick_out_the_state_handoff
         log.add([Usage("s3.get.prefix", "specs/router-ledger/ingest", 1),
                  Usage("s3.put.prefix", "specs/router-ledger/ingest", 1),
                  Usage("s3.put.prefix", "out/state/v1/w0001", 0.5),
-                 Usage("s3.put.prefix", "out/enriched/v1", 1)], at=T0 + t)
+                 Usage("s3.put.prefix", "out/enriched/dt=2025-11-21/hour=04", 1)], at=T0 + t)
     log.add([Usage("dynamodb.BatchWriteItem", ACCOUNT, 5)], at=T0 + 15)
     # WHEN its steady calls are counted
     got = steady_calls(result, "specs", "out")
