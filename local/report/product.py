@@ -147,7 +147,8 @@ class Product:
 
     @property
     def ok(self) -> bool:
-        return self.error is None and bool(self.hours) and all(h.ok for h in self.hours)
+        """Queried, and every hour matched (a run whose oracle expects no event has no hour to query)."""
+        return self.error is None and all(h.ok for h in self.hours)
 
 
 def product_of(out: Path, kept: Sequence[Kept], oracle_hours: Mapping[int, int] | None) -> Product:
@@ -180,8 +181,10 @@ def section(p: Product, out: Path) -> list[str]:
 
 def summary_line(p: Product) -> str:
     """The closing line: the busiest hour's answer (and how the others went)."""
-    if p.error is not None or not p.hours:
-        return f"OUTPUT AS A DATA PRODUCT: not queried: {p.error or 'no hour'}"
+    if p.error is not None:
+        return f"OUTPUT AS A DATA PRODUCT: not queried: {p.error}"
+    if not p.hours:
+        return "OUTPUT AS A DATA PRODUCT: the oracle expects no event, no hour to query"
     top = max(p.hours, key=lambda h: h.oracle)
     others = len(p.hours) - 1
     more = f" (+{others} more hour{'s' if others > 1 else ''}, {sum(not h.ok for h in p.hours if h is not top)} " \
