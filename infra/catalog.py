@@ -15,9 +15,9 @@ the range.
 
 The columns are the stable fields of every record: the event's own (``event_id``, ``entity_id``, ``ts`` as sent:
 epoch milliseconds or ISO-8601 text, hence a string; ``lat``, ``lon``) and the routing ids the worker adds. A
-transform's fields are not columns (each transform has its own): read them from the raw line (``"$path"`` and
-``json_extract``) or add them as columns to the table (``ALTER TABLE ... ADD COLUMNS``; the SerDe maps a column to
-the JSON key of its name).
+transform's fields are not columns (each transform has its own): add them to the table (``ALTER TABLE ... ADD
+COLUMNS``; the SerDe maps a column to the JSON key of its name), or read the raw JSON through a one-column text
+table over the same folders (docs/DEPLOY.md "Querying the output").
 
 Delivery is at-least-once: :func:`dedupe_view_sql` is the view that keeps each event's first copy (the one
 processed first, :data:`geokernel.contracts.enriched.FIRST_COPY_ORDER`). The stack shows it as an output
@@ -98,7 +98,7 @@ class OutputCatalog(Construct):
             table_input=glue.CfnTable.TableInputProperty(
                 name=TABLE, table_type="EXTERNAL_TABLE",
                 description="Enriched records by event hour, gzip'd JSON lines, at-least-once (dedupe by event_id: "
-                            f"view {VIEW}); transform fields: from the raw line or added as columns",
+                            f"view {VIEW}); a transform's fields: add them as columns (docs/DEPLOY.md)",
                 parameters={"classification": "json", "compressionType": "gzip", **projection(output.bucket_name)},
                 partition_keys=[glue.CfnTable.ColumnProperty(name=c, type="string") for c in PARTITION_COLUMNS],
                 storage_descriptor=glue.CfnTable.StorageDescriptorProperty(
