@@ -111,7 +111,7 @@ class OutputCatalog(Construct):
                 ),
             ),
         )
-        self.table.add_dependency(self.database)
+        self.table.node.add_dependency(self.database)
         for key, value, description in (
             ("OutputDatabase", self.database_name, "Glue database of the enriched output (Athena)"),
             ("OutputTable", TABLE, "Glue table of the enriched output, partitioned by event hour (dt, hour)"),

@@ -41,6 +41,9 @@ def test_the_table_reads_the_gzipd_json_lines_under_enriched_with_hour_partition
             }),
         },
     })
+    # AND the table is created after its database
+    (database,), (table,) = emr.resources("AWS::Glue::Database"), emr.resources("AWS::Glue::Table").values()
+    assert database in table["DependsOn"]
     # AND the database and table names and the view's SQL are outputs
     outputs = emr.template.to_json()["Outputs"]
     assert outputs["OutputDatabase"]["Value"] == "georebal_output" and outputs["OutputTable"]["Value"] == TABLE
