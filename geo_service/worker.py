@@ -9,7 +9,7 @@ lifecycle" and "Cheap swaps"):
    until the stream exists), load its region plus buffer ring into the transform, calibrate (once per process),
    ``ready=true``;
 3. **serve** it (:class:`~geo_service.serving.runner.SlotRunner`): consume behind the handover gate, transform, write
-   ``enriched/v<v>/<worker>/<epoch_ms>.jsonl``, checkpoint; once the active pointer has moved past the version,
+   ``enriched/dt=<day>/hour=<HH>/...jsonl.gz`` (by event hour), checkpoint; once the active pointer has moved past the version,
    drain (no records for ``drain_quiet_s`` and ``MillisBehindLatest == 0``), ``drained=true``, release.
 
 **Carry-over** (``SWAP_MODE=carry``, the default): while it serves ``v<n>#w``, a worker whose slot the deploy

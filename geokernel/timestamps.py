@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from geokernel.contracts.events import ISO_DATETIME_PREFIX, MAX_EPOCH_MS, ReasonCode
 from geokernel.contracts.timestamps import (
     EPOCH_NUMBER_TEXT,
+    EVENT_TIME_FIELD,
     MS_PER_UNIT,
     TS_UNIT_SETTING,
     TS_WINDOW,
@@ -178,3 +180,24 @@ def short_repr(v: Any, limit: int = 80) -> str:
     """``repr(v)``, cut after ``limit`` characters (a reason stays readable)."""
     text = repr(v)
     return text if len(text) <= limit else text[:limit] + "...'"
+
+
+def event_time_ms(fields: Mapping[str, Any]) -> int:
+    """An event's or enriched record's time in epoch ms: its ``ts_ms`` (the worker's reading of ``ts`` under the
+    deployment's ``ts_unit``), else its ``ts`` read by the same rule with ``auto`` (a raw event, as sent).
+
+    The one reading of an event's time outside the checks: the workers' output partitions (the event hour of
+    ``geokernel.contracts.enriched.enriched_key``), the local loop's reader and its oracle.
+
+    Raises
+    ------
+    ValueError
+        Neither gives a time (naming the value): the caller read a record no check passed.
+    """
+    ms = fields.get(EVENT_TIME_FIELD)
+    if isinstance(ms, int) and not isinstance(ms, bool):
+        return ms
+    when = read_ts(fields.get("ts"))
+    if when.ms is None:
+        raise ValueError(f"no {EVENT_TIME_FIELD} and {when.reason}")
+    return when.ms

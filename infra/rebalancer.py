@@ -36,6 +36,7 @@ from constructs import Construct
 from geokernel.contracts.env import EnvVar
 from infra import assets
 from infra.aggregation import AggregationJob, EmrServerlessAggregation, GlueStreamingAggregation, JobInputs
+from infra.catalog import OutputCatalog
 from infra.config import GeoConfig
 from infra.deploy import DeployerFunction, HooksFunction
 from infra.errors import ConfigError
@@ -115,6 +116,7 @@ class GeoRebalancer(Construct):
             ingest_stream = self.ingest.stream
         self.ingest_stream: kinesis.IStream = ingest_stream
         self.storage = Storage(self, "Storage", config=config, output=output_bucket)
+        self.catalog = OutputCatalog(self, "Catalog", config=config, output=self.storage.output)
         self.tables = ControlTables(self, "Tables", config=config)
         self.geo_streams = GeoStreams(self, "GeoStreams", config=config)
         kit = LambdaKit(self, "Lambda", config=config)

@@ -21,6 +21,9 @@ merges them (:func:`geo_service.pipeline.records.enriched_record`), after a JSON
   each entity's order, :mod:`lambdas.router.waves`): that fails the run, stateful or not (a stateless transform's
   downstream sees the entity's events in the wrong order). Across versions the swap checks hold the order.
 
+The reference run also counts its events per hour of their time (``hours``): what a query of each hour of the
+output must answer after dedupe (:mod:`local.report.product`).
+
 Both must match exactly: a stateful transform's state follows each entity to its next slot (the local loop routes
 with ``STATE_HANDOFF=1`` for it, :mod:`geo_service.entity.handoff`).
 """
@@ -36,7 +39,8 @@ from typing import Any
 from geo_service.entity.store import store_for
 from geo_service.pipeline.records import BadRecord, decode_event
 from geo_service.pipeline.transform import GeoTransform, load_transform, stateful_of, transform_name
-from geokernel.contracts.enriched import ROUTING_FIELDS, EnrichedRecord
+from geokernel.contracts.enriched import ROUTING_FIELDS, EnrichedRecord, event_hour
+from geokernel.timestamps import event_time_ms
 
 #: Differences listed in the report (the counts cover all of them).
 EXAMPLES = 5
@@ -57,12 +61,14 @@ class Difference:
 @dataclass(frozen=True)
 class Expected:
     """The reference run's record fields per event (in send order) and each event's entity; ``filled`` counts, per
-    field the transform added, the events where it is not empty (None, ``[]``, ``{}`` or ``""``)."""
+    field the transform added, the events where it is not empty (None, ``[]``, ``{}`` or ``""``); ``hours`` the
+    events per hour of their time (its start, epoch ms: the output partition each lands in)."""
 
     fields: dict[str, dict[str, Any]]
     entity: dict[str, str]
     order: tuple[str, ...]
     filled: dict[str, int] = field(default_factory=dict)
+    hours: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,8 @@ class OracleResult:
     order_examples: tuple[str, ...] = ()
     #: ``(field, events where the reference run filled it)`` per field the transform added, by name.
     filled: tuple[tuple[str, int], ...] = ()
+    #: ``(hour, events)``: the expected events per hour of their time (its start, epoch ms), by hour.
+    hours: tuple[tuple[int, int], ...] = ()
 
     def filled_line(self) -> str:
         """What the transform added on this data, and which of its fields it never filled (the data gave it nothing)."""
@@ -123,6 +131,7 @@ def expected_fields(transform: GeoTransform, sent: Iterable[Mapping[str, Any]]) 
     entity: dict[str, str] = {}
     order: list[str] = []
     filled: dict[str, int] = {}
+    hours: dict[int, int] = {}
     for n, raw in enumerate(sent):
         ev = decode_event(json.dumps(raw).encode(), f"sent event #{n}")
         if isinstance(ev, BadRecord):
@@ -137,7 +146,9 @@ def expected_fields(transform: GeoTransform, sent: Iterable[Mapping[str, Any]]) 
         fields[ev.event_id] = json.loads(json.dumps(merged, default=str))
         entity[ev.event_id] = ev.entity_id
         order.append(ev.event_id)
-    return Expected(fields, entity, tuple(order), filled)
+        hour = event_hour(event_time_ms(ev.fields))
+        hours[hour] = hours.get(hour, 0) + 1
+    return Expected(fields, entity, tuple(order), filled, hours)
 
 
 def _field_diffs(event_id: str, entity: str, want: Mapping[str, Any], got: Mapping[str, Any]) -> list[Difference]:
@@ -168,7 +179,8 @@ def compare(expected: Expected, records: Iterable[EnrichedRecord], *, transform:
     compared = len(expected.order) - missing
     count, same, order_examples = out_of_order(expected, copies)
     return OracleResult(transform, stateful, compared, missing, spurious, differing, inconsistent, count, same,
-                        tuple(examples), order_examples=order_examples, filled=tuple(sorted(expected.filled.items())))
+                        tuple(examples), order_examples=order_examples, filled=tuple(sorted(expected.filled.items())),
+                        hours=tuple(sorted(expected.hours.items())))
 
 
 def out_of_order(expected: Expected,

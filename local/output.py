@@ -1,12 +1,13 @@
 """Reads what came out: enriched records, quarantine records, and derives the checks.
 
-* Enriched output (CONTRACTS): ``s3://<output>/enriched/v<version>/<worker>/<epoch_ms>.jsonl``,
-  each line a record with ``event_id``, ``spec_version``, ``partition_id``, ``worker_id``
-  and the event's own fields (``ts`` among them). Delivery is at-least-once; consumers
-  dedupe by ``event_id``. The worker writes one object per batch it processed and names
-  it by the write time (``epoch_ms``), so the key says *when* the worker did the work:
-  :mod:`local.report.worker_load` counts utilisation from it. Each line becomes an :class:`OutRecord`
-  (what the report counts) and a :class:`Processed` (what the swap checks read: entity, process, zoom-12 cell).
+* Enriched output (CONTRACTS): ``s3://<output>/enriched/dt=<YYYY-MM-DD>/hour=<HH>/v<version>-<worker>-<written_ms>-
+  <seq>.jsonl.gz`` (:func:`geokernel.contracts.enriched.enriched_key`), gzip'd JSON lines, each a record with
+  ``event_id``, ``spec_version``, ``partition_id``, ``worker_id`` and the event's own fields (``ts`` among them).
+  Delivery is at-least-once; consumers dedupe by ``event_id``. A flush of a slot writes one object per event hour
+  and names it by the write time (``written_ms``), so the key says *when* the worker did the work:
+  :mod:`local.report.worker_load` counts utilisation from it. A record whose event time is not of its folder's hour
+  is a problem (it fails delivery). Each line becomes an :class:`OutRecord` (what the report counts) and a
+  :class:`Processed` (what the swap checks read: entity, process, zoom-12 cell).
 * Quarantine: JSON lines ``{"reason": "<code>: <detail>", "raw", "source", "quarantined_at"}``
   anywhere in the quarantine bucket: the aggregation job writes under ``glue_jobs/`` (the
   local run's ``--quarantine`` root), Lambdas under ``quarantine/<source>/`` (the router).
@@ -19,15 +20,22 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from geokernel.contracts.enriched import EnrichedRecord, parse_enriched_key
+from geokernel.contracts.enriched import (
+    ENRICHED_PREFIX,
+    EnrichedKey,
+    EnrichedRecord,
+    decode_lines,
+    event_hour,
+    hour_prefix,
+    parse_enriched_key,
+)
 from geokernel.contracts.quarantine import QuarantineRecord
-from geokernel.contracts.timestamps import EVENT_TIME_FIELD
 from geokernel.geo.tiles import quadkey, tile
-from geokernel.timestamps import read_ts
+from geokernel.timestamps import event_time_ms
 
 CELL_ZOOM = 12  # the swap checks look at zoom-12 cells (:mod:`local.report.swap_checks`)
 
@@ -36,9 +44,9 @@ CELL_ZOOM = 12  # the swap checks look at zoom-12 cells (:mod:`local.report.swap
 class OutRecord:
     """The fields of one enriched record the report needs.
 
-    ``ts_ms`` is the event's send time (its ``ts`` as the worker read it: the record's ``ts_ms``); ``written_ms`` is
-    when the worker wrote the
-    object holding it (from the object key), i.e. when the worker processed it.
+    ``ts_ms`` is the event's send time (its ``ts`` as the worker read it: the record's ``ts_ms``,
+    :func:`geokernel.timestamps.event_time_ms`); ``written_ms`` is when the worker wrote the object holding it (from
+    the object key), i.e. when the worker processed it.
     """
 
     event_id: str
@@ -111,54 +119,46 @@ class EnrichedReader:
     def refresh(self) -> int:
         """Read objects not read yet; return how many records they held."""
         before = len(self.records)
-        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix="enriched/"):
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=ENRICHED_PREFIX)
+        for page in pages:
             for obj in page.get("Contents", []):
                 key = obj["Key"]
                 if key in self.keys:
                     continue
                 self.keys.add(key)
                 try:
-                    written_ms = parse_enriched_key(key)[2]
+                    where = parse_enriched_key(key)
+                    lines = decode_lines(self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read(), key)
                 except ValueError as exc:
                     self.problems.append(str(exc))
                     continue
-                body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read().decode("utf-8", "replace")
-                for line in body.splitlines():
-                    if line.strip():
-                        self._parse(key, line, written_ms)
+                for line in lines:
+                    self._parse(key, line, where)
         return len(self.records) - before
 
-    def _parse(self, key: str, line: str, written_ms: int) -> None:
+    def _parse(self, key: str, line: str, where: EnrichedKey) -> None:
         try:
             doc = json.loads(line)
             if not isinstance(doc, dict):
                 raise TypeError(f"a line is a JSON object, got {type(doc).__name__}")
             r = EnrichedRecord.from_dict(doc, key)
             rec = OutRecord(r.event_id, r.spec_version, r.worker_id, r.partition_id, event_time_ms(r.fields),
-                            written_ms, r.owner or "")
+                            where.written_ms, r.owner or "")
         except (ValueError, KeyError, TypeError) as exc:
             self.problems.append(f"{key}: enriched line unreadable ({type(exc).__name__}: {exc}): {line[:120]!r}")
             return
+        if event_hour(rec.ts_ms) != where.hour_ms:
+            self.problems.append(f"{key}: event {rec.event_id!r} of time {rec.ts_ms} belongs in "
+                                 f"{hour_prefix(rec.ts_ms)!r}")
         try:
-            self.processed.append(Processed.from_record(r, written_ms))
+            self.processed.append(Processed.from_record(r, where.written_ms))
         except (ValueError, KeyError, TypeError) as exc:
             self.problems.append(f"{key}: enriched line lacks the swap fields ({type(exc).__name__}: {exc})")
         self.records.append(rec)
         self.enriched.append(r)
         self.ids.add(rec.event_id)
-        self.first_written[rec.event_id] = min(written_ms / 1000, self.first_written.get(rec.event_id, float("inf")))
-
-
-def event_time_ms(fields: Mapping[str, Any]) -> int:
-    """An enriched record's event time: its ``ts_ms`` (the worker's reading of ``ts``), else ``ts`` read by the same
-    rule (``auto``); ValueError when neither gives one."""
-    ms = fields.get(EVENT_TIME_FIELD)
-    if isinstance(ms, int) and not isinstance(ms, bool):
-        return ms
-    when = read_ts(fields.get("ts"))
-    if when.ms is None:
-        raise ValueError(f"no {EVENT_TIME_FIELD} and {when.reason}")
-    return when.ms
+        self.first_written[rec.event_id] = min(where.written_ms / 1000,
+                                               self.first_written.get(rec.event_id, float("inf")))
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ from local.recorded import RecordedLog, ReplayPlan, builtin_log, builtin_path, p
 from local.rejected import REJECTED_DIR
 from local.report.collect import collect_live
 from local.report.finish import finish
+from local.report.product import KEPT_DIR
 from local.start import build_scenario, start_aws, start_recorded_services, start_services
 from local.state import RunState
 from partitioner.load.eventcols import EventColumns, column_names
@@ -131,9 +132,10 @@ def teardown(state: RunState) -> None:
 
 
 def prepare_out(out: Path) -> None:
-    """Create the output folder and clear what a previous run left (specs, figures, logs, kept snapshots, reports)."""
+    """Create the output folder and clear what a previous run left (specs, figures, logs, kept snapshots and buckets,
+    reports)."""
     out.mkdir(parents=True, exist_ok=True)
-    for sub in ("specs", "logs", "calls", REJECTED_DIR):
+    for sub in ("specs", "logs", "calls", REJECTED_DIR, KEPT_DIR):
         shutil.rmtree(out / sub, ignore_errors=True)
     for old in [*out.glob("*.png"), out / "report.txt", out / "report.json"]:
         old.unlink(missing_ok=True)

@@ -29,6 +29,7 @@ from geo_service.pipeline.cost import Calibration
 from geo_service.runtime.config import WorkerConfig
 from geo_service.worker import GeoWorker
 from geokernel.contracts.control import DeployStatus
+from geokernel.contracts.enriched import decode_lines
 from geokernel.contracts.spec_pointer import spec_key
 from geokernel.geo.tiles import Tile, bounds
 from lambdas.common.clients import make_clients
@@ -161,8 +162,8 @@ def enriched(clients: Any) -> list[dict[str, Any]]:
         kw = {"Bucket": "e2e-output", "Prefix": "enriched/"} | ({"ContinuationToken": token} if token else {})
         resp = clients.s3.list_objects_v2(**kw)
         for obj in resp.get("Contents", []):
-            body = clients.s3.get_object(Bucket="e2e-output", Key=obj["Key"])["Body"].read().decode()
-            rows += [json.loads(x) for x in body.splitlines() if x]
+            body = clients.s3.get_object(Bucket="e2e-output", Key=obj["Key"])["Body"].read()
+            rows += [json.loads(x) for x in decode_lines(body, obj["Key"])]
         if not resp.get("IsTruncated"):
             return rows
         token = resp["NextContinuationToken"]

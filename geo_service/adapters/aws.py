@@ -17,6 +17,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from geo_service.errors import GeoServiceError
+from geokernel.contracts.enriched import encode_lines
 from geokernel.contracts.spec_pointer import spec_key
 from geokernel.contracts.stream import StreamManifest, stream_manifest_key
 from geokernel.errors import SpecError
@@ -110,7 +111,6 @@ def put_jsonl(s3: Any, bucket: str, key: str, rows: Iterable[Mapping[str, Any]])
     return len(lines)
 
 
-def put_lines(s3: Any, bucket: str, key: str, lines: list[str]) -> None:
-    """Write already-serialised JSON lines to S3 as one object."""
-    s3.put_object(Bucket=bucket, Key=key, Body=("\n".join(lines) + "\n").encode("utf-8"),
-                  ContentType="application/x-ndjson")
+def put_enriched(s3: Any, bucket: str, key: str, lines: list[str]) -> None:
+    """Write already-serialised JSON lines to S3 as one enriched object (gzip'd: ``encode_lines``)."""
+    s3.put_object(Bucket=bucket, Key=key, Body=encode_lines(lines), ContentType="application/gzip")

@@ -1,10 +1,13 @@
 """Processing a slot's batches: decode, locate, transform into an output buffer; flush it; then checkpoint.
 
 A batch's enriched rows (and quarantine rows) go to the slot's :class:`OutputBuffer`; :meth:`BatchProcessor.flush`
-writes the buffer as **one** S3 object (``enriched/v<v>/<worker>/<epoch_ms>.jsonl``, plus one quarantine object
-when there are bad records) and only then moves the lease checkpoint of every shard the buffer covers (one
-``UpdateItem``), so a successor resuming from the checkpoint re-processes at most what was buffered
-(at-least-once; consumers dedupe by ``event_id``), and a checkpoint never passes a record that was not written.
+writes the buffer as one gzip'd S3 object per event hour it holds (``enriched/dt=<day>/hour=<HH>/v<v>-<worker>-
+<epoch_ms>-<seq>.jsonl.gz``, :func:`geokernel.contracts.enriched.enriched_key`: usually one, two around the turn of
+an hour or with late events; plus one quarantine object when there are bad records) and only then moves the lease
+checkpoint of every shard the buffer covers (one ``UpdateItem``), so a successor resuming from the checkpoint
+re-processes at most what was buffered (at-least-once; consumers dedupe by ``event_id``), and a checkpoint never
+passes a record that was not written. An event's hour is its own time (its ``ts_ms``, :func:`geokernel.timestamps.event_time_ms`),
+so a late event lands in its hour's folder with the flush that holds it.
 
 Why buffer: one object and one checkpoint per GetRecords batch is about one S3 PUT a second per worker
 (``$0.005`` per 1,000 PUTs, https://aws.amazon.com/s3/pricing/: ~$430 a day at 1,000 workers) and objects under
@@ -30,7 +33,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from geo_service.adapters.aws import Clients, put_json, put_jsonl, put_lines
+from geo_service.adapters.aws import Clients, put_enriched, put_json, put_jsonl
 from geo_service.adapters.logs import get_logger, log
 from geo_service.adapters.metrics import WorkerMetrics
 from geo_service.entity.handoff import HandoffStore
@@ -47,6 +50,7 @@ from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from geokernel.contracts.handoff import Marker, Stamp, decode_marker, is_marker, split_stamped
 from geokernel.contracts.quarantine import BAD_STAMP, TRANSFORM_ERROR, geo_quarantine_key
 from geokernel.geo.tiles import arrays_to_quadkeys, tiles_xy
+from geokernel.timestamps import event_time_ms
 
 #: Seconds between two fetches of the states a slot's held entities wait for (one BatchGetItem per 100 entities).
 FETCH_EVERY_S = 0.25
@@ -157,13 +161,13 @@ class BatchProcessor:
             source = f"{slot.stream}/{rec.shard_id}/{rec.sequence_number}"
             items.append(Decoded(*self._decode(rec.data, source), rec.arrival_s))
         buf = slot.output
-        before = len(buf.lines)
+        before = buf.rows
         self._batch_bad = bad
         try:
             strays = self._transform(items, slot, tracker, bad, batch.shard_id, ms)
         finally:
             self._batch_bad = None
-        rows = len(buf.lines) - before
+        rows = buf.rows - before
         if rows or bad or batch.checkpoint_at is not None:
             if buf.since is None:
                 buf.since = self.monotonic()
@@ -222,7 +226,7 @@ class BatchProcessor:
                 calls=dict(self.handoffs.calls),
                 version=slot.version, worker_id=slot.worker_id, owner=self.owner)
         self._log_calls(now)
-        if slot.output.lines and slot.output.since is None:
+        if slot.output.rows and slot.output.since is None:
             slot.output.since = self.monotonic()
 
     def _log_calls(self, now: float) -> None:
@@ -261,8 +265,9 @@ class BatchProcessor:
             return None
         ms = self._unique_ms()
         objects = 0
-        if buf.lines:
-            put_lines(self.clients.s3, self.output_bucket, enriched_key(slot.version, slot.worker_id, ms), buf.lines)
+        for seq, hour in enumerate(sorted(buf.hours)):  # a failed put raises: the next flush writes them all again
+            put_enriched(self.clients.s3, self.output_bucket, enriched_key(hour, slot.version, slot.worker_id, ms, seq),
+                         buf.hours[hour])
             objects += 1
         if buf.bad:
             put_jsonl(self.clients.s3, self.quarantine_bucket, geo_quarantine_key(slot.version, slot.worker_id, ms),
@@ -271,7 +276,7 @@ class BatchProcessor:
         checkpoints = self._checkpoints_due(slot, buf.checkpoints, final)
         if checkpoints:
             slot.leases.checkpoint_many(checkpoints)
-        result = FlushResult(len(buf.lines), len(buf.bad), objects, checkpoints)
+        result = FlushResult(buf.rows, len(buf.bad), objects, checkpoints)
         self.metrics.written(result.rows, result.quarantined, self.monotonic() - (buf.since or self.monotonic()))
         slot.output = OutputBuffer()
         return result
@@ -318,9 +323,7 @@ class BatchProcessor:
             row = enriched_record(ev, fields, spec_version=slot.version, partition_id=pid, worker_id=slot.worker_id,
                                   stray=stray, owner=self.owner,
                                   processed_at=processed_ms if self._batch_bad is not None else self._unique_ms())
-            line = json.dumps(row, separators=(",", ":"), default=str)
-            slot.output.lines.append(line)
-            slot.output.bytes += len(line) + 1
+            slot.output.add(json.dumps(row, separators=(",", ":"), default=str), event_time_ms(ev.fields))
 
         for it, stamp, arrival_s in items:
             if not isinstance(it, Event):

@@ -14,14 +14,15 @@ from botocore.exceptions import ClientError
 
 from geokernel.contracts.control import ControlKey
 from geokernel.contracts.dynamo import plain_item
-from geokernel.contracts.enriched import parse_enriched_key
+from geokernel.contracts.enriched import ENRICHED_PREFIX, decode_lines, parse_enriched_key
 from geokernel.contracts.errors import ContractError
 from geokernel.contracts.spec_pointer import ActivePointer
 from georebal.smoke.checks import Verdict
 from georebal.smoke.clock import Clock, took
 
-#: Where the workers write (``enriched_key``: ``enriched/v<version>/<worker>/<epoch_ms>.jsonl``), every version
-OUTPUT_PREFIX = "enriched/"
+#: Where the workers write (``enriched_key``: ``enriched/dt=<day>/hour=<HH>/v<version>-<worker>-...jsonl.gz``), every
+#: hour, version and worker
+OUTPUT_PREFIX = ENRICHED_PREFIX
 
 Say = Callable[[str], None]
 
@@ -72,7 +73,8 @@ def no_active(dynamodb: Any, table: str, timeout_s: float) -> str:
 
 class OutputScanner:
     """The event ids of the enriched records in ``bucket`` under :data:`OUTPUT_PREFIX`: ``counts`` (records per
-    event id; delivery is at-least-once), each object read once; ``bad_lines``: lines that are no record."""
+    event id; delivery is at-least-once), each object read once; ``bad_lines``: lines that are no record (a body
+    that is not gzip'd JSON lines counts as one)."""
 
     def __init__(self, s3: Any, bucket: str) -> None:
         self.s3, self.bucket = s3, bucket
@@ -97,12 +99,16 @@ class OutputScanner:
             parse_enriched_key(key)
         except ContractError:
             return
-        body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
-        for line in body.splitlines():
+        try:
+            lines = decode_lines(self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read(), key)
+        except ContractError:
+            self.bad_lines += 1
+            return
+        for line in lines:
             try:
                 self.counts[str(json.loads(line)["event_id"])] += 1
             except (ValueError, TypeError, KeyError):
-                self.bad_lines += int(bool(line.strip()))
+                self.bad_lines += 1
 
     def holding(self, ids: Collection[str]) -> int:
         return sum(1 for i in ids if i in self.counts)

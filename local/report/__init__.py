@@ -1,7 +1,8 @@
 """The end-of-run report: what happened, whether it was right, and the files that show it.
 
 :func:`local.report.collect.collect_live` reads from the live moto server what the report
-needs (snapshot manifests and rows, quarantine records, cost reports) before teardown;
+needs (snapshot manifests and rows, quarantine records, cost reports) before teardown, and keeps
+the enriched output and the snapshots in ``<out>/s3/`` as a deployment's buckets lay them out;
 :func:`local.report.finish.finish` computes the sections and invariants, prints
 ``report.txt``, writes ``report.json``, the specs (JSON and GeoJSON), the PNG figures, and
 returns the exit code.
@@ -35,10 +36,13 @@ Invariants (exit 1 when one breaks):
   swap's carried / started / stopped slots, moved cells and extra worker-seconds, and the
   swap timings (``report.json`` ``swaps``, ``swap_timings``).
 * **AWS budget** (:mod:`local.calls`): every AWS API at or below half its documented quota.
+* **oracle** (:mod:`local.report.reference`): every record's fields equal a single-process run of the transform.
+* **output as a data product** (:mod:`local.report.product`): pyarrow, reading each hour's ``dt=/hour=`` folder of
+  the kept output alone, finds every event of the hour once, as many as the oracle's events of that hour.
 
 Modules: :mod:`~local.report.finish` (the whole report, in order), :mod:`~local.report.utilisation`,
 :mod:`~local.report.flips`, :mod:`~local.report.specs`, :mod:`~local.report.swaps`,
-:mod:`~local.report.invariants` (the sections), :mod:`~local.report.worker_load` and
+:mod:`~local.report.invariants`, :mod:`~local.report.product` (the sections), :mod:`~local.report.worker_load` and
 :mod:`~local.report.swap_checks` (what they measure), :mod:`~local.report.figures` (the
 utilisation figure), :mod:`~local.report.collect` (what is read before teardown).
 """

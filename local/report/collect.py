@@ -2,6 +2,8 @@
 
 The workers write their last cost reports as they stop, so :func:`local.run.execute` calls :func:`collect_live`
 after the fleet stopped and before moto goes away; the report reads :attr:`local.state.RunState.live` afterwards.
+It also keeps the enriched output and the snapshots in the run's output folder (``<out>/s3/``,
+:func:`local.report.product.keep`): they live only in moto.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections import Counter
 from geokernel.contracts.snapshot import SnapshotManifest
 from local.outcomes import outcome
 from local.output import read_quarantine
+from local.report.product import KEPT, keep
 from local.report.worker_load import CostSample, cost_sample
 from local.state import RunState
 
@@ -53,3 +56,5 @@ def collect_live(state: RunState) -> None:
     state.live["cost_reports"] = dict(per_version)
     state.live["costs"] = costs
     state.live["cost_problems"] = problems
+    buckets = {"output": aws.names.output_bucket, "snapshots": aws.names.snapshots_bucket}
+    state.live["kept"] = [keep(s3, buckets[role], role, state.config.out) for role in KEPT]

@@ -2,7 +2,8 @@
 
 :func:`finish` lays the sections out in this order: utilisation at the workers (:mod:`local.report.utilisation`),
 the timeline, the spec sections (:mod:`local.report.specs`), the flips (:mod:`local.report.flips`), quarantined
-events and events in vs out (:func:`io_lines`), the swaps (:mod:`local.report.swaps`), the AWS budget
+events and events in vs out (:func:`io_lines`), the swaps (:mod:`local.report.swaps`), the oracle
+(:mod:`local.report.reference`), the output as a data product (:mod:`local.report.product`), the AWS budget
 (:mod:`local.calls`), the invariants and what the run showed (:mod:`local.report.invariants`), then a summary.
 """
 
@@ -19,7 +20,7 @@ from local.environment import replay_clocks
 from local.oracle import OracleResult
 from local.output import Delivery, delivery
 from local.replay import RecordedReplayer
-from local.report import handoff, reference, specs, swaps
+from local.report import handoff, product, reference, specs, swaps
 from local.report.figures import utilisation_figure
 from local.report.flips import flip_times, flips_section
 from local.report.invariants import Check, checks, demonstrated, loops
@@ -129,6 +130,8 @@ class Sections:
     #: the fleet's records against a single-process run (None with ``oracle_error`` when that run failed)
     oracle: OracleResult | None = None
     oracle_error: str | None = None
+    #: the kept output queried per hour with pyarrow (OUTPUT AS A DATA PRODUCT)
+    product: product.Product | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,11 +185,13 @@ def sections(state: RunState, load: WorkerLoad, wall: float) -> Sections:
     except Exception as exc:  # the transform could not be built or loaded here: the invariant fails and says why
         oracle_error = f"{type(exc).__name__}: {exc}"
     text += ["", *reference.section(oracle, oracle_error)]
+    data = product.product_of(cfg.out, state.live.get("kept", []), dict(oracle.hours) if oracle is not None else None)
+    text += ["", *product.section(data, cfg.out)]
     routers = [e.module for e in state.router.environments] if state.router else []
     stats = handoff.read_stats(sorted((cfg.out / "logs").glob("worker-*.log")), handoff.router_ledger_calls(routers))
     moved = handoff.section(stats, len(sent), _steady(state, stats))
     text += ["", *moved] if moved else []
-    return Sections(text, spec_json, figures, flips, d, swaps_rep, report_errors, oracle, oracle_error)
+    return Sections(text, spec_json, figures, flips, d, swaps_rep, report_errors, oracle, oracle_error, data)
 
 
 def _steady(state: RunState, stats: handoff.HandoffStats) -> handoff.Steady | None:
@@ -206,6 +211,8 @@ def invariants(state: RunState, load: WorkerLoad, body: Sections) -> tuple[Verdi
     results = checks(state, load)
     results += [Check(name, ok, detail) for name, ok, detail in swaps.checks(body.swap_report, state.config.swap_mode)]
     results.append(Check(*reference.check(body.oracle, body.oracle_error)))
+    if body.product is not None:
+        results.append(Check(*product.check(body.product)))
     results.append(Check("the report was written completely", not body.errors, "; ".join(body.errors) or "ok"))
     budget: list[str] = []
     if state.twin is not None:
@@ -234,7 +241,8 @@ def closing(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict,
     text += ["", f"files in {state.config.out}: " + ", ".join(["report.txt", "report.json",
                                                                *(p.name for p in body.figures),
                                                                "specs/v*.json", "specs/v*.geojson", "logs/",
-                                                               *(["rejected/"] if state.rejected else [])])]
+                                                               *(["rejected/"] if state.rejected else []),
+                                                               f"{product.KEPT_DIR}/ (output, snapshots)"])]
     oc, d = load.over_cap(), body.delivered
     r = state.replayer
     events_in = (f"{d.sent} ({r.recorded_sent} recorded + {r.warmup_sent} warm-up copies)"
@@ -243,6 +251,8 @@ def closing(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict,
                 f"{as_percent(oc.worst.utilisation if oc.worst else None)} at the workers; events in {events_in}, out "
                 f"{d.out_unique} unique; {len(body.flips)} flips; {wall:.0f}s wall")
     text.append(body.oracle.line() if body.oracle is not None else f"ORACLE FAILED: {body.oracle_error}")
+    if body.product is not None:
+        text.append(product.summary_line(body.product))
     text.append(f"RESULT: {'OK' if verdict.ok else 'FAILED'}")
     return text
 
@@ -262,6 +272,7 @@ def document(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict
             "figures": [p.name for p in body.figures], "rejected": [k.to_dict() for k in state.rejected],
             "demonstrated": [{"what": w, "ok": ok, "detail": d} for w, ok, d in verdict.shown],
             "oracle": reference.to_json(body.oracle, body.oracle_error), **swaps.report_json(body.swap_report),
+            "data_product": product.to_json(body.product) if body.product is not None else None,
             "before_first_spec": asdict(e) if (e := early_events(state)) is not None else None,
             "iam": None if state.twin is None else {
                 "template": state.twin.template, "checked": dict(state.twin.gate.checked),

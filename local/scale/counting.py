@@ -8,10 +8,12 @@ The ECS agent's scale-in protection calls (:func:`protected`) and the router's c
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from typing import Any
 
 from geokernel.aws_budget.calls import CallLog
 from geokernel.aws_budget.usage import ACCOUNT, Usage
+from geokernel.contracts.enriched import EnrichedKey
 from geokernel.contracts.handoff import router_ledger_key, state_key
 from lambdas.common.kinesis import PutEntry
 from local.scale.result import ScaleResult, SteadyCalls
@@ -50,21 +52,24 @@ def steady_calls(result: ScaleResult, specs_bucket: str, output_bucket: str) -> 
     return SteadyCalls(total / span, state / span)
 
 
-def steady_output_puts(result: ScaleResult, output_bucket: str) -> float | None:
-    """Output objects written per slot per second in the steady phase (every slot serving, no swap): the number of
-    intervals between a slot's consecutive objects over their summed length (a window's edges would count a part
-    of an interval as a whole one). Calls are logged in whole seconds, so an interval reads 1 s short or long."""
+def steady_output_puts(result: ScaleResult, written: Iterable[EnrichedKey]) -> float | None:
+    """Output objects written per slot per second in the steady phase (every slot serving, no swap), from the keys of
+    the objects (``written``: each names its slot and its write time): the number of intervals between a slot's
+    consecutive objects over their summed length (a window's edges would count a part of an interval as a whole
+    one). All slots write to the same hour's folder, so the call log's per-prefix rows cannot tell them apart."""
     steady = next((p for p in result.phases if p.name == "steady"), None)
     if steady is None:
         return None
-    lo, hi = result.sim_start + steady.start, result.sim_start + steady.end
+    lo, hi = (result.sim_start + steady.start) * 1000, (result.sim_start + steady.end) * 1000
+    slots: dict[tuple[int, str], list[int]] = {}
+    for key in written:
+        if lo <= key.written_ms < hi:
+            slots.setdefault((key.version, key.worker_id), []).append(key.written_ms)
     gaps, span = 0, 0.0
-    for row in result.calls.series():
-        if row.key == "s3.put.prefix" and row.scope.startswith(f"{output_bucket}/"):
-            times = sorted(t for t in row.seconds if lo <= t < hi)
-            if len(times) >= 2:
-                gaps += sum(int(row.seconds[t]) for t in times) - 1
-                span += times[-1] - times[0]
+    for times in slots.values():
+        if len(times) >= 2:
+            gaps += len(times) - 1
+            span += (max(times) - min(times)) / 1000
     return gaps / span if span else None
 
 

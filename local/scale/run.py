@@ -36,7 +36,7 @@ from geo_service.adapters.aws import Clients as WorkerClients
 from geokernel.aws_budget.calls import CallLog, watch
 from geokernel.aws_budget.usage import ACCOUNT, Usage
 from geokernel.contracts.control import DeployStatus
-from geokernel.contracts.enriched import EnrichedRecord, parse_enriched_key
+from geokernel.contracts.enriched import ENRICHED_PREFIX, EnrichedKey, EnrichedRecord, decode_lines, parse_enriched_key
 from geokernel.contracts.plan import SwapMode
 from geokernel.partition_spec.shards import with_shards
 from lambdas.common.dynamodb import ControlTable, LeaseTable
@@ -107,11 +107,11 @@ def run(cfg: ScaleConfig, progress: Callable[[str], None] = print) -> ScaleResul
     with moto_on(sim):
         actors = start_actors(ctx, names, world)
         deploy_versions(ctx, actors, world)
-        drain(ctx, actors, names)
+        written = drain(ctx, actors, names)
     result.sim_s = sim.now - sim.start
     result.wall_s = time.monotonic() - started
     result.sim_start = sim.start
-    result.steady_output_puts = steady_output_puts(result, names.output_bucket)
+    result.steady_output_puts = steady_output_puts(result, written)
     result.steady_calls = steady_calls(result, names.specs_bucket, names.output_bucket)
     return result
 
@@ -202,18 +202,20 @@ def deploy_versions(ctx: Context, actors: Actors, world: World) -> None:
             ctx.result.phases.append(steady)
 
 
-def drain(ctx: Context, actors: Actors, names: Names) -> None:
-    """Stop routing, wait until every event put on a geo stream is in the output, stop the actors, count."""
+def drain(ctx: Context, actors: Actors, names: Names) -> list[EnrichedKey]:
+    """Stop routing, wait until every event put on a geo stream is in the output, stop the actors, count; return the
+    keys of the output objects."""
     sim, result, router = ctx.sim, ctx.result, actors.router
     router.stop()
     tail = Phase("drain and flush", sim.now - sim.start)
     sent = set(router.stats.sent_ids)
     records: dict[str, list[Mapping[str, Any]]] = {}
+    written: list[EnrichedKey] = []
     out: set[str] = set()
     deadline = sim.now + 120.0
     while sim.now < deadline:
         sim.run_for(5.0)
-        records = _output(actors.quiet["s3"], names.output_bucket)
+        records, written = _output(actors.quiet["s3"], names.output_bucket)
         out = set(records)
         if sent <= out:
             break
@@ -235,6 +237,7 @@ def drain(ctx: Context, actors: Actors, names: Names) -> None:
     result.events_out, result.events_missing = len(out), len(sent - out)
     result.tasks_started = actors.ecs.started
     result.errors = [*sim.errors, *([f"{router.stats.failed} router puts failed"] if router.stats.failed else [])]
+    return written
 
 
 def _shard(world: World, k: int) -> World:
@@ -266,22 +269,21 @@ def state_breaks(records: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[str
     return sorted(broken)
 
 
-def _output(s3: Any, bucket: str) -> dict[str, list[Mapping[str, Any]]]:
+def _output(s3: Any, bucket: str) -> tuple[dict[str, list[Mapping[str, Any]]], list[EnrichedKey]]:
     """Every output record's fields and slot (:data:`SLOT_FIELD`), per event id (a copy written twice is listed
-    twice)."""
+    twice), and the keys of the objects holding them."""
     out: dict[str, list[Mapping[str, Any]]] = {}
+    keys: list[EnrichedKey] = []
     token: dict[str, str] = {}
     while True:
-        resp = s3.list_objects_v2(Bucket=bucket, Prefix="enriched/", **token)
+        resp = s3.list_objects_v2(Bucket=bucket, Prefix=ENRICHED_PREFIX, **token)
         for obj in resp.get("Contents", []):
-            parse_enriched_key(obj["Key"])
-            body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
-            for line in body.splitlines():
-                if line:
-                    rec = EnrichedRecord.from_dict(json.loads(line), obj["Key"])
-                    out.setdefault(rec.event_id, []).append({**rec.fields, SLOT_FIELD: rec.worker_id})
+            keys.append(parse_enriched_key(obj["Key"]))
+            for line in decode_lines(s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read(), obj["Key"]):
+                rec = EnrichedRecord.from_dict(json.loads(line), obj["Key"])
+                out.setdefault(rec.event_id, []).append({**rec.fields, SLOT_FIELD: rec.worker_id})
         if not resp.get("IsTruncated"):
-            return out
+            return out, keys
         token = {"ContinuationToken": resp["NextContinuationToken"]}
 
 

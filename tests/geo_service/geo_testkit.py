@@ -9,6 +9,7 @@ from typing import Any
 from geo_service.adapters.aws import Clients
 from geo_service.runtime.config import WorkerConfig
 from geokernel.contracts.control import ControlKey
+from geokernel.contracts.enriched import ENRICHED_PREFIX, decode_lines, parse_enriched_key
 from geokernel.contracts.plan import SwapHead
 from geokernel.contracts.stream import StreamManifest, stream_manifest_key
 from geokernel.partition_spec.model import Partition, Spec, Worker, shard_hash_key
@@ -101,10 +102,12 @@ def set_plan(clients: Clients, res: Resources, from_version: int | None, to_vers
 _PLAN_WRITES = 0
 
 
-def enriched_rows(clients: Clients, res: Resources) -> list[dict[str, Any]]:
-    """Every enriched output record the workers wrote so far."""
+def enriched_rows(clients: Clients, res: Resources, version: int | None = None) -> list[dict[str, Any]]:
+    """Every enriched output record the workers wrote so far (of spec ``version`` only, when given)."""
     rows: list[dict[str, Any]] = []
-    for obj in clients.s3.list_objects_v2(Bucket=res.output_bucket, Prefix="enriched/").get("Contents", []):
-        body = clients.s3.get_object(Bucket=res.output_bucket, Key=obj["Key"])["Body"].read().decode()
-        rows += [json.loads(line) for line in body.splitlines() if line]
+    for obj in clients.s3.list_objects_v2(Bucket=res.output_bucket, Prefix=ENRICHED_PREFIX).get("Contents", []):
+        key = parse_enriched_key(obj["Key"])
+        if version is None or key.version == version:
+            body = clients.s3.get_object(Bucket=res.output_bucket, Key=obj["Key"])["Body"].read()
+            rows += [json.loads(line) for line in decode_lines(body, obj["Key"])]
     return rows

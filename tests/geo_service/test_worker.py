@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from geo_testkit import Resources, create_stream_with_manifest, make_spec, publish_spec, set_active
+from geo_testkit import Resources, create_stream_with_manifest, enriched_rows, make_spec, publish_spec, set_active
 
 from geo_service.adapters.aws import Clients
 from geo_service.leases.lease import LeaseManager
@@ -76,7 +76,7 @@ def test_worker_enriches_reports_costs_and_drains_after_the_flip(clients: Client
     by_slot["w0002"].run_until(lambda s: s.events_out == 11, 30)
 
     # THEN every event is in the output once, enriched with the nearest place and the routing ids
-    out = _read_jsonl(clients, resources.output_bucket, "enriched/v1/")
+    out = enriched_rows(clients, resources, version=1)
     assert sorted(r["event_id"] for r in out) == sorted(e["event_id"] for e in [*events, stray])
     rows = {r["event_id"]: r for r in out}
     assert rows["e00000"]["country"] == "FR" and rows["e00000"]["partition_id"] == "p0001"
@@ -144,7 +144,7 @@ def test_dead_worker_slot_is_taken_over_within_two_leases_and_resumes_from_check
     assert taken_after <= 2 * lease_s + 0.5
     b.run_until(lambda s: s.events_out == 4, timeout=30)
     b.stop()
-    out = _read_jsonl(clients, resources.output_bucket, "enriched/v3/")
+    out = enriched_rows(clients, resources, version=3)
     assert sorted(r["event_id"] for r in out) == [f"e{i:05d}" for i in range(9)]
     assert a.status().state == "abandoned" and b.status().state == "released"
 

@@ -44,10 +44,10 @@ def test_dynamodb_units_follow_item_size_and_consistency() -> None:
 
 
 def test_s3_calls_count_per_prefix_and_unknown_calls_are_kept() -> None:
-    # GIVEN a PUT under enriched/v3/ and an ECS call no row covers WHEN counted THEN prefix and name are kept
-    put = usages("s3", "PutObject", {"Bucket": "out", "Key": "enriched/v3/w1/1.jsonl"}, {}, IteratorMap())
+    # GIVEN a PUT under an hour of enriched/ and an ECS call no row covers WHEN counted THEN prefix and name are kept
+    put = usages("s3", "PutObject", {"Bucket": "out", "Key": "enriched/dt=2025-11-21/hour=04/v3-w1-1-0.jsonl.gz"}, {}, IteratorMap())
     ecs = usages("ecs", "ListClusters", {}, {}, IteratorMap())
-    assert put == [Usage("s3.put.prefix", "out/enriched/v3/w1", 1)]
+    assert put == [Usage("s3.put.prefix", "out/enriched/dt=2025-11-21/hour=04", 1)]
     assert ecs == [Usage("ecs.ListClusters", "account", 1)]
     # AND an unknown call is reported with its rate and no margin, never dropped
     log = CallLog(clock=lambda: 1000.0)

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from geokernel.contracts.control import ControlKey
 from geokernel.contracts.cost import cost_key, parse_cost_key
-from geokernel.contracts.enriched import enriched_key, parse_enriched_key
+from geokernel.contracts.enriched import (
+    PARTITION_TEMPLATE,
+    EnrichedKey,
+    decode_lines,
+    encode_lines,
+    enriched_key,
+    event_hour,
+    hour_prefix,
+    parse_enriched_key,
+)
+from geokernel.contracts.errors import ContractError
 from geokernel.contracts.events import REASON_CODES
 from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, handover_key, lease_key, parse_lease_key
 from geokernel.contracts.quarantine import batch_quarantine_key, geo_quarantine_key, lambda_quarantine_key
@@ -17,7 +29,8 @@ from geokernel.contracts.stream import geo_stream_name, geo_stream_prefix, strea
 def test_keys_round_trip() -> None:
     # GIVEN a version, a slot and a time WHEN their keys are built and parsed THEN the same values come back
     assert parse_spec_key(spec_key(12)) == 12
-    assert parse_enriched_key(enriched_key(3, "w0002", 1_795_364_177_080)) == (3, "w0002", 1_795_364_177_080)
+    assert parse_enriched_key(enriched_key(1_795_364_177_080, 3, "w-0002", 1_795_364_180_000, 2)) == EnrichedKey(
+        event_hour(1_795_364_177_080), 3, "w-0002", 1_795_364_180_000, 2)
     assert parse_lease_key(lease_key(7, "w0010")) == (7, "w0010")
     assert parse_cost_key(cost_key(2, "w0001", 1_795_000_000.9)) == (2, "w0001", 1_795_000_000)
 
@@ -44,12 +57,39 @@ def test_other_keys_are_not_specs(key: str) -> None:
     assert parse_spec_key(key) is None
 
 
-def test_a_bad_enriched_key_is_named() -> None:
-    # GIVEN a key of another shape WHEN parsed THEN the error names it
-    with pytest.raises(ValueError, match=r"'enriched/v1/w1\.jsonl'"):
-        parse_enriched_key("enriched/v1/w1.jsonl")
+@pytest.mark.parametrize("key", ["enriched/v1/w1/17.jsonl", "enriched/dt=2025-11-21/hour=24/v1-w1-17-0.jsonl.gz",
+                                 "enriched/dt=2025-02-30/hour=01/v1-w1-17-0.jsonl.gz",
+                                 "enriched/dt=2025-11-21/hour=01/v1-w1-17-0.jsonl"])
+def test_a_bad_enriched_key_is_named(key: str) -> None:
+    # GIVEN a key of another shape (the old routing layout, an hour or a day that does not exist, no gzip)
+    # WHEN parsed THEN the error names it
+    with pytest.raises(ContractError, match=re.escape(repr(key))):
+        parse_enriched_key(key)
     assert parse_lease_key("active") is None
     assert parse_cost_key("costs/v1/w1/x.json") is None
+
+
+def test_enriched_objects_are_partitioned_by_the_events_utc_hour() -> None:
+    # GIVEN an event at 2025-11-21T04:40:00.123Z and one a millisecond before 05:00
+    # WHEN the keys of their objects are built
+    # THEN each is in the folder of its UTC date and hour, the template Athena projects, whatever the write time
+    assert enriched_key(1_763_700_000_123, 4, "w0002", 1_763_800_000_000) == (
+        "enriched/dt=2025-11-21/hour=04/v4-w0002-1763800000000-0.jsonl.gz")
+    assert hour_prefix(1_763_701_199_999) == PARTITION_TEMPLATE.replace("${dt}", "2025-11-21").replace("${hour}", "04")
+    assert event_hour(1_763_701_200_000) == 1_763_701_200_000 and hour_prefix(0) == "enriched/dt=1970-01-01/hour=00/"
+    # AND a worker id with a '/' would make another folder: refused by name
+    with pytest.raises(ContractError, match="'w/1'"):
+        enriched_key(0, 1, "w/1", 0)
+
+
+def test_an_enriched_body_is_gzipd_json_lines_and_anything_else_is_named() -> None:
+    # GIVEN two JSON lines WHEN encoded THEN the same bytes every time (no time in the gzip header), decoded back
+    body = encode_lines(['{"event_id":"a"}', '{"event_id":"b"}'])
+    assert body == encode_lines(['{"event_id":"a"}', '{"event_id":"b"}']) and body[:2] == b"\x1f\x8b"
+    assert decode_lines(body, "k") == ['{"event_id":"a"}', '{"event_id":"b"}']
+    # AND an uncompressed body is refused naming where it came from
+    with pytest.raises(ContractError, match=r"^s3://b/k: not gzip'd"):
+        decode_lines(b'{"event_id":"a"}\n', "s3://b/k")
 
 
 def test_a_lease_item_reads_back_as_the_record_both_sides_use() -> None:

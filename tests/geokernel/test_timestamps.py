@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from geokernel.contracts.timestamps import AUTO_UNIT_BELOW, TS_WINDOW, TsUnit, auto_unit
-from geokernel.timestamps import EventTime, encode_ts, instant_text, now_ms, read_ts
+from geokernel.timestamps import EventTime, encode_ts, event_time_ms, instant_text, now_ms, read_ts
 
 NOW = 1_796_601_600_000  # 2026-12-07T00:00:00Z
 
@@ -91,3 +91,19 @@ def test_what_a_producer_writes_in_a_unit_reads_back_to_its_millisecond(ms: int,
     # GIVEN any plausible millisecond written as a producer with that ts_unit writes it (the local replay's stamp)
     # WHEN read under the unit THEN it is the same millisecond (seconds with a fraction included)
     assert read_ts(encode_ts(ms, unit), "ts", unit, NOW) == EventTime(ms)
+
+
+@pytest.mark.parametrize(("fields", "ms"), [
+    ({"ts_ms": 1_795_255_501_000, "ts": "ignored"}, 1_795_255_501_000),  # the worker's reading wins
+    ({"ts": "2026-11-21T10:05:01Z"}, 1_795_255_501_000), ({"ts": "2026-11-21T10:05:01.5+01:00"}, 1_795_251_901_500),
+    ({"ts": 1795255500000.5}, 1_795_255_500_001), ({"ts": 1_795_255_500}, 1_795_255_500_000),  # seconds, by auto
+])
+def test_an_events_time_is_its_ts_ms_else_its_ts_by_the_rule(fields: dict[str, object], ms: int) -> None:
+    # GIVEN an enriched record (with ts_ms) or a raw event (ts only) WHEN its time is read THEN the epoch ms
+    assert event_time_ms(fields) == ms
+
+
+def test_an_event_without_a_readable_time_is_named() -> None:
+    # GIVEN no ts_ms and a ts the rule refuses WHEN its time is read THEN the error names the value
+    with pytest.raises(ValueError, match="'yesterday'"):
+        event_time_ms({"ts": "yesterday"})

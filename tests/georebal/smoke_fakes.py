@@ -13,7 +13,7 @@ from typing import Any
 
 import boto3
 
-from geokernel.contracts.enriched import EnrichedRecord, enriched_key
+from geokernel.contracts.enriched import EnrichedRecord, encode_lines, enriched_key
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from geokernel.contracts.stream import geo_stream_name
 from geokernel.events import ValidEvent, parse_event
@@ -136,11 +136,11 @@ class FakePipeline:
         if not events:
             return
         records = [e for e in events if e.event_id not in self.drop] + [e for e in events if e.event_id in self.twice]
-        body = "\n".join(json.dumps(EnrichedRecord(e.event_id, 1, "p0", "0", False, fields=e.fields).to_dict())
-                         for e in records)
+        body = encode_lines([json.dumps(EnrichedRecord(e.event_id, 1, "p0", "0", False, fields=e.fields).to_dict())
+                             for e in records])
         self._flushes += 1
-        self.aws.client("s3").put_object(Bucket=self.outputs["OutputBucket"],
-                                         Key=enriched_key(1, "0", int(now * 1000) + self._flushes), Body=body.encode())
+        key = enriched_key(int(now * 1000), 1, "0", int(now * 1000) + self._flushes)
+        self.aws.client("s3").put_object(Bucket=self.outputs["OutputBucket"], Key=key, Body=body)
 
     def read_ingest(self) -> list[ValidEvent]:
         kinesis = self.aws.client("kinesis")

@@ -16,7 +16,7 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from geokernel.contracts.enriched import enriched_key
+from geokernel.contracts.enriched import encode_lines, enriched_key
 from geokernel.contracts.event_fields import EventFields
 from geokernel.events import ValidEvent, parse_event
 from georebal.aws import Session, caller_account
@@ -166,32 +166,39 @@ def test_the_active_spec_is_seen_with_the_time_from_the_first_event(deployment: 
 
 
 def put_output(aws: Any, bucket: str, key: str, ids: list[str]) -> None:
-    body = "\n".join(json.dumps({"event_id": i, "spec_version": 1, "partition_id": "p", "worker_id": "0",
-                                 "stray": False}) for i in ids)
-    aws.client("s3").put_object(Bucket=bucket, Key=key, Body=body.encode())
+    body = encode_lines([json.dumps({"event_id": i, "spec_version": 1, "partition_id": "p", "worker_id": "0",
+                                     "stray": False}) for i in ids])
+    aws.client("s3").put_object(Bucket=bucket, Key=key, Body=body)
+
+
+def out_key(version: int, worker: str, written_ms: int) -> str:
+    """An output object's key for events of the smoke's time (T0)."""
+    return enriched_key(int(T0 * 1000), version, worker, written_ms)
 
 
 def test_the_output_is_read_over_versions_and_workers_deduplicated(deployment: tuple[Any, dict[str, str]]) -> None:
-    # GIVEN output over two versions and two workers, one event twice, a non-record line and a foreign key
+    # GIVEN output over two versions and two workers, one event twice, a non-record line, a body that is not
+    # gzip'd and a foreign key
     aws, outputs = deployment
     bucket = outputs["OutputBucket"]
-    put_output(aws, bucket, enriched_key(1, "0", 1), ["a", "b"])
-    put_output(aws, bucket, enriched_key(1, "1", 2), ["c"])
-    put_output(aws, bucket, enriched_key(2, "0", 3), ["b", "d"])
+    put_output(aws, bucket, out_key(1, "0", 1), ["a", "b"])
+    put_output(aws, bucket, out_key(1, "1", 2), ["c"])
+    put_output(aws, bucket, out_key(2, "0", 3), ["b", "d"])
     aws.client("s3").put_object(Bucket=bucket, Key="enriched/README.txt", Body=b"not output")
-    aws.client("s3").put_object(Bucket=bucket, Key=enriched_key(2, "1", 4), Body=b'{"event_id": "e"}\nnot json\n')
+    aws.client("s3").put_object(Bucket=bucket, Key=out_key(2, "1", 4), Body=encode_lines(['{"event_id": "e"}', "no"]))
+    aws.client("s3").put_object(Bucket=bucket, Key=out_key(2, "1", 5), Body=b'{"event_id": "f"}\n')
     scanner = OutputScanner(aws.client("s3"), bucket)
     # WHEN scanned
     scanner.scan()
     # THEN each event id is counted per record, objects that are no output are skipped, bad lines counted
-    assert scanner.counts == Counter({"a": 1, "b": 2, "c": 1, "d": 1, "e": 1}) and scanner.bad_lines == 1
-    assert enriched_key(1, "0", 1).startswith(OUTPUT_PREFIX) and scanner.holding(["a", "x", "e"]) == 2
+    assert scanner.counts == Counter({"a": 1, "b": 2, "c": 1, "d": 1, "e": 1}) and scanner.bad_lines == 2
+    assert out_key(1, "0", 1).startswith(OUTPUT_PREFIX) and scanner.holding(["a", "x", "e"]) == 2
     # AND the delivery check dedupes: 4 of 4 out, b noted as delivered twice
     verdict = check_delivery(["a", "b", "c", "d"], scanner.counts, scanner.where, waited_s=3)
     assert lines(verdict) == [f"ok    events in vs out: 4 in, 4 out, 0 lost; 1 delivered more than once "
                               f"(at-least-once) (s3://{bucket}/enriched/)"]
     # AND a second scan reads only what is new
-    put_output(aws, bucket, enriched_key(3, "0", 5), ["f"])
+    put_output(aws, bucket, out_key(3, "0", 5), ["f"])
     scanner.scan()
     assert scanner.counts["b"] == 2 and scanner.counts["f"] == 1
 
@@ -200,7 +207,7 @@ def test_an_event_missing_from_the_output_is_lost_by_name(deployment: tuple[Any,
     # GIVEN 1,000 expected ids of which the output holds all but one
     aws, outputs = deployment
     ids = events.probe_ids("run", 1000)
-    put_output(aws, outputs["OutputBucket"], enriched_key(1, "0", 1), [i for i in ids if i != "run-00417"])
+    put_output(aws, outputs["OutputBucket"], out_key(1, "0", 1), [i for i in ids if i != "run-00417"])
     scanner, clock, said = OutputScanner(aws.client("s3"), outputs["OutputBucket"]), FakeClock(T0), list[str]()
     # WHEN the output is awaited for at most 120 s
     waited = wait_for_output(scanner, ids, clock, timeout_s=120, poll_s=60, say=said.append)

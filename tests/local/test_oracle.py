@@ -156,6 +156,19 @@ def test_events_the_decoder_rejects_are_not_expected(spec: str) -> None:
                                      "ts_ms": 1_700_000_000_000, "north": False, "region": [""]}
 
 
+def test_the_reference_counts_its_events_per_hour_of_their_time(spec: str) -> None:
+    # GIVEN three valid events of 22:13 UTC, one of 23:00 (ISO-8601) and one the decoder rejects
+    sent = [*_sent(3), {"event_id": "late", "entity_id": "car-9", "ts": "2023-11-14T23:00:00Z", "lat": 1.0, "lon": 2.0},
+            {"event_id": "bad", "entity_id": "x", "ts": 1, "lon": 2.0}]
+    transform = Tag()
+    transform.load_region([""], 1)
+    # WHEN the reference run computes the expectations and the comparison carries them
+    expected = expected_fields(transform, sent)
+    result = compare(expected, [], transform="Tag")
+    # THEN the events per hour (its start, epoch ms) are those of the valid events only
+    assert result.hours == ((1_699_999_200_000, 3), (1_700_002_800_000, 1))
+
+
 def test_the_report_says_what_the_transform_added_and_which_field_it_never_filled(spec: str) -> None:
     # GIVEN four events, two north of the equator; Tag adds "north" (a bool, always filled) and "region" (the
     # catch-all's [""]: filled), Count adds "n"

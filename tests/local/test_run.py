@@ -121,3 +121,24 @@ def test_quick_run_sends_from_time_zero_and_loses_nothing_sent_before_the_first_
     # the twin lost them: tests/local/test_event_source.py)
     assert early["sent"] > 100 and early["live_after_s"] > 5
     assert early["came_out"] == early["sent"]
+
+
+def test_quick_run_keeps_its_output_and_a_query_of_each_hour_gives_the_oracles_count(
+        quick_run: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    # GIVEN the quick run's output folder and report
+    proc, out = quick_run
+    report = json.loads((out / "report.json").read_text())
+    product = report["data_product"]
+    # THEN the enriched output and the snapshots are kept as a deployment's buckets lay them out
+    kept = {k["role"]: k for k in product["kept"]}
+    assert kept["output"]["objects"] > 0 and kept["snapshots"]["objects"] > 0
+    assert any((out / "s3/output/enriched").glob("dt=*/hour=*/v*-*-*-*.jsonl.gz"))
+    assert any((out / "s3/snapshots/snapshots").glob("window_end=*/_manifest.json"))
+    # AND pyarrow, reading each hour's folder alone, finds every event of the hour once: the oracle's count
+    hours = product["hours"]
+    assert hours and product["ok"] and all(h["events"] == h["oracle"] > 0 for h in hours), hours
+    assert sum(h["events"] for h in hours) == report["delivery"]["out_unique"]
+    assert sum(h["oracle"] for h in hours) == report["oracle"]["compared"] + report["oracle"]["missing"]
+    assert sum(h["records"] for h in hours) == report["delivery"]["out_records"]
+    # AND the report says so in its closing lines
+    assert "OUTPUT AS A DATA PRODUCT: hour " in proc.stdout and "; the oracle's count " in proc.stdout

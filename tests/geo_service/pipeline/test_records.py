@@ -67,7 +67,8 @@ def test_enriched_record_routing_ids_win_over_transform_and_event_fields() -> No
 
 def test_output_keys_follow_the_contract() -> None:
     # GIVEN / WHEN keys are built / THEN they follow CONTRACTS
-    assert enriched_key(4, "w0002", 1763700000123) == "enriched/v4/w0002/1763700000123.jsonl"
+    assert (enriched_key(1763700000000, 4, "w0002", 1763700000123, 1)
+            == "enriched/dt=2025-11-21/hour=04/v4-w0002-1763700000123-1.jsonl.gz")
     assert quarantine_key(4, "w0002", 1763700000123) == "quarantine/geo/v4/w0002/1763700000123.jsonl"
 
 

@@ -15,12 +15,13 @@ from local.observe import ControlObserver
 from local.recorded import plan_replay, read_recorded
 from local.replay import RecordedReplayer
 from local.report.finish import finish
+from local.report.product import Kept
 from local.state import RunState
 from partitioner.load.eventcols import EventColumns
 
 T0 = 1_800_000_000.0
 SECTIONS = ("UTILISATION AT THE WORKERS", "TIMELINE", "THE SNAPSHOT'S ESTIMATE", "PARTITION TABLES", "FLIPS",
-            "QUARANTINED EVENTS", "EVENTS IN vs OUT", "SWAPS", "ORACLE (", "INVARIANTS", "WHAT THIS RUN SHOWED",
+            "QUARANTINED EVENTS", "EVENTS IN vs OUT", "SWAPS", "ORACLE (", "OUTPUT AS A DATA PRODUCT (", "INVARIANTS", "WHAT THIS RUN SHOWED",
             "SUMMARY", "RESULT: FAILED")
 
 
@@ -37,6 +38,7 @@ def quiet_run(out: Path) -> RunState:
     state.replayer = loop("replayer", sent_ids=[], sent_events=[], sent_seconds={}, bad_sent={"nan": 1},
                           started_at=T0 + 10, ended_at=T0 + 70, live_at=None, began_at=T0 + 5, backlog=0)
     state.output = SimpleNamespace(records=[], processed=[], problems=[], enriched=[])
+    state.live["kept"] = [Kept("output", "georebal-test-output", 0, 0), Kept("snapshots", "georebal-test-snapshots", 0, 0)]
     state.notifier = loop("notifier", invocations=[])
     state.router = loop("router", records_in=0, invocations=0, failed_items=0, gave_up=0, environments=[])
     return state
@@ -54,13 +56,15 @@ def test_the_report_lays_out_every_section_in_order_and_fails_on_the_broken_inva
     # AND every section is there, in order
     at = [text.index(title) for title in SECTIONS]
     assert at == sorted(at)
-    # AND the oracle's one-line summary comes right before the result
-    assert text.splitlines()[-2].startswith("ORACLE OK: geo_service.pipeline.transform:ReverseGeocoder (stateless): 0 events")
+    # AND the oracle's one-line summary and the data product's (no hour: nothing was sent) come right before the result
+    assert text.splitlines()[-3].startswith("ORACLE OK: geo_service.pipeline.transform:ReverseGeocoder (stateless): 0 events")
+    assert text.splitlines()[-2] == "OUTPUT AS A DATA PRODUCT: the oracle expects no event, no hour to query"
     # AND report.json holds the same verdict and every section as data
     doc = json.loads((tmp_path / "report.json").read_text())
     assert doc["ok"] is False and [i["ok"] for i in doc["invariants"]].count(False) == 1
     assert {"config", "timeline", "specs", "flips", "utilisation", "delivery", "swaps", "swap_timings",
-            "demonstrated", "oracle"} <= doc.keys() and doc["oracle"]["ok"] is True
+            "demonstrated", "oracle", "data_product"} <= doc.keys() and doc["oracle"]["ok"] is True
+    assert doc["data_product"]["ok"] is True and doc["data_product"]["hours"] == []
     assert doc["timeline"] == ["[   1.0s] started"] and doc["bad_injected"] == {"nan": 1}
 
 

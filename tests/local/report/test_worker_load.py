@@ -8,7 +8,6 @@ import math
 import pytest
 
 from geo_service.pipeline.cost import Calibration, CostReport
-from geokernel.contracts.enriched import enriched_key, parse_enriched_key
 from local.output import OutRecord
 from local.report.worker_load import (
     CostSample,
@@ -33,14 +32,6 @@ def _records(worker: str, version: int, per_window: dict[int, int], sent_offset_
         out += [OutRecord(f"{worker}-{version}-{i}-{k}", version, worker, "p1", written - int(sent_offset_s * 1000),
                           written) for k in range(n)]
     return out
-
-
-def test_enriched_key_round_trips_the_workers_key() -> None:
-    # GIVEN the key a worker writes WHEN parsed THEN version, worker and write time come back
-    assert parse_enriched_key(enriched_key(12, "w0003", 1_795_364_177_080)) == (12, "w0003", 1_795_364_177_080)
-    # AND another shape is refused by name
-    with pytest.raises(ValueError, match=r"'enriched/v1/w1\.jsonl'"):
-        parse_enriched_key("enriched/v1/w1.jsonl")
 
 
 def test_received_counts_by_send_time_and_processed_by_write_time() -> None:

@@ -9,8 +9,9 @@ from moto import mock_aws
 
 from geokernel.aws_budget.calls import CallLog
 from geokernel.aws_budget.usage import ACCOUNT, Usage
+from geokernel.contracts.enriched import enriched_key, parse_enriched_key
 from lambdas.common.kinesis import PutEntry
-from local.scale.counting import ShardLookup, is_call, steady_calls
+from local.scale.counting import ShardLookup, is_call, steady_calls, steady_output_puts
 from local.scale.result import Phase, ScaleConfig, ScaleResult
 
 T0 = 1_000_000.0
@@ -37,7 +38,7 @@ def test_steady_calls_count_the_steady_phase_only_and_pick_out_the_state_handoff
         log.add([Usage("s3.get.prefix", "specs/router-ledger/ingest", 1),
                  Usage("s3.put.prefix", "specs/router-ledger/ingest", 1),
                  Usage("s3.put.prefix", "out/state/v1/w0001", 0.5),
-                 Usage("s3.put.prefix", "out/enriched/v1", 1)], at=T0 + t)
+                 Usage("s3.put.prefix", "out/enriched/dt=2025-11-21/hour=04", 1)], at=T0 + t)
     log.add([Usage("dynamodb.BatchWriteItem", ACCOUNT, 5)], at=T0 + 15)
     # WHEN its steady calls are counted
     got = steady_calls(result, "specs", "out")
@@ -47,6 +48,19 @@ def test_steady_calls_count_the_steady_phase_only_and_pick_out_the_state_handoff
     assert total == pytest.approx(2 + 1 + 1 + 0.5 + 1 + 0.5)
     # AND the state handoff's own are the ledger's GET and PUT, the state objects and the handoff writes
     assert state == pytest.approx(1 + 1 + 0.5 + 0.5)
+
+
+def test_steady_output_puts_are_per_slot_from_the_objects_write_times() -> None:
+    # GIVEN a run whose steady phase is its seconds 10..40: slot w1 wrote at 12, 22 and 32 s (and at 5 s, before it),
+    # slot w2 at 15 and 35 s, w3 once; all in the same hour's folder
+    result = ScaleResult(ScaleConfig(), sim_start=T0, phases=[Phase("steady", 10.0, 40.0, True)])
+    written = [parse_enriched_key(enriched_key(0, 1, w, int((T0 + t) * 1000))) for w, t in
+               (("w1", 5), ("w1", 12), ("w1", 22), ("w1", 32), ("w2", 15), ("w2", 35), ("w3", 20))]
+    # WHEN its output PUTs per slot per second are measured
+    # THEN they are the intervals between each slot's objects over their length: (2 + 1) / (20 + 20)
+    assert steady_output_puts(result, written) == pytest.approx(3 / 40)
+    # AND a run without a steady phase has none
+    assert steady_output_puts(ScaleResult(ScaleConfig()), written) is None
 
 
 def test_a_run_without_a_steady_phase_has_no_steady_calls() -> None:
