@@ -36,7 +36,7 @@ SHIPPED = ("geokernel", "partitioner", "georebal")
 #: The library (no extra needed): the kernel and the partitioner with its command.
 LIBRARY = ("geokernel", "partitioner")
 #: What georebal imports from the checkout, not from the distribution or an index (georebal.launch names it).
-CHECKOUT_ONLY = {"infra"}
+CHECKOUT_ONLY = {"infra", "lambdas"}  # georebal reads the CDK app's settings and reuses the router's code there
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 #: sha256 of https://www.apache.org/licenses/LICENSE-2.0.txt
 APACHE_2_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
