@@ -30,6 +30,9 @@ __all__ = ["checkout_root", "missing", "run"]
 NO_BOTO3 = ("georebal needs boto3, which the installed distribution brings only with its extra [ops]: "
             "pip install 'geo-rebalancer[ops]'")
 #: The line printed when no checkout is found.
+#: What georebal imports from the checkout, not from the distribution: the CDK app's settings and the router's code
+#: that ``locate``, ``replay`` and ``redrive`` reuse.
+CHECKOUT_PACKAGES = ("infra", "lambdas")
 NO_CHECKOUT = ("georebal runs on a checkout of the Geo Rebalancer repository (it reads the CDK app's settings, "
                "infra/, which the installed distribution does not ship): clone it, run scripts/bootstrap.sh there, "
                "then use its .venv/bin/georebal (or python -m georebal from its root)")
@@ -45,12 +48,13 @@ def checkout_root(package_dir: Path | None = None) -> Path | None:
 def missing(package_dir: Path | None = None) -> str | None:
     """The line naming what the CLI cannot run without, None when it has everything.
 
-    When ``infra`` is not importable but the package sits in a checkout, the checkout's root is appended to
-    ``sys.path`` (last: nothing installed is shadowed), as ``python -m georebal`` from that root would have it.
+    When one of :data:`CHECKOUT_PACKAGES` is not importable but the package sits in a checkout, the checkout's root
+    is appended to ``sys.path`` (last: nothing installed is shadowed), as ``python -m georebal`` from that root would
+    have it.
     """
     if importlib.util.find_spec("boto3") is None:
         return NO_BOTO3
-    if importlib.util.find_spec("infra") is None:
+    if any(importlib.util.find_spec(name) is None for name in CHECKOUT_PACKAGES):
         root = checkout_root(package_dir)
         if root is None:
             return NO_CHECKOUT
