@@ -4,13 +4,13 @@ one line saying what it cannot run without.
 georebal ships in the distribution (``pip install .``), but not everything it runs on ships with it:
 
 * **boto3** (and botocore): the extra ``[ops]`` (``pip install 'geo-rebalancer[ops]'``); the dev lock has it.
-* **The CDK app's settings**, :mod:`infra.config` (with ``infra.context``, ``infra.errors``, ``infra.fleet_size``),
-  and for ``smoke`` the app itself (``app.py``, ``cdk.json``, the CDK CLI in ``node_modules``): a checkout of this
-  repository. ``infra`` is the CDK app's package, not a library to install beside others under that name.
+* **The router's code** (``lambdas/``, which ``locate``, ``replay`` and ``redrive`` reuse), and for ``smoke`` the app
+  itself (``app.py``, ``cdk.json``, the CDK CLI in ``node_modules``): a checkout of this repository. The CDK app's
+  settings, :mod:`infra.config`, ship in the distribution (``infra``, with the extra ``[cdk]``).
 
 So georebal runs on a checkout: ``python -m georebal`` from its root, or the ``georebal`` command of an editable
 install (``scripts/bootstrap.sh`` installs the checkout into ``.venv`` so) from any directory: it finds the checkout
-beside its own package (:func:`checkout_root`) and imports ``infra`` from there. ``--version`` answers without
+beside its own package (:func:`checkout_root`) and imports ``lambdas`` from there. ``--version`` answers without
 either. Lacking one, the command prints one line ``error: ...`` naming it and exits 2, no traceback.
 """
 
@@ -33,16 +33,17 @@ NO_BOTO3 = ("georebal needs boto3, which the installed distribution brings only 
 #: What georebal imports from the checkout, not from the distribution: the CDK app's settings and the router's code
 #: that ``locate``, ``replay`` and ``redrive`` reuse.
 CHECKOUT_PACKAGES = ("infra", "lambdas")
-NO_CHECKOUT = ("georebal runs on a checkout of the Geo Rebalancer repository (it reads the CDK app's settings, "
-               "infra/, which the installed distribution does not ship): clone it, run scripts/bootstrap.sh there, "
+NO_CHECKOUT = ("georebal runs on a checkout of the Geo Rebalancer repository (it reuses the router's code, lambdas/, "
+               "which the installed distribution does not ship): clone it, run scripts/bootstrap.sh there, "
                "then use its .venv/bin/georebal (or python -m georebal from its root)")
 
 
 def checkout_root(package_dir: Path | None = None) -> Path | None:
     """The checkout ``package_dir`` (default: this package's folder) sits in, None when it is not in one (a wheel
-    installed into site-packages): the folder above it when that holds ``infra/config.py``."""
+    installed into site-packages, which ships ``infra`` but not ``lambdas``): the folder above it when that holds
+    every one of :data:`CHECKOUT_PACKAGES`."""
     here = (package_dir or Path(__file__).parent).resolve()
-    return here.parent if (here.parent / "infra" / "config.py").is_file() else None
+    return here.parent if all((here.parent / name / "__init__.py").is_file() for name in CHECKOUT_PACKAGES) else None
 
 
 def missing(package_dir: Path | None = None) -> str | None:

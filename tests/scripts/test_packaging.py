@@ -32,11 +32,11 @@ from georebal.launch import NO_BOTO3, NO_CHECKOUT
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The packages the distribution ships.
-SHIPPED = ("geokernel", "partitioner", "georebal")
+SHIPPED = ("geokernel", "partitioner", "georebal", "infra")
 #: The library (no extra needed): the kernel and the partitioner with its command.
 LIBRARY = ("geokernel", "partitioner")
 #: What georebal imports from the checkout, not from the distribution or an index (georebal.launch names it).
-CHECKOUT_ONLY = {"infra", "lambdas"}  # georebal reads the CDK app's settings and reuses the router's code there
+CHECKOUT_ONLY = {"lambdas"}  # locate, replay and redrive reuse the router's code there
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 #: sha256 of https://www.apache.org/licenses/LICENSE-2.0.txt
 APACHE_2_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
@@ -170,18 +170,23 @@ def test_the_declared_dependencies_cover_every_third_party_import(wheel: Path) -
     # GIVEN every import of the wheel's modules and the dependencies its metadata declares
     with zipfile.ZipFile(wheel) as whl:
         library, ops, declared = imports(whl, LIBRARY), imports(whl, ("georebal",)), requires_dist(whl)
+        cdk = imports(whl, ("infra",))
     core, with_ops = declared.get(None, set()), declared.get(None, set()) | declared.get("ops", set())
+    with_cdk = core | declared.get("cdk", set())
     # WHEN each imported name is traced to the distribution installing it
     # THEN the library's come from the core dependencies (or what they bring), georebal's with the extra [ops]
     unknown = {n: sorted(m) for n, m in library.items() if not providers(n)}
     assert unknown == {}, f"imports no installed distribution provides: {unknown}"
     assert {n: sorted(m) for n, m in library.items() if not providers(n) & brought_by(core)} == {}
     assert {n: sorted(m) for n, m in ops.items() if n not in CHECKOUT_ONLY and not providers(n) & brought_by(with_ops)} == {}
+    # AND the constructs' (infra, the package a user embeds) with the extra [cdk]
+    assert {n: sorted(m) for n, m in cdk.items() if not providers(n) & brought_by(with_cdk)} == {}
     # AND georebal takes from the checkout only the CDK app's settings (georebal.launch names them when absent)
     assert {n for n in ops if not providers(n)} == CHECKOUT_ONLY
     # AND nothing is declared that no module imports (scipy was, and none of them imports it)
     assert core <= {d for n in library for d in providers(n)}
-    assert declared.get("ops", set()) <= {d for n in ops for d in providers(n)} and set(declared) == {None, "ops"}
+    assert declared.get("ops", set()) <= {d for n in ops for d in providers(n)}
+    assert declared.get("cdk", set()) <= {d for n in cdk for d in providers(n)} and set(declared) == {None, "ops", "cdk"}
 
 
 @pytest.fixture(scope="module")
