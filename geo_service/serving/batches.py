@@ -2,9 +2,11 @@
 
 A batch's enriched rows (and quarantine rows) go to the slot's :class:`OutputBuffer`; :meth:`BatchProcessor.flush`
 writes the buffer as **one** S3 object (``enriched/v<v>/<worker>/<epoch_ms>.jsonl``, plus one quarantine object
-when there are bad records) and only then moves the lease checkpoint of every shard the buffer covers (one
-``UpdateItem``), so a successor resuming from the checkpoint re-processes at most what was buffered
-(at-least-once; consumers dedupe by ``event_id``), and a checkpoint never passes a record that was not written.
+when there are bad records), puts the rows' geofence transitions on the EventBridge bus when one is set
+(:mod:`geo_service.pipeline.geofence_events`), and only then moves the lease checkpoint of every shard the buffer
+covers (one ``UpdateItem``), so a successor resuming from the checkpoint re-processes at most what was buffered
+(at-least-once; consumers dedupe by ``event_id``, and the events by their ``IdempotencyKey``), and a checkpoint
+never passes a record that was not written, nor a transition that was not put.
 
 Why buffer: one object and one checkpoint per GetRecords batch is about one S3 PUT a second per worker
 (``$0.005`` per 1,000 PUTs, https://aws.amazon.com/s3/pricing/: ~$430 a day at 1,000 workers) and objects under
@@ -35,6 +37,7 @@ from geo_service.entity.handoff import HandoffStore
 from geo_service.pipeline.buffer import OutputBuffer
 from geo_service.pipeline.consumer import Batch
 from geo_service.pipeline.cost import CostTracker
+from geo_service.pipeline.geofence_events import GeofenceSink
 from geo_service.pipeline.records import BadRecord, Event, decode_event, enriched_record
 from geo_service.pipeline.transform import stateful_of
 from geo_service.serving.slots import Slot
@@ -75,12 +78,13 @@ class BatchResult:
 
 @dataclass(frozen=True)
 class FlushResult:
-    """What one flush wrote: rows, quarantine rows, objects and the checkpoints it moved."""
+    """What one flush wrote: rows, quarantine rows, objects, the checkpoints it moved and the geofence events put."""
 
     rows: int
     quarantined: int
     objects: int
     checkpoints: Mapping[str, str]
+    pushed: int = 0
 
 
 def apply_of(slot: Slot) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
@@ -107,11 +111,14 @@ class BatchProcessor:
         Monotonic seconds (the buffer's age).
     event_fields : EventFields
         Which JSON key of an event holds each field (``EVENT_FIELDS``).
+    sink : GeofenceSink, optional
+        Puts the rows' geofence transitions on an EventBridge bus at each flush (``GEOFENCE_EVENT_BUS``).
     """
 
     def __init__(self, clients: Clients, output_bucket: str, quarantine_bucket: str, costs_bucket: str,
                  grid_zoom: int, owner: str, *, wall: Callable[[], float], monotonic: Callable[[], float],
-                 event_fields: EventFields = DEFAULT_EVENT_FIELDS, control_table: str = "") -> None:
+                 event_fields: EventFields = DEFAULT_EVENT_FIELDS, control_table: str = "",
+                 sink: GeofenceSink | None = None) -> None:
         self.clients = clients
         self.output_bucket = output_bucket
         self.quarantine_bucket = quarantine_bucket
@@ -122,6 +129,7 @@ class BatchProcessor:
         self.monotonic = monotonic
         self.event_fields = event_fields
         self.control_table = control_table
+        self.sink = sink
         self._handoffs: HandoffStore | None = None
         #: The batch being processed collects its transform errors here; a held event released later writes its
         #: error straight into its slot's buffer.
@@ -247,8 +255,9 @@ class BatchProcessor:
         """Write the slot's buffer (one object each for output and quarantine), then move its checkpoints
         (a stateful slot's with a snapshot of its states: :meth:`_checkpoints_due`; ``final`` on its last flush).
 
-        Returns None when the buffer was empty. A failed write raises and leaves the buffer and checkpoints as
-        they were (the next flush retries; a successor re-reads from the old checkpoint).
+        Returns None when the buffer was empty. A failed write, or transitions that cannot be put, raises and leaves
+        the buffer and checkpoints as they were (the next flush writes and puts it all again: copies, which consumers
+        dedupe; a successor re-reads from the old checkpoint).
         """
         buf = slot.output
         if buf.empty:
@@ -262,10 +271,14 @@ class BatchProcessor:
             put_jsonl(self.clients.s3, self.quarantine_bucket, geo_quarantine_key(slot.version, slot.worker_id, ms),
                       buf.bad)
             objects += 1
+        if buf.pushes and self.sink is not None:  # after the rows are written, before the checkpoints move
+            put = self.sink.put(buf.pushes)
+            log(self.log, logging.INFO, "geofence_events_put", events=put.entries, calls=put.calls,
+                retried=put.retried, version=slot.version, worker_id=slot.worker_id, owner=self.owner)
         checkpoints = self._checkpoints_due(slot, buf.checkpoints, final)
         if checkpoints:
             slot.leases.checkpoint_many(checkpoints)
-        result = FlushResult(len(buf.lines), len(buf.bad), objects, checkpoints)
+        result = FlushResult(len(buf.lines), len(buf.bad), objects, checkpoints, len(buf.pushes))
         slot.output = OutputBuffer()
         return result
 
@@ -297,6 +310,10 @@ class BatchProcessor:
         def run(ev: Event, pid: str, stray: bool, qk: str) -> None:
             try:
                 fields = tracker.measure(qk, lambda: apply(ev.fields))
+                row = enriched_record(ev, fields, spec_version=slot.version, partition_id=pid,
+                                      worker_id=slot.worker_id, stray=stray, owner=self.owner,
+                                      processed_at=processed_ms if self._batch_bad is not None else self._unique_ms())
+                pushes = self.sink.entries(row) if self.sink is not None else []  # a bad transition: as an error
             except Exception as exc:
                 failed = BadRecord(f"{TRANSFORM_ERROR}: {type(exc).__name__}: {exc} for event {ev.event_id!r}",
                                    json.dumps(ev.fields, default=str), f"{slot.stream}/{shard_id}/event:{ev.event_id}")
@@ -305,12 +322,10 @@ class BatchProcessor:
                 else:
                     slot.output.bad.append(failed.to_dict())
                 return
-            row = enriched_record(ev, fields, spec_version=slot.version, partition_id=pid, worker_id=slot.worker_id,
-                                  stray=stray, owner=self.owner,
-                                  processed_at=processed_ms if self._batch_bad is not None else self._unique_ms())
             line = json.dumps(row, separators=(",", ":"), default=str)
             slot.output.lines.append(line)
             slot.output.bytes += len(line) + 1
+            slot.output.pushes += pushes
 
         for it, stamp, arrival_s in items:
             if not isinstance(it, Event):
