@@ -44,6 +44,9 @@ _PREFIX_RE = re.compile(r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$")
 _VPC_RE = re.compile(r"^vpc-[0-9a-f]{8,17}$")
 _EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _TRANSFORM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+# An EventBridge bus name (CreateEventBus: letters, digits and ._-/ up to 256; "aws." names are AWS's own partner
+# buses, which take no custom events): https://docs.aws.amazon.com/eventbridge/latest/APIReference/API_CreateEventBus.html
+_BUS_RE = re.compile(r"^(?!aws\.)[/._\-A-Za-z0-9]{1,256}$")
 _JAR_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]/\S+\.jar$")  # an S3 object (bucket naming rules)
 
 # A geo-stream shard takes up to 1,000 records/s and 1 MB/s of writes
@@ -120,6 +123,9 @@ class GeoConfig:
     shards_per_worker: int = 1  # SHARDS_PER_WORKER: geo-stream shards each worker owns (derived from the cap if 0)
     geo_transform: str | None = None  # GEO_TRANSFORM of the workers ("module:Class"); None = the default transform
     state_handoff: bool = False  # STATE_HANDOFF of the router: a stateful transform's state follows each entity
+    #: GEOFENCE_EVENT_BUS of the workers: the EventBridge bus (of this account and region) they put the geofence
+    #: transitions on, granted events:PutEvents on it alone; None: no bus, no grant
+    geofence_event_bus: str | None = None
     event_fields: EventFields = DEFAULT_EVENT_FIELDS  # EVENT_FIELDS: which key of an event holds each field
     # warm throughput of the leases table, write / read units/s: the setting, or derived from fleet_workers
     # (infra.fleet_size); 0: a new table's 4,000 writes and 12,000 reads
@@ -176,6 +182,7 @@ DEFAULTS: dict[str, Any] = {
     "shards_per_worker": 0,
     "geo_transform": "",
     "state_handoff": False,
+    "geofence_event_bus": "",
     "event_fields": {},
     "leases_warm_writes": 0,
     "glue_kinesis_connector_jar": "",
@@ -254,6 +261,9 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
         geo_transform=_text(ctx, "geo_transform", lambda v: v == "" or bool(_TRANSFORM_RE.match(v)),
                             "'' (the default reverse geocoder) or 'module:Class'") or None,
         state_handoff=_bool(ctx, "state_handoff"),
+        geofence_event_bus=_text(ctx, "geofence_event_bus", lambda v: v == "" or bool(_BUS_RE.match(v)),
+                                 "'' (no geofence events) or an EventBridge bus name of this account and region "
+                                 "(letters, digits, '._-/'; 'default' for the default bus; not 'aws.')") or None,
         event_fields=_event_fields(ctx),
         leases_warm_writes=warm_units(_raw(ctx, "leases_warm_writes"), "leases_warm_writes", new_table=NEW_TABLE_WRITES,
                                       per_worker=LEASE_WRITE_UNITS_PER_WORKER, workers=workers),

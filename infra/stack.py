@@ -110,6 +110,8 @@ class GeoRebalancerStack(Stack):
         """The worker fleet: the shared environment without what only the Lambdas read, plus the transform."""
         lambdas_only = (EnvVar.POLICY_JSON, EnvVar.SNAPSHOTS_BUCKET, EnvVar.STATE_HANDOFF)
         transform: dict[str, str] = {EnvVar.GEO_TRANSFORM: self.config.geo_transform} if self.config.geo_transform else {}
+        if self.config.geofence_event_bus:  # the workers put the geofence transitions there (_grant_workers)
+            transform[EnvVar.GEOFENCE_EVENT_BUS] = self.config.geofence_event_bus
         return Workers(
             self,
             "Workers",
@@ -285,6 +287,10 @@ class GeoRebalancerStack(Stack):
         storage.output.grant_put(task)
         storage.quarantine.grant_put(task)
         self.geo_streams.grant_read(task)
+        if self.config.geofence_event_bus:  # the geofence sink (geo_service/pipeline/geofence_events.py): that bus only
+            task.add_to_principal_policy(
+                iam.PolicyStatement(actions=["events:PutEvents"], resources=[self.geofence_bus_arn])
+            )
         # A worker keeps its task's scale-in protection on while it holds a lease (geo_service/runtime/protection.py); the
         # agent endpoint acts with the task role.
         task.add_to_principal_policy(
@@ -293,6 +299,12 @@ class GeoRebalancerStack(Stack):
                 resources=[self._worker_tasks_arn()],
             )
         )
+
+    @property
+    def geofence_bus_arn(self) -> str:
+        """The ARN of the ``geofence_event_bus`` bus in this stack's account and region (the setting must be set)."""
+        return self.format_arn(service="events", resource="event-bus", resource_name=self.config.geofence_event_bus,
+                               arn_format=ArnFormat.SLASH_RESOURCE_NAME)
 
     def _worker_tasks_arn(self) -> str:
         return self.format_arn(

@@ -217,3 +217,27 @@ def test_fleet_workers_is_a_worker_count(bad: object) -> None:
     # GIVEN a fleet_workers that is no worker count WHEN loaded THEN the key and the value are named
     with pytest.raises(ConfigError, match=f"'fleet_workers'.*{bad!r}"):
         load_config({"fleet_workers": bad})
+
+
+@pytest.mark.parametrize(("value", "ok"), [("", True), ("default", True), ("fences", True), ("org/fences.v1", True),
+                                           ("aws.partner/x", False), ("my bus", False), ("b" * 257, False),
+                                           ("arn:aws:events:eu-west-1:123456789012:event-bus/fences", False)])
+def test_the_geofence_event_bus_is_off_or_a_bus_name(value: str, ok: bool) -> None:
+    # GIVEN a geofence_event_bus setting
+    ctx = {"geofence_event_bus": value}
+    if ok:
+        # THEN '' is no bus, a name is kept
+        assert load_config(ctx).geofence_event_bus == (value or None)
+        return
+    # THEN anything else is refused naming the key and the value (an ARN too: the bus is of the stack's account)
+    with pytest.raises(ConfigError) as err:
+        load_config(ctx)
+    assert str(err.value).startswith("context 'geofence_event_bus'") and repr(value)[:40] in str(err.value)
+
+
+def test_a_misspelt_geofence_event_bus_key_is_rejected_by_the_unknown_keys_check() -> None:
+    from infra.config import reject_unknown
+    # GIVEN the CLI's spelling of the new setting
+    # THEN synth stops naming it (rather than synthesizing without the bus)
+    with pytest.raises(ConfigError, match=r"\['geofence-event-bus'\]"):
+        reject_unknown(["geofence-event-bus", "geofence_event_bus"])
