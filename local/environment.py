@@ -14,6 +14,7 @@ from pathlib import Path
 
 from geo_service.pipeline.transform import load_transform, stateful_of
 from geokernel.contracts.env import EnvVar
+from local.aws import Names
 from local.config import RunConfig
 
 #: The working directory of every child process (the Spark job, the workers): the repository's root.
@@ -34,7 +35,7 @@ def handler_env(cfg: RunConfig) -> dict[str, str]:
             EnvVar.POLL_INTERVAL_S: "0.5", EnvVar.ACTIVE_POLL_S: "1", "POWERTOOLS_SERVICE_NAME": "georebal-local", "POWERTOOLS_LOG_LEVEL": "ERROR",
             "LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true", EnvVar.SWAP_MODE: cfg.swap_mode,
             EnvVar.SHARDS_PER_WORKER: str(cfg.shards_per_worker),
-            **transform_env(cfg.transform)} | event_env(cfg)
+            **transform_env(cfg.transform)} | event_env(cfg) | geofence_env(cfg)
 
 
 def event_env(cfg: RunConfig) -> dict[str, str]:
@@ -47,6 +48,18 @@ def transform_env(spec: str) -> dict[str, str]:
     ``settings`` (so the workers and the oracle, :mod:`local.oracle`, build the same transform); for a stateful
     transform also ``STATE_HANDOFF=1`` for the router, so each entity's state follows it (:mod:`geo_service.entity.handoff`)."""
     transform = load_transform(spec)
-    names = getattr(transform, "settings", ())
+    names = [n for n in getattr(transform, "settings", ()) if n != EnvVar.GEOFENCE_EVENT_BUS]  # the loop's: geofence_env
     handoff = {EnvVar.STATE_HANDOFF: "1"} if stateful_of(transform) is not None else {}
     return {EnvVar.GEO_TRANSFORM: spec, **handoff, **{n: os.environ[n] for n in names if n in os.environ}}
+
+
+def geofence_events(spec: str) -> bool:
+    """Whether the workers push the transform's geofence transitions: it names ``GEOFENCE_EVENT_BUS`` among its
+    ``settings`` (the geofence transforms do; :mod:`geo_service.pipeline.geofence_events`)."""
+    return EnvVar.GEOFENCE_EVENT_BUS in getattr(load_transform(spec), "settings", ())
+
+
+def geofence_env(cfg: RunConfig) -> dict[str, str]:
+    """``GEOFENCE_EVENT_BUS`` of the workers: the loop's own bus (:attr:`local.aws.Names.geofence_bus`, created in moto)
+    when the transform's transitions are pushed, whatever the shell says; else nothing."""
+    return {EnvVar.GEOFENCE_EVENT_BUS: Names(cfg.prefix).geofence_bus} if geofence_events(cfg.transform) else {}

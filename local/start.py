@@ -71,7 +71,7 @@ def start_aws(state: RunState) -> EmbeddedAws:
     # The in-process partitioner balances on event counts, so the cap and the utilisation the report
     # measures share one unit; workers still write cost reports (counted in the report).
     os.environ.pop(EnvVar.COSTS_BUCKET, None)
-    aws.create_resources(ingest_shards=2)
+    aws.create_resources(ingest_shards=2, geofence_events=EnvVar.GEOFENCE_EVENT_BUS in env)
     if aws.server.kinesis_note is not None:
         say(state, aws.server.kinesis_note)
     state.twin = wire_twin(aws, cfg, stateful=EnvVar.STATE_HANDOFF in env, say=lambda m: say(state, m))

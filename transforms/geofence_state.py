@@ -24,6 +24,7 @@ moves or a swap, the new worker goes on from the state the entity's previous eve
 
 from __future__ import annotations
 
+from geo_service.pipeline.geofence_events import EVENT_BUS_ENV
 from transforms.geofence import ZONES_ENV, Geofences
 from transforms.zone_state import DEFAULT_DWELL_S, DWELL_ENV, ZoneStates, bearing_deg, event_ms
 
@@ -42,8 +43,9 @@ class GeofenceState(ZoneStates[Geofences]):
     ([{'zone': 'LHR', 'kind': 'ENTER'}], None, False)
     """
 
-    #: Environment variables it reads: the local loop passes them on to its workers.
-    settings: tuple[str, ...] = (ZONES_ENV, DWELL_ENV)
+    #: Environment variables it reads (and the worker's sink setting, GEOFENCE_EVENT_BUS: the workers push its
+    #: transitions when it is set; :mod:`geo_service.pipeline.geofence_events`): the local loop passes them on.
+    settings: tuple[str, ...] = (ZONES_ENV, DWELL_ENV, EVENT_BUS_ENV)
 
     def __init__(self) -> None:
         super().__init__(Geofences())
