@@ -141,10 +141,12 @@ class SerialMotoServer:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
         from werkzeug.serving import make_server
 
-        from local import moto_kinesis
+        from local import moto_events, moto_kinesis
 
         #: None, or why moto's own Kinesis reads were kept (local/moto_kinesis.py: a moto it does not know)
         self.kinesis_note = moto_kinesis.install()  # a shard's put and read in constant time
+        #: None, or why moto's EventBridge targets still compile their paths per event (local/moto_events.py)
+        self.events_note = moto_events.install()
         app = DomainDispatcherApplication(create_backend_app)
         lock = threading.Lock()
         self.throttle = KinesisThrottle()  # the stream-throttle and put-partial faults (local.kinesis_faults)

@@ -10,7 +10,8 @@ Notes
   256 KB, an entry's size counted as EventBridge counts it (:func:`entry_size`: 14 bytes for ``Time``, the UTF-8 bytes
   of ``Source``, ``DetailType``, ``Detail`` and each ``Resources`` entry;
   https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-putevent-size.html). :func:`batches` cuts the entries in
-  their order at whichever comes first; an entry too big alone raises :class:`EventSinkError` naming it.
+  their order at whichever comes first; an entry too big alone raises :class:`EventSinkError` naming it. Up to
+  :data:`CONCURRENCY` calls are in flight at once (boto3 clients are thread-safe).
 * **Failed entries.** A call can succeed while some of its entries fail: ``FailedEntryCount`` and, per entry in
   request order, an ``ErrorCode`` (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-putevents.html). The
   retryable codes (:data:`RETRYABLE`: ``ThrottlingException``, ``InternalFailure``) are put again, alone, after an
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +41,9 @@ TIME_BYTES = 14
 RETRYABLE = frozenset({"ThrottlingException", "InternalFailure"})
 ATTEMPTS = 5
 BASE_DELAY_S = 0.1
+#: Calls in flight at once per flush: a flush of 300 transitions is 30 calls, about a second one after another at
+#: 30 ms each, and the worker reads nothing meanwhile.
+CONCURRENCY = 8
 
 
 class EventSinkError(AwsError):
@@ -88,33 +93,49 @@ def batches(entries: Sequence[Mapping[str, Any]], max_entries: int = MAX_ENTRIES
 
 
 def put_events(client: Any, entries: Sequence[Mapping[str, Any]], *, attempts: int = ATTEMPTS,
-               base_delay_s: float = BASE_DELAY_S, sleep: Callable[[float], None] = time.sleep) -> PutResult:
-    """Put ``entries`` (module Notes): batched, each batch's retryable failures put again up to ``attempts`` calls.
+               base_delay_s: float = BASE_DELAY_S, sleep: Callable[[float], None] = time.sleep,
+               concurrency: int = CONCURRENCY) -> PutResult:
+    """Put ``entries`` (module Notes): batched, up to ``concurrency`` calls at once, each batch's retryable failures
+    put again up to ``attempts`` calls.
 
     Raises
     ------
     EventSinkError
         An entry failed with a code no retry fixes, or still failed after ``attempts`` calls (names the bus, the code
-        and the message).
+        and the message); the other batches are put first.
     """
-    calls = retried = 0
-    for batch in batches(entries):
-        pending = list(batch)
-        for attempt in range(attempts):
-            answer = client.put_events(Entries=pending)
-            calls += 1
-            failed = [(e, r) for e, r in zip(pending, answer.get("Entries", []), strict=False) if r.get("ErrorCode")]
-            if not failed:
-                break
-            fatal = next(((e, r) for e, r in failed if r["ErrorCode"] not in RETRYABLE), None)
-            if fatal is not None:
-                raise EventSinkError(_failure(fatal, len(failed), "cannot be retried"))
-            if attempt == attempts - 1:
-                raise EventSinkError(_failure(failed[0], len(failed), f"still failing after {attempts} calls"))
-            pending = [e for e, _ in failed]
+    cut = batches(entries)
+
+    def one(batch: list[Mapping[str, Any]]) -> tuple[int, int]:
+        return _put_batch(client, batch, attempts, base_delay_s, sleep)
+
+    if concurrency <= 1 or len(cut) <= 1:
+        done = [one(b) for b in cut]
+    else:
+        with ThreadPoolExecutor(max_workers=min(concurrency, len(cut)), thread_name_prefix="put-events") as pool:
+            done = list(pool.map(one, cut))
+    return PutResult(sum(c for c, _ in done), len(entries), sum(r for _, r in done))
+
+
+def _put_batch(client: Any, batch: list[Mapping[str, Any]], attempts: int, base_delay_s: float,
+               sleep: Callable[[float], None]) -> tuple[int, int]:
+    """One batch put, its retryable failures put again: ``(calls, entries put again)``."""
+    retried = 0
+    pending = list(batch)
+    failed: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+    for attempt in range(max(1, attempts)):
+        if attempt:
             retried += len(pending)
-            sleep(base_delay_s * 2 ** attempt)
-    return PutResult(calls, len(entries), retried)
+            sleep(base_delay_s * 2 ** (attempt - 1))
+        answer = client.put_events(Entries=pending)
+        failed = [(e, r) for e, r in zip(pending, answer.get("Entries", []), strict=False) if r.get("ErrorCode")]
+        if not failed:
+            return attempt + 1, retried
+        fatal = next(((e, r) for e, r in failed if r["ErrorCode"] not in RETRYABLE), None)
+        if fatal is not None:
+            raise EventSinkError(_failure(fatal, len(failed), "cannot be retried"))
+        pending = [e for e, _ in failed]
+    raise EventSinkError(_failure(failed[0], len(failed), f"still failing after {max(1, attempts)} calls"))
 
 
 def _failure(example: tuple[Mapping[str, Any], Mapping[str, Any]], failed: int, why: str) -> str:

@@ -10,10 +10,8 @@ import json
 from collections import Counter
 
 from geokernel.contracts.snapshot import SnapshotManifest
-from local.environment import geofence_events
 from local.outcomes import outcome
 from local.output import read_quarantine
-from local.report.eventbridge import read_received
 from local.report.worker_load import CostSample, cost_sample
 from local.state import RunState
 
@@ -55,7 +53,5 @@ def collect_live(state: RunState) -> None:
     state.live["cost_reports"] = dict(per_version)
     state.live["costs"] = costs
     state.live["cost_problems"] = problems
-    if geofence_events(state.config.transform):  # what the rule on the geofence bus sent to its queue
-        sqs = aws.client("sqs")
-        url = sqs.get_queue_url(QueueName=aws.names.geofence_queue)["QueueUrl"]
-        state.live["geofence_events"] = read_received(sqs, url)
+    if state.geofence is not None:  # what the rule on the geofence bus sent to its queue, read during the run too
+        state.live["geofence_events"] = state.geofence.drain()

@@ -2,7 +2,8 @@
 
 With a transform whose transitions the workers push (:func:`local.environment.geofence_events`), the loop creates
 its geofence bus in moto with a rule sending every geofence event to a queue (:meth:`local.aws.EmbeddedAws.
-create_geofence_bus`). :func:`read_received` reads the queue back before teardown; :func:`compare` holds what
+create_geofence_bus`). :class:`GeofenceConsumer` reads the queue while the run goes on and what is left before
+teardown (:func:`read_received`); :func:`compare` holds what
 arrived against the transitions of the enriched records the workers wrote, both deduplicated by the events'
 ``IdempotencyKey`` (delivery is at least once: a record written again after a takeover is pushed again): every
 transition of the output received, nothing received that the output lacks, and each received event's detail equal
@@ -13,6 +14,7 @@ fails the run. The workers' ``geofence_events_put`` log lines give the ``PutEven
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import Any
 
 from geo_service.pipeline.geofence_events import details_of
 from geokernel.contracts.enriched import EnrichedRecord
+from local.loops import LoopThread
 
 NAME = ("every geofence transition in the output was received on the EventBridge bus, and nothing else, after "
         "dedupe by IdempotencyKey (local/report/eventbridge.py)")
@@ -69,15 +72,49 @@ class EventBridgeResult:
                 *(f"  e.g. {e}" for e in self.examples)]
 
 
-def read_received(sqs: Any, queue_url: str) -> list[dict[str, Any]]:
-    """Every event the rule sent to the queue (each message's body), read until the queue is empty."""
+def read_received(sqs: Any, queue_url: str, limit: int | None = None) -> list[dict[str, Any]]:
+    """The events the rule sent to the queue (each message's body), received and deleted until the queue is empty
+    (or ``limit`` calls were made).
+
+    Notes
+    -----
+    Deleting what was read keeps moto's queue short: moto 5.2 counts every message of a queue on each
+    ``SendMessage`` (``Queue.attributes``), so a queue left to fill makes each delivery cost as much as the queue
+    holds (:class:`GeofenceConsumer` reads it while the run goes on).
+    """
     out: list[dict[str, Any]] = []
-    while True:
-        batch = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=3600,
+    calls = 0
+    while limit is None or calls < limit:
+        batch = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=600,
                                     WaitTimeSeconds=0).get("Messages", [])
+        calls += 1
         if not batch:
-            return out
+            break
         out += [json.loads(m["Body"]) for m in batch]
+        sqs.delete_message_batch(QueueUrl=queue_url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                                                             for i, m in enumerate(batch)])
+    return out
+
+
+class GeofenceConsumer(LoopThread):
+    """A consumer of the loop's geofence queue: every ``interval_s`` it receives what arrived, keeps it in
+    ``received`` and deletes it (:func:`read_received`); :meth:`drain` reads the rest once the workers stopped."""
+
+    def __init__(self, sqs: Any, queue_url: str, interval_s: float = 1.0, calls_per_step: int = 50) -> None:
+        super().__init__("geofence-consumer", interval_s)
+        self.sqs, self.queue_url, self.calls_per_step = sqs, queue_url, calls_per_step
+        self.received: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def step(self) -> None:
+        with self._lock:
+            self.received += read_received(self.sqs, self.queue_url, self.calls_per_step)
+
+    def drain(self) -> list[dict[str, Any]]:
+        """Everything received: what the steps read and the rest of the queue (call it after the workers stopped)."""
+        with self._lock:
+            self.received += read_received(self.sqs, self.queue_url)
+            return list(self.received)
 
 
 def output_details(records: Iterable[EnrichedRecord]) -> dict[str, dict[str, Any]]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -124,7 +126,7 @@ def test_throttled_entries_alone_are_put_again_and_counted() -> None:
     entries = [_entry(i) for i in range(12)]
     pauses: list[float] = []
     # WHEN they are put
-    got = put_events(client, entries, sleep=pauses.append)
+    got = put_events(client, entries, sleep=pauses.append, concurrency=1)
     # THEN the two failed entries are put again alone, after a pause; 3 calls in all
     assert [len(c) for c in client.calls] == [10, 2, 2] and client.calls[1] == [entries[1], entries[8]]
     assert (got.calls, got.entries, got.retried) == (3, 12, 2) and pauses == [0.1]
@@ -135,12 +137,44 @@ def test_a_code_no_retry_fixes_raises_at_once_and_retries_used_up_raise_naming_t
     refused = FakeEvents([["NotAuthorizedForSourceException"]])
     with pytest.raises(EventSinkError, match=re.escape("bus 'b': 1 entries failed (cannot be retried), e.g. "
                                                        "'NotAuthorizedForSourceException'")):
-        put_events(refused, [_entry(1)], sleep=lambda _s: None)
+        put_events(refused, [_entry(1)], sleep=lambda _s: None, concurrency=1)
     assert len(refused.calls) == 1
     throttled = FakeEvents([["ThrottlingException"]] * 5)
     with pytest.raises(EventSinkError, match="still failing after 3 calls"):
-        put_events(throttled, [_entry(1)], attempts=3, sleep=lambda _s: None)
+        put_events(throttled, [_entry(1)], attempts=3, sleep=lambda _s: None, concurrency=1)
     assert len(throttled.calls) == 3
+
+
+class SlowEvents:
+    """An EventBridge client taking 20 ms a call, counting the calls in flight at once (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.in_flight = self.most = 0
+        self.put: list[Mapping[str, Any]] = []
+
+    def put_events(self, Entries: list[Mapping[str, Any]]) -> dict[str, Any]:
+        with self.lock:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+        time.sleep(0.02)
+        with self.lock:
+            self.in_flight -= 1
+            self.put += Entries
+        return {"FailedEntryCount": 0, "Entries": [{"EventId": "id"} for _ in Entries]}
+
+
+def test_a_flushs_calls_run_eight_at_once_and_put_every_entry_once() -> None:
+    # GIVEN 250 entries (25 calls) and a client taking 20 ms a call
+    client, entries = SlowEvents(), [_entry(i) for i in range(250)]
+    # WHEN they are put
+    started = time.perf_counter()
+    got = put_events(client, entries)
+    # THEN at most 8 calls were in flight at once (more than one), every entry was put once, in a fraction of the
+    # half second the calls take one after another
+    assert 1 < client.most <= 8 and got.calls == 25
+    assert sorted(e["Detail"] for e in client.put) == sorted(e["Detail"] for e in entries)
+    assert time.perf_counter() - started < 0.4
 
 
 @pytest.fixture()

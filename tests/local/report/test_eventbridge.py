@@ -11,7 +11,7 @@ from typing import Any
 from geo_service.pipeline.geofence_events import DETAIL_TYPE, SOURCE, GeofenceSink, details_of
 from geokernel.contracts.enriched import EnrichedRecord
 from local.aws import EmbeddedAws, Names, SerialMotoServer
-from local.report.eventbridge import Puts, compare, read_received, worker_puts
+from local.report.eventbridge import GeofenceConsumer, Puts, compare, read_received, worker_puts
 
 
 def _record(event_id: str, transitions: list[dict[str, str]], **fields: Any) -> EnrichedRecord:
@@ -81,8 +81,16 @@ def test_the_loops_bus_sends_each_geofence_event_to_its_queue_and_the_report_rea
         assert sink.put([e for r in records for e in sink.entries({**r.fields})]).calls == 3
         aws.client("events").put_events(Entries=[{"Source": "other.app", "DetailType": "x", "Detail": "{}",
                                                   "EventBusName": aws.names.geofence_bus}])
-        # THEN the queue holds exactly our 24 events, read to the end, equal to the output's transitions
+        # THEN the queue holds exactly our 24 events, read to the end (and deleted), equal to the output's transitions
         received = read_received(aws.client("sqs"), url)
         assert len(received) == 24 and compare(records, received).ok
+        assert read_received(aws.client("sqs"), url) == []
+        # AND a consumer reading as the run goes on, then draining, gets what arrives before and after its steps
+        consumer = GeofenceConsumer(aws.client("sqs"), url, calls_per_step=1)
+        sink.put(sink.entries({**records[0].fields, "event_id": "e100"}))  # 2 events: one step reads them
+        consumer.step()
+        assert len(consumer.received) == 2
+        sink.put(sink.entries({**records[0].fields, "event_id": "e101"}))
+        assert len(consumer.drain()) == 4 and read_received(aws.client("sqs"), url) == []
     finally:
         server.stop()
