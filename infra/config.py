@@ -17,6 +17,7 @@ from typing import Any
 
 from geokernel.aws_budget.quotas import BY_KEY
 from geokernel.contracts.errors import ContractError
+from geokernel.contracts.event_bus import BUS_NAME_RE
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from geokernel.contracts.plan import SwapMode
 from geokernel.contracts.stream import ROUTER_BATCH_SIZE, ROUTER_BATCHING_WINDOW_S, geo_stream_prefix
@@ -120,6 +121,9 @@ class GeoConfig:
     shards_per_worker: int = 1  # SHARDS_PER_WORKER: geo-stream shards each worker owns (derived from the cap if 0)
     geo_transform: str | None = None  # GEO_TRANSFORM of the workers ("module:Class"); None = the default transform
     state_handoff: bool = False  # STATE_HANDOFF of the router: a stateful transform's state follows each entity
+    #: GEOFENCE_EVENT_BUS of the workers: the EventBridge bus (of this account and region) they put the geofence
+    #: transitions on, granted events:PutEvents on it alone; None: no bus, no grant
+    geofence_event_bus: str | None = None
     event_fields: EventFields = DEFAULT_EVENT_FIELDS  # EVENT_FIELDS: which key of an event holds each field
     # warm throughput of the leases table, write / read units/s: the setting, or derived from fleet_workers
     # (infra.fleet_size); 0: a new table's 4,000 writes and 12,000 reads
@@ -176,6 +180,7 @@ DEFAULTS: dict[str, Any] = {
     "shards_per_worker": 0,
     "geo_transform": "",
     "state_handoff": False,
+    "geofence_event_bus": "",
     "event_fields": {},
     "leases_warm_writes": 0,
     "glue_kinesis_connector_jar": "",
@@ -254,6 +259,9 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
         geo_transform=_text(ctx, "geo_transform", lambda v: v == "" or bool(TRANSFORM_RE.match(v)),
                             "'' (the default reverse geocoder) or 'module:Class'") or None,
         state_handoff=_bool(ctx, "state_handoff"),
+        geofence_event_bus=_text(ctx, "geofence_event_bus", lambda v: v == "" or bool(BUS_NAME_RE.match(v)),
+                                 "'' (no geofence events) or an EventBridge bus name of this account and region "
+                                 "(letters, digits, '._-/'; 'default' for the default bus; not 'aws.')") or None,
         event_fields=_event_fields(ctx),
         leases_warm_writes=warm_units(_raw(ctx, "leases_warm_writes"), "leases_warm_writes", new_table=NEW_TABLE_WRITES,
                                       per_worker=LEASE_WRITE_UNITS_PER_WORKER, workers=workers),

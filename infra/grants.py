@@ -139,6 +139,10 @@ class Grants:
         storage.output.grant_put(task)
         storage.quarantine.grant_put(task)
         self.geo_streams.grant_read(task)
+        if self.config.geofence_event_bus:  # the geofence sink (geo_service/pipeline/geofence_events.py): that bus only
+            task.add_to_principal_policy(
+                iam.PolicyStatement(actions=["events:PutEvents"], resources=[self._geofence_bus_arn()])
+            )
         # A worker keeps its task's scale-in protection on while it holds a lease (geo_service/runtime/protection.py); the
         # agent endpoint acts with the task role.
         task.add_to_principal_policy(
@@ -147,6 +151,12 @@ class Grants:
                 resources=[self._worker_tasks_arn()],
             )
         )
+
+    def _geofence_bus_arn(self) -> str:
+        """The ARN of the ``geofence_event_bus`` bus in the stack's account and region (the setting must be set)."""
+        return Stack.of(self.workers).format_arn(service="events", resource="event-bus",
+                                                 resource_name=self.config.geofence_event_bus,
+                                                 arn_format=ArnFormat.SLASH_RESOURCE_NAME)
 
     def _worker_tasks_arn(self) -> str:
         return Stack.of(self.workers).format_arn(

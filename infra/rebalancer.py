@@ -184,6 +184,8 @@ class GeoRebalancer(Construct):
         lambdas_only = (EnvVar.POLICY_JSON, EnvVar.SNAPSHOTS_BUCKET, EnvVar.STATE_HANDOFF)
         name = self.transform.transform
         transform: dict[str, str] = {EnvVar.GEO_TRANSFORM: name} if name else {}
+        if self.config.geofence_event_bus:  # the workers put the geofence transitions there (infra/grants.py)
+            transform[EnvVar.GEOFENCE_EVENT_BUS] = self.config.geofence_event_bus
         return Workers(
             self,
             "Workers",

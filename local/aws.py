@@ -6,7 +6,8 @@
 variable names as in AWS, ``lambdas/common/config.py``; ``AWS_ENDPOINT_URL`` points at
 moto, credentials are dummies), and :meth:`EmbeddedAws.create_resources` creates the
 ingest stream, the buckets and the DynamoDB tables with the names of
-``docs/CONTRACTS.md`` under the prefix (default ``georebal-local``).
+``docs/CONTRACTS.md`` under the prefix (default ``georebal-local``), and for a transform whose transitions the workers
+push, the geofence bus with a rule to a queue.
 
 Notes
 -----
@@ -18,6 +19,7 @@ at a time (see :class:`SerialMotoServer`).
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import socket
@@ -87,6 +89,17 @@ class Names:
         return f"{self.prefix}-router-failures"
 
     @property
+    def geofence_bus(self) -> str:
+        """The EventBridge bus the workers put geofence transitions on (``GEOFENCE_EVENT_BUS``), when the transform
+        makes them (:func:`local.environment.geofence_events`)."""
+        return f"{self.prefix}-geofence-events"
+
+    @property
+    def geofence_queue(self) -> str:
+        """The SQS queue a rule on :attr:`geofence_bus` sends every geofence event to (the report reads it back)."""
+        return f"{self.prefix}-geofence-events"
+
+    @property
     def geo_stream_key(self) -> str:
         """KMS alias of the geo streams' key (the deployer turns their encryption on with it)."""
         return f"alias/{self.prefix}-geo-streams"
@@ -128,10 +141,12 @@ class SerialMotoServer:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
         from werkzeug.serving import make_server
 
-        from local import moto_kinesis
+        from local import moto_events, moto_kinesis
 
         #: None, or why moto's own Kinesis reads were kept (local/moto_kinesis.py: a moto it does not know)
         self.kinesis_note = moto_kinesis.install()  # a shard's put and read in constant time
+        #: None, or why moto's EventBridge targets still compile their paths per event (local/moto_events.py)
+        self.events_note = moto_events.install()
         app = DomainDispatcherApplication(create_backend_app)
         lock = threading.Lock()
         self.throttle = KinesisThrottle()  # the stream-throttle and put-partial faults (local.kinesis_faults)
@@ -236,13 +251,15 @@ class EmbeddedAws:
                             config=Config(retries={"max_attempts": 5, "mode": "standard"},
                                           max_pool_connections=20))
 
-    def create_resources(self, ingest_shards: int) -> None:
+    def create_resources(self, ingest_shards: int, geofence_events: bool = False) -> None:
         """Create the ingest stream, the buckets and the control and leases tables.
 
         Parameters
         ----------
         ingest_shards
             Shard count of the ingest stream (>= 1).
+        geofence_events
+            Also the geofence bus, and a rule sending its geofence events to a queue (:meth:`create_geofence_bus`).
         """
         if ingest_shards < 1:
             raise ValueError(f"ingest_shards must be >= 1, got {ingest_shards!r}")
@@ -263,6 +280,30 @@ class EmbeddedAws:
         kinesis.create_stream(StreamName=self.names.ingest_stream, ShardCount=ingest_shards)
         wait_stream_active(kinesis, self.names.ingest_stream)
         self.client("sqs").create_queue(QueueName=self.names.router_failures_queue)
+        if geofence_events:
+            self.create_geofence_bus()
+
+    def create_geofence_bus(self) -> str:
+        """Create the geofence bus and a rule sending our geofence events (source and detail-type of
+        :mod:`geo_service.pipeline.geofence_events`) to a queue; return the queue's URL.
+
+        The queue's policy lets EventBridge send from that rule alone, as AWS requires of an SQS target
+        (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-sqs-permissions).
+        """
+        from geo_service.pipeline.geofence_events import DETAIL_TYPE, SOURCE
+
+        events, sqs, names = self.client("events"), self.client("sqs"), self.names
+        events.create_event_bus(Name=names.geofence_bus)
+        rule = events.put_rule(Name=names.geofence_bus, EventBusName=names.geofence_bus,
+                               EventPattern=json.dumps({"source": [SOURCE], "detail-type": [DETAIL_TYPE]}))["RuleArn"]
+        url = sqs.create_queue(QueueName=names.geofence_queue)["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        policy = {"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Principal": {"Service": "events.amazonaws.com"}, "Action": "sqs:SendMessage",
+            "Resource": arn, "Condition": {"ArnEquals": {"aws:SourceArn": rule}}}]}
+        sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps(policy)})
+        events.put_targets(Rule=names.geofence_bus, EventBusName=names.geofence_bus, Targets=[{"Id": "queue", "Arn": arn}])
+        return str(url)
 
 
 def wait_stream_active(kinesis: Any, stream: str, timeout_s: float = 30.0) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from geo_service.pipeline.transform import load_transform, stateful_of, transform_name
 from geokernel.contracts.env import EnvVar
+from local.aws import Names
 from local.config import RunConfig
 from local.recorded import RECORDED_TIME_FIELD
 
@@ -35,7 +36,7 @@ def handler_env(cfg: RunConfig) -> dict[str, str]:
             EnvVar.POLL_INTERVAL_S: "0.5", EnvVar.ACTIVE_POLL_S: "1", "POWERTOOLS_SERVICE_NAME": "georebal-local", "POWERTOOLS_LOG_LEVEL": "ERROR",
             "LOG_LEVEL": "ERROR", "POWERTOOLS_METRICS_DISABLED": "true", EnvVar.SWAP_MODE: cfg.swap_mode,
             EnvVar.SHARDS_PER_WORKER: str(cfg.shards_per_worker),
-            **transform_env(cfg.transform, recorded=cfg.events is not None)} | event_env(cfg)
+            **transform_env(cfg.transform, recorded=cfg.events is not None)} | event_env(cfg) | geofence_env(cfg)
 
 
 #: Seconds between two EMF metric lines of a worker in the loop (AWS: 60), so a quick run's worker logs hold several.
@@ -63,7 +64,7 @@ def transform_env(spec: str, *, recorded: bool = False) -> dict[str, str]:
     naming the event field its time comes from) gets that field in it, unless this process sets the variable already.
     The oracle reads the same value: :func:`local.start.start_aws` puts this environment into the process's."""
     transform = load_transform(spec)
-    names = getattr(transform, "settings", ())
+    names = [n for n in getattr(transform, "settings", ()) if n != EnvVar.GEOFENCE_EVENT_BUS]  # the loop's: geofence_env
     handoff = {EnvVar.STATE_HANDOFF: "1"} if stateful_of(transform) is not None else {}
     time = time_setting(transform)
     clock = {time: os.environ.get(time, RECORDED_TIME_FIELD)} if recorded and time is not None else {}
@@ -92,3 +93,15 @@ def replay_clocks(spec: str, speed: float) -> str:
         return head + (f"the transform {name} measures time by ts ({time}=ts): its speeds are {speed:.4g}x the recorded "
                        f"ones and its dwell times 1/{speed:.4g} of them (REPLAY TIME)")
     return head + f"the transform {name} measures time by {field} ({time}): its speeds and dwell times are recorded ones"
+
+
+def geofence_events(spec: str) -> bool:
+    """Whether the workers push the transform's geofence transitions: it names ``GEOFENCE_EVENT_BUS`` among its
+    ``settings`` (the geofence transforms do; :mod:`geo_service.pipeline.geofence_events`)."""
+    return EnvVar.GEOFENCE_EVENT_BUS in getattr(load_transform(spec), "settings", ())
+
+
+def geofence_env(cfg: RunConfig) -> dict[str, str]:
+    """``GEOFENCE_EVENT_BUS`` of the workers: the loop's own bus (:attr:`local.aws.Names.geofence_bus`, created in moto)
+    when the transform's transitions are pushed, whatever the shell says; else nothing."""
+    return {EnvVar.GEOFENCE_EVENT_BUS: Names(cfg.prefix).geofence_bus} if geofence_events(cfg.transform) else {}

@@ -38,6 +38,7 @@ from local.output import EnrichedReader
 from local.recorded import RecordedLog, ReplayPlan, describe, quarantine_bad_rows
 from local.rejected import build_rejection, keep_rejected
 from local.replay import KPL_EVENTS_PER_RECORD, RecordedReplayer, RecordedTimeline, Replayer
+from local.report.eventbridge import GeofenceConsumer
 from local.spark import start_spark, wait_for_spark
 from local.state import RunState, say
 from local.twin import wire_twin
@@ -75,9 +76,10 @@ def start_aws(state: RunState) -> EmbeddedAws:
     # The in-process partitioner balances on event counts, so the cap and the utilisation the report
     # measures share one unit; workers still write cost reports (counted in the report).
     os.environ.pop(EnvVar.COSTS_BUCKET, None)
-    aws.create_resources(ingest_shards=2)
-    if aws.server.kinesis_note is not None:
-        say(state, aws.server.kinesis_note)
+    aws.create_resources(ingest_shards=2, geofence_events=EnvVar.GEOFENCE_EVENT_BUS in env)
+    for note in (aws.server.kinesis_note, aws.server.events_note):
+        if note is not None:
+            say(state, note)
     state.twin = wire_twin(aws, cfg, stateful=EnvVar.STATE_HANDOFF in env, say=lambda m: say(state, m))
     aws = state.aws = state.twin.aws
     say(state, f"moto server (AWS) at {aws.endpoint_url}; stream, buckets and tables created "
@@ -206,6 +208,9 @@ def _start_components(state: RunState, aws: EmbeddedAws) -> ControlObserver:
                                   specs=wiring.notification(aws.names.specs_bucket),
                                   green_timeout_s=GREEN_TIMEOUT_S, drain_timeout_s=DRAIN_TIMEOUT_S)
     state.output = EnrichedReader(aws.client("s3"), aws.names.output_bucket)
+    if EnvVar.GEOFENCE_EVENT_BUS in handler_env(cfg):  # a consumer of the geofence bus's queue (the report's)
+        sqs = aws.client("sqs")
+        state.geofence = GeofenceConsumer(sqs, sqs.get_queue_url(QueueName=aws.names.geofence_queue)["QueueUrl"])
     return observer
 
 
@@ -214,4 +219,6 @@ def _start_loops(state: RunState, aws: EmbeddedAws) -> None:
     for loop in (state.observer, state.notifier, state.router, state.deployer, state.replayer):
         assert loop is not None
         loop.start()
+    if state.geofence is not None:
+        state.geofence.start()
     arm_faults(state, aws)

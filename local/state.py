@@ -44,6 +44,8 @@ class RunState:
     notifier: ObjectCreatedNotifier | None = None
     router: EventSourceMapping | None = None
     observer: ControlObserver | None = None
+    #: reads the geofence events the loop's bus sends to its queue (local.report.eventbridge), when the workers push
+    geofence: Any = None
     #: the AWS calls of the handlers run in this process (the workers write theirs to <out>/calls/)
     calls: CallLog | None = None
     deployer: Any = None

@@ -19,8 +19,9 @@ from typing import Any
 
 from geo_service.runtime.config import DEFAULT_TRANSFORM
 from geokernel.contracts.stream import geo_stream_prefix
-from local.aws import REGION, EmbeddedAws
+from local.aws import REGION, EmbeddedAws, Names
 from local.config import RunConfig
+from local.environment import geofence_events
 from local.iam.gate import IamGate
 from local.iam.principals import Principals, create_principals, enforce, sign_as_acting_part
 from local.wiring.stack_wiring import Component, Wiring, read_wiring
@@ -44,12 +45,15 @@ class Twin:
 
 
 def stack_context(cfg: RunConfig, stateful: bool) -> dict[str, Any]:
-    """The ``cdk.json`` context overrides that make the stack the run's: names, swap mode, transform, handoff."""
+    """The ``cdk.json`` context overrides that make the stack the run's: names, swap mode, transform, handoff, and the
+    geofence bus when the transform's transitions are pushed."""
     context: dict[str, Any] = {"prefix": cfg.prefix, "swap_mode": cfg.swap_mode, "state_handoff": stateful}
     if not cfg.event_fields.is_default:
         context["event_fields"] = cfg.event_fields.to_json()
     if cfg.transform != DEFAULT_TRANSFORM:
         context["geo_transform"] = cfg.transform
+    if geofence_events(cfg.transform):  # the task role may put on the loop's bus (local.aws.Names.geofence_bus)
+        context["geofence_event_bus"] = Names(cfg.prefix).geofence_bus
     return context
 
 

@@ -40,6 +40,8 @@ from geo_service.pipeline.transform import TransformError
 from geokernel.geo.tiles import FloatArray
 
 DEFAULT_CSV = Path(__file__).resolve().parent / "data" / "geofences.csv"
+#: The setting naming the zones' CSV (default :data:`DEFAULT_CSV`).
+ZONES_ENV = "GEOFENCES_CSV"
 EARTH_RADIUS_KM = 6371.0088
 
 
@@ -76,7 +78,7 @@ class Geofences:
     """Circular geofences of one region; ``loaded`` says how many (the worker logs it)."""
 
     def __init__(self) -> None:
-        self.path = Path(os.environ.get("GEOFENCES_CSV") or DEFAULT_CSV)
+        self.path = Path(os.environ.get(ZONES_ENV) or DEFAULT_CSV)
         self.ids: tuple[str, ...] = ()
         self.lat = self.lon = self.radius = np.zeros(0)
         self.loaded = 0

@@ -1,4 +1,4 @@
-"""The small AWS adapter the worker talks through (S3, Kinesis, DynamoDB).
+"""The small AWS adapter the worker talks through (S3, Kinesis, DynamoDB; EventBridge: :mod:`.eventbridge`).
 
 :func:`make_clients` builds boto3 clients (pointed at moto when ``endpoint_url`` is set);
 the functions here are the only places that know request and response shapes outside
@@ -47,6 +47,7 @@ class Clients:
     kinesis: Any
     dynamodb: Any
     kinesis_reads: Any = None
+    events: Any = None  # EventBridge: the geofence sink's PutEvents (geo_service.pipeline.geofence_events)
 
 
 def make_clients(endpoint_url: str | None = None, region: str | None = None) -> Clients:
@@ -58,7 +59,8 @@ def make_clients(endpoint_url: str | None = None, region: str | None = None) -> 
     once = Config(retries={"total_max_attempts": 1, "mode": "standard"}, connect_timeout=5, read_timeout=20)
     return Clients(s3=boto3.client("s3", config=cfg, **kw), kinesis=boto3.client("kinesis", config=cfg, **kw),
                    dynamodb=boto3.client("dynamodb", config=cfg, **kw),
-                   kinesis_reads=boto3.client("kinesis", config=once, **kw))
+                   kinesis_reads=boto3.client("kinesis", config=once, **kw),
+                   events=boto3.client("events", config=cfg, **kw))
 
 
 def load_spec_from_s3(s3: Any, bucket: str, version: int) -> Spec:

@@ -24,6 +24,9 @@ class OutputBuffer:
     rows: int = 0
     bad: list[dict[str, Any]] = field(default_factory=list)
     checkpoints: dict[str, str] = field(default_factory=dict)  # shard id -> sequence number reached
+    #: PutEvents entries of the rows' geofence transitions, put after the rows are written
+    #: (:mod:`geo_service.pipeline.geofence_events`)
+    pushes: list[dict[str, Any]] = field(default_factory=list)
     bytes: int = 0
     since: float | None = None  # monotonic time of the oldest buffered record
 

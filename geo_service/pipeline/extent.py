@@ -1,10 +1,13 @@
-"""Reference data with an extent: which discs (a centre and a radius: a geofence, a catchment) reach a region.
+"""Reference data with an extent: which discs (a centre and a radius: a geofence, a catchment) or boxes (a polygon's
+bounding box) reach a region.
 
 A transform that loads by region must keep every item that can contain a point of its region, not only the items
 whose centre lies in it: a 4 km zone centred two zoom-14 cells away (1.5 km each at 51 degrees) covers the cell.
 :func:`region_boxes` turns the region's cells (quadkeys of any zooms, mixed) into longitude/latitude boxes, each
 grown by ``buffer_ring`` cells of its own zoom; :func:`discs_reaching` says which discs reach at least one box, by the
-great-circle distance from each disc's centre to the nearest point of the box (:func:`box_distance_km`).
+great-circle distance from each disc's centre to the nearest point of the box (:func:`box_distance_km`);
+:func:`boxes_reaching` says which items' bounding boxes overlap at least one (an item whose shape is planar in
+longitude and latitude, as a GeoJSON polygon is, can contain a point of a box only if its bounding box overlaps it).
 
 Notes
 -----
@@ -21,6 +24,10 @@ Notes
   the disc: kept, no more work; farther than the radius plus the largest box's circumradius: dropped); only the
   discs in between are measured against the boxes whose centres lie that near. Cells x discs are never formed.
 * ``""`` (the catch-all quadkey, zoom 0) is the whole world: every disc reaches it.
+* **Boxes** (:func:`boxes_reaching`) are compared in degrees, each item's box grown by :data:`SLACK_DEG` on every side
+  (about a metre); longitudes overlap modulo 360. Per zoom the region's boxes are sorted by their west edge: the boxes
+  an item can overlap have their west edge within a (circular) interval as wide as the item plus the zoom's widest
+  box, found by a binary search, and only those are compared. Items x cells are never formed.
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ from geokernel.geo.tiles import FloatArray, IntArray, bounds_arrays, quadkeys_to
 
 #: A disc reaching a box within this many km more than its radius is kept too (float rounding at cell edges).
 SLACK_KM = 0.001
+#: An item's bounding box is grown by this many degrees on every side (:func:`boxes_reaching`): about a metre.
+SLACK_DEG = 1e-5
+_HAIR_DEG = 1e-9  # the candidate search's margin for float rounding (boxes_reaching)
 
 BoolArray = npt.NDArray[np.bool_]
 
@@ -210,3 +220,81 @@ def _reaching_zoom(lat: FloatArray, lon: FloatArray, xyz: FloatArray, reach: Flo
     dist = box_distance_km(lat[pick], lon[pick], boxes.west[box], boxes.south[box], boxes.east[box], boxes.north[box])
     out[maybe] = np.bincount(disc[dist / EARTH_RADIUS_KM <= reach[pick]], minlength=len(maybe)) > 0
     return out
+
+
+def boxes_reaching(west: npt.ArrayLike, south: npt.ArrayLike, east: npt.ArrayLike, north: npt.ArrayLike,
+                   boxes: RegionBoxes, slack_deg: float = SLACK_DEG) -> BoolArray:
+    """Per item box (degrees), does it overlap at least one of the region's boxes?
+
+    Parameters
+    ----------
+    west, south, east, north : array_like
+        One box per item (a polygon's bounding box): longitudes continuous (``west`` may be below -180 or ``east``
+        above 180 for an item across the antimeridian; ``east - west >= 360`` spans every longitude), ``south <=
+        north`` within [-90, 90]. The caller checks its data.
+    boxes : RegionBoxes
+        The region (:func:`region_boxes`).
+    slack_deg : float
+        Each item's box is grown by this much on every side first.
+
+    Returns
+    -------
+    ndarray of bool
+        True for an item whose (grown) box shares a point with some region box, longitudes modulo 360.
+
+    Notes
+    -----
+    Exact for items whose shape is planar in longitude and latitude (a GeoJSON polygon: its edges are straight lines
+    in those coordinates): a point of a region box inside the item lies in the item's bounding box, so the boxes
+    overlap. An item whose box overlaps but whose shape does not reach the region is kept too (harmless: the join
+    tests the points). Boxes touching at an edge overlap.
+    """
+    w, s, e, n = (np.asarray(a, dtype=np.float64) for a in (west, south, east, north))
+    w, s, e, n = w - slack_deg, s - slack_deg, e + slack_deg, n + slack_deg
+    if boxes.world:
+        return np.ones(len(w), dtype=bool)
+    out = np.zeros(len(w), dtype=bool)
+    for _, in_zoom in by_zoom(boxes.zoom):
+        pending = np.flatnonzero(~out)
+        if len(pending) == 0:
+            break
+        out[pending] = _boxes_zoom(w[pending], s[pending], e[pending], n[pending], boxes, np.flatnonzero(in_zoom))
+    return out
+
+
+def _boxes_zoom(w: FloatArray, s: FloatArray, e: FloatArray, n: FloatArray, boxes: RegionBoxes,
+                idx: IntArray) -> BoolArray:
+    """Per item, does it overlap one of the boxes ``idx`` (cells of one zoom)? Candidates by their west edge, then
+    the exact test (:func:`boxes_reaching` Notes)."""
+    b_w = np.mod(boxes.west[idx] + 180.0, 360.0) - 180.0  # in [-180, 180)
+    order = np.argsort(b_w, kind="stable")
+    idx, b_w = idx[order], b_w[order]
+    b_width = boxes.east[idx] - boxes.west[idx]
+    widest = float(b_width.max())
+    a_w = np.mod(w + 180.0, 360.0) - 180.0
+    # the west edges of the boxes an item may overlap: [a_w - widest, a_w + (e - w)], a hair wider (the exact test
+    # below decides; the hair keeps a box whose edge rounding puts just outside among the candidates)
+    span = (e - w) + widest + 2 * _HAIR_DEG
+    lo = np.mod(a_w - widest - _HAIR_DEG + 180.0, 360.0) - 180.0
+    everything = span >= 360.0
+    first = np.where(everything, 0, np.searchsorted(b_w, lo, side="left"))
+    last = np.where(everything, len(idx), np.searchsorted(b_w, lo + span, side="right"))
+    wraps = ~everything & (lo + span >= 180.0)  # the interval runs on past 180: its rest starts at -180
+    rest = np.where(wraps, np.searchsorted(b_w, lo + span - 360.0, side="right"), 0)
+    item, pos = _spans(np.concatenate([first, np.zeros(len(w), dtype=np.int64)]),
+                       np.concatenate([last, rest]))
+    item = item % len(w) if len(w) else item
+    box = idx[pos]
+    width = e[item] - w[item]
+    lat_ok = (boxes.south[box] <= n[item]) & (boxes.north[box] >= s[item])
+    lon_ok = ((width >= 360.0) | (b_width[pos] >= 360.0) | (np.mod(boxes.west[box] - w[item], 360.0) <= width)
+              | (np.mod(w[item] - boxes.west[box], 360.0) <= b_width[pos]))
+    return np.bincount(item[lat_ok & lon_ok], minlength=len(w)) > 0
+
+
+def _spans(starts: IntArray, stops: IntArray) -> tuple[IntArray, IntArray]:
+    """``(row, position)`` of every position in ``range(starts[row], stops[row])`` (an empty range gives none)."""
+    counts = np.maximum(stops - starts, 0)
+    row = np.repeat(np.arange(len(starts)), counts)
+    offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    return row, np.repeat(starts, counts) + offsets

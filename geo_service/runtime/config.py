@@ -21,6 +21,7 @@ from geo_service.pipeline.buffer import FLUSH_BYTES, FLUSH_S
 from geo_service.pipeline.consumer import MIN_INTERVAL_S
 from geokernel.contracts.env import EnvVar
 from geokernel.contracts.errors import ContractError
+from geokernel.contracts.event_bus import BUS_RE
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from geokernel.contracts.plan import SwapMode
 
@@ -99,6 +100,9 @@ class WorkerConfig:
     metrics_interval_s : float
         Seconds between two CloudWatch EMF lines on stdout (``METRICS_INTERVAL_S``, default 60; 0 writes none:
         :mod:`geo_service.adapters.metrics`).
+    geofence_event_bus : str or None
+        ``GEOFENCE_EVENT_BUS``: the EventBridge bus (name or ARN) the worker puts the records' geofence transitions on
+        (:mod:`geo_service.pipeline.geofence_events`); None (unset or empty): none are put.
     """
 
     spec_version: int | None
@@ -130,6 +134,7 @@ class WorkerConfig:
     get_records_interval_s: float = MIN_INTERVAL_S
     event_fields: EventFields = DEFAULT_EVENT_FIELDS
     metrics_interval_s: float = METRICS_INTERVAL_S
+    geofence_event_bus: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "swap_mode", parse_swap_mode(str(self.swap_mode)))
@@ -169,6 +174,9 @@ class WorkerConfig:
             raise ConfigError(f"{EnvVar.BUFFER_RING} must be in [0, 8], got {self.buffer_ring!r}")
         if ":" not in self.transform:
             raise ConfigError(f"{EnvVar.GEO_TRANSFORM} must be 'module:Class', got {self.transform!r}")
+        if self.geofence_event_bus is not None and not BUS_RE.match(self.geofence_event_bus):
+            raise ConfigError(f"{EnvVar.GEOFENCE_EVENT_BUS} must be an event bus name (letters, digits, '._-/') or "
+                              f"an event bus ARN, got {self.geofence_event_bus!r}")
         if not self.quarantine_bucket:
             object.__setattr__(self, "quarantine_bucket", self.output_bucket)
 
@@ -218,6 +226,7 @@ class WorkerConfig:
             get_records_interval_s=_get(env, EnvVar.GET_RECORDS_INTERVAL_S, float, MIN_INTERVAL_S),
             event_fields=parse_event_fields(env.get(EnvVar.EVENT_FIELDS, "")),
             metrics_interval_s=_get(env, EnvVar.METRICS_INTERVAL_S, float, METRICS_INTERVAL_S),
+            geofence_event_bus=(env.get(EnvVar.GEOFENCE_EVENT_BUS) or "").strip() or None,
         )
 
 

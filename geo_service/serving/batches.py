@@ -3,11 +3,13 @@
 A batch's enriched rows (and quarantine rows) go to the slot's :class:`OutputBuffer`; :meth:`BatchProcessor.flush`
 writes the buffer as one gzip'd S3 object per event hour it holds (``enriched/dt=<day>/hour=<HH>/v<v>-<worker>-
 <epoch_ms>-<seq>.jsonl.gz``, :func:`geokernel.contracts.enriched.enriched_key`: usually one, two around the turn of
-an hour or with late events; plus one quarantine object when there are bad records) and only then moves the lease
-checkpoint of every shard the buffer covers (one ``UpdateItem``), so a successor resuming from the checkpoint
-re-processes at most what was buffered (at-least-once; consumers dedupe by ``event_id``), and a checkpoint never
-passes a record that was not written. An event's hour is its own time (its ``ts_ms``, :func:`geokernel.timestamps.event_time_ms`),
-so a late event lands in its hour's folder with the flush that holds it.
+an hour or with late events; plus one quarantine object when there are bad records), puts the rows' geofence
+transitions on the EventBridge bus when one is set (:mod:`geo_service.pipeline.geofence_events`), and only then moves
+the lease checkpoint of every shard the buffer covers (one ``UpdateItem``), so a successor resuming from the checkpoint
+re-processes at most what was buffered (at-least-once; consumers dedupe by ``event_id``, and the geofence events by
+their ``IdempotencyKey``), and a checkpoint never passes a record that was not written, nor a transition that was not
+put. An event's hour is its own time (its ``ts_ms``, :func:`geokernel.timestamps.event_time_ms`), so a late event
+lands in its hour's folder with the flush that holds it.
 
 Why buffer: one object and one checkpoint per GetRecords batch is about one S3 PUT a second per worker
 (``$0.005`` per 1,000 PUTs, https://aws.amazon.com/s3/pricing/: ~$430 a day at 1,000 workers) and objects under
@@ -40,6 +42,7 @@ from geo_service.entity.handoff import HandoffStore
 from geo_service.pipeline.buffer import OutputBuffer
 from geo_service.pipeline.consumer import Batch
 from geo_service.pipeline.cost import CostTracker
+from geo_service.pipeline.geofence_events import GeofenceSink
 from geo_service.pipeline.records import BadRecord, Event, decode_event, enriched_record
 from geo_service.pipeline.transform import stateful_of
 from geo_service.serving.slots import Slot
@@ -81,12 +84,13 @@ class BatchResult:
 
 @dataclass(frozen=True)
 class FlushResult:
-    """What one flush wrote: rows, quarantine rows, objects and the checkpoints it moved."""
+    """What one flush wrote: rows, quarantine rows, objects, the checkpoints it moved and the geofence events put."""
 
     rows: int
     quarantined: int
     objects: int
     checkpoints: Mapping[str, str]
+    pushed: int = 0
 
 
 def apply_of(slot: Slot) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
@@ -115,12 +119,14 @@ class BatchProcessor:
         Which JSON key of an event holds each field (``EVENT_FIELDS``).
     metrics : WorkerMetrics, optional
         The process's metrics: each event's transform time and failure, each flush's rows and age (default: none).
+    sink : GeofenceSink, optional
+        Puts the rows' geofence transitions on an EventBridge bus at each flush (``GEOFENCE_EVENT_BUS``).
     """
 
     def __init__(self, clients: Clients, output_bucket: str, quarantine_bucket: str, costs_bucket: str,
                  grid_zoom: int, owner: str, *, wall: Callable[[], float], monotonic: Callable[[], float],
                  event_fields: EventFields = DEFAULT_EVENT_FIELDS, control_table: str = "",
-                 metrics: WorkerMetrics | None = None) -> None:
+                 metrics: WorkerMetrics | None = None, sink: GeofenceSink | None = None) -> None:
         self.clients = clients
         self.output_bucket = output_bucket
         self.quarantine_bucket = quarantine_bucket
@@ -132,6 +138,7 @@ class BatchProcessor:
         self.event_fields = event_fields
         self.control_table = control_table
         self.metrics = metrics or WorkerMetrics("", interval_s=0, clock=monotonic)
+        self.sink = sink
         self._handoffs: HandoffStore | None = None
         #: The batch being processed collects its transform errors here; a held event released later writes its
         #: error straight into its slot's buffer.
@@ -254,11 +261,13 @@ class BatchProcessor:
             self.handoffs.save(slot.version, slot.worker_id, slot.states.snapshot(), final=final)
 
     def flush(self, slot: Slot, final: bool = False) -> FlushResult | None:
-        """Write the slot's buffer (one object each for output and quarantine), then move its checkpoints
-        (a stateful slot's with a snapshot of its states: :meth:`_checkpoints_due`; ``final`` on its last flush).
+        """Write the slot's buffer (one object per event hour, one for quarantine), put its geofence transitions, then
+        move its checkpoints (a stateful slot's with a snapshot of its states: :meth:`_checkpoints_due`; ``final`` on
+        its last flush).
 
-        Returns None when the buffer was empty. A failed write raises and leaves the buffer and checkpoints as
-        they were (the next flush retries; a successor re-reads from the old checkpoint).
+        Returns None when the buffer was empty. A failed write, or transitions that cannot be put, raises and leaves
+        the buffer and checkpoints as they were (the next flush writes and puts it all again: copies, which consumers
+        dedupe; a successor re-reads from the old checkpoint).
         """
         buf = slot.output
         if buf.empty:
@@ -273,10 +282,14 @@ class BatchProcessor:
             put_jsonl(self.clients.s3, self.quarantine_bucket, geo_quarantine_key(slot.version, slot.worker_id, ms),
                       buf.bad)
             objects += 1
+        if buf.pushes and self.sink is not None:  # after the rows are written, before the checkpoints move
+            put = self.sink.put(buf.pushes)
+            log(self.log, logging.INFO, "geofence_events_put", events=put.entries, calls=put.calls,
+                retried=put.retried, version=slot.version, worker_id=slot.worker_id, owner=self.owner)
         checkpoints = self._checkpoints_due(slot, buf.checkpoints, final)
         if checkpoints:
             slot.leases.checkpoint_many(checkpoints)
-        result = FlushResult(buf.rows, len(buf.bad), objects, checkpoints)
+        result = FlushResult(buf.rows, len(buf.bad), objects, checkpoints, len(buf.pushes))
         self.metrics.written(result.rows, result.quarantined, self.monotonic() - (buf.since or self.monotonic()))
         slot.output = OutputBuffer()
         return result
@@ -310,6 +323,10 @@ class BatchProcessor:
             started = time.perf_counter()
             try:
                 fields = tracker.measure(qk, lambda: apply(ev.fields))
+                row = enriched_record(ev, fields, spec_version=slot.version, partition_id=pid,
+                                      worker_id=slot.worker_id, stray=stray, owner=self.owner,
+                                      processed_at=processed_ms if self._batch_bad is not None else self._unique_ms())
+                pushes = self.sink.entries(row) if self.sink is not None else []  # a bad transition: as an error
             except Exception as exc:
                 self.metrics.transformed(time.perf_counter() - started, failed=True)
                 failed = BadRecord(f"{TRANSFORM_ERROR}: {type(exc).__name__}: {exc} for event {ev.event_id!r}",
@@ -320,10 +337,8 @@ class BatchProcessor:
                     slot.output.bad.append(failed.to_dict())
                 return
             self.metrics.transformed(time.perf_counter() - started)
-            row = enriched_record(ev, fields, spec_version=slot.version, partition_id=pid, worker_id=slot.worker_id,
-                                  stray=stray, owner=self.owner,
-                                  processed_at=processed_ms if self._batch_bad is not None else self._unique_ms())
             slot.output.add(json.dumps(row, separators=(",", ":"), default=str), event_time_ms(ev.fields))
+            slot.output.pushes += pushes
 
         for it, stamp, arrival_s in items:
             if not isinstance(it, Event):

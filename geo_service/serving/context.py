@@ -22,6 +22,7 @@ from geo_service.leases.heartbeat import Heartbeats
 from geo_service.leases.lease import Clock, LeaseLost, LeaseManager
 from geo_service.pipeline.consumer import CallSpacing, ShardConsumer, ShardInfo
 from geo_service.pipeline.cost import Calibration
+from geo_service.pipeline.geofence_events import GeofenceSink
 from geo_service.pipeline.transform import GeoTransform
 from geo_service.runtime.config import WorkerConfig
 from geo_service.runtime.protection import ScaleInProtection
@@ -79,10 +80,12 @@ class WorkerContext:
         self.specs = SpecCache(clients, config.specs_bucket)
         self.heartbeats = Heartbeats(config.heartbeat_s, on_beat=self._protect, paused=lambda: self.abandon,
                                      timebase=timebase)
+        bus = config.geofence_event_bus
         self.output = BatchProcessor(clients, config.output_bucket, config.quarantine_bucket, config.costs_bucket,
                                      config.grid_zoom, owner, wall=timebase.time, monotonic=timebase.monotonic,
                                      event_fields=config.event_fields, control_table=config.control_table,
-                                     metrics=self.metrics)
+                                     metrics=self.metrics,
+                                     sink=GeofenceSink(clients.events, bus) if bus else None)
         self.spacing = CallSpacing()  # GetRecords spacing per shard, shared by the process's consumers
         #: The lease of the slot being opened or served, and the slot being served (not the one carried over).
         self.leases: LeaseManager | None = None

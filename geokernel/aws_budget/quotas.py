@@ -83,6 +83,7 @@ _S3_PERF = "https://docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-per
 _ECS_THROTTLE = "https://docs.aws.amazon.com/AmazonECS/latest/APIReference/request-throttling.html"
 _FARGATE_THROTTLE = "https://docs.aws.amazon.com/AmazonECS/latest/developerguide/throttling.html"
 _LAMBDA_LIMITS = "https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html"
+_EVENTS_QUOTAS = "https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-quota.html"
 
 
 def _kinesis_call(op: str, rate: float, scope: Scope = Scope.ACCOUNT) -> Quota:
@@ -133,6 +134,10 @@ QUOTAS: tuple[Quota, ...] = (
           note="service read actions: a bucket of 100 refilled at 20 per second"),
     Quota("ecs.UpdateTaskProtection", "ECS UpdateTaskProtection (through the agent)", Scope.ACCOUNT, Unit.CALLS,
           80, _ECS_THROTTLE, burst=200, note="task protection actions: a bucket of 200 refilled at 80 per second"),
+    # EventBridge (the workers' geofence sink, GEOFENCE_EVENT_BUS: geo_service/adapters/eventbridge.py)
+    Quota("events.PutEvents", "EventBridge PutEvents", Scope.ACCOUNT, Unit.CALLS, 10000, _EVENTS_QUOTAS,
+          note="PutEvents throttle limit in transactions per second: 10,000 in us-east-1, us-west-2 and eu-west-1, "
+               "2,400 in us-east-2, fewer in smaller regions (adjustable); up to 10 entries a call"),
     # Lambda
     Quota("lambda.concurrency", "Lambda concurrent executions", Scope.ACCOUNT, Unit.EXECUTIONS, 1000,
           _LAMBDA_LIMITS, note="1,000 per region by default (a level, not a rate: the peak is compared)"),

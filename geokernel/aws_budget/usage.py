@@ -215,4 +215,7 @@ def usages(service: str, op: str, params: Mapping[str, Any], response: Mapping[s
         return [Usage(f"dynamodb.{op}", ACCOUNT, 1), *_dynamodb(op, params, response)]
     if service == "s3":
         return _s3(op, params)
+    if service == "events" and op == "PutEvents":  # the calls are the quota; the entries are what they carry
+        return [Usage("events.PutEvents", ACCOUNT, 1),
+                Usage("events.PutEvents.entries", ACCOUNT, float(len(params.get("Entries", []))))]
     return [Usage(f"{service}.{op}", ACCOUNT, 1)]

@@ -73,6 +73,7 @@ class EnvVar(StrEnum):
     GET_RECORDS_INTERVAL_S = "GET_RECORDS_INTERVAL_S"
     METRICS_INTERVAL_S = "METRICS_INTERVAL_S"
     ECS_AGENT_URI = "ECS_AGENT_URI"
+    GEOFENCE_EVENT_BUS = "GEOFENCE_EVENT_BUS"
     # -- AWS SDK settings the readers look at themselves
     AWS_ENDPOINT_URL = "AWS_ENDPOINT_URL"
     AWS_REGION = "AWS_REGION"
@@ -200,6 +201,10 @@ ENV_VARS: Mapping[EnvVar, EnvVarUse] = MappingProxyType({
     EnvVar.ECS_AGENT_URI: _use((_AWS,), (_W,),
                                "The ECS agent's endpoint in a task: the worker keeps its scale-in protection on while "
                                "it holds a lease (unset outside ECS)."),
+    EnvVar.GEOFENCE_EVENT_BUS: _use((_S, _L), (_W,),
+                                    "EventBridge bus the worker puts each record's geofence transitions on, shaped "
+                                    "like Amazon Location's geofence events (geo_service.pipeline.geofence_events; "
+                                    "unset or empty: none are put)."),
     EnvVar.AWS_ENDPOINT_URL: _use((_L,), (*_LAMBDAS, _W), "Endpoint of every AWS client: the moto server (local loop only)."),
     EnvVar.AWS_REGION: _use((_AWS, _L), (*_LAMBDAS, _W), "AWS region of the clients."),
     EnvVar.AWS_DEFAULT_REGION: _use((_L,), (*_LAMBDAS, _W), "AWS region when AWS_REGION is unset."),

@@ -33,7 +33,8 @@ from local.wiring.stack_wiring import Component, RolePolicy
 MOTO_REFUSALS = (b"AccessDenied", b"InvalidClientTokenId", b"SignatureDoesNotMatch", b"InvalidAccessKeyId",
                  b"UnrecognizedClient")
 _JSON_SERVICES = {"kinesis": "application/x-amz-json-1.1", "dynamodb": "application/x-amz-json-1.0",
-                  "kms": "application/x-amz-json-1.1", "sqs": "application/x-amz-json-1.0"}
+                  "kms": "application/x-amz-json-1.1", "sqs": "application/x-amz-json-1.0",
+                  "events": "application/x-amz-json-1.1"}
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 :func:`read_call` reads one WSGI request as AWS receives it: the access key and service from the SigV4
 ``Authorization`` header, the operation from ``X-Amz-Target`` (Kinesis, DynamoDB, KMS, SQS: JSON protocols) or from
 the method and path (S3, path-style), and the resources from the request's own parameters (a stream's name or ARN,
-a shard iterator, a table's name, each table of a batch, a bucket and key, a queue URL). Each is one
+a shard iterator, a table's name, each table of a batch, a bucket and key, a queue URL, the event bus of each
+``PutEvents`` entry). Each is one
 :class:`Check`, plus the KMS permission an encrypted target implies (:func:`implied_kms`).
 
 Notes
@@ -31,7 +32,7 @@ from local.wiring.template import ACCOUNT_ID
 
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")
 _TARGETS = {"Kinesis_20131202": "kinesis", "DynamoDB_20120810": "dynamodb", "TrentService": "kms",
-            "AmazonSQS": "sqs"}
+            "AmazonSQS": "sqs", "AWSEvents": "events"}
 #: Kinesis actions with no resource type (checked against ``*``).
 KINESIS_ACCOUNT_ACTIONS = frozenset({"DescribeLimits", "ListStreams", "DescribeAccountSettings"})
 #: DynamoDB transaction parts -> the action each needs on its table.
@@ -111,6 +112,9 @@ def _json_checks(service: str, op: str, p: Mapping[str, Any], region: str) -> tu
         return _dynamodb_checks(op, p, region)
     if service == "sqs":
         return (Check(action, queue_arn(str(p["QueueUrl"]), region) if "QueueUrl" in p else "*"),)
+    if service == "events" and op == "PutEvents":  # each entry needs it on its bus
+        buses = sorted({str(e.get("EventBusName") or "default") for e in p.get("Entries", [])}) or ["default"]
+        return tuple(Check(action, event_bus_arn(b, region)) for b in buses)
     if service == "kms":
         key = str(p.get("KeyId", "*"))
         return (Check(action, key if key.startswith("arn:") or key == "*" else
@@ -148,6 +152,11 @@ def _dynamodb_checks(op: str, p: Mapping[str, Any], region: str) -> tuple[Check,
         arn = table_arn(str(p["TableName"]), region)
         return (Check(f"dynamodb:{op}", f"{arn}/index/{p['IndexName']}" if p.get("IndexName") else arn),)
     return (Check(f"dynamodb:{op}", "*"),)
+
+
+def event_bus_arn(name: str, region: str) -> str:
+    """An EventBridge bus's ARN from its name (or the ARN itself)."""
+    return name if name.startswith("arn:") else f"arn:aws:events:{region}:{ACCOUNT_ID}:event-bus/{name}"
 
 
 def queue_arn(url: str, region: str) -> str:

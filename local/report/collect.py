@@ -20,7 +20,7 @@ from local.state import RunState
 
 
 def collect_live(state: RunState) -> None:
-    """Read manifests, snapshot rows, quarantine records and cost reports from moto."""
+    """Read manifests, snapshot rows, quarantine records, cost reports and the geofence events received from moto."""
     aws = state.aws
     assert aws is not None
     s3 = aws.client("s3")
@@ -58,3 +58,5 @@ def collect_live(state: RunState) -> None:
     state.live["cost_problems"] = problems
     buckets = {"output": aws.names.output_bucket, "snapshots": aws.names.snapshots_bucket}
     state.live["kept"] = [keep(s3, buckets[role], role, state.config.out) for role in KEPT]
+    if state.geofence is not None:  # what the rule on the geofence bus sent to its queue, read during the run too
+        state.live["geofence_events"] = state.geofence.drain()

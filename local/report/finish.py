@@ -3,7 +3,8 @@
 :func:`finish` lays the sections out in this order: utilisation at the workers (:mod:`local.report.utilisation`),
 the timeline, the spec sections (:mod:`local.report.specs`), the flips (:mod:`local.report.flips`), quarantined
 events and events in vs out (:func:`io_lines`), the swaps (:mod:`local.report.swaps`), the oracle
-(:mod:`local.report.reference`), the output as a data product (:mod:`local.report.product`), the AWS budget
+(:mod:`local.report.reference`), the geofence events received on the loop's bus when the workers pushed some
+(:mod:`local.report.eventbridge`), the output as a data product (:mod:`local.report.product`), the AWS budget
 (:mod:`local.calls`), the invariants and what the run showed (:mod:`local.report.invariants`), then a summary.
 """
 
@@ -16,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from local import calls
-from local.environment import replay_clocks
+from local.environment import geofence_events, replay_clocks
 from local.oracle import OracleResult
 from local.output import Delivery, delivery
 from local.replay import RecordedReplayer
-from local.report import handoff, product, reference, specs, swaps
+from local.report import eventbridge, handoff, product, reference, specs, swaps
 from local.report.figures import utilisation_figure
 from local.report.flips import flip_times, flips_section
 from local.report.invariants import Check, checks, demonstrated, loops
@@ -132,6 +133,9 @@ class Sections:
     oracle_error: str | None = None
     #: the kept output queried per hour with pyarrow (OUTPUT AS A DATA PRODUCT)
     product: product.Product | None = None
+    #: the geofence events received on the bus against the output (None: no bus, or ``eventbridge_error``)
+    eventbridge: eventbridge.EventBridgeResult | None = None
+    eventbridge_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,13 +189,40 @@ def sections(state: RunState, load: WorkerLoad, wall: float) -> Sections:
     except Exception as exc:  # the transform could not be built or loaded here: the invariant fails and says why
         oracle_error = f"{type(exc).__name__}: {exc}"
     text += ["", *reference.section(oracle, oracle_error)]
+    bridge, bridge_error = _eventbridge(state)
+    text += ["", *(bridge.section() if bridge else [f"EVENTBRIDGE FAILED: {bridge_error}"])] if pushed(state) else []
     data = product.product_of(cfg.out, state.live.get("kept", []), dict(oracle.hours) if oracle is not None else None)
     text += ["", *product.section(data, cfg.out)]
     routers = [e.module for e in state.router.environments] if state.router else []
     stats = handoff.read_stats(sorted((cfg.out / "logs").glob("worker-*.log")), handoff.router_ledger_calls(routers))
     moved = handoff.section(stats, len(sent), _steady(state, stats))
     text += ["", *moved] if moved else []
-    return Sections(text, spec_json, figures, flips, d, swaps_rep, report_errors, oracle, oracle_error, data)
+    return Sections(text, spec_json, figures, flips, d, swaps_rep, report_errors, oracle, oracle_error, data,
+                    bridge, bridge_error)
+
+
+def pushed(state: RunState) -> bool:
+    """Whether the run's workers pushed geofence transitions to the loop's bus (collected before teardown)."""
+    if "geofence_events" in state.live:
+        return True
+    try:
+        return geofence_events(state.config.transform)
+    except Exception:  # a transform that cannot be built: the oracle's section says why
+        return False
+
+
+def _eventbridge(state: RunState) -> tuple[eventbridge.EventBridgeResult | None, str | None]:
+    """The received geofence events against the output (None, None when the run pushed none)."""
+    if not pushed(state):
+        return None, None
+    if "geofence_events" not in state.live:
+        return None, "the geofence queue was not read (see the timeline)"
+    try:
+        puts = eventbridge.worker_puts(sorted((state.config.out / "logs").glob("worker-*.log")))
+        return eventbridge.compare(state.output.enriched if state.output else [], state.live["geofence_events"],
+                                   puts), None
+    except Exception as exc:  # the report says what could not be compared
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 def _steady(state: RunState, stats: handoff.HandoffStats) -> handoff.Steady | None:
@@ -211,6 +242,8 @@ def invariants(state: RunState, load: WorkerLoad, body: Sections) -> tuple[Verdi
     results = checks(state, load)
     results += [Check(name, ok, detail) for name, ok, detail in swaps.checks(body.swap_report, state.config.swap_mode)]
     results.append(Check(*reference.check(body.oracle, body.oracle_error)))
+    if pushed(state):
+        results.append(Check(*eventbridge.check(body.eventbridge, body.eventbridge_error)))
     if body.product is not None:
         results.append(Check(*product.check(body.product)))
     results.append(Check("the report was written completely", not body.errors, "; ".join(body.errors) or "ok"))
@@ -251,6 +284,8 @@ def closing(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict,
                 f"{as_percent(oc.worst.utilisation if oc.worst else None)} at the workers; events in {events_in}, out "
                 f"{d.out_unique} unique; {len(body.flips)} flips; {wall:.0f}s wall")
     text.append(body.oracle.line() if body.oracle is not None else f"ORACLE FAILED: {body.oracle_error}")
+    if pushed(state):
+        text.append(body.eventbridge.line() if body.eventbridge else f"EVENTBRIDGE FAILED: {body.eventbridge_error}")
     if body.product is not None:
         text.append(product.summary_line(body.product))
     text.append(f"RESULT: {'OK' if verdict.ok else 'FAILED'}")
@@ -273,6 +308,8 @@ def document(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict
             "demonstrated": [{"what": w, "ok": ok, "detail": d} for w, ok, d in verdict.shown],
             "oracle": reference.to_json(body.oracle, body.oracle_error), **swaps.report_json(body.swap_report),
             "data_product": product.to_json(body.product) if body.product is not None else None,
+            "eventbridge": ({**asdict(body.eventbridge), "ok": body.eventbridge.ok} if body.eventbridge
+                            else {"error": body.eventbridge_error} if pushed(state) else None),
             "before_first_spec": asdict(e) if (e := early_events(state)) is not None else None,
             "iam": None if state.twin is None else {
                 "template": state.twin.template, "checked": dict(state.twin.gate.checked),

@@ -56,6 +56,19 @@ def test_s3_calls_count_per_prefix_and_unknown_calls_are_kept() -> None:
     assert row.key == "ecs.ListClusters" and row.total == 1 and row.margin is None
 
 
+def test_a_putevents_call_is_one_call_against_the_account_quota_carrying_its_entries() -> None:
+    # GIVEN a geofence sink's PutEvents call of 10 entries, 2000 of them in one second
+    found = usages("events", "PutEvents", {"Entries": [{}] * 10}, {}, IteratorMap())
+    log = CallLog(clock=lambda: 1000.0)
+    for _ in range(2000):
+        log.record_call("events", "PutEvents", {"Entries": [{}] * 10}, {})
+    # THEN the call counts once against the account's PutEvents quota (10,000 a second), its entries apart
+    assert found == [Usage("events.PutEvents", "account", 1), Usage("events.PutEvents.entries", "account", 10.0)]
+    rows = {r.key: r for r in budget(log)}
+    assert rows["events.PutEvents"].peak == 2000 and rows["events.PutEvents"].margin == 5.0
+    assert rows["events.PutEvents.entries"].total == 20000 and rows["events.PutEvents.entries"].margin is None
+
+
 def test_every_ecs_action_the_system_calls_has_its_categorys_token_bucket() -> None:
     # GIVEN the ECS actions the deployer, the hooks and the workers call
     # WHEN their rows are read THEN each has the bucket and refill of its category on ECS's request-throttling page

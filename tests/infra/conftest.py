@@ -83,7 +83,9 @@ def glue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesized]:
 def custom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesized]:
     """The app synthesized with non-default settings (one synth for all of them, to keep the suite short):
     ``-c @aws-cdk/core:bootstrapQualifier=x`` (a user's own bootstrap stack), ``ingest_shards=4`` (provisioned
-    ingest), ``retain_data=false`` (named resources that go with the stack), ``state_handoff=true`` and
-    ``leases_warm_writes=6000``, ``leases_warm_reads=20000`` (a pre-warmed leases table)."""
+    ingest), ``retain_data=false`` (named resources that go with the stack), ``state_handoff=true``,
+    ``leases_warm_writes=6000``, ``leases_warm_reads=20000`` (a pre-warmed leases table) and
+    ``geofence_event_bus=fences`` (the workers' geofence sink)."""
     yield synthesize(tmp_path_factory.mktemp("cdk-custom"), ingest_shards=4, retain_data=False, state_handoff=True,
-                     leases_warm_writes=6000, leases_warm_reads=20000, **{"@aws-cdk/core:bootstrapQualifier": "x"})
+                     leases_warm_writes=6000, leases_warm_reads=20000, geofence_event_bus="fences",
+                     **{"@aws-cdk/core:bootstrapQualifier": "x"})

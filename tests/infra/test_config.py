@@ -237,3 +237,25 @@ def test_the_ts_unit_is_set_in_event_fields_and_reaches_the_router_workers_and_j
     with pytest.raises(ConfigError, match=r"^context 'event_fields': event field mapping: ts_unit 'seconds' is not one "
                                           r"of auto, s, ms, us, iso$"):
         load_config({"event_fields": {"ts_unit": "seconds"}})
+@pytest.mark.parametrize(("value", "ok"), [("", True), ("default", True), ("fences", True), ("org/fences.v1", True),
+                                           ("aws.partner/x", False), ("my bus", False), ("b" * 257, False),
+                                           ("arn:aws:events:eu-west-1:123456789012:event-bus/fences", False)])
+def test_the_geofence_event_bus_is_off_or_a_bus_name(value: str, ok: bool) -> None:
+    # GIVEN a geofence_event_bus setting
+    ctx = {"geofence_event_bus": value}
+    if ok:
+        # THEN '' is no bus, a name is kept
+        assert load_config(ctx).geofence_event_bus == (value or None)
+        return
+    # THEN anything else is refused naming the key and the value (an ARN too: the bus is of the stack's account)
+    with pytest.raises(ConfigError) as err:
+        load_config(ctx)
+    assert str(err.value).startswith("context 'geofence_event_bus'") and repr(value)[:40] in str(err.value)
+
+
+def test_a_misspelt_geofence_event_bus_key_is_rejected_by_the_unknown_keys_check() -> None:
+    from infra.config import reject_unknown
+    # GIVEN the CLI's spelling of the new setting
+    # THEN synth stops naming it (rather than synthesizing without the bus)
+    with pytest.raises(ConfigError, match=r"\['geofence-event-bus'\]"):
+        reject_unknown(["geofence-event-bus", "geofence_event_bus"])

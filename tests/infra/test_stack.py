@@ -241,8 +241,9 @@ def test_the_stack_sets_exactly_the_variables_the_contract_says_it_sets(emr: Any
     (task,) = emr.resources("AWS::ECS::TaskDefinition").values()
     names |= {v["Name"] for v in task["Properties"]["ContainerDefinitions"][0]["Environment"]}
     # THEN every name is a contract variable, and the stack sets every one geokernel/contracts/env.py lists as
-    # set by it (GEO_TRANSFORM, EVENT_FIELDS, STATE_HANDOFF and ROUTER_PARALLELISM only when configured:
-    # test_geo_transform.py, test_event_fields.py, test_state_handoff.py, test_router.py)
+    # set by it (GEO_TRANSFORM, EVENT_FIELDS, STATE_HANDOFF, ROUTER_PARALLELISM and GEOFENCE_EVENT_BUS only when
+    # configured: test_geo_transform.py, test_event_fields.py, test_state_handoff.py, test_router.py, test_workers.py)
     assert names <= set(EnvVar)
-    assert names | {EnvVar.GEO_TRANSFORM, EnvVar.EVENT_FIELDS, EnvVar.STATE_HANDOFF, EnvVar.ROUTER_PARALLELISM} == {
+    assert names | {EnvVar.GEO_TRANSFORM, EnvVar.EVENT_FIELDS, EnvVar.STATE_HANDOFF, EnvVar.ROUTER_PARALLELISM,
+                    EnvVar.GEOFENCE_EVENT_BUS} == {
         var for var, use in ENV_VARS.items() if Component.STACK in use.set_by}

@@ -135,3 +135,40 @@ def test_the_worker_container_has_a_read_only_root_filesystem_and_no_volume(emr:
             "Volumes": Match.absent(),
         },
     )
+
+
+def _task_role_statements(synth: Any) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The statements of the worker task role's policies, and the container's environment."""
+    (task,) = synth.resources("AWS::ECS::TaskDefinition").values()
+    role = task["Properties"]["TaskRoleArn"]["Fn::GetAtt"][0]
+    statements = [st for p in synth.resources("AWS::IAM::Policy").values()
+                  if {"Ref": role} in p["Properties"]["Roles"] for st in p["Properties"]["PolicyDocument"]["Statement"]]
+    env = {v["Name"]: v["Value"] for v in task["Properties"]["ContainerDefinitions"][0]["Environment"]}
+    return statements, env
+
+
+def _actions(statement: dict[str, Any]) -> list[str]:
+    action = statement["Action"]
+    return [action] if isinstance(action, str) else list(action)
+
+
+def test_without_a_geofence_bus_no_role_may_put_events_and_the_workers_get_no_bus(emr: Any) -> None:
+    # GIVEN the default settings (geofence_event_bus "")
+    statements, env = _task_role_statements(emr)
+    # THEN no role of the stack may call events:PutEvents, and the workers have no GEOFENCE_EVENT_BUS
+    assert not [st for st in emr.policy_statements() if any(a.startswith("events:") for a in _actions(st))]
+    assert "GEOFENCE_EVENT_BUS" not in env and statements
+
+
+def test_the_geofence_bus_is_granted_to_the_task_role_alone_for_that_bus_alone(custom: Any) -> None:
+    # GIVEN geofence_event_bus=fences
+    statements, env = _task_role_statements(custom)
+    # THEN the workers get the bus's name, and the task role one statement: events:PutEvents on that bus's ARN in the
+    # stack's account and region
+    assert env["GEOFENCE_EVENT_BUS"] == "fences"
+    (put,) = [st for st in statements if any(a.startswith("events:") for a in _actions(st))]
+    assert _actions(put) == ["events:PutEvents"] and put["Effect"] == "Allow" and "Condition" not in put
+    assert put["Resource"] == {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":events:", {"Ref": "AWS::Region"},
+                                                 ":", {"Ref": "AWS::AccountId"}, ":event-bus/fences"]]}
+    # AND no other role may put events
+    assert sum(1 for st in custom.policy_statements() if any(a.startswith("events:") for a in _actions(st))) == 1

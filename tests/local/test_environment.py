@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from local.config import parse_args
-from local.environment import handler_env, replay_clocks
+from local.environment import geofence_events, handler_env, replay_clocks
 
 
 def test_the_local_loop_takes_the_swap_mode_and_hands_it_to_the_control_plane() -> None:
@@ -70,3 +70,26 @@ def test_a_bad_transform_flag_is_a_usage_error_naming_it(capsys) -> None:
     with pytest.raises(SystemExit) as exit_:
         parse_args(["--transform", "transforms.geofence:Nope"])
     assert exit_.value.code == 2 and "'transforms.geofence:Nope'" in capsys.readouterr().err
+
+
+def test_a_geofence_transform_gets_the_loops_own_bus_whatever_the_shell_says(monkeypatch) -> None:
+    # GIVEN a shell with a bus of its own set, and the loop with the default and with each geofence transform
+    monkeypatch.setenv("GEOFENCE_EVENT_BUS", "someone-elses-bus")
+    default = handler_env(parse_args(["--quick"]))
+    envs = [handler_env(parse_args(["--quick", "--transform", t]))
+            for t in ("transforms.geofence_state:GeofenceState", "transforms.geofence_polygons:GeofencePolygons")]
+    # THEN the geofence transforms' workers put on the loop's bus (created in moto), the default's on none
+    assert "GEOFENCE_EVENT_BUS" not in default
+    assert [e["GEOFENCE_EVENT_BUS"] for e in envs] == ["georebal-local-geofence-events"] * 2
+    assert not geofence_events("geo_service.pipeline.transform:ReverseGeocoder")
+
+
+def test_the_twins_stack_grants_the_loops_bus_to_a_geofence_transforms_workers() -> None:
+    # GIVEN the synth context of a run of the polygon transform, and of the default one
+    from local.twin import stack_context
+    polygons = stack_context(parse_args(["--quick", "--transform", "transforms.geofence_polygons:GeofencePolygons"]),
+                             stateful=True)
+    default = stack_context(parse_args(["--quick"]), stateful=False)
+    # THEN the stack is synthesized with the loop's bus (its task role may put on it), the default's with none
+    assert polygons["geofence_event_bus"] == "georebal-local-geofence-events"
+    assert "geofence_event_bus" not in default

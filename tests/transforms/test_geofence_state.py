@@ -59,7 +59,7 @@ def test_the_worker_loader_builds_it_as_a_stateful_transform(zones: Path) -> Non
     assert isinstance(t, StatefulTransform) and stateful_of(t) is t
     t.load_region([""], 1)
     assert t.apply(_ev(0, INSIDE_A)) == {"zones": ["A"], "transitions": [{"zone": "A", "kind": "ENTER"}],
-                                         "speed_mps": None, "heading_deg": None}
+                                         "speed_mps": None, "heading_deg": None, "late": False}
 
 
 def test_enter_dwell_once_exit_across_a_stay(zones: Path) -> None:
@@ -80,10 +80,14 @@ def test_duplicate_and_out_of_order_events_leave_the_state_unchanged(zones: Path
     # WHEN the same ts comes again (a duplicate) and then an earlier one, outside
     dup = t.apply_stateful(_ev(10_000, INSIDE_A), first.state)
     late = t.apply_stateful(_ev(5_000, OUTSIDE), first.state)
-    # THEN both get no transitions, no speed, and the state passed in, unchanged
+    # THEN both get no transitions, no speed, the state passed in, unchanged, and the late flag (issue #58)
     for got in (dup, late):
         assert got.state == first.state and got.fields["transitions"] == [] and got.fields["speed_mps"] is None
+        assert got.fields["late"] is True
     assert late.fields["zones"] == [] and dup.fields["zones"] == ["A"]
+    # AND an event in order is not late
+    assert first.fields["late"] is False
+    assert t.apply_stateful(_ev(10_001, OUTSIDE), first.state).fields["late"] is False
 
 
 def test_the_event_time_is_the_workers_ts_ms_else_ts_by_the_time_unit_rule() -> None:

@@ -12,7 +12,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from geo_service.pipeline import transform
-from geo_service.pipeline.extent import SLACK_KM, box_distance_km, discs_reaching, region_boxes
+from geo_service.pipeline.extent import (
+    SLACK_DEG,
+    SLACK_KM,
+    box_distance_km,
+    boxes_reaching,
+    discs_reaching,
+    region_boxes,
+)
 from geo_service.pipeline.transform import TransformError, haversine_km
 from geokernel.errors import InvalidQuadkeyError
 from geokernel.geo.tiles import Tile, quadkey, tile
@@ -149,3 +156,83 @@ def test_bad_regions_are_named() -> None:
         region_boxes(["0"], -1)
     with pytest.raises(InvalidQuadkeyError, match="'04'"):
         region_boxes(["0", "04"], 1)
+
+
+def _overlaps(iw: float, is_: float, ie: float, in_: float, bw: float, bs: float, be: float, bn: float) -> bool:
+    """Brute force: the item's box (grown by the slack) and the region box share a point, the region box shifted by
+    every whole turn that can matter (longitudes continuous on both sides)."""
+    iw, is_, ie, in_ = iw - SLACK_DEG, is_ - SLACK_DEG, ie + SLACK_DEG, in_ + SLACK_DEG
+    if bs > in_ or bn < is_:
+        return False
+    if ie - iw >= 360.0 or be - bw >= 360.0:
+        return True
+    return any(bw + k * 360.0 <= ie and be + k * 360.0 >= iw for k in range(-3, 4))
+
+
+@settings(max_examples=150, deadline=None)
+@given(regions(), st.integers(0, 2),
+       st.lists(st.tuples(st.floats(-0.4, 0.4), st.floats(-0.4, 0.4), st.sampled_from([0.0, 0.01, 0.1, 1.0]),
+                          st.sampled_from([0.0, 0.01, 0.1, 1.0]), st.sampled_from([0.0, 360.0, -360.0])), max_size=60))
+@example(region=(["3" * 14], 179.99, -84.0), ring=1, items=[(0.0, 0.0, 0.02, 0.02, 0.0)])
+def test_the_box_selection_is_the_brute_force_over_every_item_and_box(
+        region: tuple[list[str], float, float], ring: int, items: list[tuple[float, float, float, float, float]]
+) -> None:
+    # GIVEN a mixed-zoom region (some on the antimeridian) and item boxes of 0 to 2 degrees around it, some written
+    # a whole turn east or west (continuous longitudes past 180 or below -180)
+    qks, lon0, lat0 = region
+    boxes = region_boxes(qks, ring)
+    west = np.array([lon0 + dx - hw + turn for dx, _, hw, _, turn in items])
+    east = np.array([lon0 + dx + hw + turn for dx, _, hw, _, turn in items])
+    south = np.array([max(-90.0, lat0 + dy - hh) for _, dy, _, hh, _ in items])
+    north = np.array([min(90.0, lat0 + dy + hh) for _, dy, _, hh, _ in items])
+    # WHEN the sorted-edge selection runs
+    got = boxes_reaching(west, south, east, north, boxes)
+    # THEN it is the brute force over every (item, box) pair
+    want = [any(_overlaps(west[i], south[i], east[i], north[i], *b) for b in
+                zip(boxes.west, boxes.south, boxes.east, boxes.north, strict=True)) for i in range(len(items))]
+    assert got.tolist() == want
+
+
+def test_boxes_across_the_antimeridian_the_poles_and_the_whole_world() -> None:
+    # GIVEN a zoom-12 cell on the antimeridian's east side, grown by one ring across it
+    b = region_boxes(["1" * 12], 1)
+    assert b.west[0] < 180.0 < b.east[0]
+    # THEN an item west of the antimeridian written 170..181, one written -181..-179 and one -179.99..-179.9 reach it
+    # (the ring's box runs to 180.09), one from -179 to -170 does not
+    got = boxes_reaching([170.0, -181.0, -179.99, -179.0], [-90.0] * 4, [181.0, -179.0, -179.9, -170.0], [90.0] * 4, b)
+    assert got.tolist() == [True, True, True, False]
+    # AND a box up to the north pole reaches the first row's cell; the catch-all reaches everything; no cell nothing
+    top = region_boxes(["0" * 10], 1)
+    assert top.north[0] == 90.0 and boxes_reaching([0.0], [89.9], [1.0], [90.0], top).tolist() == [False]
+    assert boxes_reaching([-180.0], [89.9], [-179.0], [90.0], top).tolist() == [True]
+    assert boxes_reaching([10.0], [0.0], [11.0], [1.0], region_boxes([""], 0)).tolist() == [True]
+    assert boxes_reaching([10.0], [0.0], [11.0], [1.0], region_boxes([], 0)).tolist() == [False]
+    assert boxes_reaching([], [], [], [], b).tolist() == []
+
+
+def test_an_item_box_touching_a_cell_reaches_it_and_one_a_metre_off_does_not() -> None:
+    # GIVEN a zoom-16 cell over London
+    b = region_boxes([quadkey(tile(-0.1, 51.5, 16))], 0)
+    e, s, n = float(b.east[0]), float(b.south[0]), float(b.north[0])
+    # THEN a box whose west edge is the cell's east edge reaches it; one 0.0001 degrees (7 m) east does not
+    got = boxes_reaching([e, e + 1e-4], [s, s], [e + 0.01, e + 0.01], [n, n], b)
+    assert got.tolist() == [True, False]
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 5), lons, lats), min_size=1, max_size=12), st.integers(0, 2),
+       st.lists(st.tuples(st.floats(-540.0, 540.0), st.floats(0.0, 400.0), lats, st.floats(0.0, 120.0)), max_size=30))
+def test_coarse_cells_and_wide_items_are_the_brute_force_too(cells: list[tuple[int, float, float]], ring: int,
+                                                            items: list[tuple[float, float, float, float]]) -> None:
+    # GIVEN cells of zoom 1 to 5 (a zoom-1 cell grown by a ring spans every longitude) and items up to 400 degrees
+    # wide, written anywhere from -540 to 540
+    boxes = region_boxes(sorted({quadkey(tile(lon, lat, z)) for z, lon, lat in cells}), ring)
+    west = np.array([w for w, _, _, _ in items])
+    east = west + np.array([d for _, d, _, _ in items])
+    south = np.array([s for _, _, s, _ in items])
+    north = np.minimum(90.0, south + np.array([h for _, _, _, h in items]))
+    # THEN the selection is the brute force
+    got = boxes_reaching(west, south, east, north, boxes)
+    want = [any(_overlaps(west[i], south[i], east[i], north[i], *b) for b in
+                zip(boxes.west, boxes.south, boxes.east, boxes.north, strict=True)) for i in range(len(items))]
+    assert got.tolist() == want

@@ -36,6 +36,19 @@ def test_event_fields_are_read_from_their_variable() -> None:
         WorkerConfig.from_env({**BASE, EnvVar.EVENT_FIELDS: '{"lon": "lat"}'})
 
 
+def test_the_geofence_event_bus_is_a_name_or_an_arn_and_unset_or_empty_is_none() -> None:
+    # GIVEN GEOFENCE_EVENT_BUS unset, empty, a name, an ARN and a bad value
+    read = {v: WorkerConfig.from_env({**BASE, EnvVar.GEOFENCE_EVENT_BUS: v}).geofence_event_bus
+            for v in ("", " ", "fences", "arn:aws:events:eu-west-1:123456789012:event-bus/fences")}
+    # THEN a name or ARN is kept, no value is no sink, and a bad value is named with its variable
+    assert WorkerConfig.from_env(BASE).geofence_event_bus is None
+    assert read == {"": None, " ": None, "fences": "fences",
+                    "arn:aws:events:eu-west-1:123456789012:event-bus/fences":
+                        "arn:aws:events:eu-west-1:123456789012:event-bus/fences"}
+    with pytest.raises(ConfigError, match=r"GEOFENCE_EVENT_BUS must be an event bus name .*got 'my bus'"):
+        WorkerConfig.from_env({**BASE, EnvVar.GEOFENCE_EVENT_BUS: "my bus"})
+
+
 def test_carry_mode_needs_no_spec_version_and_whole_mode_does() -> None:
     # GIVEN the required variables without SPEC_VERSION
     env = {k: v for k, v in BASE.items() if k != EnvVar.SPEC_VERSION}

@@ -88,3 +88,16 @@ def test_a_message_to_an_encrypted_queue_needs_generate_data_key_and_decrypt() -
 def test_an_unsigned_request_is_not_a_call() -> None:
     # GIVEN moto's own API (unsigned) WHEN read THEN it is nobody's call
     assert read_call({"REQUEST_METHOD": "POST", "PATH_INFO": "/moto-api/reset-auth"}, b"0", REGION, KEYS) is None
+
+
+def test_a_putevents_call_needs_the_put_on_each_entrys_bus() -> None:
+    # GIVEN a PutEvents call with entries for two buses and one for the default bus
+    env = _environ("events", target="AWSEvents.PutEvents")
+    body = {"Entries": [{"EventBusName": "fences"}, {"EventBusName": "fences"}, {},
+                        {"EventBusName": "arn:aws:events:us-east-1:123456789012:event-bus/other"}]}
+    # THEN it needs events:PutEvents on each bus once, by its ARN
+    assert _checks(env, body) == (
+        Check("events:PutEvents", "arn:aws:events:us-east-1:123456789012:event-bus/other"),
+        Check("events:PutEvents", "arn:aws:events:us-east-1:123456789012:event-bus/default"),
+        Check("events:PutEvents", "arn:aws:events:us-east-1:123456789012:event-bus/fences"),
+    )

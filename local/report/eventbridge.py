@@ -1,0 +1,169 @@
+"""The report's EVENTBRIDGE section and invariant: the geofence transitions received on the bus against the output.
+
+With a transform whose transitions the workers push (:func:`local.environment.geofence_events`), the loop creates
+its geofence bus in moto with a rule sending every geofence event to a queue (:meth:`local.aws.EmbeddedAws.
+create_geofence_bus`). :class:`GeofenceConsumer` reads the queue while the run goes on and what is left before
+teardown (:func:`read_received`); :func:`compare` holds what
+arrived against the transitions of the enriched records the workers wrote, both deduplicated by the events'
+``IdempotencyKey`` (delivery is at least once: a record written again after a takeover is pushed again): every
+transition of the output received, nothing received that the output lacks, and each received event's detail equal
+to the one the output's record makes (:func:`geo_service.pipeline.geofence_events.details_of`). Any difference
+fails the run. The workers' ``geofence_events_put`` log lines give the ``PutEvents`` calls they made.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from geo_service.pipeline.geofence_events import details_of
+from geokernel.contracts.enriched import EnrichedRecord
+from local.loops import LoopThread
+
+NAME = ("every geofence transition in the output was received on the EventBridge bus, and nothing else, after "
+        "dedupe by IdempotencyKey (local/report/eventbridge.py)")
+EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class Puts:
+    """What the workers' ``geofence_events_put`` log lines say they put: entries, calls, entries put again."""
+
+    events: int = 0
+    calls: int = 0
+    retried: int = 0
+
+
+@dataclass(frozen=True)
+class EventBridgeResult:
+    """The received events against the output's transitions (module docstring)."""
+
+    received: int  # distinct idempotency keys received
+    deliveries: int  # events received, copies included
+    in_output: int  # distinct transitions in the output
+    missing: int
+    extra: int
+    differing: int
+    examples: tuple[str, ...] = ()
+    puts: Puts = Puts()
+
+    @property
+    def ok(self) -> bool:
+        return self.missing == 0 and self.extra == 0 and self.differing == 0
+
+    def line(self) -> str:
+        """The summary line."""
+        return (f"EVENTBRIDGE: {self.received} transitions received, {self.in_output} in the output, {self.missing} "
+                f"missing, {self.extra} extra")
+
+    def section(self) -> list[str]:
+        p = self.puts
+        return ["EVENTBRIDGE (the geofence transitions the workers put on the bus, received by a rule into a queue; "
+                "local/report/eventbridge.py)", f"  {self.line()}",
+                f"  {self.deliveries} events received ({self.deliveries - self.received} copies of a transition "
+                f"put again, at least once: removed by IdempotencyKey); {self.differing} with a detail differing from "
+                f"the output's record",
+                f"  the workers put {p.events} events in {p.calls} PutEvents calls (at most 10 entries each), "
+                f"{p.retried} entries put again after a retryable failure",
+                *(f"  e.g. {e}" for e in self.examples)]
+
+
+def read_received(sqs: Any, queue_url: str, limit: int | None = None) -> list[dict[str, Any]]:
+    """The events the rule sent to the queue (each message's body), received and deleted until the queue is empty
+    (or ``limit`` calls were made).
+
+    Notes
+    -----
+    Deleting what was read keeps moto's queue short: moto 5.2 counts every message of a queue on each
+    ``SendMessage`` (``Queue.attributes``), so a queue left to fill makes each delivery cost as much as the queue
+    holds (:class:`GeofenceConsumer` reads it while the run goes on).
+    """
+    out: list[dict[str, Any]] = []
+    calls = 0
+    while limit is None or calls < limit:
+        batch = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=600,
+                                    WaitTimeSeconds=0).get("Messages", [])
+        calls += 1
+        if not batch:
+            break
+        out += [json.loads(m["Body"]) for m in batch]
+        sqs.delete_message_batch(QueueUrl=queue_url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                                                             for i, m in enumerate(batch)])
+    return out
+
+
+class GeofenceConsumer(LoopThread):
+    """A consumer of the loop's geofence queue: every ``interval_s`` it receives what arrived, keeps it in
+    ``received`` and deletes it (:func:`read_received`); :meth:`drain` reads the rest once the workers stopped."""
+
+    def __init__(self, sqs: Any, queue_url: str, interval_s: float = 1.0, calls_per_step: int = 50) -> None:
+        super().__init__("geofence-consumer", interval_s)
+        self.sqs, self.queue_url, self.calls_per_step = sqs, queue_url, calls_per_step
+        self.received: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def step(self) -> None:
+        with self._lock:
+            self.received += read_received(self.sqs, self.queue_url, self.calls_per_step)
+
+    def drain(self) -> list[dict[str, Any]]:
+        """Everything received: what the steps read and the rest of the queue (call it after the workers stopped)."""
+        with self._lock:
+            self.received += read_received(self.sqs, self.queue_url)
+            return list(self.received)
+
+
+def output_details(records: Iterable[EnrichedRecord]) -> dict[str, dict[str, Any]]:
+    """The event detail of every transition of the records, by idempotency key (copies of a record give one)."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in records:
+        for d in details_of({**r.fields, "event_id": r.event_id}):
+            out.setdefault(d["IdempotencyKey"], d)
+    return out
+
+
+def compare(records: Iterable[EnrichedRecord], received: Sequence[dict[str, Any]], puts: Puts = Puts()
+            ) -> EventBridgeResult:
+    """The received events (``received``: the events as a rule's target gets them) against the records' transitions."""
+    want = output_details(records)
+    got: dict[str, dict[str, Any]] = {}
+    for event in received:
+        detail = event.get("detail") if isinstance(event, dict) else None
+        key = detail.get("IdempotencyKey") if isinstance(detail, dict) else None
+        got.setdefault(str(key), detail if isinstance(detail, dict) else {"unreadable": event})
+    missing = [k for k in want if k not in got]
+    extra = [k for k in got if k not in want]
+    differing = [k for k in got if k in want and got[k] != want[k]]
+    examples = ([f"missing: {want[k]}" for k in missing[:EXAMPLES]] + [f"extra: {got[k]}" for k in extra[:EXAMPLES]]
+                + [f"differing: received {got[k]}, the output makes {want[k]}" for k in differing[:EXAMPLES]])
+    return EventBridgeResult(len(got), len(received), len(want), len(missing), len(extra), len(differing),
+                             tuple(examples[:EXAMPLES]), puts)
+
+
+def worker_puts(logs: Iterable[Path]) -> Puts:
+    """The sums of the workers' ``geofence_events_put`` log lines (JSON lines; other lines are skipped)."""
+    events = calls = retried = 0
+    for path in logs:
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if '"geofence_events_put"' not in line:
+                continue
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(doc, dict) or doc.get("event") != "geofence_events_put":
+                continue
+            events, calls, retried = (events + int(doc.get("events", 0)), calls + int(doc.get("calls", 0)),
+                                      retried + int(doc.get("retried", 0)))
+    return Puts(events, calls, retried)
+
+
+def check(result: EventBridgeResult | None, error: str | None) -> tuple[str, bool, str]:
+    """The invariant: the queue was read and matches the output."""
+    if result is None:
+        return NAME, False, f"the received events could not be compared: {error}"
+    return NAME, result.ok, result.line() + (f"; {result.differing} differing" if result.differing else "")
