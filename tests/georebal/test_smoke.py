@@ -68,7 +68,8 @@ def test_probes_are_valid_events_in_real_places_spread_over_entities() -> None:
 def test_events_use_the_deployments_field_names() -> None:
     # GIVEN a deployment whose producers name lat/lon/ts otherwise WHEN probes and ticks are made
     fields = EventFields.from_mapping({"lat": "latitude", "lon": "longitude", "ts": "time"}, "test")
-    made = [*events.probes("run", 3, 1, fields), *events.ticks("run", 7, 2, fields)]
+    now_ms = 1_767_225_600_000  # 2026-01-01: a time the worker's timestamp rule takes (issue #56)
+    made = [*events.probes("run", 3, now_ms, fields), *events.ticks("run", 7, now_ms + 1, fields)]
     # THEN they carry the mapped keys, and parse as valid with that mapping
     assert {"latitude", "longitude", "time"} <= set(made[0]) and "lat" not in made[0]
     assert all(isinstance(parse_event(json.dumps(e).encode(), fields), ValidEvent) for e in made)

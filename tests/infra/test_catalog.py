@@ -8,6 +8,7 @@ from aws_cdk.assertions import Match
 
 from geokernel.contracts.enriched import FIRST_COPY_ORDER, ROUTING_FIELDS, hour_prefix
 from geokernel.contracts.events import REQUIRED_FIELDS
+from geokernel.contracts.timestamps import EVENT_TIME_FIELD
 from infra.catalog import COLUMNS, PARTITION_COLUMNS, TABLE, VIEW, dedupe_view_sql, projection
 
 
@@ -58,8 +59,9 @@ def test_the_location_template_gives_the_folder_a_worker_writes_an_events_hour_t
 
 
 def test_the_columns_are_fields_every_record_has() -> None:
-    # GIVEN the table's columns WHEN compared with the record contract THEN each is an event field or a routing id
-    assert {n for n, _ in COLUMNS} <= set(REQUIRED_FIELDS) | set(ROUTING_FIELDS)
+    # GIVEN the table's columns WHEN compared with the record contract THEN each is an event field, the event time the
+    # worker read (ts_ms, under the deployment's ts_unit) or a routing id
+    assert {n for n, _ in COLUMNS} <= set(REQUIRED_FIELDS) | {EVENT_TIME_FIELD} | set(ROUTING_FIELDS)
     assert set(REQUIRED_FIELDS) <= {n for n, _ in COLUMNS} and "processed_at" in {n for n, _ in COLUMNS}
 
 
@@ -71,4 +73,4 @@ def test_the_view_keeps_the_first_copy_of_each_event_from_the_table() -> None:
     assert f'FROM "db"."{TABLE}")' in sql and sql.endswith("WHERE n = 1")
     assert f"row_number() OVER (PARTITION BY dt, hour, event_id ORDER BY {', '.join(FIRST_COPY_ORDER)}) AS n" in sql
     # AND it selects the columns and the partitions, not the copy number
-    assert "SELECT event_id, entity_id, ts, lat, lon, " in sql and ", ".join(PARTITION_COLUMNS) + " FROM (" in sql
+    assert f"SELECT event_id, entity_id, ts, {EVENT_TIME_FIELD}, lat, lon, " in sql and ", ".join(PARTITION_COLUMNS) + " FROM (" in sql

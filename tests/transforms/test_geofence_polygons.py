@@ -56,9 +56,9 @@ def test_the_worker_loader_builds_it_as_a_stateful_transform_naming_its_settings
     # THEN it is stateful, lists the settings the local loop passes on, and joins a point of Tokyo to its zones
     assert isinstance(t, StatefulTransform) and stateful_of(t) is t
     assert set(GeofencePolygons.settings) == {"GEOFENCES_GEOJSON", "GEOFENCE_ID_PROPERTY", "GEOFENCE_DWELL_S",
-                                              "GEOFENCE_EVENT_BUS"}
+                                              "GEOFENCE_TIME_FIELD", "GEOFENCE_EVENT_BUS"}
     t.load_region([""], 1)
-    got = t.apply({"event_id": "e", "entity_id": "a", "ts": 0, "lat": 35.6895, "lon": 139.69171})
+    got = t.apply({"event_id": "e", "entity_id": "a", "ts": 1_767_225_600_000, "lat": 35.6895, "lon": 139.69171})
     assert got["zones"] == ["TOKYO-JP-CORE", "JP-CORES"] and got["late"] is False
     assert [x["kind"] for x in got["transitions"]] == ["ENTER", "ENTER"]
 
@@ -276,8 +276,12 @@ def test_every_point_inside_a_polygon_is_reported_by_the_worker_of_its_cell(
         assert "Z" in at(zones, plat, plon), (plat, plon)
 
 
-def _ev(ts: int, lat: float, lon: float) -> dict[str, Any]:
-    return {"event_id": f"e{ts}", "entity_id": "car-1", "ts": ts, "lat": lat, "lon": lon}
+#: 2026-01-01T00:00:00Z in epoch ms: the event times below are offsets from it (the time unit rule refuses 1970)
+T0_MS = 1_767_225_600_000
+
+
+def _ev(dt_ms: int, lat: float, lon: float) -> dict[str, Any]:
+    return {"event_id": f"e{dt_ms}", "entity_id": "car-1", "ts": T0_MS + dt_ms, "lat": lat, "lon": lon}
 
 
 def test_enter_dwell_exit_and_a_late_event_across_a_polygon_with_a_hole(tmp_path: Path,
