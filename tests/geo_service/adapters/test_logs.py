@@ -27,8 +27,10 @@ def worker_log() -> Iterator[io.StringIO]:
 
 
 def emit_lambda_line() -> dict[str, object]:
+    """One line of a Powertools Logger as a Lambda writes it. Its service name is this test's own: Powertools keeps a
+    logger per service name, and a "router" logger another test made first keeps that test's stream."""
     buf = io.StringIO()
-    Logger(service="router", stream=buf).info("batch routed", extra={"records": 3})
+    Logger(service="router-schema-probe", stream=buf).info("batch routed", extra={"records": 3})
     return dict(json.loads(buf.getvalue()))
 
 
