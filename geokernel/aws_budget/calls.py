@@ -29,6 +29,7 @@ from geokernel.aws_budget.usage import ACCOUNT, IteratorMap, Usage, usages
 
 _PARAMS = "aws_budget_params"
 _SENT_AT = "aws_budget_sent_at"
+_MODEL = "aws_budget_model"
 
 
 class _Emitter(Protocol):
@@ -107,17 +108,22 @@ def watch(events: _Emitter, log: CallLog) -> None:
     """Record every call made through ``events`` (a client's ``meta.events`` or a botocore session's emitter;
     clients created from a session afterwards inherit it) into ``log``."""
 
-    def keep_params(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+    def keep_params(params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
         context[_PARAMS] = dict(params)
         context[_SENT_AT] = log.now()
+        context[_MODEL] = model
 
     def after(http_response: Any, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
         attempts = 1 + int((parsed.get("ResponseMetadata") or {}).get("RetryAttempts", 0) or 0)
         log.record_call(_service(model), model.name, context.get(_PARAMS, {}), parsed, attempts,
                         context.get(_SENT_AT))
 
-    def failed(exception: Exception, model: Any, context: dict[str, Any], **_: Any) -> None:
-        log.record_call(_service(model), model.name, context.get(_PARAMS, {}), {}, 1, context.get(_SENT_AT))
+    def failed(exception: Exception, context: dict[str, Any], **_: Any) -> None:
+        # botocore emits after-call-error with the exception and the request context only, no operation model
+        # (botocore/client.py BaseClient._make_request): the model comes from the context keep_params filled
+        model = context.get(_MODEL)
+        if model is not None:
+            log.record_call(_service(model), model.name, context.get(_PARAMS, {}), {}, 1, context.get(_SENT_AT))
 
     events.register("provide-client-params", keep_params, unique_id="aws-budget-params")
     events.register("after-call", after, unique_id="aws-budget-after")

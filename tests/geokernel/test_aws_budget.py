@@ -114,6 +114,23 @@ def test_hooks_count_every_call_on_moto_with_shards_followed_through_iterators()
 
 
 
+def test_a_call_that_gets_no_answer_is_counted_and_raises_its_own_error() -> None:
+    # GIVEN a watched client whose endpoint refuses connections (botocore then emits after-call-error with the
+    # exception and the context only, no operation model), retries off
+    from botocore.config import Config
+    from botocore.exceptions import EndpointConnectionError
+    log = CallLog(clock=lambda: 1000.0)
+    kinesis = boto3.client("kinesis", region_name="us-east-1", endpoint_url="http://127.0.0.1:9",
+                           aws_access_key_id="k", aws_secret_access_key="s",
+                           config=Config(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=1))
+    watch(kinesis.meta.events, log)
+    # WHEN a call gets no answer
+    with pytest.raises(EndpointConnectionError):
+        kinesis.describe_stream_summary(StreamName="s")
+    # THEN the caller sees the connection error (not the hook's), and the call is in the log once
+    assert {s.key: sum(s.seconds.values()) for s in log.series()} == {"kinesis.DescribeStreamSummary": 1}
+
+
 def test_a_failed_getrecords_keeps_its_iterator_so_the_retry_still_names_the_shard() -> None:
     # GIVEN an iterator handed out for shard s/0
     its = IteratorMap()
