@@ -160,7 +160,7 @@ def test_a_worker_process_logs_powertools_lines_and_emf_metrics_by_the_metric_na
         _wait(lambda: (st := reader.read("w0001")) is not None and st.ready, 60, "lease ready")
         # WHEN it gets 3 events and an undecodable record, writes them, and drains after the flip to v8
         for i in range(3):
-            ev = {"event_id": f"e{i}", "entity_id": "c1", "ts": i, "lat": 48.8566, "lon": 2.3522}
+            ev = {"event_id": f"e{i}", "entity_id": "c1", "ts": 1795255500000 + i, "lat": 48.8566, "lon": 2.3522}
             clients.kinesis.put_record(StreamName=spec.stream_name, Data=json.dumps(ev).encode(), PartitionKey="c1",
                                        ExplicitHashKey=spec.worker("w0001").hash_key)
         clients.kinesis.put_record(StreamName=spec.stream_name, Data=b"{not json", PartitionKey="c1",
