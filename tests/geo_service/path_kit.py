@@ -1,7 +1,7 @@
 """The worker's batch path offline, for the output-equality test: a fixed event set, read as GetRecords returns it,
 through the real :class:`~geo_service.serving.batches.BatchProcessor`, out as the enriched lines a flush writes.
 
-The golden files beside it (``data/golden-<transform>.jsonl.gz``) were written by :func:`run_path` on the code before
+The golden files (``serving/data/golden-<transform>.jsonl.gz``) were written by :func:`run_path` on the code before
 the batch path (issue #60), so the test compares today's output with that one, byte for byte.
 """
 
@@ -68,6 +68,7 @@ def edge_cases() -> list[bytes]:
         {**base, "event_id": "bad-type", "ts": T0 + 14, "lon": "0.1"},
         {**base, "event_id": "old", "ts": 1000},
         [1, 2, 3],
+        {**base, "event_id": "short-exponent", "ts": T0 + 15, "x": 1e-07, "y": -4.58e-06, "z": 7.8e-09, "w": 2e-10},
     ]
     raw = [json.dumps(d, ensure_ascii=i % 2 == 0).encode() for i, d in enumerate(docs)]
     raw[11] = raw[11][:-1] + b', "lat": 51.6}'  # a duplicate key: the last value wins, in the first one's place
@@ -107,7 +108,7 @@ class _S3:
     def __init__(self) -> None:
         self.objects: dict[str, bytes] = {}
 
-    def put_object(self, Bucket: str, Key: str, Body: bytes, **_: Any) -> None:  # noqa: N803 (boto3's names)
+    def put_object(self, Bucket: str, Key: str, Body: bytes, **_: Any) -> None:
         self.objects[Key] = Body
 
 
