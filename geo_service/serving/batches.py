@@ -49,6 +49,7 @@ from geokernel.contracts.errors import ContractError
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from geokernel.contracts.handoff import Marker, Stamp, decode_marker, is_marker, split_stamped
 from geokernel.contracts.quarantine import BAD_STAMP, TRANSFORM_ERROR, geo_quarantine_key
+from geokernel.events import ValidEvent
 from geokernel.geo.tiles import arrays_to_quadkeys, tiles_xy
 from geokernel.timestamps import event_time_ms
 
@@ -302,7 +303,7 @@ class BatchProcessor:
         """Run the batch's events through the transform in shard order (behind the slot's handoff gate, if any);
         rows go to the slot's buffer. Returns the stray event ids."""
         strays: list[str] = []
-        events = [d.item for d in items if isinstance(d.item, Event)]
+        events = [d.item for d in items if isinstance(d.item, ValidEvent)]
         located = iter(self._locate(events, slot) if events else [])
         apply = apply_of(slot)
 
@@ -326,7 +327,7 @@ class BatchProcessor:
             slot.output.add(json.dumps(row, separators=(",", ":"), default=str), event_time_ms(ev.fields))
 
         for it, stamp, arrival_s in items:
-            if not isinstance(it, Event):
+            if not isinstance(it, ValidEvent):  # ValidEvent: the class of the alias Event
                 self._other(it, slot, bad, shard_id, arrival_s)
                 continue
             owner_i, qk = next(located)
