@@ -151,6 +151,16 @@ class GeofenceState:
         """The fields for an entity seen for the first time (no state)."""
         return self.apply_stateful(event, None).fields
 
+    def prepare_batch(self, events: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+        """The state-free part of a read batch at once: each event's ``zones`` (one distance matrix for the batch,
+        :meth:`transforms.geofence.Geofences.zones_batch`); the worker then calls :meth:`apply_prepared` per event, in
+        its order (``geo_service.pipeline.transform.PreparedStatefulTransform``)."""
+        return self.fences.zones_batch(events)
+
+    def apply_prepared(self, event: Mapping[str, Any], state: JsonValue, prepared: Any) -> Applied:
+        """:meth:`apply_stateful` with the event's zones from :meth:`prepare_batch`."""
+        return self._step(event, state, list(prepared))
+
     def apply_stateful(self, event: Mapping[str, Any], state: JsonValue) -> Applied:
         """Fields and the entity's next state for one event.
 
@@ -167,9 +177,12 @@ class GeofenceState:
             ``fields`` (``zones``, ``transitions``, ``speed_mps``, ``heading_deg``) and the new state; for an event
             not after the previous one, the state passed in, unchanged.
         """
+        return self._step(event, state, self.fences.apply(event)["zones"])
+
+    def _step(self, event: Mapping[str, Any], state: JsonValue, zones: list[str]) -> Applied:
+        """One event's fields and next state, given its zones."""
         t = self._time_ms(event)
         lat, lon = float(event["lat"]), float(event["lon"])
-        zones = self.fences.apply(event)["zones"]
         prev = state if isinstance(state, dict) else None
         last = prev["last"] if prev is not None else None
         if last is not None and t <= float(last["ts"]):

@@ -27,7 +27,13 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from geo_service.pipeline.codec import dumps_state, value_of
-from geo_service.pipeline.transform import JsonValue, StatefulTransform, TransformError, transform_name
+from geo_service.pipeline.transform import (
+    JsonValue,
+    PreparedStatefulTransform,
+    StatefulTransform,
+    TransformError,
+    transform_name,
+)
 
 #: Largest state of one entity, in bytes of compact UTF-8 JSON (keep it small: a worker holds one per entity it
 #: serves, and a future handoff moves them between workers).
@@ -147,6 +153,19 @@ class EntityStates:
         def apply(event: Mapping[str, Any]) -> dict[str, Any]:
             entity = str(event["entity_id"])
             out = apply_stateful(event, get(entity))
+            put(entity, out.state)
+            return out.fields
+
+        return apply
+
+    def prepared_applier(self, transform: PreparedStatefulTransform) -> Callable[[Mapping[str, Any], Any], dict[str, Any]]:
+        """:meth:`applier` for a transform that prepared its batch: ``(event, prepared) -> fields`` runs
+        ``apply_prepared`` with the entity's state and stores the new one, as :meth:`applier` does."""
+        apply_prepared, get, put = transform.apply_prepared, self.get, self.put
+
+        def apply(event: Mapping[str, Any], prepared: Any) -> dict[str, Any]:
+            entity = str(event["entity_id"])
+            out = apply_prepared(event, get(entity), prepared)
             put(entity, out.state)
             return out.fields
 

@@ -11,6 +11,15 @@ time) and stores the :class:`Applied` ``state`` it returns (:class:`geo_service.
 ``apply(event)`` is the answer for an entity seen for the first time (``apply_stateful(event, None).fields``).
 State lives in the worker serving the entity and follows it to another worker (:mod:`geo_service.entity.handoff`).
 
+**The batch form** (issue #60): a transform may also implement ``apply_batch(events)`` (:class:`BatchTransform`): the
+fields of every event of one read batch, in order, as ``apply`` would return them one by one, computed at once (the
+reverse geocoder: one KD-tree query for the batch). A stateful one may implement ``prepare_batch(events)`` and
+``apply_prepared(event, state, prepared)`` (:class:`PreparedStatefulTransform`): the part of its work that needs no
+state, for the whole batch at once, then the stateful rest per event in the worker's order (an entity's events in
+the order of its shard, behind the handoff gate). ``apply`` and ``apply_stateful`` stay: a simple transform needs
+nothing else, and the worker falls back to them for a batch whose batch call raised (so a bad event is quarantined
+alone, as before).
+
 :class:`ReverseGeocoder` (the default) returns the nearest populated place (name,
 country, population, great-circle distance in km) from ``geo_service/pipeline/data/places.csv.gz``
 (geonames places with >= 1000 people, built by ``geo_service/pipeline/data/build_places.py``).
@@ -104,6 +113,37 @@ class StatefulTransform(GeoTransform, Protocol):
     stateful: bool
 
     def apply_stateful(self, event: Mapping[str, Any], state: JsonValue) -> Applied: ...
+
+
+@runtime_checkable
+class BatchTransform(Protocol):
+    """A transform with a batch form: ``apply_batch(events)`` returns, in order, what ``apply`` returns for each."""
+
+    def apply_batch(self, events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]: ...
+
+
+@runtime_checkable
+class PreparedStatefulTransform(StatefulTransform, Protocol):
+    """A stateful transform that does its state-free part for a whole batch: ``prepare_batch(events)`` (one value per
+    event), then ``apply_prepared(event, state, prepared)``, which must equal ``apply_stateful(event, state)``."""
+
+    def prepare_batch(self, events: Sequence[Mapping[str, Any]]) -> Sequence[Any]: ...
+
+    def apply_prepared(self, event: Mapping[str, Any], state: JsonValue, prepared: Any) -> Applied: ...
+
+
+def batch_form(transform: GeoTransform) -> Callable[[Sequence[Mapping[str, Any]]], list[dict[str, Any]]] | None:
+    """``transform.apply_batch`` when it has one (a stateless transform), else None."""
+    if stateful_of(transform) is None and isinstance(transform, BatchTransform):
+        return transform.apply_batch
+    return None
+
+
+def prepared_form(transform: GeoTransform) -> PreparedStatefulTransform | None:
+    """``transform`` when it is stateful and prepares its batches (:class:`PreparedStatefulTransform`), else None."""
+    if stateful_of(transform) is not None and isinstance(transform, PreparedStatefulTransform):
+        return transform
+    return None
 
 
 def stateful_of(transform: GeoTransform) -> StatefulTransform | None:
@@ -202,6 +242,7 @@ class ReverseGeocoder:
         self.places: Places | None = None
         self.coverage = Coverage(())
         self._tree: cKDTree | None = None
+        self._population: list[int] = []
         self.gained = 0  # places added by the last load (all of them, or only the gained ones in for_region)
 
     def load_region(self, quadkeys: Sequence[str], buffer_ring: int) -> None:
@@ -239,6 +280,7 @@ class ReverseGeocoder:
         places = distinct_points(places)
         self.places, self.coverage = places, Coverage(self.prefixes)
         self._tree = cKDTree(unit_vectors(places.lat, places.lon)) if len(places) else None
+        self._population = places.population.tolist()
 
     @property
     def loaded(self) -> int:
@@ -260,6 +302,33 @@ class ReverseGeocoder:
         return {"place": self.places.name[i], "country": self.places.country[i],
                 "place_population": int(self.places.population[i]),
                 "distance_km": round(chord_to_km(float(chord)), 3)}
+
+    def apply_batch(self, events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """:meth:`apply` of every event, with one KD-tree query for them all (the same answers, in order)."""
+        if self.places is None:
+            raise TransformError("ReverseGeocoder.apply_batch called before load_region")
+        if self._tree is None or not events:
+            return [self.apply(e) for e in events]
+        n = len(events)
+        lat = np.fromiter((float(e["lat"]) for e in events), dtype=np.float64, count=n)
+        lon = np.fromiter((float(e["lon"]) for e in events), dtype=np.float64, count=n)
+        chords, found = self._tree.query(unit_vectors(lat, lon))
+        names, countries, pops = self.places.name, self.places.country, self._population
+        km = [chord_to_km(c) for c in chords.tolist()]
+        covered = self.coverage.covers_many(lon, lat, np.array(km))
+        out: list[dict[str, Any]] = []
+        outside: list[int] = []
+        for k, (d, i, ok) in enumerate(zip(km, found.tolist(), covered, strict=True)):
+            if not ok:  # may lie outside the loaded area: ask all places (below, at once)
+                outside.append(k)
+                out.append({})
+                continue
+            out.append({"place": names[i], "country": countries[i], "place_population": pops[i],
+                        "distance_km": round(d, 3)})
+        if outside:
+            for k, fields in zip(outside, _world(self.path).apply_batch([events[k] for k in outside]), strict=True):
+                out[k] = fields
+        return out
 
 
 @functools.lru_cache(maxsize=2)
