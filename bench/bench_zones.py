@@ -7,7 +7,7 @@ four children at random down to zoom 16) and zone count (half near the region, h
 * ``extent``: :func:`geo_service.pipeline.extent.region_boxes` and :func:`~geo_service.pipeline.extent.discs_reaching`
   (what :class:`transforms.geofence.Geofences` does now, CSV parsing aside);
 * ``centre``: the baseline, the old loading: the region's quadkey prefixes plus the buffer ring
-  (:func:`geo_service.pipeline.transform.region_prefixes`) and a prefix test of each zone centre's zoom-20 quadkey;
+  (:func:`geo_service.pipeline.places.region_prefixes`) and a prefix test of each zone centre's zoom-20 quadkey;
 
 and prints the zones each keeps (the old loading misses zones that reach the region from beyond its ring).
 
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from geo_service.pipeline.extent import discs_reaching, region_boxes  # noqa: E402
-from geo_service.pipeline.transform import region_prefixes  # noqa: E402
+from geo_service.pipeline.places import region_prefixes  # noqa: E402
 from geokernel.geo.tiles import Tile, arrays_to_quadkeys, children, quadkey, tile, tiles_xy  # noqa: E402
 
 

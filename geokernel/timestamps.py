@@ -80,12 +80,15 @@ def read_ts(value: Any, name: str = "ts", unit: TsUnit = TsUnit.AUTO, now: int |
       is its midnight UTC.
     """
     now = now_ms() if now is None else now
+    if type(value) is int and (unit is TsUnit.AUTO or unit is TsUnit.MS) \
+            and TS_WINDOW.earliest_ms <= value <= TS_WINDOW.latest_ms(now):
+        return EventTime(value)  # epoch ms in the window (what the rule below gives it, the common case, at once)
     if isinstance(value, date):
         return _instant(value, name, repr(value), unit, now, typed=True)
     if isinstance(value, str):
         text = value.strip()
         if _NUMBER.match(text):
-            return _number(float(text), name, short_repr(value), unit, now)
+            return _number(float(text), name, value, unit, now)
         if _ISO.match(text):
             try:
                 when = datetime.fromisoformat(text)
@@ -97,18 +100,21 @@ def read_ts(value: Any, name: str = "ts", unit: TsUnit = TsUnit.AUTO, now: int |
         return _bad(name, f"must be an epoch number or ISO-8601 text, got {short_repr(value)}")
     if isinstance(value, float) and math.isnan(value):
         return _bad(name, f"{value!r} is not a finite number")
-    return _number(_as_float(value), name, short_repr(value), unit, now)
+    return _number(_as_float(value), name, value, unit, now)
 
 
-def _number(number: float, name: str, shown: str, unit: TsUnit, now: int) -> EventTime:
+def _number(number: float, name: str, value: Any, unit: TsUnit, now: int) -> EventTime:
+    """``number`` (read from ``value``, named in a reason: its ``repr`` is made only then) under ``unit``."""
     guess = auto_unit(number)
     if unit is TsUnit.ISO:
+        shown = short_repr(value)
         hint = f"; set it to '{guess}' or 'auto'" if _plausible(number * MS_PER_UNIT[guess] + 0.5, now) else ""
         return _bad(name, f"{shown} is a number, but {SETTING_TEXT} is 'iso' (ISO-8601 text only){hint}")
     read = guess if unit is TsUnit.AUTO else unit
     r = number * MS_PER_UNIT[read] + 0.5
     if _plausible(r, now):
         return EventTime(math.floor(r))
+    shown = short_repr(value)
     how = f"read as {read} ({TS_UNIT_SETTING} 'auto')" if unit is TsUnit.AUTO else f"read as {read}"
     hint = ""
     if unit is not TsUnit.AUTO and guess is not unit and _plausible(number * MS_PER_UNIT[guess] + 0.5, now):

@@ -180,6 +180,8 @@ class ZoneJoin(Protocol):
 
     def apply(self, event: Mapping[str, Any]) -> dict[str, Any]: ...
 
+    def zones_batch(self, events: Sequence[Mapping[str, Any]]) -> list[list[str]]: ...
+
 
 J = TypeVar("J", bound=ZoneJoin)
 
@@ -212,6 +214,16 @@ class ZoneStates(Generic[J]):
     def apply(self, event: Mapping[str, Any]) -> dict[str, Any]:
         """The fields for an entity seen for the first time (no state)."""
         return self.apply_stateful(event, None).fields
+
+    def prepare_batch(self, events: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+        """The state-free part of a read batch at once: each event's ``zones`` (the join's ``zones_batch``); the worker
+        then calls :meth:`apply_prepared` per event, in its order
+        (``geo_service.pipeline.transform.PreparedStatefulTransform``)."""
+        return self.fences.zones_batch(events)
+
+    def apply_prepared(self, event: Mapping[str, Any], state: JsonValue, prepared: Any) -> Applied:
+        """:meth:`apply_stateful` with the event's zones from :meth:`prepare_batch`."""
+        return advance(list(prepared), self._time_ms(event), event, state, self.dwell_ms)
 
     def apply_stateful(self, event: Mapping[str, Any], state: JsonValue) -> Applied:
         """Fields and the entity's next state for one event (:func:`advance` on the join's zones)."""

@@ -35,6 +35,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
+import numpy as np
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
@@ -112,6 +113,24 @@ class WorkerMetrics:
                     self._times[k] = seconds
             if failed:
                 self._counts[Metric.TRANSFORM_ERRORS] += 1
+
+    def transformed_many(self, seconds: float, n: int) -> None:
+        """``n`` events through a batch transform, ``seconds`` each (the batch's time over its events): the same
+        uniform sample as ``n`` calls of :meth:`transformed`, drawn for the batch at once (NumPy, seeded from the
+        sample's generator) instead of one draw per event."""
+        if not self.enabled or n <= 0:
+            return
+        with self._lock:
+            free = min(n, SAMPLE - len(self._times))
+            self._times += [seconds] * free
+            self._timed += free
+            rest = n - free
+            if rest:
+                seen = np.arange(self._timed + 1, self._timed + rest + 1)
+                picks = (np.random.default_rng(self._rng.getrandbits(64)).random(rest) * seen).astype(np.int64)
+                for k in picks[picks < SAMPLE].tolist():
+                    self._times[k] = seconds
+                self._timed += rest
 
     def written(self, rows: int, quarantined: int, age_s: float) -> None:
         """One output flush: the rows and quarantine records it wrote, and how long its oldest row waited."""

@@ -3,7 +3,9 @@
 A slot serving a stateful transform (:class:`~geo_service.pipeline.transform.StatefulTransform`) keeps one store; each
 event's entity state is read with :meth:`EntityStates.get`, passed to ``apply_stateful`` and the returned state
 written back with :meth:`EntityStates.put` (:meth:`EntityStates.applier` does the three for the batch processor,
-:mod:`geo_service.serving.batches`). Values are kept as compact JSON text, so
+:mod:`geo_service.serving.batches`). Values are kept as compact JSON text (written and read by the worker's codec,
+:func:`geo_service.pipeline.codec.dumps_state` and :func:`~geo_service.pipeline.codec.value_of`: the text and values of
+``json``, faster), so
 
 * a value is at most :data:`MAX_STATE_BYTES` bytes of UTF-8 JSON (a bigger one is refused with a
   :class:`~geo_service.pipeline.transform.TransformError` naming the entity, the transform and the size: the event is then
@@ -21,11 +23,17 @@ the same process (``carry`` mode) keeps its store (:mod:`geo_service.serving.car
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from geo_service.pipeline.transform import JsonValue, StatefulTransform, TransformError, transform_name
+from geo_service.pipeline.codec import dumps_state, value_of
+from geo_service.pipeline.transform import (
+    JsonValue,
+    PreparedStatefulTransform,
+    StatefulTransform,
+    TransformError,
+    transform_name,
+)
 
 #: Largest state of one entity, in bytes of compact UTF-8 JSON (keep it small: a worker holds one per entity it
 #: serves, and a future handoff moves them between workers).
@@ -73,7 +81,7 @@ class EntityStates:
     def get(self, entity_id: str) -> JsonValue:
         """The entity's state (a fresh copy), or None when it has none."""
         text = self._texts.get(entity_id)
-        return None if text is None else json.loads(text)
+        return None if text is None else value_of(text)
 
     def put(self, entity_id: str, value: JsonValue) -> None:
         """Store the entity's state; None forgets it.
@@ -88,7 +96,7 @@ class EntityStates:
             self._texts.pop(entity_id, None)
             return
         try:
-            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            text = dumps_state(value)
         except (TypeError, ValueError) as exc:
             raise TransformError(f"state of entity {entity_id!r} from transform {self.transform!r} is not JSON "
                                  f"({exc})") from None
@@ -145,6 +153,19 @@ class EntityStates:
         def apply(event: Mapping[str, Any]) -> dict[str, Any]:
             entity = str(event["entity_id"])
             out = apply_stateful(event, get(entity))
+            put(entity, out.state)
+            return out.fields
+
+        return apply
+
+    def prepared_applier(self, transform: PreparedStatefulTransform) -> Callable[[Mapping[str, Any], Any], dict[str, Any]]:
+        """:meth:`applier` for a transform that prepared its batch: ``(event, prepared) -> fields`` runs
+        ``apply_prepared`` with the entity's state and stores the new one, as :meth:`applier` does."""
+        apply_prepared, get, put = transform.apply_prepared, self.get, self.put
+
+        def apply(event: Mapping[str, Any], prepared: Any) -> dict[str, Any]:
+            entity = str(event["entity_id"])
+            out = apply_prepared(event, get(entity), prepared)
             put(entity, out.state)
             return out.fields
 

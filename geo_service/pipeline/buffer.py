@@ -36,6 +36,13 @@ class OutputBuffer:
         self.rows += 1
         self.bytes += len(line) + 1
 
+    def add_hour(self, hour_ms: int, lines: list[str]) -> None:
+        """Buffer the JSON lines of events of the hour starting at ``hour_ms`` (:func:`event_hour`): :meth:`add` of
+        each, at once."""
+        self.hours.setdefault(hour_ms, []).extend(lines)
+        self.rows += len(lines)
+        self.bytes += sum(map(len, lines)) + len(lines)
+
     @property
     def lines(self) -> list[str]:
         """Every buffered line, hour by hour."""

@@ -4,8 +4,10 @@ Summing ``time.process_time()`` per partition and dividing by wall time times CP
 obvious measure) mixes in every thread of the process (heartbeats, HTTP, boto3) and gives a
 utilisation fraction that depends on the hardware. Here:
 
-* each transform call is timed with :func:`time.thread_time` (CPU time of the calling
-  thread only), attributed to the event's quadkey at ``grid_zoom``;
+* each read batch's **whole path** is timed with :func:`time.thread_time` (CPU time of the calling thread only:
+  the GetRecords call and its parse, decode, locate, transform, rows) and attributed to its events' quadkeys at
+  ``grid_zoom`` (:mod:`geo_service.serving.rows`: a per-event transform call to its event's cell, the rest of the
+  batch split over its events); before issue #60 only the transform call was timed;
 * at start-up :func:`calibrate` times a fixed reference workload (the median of a few
   runs), giving ``seconds_per_unit`` on this machine;
 * a report gives, per quadkey, the **cost per event in calibration units**

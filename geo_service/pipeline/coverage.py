@@ -19,6 +19,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import numpy as np
+import numpy.typing as npt
+
 from geokernel.geo.tiles import Tile, bounds, quadkey_to_tile
 
 #: Kilometres per degree of a great circle (mean Earth radius 6371.0088 km).
@@ -61,6 +64,37 @@ class Coverage:
         if margin is None:
             margin = self._margins[t] = self._margin(t)
         return distance_km <= margin or distance_km <= self._radius(t, lon, lat)
+
+    def covers_many(self, lon: npt.NDArray[np.float64], lat: npt.NDArray[np.float64],
+                    distance_km: npt.NDArray[np.float64]) -> list[bool]:
+        """:meth:`covers` of many points at once: the points within their holder tile's margin (found per distinct
+        tile, vectorised) are covered; the others are asked of :meth:`covers` one by one."""
+        n = len(lon)
+        if self._world or not self._zooms:
+            return [self._world] * n
+        top = self._zooms[-1]
+        size = 1 << top
+        phi = np.radians(np.clip(lat, -MAX_LAT, MAX_LAT))
+        x = np.clip(((lon + 180.0) / 360.0 * size).astype(np.int64), 0, size - 1)
+        y = np.clip(((1.0 - np.arcsinh(np.tan(phi)) / math.pi) / 2.0 * size).astype(np.int64), 0, size - 1)
+        codes, inv = np.unique(x * size + y, return_inverse=True)
+        margins = np.array([self._margin_at(int(c) // size, int(c) % size) for c in codes.tolist()])
+        inside = (distance_km <= margins[inv]).tolist()
+        return [True if ok else self.covers(lo, la, km) for ok, lo, la, km
+                in zip(inside, lon.tolist(), lat.tolist(), distance_km.tolist(), strict=True)]
+
+    def _margin_at(self, x: int, y: int) -> float:
+        """The margin of the prefix tile holding top-zoom tile ``(x, y)`` (0 when none holds it)."""
+        top = self._zooms[-1]
+        for z in self._zooms:
+            shift = top - z
+            if (x >> shift, y >> shift) in self._tiles[z]:
+                t = Tile(x >> shift, y >> shift, z)
+                margin = self._margins.get(t)
+                if margin is None:
+                    margin = self._margins[t] = self._margin(t)
+                return margin
+        return 0.0
 
     def radius_km(self, lon: float, lat: float) -> float:
         """A radius in km around the point that lies wholly under the loaded prefixes (0 when none is known)."""

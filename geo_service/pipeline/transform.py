@@ -11,6 +11,15 @@ time) and stores the :class:`Applied` ``state`` it returns (:class:`geo_service.
 ``apply(event)`` is the answer for an entity seen for the first time (``apply_stateful(event, None).fields``).
 State lives in the worker serving the entity and follows it to another worker (:mod:`geo_service.entity.handoff`).
 
+**The batch form** (issue #60): a transform may also implement ``apply_batch(events)`` (:class:`BatchTransform`): the
+fields of every event of one read batch, in order, as ``apply`` would return them one by one, computed at once (the
+reverse geocoder: one KD-tree query for the batch). A stateful one may implement ``prepare_batch(events)`` and
+``apply_prepared(event, state, prepared)`` (:class:`PreparedStatefulTransform`): the part of its work that needs no
+state, for the whole batch at once, then the stateful rest per event in the worker's order (an entity's events in
+the order of its shard, behind the handoff gate). ``apply`` and ``apply_stateful`` stay: a simple transform needs
+nothing else, and the worker falls back to them for a batch whose batch call raised (so a bad event is quarantined
+alone, as before).
+
 :class:`ReverseGeocoder` (the default) returns the nearest populated place (name,
 country, population, great-circle distance in km) from ``geo_service/pipeline/data/places.csv.gz``
 (geonames places with >= 1000 people, built by ``geo_service/pipeline/data/build_places.py``).
@@ -30,12 +39,10 @@ once, on first need). Places are points: loading them by where they lie is right
 
 from __future__ import annotations
 
-import csv
 import functools
-import gzip
 import importlib
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -44,17 +51,19 @@ import numpy as np
 import numpy.typing as npt
 from scipy.spatial import cKDTree
 
-from geo_service.errors import GeoServiceError
+from geo_service.errors import TransformError as TransformError
 from geo_service.pipeline.coverage import Coverage
-from geokernel.geo.tiles import Tile, parse_quadkey, quadkey, quadkey_to_tile
+from geo_service.pipeline.places import (
+    PLACES_PATH,
+    Places,
+    distinct_points,
+    frozen,
+    load_places,
+    region_prefixes,
+    scan_places,
+)
 
-PLACES_PATH = Path(__file__).with_name("data") / "places.csv.gz"
 EARTH_RADIUS_KM = 6371.0088
-PLACES_HEADER = "quadkey,lat,lon,name,country,population"
-
-
-class TransformError(GeoServiceError, ValueError):
-    """A transform cannot be loaded or configured; the message names the bad value."""
 
 
 @runtime_checkable
@@ -104,6 +113,37 @@ class StatefulTransform(GeoTransform, Protocol):
     stateful: bool
 
     def apply_stateful(self, event: Mapping[str, Any], state: JsonValue) -> Applied: ...
+
+
+@runtime_checkable
+class BatchTransform(Protocol):
+    """A transform with a batch form: ``apply_batch(events)`` returns, in order, what ``apply`` returns for each."""
+
+    def apply_batch(self, events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]: ...
+
+
+@runtime_checkable
+class PreparedStatefulTransform(StatefulTransform, Protocol):
+    """A stateful transform that does its state-free part for a whole batch: ``prepare_batch(events)`` (one value per
+    event), then ``apply_prepared(event, state, prepared)``, which must equal ``apply_stateful(event, state)``."""
+
+    def prepare_batch(self, events: Sequence[Mapping[str, Any]]) -> Sequence[Any]: ...
+
+    def apply_prepared(self, event: Mapping[str, Any], state: JsonValue, prepared: Any) -> Applied: ...
+
+
+def batch_form(transform: GeoTransform) -> Callable[[Sequence[Mapping[str, Any]]], list[dict[str, Any]]] | None:
+    """``transform.apply_batch`` when it has one (a stateless transform), else None."""
+    if stateful_of(transform) is None and isinstance(transform, BatchTransform):
+        return transform.apply_batch
+    return None
+
+
+def prepared_form(transform: GeoTransform) -> PreparedStatefulTransform | None:
+    """``transform`` when it is stateful and prepares its batches (:class:`PreparedStatefulTransform`), else None."""
+    if stateful_of(transform) is not None and isinstance(transform, PreparedStatefulTransform):
+        return transform
+    return None
 
 
 def stateful_of(transform: GeoTransform) -> StatefulTransform | None:
@@ -165,117 +205,6 @@ def load_transform(spec: str) -> GeoTransform:
     return obj
 
 
-def ring_tiles(t: Tile, ring: int) -> list[Tile]:
-    """Return ``t`` and every tile within ``ring`` tiles of it at the same zoom (x wraps, y does not)."""
-    n = 1 << t.z
-    out: set[Tile] = set()
-    for dy in range(-ring, ring + 1):
-        y = t.y + dy
-        if not 0 <= y < n:
-            continue
-        for dx in range(-ring, ring + 1):
-            out.add(Tile((t.x + dx) % n, y, t.z))
-    return sorted(out)
-
-
-def region_prefixes(quadkeys: Iterable[str], buffer_ring: int) -> tuple[str, ...]:
-    """Return the minimal set of quadkey prefixes covering the region plus its buffer ring.
-
-    ``""`` (the catch-all) covers the world. A prefix covered by a shorter one is dropped.
-    """
-    if buffer_ring < 0:
-        raise TransformError(f"buffer_ring must be >= 0, got {buffer_ring!r}")
-    prefixes: set[str] = set()
-    for i, q in enumerate(quadkeys):
-        qk = parse_quadkey(q, f"region quadkey #{i}")
-        if qk == "":
-            return ("",)
-        prefixes.update(quadkey(t) for t in ring_tiles(quadkey_to_tile(qk), buffer_ring))
-    kept: list[str] = []
-    for p in sorted(prefixes, key=lambda s: (len(s), s)):
-        if not any(p.startswith(k) for k in kept):
-            kept.append(p)
-    return tuple(sorted(kept))
-
-
-@dataclass(frozen=True)
-class Places:
-    """Places loaded for one region (parallel arrays)."""
-
-    lat: npt.NDArray[np.float64]
-    lon: npt.NDArray[np.float64]
-    name: tuple[str, ...]
-    country: tuple[str, ...]
-    population: npt.NDArray[np.int64]
-    quadkey: tuple[str, ...]
-
-    def __len__(self) -> int:
-        return len(self.name)
-
-
-def load_places(prefixes: Sequence[str], path: Path = PLACES_PATH) -> Places:
-    """Read the places whose quadkey starts with one of ``prefixes`` from the gzip CSV at ``path``.
-
-    Results are cached per (prefixes, path) in the process (a few entries), so several
-    in-process workers of one region share one immutable copy.
-
-    Raises
-    ------
-    TransformError
-        If the file is missing, has the wrong header, or a kept row is malformed (names the line).
-    """
-    return _load_places(tuple(prefixes), Path(path))
-
-
-@functools.lru_cache(maxsize=4)
-def _load_places(want: tuple[str, ...], path: Path) -> Places:
-    return scan_places(want, (), path)
-
-
-def scan_places(want: Sequence[str], exclude: Sequence[str], path: Path = PLACES_PATH) -> Places:
-    """Parse the places whose quadkey starts with one of ``want`` and with none of ``exclude`` (not cached).
-
-    A carried-over worker passes the prefixes it already holds as ``exclude``, so only the places it gains
-    are parsed (:meth:`ReverseGeocoder.for_region`).
-    """
-    want, exclude = tuple(want), tuple(exclude)
-    lat: list[float] = []
-    lon: list[float] = []
-    names: list[str] = []
-    countries: list[str] = []
-    pops: list[int] = []
-    qks: list[str] = []
-    try:
-        with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
-            header = f.readline().strip()
-            if header != PLACES_HEADER:
-                raise TransformError(f"{str(path)!r}: header must be {PLACES_HEADER!r}, got {header!r}")
-            numbered = ((n, line) for n, line in enumerate(f, start=2)
-                        if line.startswith(want) and not (exclude and line.startswith(exclude)))
-            for n, line in numbered:
-                row = next(csv.reader([line]))
-                try:
-                    qk, la, lo, name, cc, pop = row
-                    lat.append(float(la))
-                    lon.append(float(lo))
-                    pops.append(int(pop))
-                except ValueError as exc:
-                    raise TransformError(f"{str(path)!r} line {n}: bad place row {line.rstrip()!r}") from exc
-                names.append(name)
-                countries.append(cc)
-                qks.append(qk)
-    except OSError as exc:
-        raise TransformError(f"cannot read places file {str(path)!r}: {exc}") from exc
-    return Places(lat=_frozen(np.array(lat, dtype=np.float64)), lon=_frozen(np.array(lon, dtype=np.float64)),
-                  name=tuple(names), country=tuple(countries), population=_frozen(np.array(pops, dtype=np.int64)),
-                  quadkey=tuple(qks))
-
-
-def _frozen(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    a.setflags(write=False)
-    return a
-
-
 def unit_vectors(lat: npt.ArrayLike, lon: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """Return (n, 3) unit vectors of points given in degrees."""
     la = np.radians(np.asarray(lat, dtype=np.float64))
@@ -296,25 +225,6 @@ def haversine_km(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
     return 2.0 * EARTH_RADIUS_KM * math.asin(min(1.0, math.sqrt(a)))
 
 
-def distinct_points(places: Places) -> Places:
-    """``places`` with one place per coordinate pair: the most populous (then the first name) of places that share
-    their coordinates (the data has a few), so the nearest place of a point never depends on which places a region
-    loaded (a KD-tree breaks such ties by its build order)."""
-    if len(places) < 2:
-        return places
-    names = np.array(places.name, dtype=object)
-    order = np.lexsort((names, -places.population, places.lon, places.lat))
-    lat, lon = places.lat[order], places.lon[order]
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = (lat[1:] != lat[:-1]) | (lon[1:] != lon[:-1])
-    if first.all():
-        return places
-    keep = np.sort(order[first])
-    return Places(lat=_frozen(places.lat[keep]), lon=_frozen(places.lon[keep]),
-                  name=tuple(places.name[i] for i in keep), country=tuple(places.country[i] for i in keep),
-                  population=_frozen(places.population[keep]), quadkey=tuple(places.quadkey[i] for i in keep))
-
-
 class ReverseGeocoder:
     """Nearest populated place from offline data, loaded for one region plus a buffer ring.
 
@@ -332,6 +242,7 @@ class ReverseGeocoder:
         self.places: Places | None = None
         self.coverage = Coverage(())
         self._tree: cKDTree | None = None
+        self._population: list[int] = []
         self.gained = 0  # places added by the last load (all of them, or only the gained ones in for_region)
 
     def load_region(self, quadkeys: Sequence[str], buffer_ring: int) -> None:
@@ -356,11 +267,11 @@ class ReverseGeocoder:
         keep = np.fromiter((q.startswith(out.prefixes) for q in old.quadkey), dtype=bool, count=len(old))
         gained = scan_places(out.prefixes, self.prefixes, self.path)
         idx = np.flatnonzero(keep)
-        out._use(Places(lat=_frozen(np.concatenate([old.lat[idx], gained.lat])),
-                        lon=_frozen(np.concatenate([old.lon[idx], gained.lon])),
+        out._use(Places(lat=frozen(np.concatenate([old.lat[idx], gained.lat])),
+                        lon=frozen(np.concatenate([old.lon[idx], gained.lon])),
                         name=tuple(old.name[i] for i in idx) + gained.name,
                         country=tuple(old.country[i] for i in idx) + gained.country,
-                        population=_frozen(np.concatenate([old.population[idx], gained.population])),
+                        population=frozen(np.concatenate([old.population[idx], gained.population])),
                         quadkey=tuple(old.quadkey[i] for i in idx) + gained.quadkey))
         out.gained = out.loaded - len(idx)  # places sharing a point with another count once (distinct_points)
         return out
@@ -369,6 +280,7 @@ class ReverseGeocoder:
         places = distinct_points(places)
         self.places, self.coverage = places, Coverage(self.prefixes)
         self._tree = cKDTree(unit_vectors(places.lat, places.lon)) if len(places) else None
+        self._population = places.population.tolist()
 
     @property
     def loaded(self) -> int:
@@ -390,6 +302,33 @@ class ReverseGeocoder:
         return {"place": self.places.name[i], "country": self.places.country[i],
                 "place_population": int(self.places.population[i]),
                 "distance_km": round(chord_to_km(float(chord)), 3)}
+
+    def apply_batch(self, events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """:meth:`apply` of every event, with one KD-tree query for them all (the same answers, in order)."""
+        if self.places is None:
+            raise TransformError("ReverseGeocoder.apply_batch called before load_region")
+        if self._tree is None or not events:
+            return [self.apply(e) for e in events]
+        n = len(events)
+        lat = np.fromiter((float(e["lat"]) for e in events), dtype=np.float64, count=n)
+        lon = np.fromiter((float(e["lon"]) for e in events), dtype=np.float64, count=n)
+        chords, found = self._tree.query(unit_vectors(lat, lon))
+        names, countries, pops = self.places.name, self.places.country, self._population
+        km = [chord_to_km(c) for c in chords.tolist()]
+        covered = self.coverage.covers_many(lon, lat, np.array(km))
+        out: list[dict[str, Any]] = []
+        outside: list[int] = []
+        for k, (d, i, ok) in enumerate(zip(km, found.tolist(), covered, strict=True)):
+            if not ok:  # may lie outside the loaded area: ask all places (below, at once)
+                outside.append(k)
+                out.append({})
+                continue
+            out.append({"place": names[i], "country": countries[i], "place_population": pops[i],
+                        "distance_km": round(d, 3)})
+        if outside:
+            for k, fields in zip(outside, _world(self.path).apply_batch([events[k] for k in outside]), strict=True):
+                out[k] = fields
+        return out
 
 
 @functools.lru_cache(maxsize=2)

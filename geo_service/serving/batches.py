@@ -29,11 +29,10 @@ import functools
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
-
-import numpy as np
+from typing import Any
 
 from geo_service.adapters.aws import Clients, put_enriched, put_json, put_jsonl
 from geo_service.adapters.logs import get_logger, log
@@ -43,17 +42,16 @@ from geo_service.pipeline.buffer import OutputBuffer
 from geo_service.pipeline.consumer import Batch
 from geo_service.pipeline.cost import CostTracker
 from geo_service.pipeline.geofence_events import GeofenceSink
-from geo_service.pipeline.records import BadRecord, Event, decode_event, enriched_record
-from geo_service.pipeline.transform import stateful_of
+from geo_service.pipeline.records import BadRecord, Event
+from geo_service.serving.rows import Decoded, charge, decode_records, line_of, locate, per_event, prepare
 from geo_service.serving.slots import Slot
 from geokernel.contracts.cost import cost_key
-from geokernel.contracts.enriched import enriched_key
-from geokernel.contracts.errors import ContractError
+from geokernel.contracts.enriched import HOUR_MS, enriched_key
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
-from geokernel.contracts.handoff import Marker, Stamp, decode_marker, is_marker, split_stamped
-from geokernel.contracts.quarantine import BAD_STAMP, TRANSFORM_ERROR, geo_quarantine_key
-from geokernel.geo.tiles import arrays_to_quadkeys, tiles_xy
-from geokernel.timestamps import event_time_ms
+from geokernel.contracts.handoff import Marker
+from geokernel.contracts.quarantine import TRANSFORM_ERROR, geo_quarantine_key
+from geokernel.events import ValidEvent
+from geokernel.timestamps import now_ms
 
 #: Seconds between two fetches of the states a slot's held entities wait for (one BatchGetItem per 100 entities).
 FETCH_EVERY_S = 0.25
@@ -61,15 +59,6 @@ FETCH_EVERY_S = 0.25
 STATE_SNAPSHOT_S = 10.0
 #: Least seconds between two ``state_calls`` log lines of a process (the local report times the handoff calls by them).
 CALLS_LOG_EVERY_S = 1.0
-
-
-class Decoded(NamedTuple):
-    """One record of a batch, decoded: an event (with its handoff stamp, if any), a marker or a bad record, and
-    its Kinesis arrival time (epoch seconds; 0 when the reader did not get one)."""
-
-    item: Event | BadRecord | Marker
-    stamp: Stamp | None
-    arrival_s: float
 
 
 @dataclass(frozen=True)
@@ -91,15 +80,6 @@ class FlushResult:
     objects: int
     checkpoints: Mapping[str, str]
     pushed: int = 0
-
-
-def apply_of(slot: Slot) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    """The slot's per-event call: the transform's ``apply``, or for a stateful transform ``apply_stateful`` with the
-    entity's state from the slot's store (:meth:`geo_service.entity.store.EntityStates.applier`), in processing order."""
-    stateful = stateful_of(slot.transform)
-    if stateful is None or slot.states is None:
-        return slot.transform.apply
-    return slot.states.applier(stateful)
 
 
 class BatchProcessor:
@@ -161,19 +141,18 @@ class BatchProcessor:
 
         With state handoff (stamped records, :mod:`geo_service.entity.handoff`) the slot's gate may hold an entity's events
         until its state is here; the shard's checkpoint then stays before them."""
+        t0 = tracker.cpu_timer()
         ms = self._unique_ms()
-        items: list[Decoded] = []
+        items = decode_records(batch.records, slot.stream, self.event_fields, now_ms())
         bad: list[BadRecord] = []
-        for rec in batch.records:
-            source = f"{slot.stream}/{rec.shard_id}/{rec.sequence_number}"
-            items.append(Decoded(*self._decode(rec.data, source), rec.arrival_s))
         buf = slot.output
         before = buf.rows
         self._batch_bad = bad
         try:
-            strays = self._transform(items, slot, tracker, bad, batch.shard_id, ms)
+            strays, cells, measured = self._transform(items, slot, tracker, bad, batch.shard_id, ms)
         finally:
             self._batch_bad = None
+        charge(tracker, cells, tracker.cpu_timer() - t0 + batch.read_cpu_s - measured)  # the whole path, by cell
         rows = buf.rows - before
         if rows or bad or batch.checkpoint_at is not None:
             if buf.since is None:
@@ -189,15 +168,6 @@ class BatchProcessor:
             log(self.log, logging.WARNING, "stray_events", count=len(strays), sample=strays[:5], version=slot.version,
                 worker_id=slot.worker_id, owner=self.owner)
         return BatchResult(len(batch.records), rows, len(strays), len(bad))
-
-    def _decode(self, data: bytes, source: str) -> tuple[Event | BadRecord | Marker, Stamp | None]:
-        try:
-            if is_marker(data):
-                return decode_marker(data), None
-            stamp, body = split_stamped(data)
-        except ContractError as exc:
-            return BadRecord(f"{BAD_STAMP}: {exc}", data.decode("utf-8", errors="replace"), source), None
-        return decode_event(body, source, self.event_fields), stamp
 
     def step_handoff(self, slot: Slot) -> None:
         """The slot's state handoff between batches: write states handed over, fetch states waited for, and give
@@ -310,59 +280,123 @@ class BatchProcessor:
         due, slot.pending_checkpoints = slot.pending_checkpoints, {}
         return due
 
-    def _transform(self, items: list[Decoded], slot: Slot,
-                   tracker: CostTracker, bad: list[BadRecord], shard_id: str, processed_ms: int) -> list[str]:
-        """Run the batch's events through the transform in shard order (behind the slot's handoff gate, if any);
-        rows go to the slot's buffer. Returns the stray event ids."""
+    def _transform(self, items: list[Decoded], slot: Slot, tracker: CostTracker, bad: list[BadRecord],
+                   shard_id: str, processed_ms: int) -> tuple[list[str], list[str], float]:
+        """Run the batch's events through the transform in shard order (behind the slot's handoff gate, if any), the
+        transform's batch form first (:mod:`geo_service.serving.rows`); rows go to the slot's buffer. Returns the stray
+        event ids, every event's cell, and the CPU seconds already charged to cells (per-event transform calls)."""
+        events = [d.item for d in items if isinstance(d.item, ValidEvent)]
+        pids, cells = locate(events, slot, self.grid_zoom)
+        batch = prepare(slot, events)
+        fields_of = per_event(slot, batch)
+        timed = batch.fields is None and batch.prepared is None  # the transform's only call: charged to its cell
+        if not timed and slot.gate is None:
+            return self._rows(items, batch.fields, fields_of, batch.cpu_s, pids, cells, slot, tracker, bad, shard_id,
+                              processed_ms), cells, 0.0
         strays: list[str] = []
-        events = [d.item for d in items if isinstance(d.item, Event)]
-        located = iter(self._locate(events, slot) if events else [])
-        apply = apply_of(slot)
+        measured = [0.0]
+        share = batch.cpu_s / len(events) if events else 0.0
 
-        def run(ev: Event, pid: str, stray: bool, qk: str) -> None:
+        def run(k: int, ev: Event, is_plain: bool, pid: str, stray: bool, qk: str) -> None:
             started = time.perf_counter()
+            t0 = tracker.cpu_timer() if timed else 0.0
             try:
-                fields = tracker.measure(qk, lambda: apply(ev.fields))
-                row = enriched_record(ev, fields, spec_version=slot.version, partition_id=pid,
-                                      worker_id=slot.worker_id, stray=stray, owner=self.owner,
-                                      processed_at=processed_ms if self._batch_bad is not None else self._unique_ms())
-                pushes = self.sink.entries(row) if self.sink is not None else []  # a bad transition: as an error
+                fields = fields_of(k, ev)
+                pushes = self._pushes(ev, fields)  # a bad transition: as a transform error
             except Exception as exc:
-                self.metrics.transformed(time.perf_counter() - started, failed=True)
-                failed = BadRecord(f"{TRANSFORM_ERROR}: {type(exc).__name__}: {exc} for event {ev.event_id!r}",
-                                   json.dumps(ev.fields, default=str), f"{slot.stream}/{shard_id}/event:{ev.event_id}")
+                failed = self._failed(ev, exc, slot, shard_id, time.perf_counter() - started)
                 if self._batch_bad is not None:
                     self._batch_bad.append(failed)
                 else:
                     slot.output.bad.append(failed.to_dict())
                 return
-            self.metrics.transformed(time.perf_counter() - started)
-            slot.output.add(json.dumps(row, separators=(",", ":"), default=str), event_time_ms(ev.fields))
+            finally:
+                spent = tracker.cpu_timer() - t0 if timed else 0.0
+                measured[0] += spent if self._batch_bad is not None else 0.0
+                tracker.record(qk, spent)
+            self.metrics.transformed(time.perf_counter() - started + share)
+            at = processed_ms if self._batch_bad is not None else self._unique_ms()
+            slot.output.add(line_of(ev, is_plain, fields, slot, pid, stray, self.owner, at), ev.ts_ms)
             slot.output.pushes += pushes
 
-        for it, stamp, arrival_s in items:
-            if not isinstance(it, Event):
+        k = 0
+        for it, stamp, arrival_s, is_plain in items:
+            if not isinstance(it, ValidEvent):  # ValidEvent: the class of the alias Event
                 self._other(it, slot, bad, shard_id, arrival_s)
                 continue
-            owner_i, qk = next(located)
-            pid = slot.spec.partitions[int(owner_i)].id
-            stray = pid not in slot.partition_ids
+            pid, stray = pids[k], pids[k] not in slot.partition_ids
             if stray:
                 strays.append(it.event_id)
-            call = functools.partial(run, it, pid, stray, str(qk))
             if slot.gate is None:
-                call()
+                run(k, it, is_plain, pid, stray, cells[k])
             else:
-                slot.gate.offer(it.entity_id, stamp, shard_id, call)
+                slot.gate.offer(it.entity_id, stamp, shard_id, functools.partial(run, k, it, is_plain, pid, stray, cells[k]))
+            k += 1
+        return strays, cells, measured[0]
+
+    def _rows(self, items: list[Decoded], got: list[dict[str, Any]] | None,
+              fields_of: Callable[[int, Event], dict[str, Any]], batch_cpu_s: float, pids: list[str], cells: list[str],
+              slot: Slot, tracker: CostTracker, bad: list[BadRecord], shard_id: str, processed_ms: int) -> list[str]:
+        """The rows of an ungated batch whose transform ran for the whole batch: its batch form's fields ``got``, or
+        a prepared stateful transform's per-event rest (``fields_of``) called here. One loop; the lines go to the
+        buffer by event hour at the end, the events are counted by cell (their CPU is the batch's, charged by the
+        caller). Returns the stray event ids."""
+        strays: list[str] = []
+        owner, partition_ids, perf = self.owner, slot.partition_ids, time.perf_counter
+        hours: dict[int, list[str]] = {}
+        spent = 0.0
+        k = 0
+        for it, _stamp, arrival_s, is_plain in items:
+            if not isinstance(it, ValidEvent):  # ValidEvent: the class of the alias Event
+                self._other(it, slot, bad, shard_id, arrival_s)
+                continue
+            pid = pids[k]
+            stray = pid not in partition_ids
+            if stray:
+                strays.append(it.event_id)
+            if got is not None:
+                fields = got[k]
+            else:
+                started = perf()
+                try:
+                    fields = fields_of(k, it)
+                except Exception as exc:
+                    bad.append(self._failed(it, exc, slot, shard_id, perf() - started))
+                    k += 1
+                    continue
+                finally:
+                    spent += perf() - started
+            if self.sink is not None:
+                try:
+                    slot.output.pushes += self._pushes(it, fields)
+                except ValueError as exc:  # a bad transition: as a transform error
+                    bad.append(self._failed(it, exc, slot, shard_id, 0.0))
+                    k += 1
+                    continue
+            ms = it.ts_ms  # by the hour of geokernel.contracts.enriched.event_hour
+            hours.setdefault(ms - ms % HOUR_MS, []).append(line_of(it, is_plain, fields, slot, pid, stray, owner,
+                                                                   processed_ms))
+            k += 1
+        for hour, lines in hours.items():
+            slot.output.add_hour(hour, lines)
+        if k:
+            self.metrics.transformed_many(batch_cpu_s / k + spent / k, k)
+        for qk, n in Counter(cells).items():
+            tracker.record(qk, 0.0, events=n)
         return strays
 
-    def _locate(self, events: list[Event], slot: Slot) -> list[tuple[Any, Any]]:
-        """Each event's owning partition index in the slot's spec and its grid quadkey (vectorised)."""
-        lon = np.array([e.lon for e in events])
-        lat = np.array([e.lat for e in events])
-        owners = slot.index.locate(lon, lat, [e.entity_id for e in events])
-        gx, gy = tiles_xy(lon, lat, self.grid_zoom)
-        return list(zip(owners, arrays_to_quadkeys(gx, gy, self.grid_zoom), strict=True))
+    def _pushes(self, ev: Event, fields: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The ``PutEvents`` entries of an event's geofence transitions when a bus is set (none without a sink or
+        transitions: :meth:`geo_service.pipeline.geofence_events.GeofenceSink.entries`)."""
+        if self.sink is None or not fields.get("transitions"):
+            return []
+        return self.sink.entries({**ev.fields, **fields})
+
+    def _failed(self, ev: Event, exc: Exception, slot: Slot, shard_id: str, seconds: float) -> BadRecord:
+        """The quarantine record of an event its transform raised on after ``seconds`` (a transform error)."""
+        self.metrics.transformed(seconds, failed=True)
+        return BadRecord(f"{TRANSFORM_ERROR}: {type(exc).__name__}: {exc} for event {ev.event_id!r}",
+                         json.dumps(ev.fields, default=str), f"{slot.stream}/{shard_id}/event:{ev.event_id}")
 
     @staticmethod
     def _other(it: BadRecord | Marker, slot: Slot, bad: list[BadRecord], shard_id: str, arrival_s: float) -> None:

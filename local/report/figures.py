@@ -7,8 +7,8 @@ lines, each worker-window as a small dot (red when over the cap), partial window
 hollow rings (a triangle near the top when off the scale, as the warm-up backlog is); the
 cap and the 110 % limit as lines, and the windows outside the measured span shaded. A
 thin middle panel shows when the scenario moves the load and when the flips happened; the
-bottom panel the measured cost (CPU of the transform per worker-window, from the workers'
-cost reports).
+bottom panel the measured cost (the worker's whole-path CPU per worker-window: its reads, decode,
+transform and rows; from the workers' cost reports).
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def _cpu_panel(ax: Any, load: WorkerLoad, x: np.ndarray) -> None:
     if not np.nansum(hi):
         ax.text(0.5, 0.5, "no cost report covers a counted worker-window", transform=ax.transAxes, ha="center",
                 va="center", fontsize=9, color="dimgrey")
-    ax.set_ylabel(f"transform CPU, ms\nper {load.window_s:g}s window")
+    ax.set_ylabel(f"worker CPU (whole path), ms\nper {load.window_s:g}s window")
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 

@@ -42,7 +42,7 @@ def utilisation_section(state: RunState, load: WorkerLoad) -> list[str]:
            if load.counted[k][i] and load.cpu_known[k][i]]
     if cpu and sum(n for *_, n in cpu):
         busiest = max(cpu, key=lambda x: x[1])
-        lines.append(f"  measured cost (workers' cost reports, transform CPU): {1e6 * sum(c for _, c, _ in cpu) / sum(n for *_, n in cpu):.0f} "
+        lines.append(f"  measured cost (workers' cost reports, whole-path CPU): {1e6 * sum(c for _, c, _ in cpu) / sum(n for *_, n in cpu):.0f} "
                      f"us per event; busiest worker-window {1e3 * busiest[1]:.0f} ms CPU ({busiest[0]}, "
                      f"{100 * busiest[1] / load.window_s:.1f}% of one core)")
     header = "  " + f"{'window at (run s)':<18}" + "".join(f"{load.window_start(i) - t:>6.0f}" for i in range(load.n_windows))

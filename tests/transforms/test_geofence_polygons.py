@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import shapely
 from hypothesis import example, given, settings
@@ -333,3 +334,27 @@ def test_a_file_is_parsed_once_while_it_is_unchanged(tmp_path: Path) -> None:
     write(tmp_path, feat("B", poly(SQUARE)), feat("C", poly(HOLE)))
     # THEN the second read is the first's (immutable) zones, and the rewrite is read anew
     assert again is first and [z.id for z in zones_of(path, "id")] == ["B", "C"]
+
+
+def test_the_batch_join_and_the_prepared_steps_equal_the_per_event_ones() -> None:
+    # GIVEN the shipped zones and 2,000 points around the replay's places (inside cores, metros, holes and between)
+    from local.dataset import load_places
+    places = load_places("world")
+    rng = np.random.default_rng(7)
+    pick = rng.integers(0, len(places.lat), 2000)
+    events = [{"event_id": f"e{i}", "entity_id": f"c{i % 50}", "ts": T0_MS + 1000 * i,
+               "lat": float(places.lat[j]) + float(rng.normal(0, 0.05)),
+               "lon": float(places.lon[j]) + float(rng.normal(0, 0.05))} for i, j in enumerate(pick)]
+    t = GeofencePolygons()
+    t.load_region([""], 1)
+    # WHEN the zones come from one tree query for the batch, and the stateful steps from the prepared zones
+    batch = t.fences.zones_batch(events)
+    prepared = t.prepare_batch(events)
+    # THEN they equal the per-event join, and each prepared step the per-event step, state for state
+    assert batch == [t.fences.apply(e)["zones"] for e in events]
+    assert sum(1 for z in batch if z) > 500
+    states: dict[str, Any] = {}
+    for e, p in zip(events, prepared, strict=True):
+        one = t.apply_stateful(e, states.get(e["entity_id"]))
+        assert t.apply_prepared(e, states.get(e["entity_id"]), p) == one
+        states[e["entity_id"]] = one.state

@@ -104,3 +104,22 @@ def test_no_lines_when_off_or_disabled(monkeypatch: pytest.MonkeyPatch) -> None:
         m.flush()
     # THEN neither writes a line
     assert off_buf.getvalue() == disabled_buf.getvalue() == ""
+
+
+def test_a_batch_transform_samples_its_events_as_per_event_calls_would() -> None:
+    # GIVEN metrics that saw 600 events transformed one by one in 2 ms each
+    clock, buf = Clock(), io.StringIO()
+    m = WorkerMetrics("alpha", interval_s=60, clock=clock, stream=buf)
+    for _ in range(600):
+        m.transformed(0.002)
+    # WHEN two batches of 2,000 events each are transformed at once, 1 ms and 5 ms per event
+    m.transformed_many(0.001, 2000)
+    m.transformed_many(0.005, 2000)
+    clock.now += 60
+    assert m.tick()
+    # THEN the transform times are a spread of a uniform sample of all 4,600 events: all three times in it, the
+    # batches' in proportion to their events (each ~43 % of the sample), no error counted
+    (doc,) = lines(buf)
+    times = doc[Metric.TRANSFORM_TIME]
+    assert set(times) == {1.0, 2.0, 5.0} and len(times) == MAX_VALUES
+    assert 0.3 < times.count(5.0) / len(times) < 0.56 and doc[Metric.TRANSFORM_ERRORS] == [0.0]

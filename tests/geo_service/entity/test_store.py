@@ -24,7 +24,8 @@ from geo_service.pipeline.transform import (
     load_transform,
     stateful_of,
 )
-from geo_service.serving.batches import BatchProcessor, apply_of
+from geo_service.serving.batches import BatchProcessor
+from geo_service.serving.rows import apply_of
 from geo_service.serving.slots import Slot
 
 

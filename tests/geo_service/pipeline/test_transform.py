@@ -10,16 +10,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from geo_service.pipeline.places import PLACES_HEADER, PLACES_PATH, load_places, region_prefixes
 from geo_service.pipeline.transform import (
-    PLACES_HEADER,
-    PLACES_PATH,
     GeoTransform,
     ReverseGeocoder,
     TransformError,
     haversine_km,
-    load_places,
     load_transform,
-    region_prefixes,
 )
 from geokernel.geo.tiles import Tile, bounds, quadkey, quadkey_to_tile, tile
 
@@ -230,7 +227,7 @@ def test_a_carried_region_parses_only_what_it_gains_and_answers_like_a_fresh_loa
 
 def test_places_sharing_coordinates_resolve_the_same_in_every_region() -> None:
     # GIVEN two places of the data at the very same point (Zhuyuan, 6,328 people, and Zhuzilin, 16,800)
-    from geo_service.pipeline.transform import Places, distinct_points
+    from geo_service.pipeline.places import Places, distinct_points
 
     point = {"lat": 22.53811, "lon": 114.01504}
     world, region = ReverseGeocoder(), ReverseGeocoder()
