@@ -44,6 +44,7 @@ from geo_service.pipeline.cost import CostTracker
 from geo_service.pipeline.geofence_events import GeofenceSink
 from geo_service.pipeline.records import BadRecord, Event
 from geo_service.serving.rows import Decoded, charge, decode_records, line_of, locate, per_event, prepare
+from geo_service.serving.slot_states import SlotStates
 from geo_service.serving.slots import Slot
 from geokernel.contracts.cost import cost_key
 from geokernel.contracts.enriched import HOUR_MS, enriched_key
@@ -52,13 +53,6 @@ from geokernel.contracts.handoff import Marker
 from geokernel.contracts.quarantine import TRANSFORM_ERROR, geo_quarantine_key
 from geokernel.events import ValidEvent
 from geokernel.timestamps import now_ms
-
-#: Seconds between two fetches of the states a slot's held entities wait for (one BatchGetItem per 100 entities).
-FETCH_EVERY_S = 0.25
-#: Seconds between two snapshots of a stateful slot's states, which its checkpoints move with (one PutObject each).
-STATE_SNAPSHOT_S = 10.0
-#: Least seconds between two ``state_calls`` log lines of a process (the local report times the handoff calls by them).
-CALLS_LOG_EVERY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -119,22 +113,31 @@ class BatchProcessor:
         self.control_table = control_table
         self.metrics = metrics or WorkerMetrics("", interval_s=0, clock=monotonic)
         self.sink = sink
-        self._handoffs: HandoffStore | None = None
+        self.states = SlotStates(clients, control_table, output_bucket, owner, wall=wall, monotonic=monotonic,
+                                 logger=get_logger())
         #: The batch being processed collects its transform errors here; a held event released later writes its
         #: error straight into its slot's buffer.
         self._batch_bad: list[BadRecord] | None = None
         self.log = get_logger()
         self._last_ms = 0
         self._last_cost_s = 0
-        self._calls_logged: tuple[float, dict[str, int]] = (0.0, {})  # the last state_calls line: (when, calls)
 
     @property
     def handoffs(self) -> HandoffStore:
-        """The state handoff's AWS side (made on first use: only a stateful slot needs it)."""
-        if self._handoffs is None:
-            self._handoffs = HandoffStore(self.clients.dynamodb, self.control_table, self.clients.s3,
-                                          self.output_bucket, wall=self.wall, clock=self.monotonic)
-        return self._handoffs
+        """The state handoff's AWS side (:attr:`geo_service.serving.slot_states.SlotStates.store`)."""
+        return self.states.store
+
+    def step_handoff(self, slot: Slot) -> None:
+        """The slot's state handoff between batches (:meth:`geo_service.serving.slot_states.SlotStates.step`)."""
+        self.states.step(slot)
+
+    def restore_states(self, slot: Slot) -> None:
+        """A slot taken over starts from its last holder's states (:meth:`~geo_service.serving.slot_states.SlotStates.restore`)."""
+        self.states.restore(slot)
+
+    def save_states(self, slot: Slot, *, final: bool) -> None:
+        """Write the slot's states (:meth:`geo_service.serving.slot_states.SlotStates.save`)."""
+        self.states.save(slot, final=final)
 
     def process(self, batch: Batch, slot: Slot, tracker: CostTracker) -> BatchResult:
         """Transform ``batch`` read from ``slot``'s shard into the slot's buffer (written by :meth:`flush`).
@@ -169,67 +172,6 @@ class BatchProcessor:
                 worker_id=slot.worker_id, owner=self.owner)
         return BatchResult(len(batch.records), rows, len(strays), len(bad))
 
-    def step_handoff(self, slot: Slot) -> None:
-        """The slot's state handoff between batches: write states handed over, fetch states waited for, and give
-        up on those held too long (:mod:`geo_service.entity.handoff`)."""
-        gate = slot.gate
-        if gate is None:
-            return
-        gate.recheck()
-        now = self.monotonic()
-        wants = gate.fetches()
-        waited, crossed = len(gate.waits), gate.crossings
-        if wants and now >= slot.next_fetch:
-            slot.next_fetch = now + FETCH_EVERY_S
-            gate.receive(self.handoffs.get(wants))
-        late = {e: gate.describe(e) for e, w in gate.wanted.items() if now - w.since > gate.wait_s}
-        for e in gate.expire():
-            log(self.log, logging.WARNING, "state_not_handed_over", entity_id=e, waited_s=gate.wait_s,
-                gate=late.get(e), version=slot.version, worker_id=slot.worker_id, owner=self.owner)
-        handed = gate.outbox
-        answered: list[float] = []
-        if handed:
-            self.handoffs.put(handed)
-            gate.outbox = []
-            written = self.wall()
-            answered = [round(max(0.0, written - h.asked_at), 3) for h in handed if h.asked_at]
-        if handed or len(gate.waits) > waited:
-            # one line per step that moved states: the local report's handoff latency and calls per event;
-            # answered_s: per state written for a marker, seconds since the router put that marker (the old
-            # slot's part of the new slot's wait)
-            log(self.log, logging.INFO, "state_handoff", handed=len(handed),
-                waits_s=[round(w, 3) for w in gate.waits[waited:]], answered_s=answered,
-                crossings=gate.crossings - crossed,
-                calls=dict(self.handoffs.calls),
-                version=slot.version, worker_id=slot.worker_id, owner=self.owner)
-        self._log_calls(now)
-        if slot.output.rows and slot.output.since is None:
-            slot.output.since = self.monotonic()
-
-    def _log_calls(self, now: float) -> None:
-        """A ``state_calls`` line (the handoff's calls so far, per API) at most every :data:`CALLS_LOG_EVERY_S` while
-        they change: the local report splits the calls between steady state and swaps by these times."""
-        calls = dict(self.handoffs.calls)
-        at, logged = self._calls_logged
-        if calls != logged and now - at >= CALLS_LOG_EVERY_S:
-            self._calls_logged = (now, calls)
-            log(self.log, logging.INFO, "state_calls", calls=calls, owner=self.owner)
-
-    def restore_states(self, slot: Slot) -> None:
-        """A slot taken over starts from the states its last holder wrote with its checkpoints; a slot that has no
-        checkpoint yet never had any (they move together), so it reads nothing."""
-        lease = slot.leases.lease
-        if slot.gate is None or slot.states is None or lease is None or not lease.checkpoint:
-            return
-        snap = self.handoffs.latest(slot.version, slot.worker_id)
-        if snap is not None:
-            slot.states.restore(snap, f"s3://{self.output_bucket}/state/v{slot.version}/{slot.worker_id}")
-
-    def save_states(self, slot: Slot, *, final: bool) -> None:
-        """Write the slot's states (after its output, before its checkpoints; ``final`` when it drained)."""
-        if slot.gate is not None and slot.states is not None and (final or slot.states.n or slot.states.gone):
-            self.handoffs.save(slot.version, slot.worker_id, slot.states.snapshot(), final=final)
-
     def flush(self, slot: Slot, final: bool = False) -> FlushResult | None:
         """Write the slot's buffer (one object per event hour, one for quarantine), put its geofence transitions, then
         move its checkpoints (a stateful slot's with a snapshot of its states: :meth:`_checkpoints_due`; ``final`` on
@@ -256,29 +198,13 @@ class BatchProcessor:
             put = self.sink.put(buf.pushes)
             log(self.log, logging.INFO, "geofence_events_put", events=put.entries, calls=put.calls,
                 retried=put.retried, version=slot.version, worker_id=slot.worker_id, owner=self.owner)
-        checkpoints = self._checkpoints_due(slot, buf.checkpoints, final)
+        checkpoints = self.states.checkpoints_due(slot, buf.checkpoints, final)
         if checkpoints:
             slot.leases.checkpoint_many(checkpoints)
         result = FlushResult(buf.rows, len(buf.bad), objects, checkpoints, len(buf.pushes))
         self.metrics.written(result.rows, result.quarantined, self.monotonic() - (buf.since or self.monotonic()))
         slot.output = OutputBuffer()
         return result
-
-    def _checkpoints_due(self, slot: Slot, new: Mapping[str, str], final: bool) -> dict[str, str]:
-        """The checkpoints a flush moves: all of them for a stateless slot; for a stateful one (a handoff gate) only
-        together with a snapshot of its states, at most every :data:`STATE_SNAPSHOT_S` and on its last flush
-        (``final``). A successor re-reads from the checkpoint onto the snapshot, whose event numbers make what it
-        already includes copies; one snapshot per flush would cost a ``PutObject`` per flush."""
-        if slot.gate is None:
-            return dict(new)
-        slot.pending_checkpoints.update(new)
-        now = self.monotonic()
-        if not slot.pending_checkpoints or (not final and now - slot.states_saved_at < STATE_SNAPSHOT_S):
-            return {}
-        self.save_states(slot, final=False)
-        slot.states_saved_at = now
-        due, slot.pending_checkpoints = slot.pending_checkpoints, {}
-        return due
 
     def _transform(self, items: list[Decoded], slot: Slot, tracker: CostTracker, bad: list[BadRecord],
                    shard_id: str, processed_ms: int) -> tuple[list[str], list[str], float]:

@@ -312,7 +312,7 @@ class SlotRunner:
             if s.reader is not None and batch.spaced:
                 wait = min(wait, s.reader.ready_in())
             if s.gate is not None and s.gate.wanted:
-                # entities held for a state from another slot: fetch it every FETCH_EVERY_S, not every poll
+                # entities held for a state from another slot: fetch it every slot_states.FETCH_EVERY_S, not every poll
                 wait = min(wait, s.next_fetch - now)
         return max(wait, 0.001)
 
