@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from geo_service.adapters.logs import EVENT_KEY, read_line
 from geo_service.pipeline.geofence_events import details_of
 from geokernel.contracts.enriched import EnrichedRecord
 from local.loops import LoopThread
@@ -145,17 +146,15 @@ def compare(records: Iterable[EnrichedRecord], received: Sequence[dict[str, Any]
 
 
 def worker_puts(logs: Iterable[Path]) -> Puts:
-    """The sums of the workers' ``geofence_events_put`` log lines (JSON lines; other lines are skipped)."""
+    """The sums of the workers' ``geofence_events_put`` log lines (:func:`geo_service.adapters.logs.read_line`; other
+    lines are skipped)."""
     events = calls = retried = 0
     for path in logs:
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             if '"geofence_events_put"' not in line:
                 continue
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(doc, dict) or doc.get("event") != "geofence_events_put":
+            doc = read_line(line)  # the worker's Powertools line: its event is the message
+            if doc is None or doc.get(EVENT_KEY) != "geofence_events_put":
                 continue
             events, calls, retried = (events + int(doc.get("events", 0)), calls + int(doc.get("calls", 0)),
                                       retried + int(doc.get("retried", 0)))

@@ -3,11 +3,13 @@ the output's transitions, deduplicated by IdempotencyKey; the loop's bus, rule a
 
 from __future__ import annotations
 
-import json
+import io
+import logging
 import uuid
 from pathlib import Path
 from typing import Any
 
+from geo_service.adapters.logs import configure, get_logger, log
 from geo_service.pipeline.geofence_events import DETAIL_TYPE, SOURCE, GeofenceSink, details_of
 from geokernel.contracts.enriched import EnrichedRecord
 from local.aws import EmbeddedAws, Names, SerialMotoServer
@@ -58,13 +60,29 @@ def test_a_lost_an_unexpected_and_a_changed_event_each_fail_it() -> None:
     assert [e.split(":")[0] for e in got.examples] == ["missing", "extra", "differing"]
 
 
+def _worker_lines(*lines: tuple[str, dict[str, int]]) -> str:
+    """Log lines as a worker writes them (geo_service.adapters.logs: the Powertools schema, the event as message)."""
+    logger = get_logger()
+    before = (list(logger.handlers), logger.level, logger.propagate)
+    buf = io.StringIO()
+    configure(buf)
+    try:
+        for event, fields in lines:
+            log(logger, logging.INFO, event, **fields)
+    finally:
+        logger.handlers[:] = before[0]
+        logger.setLevel(before[1])
+        logger.propagate = before[2]
+    return buf.getvalue()
+
+
 def test_the_workers_put_lines_are_summed(tmp_path: Path) -> None:
     # GIVEN two workers' logs with put lines among others (and a line cut short by a kill)
-    (tmp_path / "worker-1.log").write_text("\n".join([
-        json.dumps({"event": "geofence_events_put", "events": 12, "calls": 2, "retried": 1}),
-        json.dumps({"event": "state_handoff", "handed": 3}), '{"event": "geofence_events_put", "ev']))
-    (tmp_path / "worker-2.log").write_text(json.dumps({"event": "geofence_events_put", "events": 3, "calls": 1,
-                                                       "retried": 0}) + "\n")
+    (tmp_path / "worker-1.log").write_text(_worker_lines(
+        ("geofence_events_put", {"events": 12, "calls": 2, "retried": 1}), ("state_handoff", {"handed": 3}))
+        + '{"level":"INFO","message":"geofence_events_put","ev')
+    (tmp_path / "worker-2.log").write_text(_worker_lines(("geofence_events_put", {"events": 3, "calls": 1,
+                                                                                  "retried": 0})))
     # THEN the sums are what they put
     assert worker_puts(sorted(tmp_path.glob("worker-*.log"))) == Puts(15, 3, 1)
 
