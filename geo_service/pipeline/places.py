@@ -1,7 +1,9 @@
 """The reverse geocoder's places: the offline GeoNames file, read for a region's quadkey prefixes only.
 
 ``geo_service/pipeline/data/places.csv.gz`` holds the places with >= 1000 people (built by
-``geo_service/pipeline/data/build_places.py``). Each CSV row starts with the place's zoom-24 quadkey, so a row outside
+``geo_service/pipeline/data/build_places.py``; each row ``quadkey,lat,lon,name,country,population,admin1,timezone``, the
+last two GeoNames' first-level division key, such as ``GB.ENG``, and IANA time zone, such as ``Europe/London``, empty when
+GeoNames gives none). Each CSV row starts with the place's zoom-24 quadkey, so a row outside
 the region is rejected by a string-prefix test before parsing (:func:`scan_places`); :func:`region_prefixes` gives the
 prefixes of a region plus its buffer ring (:class:`geo_service.pipeline.transform.ReverseGeocoder` loads them).
 """
@@ -23,7 +25,7 @@ from geo_service.errors import TransformError
 from geokernel.geo.tiles import Tile, parse_quadkey, quadkey, quadkey_to_tile
 
 PLACES_PATH = Path(__file__).with_name("data") / "places.csv.gz"
-PLACES_HEADER = "quadkey,lat,lon,name,country,population"
+PLACES_HEADER = "quadkey,lat,lon,name,country,population,admin1,timezone"
 
 
 def ring_tiles(t: Tile, ring: int) -> list[Tile]:
@@ -61,7 +63,8 @@ def region_prefixes(quadkeys: Iterable[str], buffer_ring: int) -> tuple[str, ...
 
 @dataclass(frozen=True)
 class Places:
-    """Places loaded for one region (parallel arrays)."""
+    """Places loaded for one region (parallel arrays). ``admin1`` is GeoNames' key of the place's first-level
+    division (``"GB.ENG"``), ``timezone`` its IANA time zone (``"Europe/London"``); each ``""`` when GeoNames has none."""
 
     lat: npt.NDArray[np.float64]
     lon: npt.NDArray[np.float64]
@@ -69,6 +72,8 @@ class Places:
     country: tuple[str, ...]
     population: npt.NDArray[np.int64]
     quadkey: tuple[str, ...]
+    admin1: tuple[str, ...]
+    timezone: tuple[str, ...]
 
     def __len__(self) -> int:
         return len(self.name)
@@ -106,17 +111,20 @@ def scan_places(want: Sequence[str], exclude: Sequence[str], path: Path = PLACES
     countries: list[str] = []
     pops: list[int] = []
     qks: list[str] = []
+    admin1s: list[str] = []
+    zones: list[str] = []
     try:
         with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
             header = f.readline().strip()
             if header != PLACES_HEADER:
-                raise TransformError(f"{str(path)!r}: header must be {PLACES_HEADER!r}, got {header!r}")
+                raise TransformError(f"{str(path)!r}: header must be {PLACES_HEADER!r}, got {header!r} "
+                                     f"(rebuild it: python -m geo_service.pipeline.data.build_places)")
             numbered = ((n, line) for n, line in enumerate(f, start=2)
                         if line.startswith(want) and not (exclude and line.startswith(exclude)))
             for n, line in numbered:
                 row = next(csv.reader([line]))
                 try:
-                    qk, la, lo, name, cc, pop = row
+                    qk, la, lo, name, cc, pop, admin1, zone = row
                     lat.append(float(la))
                     lon.append(float(lo))
                     pops.append(int(pop))
@@ -125,11 +133,13 @@ def scan_places(want: Sequence[str], exclude: Sequence[str], path: Path = PLACES
                 names.append(name)
                 countries.append(cc)
                 qks.append(qk)
+                admin1s.append(admin1)
+                zones.append(zone)
     except OSError as exc:
         raise TransformError(f"cannot read places file {str(path)!r}: {exc}") from exc
     return Places(lat=frozen(np.array(lat, dtype=np.float64)), lon=frozen(np.array(lon, dtype=np.float64)),
                   name=tuple(names), country=tuple(countries), population=frozen(np.array(pops, dtype=np.int64)),
-                  quadkey=tuple(qks))
+                  quadkey=tuple(qks), admin1=tuple(admin1s), timezone=tuple(zones))
 
 
 def frozen(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -153,6 +163,7 @@ def distinct_points(places: Places) -> Places:
     keep = np.sort(order[first])
     return Places(lat=frozen(places.lat[keep]), lon=frozen(places.lon[keep]),
                   name=tuple(places.name[i] for i in keep), country=tuple(places.country[i] for i in keep),
-                  population=frozen(places.population[keep]), quadkey=tuple(places.quadkey[i] for i in keep))
+                  population=frozen(places.population[keep]), quadkey=tuple(places.quadkey[i] for i in keep),
+                  admin1=tuple(places.admin1[i] for i in keep), timezone=tuple(places.timezone[i] for i in keep))
 
 

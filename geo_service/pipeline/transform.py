@@ -21,7 +21,8 @@ nothing else, and the worker falls back to them for a batch whose batch call rai
 alone, as before).
 
 :class:`ReverseGeocoder` (the default) returns the nearest populated place (name,
-country, population, great-circle distance in km) from ``geo_service/pipeline/data/places.csv.gz``
+country, population, great-circle distance in km, GeoNames first-level division key and IANA time zone) from
+``geo_service/pipeline/data/places.csv.gz``
 (geonames places with >= 1000 people, built by ``geo_service/pipeline/data/build_places.py``).
 It keeps **only** the places inside the region's tiles plus ``buffer_ring`` rings of
 same-zoom neighbour tiles around each (the catch-all quadkey ``""`` is the whole world),
@@ -32,6 +33,10 @@ distance, so the nearest by chord is the nearest on the sphere).
 
 Notes
 -----
+``country``, ``admin1`` and ``timezone`` are the nearest *place's*, not those of where the event is: they come from no
+boundary or polygon, so near a border, a division's edge or a time-zone line they can be those of the place across it
+(docs/TRANSFORM.md, "The default geocoder: what it answers, and where it is wrong").
+
 When the nearest loaded place is farther than the loaded area surely reaches around the point (:mod:`.coverage`),
 or the region holds no place (open sea; a few fine cells of countryside), the answer comes from all places (loaded
 once, on first need). Places are points: loading them by where they lie is right at every zoom (zones: :mod:`.extent`).
@@ -272,7 +277,9 @@ class ReverseGeocoder:
                         name=tuple(old.name[i] for i in idx) + gained.name,
                         country=tuple(old.country[i] for i in idx) + gained.country,
                         population=frozen(np.concatenate([old.population[idx], gained.population])),
-                        quadkey=tuple(old.quadkey[i] for i in idx) + gained.quadkey))
+                        quadkey=tuple(old.quadkey[i] for i in idx) + gained.quadkey,
+                        admin1=tuple(old.admin1[i] for i in idx) + gained.admin1,
+                        timezone=tuple(old.timezone[i] for i in idx) + gained.timezone))
         out.gained = out.loaded - len(idx)  # places sharing a point with another count once (distinct_points)
         return out
 
@@ -288,11 +295,18 @@ class ReverseGeocoder:
         return 0 if self.places is None else len(self.places)
 
     def apply(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        """Return ``place``, ``country``, ``place_population`` and ``distance_km`` (None when the file has no place)."""
+        """Return ``place``, ``country``, ``place_population``, ``distance_km``, ``admin1`` and ``timezone`` of the
+        nearest place (all None when the file has no place).
+
+        ``admin1`` is GeoNames' key of the place's first-level division, ``"<country code>.<admin1 code>"`` as GeoNames
+        writes it (``"GB.ENG"``, ``"US.CA"``, ``"FR.11"``), None when GeoNames gives the place no admin1 code;
+        ``timezone`` is its IANA time zone name (``"Europe/London"``), None when it has none.
+        """
         if self.places is None:
             raise TransformError("ReverseGeocoder.apply called before load_region")
         if self._tree is None:  # no place in the region: ask all places, unless all were loaded (there is none)
-            nothing = {"place": None, "country": None, "place_population": None, "distance_km": None}
+            nothing = {"place": None, "country": None, "place_population": None, "distance_km": None,
+                       "admin1": None, "timezone": None}
             return nothing if self.prefixes == ("",) else _world(self.path).apply(event)
         lat, lon = float(event["lat"]), float(event["lon"])
         chord, i = self._tree.query(unit_vectors(lat, lon))
@@ -301,7 +315,8 @@ class ReverseGeocoder:
         i = int(i)
         return {"place": self.places.name[i], "country": self.places.country[i],
                 "place_population": int(self.places.population[i]),
-                "distance_km": round(chord_to_km(float(chord)), 3)}
+                "distance_km": round(chord_to_km(float(chord)), 3),
+                "admin1": self.places.admin1[i] or None, "timezone": self.places.timezone[i] or None}
 
     def apply_batch(self, events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """:meth:`apply` of every event, with one KD-tree query for them all (the same answers, in order)."""
@@ -314,6 +329,7 @@ class ReverseGeocoder:
         lon = np.fromiter((float(e["lon"]) for e in events), dtype=np.float64, count=n)
         chords, found = self._tree.query(unit_vectors(lat, lon))
         names, countries, pops = self.places.name, self.places.country, self._population
+        admin1s, zones = self.places.admin1, self.places.timezone
         km = [chord_to_km(c) for c in chords.tolist()]
         covered = self.coverage.covers_many(lon, lat, np.array(km))
         out: list[dict[str, Any]] = []
@@ -324,7 +340,7 @@ class ReverseGeocoder:
                 out.append({})
                 continue
             out.append({"place": names[i], "country": countries[i], "place_population": pops[i],
-                        "distance_km": round(d, 3)})
+                        "distance_km": round(d, 3), "admin1": admin1s[i] or None, "timezone": zones[i] or None})
         if outside:
             for k, fields in zip(outside, _world(self.path).apply_batch([events[k] for k in outside]), strict=True):
                 out[k] = fields

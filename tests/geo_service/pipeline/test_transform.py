@@ -43,8 +43,9 @@ def test_known_cities_resolve_to_themselves(world: ReverseGeocoder, lat: float, 
     # GIVEN the whole-world geocoder (catch-all region)
     # WHEN a point near a famous city centre is geocoded
     got = world.apply({"lat": lat, "lon": lon})
-    # THEN the nearest place is that city, within a couple of km
+    # THEN the nearest place is that city, within a couple of km, with its first-level division and time zone
     assert (got["place"], got["country"]) == (name, country)
+    assert got["admin1"].startswith(country + ".") and "/" in got["timezone"]
     assert 0 <= got["distance_km"] < 3.0 and got["place_population"] > 1_000_000
 
 
@@ -60,6 +61,73 @@ def test_distance_is_the_great_circle_distance_to_the_returned_place(world: Reve
                                                abs=0.01)
     nearest = min(haversine_km(lat, lon, a, b) for a, b in zip(world.places.lat, world.places.lon, strict=True))
     assert got["distance_km"] == pytest.approx(nearest, abs=0.01)
+
+
+def test_a_point_in_london_is_in_england_on_london_time(world: ReverseGeocoder) -> None:
+    # GIVEN the whole-world geocoder and a London region's geocoder
+    region = ReverseGeocoder()
+    region.load_region([quadkey(tile(-0.1278, 51.5074, 9))], buffer_ring=1)
+    point = {"lat": 51.5074, "lon": -0.1278}
+    # WHEN a point in central London is geocoded, one event at a time and as a batch
+    # THEN both give GeoNames' key of England and London's IANA time zone
+    for g in (world, region):
+        got = g.apply(point)
+        assert (got["place"], got["admin1"], got["timezone"]) == ("London", "GB.ENG", "Europe/London")
+        assert g.apply_batch([point]) == [got]
+
+
+#: Points near a border, with the nearest place's values (not the point's own, which GeoNames gives in brackets):
+#: Wernstein am Inn (AT.04, Europe/Vienna) across the Inn from Neuburg, Bavaria; Boggabilla (AU.02, Australia/Sydney,
+#: daylight saving) 8 km from Goondiwindi, Queensland (no daylight saving: another clock from October to April).
+BORDER = [
+    (48.50802, 13.461, "Neuburg", "DE", "DE.02", "Europe/Berlin"),
+    (-28.60477, 150.35934, "Goondiwindi", "AU", "AU.04", "Australia/Brisbane"),
+]
+
+
+@pytest.mark.parametrize(("lat", "lon", "place", "country", "admin1", "timezone"), BORDER)
+def test_near_a_border_admin1_and_timezone_are_the_nearest_places(world: ReverseGeocoder, lat: float, lon: float,
+                                                                 place: str, country: str, admin1: str,
+                                                                 timezone: str) -> None:
+    # GIVEN a point near a border or a time-zone line, and a geocoder of its region only
+    region = ReverseGeocoder()
+    region.load_region([quadkey(tile(lon, lat, 10))], buffer_ring=1)
+    point = {"lat": lat, "lon": lon}
+    # WHEN it is geocoded
+    got = world.apply(point)
+    # THEN admin1 and timezone are those of the nearest place across the line, as its country is
+    assert (got["place"], got["country"], got["admin1"], got["timezone"]) == (place, country, admin1, timezone)
+    assert world.places is not None
+    i = min(range(world.loaded), key=lambda k: haversine_km(lat, lon, world.places.lat[k], world.places.lon[k]))
+    assert (world.places.admin1[i], world.places.timezone[i]) == (admin1, timezone)
+    # AND a region's geocoder and the batch form give the same
+    assert region.apply(point) == got and region.apply_batch([point]) == world.apply_batch([point]) == [got]
+
+
+def test_the_batch_form_gives_each_events_admin1_and_timezone(world: ReverseGeocoder) -> None:
+    # GIVEN events around the world (and one far out at sea), the known cities and the border points among them
+    points = [{"lat": la, "lon": lo} for la, lo, *_ in KNOWN + BORDER] + [{"lat": -45.0, "lon": -130.0}]
+    # WHEN they are answered as one batch and one at a time
+    batch = world.apply_batch(points)
+    # THEN each event has the same admin1 and timezone (and every other field) either way
+    assert [(r["admin1"], r["timezone"]) for r in batch] == [(world.apply(p)["admin1"], world.apply(p)["timezone"])
+                                                             for p in points]
+    assert batch == [world.apply(p) for p in points]
+
+
+def test_an_empty_admin1_or_timezone_is_none(tmp_path: Path) -> None:
+    # GIVEN a places file whose only place has no admin1 code and no time zone (GeoNames has 93 places of 1,000
+    # people or more without an admin1 code, 29 of them in Singapore)
+    path = tmp_path / "places.csv.gz"
+    path.write_bytes(gzip.compress(f"{PLACES_HEADER}\n{quadkey(tile(103.85, 1.29, 24))},1.29,103.85,X,SG,5000,,\n"
+                                   .encode()))
+    g = ReverseGeocoder(path)
+    g.load_region([""], 0)
+    # WHEN a point is geocoded
+    got = g.apply({"lat": 1.3, "lon": 103.8})
+    # THEN both fields are None, not "", the same in the batch form
+    assert (got["place"], got["admin1"], got["timezone"]) == ("X", None, None)
+    assert g.apply_batch([{"lat": 1.3, "lon": 103.8}]) == [got]
 
 
 def test_region_loads_only_places_in_its_tiles_plus_the_buffer_ring(world: ReverseGeocoder) -> None:
@@ -115,7 +183,8 @@ def test_a_region_without_places_answers_from_all_places(world: ReverseGeocoder,
         none = ReverseGeocoder(empty)
         none.load_region(region, 1)
         assert none.apply({"lat": 10.0, "lon": -100.0}) == dict.fromkeys(
-            ("place", "country", "place_population", "distance_km"))
+            ("place", "country", "place_population", "distance_km", "admin1", "timezone"))
+        assert none.apply_batch([{"lat": 10.0, "lon": -100.0}]) == [none.apply({"lat": 10.0, "lon": -100.0})]
 
 
 def test_bad_region_and_bad_data_are_named() -> None:
@@ -135,8 +204,8 @@ def test_places_file_with_bad_header_or_row_is_rejected_naming_the_line(tmp_path
     wrong = tmp_path / "wrong.csv.gz"
     wrong.write_bytes(gzip.compress(b"name,lat\nX,1\n"))
     bad = tmp_path / "bad.csv.gz"
-    bad.write_bytes(gzip.compress(b"quadkey,lat,lon,name,country,population\n"
-                                  b"0,1.0,2.0,A,AA,10\n0,north,2.0,B,BB,10\n"))
+    bad.write_bytes(gzip.compress(PLACES_HEADER.encode() + b"\n"
+                                  b"0,1.0,2.0,A,AA,10,AA.01,Etc/UTC\n0,north,2.0,B,BB,10,BB.01,Etc/UTC\n"))
     # WHEN / THEN loading fails naming the file, the header or the line
     with pytest.raises(TransformError, match="header must be"):
         load_places([""], wrong)
@@ -153,7 +222,7 @@ def test_shipped_places_file_is_sorted_and_complete() -> None:
     # WHEN its rows are inspected
     keys = [line.split(",", 1)[0] for line in lines[1:]]
     # THEN it has the header, >100k places, each keyed by its zoom-24 quadkey, sorted
-    assert lines[0] == "quadkey,lat,lon,name,country,population"
+    assert lines[0] == "quadkey,lat,lon,name,country,population,admin1,timezone"
     assert len(keys) > 100_000 and all(len(k) == 24 for k in keys[:1000]) and keys == sorted(keys)
 
 
@@ -239,5 +308,7 @@ def test_places_sharing_coordinates_resolve_the_same_in_every_region() -> None:
     # AND distinct_points keeps one place per coordinate pair, the most populous, in the original order otherwise
     arr = np.array
     p = Places(lat=arr([1.0, 2.0, 1.0]), lon=arr([5.0, 6.0, 5.0]), name=("a", "b", "c"), country=("X",) * 3,
-               population=arr([10, 5, 20]), quadkey=("0", "1", "0"))
-    assert distinct_points(p).name == ("b", "c")
+               population=arr([10, 5, 20]), quadkey=("0", "1", "0"), admin1=("X.1", "X.2", "X.3"),
+               timezone=("Etc/A", "Etc/B", "Etc/C"))
+    kept = distinct_points(p)
+    assert kept.name == ("b", "c") and kept.admin1 == ("X.2", "X.3") and kept.timezone == ("Etc/B", "Etc/C")
