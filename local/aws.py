@@ -7,7 +7,7 @@ variable names as in AWS, ``lambdas/common/config.py``; ``AWS_ENDPOINT_URL`` poi
 moto, credentials are dummies), and :meth:`EmbeddedAws.create_resources` creates the
 ingest stream, the buckets and the DynamoDB tables with the names of
 ``docs/CONTRACTS.md`` under the prefix (default ``georebal-local``), and for a transform whose transitions the workers
-push, the geofence bus with a rule to a queue.
+push, the geofence bus with a rule to a log group.
 
 Notes
 -----
@@ -95,9 +95,10 @@ class Names:
         return f"{self.prefix}-geofence-events"
 
     @property
-    def geofence_queue(self) -> str:
-        """The SQS queue a rule on :attr:`geofence_bus` sends every geofence event to (the report reads it back)."""
-        return f"{self.prefix}-geofence-events"
+    def geofence_log_group(self) -> str:
+        """The CloudWatch Logs group a rule on :attr:`geofence_bus` sends every geofence event to (the report reads it
+        back); under ``/aws/events/``, where the EventBridge console lists a rule's log groups."""
+        return f"/aws/events/{self.prefix}-geofence-events"
 
     @property
     def geo_stream_key(self) -> str:
@@ -259,7 +260,7 @@ class EmbeddedAws:
         ingest_shards
             Shard count of the ingest stream (>= 1).
         geofence_events
-            Also the geofence bus, and a rule sending its geofence events to a queue (:meth:`create_geofence_bus`).
+            Also the geofence bus, and a rule sending its geofence events to a log group (:meth:`create_geofence_bus`).
         """
         if ingest_shards < 1:
             raise ValueError(f"ingest_shards must be >= 1, got {ingest_shards!r}")
@@ -285,25 +286,34 @@ class EmbeddedAws:
 
     def create_geofence_bus(self) -> str:
         """Create the geofence bus and a rule sending our geofence events (source and detail-type of
-        :mod:`geo_service.pipeline.geofence_events`) to a queue; return the queue's URL.
+        :mod:`geo_service.pipeline.geofence_events`) to a CloudWatch Logs group; return the group's name.
 
-        The queue's policy lets EventBridge send from that rule alone, as AWS requires of an SQS target
-        (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-sqs-permissions).
+        Notes
+        -----
+        The group's resource policy lets EventBridge create streams and put events in it, as AWS requires of a Logs
+        target (EventBridge uses no role for it: https://docs.aws.amazon.com/eventbridge/latest/userguide/
+        eb-use-resource-based.html#eb-cloudwatchlogs-permissions). The target is a log group rather than a queue
+        because moto's SQS counts every message of a queue on each send and receive (``Queue.attributes``): at a
+        loop's volume (thousands of transitions) its deliveries slowed until moto stopped answering, while a log
+        group's put is constant-time and :func:`local.report.eventbridge.read_received` reads it once at the end.
         """
         from geo_service.pipeline.geofence_events import DETAIL_TYPE, SOURCE
 
-        events, sqs, names = self.client("events"), self.client("sqs"), self.names
+        events, logs, names = self.client("events"), self.client("logs"), self.names
         events.create_event_bus(Name=names.geofence_bus)
         rule = events.put_rule(Name=names.geofence_bus, EventBusName=names.geofence_bus,
                                EventPattern=json.dumps({"source": [SOURCE], "detail-type": [DETAIL_TYPE]}))["RuleArn"]
-        url = sqs.create_queue(QueueName=names.geofence_queue)["QueueUrl"]
-        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        group = names.geofence_log_group
+        logs.create_log_group(logGroupName=group)
+        arn = logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"][0]["logGroupArn"]
         policy = {"Version": "2012-10-17", "Statement": [{
-            "Effect": "Allow", "Principal": {"Service": "events.amazonaws.com"}, "Action": "sqs:SendMessage",
-            "Resource": arn, "Condition": {"ArnEquals": {"aws:SourceArn": rule}}}]}
-        sqs.set_queue_attributes(QueueUrl=url, Attributes={"Policy": json.dumps(policy)})
-        events.put_targets(Rule=names.geofence_bus, EventBusName=names.geofence_bus, Targets=[{"Id": "queue", "Arn": arn}])
-        return str(url)
+            "Effect": "Allow", "Principal": {"Service": "events.amazonaws.com"},
+            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"], "Resource": f"{arn}:*",
+            "Condition": {"ArnEquals": {"aws:SourceArn": rule}}}]}
+        logs.put_resource_policy(policyName=f"{names.geofence_bus}-rule", policyDocument=json.dumps(policy))
+        events.put_targets(Rule=names.geofence_bus, EventBusName=names.geofence_bus, Targets=[{"Id": "log-group",
+                                                                                                "Arn": arn}])
+        return group
 
 
 def wait_stream_active(kinesis: Any, stream: str, timeout_s: float = 30.0) -> None:

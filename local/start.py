@@ -38,7 +38,7 @@ from local.output import EnrichedReader
 from local.recorded import RecordedLog, ReplayPlan, describe, quarantine_bad_rows
 from local.rejected import build_rejection, keep_rejected
 from local.replay import KPL_EVENTS_PER_RECORD, RecordedReplayer, RecordedTimeline, Replayer
-from local.report.eventbridge import GeofenceConsumer
+from local.report.eventbridge import GeofenceLog
 from local.spark import start_spark, wait_for_spark
 from local.state import RunState, say
 from local.twin import wire_twin
@@ -208,9 +208,8 @@ def _start_components(state: RunState, aws: EmbeddedAws) -> ControlObserver:
                                   specs=wiring.notification(aws.names.specs_bucket),
                                   green_timeout_s=GREEN_TIMEOUT_S, drain_timeout_s=DRAIN_TIMEOUT_S)
     state.output = EnrichedReader(aws.client("s3"), aws.names.output_bucket)
-    if EnvVar.GEOFENCE_EVENT_BUS in handler_env(cfg):  # a consumer of the geofence bus's queue (the report's)
-        sqs = aws.client("sqs")
-        state.geofence = GeofenceConsumer(sqs, sqs.get_queue_url(QueueName=aws.names.geofence_queue)["QueueUrl"])
+    if EnvVar.GEOFENCE_EVENT_BUS in handler_env(cfg):  # the report reads the geofence bus's log group at the end
+        state.geofence = GeofenceLog(aws.client("logs"), aws.names.geofence_log_group)
     return observer
 
 
@@ -219,6 +218,4 @@ def _start_loops(state: RunState, aws: EmbeddedAws) -> None:
     for loop in (state.observer, state.notifier, state.router, state.deployer, state.replayer):
         assert loop is not None
         loop.start()
-    if state.geofence is not None:
-        state.geofence.start()
     arm_faults(state, aws)

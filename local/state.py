@@ -44,7 +44,7 @@ class RunState:
     notifier: ObjectCreatedNotifier | None = None
     router: EventSourceMapping | None = None
     observer: ControlObserver | None = None
-    #: reads the geofence events the loop's bus sends to its queue (local.report.eventbridge), when the workers push
+    #: reads the geofence events the loop's bus sends to its log group (local.report.eventbridge), when the workers push
     geofence: Any = None
     #: the AWS calls of the handlers run in this process (the workers write theirs to <out>/calls/)
     calls: CallLog | None = None

@@ -12,8 +12,9 @@ entity on an older stream arrived before its first record of ``m``: the handover
 (``ROUTER_SPEC_TTL_S`` > 0) an environment that read ``active`` just before the flip routes by the old version for
 up to that long while another already routes by the new one, which can put an entity's later record on the old
 stream after its earlier one on the new (a local CI run processed one entity's v1 record after its v3 record; that
-this was the cause was not shown). One read unit per invocation: at
-100,000 events/s, ~200 invocations/s of 500 records read one item 200 times a second, 7 % of a partition's 3,000.
+this was the cause was not shown). Two read units per invocation that puts (the read, and the flip fence's read
+after the puts, :func:`fence_flip`): at 100,000 events/s, ~200 invocations/s of 500 records read one item 400 times a
+second, 13 % of a partition's 3,000.
 A record is put
 to the active version's geo stream with ``PartitionKey = entity_id`` and ``ExplicitHashKey`` = the
 hash key of the worker owning the event's partition (a split hot cell resolves by entity bucket).
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -73,6 +74,8 @@ class RouteResult:
     quarantined: int
     version: int | None
     reasons: tuple[str, ...] = ()
+    #: the valid records routed by ``version`` (put by this invocation, or by an earlier try of the batch)
+    put_ids: tuple[str, ...] = ()
 
 
 class RoutingTable:
@@ -140,6 +143,15 @@ class ActiveSpecCache:
         now = self._clock()
         if now - self._checked_at < self.ttl_s and self._table is not None:
             return self._table
+        return self._refresh(now)
+
+    def active_version(self) -> int | None:
+        """The active version now: ``pk="active"`` read again whatever the TTL (the flip fence,
+        :func:`fence_flip`), the table following it."""
+        table = self._refresh(self._clock())
+        return None if table is None else table.version
+
+    def _refresh(self, now: float) -> RoutingTable | None:
         active = read_active(self._control)
         self._checked_at = now
         if active is None:
@@ -199,7 +211,9 @@ def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, stre
     lat = np.fromiter((ev.lat for _, ev in valid), dtype=np.float64, count=len(valid))
     if ledger is not None:
         bad_ids, routed, why = _route_with_ledger(valid, lon, lat, table, streams, ledger)
-        return RouteResult(tuple(failed + bad_ids), routed, quarantined, table.version, tuple(reasons + why))
+        bad = set(bad_ids)
+        return RouteResult(tuple(failed + bad_ids), routed, quarantined, table.version, tuple(reasons + why),
+                           tuple(rec.item_id for rec, _ in valid if rec.item_id not in bad))
     keys = table.hash_keys_for(lon, lat, [ev.entity_id for _, ev in valid])
     entries = [PutEntry(ev.raw, ev.entity_id, key) for (_, ev), key in zip(valid, keys, strict=True)]
     put_failed = put_in_entity_order(streams, table.stream_name, entries)
@@ -207,7 +221,49 @@ def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, stre
         reasons.append(f"{len(put_failed)} of {len(entries)} records to {table.stream_name!r} not put (a failed put "
                        f"and its entity's later records)")
     failed += [valid[i][0].item_id for i in put_failed]
-    return RouteResult(tuple(failed), len(entries) - len(put_failed), quarantined, table.version, tuple(reasons))
+    not_put = set(put_failed)
+    return RouteResult(tuple(failed), len(entries) - len(put_failed), quarantined, table.version, tuple(reasons),
+                       tuple(rec.item_id for i, (rec, _) in enumerate(valid) if i not in not_put))
+
+
+def fence_flip(result: RouteResult, active: int | None) -> RouteResult:
+    """The batch's result once ``pk="active"`` was read again after its puts (``active``): unchanged while the
+    version it was routed by is still active, else every record it routed reported failed, to be re-delivered.
+
+    Parameters
+    ----------
+    result : RouteResult
+        What :func:`route_batch` did, routed by ``result.version``.
+    active : int or None
+        The active version read (strongly consistent) after the batch's last put returned.
+
+    Returns
+    -------
+    RouteResult
+
+    Notes
+    -----
+    A blue worker drains once it has seen the flip and read nothing for ``DRAIN_QUIET_S``, then its slot is
+    retired: a record that lands in blue's stream after that is read by no one. An invocation that read ``active``
+    before a flip and put after it (a paced catch-up batch, a slow machine) could land records there; a time bound
+    on the invocation is no guarantee. The fence is exact instead: if the version is still active after the last
+    put returned, the flip comes after every put landed, blue reads them before it drains, and nothing is lost. If
+    it moved, the records are reported failed: the event source mapping re-delivers them (no later record of their
+    entities is routed first: one shard's batches run in order, https://docs.aws.amazon.com/lambda/latest/dg/
+    with-kinesis.html) and they are routed by the new version. A record blue did read is then processed twice:
+    at least once, as everywhere, deduplicated by ``event_id`` (a stateful slot skips a stamp it applied). Costs
+    one more strongly consistent read per invocation that put records. With state handoff the caller rolls its
+    ledger back (:mod:`lambdas.router.handler`), so the records are put again, stamped and with markers, as new;
+    a marker the fenced try already put can hand an entity's state to a slot the re-delivery does not choose
+    (that slot's gate then waits out ``wait_s`` and counts the state lost: the oracle shows it).
+    """
+    if result.version is None or not result.put_ids or active == result.version:
+        return result
+    why = (f"active moved from v{result.version} to v{active} while this batch was routed by v{result.version}: its "
+           f"{len(result.put_ids)} records are reported failed and re-delivered (blue may have drained before they "
+           f"landed)")
+    return replace(result, failed_ids=result.failed_ids + result.put_ids, routed=0, put_ids=(),
+                   reasons=(*result.reasons, why))
 
 
 def put_in_entity_order(streams: GeoStreams, stream: str, entries: Sequence[PutEntry]) -> list[int]:

@@ -58,5 +58,5 @@ def collect_live(state: RunState) -> None:
     state.live["cost_problems"] = problems
     buckets = {"output": aws.names.output_bucket, "snapshots": aws.names.snapshots_bucket}
     state.live["kept"] = [keep(s3, buckets[role], role, state.config.out) for role in KEPT]
-    if state.geofence is not None:  # what the rule on the geofence bus sent to its queue, read during the run too
+    if state.geofence is not None:  # what the rule on the geofence bus sent to its log group
         state.live["geofence_events"] = state.geofence.drain()

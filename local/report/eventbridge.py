@@ -1,9 +1,9 @@
 """The report's EVENTBRIDGE section and invariant: the geofence transitions received on the bus against the output.
 
 With a transform whose transitions the workers push (:func:`local.environment.geofence_events`), the loop creates
-its geofence bus in moto with a rule sending every geofence event to a queue (:meth:`local.aws.EmbeddedAws.
-create_geofence_bus`). :class:`GeofenceConsumer` reads the queue while the run goes on and what is left before
-teardown (:func:`read_received`); :func:`compare` holds what
+its geofence bus in moto with a rule sending every geofence event to a CloudWatch Logs group (:meth:`local.aws.
+EmbeddedAws.create_geofence_bus`). :class:`GeofenceLog` reads the group once the workers stopped
+(:func:`read_received`); :func:`compare` holds what
 arrived against the transitions of the enriched records the workers wrote, both deduplicated by the events'
 ``IdempotencyKey`` (delivery is at least once: a record written again after a takeover is pushed again): every
 transition of the output received, nothing received that the output lacks, and each received event's detail equal
@@ -14,7 +14,6 @@ fails the run. The workers' ``geofence_events_put`` log lines give the ``PutEven
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,6 @@ from typing import Any
 from geo_service.adapters.logs import EVENT_KEY, read_line
 from geo_service.pipeline.geofence_events import details_of
 from geokernel.contracts.enriched import EnrichedRecord
-from local.loops import LoopThread
 
 NAME = ("every geofence transition in the output was received on the EventBridge bus, and nothing else, after "
         "dedupe by IdempotencyKey (local/report/eventbridge.py)")
@@ -63,7 +61,7 @@ class EventBridgeResult:
 
     def section(self) -> list[str]:
         p = self.puts
-        return ["EVENTBRIDGE (the geofence transitions the workers put on the bus, received by a rule into a queue; "
+        return ["EVENTBRIDGE (the geofence transitions the workers put on the bus, received by a rule into a log group; "
                 "local/report/eventbridge.py)", f"  {self.line()}",
                 f"  {self.deliveries} events received ({self.deliveries - self.received} copies of a transition "
                 f"put again, at least once: removed by IdempotencyKey); {self.differing} with a detail differing from "
@@ -73,49 +71,40 @@ class EventBridgeResult:
                 *(f"  e.g. {e}" for e in self.examples)]
 
 
-def read_received(sqs: Any, queue_url: str, limit: int | None = None) -> list[dict[str, Any]]:
-    """The events the rule sent to the queue (each message's body), received and deleted until the queue is empty
-    (or ``limit`` calls were made).
+def read_received(logs: Any, log_group: str) -> list[dict[str, Any]]:
+    """The events the rule sent to the log group (each log event's message, one event as a rule's target gets it),
+    read page by page to the end.
 
     Notes
     -----
-    Deleting what was read keeps moto's queue short: moto 5.2 counts every message of a queue on each
-    ``SendMessage`` (``Queue.attributes``), so a queue left to fill makes each delivery cost as much as the queue
-    holds (:class:`GeofenceConsumer` reads it while the run goes on).
+    A rule puts each event in its own log stream; ``FilterLogEvents`` reads across the group's streams, at most
+    10,000 events a page, the next page by ``nextToken`` (https://docs.aws.amazon.com/AmazonCloudWatchLogs/latest/
+    APIReference/API_FilterLogEvents.html). A message that is not JSON is kept as ``{"unreadable": text}``, so
+    :func:`compare` counts it as extra rather than dropping it.
     """
     out: list[dict[str, Any]] = []
-    calls = 0
-    while limit is None or calls < limit:
-        batch = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=600,
-                                    WaitTimeSeconds=0).get("Messages", [])
-        calls += 1
-        if not batch:
-            break
-        out += [json.loads(m["Body"]) for m in batch]
-        sqs.delete_message_batch(QueueUrl=queue_url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
-                                                             for i, m in enumerate(batch)])
-    return out
+    token: str | None = None
+    while True:
+        page = logs.filter_log_events(logGroupName=log_group, **({"nextToken": token} if token else {}))
+        for event in page.get("events", []):
+            try:
+                out.append(json.loads(event["message"]))
+            except ValueError:
+                out.append({"unreadable": event["message"]})
+        token = page.get("nextToken")
+        if not token:
+            return out
 
 
-class GeofenceConsumer(LoopThread):
-    """A consumer of the loop's geofence queue: every ``interval_s`` it receives what arrived, keeps it in
-    ``received`` and deletes it (:func:`read_received`); :meth:`drain` reads the rest once the workers stopped."""
+class GeofenceLog:
+    """The loop's geofence log group, read by the report once the workers stopped (:meth:`drain`)."""
 
-    def __init__(self, sqs: Any, queue_url: str, interval_s: float = 1.0, calls_per_step: int = 50) -> None:
-        super().__init__("geofence-consumer", interval_s)
-        self.sqs, self.queue_url, self.calls_per_step = sqs, queue_url, calls_per_step
-        self.received: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-
-    def step(self) -> None:
-        with self._lock:
-            self.received += read_received(self.sqs, self.queue_url, self.calls_per_step)
+    def __init__(self, logs: Any, log_group: str) -> None:
+        self.logs, self.log_group = logs, log_group
 
     def drain(self) -> list[dict[str, Any]]:
-        """Everything received: what the steps read and the rest of the queue (call it after the workers stopped)."""
-        with self._lock:
-            self.received += read_received(self.sqs, self.queue_url)
-            return list(self.received)
+        """Every event the rule sent to the group so far (:func:`read_received`)."""
+        return read_received(self.logs, self.log_group)
 
 
 def output_details(records: Iterable[EnrichedRecord]) -> dict[str, dict[str, Any]]:
@@ -162,7 +151,7 @@ def worker_puts(logs: Iterable[Path]) -> Puts:
 
 
 def check(result: EventBridgeResult | None, error: str | None) -> tuple[str, bool, str]:
-    """The invariant: the queue was read and matches the output."""
+    """The invariant: the log group was read and matches the output."""
     if result is None:
         return NAME, False, f"the received events could not be compared: {error}"
     return NAME, result.ok, result.line() + (f"; {result.differing} differing" if result.differing else "")

@@ -121,5 +121,5 @@ def demonstrated(state: RunState, spec_json: dict[str, Any]) -> list[tuple[str, 
 
 def loops(state: RunState) -> list[Any]:
     """The loop threads the run started (each has a ``name``, ``errors`` and ``fatal``)."""
-    return [x for x in (state.replayer, state.notifier, state.router, state.deployer, state.observer, state.geofence)
+    return [x for x in (state.replayer, state.notifier, state.router, state.deployer, state.observer)
             if x is not None]

@@ -52,8 +52,17 @@ def test_quick_run_with_all_faults_recovers_without_losing_an_event(tmp_path: Pa
     # AND no event was lost, no lease had two owners, no flip came early, the components ran to the end
     report = json.loads((tmp_path / "report.json").read_text())
     checked = {i["name"].split(" (")[0].split(":")[0]: i for i in report["invariants"]}
+    story = timeline(proc.stdout)  # what CI shows of a failure: the run's own account of its swaps and its tail
     for name in FAULT_INVARIANTS:
         (inv,) = [i for k, i in checked.items() if k.startswith(name)]
-        assert inv["ok"], inv
+        assert inv["ok"], (inv, story)
     (ran,) = [i for k, i in checked.items() if k.startswith("components ran to the end")]
-    assert ran["ok"], ran
+    assert ran["ok"], (ran, story)
+
+
+def timeline(stdout: str) -> str:
+    """The run's lines that tell where an event could have gone: faults, deploys, flips, the replay's end, the tail,
+    routing problems and failed checks."""
+    marks = ("FAULT ", "deploy v", "flip", "replay done", "tail timeout", "all events out", "[FAIL]", "discarded",
+             "did not drain", "routing problem")
+    return "\n".join(line[:300] for line in stdout.splitlines() if any(m in line for m in marks))

@@ -1,9 +1,10 @@
 """The report's EVENTBRIDGE section (local.report.eventbridge): the geofence events received on the loop's bus against
-the output's transitions, deduplicated by IdempotencyKey; the loop's bus, rule and queue in the embedded AWS."""
+the output's transitions, deduplicated by IdempotencyKey; the loop's bus, rule and log group in the embedded AWS."""
 
 from __future__ import annotations
 
 import io
+import json
 import logging
 import uuid
 from pathlib import Path
@@ -13,7 +14,7 @@ from geo_service.adapters.logs import configure, get_logger, log
 from geo_service.pipeline.geofence_events import DETAIL_TYPE, SOURCE, GeofenceSink, details_of
 from geokernel.contracts.enriched import EnrichedRecord
 from local.aws import EmbeddedAws, Names, SerialMotoServer
-from local.report.eventbridge import GeofenceConsumer, Puts, compare, read_received, worker_puts
+from local.report.eventbridge import GeofenceLog, Puts, compare, read_received, worker_puts
 
 
 def _record(event_id: str, transitions: list[dict[str, str]], **fields: Any) -> EnrichedRecord:
@@ -87,28 +88,48 @@ def test_the_workers_put_lines_are_summed(tmp_path: Path) -> None:
     assert worker_puts(sorted(tmp_path.glob("worker-*.log"))) == Puts(15, 3, 1)
 
 
-def test_the_loops_bus_sends_each_geofence_event_to_its_queue_and_the_report_reads_them_all() -> None:
-    # GIVEN the embedded AWS with the loop's geofence bus, rule and queue
+def test_the_loops_bus_sends_each_geofence_event_to_its_log_group_and_the_report_reads_them_all() -> None:
+    # GIVEN the embedded AWS with the loop's geofence bus, rule and log group
     server = SerialMotoServer().start()
     aws = EmbeddedAws(endpoint_url=server.url, names=Names(f"georebal-eb-{uuid.uuid4().hex[:8]}"), server=server)
     try:
-        url = aws.create_geofence_bus()
+        group = aws.create_geofence_bus()
         # WHEN a sink puts the transitions of 12 records (24 events) on the bus, and something else is put there too
         sink = GeofenceSink(aws.client("events"), aws.names.geofence_bus)
         records = [_record(f"e{i}", [ENTER, {"zone": "JP-CORES", "kind": "ENTER"}]) for i in range(12)]
         assert sink.put([e for r in records for e in sink.entries({**r.fields})]).calls == 3
         aws.client("events").put_events(Entries=[{"Source": "other.app", "DetailType": "x", "Detail": "{}",
                                                   "EventBusName": aws.names.geofence_bus}])
-        # THEN the queue holds exactly our 24 events, read to the end (and deleted), equal to the output's transitions
-        received = read_received(aws.client("sqs"), url)
+        # THEN the log group holds exactly our 24 events, equal to the output's transitions
+        received = read_received(aws.client("logs"), group)
         assert len(received) == 24 and compare(records, received).ok
-        assert read_received(aws.client("sqs"), url) == []
-        # AND a consumer reading as the run goes on, then draining, gets what arrives before and after its steps
-        consumer = GeofenceConsumer(aws.client("sqs"), url, calls_per_step=1)
-        sink.put(sink.entries({**records[0].fields, "event_id": "e100"}))  # 2 events: one step reads them
-        consumer.step()
-        assert len(consumer.received) == 2
-        sink.put(sink.entries({**records[0].fields, "event_id": "e101"}))
-        assert len(consumer.drain()) == 4 and read_received(aws.client("sqs"), url) == []
+        # AND the rule may write to the group: its resource policy names EventBridge and the rule alone
+        (policy,) = [json.loads(p["policyDocument"]) for p in
+                     aws.client("logs").describe_resource_policies()["resourcePolicies"]]
+        (grant,) = policy["Statement"]
+        assert grant["Principal"] == {"Service": "events.amazonaws.com"}
+        assert grant["Condition"]["ArnEquals"]["aws:SourceArn"].endswith(f"rule/{aws.names.geofence_bus}/"
+                                                                         f"{aws.names.geofence_bus}")
+        # AND the report's reader, asked after more puts, gets those too
+        sink.put(sink.entries({**records[0].fields, "event_id": "e100"}))
+        assert len(GeofenceLog(aws.client("logs"), group).drain()) == 26
     finally:
         server.stop()
+
+
+def test_reading_the_log_group_follows_every_page_and_keeps_an_unreadable_message() -> None:
+    # GIVEN a Logs client whose group answers in two pages, the second with a message that is not JSON
+    pages = {None: {"events": [{"message": json.dumps({"detail": {"IdempotencyKey": "k1"}})}], "nextToken": "t2"},
+             "t2": {"events": [{"message": "not json"}]}}
+    asked: list[str | None] = []
+
+    class Logs:
+        def filter_log_events(self, logGroupName: str, nextToken: str | None = None) -> dict[str, Any]:
+            asked.append(nextToken)
+            return pages[nextToken]
+
+    # WHEN the report reads it
+    received = read_received(Logs(), "/aws/events/g")
+    # THEN both pages were read, and the unreadable message is kept (compare counts it as extra)
+    assert asked == [None, "t2"]
+    assert received == [{"detail": {"IdempotencyKey": "k1"}}, {"unreadable": "not json"}]
