@@ -211,19 +211,23 @@ def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, stre
     lat = np.fromiter((ev.lat for _, ev in valid), dtype=np.float64, count=len(valid))
     if ledger is not None:
         bad_ids, routed, why = _route_with_ledger(valid, lon, lat, table, streams, ledger)
-        bad = set(bad_ids)
-        return RouteResult(tuple(failed + bad_ids), routed, quarantined, table.version, tuple(reasons + why),
-                           tuple(rec.item_id for rec, _ in valid if rec.item_id not in bad))
+    else:
+        bad_ids, routed, why = _route_plain(valid, lon, lat, table, streams)
+    bad = set(bad_ids)
+    return RouteResult(tuple(failed + bad_ids), routed, quarantined, table.version, tuple(reasons + why),
+                       tuple(rec.item_id for rec, _ in valid if rec.item_id not in bad))
+
+
+def _route_plain(valid: Sequence[tuple[InputRecord, ValidEvent]], lon: npt.NDArray[np.float64],
+                 lat: npt.NDArray[np.float64], table: RoutingTable, streams: GeoStreams
+                 ) -> tuple[list[str], int, list[str]]:
+    """Put the valid records as they came, in entity order; return (failed item ids, events put, reasons)."""
     keys = table.hash_keys_for(lon, lat, [ev.entity_id for _, ev in valid])
     entries = [PutEntry(ev.raw, ev.entity_id, key) for (_, ev), key in zip(valid, keys, strict=True)]
     put_failed = put_in_entity_order(streams, table.stream_name, entries)
-    if put_failed:
-        reasons.append(f"{len(put_failed)} of {len(entries)} records to {table.stream_name!r} not put (a failed put "
-                       f"and its entity's later records)")
-    failed += [valid[i][0].item_id for i in put_failed]
-    not_put = set(put_failed)
-    return RouteResult(tuple(failed), len(entries) - len(put_failed), quarantined, table.version, tuple(reasons),
-                       tuple(rec.item_id for i, (rec, _) in enumerate(valid) if i not in not_put))
+    reasons = [f"{len(put_failed)} of {len(entries)} records to {table.stream_name!r} not put (a failed put and its "
+               f"entity's later records)"] if put_failed else []
+    return [valid[i][0].item_id for i in put_failed], len(entries) - len(put_failed), reasons
 
 
 def fence_flip(result: RouteResult, active: int | None) -> RouteResult:
