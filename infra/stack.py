@@ -18,6 +18,7 @@ from geokernel.contracts.env import EnvVar
 from geokernel.contracts.handoff import router_ledger_key, state_key
 from geokernel.contracts.spec_pointer import spec_key
 from geokernel.contracts.stream import stream_manifest_key
+from geokernel.contracts.surge import SIGNAL_PREFIX, SURGES_KEY
 from infra.aggregation import AggregationJob, EmrServerlessAggregation, GlueStreamingAggregation, JobInputs
 from infra.config import GeoConfig
 from infra.deploy import DeployerFunction, HooksFunction
@@ -50,7 +51,8 @@ class GeoRebalancerStack(Stack):
         kit = LambdaKit(self, "Lambda", config=config)
         self.aggregation: AggregationJob = self._aggregation(kit)
         env = self.shared_environment()
-        self.partitioner = PartitionerFunction(self, "Partitioner", kit=kit, snapshots=self.storage.snapshots, environment=env)
+        self.partitioner = PartitionerFunction(self, "Partitioner", kit=kit, snapshots=self.storage.snapshots,
+                                               signals=self.storage.specs, environment=env)
         self.router = RouterFunction(self, "Router", config=config, kit=kit, stream=self.ingest.stream,
                                      environment=env | self.event_environment() | self.router_environment())
         self.hooks = HooksFunction(self, "Hooks", kit=kit, environment=env)
@@ -161,10 +163,11 @@ class GeoRebalancerStack(Stack):
         return {} if fields.is_default else {EnvVar.EVENT_FIELDS: fields.to_json()}
 
     def router_environment(self) -> dict[str, str]:
-        """``ROUTER_PARALLELISM`` when the event source mapping runs more than one invocation per ingest shard (the
-        router's share of a geo shard while catching up, lambdas.common.pacing); unset for the default 1."""
+        """``SURGE_JSON`` (the fast path's meter, lambdas.router.surge) and ``ROUTER_PARALLELISM`` when the event source
+        mapping runs more than one invocation per ingest shard (the router's share of a geo shard while catching up,
+        lambdas.common.pacing); unset for the default 1."""
         n = self.config.router_parallelism
-        return {EnvVar.ROUTER_PARALLELISM: str(n)} if n > 1 else {}
+        return {EnvVar.SURGE_JSON: self.config.surge, **({EnvVar.ROUTER_PARALLELISM: str(n)} if n > 1 else {})}
 
     # -- names shared with the Lambdas and workers (geokernel/contracts/env.py) ----------------------------
     def shared_environment(self) -> dict[str, str]:
@@ -237,12 +240,14 @@ class GeoRebalancerStack(Stack):
         storage.specs.grant_read(partitioner)  # specs, declared crowds, controller state (lambdas/partitioner/logic.py)
         storage.specs.grant_put(partitioner, _objects_under(spec_key(0)))  # new specs (logic.py publish)
         storage.specs.grant_put(partitioner, CONTROL_STATE_KEY)  # its controller state (lambdas/partitioner/state.py)
+        storage.specs.grant_put(partitioner, SURGES_KEY)  # the surges its fast path relieved (lambdas/partitioner/surge.py)
         self.tables.control.grant_read_write_data(partitioner)
 
     def _grant_router(self) -> None:
         router = self.router.function
         self.tables.control.grant_read_data(router)
         self.storage.specs.grant_read(router)
+        self.storage.specs.grant_put(router, SIGNAL_PREFIX + "*")  # surge signals (lambdas/router/surge.py)
         self.storage.quarantine.grant_put(router)
         self.geo_streams.grant_write(router)
 

@@ -1,7 +1,8 @@
 """The surge meter: events per grid cell over short intervals, and the workers a surge is taking past their cap.
 
 The meter keeps the counts of the last intervals (:class:`Interval`, each a share of the snapshot window) and, at each
-interval's close, judges the last one against the ones before it (:meth:`SurgeMeter.check`):
+interval's close, judges the last ``recent_buckets`` of them (a sliding window, checked every interval) against the
+ones before (:meth:`SurgeMeter.check`):
 
 1. **Shares, not rates.** A router execution environment sees an unknown share of all events (its ingest shards'
    batches), so every count is read as a share of the interval's events, and a share as load through the spec's
@@ -51,8 +52,10 @@ class SurgeSettings:
     ----------
     bucket_share : float
         Each interval is this share of the spec's snapshot window (0.2: a minute of 5-minute windows), in (0, 1].
+    recent_buckets : int
+        The last intervals judged together (>= 1): a sliding window of that many intervals, checked at each close.
     baseline_buckets, min_baseline : int
-        Intervals before the last one that a cell's share is pooled over (>= 1), and the fewest needed (>= 1).
+        Intervals before the recent ones that a cell's share is pooled over (>= 1), and the fewest needed (>= 1).
     slope_buckets : int
         Intervals (the last one included) a surging cell's rise per second is fitted through (>= 2).
     horizon_s : float
@@ -65,6 +68,7 @@ class SurgeSettings:
     """
 
     bucket_share: float = 0.2
+    recent_buckets: int = 1
     baseline_buckets: int = 10
     min_baseline: int = 3
     slope_buckets: int = 3
@@ -78,7 +82,7 @@ class SurgeSettings:
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
                 raise PolicyError(f"surge {f.name} must be a finite number, got {v!r}")
-        for name, low in (("baseline_buckets", 1), ("min_baseline", 1), ("slope_buckets", 2)):
+        for name, low in (("recent_buckets", 1), ("baseline_buckets", 1), ("min_baseline", 1), ("slope_buckets", 2)):
             v = getattr(self, name)
             if v != int(v) or v < low:
                 raise PolicyError(f"surge {name} must be an integer >= {low}, got {v!r}")
@@ -156,7 +160,8 @@ class SurgeMeter:
 
     def __init__(self, settings: SurgeSettings | None = None) -> None:
         self.settings = settings or SurgeSettings()
-        self._intervals: deque[Interval] = deque(maxlen=self.settings.baseline_buckets + 1)
+        s = self.settings
+        self._intervals: deque[Interval] = deque(maxlen=int(s.baseline_buckets + s.recent_buckets))
         self._zoom: int | None = None
         self._signalled: set[tuple[int, str]] = set()
 
@@ -173,9 +178,10 @@ class SurgeMeter:
     def check(self, view: SurgeView) -> list[SurgeSignal]:
         """The signals the last interval gives under the live spec ``view`` (see the module docstring)."""
         s = self.settings
-        if view.zoom != self._zoom or len(self._intervals) < 1 + s.min_baseline:
+        m = int(s.recent_buckets)
+        if view.zoom != self._zoom or len(self._intervals) < m + s.min_baseline:
             return []
-        recent, past = self._intervals[-1], list(self._intervals)[:-1]
+        recent, past = self._recent(m), list(self._intervals)[:-m]
         total, past_total, planned_total = recent.total, sum(b.total for b in past), view.total
         if total <= 0 or past_total <= 0 or planned_total <= 0:
             return []
@@ -191,10 +197,18 @@ class SurgeMeter:
             return []
         return self._signals(view, codes[rose], now[rose] / total, before[rose])
 
+    def _recent(self, m: int) -> Interval:
+        """The last ``m`` intervals as one."""
+        last = list(self._intervals)[-m:]
+        if m == 1:
+            return last[0]
+        return interval(last[0].start, last[-1].end, np.concatenate([b.codes for b in last]),
+                        np.concatenate([b.counts for b in last]))
+
     def _signals(self, view: SurgeView, codes: IntArray, share: FloatArray, before: FloatArray) -> list[SurgeSignal]:
         """Signals of the workers holding the cells that rose (``share`` now, ``before``: pooled before)."""
         s = self.settings
-        recent = self._intervals[-1]
+        recent = self._recent(int(s.recent_buckets))
         owner = view.owners(codes)
         now_w = view.worker_counts(recent.codes, recent.counts) / recent.total
         per_share = np.full(len(view.worker_ids), view.total)

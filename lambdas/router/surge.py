@@ -57,7 +57,7 @@ class SurgeWatch:
             return []
         bucket_s = self.settings.bucket_s(view.window_s)
         if self._buckets is None or self._buckets.bucket_s != bucket_s:
-            self._buckets = Buckets(bucket_s, self.settings.baseline_buckets + 1)
+            self._buckets = Buckets(bucket_s, int(self.settings.baseline_buckets + self.settings.recent_buckets))
         x, y = tiles_xy(lon, lat, view.zoom)
         signals: list[SurgeSignal] = []
         for closed in self._buckets.add((x << view.zoom) | y, self._clock()):

@@ -217,3 +217,16 @@ def test_fleet_workers_is_a_worker_count(bad: object) -> None:
     # GIVEN a fleet_workers that is no worker count WHEN loaded THEN the key and the value are named
     with pytest.raises(ConfigError, match=f"'fleet_workers'.*{bad!r}"):
         load_config({"fleet_workers": bad})
+
+
+def test_surge_context_is_the_routers_meter_or_off():
+    # GIVEN the context key 'surge' as an object, as JSON text (-c), 'off', and a bad key
+    # WHEN parsed
+    # THEN the router's SURGE_JSON spells every setting out (or is 'off'), and a bad key is named
+    from geokernel.surge.meter import SurgeSettings
+
+    assert load_config({"surge": {"horizon_s": 120}}).surge == SurgeSettings(horizon_s=120).to_json()
+    assert load_config({"surge": '{"trigger": 0.95}'}).surge == SurgeSettings(trigger=0.95).to_json()
+    assert load_config({"surge": "OFF"}).surge == "off"
+    with pytest.raises(ConfigError, match="context 'surge': unknown key 'nope'"):
+        load_config({"surge": {"nope": 1}})
