@@ -6,7 +6,8 @@ ones before (:meth:`SurgeMeter.check`):
 
 1. **Shares, not rates.** A router execution environment sees an unknown share of all events (its ingest shards'
    batches), so every count is read as a share of the interval's events, and a share as load through the spec's
-   plan: share ``s`` of the events is ``s`` x the load the spec was planned for (every worker's), per window.
+   plan: share ``s`` of the events is ``s x k`` per window, ``k`` the median over the workers of what each was
+   planned to carry per share of the events it carried before the recent intervals.
 2. **A cell surges** when its count in the last interval exceeds what its share before predicts by more than
    ``rise_z`` Poisson standard deviations and by ``min_rise`` of the cap.
 3. **A worker signals** when its load in the last interval plus the rise per second of its surging cells over
@@ -22,8 +23,10 @@ Notes
   only when a cell surged.
 * The scale is the fleet's, not each worker's: a worker's plan is not always its share of the events (a worker a relief
   made is planned at its cell's projection, and read through its own plan a surge measured there at 125 % of the cap
-  where it was at 28 %, ``metro-day`` seed 1). Where events cost unevenly (cost-weighted specs), a worker of costly
-  events is read low and one of cheap events high; the window path still sizes on cost.
+  where it was at 28 %, ``metro-day`` seed 1). Nor is it the plan's total: surges reserved at their projections
+  inflate it (a local run read a worker at 171 % whose crowd was at a third of the cap). The median of the workers'
+  ratios leaves a few such workers out. Where events cost unevenly (cost-weighted specs), a worker of costly events is
+  read low and one of cheap events high; the window path still sizes on cost.
 """
 
 from __future__ import annotations
@@ -195,7 +198,7 @@ class SurgeMeter:
         rose = (now - expected) / np.sqrt(np.maximum(expected, 1.0)) > s.rise_z
         if not rose.any():
             return []
-        return self._signals(view, codes[rose], now[rose] / total, before[rose])
+        return self._signals(view, codes[rose], now[rose] / total, before[rose], past, past_total)
 
     def _recent(self, m: int) -> Interval:
         """The last ``m`` intervals as one."""
@@ -205,13 +208,16 @@ class SurgeMeter:
         return interval(last[0].start, last[-1].end, np.concatenate([b.codes for b in last]),
                         np.concatenate([b.counts for b in last]))
 
-    def _signals(self, view: SurgeView, codes: IntArray, share: FloatArray, before: FloatArray) -> list[SurgeSignal]:
+    def _signals(self, view: SurgeView, codes: IntArray, share: FloatArray, before: FloatArray, past: list[Interval],
+                 past_total: float) -> list[SurgeSignal]:
         """Signals of the workers holding the cells that rose (``share`` now, ``before``: pooled before)."""
         s = self.settings
         recent = self._recent(int(s.recent_buckets))
         owner = view.owners(codes)
         now_w = view.worker_counts(recent.codes, recent.counts) / recent.total
-        per_share = np.full(len(view.worker_ids), view.total)
+        before_w = view.worker_counts(np.concatenate([b.codes for b in past]),
+                                      np.concatenate([b.counts for b in past])) / past_total
+        per_share = np.full(len(view.worker_ids), _scale(view.planned, before_w, view.total))
         slopes = self._slopes(codes)
         out = []
         for w in sorted(set(owner[owner >= 0].tolist())):
@@ -247,3 +253,10 @@ class SurgeMeter:
         if denom <= 0:
             return np.zeros(len(codes))
         return np.asarray((tc[:, None] * (y - y.mean(axis=0))).sum(axis=0) / denom, dtype=np.float64)
+
+
+def _scale(planned: FloatArray, before: FloatArray, total: float) -> float:
+    """Load per window per unit share of the events: the median over the workers of their plan over the share they
+    carried before (the plan's total when no worker carried any)."""
+    ok = (before > 0) & (planned > 0)
+    return float(np.median(planned[ok] / before[ok])) if ok.any() else total

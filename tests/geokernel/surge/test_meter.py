@@ -130,3 +130,40 @@ def test_interval_lookup_gives_zero_for_absent_cells():
     # WHEN cells are looked up
     # THEN present ones give their count, absent ones 0
     assert iv.lookup(np.array([5, 6, 9, 100])).tolist() == [2.0, 0.0, 1.0, 0.0]
+
+
+def test_a_reserved_workers_plan_does_not_inflate_what_the_others_are_read_at():
+    # GIVEN three workers at 85 % and a fourth a relief made for a surge, planned at 90 % of the cap while it carries
+    # 5 %; then a crowd ramping onto cell 5 (worker 2)
+    loads = [[212.5] * 4, [212.5] * 4, [212.5] * 4, [900.0]]
+
+    def rates(k: int) -> dict[int, float]:
+        r = {i: 212.5 for i in range(12)}
+        r[12] = 50.0
+        r[5] += max(0, k - 10 + 0.5) * 0.1 * CAP
+        return r
+
+    # WHEN the meter checks every interval
+    (s,) = run(SurgeMeter(), loads, rates, 30)
+    # THEN worker 2 is read at what it carries (850 plus the crowd so far), not through the inflated plan's total
+    carried = 850 + (s.at / STEP - 10) * 0.1 * CAP
+    assert s.worker == "w0002" and s.measured == pytest.approx(carried, rel=0.12)
+    assert dict(s.loads)["w0004"] == pytest.approx(50, rel=0.5)
+
+
+def test_recent_buckets_judge_a_sliding_window_at_every_interval():
+    # GIVEN 10-second intervals judged three at a time (as the local routers' meter)
+    meter = SurgeMeter(SurgeSettings(recent_buckets=3, baseline_buckets=12, min_baseline=4, slope_buckets=4,
+                                     horizon_s=20.0))
+    view = surge_view(row_spec([[212.5] * 4, [212.5] * 4, [212.5] * 4]))
+    assert view is not None
+    rng = np.random.default_rng(4)
+    found = []
+    # WHEN a crowd arrives on cell 5 at 200 s, ramping by 80 % of the cap a minute (per-window load) to 80 %
+    for k in range(40):
+        r = {i: 212.5 for i in range(12)}
+        r[5] += min(max(0.0, (k * 10 - 200) / 60), 1.0) * 0.8 * CAP
+        meter.record(poisson(rng, r, k * 10.0, (k + 1) * 10.0), view.zoom)
+        found += meter.check(view)
+    # THEN worker 2 signals once, within a minute of the crowd's first events (before its ramp ends)
+    assert [s.worker for s in found] == ["w0002"] and found[0].at <= 260
