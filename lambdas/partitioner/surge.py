@@ -35,7 +35,7 @@ from lambdas.common.records import median_latency_s, read_desired, read_latency_
 from lambdas.partitioner.logic import MAX_RACES, PartitionerDeps
 from lambdas.partitioner.publish import publish
 from partitioner.control.crowds import DeclaredCrowd, crowds_json, parse_crowds
-from partitioner.control.relief import Relief, relieve
+from partitioner.control.relief import Relief, merge_surges, relieve
 
 MAX_SURGE_WRITES = 3  # tries to add surges to SURGES_KEY when another invocation replaced it meanwhile
 
@@ -122,6 +122,6 @@ def _remember(deps: PartitionerDeps, surges: tuple[DeclaredCrowd, ...], now: flo
             kept = parse_crowds(raw, f"s3://{deps.surges.bucket}/{SURGES_KEY}") if raw is not None else ()
         except PolicyError:
             kept = ()
-        body = crowds_json([*(c for c in kept if c.end > now), *surges])
+        body = crowds_json(merge_surges(kept, surges, now))
         if deps.surges.put_surges(body, etag):
             return

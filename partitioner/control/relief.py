@@ -79,7 +79,8 @@ class _Plan:
     """The spec being changed: partitions by id (in order), worker loads, ids handed out."""
 
     parts: dict[str, Partition]
-    loads: dict[str, float]
+    loads: dict[str, float]  # per worker, the larger of its plan and what the signal measured (targets' room)
+    measured: dict[str, float]  # per worker the signal measured, that load
     new_part: IdAllocator
     new_worker: IdAllocator
     added: list[str] = field(default_factory=list)
@@ -121,7 +122,7 @@ def relieve(desired: Spec, signal: SurgeSignal, *, fill: float, reach_s: float, 
     room = fill * desired.max_load
     measured = dict(signal.loads) if signal.loads else {}
     plan = _Plan({p.id: p for p in desired.partitions},
-                 {w.id: max(w.load, measured.get(w.id, 0.0)) for w in desired.workers},
+                 {w.id: max(w.load, measured.get(w.id, 0.0)) for w in desired.workers}, measured,
                  IdAllocator(PARTITION_PREFIX, [p.id for p in desired.partitions]),
                  IdAllocator(WORKER_PREFIX, [*(w.id for w in desired.workers), *measured, *taken]))
     index = SpecIndex(desired)
@@ -152,17 +153,29 @@ def _keep(index: SpecIndex, desired: Spec, plan: _Plan, cell: SurgeCell, load: f
     owner = int(index.catch_all_as_group(index.locate_groups_xy(np.array([t.x]), np.array([t.y]), t.z))[0])
     if owner < 0:
         return f"{cell.quadkey} is split by entity hash (its shares are the window path's)"
-    src = desired.partitions[owner].worker
-    if plan.loads[src] - cell.now + load <= room:
-        return f"{cell.quadkey} fits on {src} ({_pct(plan.loads[src] - cell.now + load, desired.max_load)})"
-    if _alone(plan, src, cell, desired.max_load) and cell.now <= room:
+    part = desired.partitions[owner]
+    src = part.worker
+    besides = _besides(desired, plan, part, cell)
+    if besides + load <= room:
+        return f"{cell.quadkey} fits on {src} ({_pct(besides + load, desired.max_load)})"
+    if besides <= ALONE * desired.max_load and cell.now <= room:
         return f"{cell.quadkey} has {src} to itself ({_pct(cell.now, desired.max_load)} now)"
     return ""
 
 
-def _alone(plan: _Plan, worker: str, cell: SurgeCell, cap: float) -> bool:
-    """Does ``worker`` carry at most :data:`ALONE` of the cap besides ``cell``?"""
-    return plan.loads[worker] - cell.now <= ALONE * cap
+def _besides(desired: Spec, plan: _Plan, part: Partition, cell: SurgeCell) -> float:
+    """What the cell's worker carries besides the cell: the larger of its plan without the cell (the partition's load
+    when it lists the cell alone, a relief's or a reservation's projection; else the cell's load before the surge)
+    and what the signal measured on it less the cell now (when the signal measured that worker)."""
+    src = part.worker
+    planned = desired.worker(src).load - (part.load if part.quadkeys == (cell.quadkey,) else cell.base)
+    measured = plan.measured.get(src)
+    return max(0.0, planned, (measured - cell.now) if measured is not None else 0.0)
+
+
+def _alone(desired: Spec, plan: _Plan, part: Partition, cell: SurgeCell) -> bool:
+    """Does the cell's worker carry at most :data:`ALONE` of the cap besides ``cell``?"""
+    return _besides(desired, plan, part, cell) <= ALONE * desired.max_load
 
 
 def _move(index: SpecIndex, desired: Spec, plan: _Plan, cell: SurgeCell, load: float, room: float) -> Move:
@@ -183,7 +196,7 @@ def _move(index: SpecIndex, desired: Spec, plan: _Plan, cell: SurgeCell, load: f
         else:
             del plan.parts[p.id]
     shares = max(1, math.ceil(load / room)) if cell.now > room else 1
-    stay = shares > 1 and _alone(plan, src, cell, desired.max_load)
+    stay = shares > 1 and _alone(desired, plan, src_part, cell)
     cur = plan.parts.get(src_part.id)
     alone = cur is not None and cur.quadkeys == (cell.quadkey,) and cur.hash_range is None
     if cur is not None and not alone:
@@ -249,6 +262,21 @@ def _surge(m: Move, signal: SurgeSignal, now: float, hold_s: float) -> DeclaredC
     return DeclaredCrowd(f"surge {m.quadkey} (v{signal.version} {signal.worker})", 0.5 * (b.south + b.north),
                          0.5 * (b.west + b.east),
                          now, now + max(hold_s, 1.0), m.load / signal.window_s)
+
+
+def merge_surges(kept: Iterable[DeclaredCrowd], new: Iterable[DeclaredCrowd], now: float) -> tuple[DeclaredCrowd, ...]:
+    """The surges to reserve from ``now``: ``kept`` without those that ended or that a ``new`` one replaces (the same
+    cell: the same point), then ``new``.
+
+    Notes
+    -----
+    A cell relieved twice (signalled under two versions) is reserved once, at its latest projection: declared crowds
+    on one cell add up, and two reservations of one crowd made the window path split it over two workers (a local
+    run, 2026-12-07).
+    """
+    fresh = tuple(new)
+    points = {(c.lat, c.lon) for c in fresh}
+    return (*(c for c in kept if c.end > now and (c.lat, c.lon) not in points), *fresh)
 
 
 def _pct(load: float, cap: float) -> str:

@@ -166,7 +166,7 @@ class _Timeline:
                                    taken=tuple(w.id for w in live.workers) if live is not None else ())
         self.out.seconds += time.perf_counter() - began
         if relief.spec is not None:
-            self.strategy.relieved(relief)
+            self.strategy.relieved(relief, at)
             self.deploys.publish(relief.spec, at, self.fast.settings.deploy_s)
 
 
@@ -202,6 +202,7 @@ def run(strategy: Strategy | None, name: str, series: WindowSeries, ctx: RunCont
                                _measure(t, truth, ticks, deploys.schedule, ctx, out.swaps))
         if progress is not None:
             progress(name, t + 1, n)
+    line.run_until(math.inf)  # the last windows' decisions (they change no measured window; the strategy sees all)
     out.wall_s = time.perf_counter() - began_run
     return out
 

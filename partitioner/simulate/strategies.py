@@ -38,7 +38,7 @@ from partitioner.builders import build_spec
 from partitioner.control.controller import ControlSettings, ControlState, control_step
 from partitioner.control.crowds import DeclaredCrowd
 from partitioner.control.policy import Decision
-from partitioner.control.relief import Relief
+from partitioner.control.relief import Relief, merge_surges
 from partitioner.load.cost import apply_cost_rates, measured_rates
 from partitioner.load.counts import Counts
 from partitioner.simulate.fastpath import FastSettings
@@ -86,8 +86,8 @@ class Relievable(Protocol):
     def fill(self) -> float:
         """The share of the cap its last decision packed to (what a relief fills targets to)."""
 
-    def relieved(self, relief: Relief) -> None:
-        """Take ``relief`` as published: it is the newest spec, and its surges are reserved from now on."""
+    def relieved(self, relief: Relief, now: float) -> None:
+        """Take ``relief`` as published at ``now``: it is the newest spec, and its surges are reserved from now on."""
 
 
 @dataclass
@@ -149,10 +149,10 @@ class Controlled:
         p = self.settings.predictive
         return 1.0 / (1.0 + p.default_headroom)
 
-    def relieved(self, relief: Relief) -> None:
+    def relieved(self, relief: Relief, now: float) -> None:
         if relief.spec is not None:
             self.current = relief.spec
-        self.surges = (*self.surges, *relief.surges)
+        self.surges = merge_surges(self.surges, relief.surges, now)
 
     def observe(self, t: int, window: Window, ctx: RunContext) -> Spec | None:
         counts = window.events

@@ -98,3 +98,29 @@ def test_bad_arguments_are_named():
     s = signal(3, "w0001", (SurgeCell(qk(0), 1.0, 2.0, 0.0),), {"w0001": 800.0})
     with pytest.raises(ValueError, match=r"fill must be in \(0, 1\] .* got 0"):
         relieve(spec, s, fill=0, reach_s=1.0, hold_s=1.0, now=NOW)
+
+
+def test_a_signal_under_an_older_spec_keeps_a_cell_the_newest_spec_moved_alone_to_a_new_worker():
+    # GIVEN v4, a relief that put cell 1 alone on a new worker w0003 planned at its projection (85 %), and a second
+    # signal for the same surge measured under v3 (where cell 1 was still on w0001)
+    v4 = row_spec([[425.0], [500.0], [850.0]], version=4)
+    s = signal(3, "w0001", (SurgeCell(qk(2), 25.0, 300.0, 1.0),), {"w0001": 1150.0, "w0002": 500.0})
+    # WHEN relieved on v4
+    relief = relieve(v4, s, fill=0.9, reach_s=900.0, hold_s=1200.0, now=NOW)
+    # THEN nothing moves: the cell's worker carries nothing else (its plan less the cell's own partition)
+    assert relief.spec is None and "fits on w0003" in relief.reasons[0]
+
+
+def test_a_cell_relieved_twice_is_reserved_once_at_its_latest_projection():
+    # GIVEN a surge kept from a first relief, one that ended, and a second relief of the first one's cell
+    from partitioner.control.crowds import DeclaredCrowd
+    from partitioner.control.relief import merge_surges
+
+    first = DeclaredCrowd("surge a (v3 w0001)", 51.5, -0.1, NOW - 60, NOW + 900, 1.0)
+    ended = DeclaredCrowd("surge b (v2 w0002)", 48.8, 2.3, NOW - 2000, NOW - 1, 1.0)
+    again = DeclaredCrowd("surge a (v4 w0001)", 51.5, -0.1, NOW, NOW + 1200, 2.0)
+    other = DeclaredCrowd("surge c (v4 w0002)", 40.4, -3.7, NOW, NOW + 1200, 1.5)
+    # WHEN merged
+    out = merge_surges([first, ended], [again, other], NOW)
+    # THEN the cell is reserved once (the latest), the ended one is gone, the other one added
+    assert out == (again, other)
