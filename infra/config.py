@@ -20,7 +20,8 @@ from geokernel.contracts.errors import ContractError
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from geokernel.contracts.plan import SwapMode
 from geokernel.contracts.stream import ROUTER_BATCH_SIZE, ROUTER_BATCHING_WINDOW_S, geo_stream_prefix
-from geokernel.errors import PartitionerError
+from geokernel.errors import PartitionerError, PolicyError
+from geokernel.surge.meter import SurgeSettings
 from infra.context import as_bool, as_float, as_int, as_text
 from infra.errors import ConfigError as ConfigError
 from infra.fleet_size import LEASE_READ_UNITS_PER_WORKER, LEASE_WRITE_UNITS_PER_WORKER, fleet_workers, warm_units
@@ -129,6 +130,7 @@ class GeoConfig:
     #: s3:// URI of the Kinesis connector jar the Glue job reads the ingest stream with (format ``aws-kinesis``, which
     #: de-aggregates KPL records); None: Glue's own Kinesis source (no KPL de-aggregation). engine=glue only.
     glue_kinesis_connector_jar: str | None = None
+    surge: str = ""  # SURGE_JSON of the router: geokernel.surge.meter.SurgeSettings as JSON, or "off"
 
     @property
     def geo_stream_prefix(self) -> str:
@@ -181,6 +183,7 @@ DEFAULTS: dict[str, Any] = {
     "glue_kinesis_connector_jar": "",
     "leases_warm_reads": 0,
     "fleet_workers": 0,
+    "surge": {},
 }
 
 
@@ -261,6 +264,7 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
                                      per_worker=LEASE_READ_UNITS_PER_WORKER, workers=workers),
         fleet_workers=workers,
         glue_kinesis_connector_jar=_connector_jar(ctx, engine),
+        surge=_surge(ctx),
     )
 
 
@@ -273,6 +277,17 @@ def _connector_jar(ctx: Mapping[str, Any], engine: str) -> str | None:
         raise ConfigError(f"context 'glue_kinesis_connector_jar' is for engine=glue (EMR Serverless bundles the "
                           f"connector), got {jar!r} with engine={engine!r}")
     return jar or None
+
+
+def _surge(ctx: Mapping[str, Any]) -> str:
+    """``surge`` (the router's meter: an object or JSON, ``{}``: defaults, or ``"off"``) as ``SURGE_JSON``."""
+    value = _raw(ctx, "surge")
+    if isinstance(value, str) and value.strip().lower() == "off":
+        return "off"
+    try:
+        return SurgeSettings.from_json(value if isinstance(value, str) else json.dumps(value), "context 'surge'").to_json()
+    except PolicyError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _router_parallelism(ctx: Mapping[str, Any]) -> int:

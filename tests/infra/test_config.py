@@ -237,3 +237,16 @@ def test_the_ts_unit_is_set_in_event_fields_and_reaches_the_router_workers_and_j
     with pytest.raises(ConfigError, match=r"^context 'event_fields': event field mapping: ts_unit 'seconds' is not one "
                                           r"of auto, s, ms, us, iso$"):
         load_config({"event_fields": {"ts_unit": "seconds"}})
+
+
+def test_surge_context_is_the_routers_meter_or_off() -> None:
+    # GIVEN the context key 'surge' as an object, as JSON text (-c), 'off', and a bad key
+    # WHEN parsed
+    # THEN the router's SURGE_JSON spells every setting out (or is 'off'), and a bad key is named
+    from geokernel.surge.meter import SurgeSettings
+
+    assert load_config({"surge": {"horizon_s": 120}}).surge == SurgeSettings(horizon_s=120).to_json()
+    assert load_config({"surge": '{"trigger": 0.95}'}).surge == SurgeSettings(trigger=0.95).to_json()
+    assert load_config({"surge": "OFF"}).surge == "off"
+    with pytest.raises(ConfigError, match="context 'surge': unknown key 'nope'"):
+        load_config({"surge": {"nope": 1}})
