@@ -106,8 +106,9 @@ def _fill(deps: PartitionerDeps, desired: Spec) -> float:
     item = deps.control.get(ControlKey.POLICY)
     details = PolicyMark.from_item(item).last_decision.get("details") if item else None
     fill = details.get("fill") if isinstance(details, dict) else None
-    if fill is None:
-        fill = desired.source.get("fill") if isinstance(desired.source.get("fill"), int | float) else 1.0
+    if not isinstance(fill, int | float):
+        built = desired.source.get("fill")
+        fill = built if isinstance(built, int | float) else 1.0
     return min(1.0, max(0.05, float(fill)))
 
 

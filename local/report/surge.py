@@ -82,7 +82,7 @@ def relief_of(state: RunState, load: WorkerLoad) -> Relief | None:
             version, live_at = v, at
             break
     sigs = state.surge_invocations
-    published = tuple(v for inv in sigs if (o := outcome(inv.result))[0] == "published" and (v := o[2]) is not None)
+    published = tuple(pv for inv in sigs if (o := outcome(inv.result))[0] == "published" and (pv := o[2]) is not None)
     worst = max((c.utilisation for c in load.cells() if c.start_s + load.window_s > began), default=None)
     t = tile(crowd.lon, crowd.lat, GRID_ZOOM)
     by_fast = version is not None and obs.specs.get(version) is not None and "relief" in obs.specs[version].source
@@ -111,7 +111,7 @@ def section(state: RunState, load: WorkerLoad) -> tuple[list[str], dict[str, Any
                 f"crowd's first event)" if rel.first_signal_at is not None else "")
              + (f"; reliefs published: {', '.join(f'v{v}' for v in rel.reliefs_published)}" if rel.reliefs_published
                 else "; no relief published")]
-    if rel.seconds is None:
+    if rel.seconds is None or rel.live_at is None:
         lines.append("  RELIEF: none went live before the run ended")
     else:
         lines.append(f"  RELIEF: v{rel.version} ({'the fast path' if rel.by_fast_path else 'the window path'}) live at "

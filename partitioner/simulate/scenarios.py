@@ -217,7 +217,7 @@ def metro_day(seed: int = 1, *, windows: int = 288, window_s: float = 300.0, pea
     """
     f = _metro_fields(seed, METRO_ZOOM, METRO_RADIUS_KM)
 
-    def shape(t: int) -> FloatArray:
+    def shape(t: float) -> FloatArray:
         h = ((t + 0.5) * window_s / 3600.0) % 24.0
         home, work, commute = commute_profiles(h)
         return home * f.home + work * f.work + commute * 0.5 * (f.home + f.work)
