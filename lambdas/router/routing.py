@@ -48,6 +48,8 @@ from lambdas.router.stateful import Routed, ingest_order, route_stamped
 from lambdas.router.waves import entity_waves
 
 Clock = Callable[[], float]
+#: Called with the points of a batch's valid events once a table routes them (lon, lat): the surge meter's feed.
+PointsSeen = Callable[[npt.NDArray[np.float64], npt.NDArray[np.float64]], None]
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,7 @@ class ActiveSpecCache:
 
 def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, streams: GeoStreams,
                 quarantine: QuarantineSink, fields: EventFields = DEFAULT_EVENT_FIELDS,
-                ledger: RouterLedger | None = None) -> RouteResult:
+                ledger: RouterLedger | None = None, seen: PointsSeen | None = None) -> RouteResult:
     """Route one batch; every record ends up put, quarantined, or listed in ``failed_ids``.
 
     Parameters
@@ -166,6 +168,8 @@ def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, stre
     ledger : RouterLedger, optional
         The ingest shard's ledger when state handoff is on (``STATE_HANDOFF``): events are put stamped, with
         markers where an entity changes slot (:mod:`lambdas.router.stateful`).
+    seen : callable, optional
+        Given the valid events' points (lon, lat) once ``table`` routes them (the surge meter).
 
     Returns
     -------
@@ -195,8 +199,7 @@ def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, stre
     if table is None:
         reasons.append("no active spec (control pk='active' missing): valid records left for retry")
         return RouteResult(tuple(failed + [rec.item_id for rec, _ in valid]), 0, quarantined, None, tuple(reasons))
-    lon = np.fromiter((ev.lon for _, ev in valid), dtype=np.float64, count=len(valid))
-    lat = np.fromiter((ev.lat for _, ev in valid), dtype=np.float64, count=len(valid))
+    lon, lat = _points(valid, seen)
     if ledger is not None:
         bad_ids, routed, why = _route_with_ledger(valid, lon, lat, table, streams, ledger)
         return RouteResult(tuple(failed + bad_ids), routed, quarantined, table.version, tuple(reasons + why))
@@ -208,6 +211,16 @@ def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, stre
                        f"and its entity's later records)")
     failed += [valid[i][0].item_id for i in put_failed]
     return RouteResult(tuple(failed), len(entries) - len(put_failed), quarantined, table.version, tuple(reasons))
+
+
+def _points(valid: Sequence[tuple[InputRecord, ValidEvent]], seen: PointsSeen | None
+            ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The valid events' longitudes and latitudes, handed to ``seen`` when given."""
+    lon = np.fromiter((ev.lon for _, ev in valid), dtype=np.float64, count=len(valid))
+    lat = np.fromiter((ev.lat for _, ev in valid), dtype=np.float64, count=len(valid))
+    if seen is not None:
+        seen(lon, lat)
+    return lon, lat
 
 
 def put_in_entity_order(streams: GeoStreams, stream: str, entries: Sequence[PutEntry]) -> list[int]:
