@@ -21,6 +21,10 @@ true load is applied to the spec live in it, and both fleets are counted during 
 
 The forecast only ever sees windows that have closed; the floor and every strategy are measured on
 the same windows. Timings are wall-clock on this machine (shared CPUs make them slower, never faster).
+
+The controllers run with the fast path, as the Lambdas do (``--fast-path off``: the window path alone): each scenario
+is drawn in one-minute ticks (its windows the same draws), the router's surge meter counts every tick, and a signal's
+relief is live 90 s after the meter's check (``partitioner.simulate.fastpath``'s defaults; bench/README.md).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import argparse
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +41,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from geokernel.surge.meter import SurgeSettings  # noqa: E402
 from partitioner.control.controller import ControlSettings  # noqa: E402
+from partitioner.simulate.fastpath import FastSettings  # noqa: E402
 from partitioner.simulate.scenarios import Scenario, scenario  # noqa: E402
 from partitioner.simulate.session import SimSettings, Simulation, simulate  # noqa: E402
+from partitioner.simulate.windows import CellSeries  # noqa: E402
 
 COST_MAX = 1.20
 OVER_CAP_MAX = 0.002
@@ -65,9 +73,22 @@ def pct(v: float | None, digits: int = 1) -> str:
     return "-" if v is None else f"{100 * v:.{digits}f}%"
 
 
+TICK_S = 60.0
+FAST = True  # main(): --fast-path
+
+
 def run(sc: Scenario, names: Sequence[str]) -> Simulation:
-    settings = SimSettings(sc.max_load, sc.window_s, sc.latency_s, sc.swap_s)
-    return simulate(sc.series, settings, names, ControlSettings())
+    """Simulate ``names`` on ``sc``, with the fast path on one-minute ticks unless ``--fast-path off``."""
+    if not FAST:
+        return simulate(sc.series, SimSettings(sc.max_load, sc.window_s, sc.latency_s, sc.swap_s), names,
+                        ControlSettings())
+    k = max(1, round(sc.window_s / TICK_S)) if isinstance(sc.series, CellSeries) else 1  # a drawn series has ticks
+    series = replace(sc.series, ticks_per_window=k) if k > 1 else sc.series
+    fast = FastSettings()
+    fast = replace(fast, surge=SurgeSettings(bucket_share=1.0 / k,
+                                             horizon_s=sc.window_s / k + fast.signal_s + fast.deploy_s))
+    settings = SimSettings(sc.max_load, sc.window_s, sc.latency_s, sc.swap_s, fast=fast)
+    return simulate(series, settings, names, ControlSettings())
 
 
 def table(summaries: Mapping[str, Mapping[str, Any]]) -> None:
@@ -141,7 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="first seed only (a few minutes)")
     ap.add_argument("--only", default="global,metro,cost,speed", help="sections to run (default all)")
     ap.add_argument("--metro-baselines", action="store_true", help="static/rebuild/reactive on every metro seed")
+    ap.add_argument("--fast-path", choices=("on", "off"), default="on",
+                    help="the router's surge meter and the partitioner's relief on one-minute ticks (default on)")
     args = ap.parse_args(argv)
+    global FAST
+    FAST = args.fast_path == "on"
+    print(f"fast path: {args.fast_path}")
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     if args.quick:
         seeds = seeds[:1]

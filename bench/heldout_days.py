@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import resource
 import subprocess
 import sys
 import time
@@ -72,7 +73,7 @@ def _crowd_setup(seed: int, crowds: int, crowd_share: tuple[float, float]
 
 def crowd_day(seed: int = 1, *, windows: int = 288, window_s: float = 300.0, latency_s: float = 600.0,
               peak_events: float = DAY_PEAK_EVENTS, workers: int = DAY_WORKERS, crowds: int = CROWDS,
-              crowd_share: tuple[float, float] = CROWD_SHARE) -> Scenario:
+              crowd_share: tuple[float, float] = CROWD_SHARE, ticks: int = 1) -> Scenario:
     """A held-out day: Britain and Ireland's places at zoom 15, diurnal, with stadium crowds; 10 minutes to live.
 
     Every place of :data:`DAY_COUNTRIES` scatters 0.3 + 1.5 sqrt(pop/1e6) km around it, weight ~ pop^0.7, times
@@ -82,25 +83,27 @@ def crowd_day(seed: int = 1, *, windows: int = 288, window_s: float = 300.0, lat
     (:func:`partitioner.simulate.scenarios.stadium_level`), stay for the match and leave over 30 minutes.
     ``max_load`` = the peak's expected total / ``workers``. The crowds are drawn after the places, so a day with
     other shares has the same places, venues and start times, and one with ``crowds=0`` the same places.
+    ``ticks`` > 1 draws each window in that many ticks (the router's intervals, :meth:`CellSeries.ticks`): the same
+    windows, each split over its ticks as the load expected at each tick's middle (a crowd's ramp within the window).
     """
     share, qks, crowd_list = _crowd_setup(seed, crowds, crowd_share)
     local = 0.0  # UTC+0/+1: the solar hour is close enough
 
-    def base(t: int) -> FloatArray:
+    def base(t: float) -> FloatArray:
         h = ((t + 0.5) * window_s / 3600.0 + local) % 24.0
         return share * float(activity(np.array([h]))[0])
 
     scale = peak_events / max(float(base(t).sum()) for t in range(windows))
     cap = _round(peak_events / workers)
 
-    def expected(t: int) -> FloatArray:
+    def expected(t: float) -> FloatArray:
         h = ((t + 0.5) * window_s / 3600.0) % 24.0
         e = scale * base(t)
         for c in crowd_list:
             e[c.cell] += c.share * cap * stadium_level(h - c.start_h + 19.0)
         return e
 
-    series = CellSeries(qks, expected, windows, seed, source=f"crowd-day(seed={seed})")
+    series = CellSeries(qks, expected, windows, seed, source=f"crowd-day(seed={seed})", ticks_per_window=ticks)
     names = ", ".join(f"{100 * c.share:.0f}% at {c.start_h:.1f} h" for c in crowd_list)
     return Scenario("crowd-day", f"{len(qks)} cells of Britain and Ireland at zoom {DAY_ZOOM}, diurnal, stadium "
                     f"crowds ({names}); {windows} windows of {window_s / 60:g} min", series, cap, window_s, latency_s,
@@ -145,19 +148,31 @@ def run_simulate(windows: Path, max_load: float, strategies: str, policy: str | 
     """``python -m partitioner simulate`` on the counts CSVs in ``windows`` in a fresh process, as a user runs it
     (5-minute windows, 10 minutes to live; ``--crowds`` when ``crowds`` is given): its wall seconds and its JSON
     per strategy."""
+    wall, _cpu, result = run_simulate_timed(windows, max_load, strategies, policy, out, crowds)
+    return wall, result
+
+
+def run_simulate_timed(windows: Path, max_load: float, strategies: str, policy: str | None, out: Path,
+                       crowds: Path | None = None, extra: tuple[str, ...] = ()
+                       ) -> tuple[float, float, dict[str, Any]]:
+    """:func:`run_simulate` with ``extra`` arguments after the others (e.g. ``--tick-s 60`` for a folder of ticks):
+    its wall seconds, its CPU seconds (user + system) and its JSON per strategy."""
     cmd = [sys.executable, "-m", "partitioner", "simulate", str(windows), "--max-load", f"{max_load:g}",
-           "--window-s", "300", "--latency-s", "600", "--strategies", strategies, "--json", str(out), "-q"]
+           "--window-s", "300", "--latency-s", "600", "--strategies", strategies, "--json", str(out), "-q", *extra]
     if policy:
         cmd += ["--policy", policy]
     if crowds is not None:
         cmd += ["--crowds", str(crowds)]
     t0 = time.perf_counter()
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run(cmd, cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     if proc.returncode:
         raise SystemExit(f"python -m partitioner simulate exited {proc.returncode} on {windows} (its error above)")
     result: dict[str, Any] = json.loads(out.read_text())["strategies"]
-    return wall, result
+    return wall, cpu, result
 
 
 QUIET_EVENTS = 8_000.0  # events per 5-minute window of a quiet day
@@ -182,7 +197,7 @@ def quiet_day(seed: int = 1, *, kind: str = "flat", workers: int = 5, events: fl
     country = str(rng.choice(names[sizes > 200]))
     _, share, qks = _day_cells(rng, p, np.flatnonzero(p.country == country), 300_000)
 
-    def expected(t: int) -> FloatArray:
+    def expected(t: float) -> FloatArray:
         level = 1.0 if kind == "flat" else 0.6 + 0.8 * t / max(1, windows - 1)
         return share * events * level
 
@@ -207,6 +222,26 @@ def write_windows(sc: Scenario, out: Path) -> list[Path]:
         f = out / f"window-{t:03d}.csv"
         write_csv(sc.series.window(t).events, f)
         files.append(f)
+    return files
+
+
+def write_ticks(sc: Scenario, out: Path) -> list[Path]:
+    """Write every tick of ``sc`` (a series drawn with ticks) as ``tick-NNNNN.csv`` into ``out``, windows in order
+    (``simulate --tick-s`` reads them back, each window the sum of its ticks); return the files."""
+    from datasets import write_csv
+
+    from partitioner.simulate.windows import ticks_of
+
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    for t in range(len(sc.series)):
+        for tick in ticks_of(sc.series, t):
+            f = out / f"tick-{len(files):05d}.csv"
+            if len(tick.events):
+                write_csv(tick.events, f)
+            else:
+                f.write_text("quadkey,weight\n", encoding="utf-8")
+            files.append(f)
     return files
 
 

@@ -9,7 +9,6 @@ from strings too (:mod:`infra.context`).
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -21,10 +20,17 @@ from geokernel.contracts.event_bus import BUS_NAME_RE
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from geokernel.contracts.plan import SwapMode
 from geokernel.contracts.stream import ROUTER_BATCH_SIZE, ROUTER_BATCHING_WINDOW_S, geo_stream_prefix
-from geokernel.errors import PartitionerError
+from geokernel.errors import PartitionerError, PolicyError
+from geokernel.surge.meter import SurgeSettings
 from infra.context import as_bool, as_float, as_int, as_text
 from infra.errors import ConfigError as ConfigError
-from infra.fleet_size import LEASE_READ_UNITS_PER_WORKER, LEASE_WRITE_UNITS_PER_WORKER, fleet_workers, warm_units
+from infra.fleet_size import (
+    LEASE_READ_UNITS_PER_WORKER,
+    LEASE_WRITE_UNITS_PER_WORKER,
+    fleet_workers,
+    shards_per_worker,
+    warm_units,
+)
 from partitioner.control.controller import ControlSettings
 
 ENGINES = ("emr", "glue")
@@ -47,16 +53,6 @@ _EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 TRANSFORM_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 _JAR_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]/\S+\.jar$")  # an S3 object (bucket naming rules)
 
-# A geo-stream shard takes up to 1,000 records/s and 1 MB/s of writes
-# (https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html). A slot's cap is max_load events per
-# window_s (events at mean cost: a slot of cheap events carries more events, and arrivals burst within a window),
-# so a slot gets k shards with its mean rate within SHARD_HEADROOM of them: k = ceil(max_load / window_s / 500),
-# which also keeps 1 MB/s per shard for events of up to 2 KB on average (docs/SIZING.md "Shards per worker").
-SHARD_RECORDS_PER_S = int(BY_KEY["kinesis.PutRecords.records"].per_second or 0)  # 1,000: the quota table's row
-SHARD_HEADROOM = 0.5
-# Most shards one worker may own. The same page gives a default account quota of 1,000 shards outside us-east-1,
-# us-west-2 and eu-west-1, and a swap keeps two versions' streams: 50 shards a worker leaves room for 10 workers.
-MAX_SHARDS_PER_WORKER = 50
 # Context keys the CDK itself or its CLI put in the context (feature flags "@aws-cdk/...", "aws:cdk:..." settings,
 # lookup results "<provider>:account=...:region=..." in cdk.context.json, and these plain ones).
 CDK_CONTEXT_KEYS = frozenset({"acknowledged-issue-numbers", "cli-telemetry", "aws-cdk:enableDiffNoFail"})
@@ -133,6 +129,7 @@ class GeoConfig:
     #: s3:// URI of the Kinesis connector jar the Glue job reads the ingest stream with (format ``aws-kinesis``, which
     #: de-aggregates KPL records); None: Glue's own Kinesis source (no KPL de-aggregation). engine=glue only.
     glue_kinesis_connector_jar: str | None = None
+    surge: str = ""  # SURGE_JSON of the router: geokernel.surge.meter.SurgeSettings as JSON, or "off"
 
     @property
     def geo_stream_prefix(self) -> str:
@@ -186,6 +183,7 @@ DEFAULTS: dict[str, Any] = {
     "glue_kinesis_connector_jar": "",
     "leases_warm_reads": 0,
     "fleet_workers": 0,
+    "surge": {},
 }
 
 
@@ -223,7 +221,7 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
     vpc_id = _text(ctx, "vpc_id", lambda v: v == "" or bool(_VPC_RE.match(v)), "'' (create a VPC) or a VPC id vpc-...")
     worker_cpu, worker_memory = _worker_size(ctx)
     max_load = _float(ctx, "max_load", 0.0, 1e12, lo_open=True)
-    shards = shards_per_worker(ctx, max_load, window_s)
+    shards = shards_per_worker(_raw(ctx, "shards_per_worker"), max_load, _raw(ctx, "max_load"), window_s)
     email = _text(ctx, "alarm_email", lambda v: v == "" or bool(_EMAIL_RE.match(v)), "'' or an e-mail address")
     workers = fleet_workers(_raw(ctx, "fleet_workers"))
     return GeoConfig(
@@ -259,9 +257,7 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
         geo_transform=_text(ctx, "geo_transform", lambda v: v == "" or bool(TRANSFORM_RE.match(v)),
                             "'' (the default reverse geocoder) or 'module:Class'") or None,
         state_handoff=_bool(ctx, "state_handoff"),
-        geofence_event_bus=_text(ctx, "geofence_event_bus", lambda v: v == "" or bool(BUS_NAME_RE.match(v)),
-                                 "'' (no geofence events) or an EventBridge bus name of this account and region "
-                                 "(letters, digits, '._-/'; 'default' for the default bus; not 'aws.')") or None,
+        geofence_event_bus=_geofence_event_bus(ctx),
         event_fields=_event_fields(ctx),
         leases_warm_writes=warm_units(_raw(ctx, "leases_warm_writes"), "leases_warm_writes", new_table=NEW_TABLE_WRITES,
                                       per_worker=LEASE_WRITE_UNITS_PER_WORKER, workers=workers),
@@ -269,7 +265,15 @@ def load_config(ctx: Mapping[str, Any]) -> GeoConfig:
                                      per_worker=LEASE_READ_UNITS_PER_WORKER, workers=workers),
         fleet_workers=workers,
         glue_kinesis_connector_jar=_connector_jar(ctx, engine),
+        surge=_surge(ctx),
     )
+
+
+def _geofence_event_bus(ctx: Mapping[str, Any]) -> str | None:
+    """``geofence_event_bus``: '' (None: no geofence events) or a bus name of the stack's account and region."""
+    return _text(ctx, "geofence_event_bus", lambda v: v == "" or bool(BUS_NAME_RE.match(v)),
+                 "'' (no geofence events) or an EventBridge bus name of this account and region "
+                 "(letters, digits, '._-/'; 'default' for the default bus; not 'aws.')") or None
 
 
 def _connector_jar(ctx: Mapping[str, Any], engine: str) -> str | None:
@@ -281,6 +285,17 @@ def _connector_jar(ctx: Mapping[str, Any], engine: str) -> str | None:
         raise ConfigError(f"context 'glue_kinesis_connector_jar' is for engine=glue (EMR Serverless bundles the "
                           f"connector), got {jar!r} with engine={engine!r}")
     return jar or None
+
+
+def _surge(ctx: Mapping[str, Any]) -> str:
+    """``surge`` (the router's meter: an object or JSON, ``{}``: defaults, or ``"off"``) as ``SURGE_JSON``."""
+    value = _raw(ctx, "surge")
+    if isinstance(value, str) and value.strip().lower() == "off":
+        return "off"
+    try:
+        return SurgeSettings.from_json(value if isinstance(value, str) else json.dumps(value), "context 'surge'").to_json()
+    except PolicyError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _router_parallelism(ctx: Mapping[str, Any]) -> int:
@@ -350,32 +365,6 @@ def _worker_size(ctx: Mapping[str, Any]) -> tuple[int, int]:
             f"{FARGATE_MEMORY[worker_cpu]}, got {_raw(ctx, 'worker_memory_mib')!r}"
         )
     return worker_cpu, worker_memory
-
-
-def shards_per_worker(ctx: Mapping[str, Any], max_load: float, window_s: int) -> int:
-    """The geo-stream shards each worker owns: ``shards_per_worker``, or (when 0) what the cap needs.
-
-    A worker's cap is ``max_load / window_s`` events/s; each shard takes :data:`SHARD_RECORDS_PER_S` records/s of
-    which a worker may plan on :data:`SHARD_HEADROOM`, so it needs ``ceil(rate / (1000 * 0.5))`` shards. An explicit
-    value below that, or a need above :data:`MAX_SHARDS_PER_WORKER`, is rejected naming the setting.
-    """
-    per_shard = SHARD_RECORDS_PER_S * SHARD_HEADROOM
-    rate = max_load / window_s
-    need = max(1, math.ceil(rate / per_shard - 1e-9))
-    given = _int(ctx, "shards_per_worker", 0, MAX_SHARDS_PER_WORKER)
-    if given == 0 and need > MAX_SHARDS_PER_WORKER:
-        raise ConfigError(
-            f"context 'max_load' ({_raw(ctx, 'max_load')!r} events per window_s={window_s}) is {rate:g} events/s per "
-            f"worker, which needs {need} geo-stream shards at {per_shard:g} events/s each; a worker owns at most "
-            f"{MAX_SHARDS_PER_WORKER}: max_load <= {MAX_SHARDS_PER_WORKER * per_shard * window_s:g} for this window_s"
-        )
-    if 0 < given < need:
-        raise ConfigError(
-            f"context 'shards_per_worker' must be >= {need} for max_load={_raw(ctx, 'max_load')!r} per "
-            f"window_s={window_s} ({rate:g} events/s per worker, {per_shard:g} per shard), got "
-            f"{_raw(ctx, 'shards_per_worker')!r}"
-        )
-    return given or need
 
 
 def reject_unknown(keys: Iterable[str]) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from geokernel.aws_budget.quotas import BY_KEY
 from infra.context import as_int
 from infra.errors import ConfigError
 
@@ -106,3 +107,42 @@ def warm_units(value: Any, key: str, *, new_table: int, per_worker: int, workers
             f"leases table ({per_worker} per worker), above a table's {MAX_TABLE_UNITS:,}: declare at most {most:,} "
             f"workers, or set {key!r} to the table's raised maximum")
     return derived if derived > new_table else 0
+
+
+# A geo-stream shard takes up to 1,000 records/s and 1 MB/s of writes
+# (https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html). A slot's cap is max_load events per
+# window_s (events at mean cost: a slot of cheap events carries more events, and arrivals burst within a window),
+# so a slot gets k shards with its mean rate within SHARD_HEADROOM of them: k = ceil(max_load / window_s / 500),
+# which also keeps 1 MB/s per shard for events of up to 2 KB on average (docs/SIZING.md "Shards per worker").
+SHARD_RECORDS_PER_S = int(BY_KEY["kinesis.PutRecords.records"].per_second or 0)  # 1,000: the quota table's row
+SHARD_HEADROOM = 0.5
+# Most shards one worker may own. The same page gives a default account quota of 1,000 shards outside us-east-1,
+# us-west-2 and eu-west-1, and a swap keeps two versions' streams: 50 shards a worker leaves room for 10 workers.
+MAX_SHARDS_PER_WORKER = 50
+
+
+def shards_per_worker(given_raw: Any, max_load: float, max_load_raw: Any, window_s: int) -> int:
+    """The geo-stream shards each worker owns: ``shards_per_worker`` (its context value ``given_raw``), or (when 0)
+    what the cap ``max_load`` (its context value ``max_load_raw``, named in errors) per ``window_s`` needs.
+
+    A worker's cap is ``max_load / window_s`` events/s; each shard takes :data:`SHARD_RECORDS_PER_S` records/s of
+    which a worker may plan on :data:`SHARD_HEADROOM`, so it needs ``ceil(rate / (1000 * 0.5))`` shards. An explicit
+    value below that, or a need above :data:`MAX_SHARDS_PER_WORKER`, is rejected naming the setting.
+    """
+    per_shard = SHARD_RECORDS_PER_S * SHARD_HEADROOM
+    rate = max_load / window_s
+    need = max(1, math.ceil(rate / per_shard - 1e-9))
+    given = as_int(given_raw, "shards_per_worker", 0, MAX_SHARDS_PER_WORKER)
+    if given == 0 and need > MAX_SHARDS_PER_WORKER:
+        raise ConfigError(
+            f"context 'max_load' ({max_load_raw!r} events per window_s={window_s}) is {rate:g} events/s per "
+            f"worker, which needs {need} geo-stream shards at {per_shard:g} events/s each; a worker owns at most "
+            f"{MAX_SHARDS_PER_WORKER}: max_load <= {MAX_SHARDS_PER_WORKER * per_shard * window_s:g} for this window_s"
+        )
+    if 0 < given < need:
+        raise ConfigError(
+            f"context 'shards_per_worker' must be >= {need} for max_load={max_load_raw!r} per "
+            f"window_s={window_s} ({rate:g} events/s per worker, {per_shard:g} per shard), got "
+            f"{given_raw!r}"
+        )
+    return given or need

@@ -18,6 +18,7 @@ from geokernel.contracts.crowds import CONTROL_STATE_KEY
 from geokernel.contracts.handoff import router_ledger_key, state_key
 from geokernel.contracts.spec_pointer import spec_key
 from geokernel.contracts.stream import stream_manifest_key
+from geokernel.contracts.surge import SIGNAL_PREFIX, SURGES_KEY
 from infra.aggregation import AggregationJob
 from infra.config import GeoConfig
 from infra.deploy import DeployerFunction, HooksFunction
@@ -91,12 +92,14 @@ class Grants:
         storage.specs.grant_read(partitioner)  # specs, declared crowds, controller state (lambdas/partitioner/logic.py)
         storage.specs.grant_put(partitioner, _objects_under(spec_key(0)))  # new specs (logic.py publish)
         storage.specs.grant_put(partitioner, CONTROL_STATE_KEY)  # its controller state (lambdas/partitioner/state.py)
+        storage.specs.grant_put(partitioner, SURGES_KEY)  # the surges its fast path relieved (lambdas/partitioner/surge.py)
         self.tables.control.grant_read_write_data(partitioner)
 
     def _grant_router(self) -> None:
         router = self.router.function
         self.tables.control.grant_read_data(router)
         self.storage.specs.grant_read(router)
+        self.storage.specs.grant_put(router, SIGNAL_PREFIX + "*")  # surge signals (lambdas/router/surge.py)
         self.storage.quarantine.grant_put(router)
         self.geo_streams.grant_write(router)
 

@@ -1,5 +1,6 @@
 """The partitioner Lambda: on each load-snapshot manifest (S3 ObjectCreated ``snapshots/**/_manifest.json``) it
-builds a candidate spec, applies the rebalance policy and publishes ``specs/v<version:08d>.json``."""
+builds a candidate spec, applies the rebalance policy and publishes ``specs/v<version:08d>.json``; on each router's
+surge signal (``control/surge/**.json`` in the specs bucket) it publishes a relief (the fast path)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from collections.abc import Mapping
 
 from aws_cdk import Duration
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_notifications as s3n
 from constructs import Construct
 
 from geokernel.contracts.snapshot import MANIFEST_NAME, SNAPSHOTS_PREFIX
+from geokernel.contracts.surge import SIGNAL_PREFIX
 from infra import assets
 from infra.functions import LambdaKit, ObjectCreatedFunction
 
@@ -22,7 +25,8 @@ PARTITIONER_MEMORY_MB = 4096
 
 
 class PartitionerFunction(ObjectCreatedFunction):
-    """``function`` (handler ``lambdas/partitioner/handler.py:handler``), triggered by the snapshots bucket."""
+    """``function`` (handler ``lambdas/partitioner/handler.py:handler``), triggered by the snapshots bucket's manifests
+    and the specs bucket's surge signals (``signals``; the same dead-letter queue takes both kinds of failure)."""
 
     def __init__(
         self,
@@ -31,6 +35,7 @@ class PartitionerFunction(ObjectCreatedFunction):
         *,
         kit: LambdaKit,
         snapshots: s3.IBucket,
+        signals: s3.IBucket,
         environment: Mapping[str, str],
     ) -> None:
         super().__init__(
@@ -46,3 +51,5 @@ class PartitionerFunction(ObjectCreatedFunction):
             timeout=PARTITIONER_TIMEOUT,
             memory_mb=PARTITIONER_MEMORY_MB,
         )
+        signals.add_event_notification(s3.EventType.OBJECT_CREATED, s3n.LambdaDestination(self.function),
+                                       s3.NotificationKeyFilter(prefix=SIGNAL_PREFIX, suffix=".json"))

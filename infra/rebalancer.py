@@ -122,7 +122,8 @@ class GeoRebalancer(Construct):
         kit = LambdaKit(self, "Lambda", config=config)
         self.aggregation: AggregationJob = self._aggregation(kit)
         env = self.shared_environment()
-        self.partitioner = PartitionerFunction(self, "Partitioner", kit=kit, snapshots=self.storage.snapshots, environment=env)
+        self.partitioner = PartitionerFunction(self, "Partitioner", kit=kit, snapshots=self.storage.snapshots,
+                                               signals=self.storage.specs, environment=env)
         self.router = RouterFunction(self, "Router", config=config, kit=kit, stream=self.ingest_stream,
                                      reading=self.reading,
                                      environment=env | self.event_environment() | self.router_environment())
@@ -241,10 +242,11 @@ class GeoRebalancer(Construct):
         return {} if fields.is_default else {EnvVar.EVENT_FIELDS: fields.to_json()}
 
     def router_environment(self) -> dict[str, str]:
-        """``ROUTER_PARALLELISM`` when the event source mapping runs more than one invocation per ingest shard (the
-        router's share of a geo shard while catching up, lambdas.common.pacing); unset for the default 1."""
+        """``SURGE_JSON`` (the fast path's meter, lambdas.router.surge) and ``ROUTER_PARALLELISM`` when the event source
+        mapping runs more than one invocation per ingest shard (the router's share of a geo shard while catching up,
+        lambdas.common.pacing); unset for the default 1."""
         n = self.config.router_parallelism
-        return {EnvVar.ROUTER_PARALLELISM: str(n)} if n > 1 else {}
+        return {EnvVar.SURGE_JSON: self.config.surge, **({EnvVar.ROUTER_PARALLELISM: str(n)} if n > 1 else {})}
 
     # -- names shared with the Lambdas and workers (geokernel/contracts/env.py) ----------------------------
     def shared_environment(self) -> dict[str, str]:

@@ -27,6 +27,7 @@ from constructs import IConstruct
 
 from geokernel.contracts.spec_pointer import spec_key
 from geokernel.contracts.stream import stream_manifest_key
+from geokernel.contracts.surge import SIGNAL_PREFIX
 from infra.aggregation import AggregationJob, EmrServerlessAggregation
 from infra.config import GeoConfig
 from infra.storage import Storage
@@ -217,6 +218,12 @@ def _ack_grant_helpers(scope: IConstruct, owners: FindingOwners) -> None:
             f"Puts of {what} under one fixed prefix of the specs bucket, one key per version named at run time; no "
             "delete (infra/grants.py).",
         )
+    _ack(
+        scope,
+        f"AwsSolutions-IAM5[Resource::{specs}/{SIGNAL_PREFIX}*]",
+        "The routers' surge signals, one key per spec version, worker and cell named at run time, put once "
+        "(If-None-Match) under one fixed prefix of the specs bucket; no delete (docs/CONTRACTS.md 'Surge signal').",
+    )
 
 
 def _ack_run_time_names(scope: IConstruct, owners: FindingOwners) -> None:

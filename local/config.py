@@ -12,7 +12,7 @@ from typing import Any
 from geo_service.pipeline.transform import TransformError, load_transform
 from geo_service.runtime.config import DEFAULT_TRANSFORM
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
-from local.dataset import BUILTIN_DATASETS, HOTSPOT, SHIFT
+from local.dataset import BUILTIN_DATASETS, HOTSPOT, SHIFT, SURGE_AT, SURGE_SHARE
 from local.fault_names import parse_faults
 from local.recorded import BUILTIN_LOGS, BUILTIN_PREFIX
 from partitioner.load.eventtimes import TIME_UNITS
@@ -103,6 +103,7 @@ class RunConfig:
     events: EventsOptions | None = None  # --events: replay a recorded log instead of the built-in places
     transform: str = DEFAULT_TRANSFORM  # the workers' GEO_TRANSFORM (--transform); local.oracle checks its output
     kpl: bool = False  # --kpl: the producer sends its events KPL-aggregated (local.replay.KPL_EVENTS_PER_RECORD)
+    surge: bool = False  # --surge: an undeclared crowd arrives within one window (local.dataset.SurgeCrowd)
 
     def source(self) -> str:
         """What the replay sends, for the report's header."""
@@ -300,6 +301,12 @@ def _run_arguments(p: argparse.ArgumentParser, d: RunConfig, q: RunConfig) -> No
     p.add_argument("--quick", action="store_true",
                    help=f"a short run (about 2.5 minutes) with the same steps: {q.duration_s:g} s of replay, "
                         f"{q.window_s:g} s windows; used by the test suite")
+    p.add_argument("--surge", action="store_true",
+                   help=f"an undeclared crowd of {100 * SURGE_SHARE:.0f}%% of a worker's cap arrives at one of the "
+                        f"busiest places at {100 * SURGE_AT:.0f}%% of the replay, ramping up within one window, on top "
+                        "of the replay's rate: the router's surge meter signals it and the partitioner's fast path "
+                        "relieves it; the report's SURGE section gives the time from the crowd's first events to the "
+                        "relief live (default: no crowd)")
     p.add_argument("--kpl", action="store_true",
                    help="the producer sends its events KPL-aggregated (a few dozen per Kinesis record, encoded with "
                         "aws_kinesis_agg, partition key the first event's entity), plus one aggregated record with "
@@ -315,9 +322,11 @@ def parse_args(argv: list[str] | None = None) -> RunConfig:
                if v is not None}
     faults = parse_faults(ns.faults, ns.swap_mode)  # FaultError (a ValueError) naming the bad name: exit 2
     events = _events_options(ns)  # ValueError naming a flag that does not fit: exit 2
+    if ns.surge and events is not None:
+        raise ValueError(f"--surge does not apply with --events {ns.events!r}: the crowd joins the built-in replay")
     return RunConfig(**{**base.__dict__, **changes, "out": ns.out, "seed": ns.seed, "swap_mode": ns.swap_mode,
                         "shards_per_worker": ns.shards_per_worker, "faults": faults, "events": events,
-                        "transform": ns.transform, "kpl": ns.kpl,
+                        "transform": ns.transform, "kpl": ns.kpl, "surge": ns.surge,
                         "event_fields": _event_fields(ns.event_fields)})
 
 

@@ -10,6 +10,9 @@ simulated time:
   half of the world moves west, so load drains from one region into another.
 * **new hotspot**: a mid-size place ramps up linearly to ``hotspot_boost`` times the rate
   of the busiest place (a stadium or a festival: it ramps over minutes, never a spike).
+* **an undeclared surge** (``--surge``, :class:`SurgeCrowd`): a crowd of :data:`SURGE_SHARE` of a worker's cap arrives
+  at one of the busiest places at :data:`SURGE_AT` of the replay, ramping up within one snapshot window, and stays;
+  its events come on top of the replay's rate, from its own entities, a few hundred metres around the place.
 
 **Pace.** The load moves at a pace the fleet can follow. The loop's snapshot-to-live
 latency (window end -> flip, printed in every run's FLIPS section) measured 18-26 s on a
@@ -157,6 +160,45 @@ def diurnal(local_hour: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 SHIFT = (0.10, 0.55)
 #: When the hotspot ramps up (linearly, from nothing to its full rate), as fractions of the replay.
 HOTSPOT = (0.35, 0.85)
+#: When the undeclared crowd of ``--surge`` arrives (fraction of the replay), and its size as a share of one worker's cap.
+SURGE_AT = 0.6
+SURGE_SHARE = 0.8
+SURGE_SIGMA_DEG = 0.002  # the crowd's spread around its place: a stadium, within one grid cell
+
+
+@dataclass(frozen=True)
+class SurgeCrowd:
+    """``--surge``: ``rate_per_s`` events per second at full (``SURGE_SHARE`` of a cap per window), arriving at
+    ``place`` from ``at`` (a fraction of the replay) over ``ramp_s`` wall seconds (one window), then staying."""
+
+    place: int
+    name: str
+    lat: float
+    lon: float
+    rate_per_s: float
+    at: float
+    ramp_s: float
+    entities: int = 300
+
+    def level(self, since_s: float) -> float:
+        """The crowd's share of its full rate ``since_s`` wall seconds after it began (0 before, 1 once ramped)."""
+        return float(np.clip(since_s / self.ramp_s, 0.0, 1.0)) if self.ramp_s > 0 else float(since_s >= 0)
+
+    def arrived(self, since_s: float) -> float:
+        """Events the crowd sent in its first ``since_s`` seconds (the integral of its rate)."""
+        if since_s <= 0:
+            return 0.0
+        ramp = min(since_s, self.ramp_s)
+        return self.rate_per_s * (ramp * ramp / (2 * self.ramp_s) + max(0.0, since_s - self.ramp_s))
+
+
+def surge_crowd(places: Places, hotspot: int, rng: np.random.Generator, cap: float, window_s: float) -> SurgeCrowd:
+    """The crowd of ``--surge``: at one of the ten busiest places (not the hotspot), :data:`SURGE_SHARE` of ``cap``
+    per window, ramping over one window."""
+    choices = [i for i in range(min(10, len(places))) if i != hotspot]
+    i = int(rng.choice(choices))
+    return SurgeCrowd(i, places.names[i], float(places.lat[i]), float(places.lon[i]),
+                      SURGE_SHARE * cap / window_s, SURGE_AT, window_s)
 
 
 @dataclass(frozen=True)
@@ -182,7 +224,8 @@ class Scenario:
 
     @staticmethod
     def phase(fraction: float) -> str:
-        """Name of the phase at ``fraction`` of the replay: what is moving the load then."""
+        """Name of the phase at ``fraction`` of the replay: what is moving the load then (a ``--surge`` crowd is
+        announced on its own)."""
         moving = [name for name, (lo, hi) in (("day/night shift", SHIFT), ("new hotspot", HOTSPOT))
                   if lo <= fraction < hi]
         return " + ".join(moving) or "steady"
@@ -233,6 +276,22 @@ class EventFactory:
         self.sigma_deg = 0.01 + 0.02 * np.sqrt(places.population / places.population.max())
         self.sequence = 0
         self.fields = fields
+
+    def crowd_events(self, n: int, crowd: SurgeCrowd, fraction: float, now_ms: int) -> list[dict[str, object]]:
+        """``n`` events of the ``--surge`` crowd (its own entities ``crowd-<k>``), stamped ``now_ms``."""
+        if n <= 0:
+            return []
+        lat = np.clip(crowd.lat + self.rng.normal(0, SURGE_SIGMA_DEG, n), -MAX_LAT, MAX_LAT)
+        lon = crowd.lon + self.rng.normal(0, SURGE_SIGMA_DEG, n) / np.cos(np.radians(crowd.lat))
+        ent = self.rng.integers(0, crowd.entities, n)
+        sim = self.scenario.sim_time(fraction).strftime("%Y-%m-%dT%H:%M:%SZ")
+        out = []
+        for i in range(n):
+            self.sequence += 1
+            out.append({"event_id": f"e{self.seed}-{self.sequence:09d}", "entity_id": f"crowd-{ent[i]}",
+                        "ts": now_ms, "lat": round(float(lat[i]), 6), "lon": round(float((lon[i] + 180) % 360 - 180), 6),
+                        "place": f"{crowd.name} (crowd)", "sim_utc": sim})
+        return out if self.fields.is_default else [self.fields.mapped(e) for e in out]
 
     def events(self, n: int, fraction: float, now_ms: int) -> list[dict[str, object]]:
         """Return ``n`` valid events for ``fraction`` of the replay, stamped ``now_ms`` (in ``fields``' ``ts_unit``),

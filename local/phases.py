@@ -105,7 +105,7 @@ def progress(state: RunState, last_print: float) -> float:
 
 def check_children(state: RunState) -> None:
     """Fail fast when a loop died or the Spark job exited."""
-    for loop in (state.notifier, state.router, state.observer, state.deployer, state.replayer):
+    for loop in (state.notifier, state.surge_notifier, state.router, state.observer, state.deployer, state.replayer):
         if isinstance(loop, LoopThread) and loop.fatal:
             raise RuntimeError(f"{loop.name} stopped: {loop.fatal}")
     if state.spark is not None and not state.spark.alive() and not any(
@@ -165,6 +165,8 @@ def tail_phase(state: RunState) -> None:
     notifying = snapshot_fault_open(state)
     if not notifying:
         state.notifier.stop()
+    if state.surge_notifier is not None:  # no relief of the tail's backlog either
+        state.surge_notifier.stop()
     say(state, f"replay done: {len(state.replayer.sent_ids)} valid events and "
                f"{sum(state.replayer.bad_sent.values())} bad ones sent; snapshot notifications "
                f"{'on until the open snapshot fault recovered' if notifying else 'stopped'}; "

@@ -44,7 +44,7 @@ from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from geokernel.contracts.events import ReasonCode
 from geokernel.contracts.stream import ShardRange
 from lambdas.common.kinesis import GeoStreams
-from local.dataset import EventFactory, bad_events
+from local.dataset import EventFactory, SurgeCrowd, bad_events
 from local.kpl import corrupt_kpl_record, kpl_aggregate
 from local.loops import FatalLoopError, LoopThread
 from local.recorded import WARMUP_SUFFIX, RecordedLog, ReplayPlan, log_events, utc_text
@@ -166,13 +166,14 @@ class ReplayThread(LoopThread):
 
 
 class Replayer(ReplayThread):
-    """Sends ``rate`` events per second for ``duration_s`` seconds, then stops by itself."""
+    """Sends ``rate`` events per second for ``duration_s`` seconds, then stops by itself; with ``crowd`` (``--surge``)
+    the crowd's events too, on top, from when it arrives (``crowd_began_at``: its first event's wall time)."""
 
     def __init__(self, kinesis: Any, stream: str, factory: EventFactory, rate: float, duration_s: float,
                  tick_s: float = 0.5, bad_at: float = 0.3, live: Callable[[], bool] = lambda: True,
                  warmup_timeout_s: float = 240.0, align_s: float = 0.0, kpl: int = 0,
                  clock: Callable[[], float] = time.time, out_ids: Callable[[], Container[str]] | None = None,
-                 backlog_timeout_s: float = 0.0) -> None:
+                 backlog_timeout_s: float = 0.0, crowd: SurgeCrowd | None = None) -> None:
         if rate <= 0 or duration_s <= 0:
             raise ValueError(f"rate and duration must be > 0, got rate={rate!r} duration={duration_s!r}")
         super().__init__(kinesis, stream, duration_s=duration_s, tick_s=tick_s, live=live,
@@ -183,12 +184,16 @@ class Replayer(ReplayThread):
         self.bad_at = bad_at
         self.sent_total = 0.0
         self.last_tick: float | None = None
+        self.crowd = crowd
+        self.crowd_sent = 0
+        self.crowd_began_at: float | None = None
 
     def _tick(self, now: float) -> None:
         fraction = self.fraction
         self.sent_total += self.rate * (now - (self.last_tick or now))
         self.last_tick = now
-        due = int(self.sent_total) - len(self.sent_ids)
+        due = int(self.sent_total) - (len(self.sent_ids) - self.crowd_sent)
+        self._send_crowd(now, fraction)
         if due > 0:
             wire = self.factory.events(due, fraction, int(now * 1000))  # under the factory's keys (--event-fields)
             f = self.fields
@@ -197,6 +202,22 @@ class Replayer(ReplayThread):
             self._send_bad(now)
         if self.started_at is not None and now - self.started_at >= self.duration_s:
             self._finish(now)
+
+    def _send_crowd(self, now: float, fraction: float) -> None:
+        """The ``--surge`` crowd's events due by ``now`` (it arrives at ``crowd.at`` of the replay)."""
+        c = self.crowd
+        if c is None or self.started_at is None or fraction < c.at:
+            return
+        began = self.started_at + c.at * self.duration_s
+        due = int(c.arrived(now - began)) - self.crowd_sent
+        if due <= 0:
+            return
+        wire = self.factory.crowd_events(due, c, fraction, int(now * 1000))
+        f = self.fields
+        self._send(wire if f.is_default else [f.canonical(e) for e in wire], wire)
+        self.crowd_sent += due
+        if self.crowd_began_at is None:
+            self.crowd_began_at = now
 
     def _send_bad(self, now: float) -> None:
         """The deliberately bad records (:func:`local.dataset.bad_events`), plus a corrupt KPL record with ``kpl``."""

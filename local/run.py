@@ -111,10 +111,11 @@ def run_loop(state: RunState) -> None:
 
 def stop_loops_and_fleet(state: RunState) -> None:
     """Stop the loops, then every worker process: each writes its last cost report on the way out."""
-    for loop in (state.replayer, state.router, state.notifier, state.deployer, state.observer):
+    loops = (state.replayer, state.router, state.notifier, state.surge_notifier, state.deployer, state.observer)
+    for loop in loops:
         if isinstance(loop, LoopThread):
             loop.stop()
-    for loop in (state.replayer, state.router, state.notifier, state.deployer, state.observer):
+    for loop in loops:
         if isinstance(loop, LoopThread) and loop.is_alive():
             loop.join(timeout=15)
     if state.fleet is not None:

@@ -15,16 +15,13 @@ from typing import Any
 import numpy as np
 
 from geokernel.aws_budget.calls import CallLog
-from geokernel.contracts.control import ControlKey
-from geokernel.contracts.dynamo import plain_item
 from geokernel.contracts.env import EnvVar
-from geokernel.contracts.spec_pointer import DesiredPointer
 from lambdas.common.clients import Clients
 from lambdas.common.config import LambdaConfig
 from lambdas.partitioner.logic import PartitionerDeps
 from local.aws import EmbeddedAws, start_moto
 from local.calls import CALL_LOG_DIR, count_this_process
-from local.dataset import EventFactory, Places, Scenario, choose_hotspot, load_places
+from local.dataset import EventFactory, Places, Scenario, choose_hotspot, load_places, surge_crowd
 from local.deploy import DeployDriver
 from local.environment import DRAIN_TIMEOUT_S, GREEN_TIMEOUT_S, REPO_ROOT, handler_env, replay_clocks, worker_env
 from local.event_source import EventSourceMapping
@@ -33,7 +30,7 @@ from local.faults.deployer_crash import CrashingFleet
 from local.fleet import LocalFleet, WorkerSettings
 from local.loops import Invocation, ObjectCreatedNotifier, lambda_environments, load_handler
 from local.observe import ControlObserver
-from local.outcomes import summarise
+from local.outcomes import outcome, summarise
 from local.output import EnrichedReader
 from local.recorded import RecordedLog, ReplayPlan, describe, quarantine_bad_rows
 from local.rejected import build_rejection, keep_rejected
@@ -51,10 +48,13 @@ WARMUP_TIMEOUT_S = 240.0
 BACKLOG_TIMEOUT_S = 90.0
 #: Execution environments the router's invocations are spread over (as Lambda spreads a function's invocations).
 ROUTER_ENVIRONMENTS = 2
+#: How often the surge notification lists the specs bucket's signals (S3 delivers an event within about a second)
+SURGE_POLL_S = 0.5
 
 
 def build_scenario(state: RunState) -> tuple[Places, Scenario]:
-    """Load the places and draw the scenario (start hour, hotspot) from the seed."""
+    """Load the places and draw the scenario (start hour, hotspot) from the seed; with ``--surge`` the crowd too
+    (from its own draw, so the rest of the scenario is the run's without it)."""
     cfg = state.config
     places = load_places(cfg.dataset)
     rng = np.random.default_rng(cfg.seed)
@@ -62,6 +62,9 @@ def build_scenario(state: RunState) -> tuple[Places, Scenario]:
                         hotspot_place=choose_hotspot(places, rng))
     state.scenario, state.places_source = scenario, places.source
     state.hotspot_name = places.names[scenario.hotspot_place]
+    if cfg.surge:
+        state.crowd = surge_crowd(places, scenario.hotspot_place, np.random.default_rng((cfg.seed, 61)), cfg.cap,
+                                  cfg.window_s)
     return places, scenario
 
 
@@ -89,23 +92,33 @@ def start_aws(state: RunState) -> EmbeddedAws:
 
 
 def on_invocation(state: RunState, aws: EmbeddedAws) -> Any:
-    """Return the notifier's callback: note the desired version after the call and announce it; keep the snapshot
-    of a rejected build (:func:`keeper`)."""
-    ddb = aws.client("dynamodb")  # used by the notifier thread only
+    """Return the notifier's callback: note the version the snapshot published (the one before when it published
+    none: a relief of the fast path in between is not the snapshot's) and announce it; keep the snapshot of a
+    rejected build (:func:`keeper`)."""
     keep = keeper(state, aws)
 
     def report(inv: Invocation) -> None:
-        item = ddb.get_item(TableName=aws.names.control_table, Key={"pk": {"S": ControlKey.DESIRED}},
-                            ConsistentRead=True).get("Item")
-        desired = DesiredPointer.from_item(plain_item(item)).version if item else None
+        status, _, version = outcome(inv.result)
         before = max((v for v in state.desired_after.values() if v is not None), default=None)
-        state.desired_after[inv.key] = desired
+        published = status == "published" and version is not None
+        state.desired_after[inv.key] = version if published else before
         what = f"ERROR {inv.error}" if inv.error else summarise(inv.result)
-        verdict = f"PUBLISHED v{desired}" if desired != before else "no new spec"
+        verdict = f"PUBLISHED v{version}" if published else "no new spec"
         say(state, f"snapshot {inv.key.split('/')[1]}: {verdict} ({what})")
         reason = build_rejection(inv.result)
         if reason is not None:
             keep(inv.key, reason)
+    return report
+
+
+def on_surge(state: RunState) -> Callable[[Invocation], None]:
+    """Return the surge notifier's callback: keep each signal's outcome for the report and announce it."""
+    def report(inv: Invocation) -> None:
+        state.surge_invocations.append(inv)
+        what = f"ERROR {inv.error}" if inv.error else summarise(inv.result)
+        status, _, version = outcome(inv.result)
+        verdict = f"RELIEF PUBLISHED v{version}" if status == "published" else "no relief"
+        say(state, f"surge signal {inv.key.rsplit('/', 2)[-2]}/{inv.key.rsplit('/', 1)[-1]}: {verdict} ({what})")
     return report
 
 
@@ -142,8 +155,13 @@ def start_services(state: RunState, aws: EmbeddedAws, places: Places, scenario: 
                               cfg.rate, cfg.duration_s, live=lambda: observer.active_version is not None,
                               warmup_timeout_s=WARMUP_TIMEOUT_S, align_s=cfg.window_s,
                               kpl=KPL_EVENTS_PER_RECORD if cfg.kpl else 0, out_ids=_out_ids(state),
-                              backlog_timeout_s=BACKLOG_TIMEOUT_S)
+                              backlog_timeout_s=BACKLOG_TIMEOUT_S, crowd=state.crowd)
     _start_loops(state, aws)
+    if state.crowd is not None:
+        c = state.crowd
+        say(state, f"surge: an undeclared crowd of {c.rate_per_s:.1f} events/s ({100 * c.rate_per_s * cfg.window_s / cfg.cap:.0f}% "
+                   f"of the cap) will arrive at {c.name} ({c.lat:.3f}, {c.lon:.3f}) {c.at * cfg.duration_s:.0f}s into "
+                   f"the replay, ramping up over {c.ramp_s:g}s")
     say(state, f"replaying {len(places)} places of {places.source!r} at {cfg.rate:g} events/s: warm-up at "
                f"simulated {scenario.sim_time(0):%H:%M} UTC until the first spec is active and its backlog "
                f"is out, then {cfg.duration_s:g}s: "
@@ -204,8 +222,13 @@ def _start_components(state: RunState, aws: EmbeddedAws) -> ControlObserver:
     fleet: Any = state.fleet
     if "deployer-crash" in cfg.faults:
         fleet = CrashingFleet(state.fleet)  # the deployer's view of the fleet; the report reads state.fleet
+    # the fast path: the routers' surge signals in the specs bucket invoke the partitioner (a second notification)
+    state.surge_notifier = ObjectCreatedNotifier(
+        aws, wiring.notification(aws.names.specs_bucket, Component.PARTITIONER), partitioner_handler,
+        retries=wiring.async_retries[Component.PARTITIONER], interval_s=SURGE_POLL_S, on_invocation=on_surge(state))
+    state.surge_notifier.name = "s3-notify-surge"
     state.deployer = DeployDriver(aws, fleet, say=lambda m: say(state, m),
-                                  specs=wiring.notification(aws.names.specs_bucket),
+                                  specs=wiring.notification(aws.names.specs_bucket, Component.DEPLOYER),
                                   green_timeout_s=GREEN_TIMEOUT_S, drain_timeout_s=DRAIN_TIMEOUT_S)
     state.output = EnrichedReader(aws.client("s3"), aws.names.output_bucket)
     if EnvVar.GEOFENCE_EVENT_BUS in handler_env(cfg):  # the report reads the geofence bus's log group at the end
@@ -215,7 +238,7 @@ def _start_components(state: RunState, aws: EmbeddedAws) -> ControlObserver:
 
 def _start_loops(state: RunState, aws: EmbeddedAws) -> None:
     """Start the loop threads (the replay last) and arm the faults of ``--faults``."""
-    for loop in (state.observer, state.notifier, state.router, state.deployer, state.replayer):
+    for loop in (state.observer, state.notifier, state.surge_notifier, state.router, state.deployer, state.replayer):
         assert loop is not None
         loop.start()
     arm_faults(state, aws)

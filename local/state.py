@@ -19,10 +19,10 @@ from geokernel.aws_budget.calls import CallLog
 from local import procs
 from local.aws import EmbeddedAws
 from local.config import RunConfig
-from local.dataset import Scenario
+from local.dataset import Scenario, SurgeCrowd
 from local.event_source import EventSourceMapping
 from local.fleet import LocalFleet
-from local.loops import ObjectCreatedNotifier
+from local.loops import Invocation, ObjectCreatedNotifier
 from local.observe import ControlObserver
 from local.output import EnrichedReader
 from local.recorded import RecordedLog, ReplayPlan
@@ -42,6 +42,12 @@ class RunState:
     twin: Twin | None = None
     replayer: Replayer | RecordedReplayer | None = None
     notifier: ObjectCreatedNotifier | None = None
+    #: the fast path's notification: the routers' surge signals -> the partitioner (lambdas.partitioner.surge)
+    surge_notifier: ObjectCreatedNotifier | None = None
+    #: --surge: the undeclared crowd the replay sends (local.dataset.SurgeCrowd)
+    crowd: SurgeCrowd | None = None
+    #: every surge signal the partitioner processed, with its outcome
+    surge_invocations: list[Invocation] = field(default_factory=list)
     router: EventSourceMapping | None = None
     observer: ControlObserver | None = None
     #: reads the geofence events the loop's bus sends to its log group (local.report.eventbridge), when the workers push

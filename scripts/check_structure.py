@@ -48,8 +48,9 @@ SIZE_ONLY = ("tests", "bench", "scripts")
 Layer = str | tuple[str, ...]
 LAYERS: dict[str, tuple[Layer, ...]] = {
     # the kernel every image ships: the exception base (a module, imported by every layer); records exchanged between
-    # parts; quadkey geometry; the partition spec model; the AWS API budget (the event rules, a module, on top)
-    "geokernel": ("errors", "contracts", "geo", "partition_spec", "aws_budget"),
+    # parts; quadkey geometry; the partition spec model; the fast path's surge meter on it; the AWS API budget (the
+    # event rules, a module, on top)
+    "geokernel": ("errors", "contracts", "geo", "partition_spec", "surge", "aws_budget"),
     # the library on the kernel: load; the build strategies; the control loop and its forecast; the simulator;
     # metrics, text and maps; the sub-commands (under partitioner/cli.py)
     "partitioner": ("load", "builders", "control", "simulate", "output", "commands"),

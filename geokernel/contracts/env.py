@@ -48,6 +48,7 @@ class EnvVar(StrEnum):
     # -- control-plane timings (the Lambdas' defaults apply in AWS; the local loop shortens them)
     ROUTER_SPEC_TTL_S = "ROUTER_SPEC_TTL_S"
     ROUTER_PARALLELISM = "ROUTER_PARALLELISM"
+    SURGE_JSON = "SURGE_JSON"
     GREEN_TIMEOUT_S = "GREEN_TIMEOUT_S"
     DRAIN_TIMEOUT_S = "DRAIN_TIMEOUT_S"
     HOOK_CALLBACK_DELAY_S = "HOOK_CALLBACK_DELAY_S"
@@ -160,6 +161,10 @@ ENV_VARS: Mapping[EnvVar, EnvVarUse] = MappingProxyType({
                                     "The router's event source mapping's parallelization factor (default 1): how "
                                     "many invocations per ingest shard share a geo shard's write quota while "
                                     "catching up (lambdas.common.pacing)."),
+    EnvVar.SURGE_JSON: _use((_S, _L), (_R,),
+                            "The router's surge meter as JSON (geokernel.surge.meter.SurgeSettings: interval, horizon, "
+                            "trigger); a worker heading past its cap is signalled to the partitioner's fast path "
+                            "(geokernel.contracts.surge). Unset: the defaults; 'off': no meter."),
     EnvVar.GREEN_TIMEOUT_S: _use((_L,), _DEPLOY, "Seconds a new fleet may take to be leased and warm (default 900)."),
     EnvVar.DRAIN_TIMEOUT_S: _use((_L,), (*_DEPLOY, _W),
                                  "Seconds the old fleet may take to drain; the worker's handover gate holds records "

@@ -53,11 +53,13 @@ class Metric(StrEnum):
     SPEC_SUPERSEDED = "SpecSuperseded"
     WORKER_UTILISATION = "WorkerUtilisation"
     SPEC_AGE = "SpecAgeSeconds"
+    SURGE_RELIEVED = "SurgeRelieved"
     # router: per batch
     ROUTED = "Routed"
     QUARANTINED = "Quarantined"
     ROUTE_FAILURES = "RouteFailures"
     GEO_WRITE_THROTTLED = "GeoWriteThrottled"
+    SURGE_SIGNALS = "SurgeSignals"
     # deployer and hooks
     DEPLOY_REQUEST_IGNORED = "DeployRequestIgnored"
     HOOK_BAD_EVENT = "HookBadEvent"
@@ -102,12 +104,16 @@ METRICS: Mapping[Metric, MetricUse] = MappingProxyType({
         service=_P, meaning="The live spec's busiest worker: measured load / max_load (alarm WorkerUtilisation)."),
     Metric.SPEC_AGE: MetricUse(
         service=_P, meaning="Seconds since the active spec was flipped, once per snapshot (alarm SpecAge)."),
+    Metric.SURGE_RELIEVED: MetricUse(
+        service=_P, meaning="A surge signal's relief was published as a new spec version (count)."),
     Metric.ROUTED: MetricUse(service=_R, meaning="Events written to a geo stream (count per batch)."),
     Metric.QUARANTINED: MetricUse(service=_R, meaning="Events sent to the quarantine bucket (count per batch)."),
     Metric.ROUTE_FAILURES: MetricUse(service=_R, meaning="Records reported as batch item failures (count per batch)."),
     Metric.GEO_WRITE_THROTTLED: MetricUse(
         service=_R, meaning="Records a geo stream throttled (PutRecords ProvisionedThroughputExceeded; count per "
                             "batch; alarm StreamThrottles)."),
+    Metric.SURGE_SIGNALS: MetricUse(
+        service=_R, meaning="A surge signal this environment put first (a worker heading past its cap; count)."),
     Metric.DEPLOY_REQUEST_IGNORED: MetricUse(
         service=_D, meaning="A spec object whose version the control item 'desired' never reached (count)."),
     Metric.HOOK_BAD_EVENT: MetricUse(service=_H, meaning="A lifecycle hook event that could not be parsed (count)."),

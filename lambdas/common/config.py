@@ -18,10 +18,13 @@ from geokernel.contracts.errors import ContractError
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from geokernel.contracts.plan import SwapMode
 from geokernel.contracts.stream import geo_stream_name
+from geokernel.errors import PolicyError
+from geokernel.surge.meter import SurgeSettings
 from lambdas.common.errors import LambdaError
 
 DEFAULT_PREFIX = "georebal"
 DEFAULT_REGION = "us-east-1"
+SURGE_OFF = "off"  # SURGE_JSON that turns the router's surge meter off
 
 
 class ConfigError(LambdaError, ValueError):
@@ -61,6 +64,7 @@ class LambdaConfig:
     router_parallelism: int = 1  # the event source mapping's parallelization factor (lambdas.common.pacing)
     function_timeout_s: float = 60.0  # the function's own timeout: what its clients' limits fit in (clients.py)
     deployment_id: str | None = None  # the stack's id: the tag of the geo streams this deployment creates
+    surge_json: str = ""  # SURGE_JSON: the router's surge meter (geokernel.surge.meter.SurgeSettings), "off": none
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LambdaConfig:
@@ -101,6 +105,7 @@ class LambdaConfig:
                                              integer=True)),
             function_timeout_s=_positive(EnvVar.FUNCTION_TIMEOUT_S, e.get(EnvVar.FUNCTION_TIMEOUT_S, "60")),
             deployment_id=e.get(EnvVar.DEPLOYMENT_ID, "").strip() or None,
+            surge_json=_surge_json(e.get(EnvVar.SURGE_JSON, "")),
         )
 
     def require(self, *names: str) -> LambdaConfig:
@@ -120,6 +125,18 @@ class LambdaConfig:
     def stream_name(self, version: int) -> str:
         """Return the geo stream name of a spec version: ``<prefix>-geo-v<version>``."""
         return geo_stream_name(self.prefix, version)
+
+
+def _surge_json(text: str) -> str:
+    """``SURGE_JSON`` checked: empty (the meter's defaults), ``off`` (no meter) or settings the meter accepts."""
+    t = text.strip()
+    if t.lower() == SURGE_OFF:
+        return SURGE_OFF
+    try:
+        SurgeSettings.from_json(t, where=f"environment variable {EnvVar.SURGE_JSON}")
+    except PolicyError as exc:
+        raise ConfigError(str(exc)) from None
+    return t
 
 
 def parse_flag(name: str, text: str) -> bool:

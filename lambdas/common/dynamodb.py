@@ -85,6 +85,16 @@ class ControlTable:
         return self.put(pk, item, condition="attribute_not_exists(pk) OR version < :v",
                         values={":v": int(item["version"])})
 
+    def put_after(self, pk: str, item: Mapping[str, Any], expected_version: int | None) -> bool:
+        """Compare and swap: put ``item`` only if ``pk`` still holds ``expected_version`` (absent when None).
+
+        The partitioner publishes this way: a spec built on version ``n`` becomes ``desired`` only while ``desired``
+        is ``n``, so its window path and its fast path never overwrite each other's version unseen.
+        """
+        if expected_version is None:
+            return self.put(pk, item, condition="attribute_not_exists(pk)")
+        return self.put(pk, item, condition="version = :p", values={":p": int(expected_version)})
+
     def put_if_rev(self, pk: str, item: Mapping[str, Any], expected_rev: int | None) -> bool:
         """Optimistic lock: put ``item`` (with ``rev = expected_rev + 1``) only if the stored ``rev`` matches."""
         if expected_rev is None:

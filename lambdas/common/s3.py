@@ -21,6 +21,7 @@ from geokernel.contracts.errors import ContractError
 from geokernel.contracts.quarantine import lambda_quarantine_key
 from geokernel.contracts.spec_pointer import spec_key
 from geokernel.contracts.stream import StreamManifest, stream_manifest_key
+from geokernel.contracts.surge import SURGES_KEY, SurgeSignal
 from geokernel.errors import SpecError
 from geokernel.partition_spec.model import Spec
 from geokernel.partition_spec.parse import spec_from_json
@@ -129,6 +130,53 @@ class ObjectStore:
             if not resp.get("IsTruncated"):
                 return keys
             token = resp.get("NextContinuationToken")
+
+
+class SurgeStore:
+    """The fast path's objects in the specs bucket (:mod:`geokernel.contracts.surge`): a router environment's surge
+    signals (put once per key: the first environment's is the one) and the partitioner's relieved surges."""
+
+    def __init__(self, s3: Any, bucket: str) -> None:
+        self._s3 = s3
+        self.bucket = bucket
+
+    def put_signal(self, signal: SurgeSignal) -> bool:
+        """Put ``signal`` at its key unless one is there (``If-None-Match: *``); False when one was (412)."""
+        return self._put(signal.key, signal.to_bytes(), if_none_match=True)
+
+    def signal(self, key: str) -> SurgeSignal | None:
+        """The signal at ``key`` (None when it is gone); :class:`ContractError` when it does not decode."""
+        raw = ObjectStore(self._s3, self.bucket).read(key)
+        return None if raw is None else SurgeSignal.from_bytes(raw, f"s3://{self.bucket}/{key}")
+
+    def surges(self) -> tuple[bytes | None, str | None]:
+        """The relieved surges' object (:data:`SURGES_KEY`) and its ETag; (None, None) when there is none."""
+        try:
+            obj = self._s3.get_object(Bucket=self.bucket, Key=SURGES_KEY)
+        except ClientError as exc:
+            if error_code(exc) in ("NoSuchKey", "404", "NotFound"):
+                return None, None
+            raise AdapterError(f"cannot read s3://{self.bucket}/{SURGES_KEY}: {exc}") from exc
+        return bytes(obj["Body"].read()), str(obj.get("ETag", "")) or None
+
+    def put_surges(self, body: bytes, etag: str | None) -> bool:
+        """Replace the relieved surges if they are still the ones read (``If-Match: etag``; none read:
+        ``If-None-Match: *``); False when another writer's came first."""
+        return self._put(SURGES_KEY, body, if_match=etag, if_none_match=etag is None)
+
+    def _put(self, key: str, body: bytes, *, if_match: str | None = None, if_none_match: bool = False) -> bool:
+        kw: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": body, "ContentType": "application/json"}
+        if if_match is not None:
+            kw["IfMatch"] = if_match
+        elif if_none_match:
+            kw["IfNoneMatch"] = "*"
+        try:
+            self._s3.put_object(**kw)
+        except ClientError as exc:
+            if error_code(exc) in ("PreconditionFailed", "ConditionalRequestConflict", "412"):
+                return False
+            raise AdapterError(f"cannot write s3://{self.bucket}/{key}: {exc}") from exc
+        return True
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,13 @@
-"""Partitioner Lambda: S3 ObjectCreated on ``snapshots/**/_manifest.json``.
+"""Partitioner Lambda: S3 ObjectCreated on ``snapshots/**/_manifest.json`` (the window path) and on the routers'
+surge signals ``control/surge/**.json`` in the specs bucket (the fast path).
 
 Entry point ``lambdas/partitioner/handler.py:handler``. Env: ``CONTROL_TABLE``, ``SNAPSHOTS_BUCKET``,
 ``SPECS_BUCKET``, ``MAX_LOAD``, optional ``COSTS_BUCKET``, ``POLICY_JSON``, ``GEO_PREFIX``,
 ``AWS_ENDPOINT_URL``. Each manifest goes through :func:`lambdas.partitioner.logic.process_snapshot`;
 bad snapshots are rejected with a ``SnapshotRejected`` metric and a logged reason (the live spec
-stays); AWS failures raise so the invocation is retried.
+stays); each surge signal through :func:`lambdas.partitioner.surge.process_surge` (a relief published counts
+``SurgeRelieved``). Both publish by compare and swap on ``desired`` (:mod:`lambdas.partitioner.publish`), so the
+two paths never overwrite each other's version. AWS failures raise so the invocation is retried.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from geokernel.contracts.metric_names import PARTITIONER_OUTCOME_METRICS, Metric, MetricService
 from geokernel.contracts.snapshot import is_manifest_key
+from geokernel.contracts.surge import parse_signal_key
 from lambdas.common.clients import make_clients
 from lambdas.common.config import LambdaConfig
 from lambdas.common.metrics import function_metrics
 from lambdas.common.records import read_active
 from lambdas.partitioner.logic import Outcome, PartitionerDeps, process_snapshot
+from lambdas.partitioner.surge import SurgeOutcome, process_surge
 
 logger = Logger(service=MetricService.PARTITIONER.value)
 metrics = function_metrics(MetricService.PARTITIONER)
@@ -47,6 +52,29 @@ def manifest_keys(event: dict[str, Any]) -> list[tuple[str, str]]:
         if is_manifest_key(key):
             out.append((bucket, key))
     return out
+
+
+def signal_keys(event: dict[str, Any]) -> list[tuple[str, str]]:
+    """Return (bucket, key) of every surge signal in an S3 event (other keys are ignored)."""
+    out: list[tuple[str, str]] = []
+    for r in event.get("Records", []):
+        s3 = r.get("s3", {})
+        key = unquote_plus(str(s3.get("object", {}).get("key", "")))
+        if parse_signal_key(key) is not None:
+            out.append((str(s3.get("bucket", {}).get("name", "")), key))
+    return out
+
+
+def record_surge(outcome: SurgeOutcome) -> None:
+    """Emit the relief's metric (when one was published) and log line."""
+    if outcome.status == "published":
+        metrics.add_metric(name=Metric.SURGE_RELIEVED, unit=MetricUnit.Count, value=1)
+    extra = {"signal": outcome.signal_key, "status": outcome.status, "reason": outcome.reason, "code": outcome.code,
+             "version": outcome.version, "moved": list(outcome.moved)}
+    if outcome.status == "rejected":
+        logger.error("surge signal rejected", extra=extra)
+    else:
+        logger.info("surge signal processed", extra=extra)
 
 
 def record_outcome(outcome: Outcome) -> None:
@@ -92,4 +120,12 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         record_spec_age(d.control, datetime.now(UTC))
         results.append({"manifest": key, "status": outcome.status, "reason": outcome.reason, "code": outcome.code,
                         "version": outcome.version})
+    for bucket, key in signal_keys(event):
+        if bucket and d.surges is not None and bucket != d.surges.bucket:
+            logger.warning("surge signal from an unexpected bucket ignored", extra={"bucket": bucket, "key": key})
+            continue
+        relief = process_surge(d, key)
+        record_surge(relief)
+        results.append({"signal": key, "status": relief.status, "reason": relief.reason, "code": relief.code,
+                        "version": relief.version})
     return {"results": results}

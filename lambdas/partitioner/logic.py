@@ -24,9 +24,14 @@
    ``POLICY_JSON``'s ``latency_s``, else one window. A spec to publish gets ``source.window_end`` (the
    snapshot's window end) and is validated. ``pk="policy"`` records ``last_published_at`` (epoch s) and
    ``last_decision`` (``Decision.to_dict()``).
-6. **Publish** (only if the policy says so): put ``specs/v<n:08d>.json`` with ``If-None-Match: *``
-   (never overwrite), then the conditional put of control ``pk="desired"`` (version only moves
-   forward), then ``pk="policy"``, the controller state, and ``pk="snapshot"``.
+6. **Publish** (only if the policy says so; :mod:`lambdas.partitioner.publish`, the fast path's too): put
+   ``specs/v<n:08d>.json`` with ``If-None-Match: *`` (never overwrite), then control ``pk="desired"`` only if it
+   still holds the version the spec was built on, then ``pk="policy"``, the controller state, and ``pk="snapshot"``.
+   When ``desired`` moved meanwhile (the fast path published a relief) the step is taken again on the new
+   ``desired`` (sticky to it), at most :data:`MAX_RACES` times; then the snapshot is ``superseded``.
+
+The surges the fast path relieved (:data:`geokernel.contracts.surge.SURGES_KEY`, the declared crowds' format) are
+sized for as declared crowds are, while they last.
 
 A rejected snapshot publishes nothing and leaves every pointer and the controller state as they were.
 :func:`replay_step` takes the same step again without writing anything (the local loop keeps the exact input of a
@@ -47,8 +52,9 @@ from dataclasses import dataclass, replace
 from geokernel.contracts.control import ControlKey, PolicyMark, SnapshotMark
 from geokernel.contracts.crowds import CROWDS_KEY
 from geokernel.contracts.env import EnvVar
-from geokernel.contracts.spec_pointer import DesiredPointer, spec_key
+from geokernel.contracts.spec_pointer import DesiredPointer
 from geokernel.contracts.stream import geo_stream_name
+from geokernel.contracts.surge import SURGES_KEY
 from geokernel.errors import PartitionerError, PolicyError
 from geokernel.partition_spec.model import Spec
 from geokernel.partition_spec.rules import validate
@@ -58,8 +64,9 @@ from lambdas.common.config import ConfigError, LambdaConfig
 from lambdas.common.dynamodb import ControlTable
 from lambdas.common.errors import AdapterError
 from lambdas.common.records import median_latency_s, read_active, read_desired, read_latency_samples
-from lambdas.common.s3 import CostReports, ObjectStore, SpecExists, SpecStore
+from lambdas.common.s3 import CostReports, ObjectStore, SpecStore, SurgeStore
 from lambdas.common.timestamps import now_iso
+from lambdas.partitioner.publish import PublishFailed, publish
 from lambdas.partitioner.snapshot import (
     Manifest,
     SnapshotRejected,
@@ -77,7 +84,7 @@ from partitioner.load.counts import Counts
 from partitioner.load.read import read_snapshot_rows
 
 Builder = Callable[..., Spec]
-MAX_VERSION_RETRIES = 3
+MAX_RACES = 3  # steps taken again on a desired version that moved meanwhile, before a snapshot is superseded
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,7 @@ class PartitionerDeps:
     policy: ControlSettings
     state: ControlStateStore
     crowds: ObjectStore | None = None  # the specs bucket, where the operator may declare crowds (CROWDS_KEY)
+    surges: SurgeStore | None = None  # the specs bucket's surge signals and relieved surges (the fast path)
     build: Builder = build_spec
     shards_per_worker: int = 1  # SHARDS_PER_WORKER: each worker owns this many geo-stream shards
     clock: Callable[[], float] = time.time
@@ -125,7 +133,8 @@ class PartitionerDeps:
                    costs=CostReports(clients.s3, cfg.costs_bucket) if cfg.costs_bucket else None,
                    max_load=float(cfg.max_load or 0.0), prefix=cfg.prefix, policy=load_policy(cfg.policy_json),
                    state=ControlStateStore(clients.s3, cfg.specs_bucket),
-                   crowds=ObjectStore(clients.s3, cfg.specs_bucket), shards_per_worker=cfg.shards_per_worker)
+                   crowds=ObjectStore(clients.s3, cfg.specs_bucket), surges=SurgeStore(clients.s3, cfg.specs_bucket),
+                   shards_per_worker=cfg.shards_per_worker)
 
 
 def load_policy(policy_json: str) -> ControlSettings:
@@ -200,16 +209,24 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
                                                  f"is not after the last processed {mark.window_end!r} "
                                                  f"({mark.manifest_key})")
     inputs = _inputs(deps, manifest)
-    step = _decide(deps, inputs)
-    decision, state, previous = step.decision, inputs.state, inputs.previous
-    reasons = (*decision.reasons, *inputs.notes)
-    if step.candidate is None:
-        deps.control.put(ControlKey.POLICY, PolicyMark(state.last_published_at, decision.to_dict()).to_item())
-        deps.state.save(step.state)
-        _mark(deps, manifest_key, manifest.record.checksum, manifest.record.window_end_iso, "held")
-        return Outcome("held", manifest_key, "policy: " + "; ".join(reasons), "held", decision_reasons=reasons,
-                       workers=len(previous.workers) if previous else None, max_utilisation=_live_utilisation(step))
-    return _publish(deps, manifest_key, manifest, step.candidate, step, reasons, inputs.now)
+    outcome = Outcome("superseded", manifest_key)
+    for _ in range(MAX_RACES):
+        step = _decide(deps, inputs)
+        decision, state, previous = step.decision, inputs.state, inputs.previous
+        reasons = (*decision.reasons, *inputs.notes)
+        if step.candidate is None:
+            deps.control.put(ControlKey.POLICY, PolicyMark(state.last_published_at, decision.to_dict()).to_item())
+            deps.state.save(step.state)
+            _mark(deps, manifest_key, manifest.record.checksum, manifest.record.window_end_iso, "held")
+            return Outcome("held", manifest_key, "policy: " + "; ".join(reasons), "held", decision_reasons=reasons,
+                           workers=len(previous.workers) if previous else None,
+                           max_utilisation=_live_utilisation(step))
+        outcome = _publish(deps, manifest_key, manifest, step.candidate, step, reasons, inputs)
+        if outcome.code != "raced":
+            return outcome
+        desired = read_desired(deps.control)  # the fast path published meanwhile: build again on its version
+        inputs = replace(inputs, desired=desired, previous=_previous(deps, desired))
+    return replace(outcome, status="superseded", code="superseded")
 
 
 def _inputs(deps: PartitionerDeps, manifest: Manifest) -> _Inputs:
@@ -244,8 +261,9 @@ def _inputs(deps: PartitionerDeps, manifest: Manifest) -> _Inputs:
 
 
 def _decide(deps: PartitionerDeps, inputs: _Inputs) -> Step:
-    """The controller step on ``inputs`` with the declared crowds (the next version is the desired one's + 1)."""
-    policy = replace(deps.policy, crowds=_declared_crowds(deps))
+    """The controller step on ``inputs`` with the declared crowds and the fast path's surges (the next version is the
+    desired one's + 1)."""
+    policy = replace(deps.policy, crowds=(*_declared_crowds(deps), *_relieved_surges(deps, inputs.now)))
     version = inputs.desired.version + 1 if inputs.desired else 1
     return _step(deps, policy, inputs.manifest, inputs.counts, inputs.events, inputs.previous, version,
                  inputs.state, inputs.now)
@@ -268,6 +286,24 @@ def _declared_crowds(deps: PartitionerDeps) -> tuple[DeclaredCrowd, ...]:
         raise SnapshotRejected("bad_crowds", str(exc)) from None
 
 
+def _relieved_surges(deps: PartitionerDeps, now: float) -> tuple[DeclaredCrowd, ...]:
+    """The surges the fast path relieved that have not ended (:data:`SURGES_KEY`; none without the object).
+
+    One ``GetObject`` per snapshot window. Unlike declared crowds, a file that does not parse is skipped (the fast
+    path writes it, and rewrites it whole at its next relief): sizing without a surge is what the window path did
+    before there was a fast path.
+    """
+    if deps.crowds is None:
+        return ()
+    raw = deps.crowds.read(SURGES_KEY)
+    if raw is None:
+        return ()
+    try:
+        return tuple(c for c in parse_crowds(raw, f"s3://{deps.crowds.bucket}/{SURGES_KEY}") if c.end > now)
+    except PolicyError:
+        return ()
+
+
 def _step(deps: PartitionerDeps, policy: ControlSettings, manifest: Manifest, counts: Counts, events: Counts,
           previous: Spec | None, version: int, state: ControlState, now: float) -> Step:
     """One controller step with the Lambda's builder; a build error or an invalid candidate rejects the snapshot.
@@ -275,18 +311,19 @@ def _step(deps: PartitionerDeps, policy: ControlSettings, manifest: Manifest, co
     ``counts`` is the load to balance (cost-weighted when rates are known); ``events`` the plain counts
     the load history follows (so a cell's first cost rate is not mistaken for a surge).
     """
+    window_s = max(1.0, (manifest.record.window_end - manifest.record.window_start).total_seconds())
+
     def build(c: Counts, fill: float) -> Spec:
         built = deps.build(c, deps.max_load, previous=previous, version=version,
                            stream_name=geo_stream_name(deps.prefix, version), fill=fill)
         spec = with_shards(built, deps.shards_per_worker).replace(
-            source={**built.source, "window_end": manifest.record.window_end_iso})
+            source={**built.source, "window_end": manifest.record.window_end_iso, "window_s": window_s})
         problems = validate(spec)
         if problems:
             raise SnapshotRejected("invalid_spec", f"candidate spec v{spec.version!r} from {manifest.key} is invalid: "
                                                    + "; ".join(problems[:5]))
         return spec
 
-    window_s = max(1.0, (manifest.record.window_end - manifest.record.window_start).total_seconds())
     try:
         return control_step(policy, state, counts, window_end=manifest.record.window_end.timestamp(),
                             window_s=window_s, now=now, current=previous, max_load=deps.max_load, build=build,
@@ -310,36 +347,25 @@ def _last_published(deps: PartitionerDeps) -> float | None:
 
 
 def _publish(deps: PartitionerDeps, manifest_key: str, manifest: Manifest, candidate: Spec, step: Step,
-             reasons: tuple[str, ...], now: float) -> Outcome:
-    spec = candidate
-    key = ""
-    for _ in range(MAX_VERSION_RETRIES):
-        try:
-            key = deps.specs.put_new(spec)
-            break
-        except SpecExists:
-            # an orphan object from a publish that crashed before the pointer moved: take the next number
-            latest = read_desired(deps.control)
-            if latest is not None and latest.version >= spec.version:
-                return Outcome("superseded", manifest_key, f"spec v{latest.version} was published concurrently",
-                               "superseded", version=latest.version)
-            n = spec.version + 1
-            spec = spec.replace(version=n, stream_name=geo_stream_name(deps.prefix, n))
-    else:
-        raise SnapshotRejected("publish_failed", f"no free spec version after {spec.version!r} "
-                                                 f"(objects exist under {spec_key(spec.version)!r})")
-    stamp = now_iso(now)
-    moved = deps.control.put_forward(ControlKey.DESIRED, DesiredPointer(spec.version, key, stamp).to_item())
-    if not moved:
-        latest = read_desired(deps.control)
-        return Outcome("superseded", manifest_key,
-                       f"desired already at v{latest.version if latest else '?'}; v{spec.version} left unpublished",
-                       "superseded", version=spec.version, spec_key=key)
+             reasons: tuple[str, ...], inputs: _Inputs) -> Outcome:
+    """Publish ``candidate`` (:func:`lambdas.partitioner.publish.publish`); ``raced`` when ``desired`` moved since
+    ``inputs`` read it (the caller takes the step again)."""
+    now = inputs.now
+    try:
+        done = publish(deps.specs, deps.control, deps.prefix, candidate,
+                       inputs.desired.version if inputs.desired else None, now)
+    except PublishFailed as exc:
+        raise SnapshotRejected("publish_failed", str(exc)) from None
+    if done.spec is None:
+        return Outcome("superseded", manifest_key, f"desired moved to v{done.desired} while v{candidate.version} was "
+                       f"built on v{inputs.desired.version if inputs.desired else '-'}", "raced",
+                       version=done.desired)
+    spec = done.spec
     decision = {**step.decision.to_dict(), "published_version": spec.version}
     deps.control.put(ControlKey.POLICY, PolicyMark(now, decision).to_item())
     deps.state.save(step.state.published(now))
     _mark(deps, manifest_key, manifest.record.checksum, manifest.record.window_end_iso, f"published v{spec.version}")
-    return Outcome("published", manifest_key, "; ".join(reasons), "published", version=spec.version, spec_key=key,
+    return Outcome("published", manifest_key, "; ".join(reasons), "published", version=spec.version, spec_key=done.key,
                    workers=len(spec.workers), decision_reasons=reasons, max_utilisation=_live_utilisation(step))
 
 

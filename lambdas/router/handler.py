@@ -23,6 +23,10 @@ A batch that is behind (its oldest record older than :data:`lambdas.common.pacin
 the first deploy or an outage) is put paced, so the routers together give no geo shard more than its share of the
 write quota (:mod:`lambdas.common.pacing`); the ingest stream's open shards (``ListShards``, once per environment
 and stream) times ``ROUTER_PARALLELISM`` is how many routers share it.
+
+Each execution environment also runs the fast path's surge meter on what it routes (:mod:`lambdas.router.surge`,
+``SURGE_JSON``; ``off``: none) and puts a signal for each worker it sees heading past its cap to the specs bucket
+(:class:`lambdas.common.s3.SurgeStore`, once per key); a signal that cannot be put is logged, never a batch failure.
 """
 
 from __future__ import annotations
@@ -44,16 +48,19 @@ from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from geokernel.contracts.events import ReasonCode
 from geokernel.contracts.kpl import KplError, deaggregate, is_aggregated, sub_record_source
 from geokernel.contracts.metric_names import Metric, MetricService
+from geokernel.contracts.surge import SurgeSignal
+from geokernel.surge.meter import SurgeSettings
 from lambdas.common.clients import client_limits, make_clients
-from lambdas.common.config import LambdaConfig
+from lambdas.common.config import SURGE_OFF, LambdaConfig
 from lambdas.common.dynamodb import ControlTable
 from lambdas.common.errors import AdapterError
 from lambdas.common.kinesis import GeoStreams
 from lambdas.common.metrics import function_metrics
 from lambdas.common.pacing import CATCHUP_AGE_S, PaceBudget, Pacer, oldest_arrival
-from lambdas.common.s3 import QuarantineSink, SpecStore
+from lambdas.common.s3 import QuarantineSink, SpecStore, SurgeStore
 from lambdas.router.ledger import LedgerStore
-from lambdas.router.routing import ActiveSpecCache, InputRecord, fence_flip, route_batch
+from lambdas.router.routing import ActiveSpecCache, InputRecord, PointsSeen, RoutingTable, fence_flip, route_batch
+from lambdas.router.surge import SurgeWatch
 
 logger = Logger(service=MetricService.ROUTER.value)
 metrics = function_metrics(MetricService.ROUTER)
@@ -69,6 +76,8 @@ class Runtime:
     fields: EventFields = DEFAULT_EVENT_FIELDS  # EVENT_FIELDS: which key of an event holds each field
     ledgers: LedgerStore | None = None  # STATE_HANDOFF=1: each ingest shard's ledger (lambdas.router.stateful)
     routers: Callable[[str], int] = lambda stream: 1  # how many invocations may run at once on ``stream``
+    surge: SurgeWatch | None = None  # SURGE_JSON: this environment's surge meter (None: "off")
+    signals: SurgeStore | None = None  # where its signals are put
 
 
 @functools.cache
@@ -91,8 +100,9 @@ def runtime() -> Runtime:
             logger.warning("cannot count the routers sharing a geo shard; pacing as one", extra={"reason": str(exc)})
             return cfg.router_parallelism
 
+    watch = None if cfg.surge_json == SURGE_OFF else SurgeWatch(SurgeSettings.from_json(cfg.surge_json))
     return Runtime(cache, GeoStreams(put_client(cfg)), QuarantineSink(clients.s3, cfg.quarantine_bucket, "router"),
-                   cfg.event_fields, ledgers, routers)
+                   cfg.event_fields, ledgers, routers, watch, SurgeStore(clients.s3, cfg.specs_bucket))
 
 
 def pacer_for(event: dict[str, Any], routers: Callable[[str], int], now: float) -> Pacer | None:
@@ -161,6 +171,32 @@ def user_records(record: InputRecord) -> list[InputRecord]:
     return [InputRecord(record.item_id, p, sub_record_source(record.source, i)) for i, p in enumerate(payloads)]
 
 
+def surge_feed(rt: Runtime, table: RoutingTable | None, found: list[SurgeSignal]) -> PointsSeen | None:
+    """The batch's feed of this environment's surge meter (None without a meter or a table): signals into ``found``."""
+    watch = rt.surge
+    if watch is None or table is None:
+        return None
+    return lambda lon, lat: found.extend(watch.observe(table, lon, lat))
+
+
+def put_signals(rt: Runtime, signals: list[SurgeSignal]) -> None:
+    """Put each signal once (another environment's may be there already); a failed put is logged, not raised."""
+    if rt.signals is None:
+        return
+    for s in signals:
+        extra = {"signal": s.key, "worker": s.worker, "spec_version": s.version,
+                 "measured": round(s.measured / s.cap, 3), "projected": round(s.projected / s.cap, 3),
+                 "cells": [c.quadkey for c in s.cells]}
+        try:
+            first = rt.signals.put_signal(s)
+        except AdapterError as exc:
+            logger.warning("surge signal not put", extra={**extra, "reason": str(exc)})
+            continue
+        if first:
+            metrics.add_metric(name=Metric.SURGE_SIGNALS, unit=MetricUnit.Count, value=1)
+        logger.info("surge signal" if first else "surge signal already put by another environment", extra=extra)
+
+
 @metrics.log_metrics
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -172,8 +208,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     ledger = rt.ledgers.load(*shard) if rt.ledgers is not None and shard is not None else None
     pacer = pacer_for(event, rt.routers, time.time()) if table is not None else None
     streams = rt.streams.paced(pacer)
+    found: list[SurgeSignal] = []
     before = dict(ledger.entries) if ledger is not None else None
-    result = route_batch(records, table, streams, rt.quarantine, rt.fields, ledger)
+    result = route_batch(records, table, streams, rt.quarantine, rt.fields, ledger,
+                         surge_feed(rt, table, found) if pacer is None else None)
     if result.put_ids:  # the flip fence (routing.fence_flip): one more strongly consistent read
         fenced = fence_flip(result, rt.cache.active_version())
         if fenced is not result and ledger is not None and before is not None:
@@ -188,6 +226,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     metrics.add_metric(name=Metric.GEO_WRITE_THROTTLED, unit=MetricUnit.Count, value=streams.throttled)
     for reason in result.reasons:
         logger.warning("routing problem", extra={"reason": reason, "spec_version": result.version})
+    put_signals(rt, found)
     logger.info("batch routed", extra={"records": len(records), "routed": result.routed,
                                        "quarantined": result.quarantined, "failed": len(failed),
                                        "spec_version": result.version,

@@ -49,6 +49,8 @@ from lambdas.router.stateful import Routed, ingest_order, route_stamped
 from lambdas.router.waves import entity_waves
 
 Clock = Callable[[], float]
+#: Called with the points of a batch's valid events once a table routes them (lon, lat): the surge meter's feed.
+PointsSeen = Callable[[npt.NDArray[np.float64], npt.NDArray[np.float64]], None]
 
 
 @dataclass(frozen=True)
@@ -163,7 +165,7 @@ class ActiveSpecCache:
 
 def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, streams: GeoStreams,
                 quarantine: QuarantineSink, fields: EventFields = DEFAULT_EVENT_FIELDS,
-                ledger: RouterLedger | None = None) -> RouteResult:
+                ledger: RouterLedger | None = None, seen: PointsSeen | None = None) -> RouteResult:
     """Route one batch; every record ends up put, quarantined, or listed in ``failed_ids``.
 
     Parameters
@@ -178,6 +180,8 @@ def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, stre
     ledger : RouterLedger, optional
         The ingest shard's ledger when state handoff is on (``STATE_HANDOFF``): events are put stamped, with
         markers where an entity changes slot (:mod:`lambdas.router.stateful`).
+    seen : callable, optional
+        Given the valid events' points (lon, lat) once ``table`` routes them (the surge meter).
 
     Returns
     -------
@@ -207,8 +211,7 @@ def route_batch(records: Sequence[InputRecord], table: RoutingTable | None, stre
     if table is None:
         reasons.append("no active spec (control pk='active' missing): valid records left for retry")
         return RouteResult(tuple(failed + [rec.item_id for rec, _ in valid]), 0, quarantined, None, tuple(reasons))
-    lon = np.fromiter((ev.lon for _, ev in valid), dtype=np.float64, count=len(valid))
-    lat = np.fromiter((ev.lat for _, ev in valid), dtype=np.float64, count=len(valid))
+    lon, lat = _points(valid, seen)
     if ledger is not None:
         bad_ids, routed, why = _route_with_ledger(valid, lon, lat, table, streams, ledger)
     else:
@@ -268,6 +271,16 @@ def fence_flip(result: RouteResult, active: int | None) -> RouteResult:
            f"landed)")
     return replace(result, failed_ids=result.failed_ids + result.put_ids, routed=0, put_ids=(),
                    reasons=(*result.reasons, why))
+
+
+def _points(valid: Sequence[tuple[InputRecord, ValidEvent]], seen: PointsSeen | None
+            ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The valid events' longitudes and latitudes, handed to ``seen`` when given."""
+    lon = np.fromiter((ev.lon for _, ev in valid), dtype=np.float64, count=len(valid))
+    lat = np.fromiter((ev.lat for _, ev in valid), dtype=np.float64, count=len(valid))
+    if seen is not None:
+        seen(lon, lat)
+    return lon, lat
 
 
 def put_in_entity_order(streams: GeoStreams, stream: str, entries: Sequence[PutEntry]) -> list[int]:

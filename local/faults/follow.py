@@ -12,7 +12,7 @@ import json
 import time
 
 from local.faults.record import events_column
-from local.faults.snapshots import spec_order_problems
+from local.faults.snapshots import snapshot_window_ends, spec_order_problems
 from local.output import delivery
 from local.state import RunState, say
 
@@ -46,7 +46,7 @@ def fault_table(state: RunState) -> None:
             end = r.recovered_at or time.time()
             r.events = events_column(lost, copies, int(1000 * r.injected_at), int(1000 * end))
     if any(r.fault.startswith("snapshot-") for r in records) and state.observer is not None:
-        ends = {v: str(s.source.get("window_end", "")) for v, s in state.observer.specs.items() if s is not None}
+        ends = snapshot_window_ends({v: s.source for v, s in state.observer.specs.items() if s is not None})
         order = spec_order_problems(ends)
         for r in records:
             if r.fault.startswith("snapshot-"):

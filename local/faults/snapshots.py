@@ -276,6 +276,16 @@ class SnapshotDup:
         return answer
 
 
+def snapshot_window_ends(sources: Mapping[int, Mapping[str, Any]]) -> dict[int, str]:
+    """``{version: source window_end}`` of the specs built from a snapshot window, from ``{version: spec.source}``.
+
+    A relief of the fast path (``source["relief"]``: ``partitioner.control.relief``) is built from a router's surge
+    signal on the newest spec, not from a window, and names none: it is left out, so the window path's specs before
+    and after it are judged against each other.
+    """
+    return {v: str(s.get("window_end", "")) for v, s in sources.items() if "relief" not in s}
+
+
 def spec_order_problems(window_ends: Mapping[int, str]) -> list[str]:
     """Specs published twice from one snapshot or going backwards: ``{version: source window_end}`` in, problems out.
 

@@ -21,7 +21,7 @@ from local.environment import geofence_events, replay_clocks
 from local.oracle import OracleResult
 from local.output import Delivery, delivery
 from local.replay import RecordedReplayer
-from local.report import eventbridge, handoff, product, reference, specs, swaps
+from local.report import eventbridge, handoff, product, reference, specs, surge, swaps
 from local.report.figures import utilisation_figure
 from local.report.flips import flip_times, flips_section
 from local.report.invariants import Check, checks, demonstrated, loops
@@ -173,6 +173,7 @@ def sections(state: RunState, load: WorkerLoad, wall: float) -> Sections:
                  if "metrics" in e}
     flips, flip_lines = flips_section(state, load, built_for)
     text += ["", *flip_lines]
+    text += surge.section(state, load)[0]
     try:
         figures += utilisation_figure(state, load, flip_times(state))
     except Exception as exc:
@@ -260,7 +261,7 @@ def invariants(state: RunState, load: WorkerLoad, body: Sections) -> tuple[Verdi
         results.append(Check("every AWS API at or below half its documented quota (local/calls.py)", not below,
                              "; ".join(below) or "ok"))
     errors = [(loop.name, e) for loop in loops(state) for e in loop.errors]
-    return Verdict(results, errors, demonstrated(state, body.spec_json)), budget
+    return Verdict(results, errors, demonstrated(state, body.spec_json, load)), budget
 
 
 def closing(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict, wall: float) -> list[str]:
@@ -311,6 +312,7 @@ def document(state: RunState, load: WorkerLoad, body: Sections, verdict: Verdict
             "eventbridge": ({**asdict(body.eventbridge), "ok": body.eventbridge.ok} if body.eventbridge
                             else {"error": body.eventbridge_error} if pushed(state) else None),
             "before_first_spec": asdict(e) if (e := early_events(state)) is not None else None,
+            "surge": surge.section(state, load)[1],
             "iam": None if state.twin is None else {
                 "template": state.twin.template, "checked": dict(state.twin.gate.checked),
                 "action_only": dict(state.twin.gate.action_only),

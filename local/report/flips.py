@@ -74,7 +74,11 @@ def flips_section(state: RunState, load: WorkerLoad, built_for: dict[int, float]
         span = spans.get(new)
         live = [c.utilisation for c in cells if span is not None and span.covers(c.start_s, c.start_s + load.window_s)]
         measured = max(live, default=None)
-        row = {"from": old, "to": new, "workers": tl.slots, "window_end": end, "deploy_started_at": tl.deploy_started_at,
+        spec = obs.specs.get(new)
+        # a relief of the surge fast path is built from the routers' signals, not from a snapshot window
+        source = "relief" if spec is not None and "relief" in spec.source else "window"
+        row = {"from": old, "to": new, "workers": tl.slots, "built_from": source, "window_end": end,
+               "deploy_started_at": tl.deploy_started_at,
                "green_ready_at": tl.green_ready_at, "flipped_at": tl.flipped_at, "blue_drained_at": drained,
                "window_to_flip_s": latency, "built_for_max_utilisation": built_for.get(new),
                "measured_max_utilisation": measured, "statuses": tl.statuses}

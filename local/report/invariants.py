@@ -14,6 +14,7 @@ from typing import Any
 from local.faults.record import FaultRecord
 from local.fleet import WorkerSettings
 from local.output import delivery
+from local.report.surge import RELIEF_TARGET_S, relief_of
 from local.report.utilisation import as_percent
 from local.report.worker_load import MAX_OVER_CAP_SHARE, MAX_UTILISATION, WorkerLoad
 from local.state import RunState
@@ -99,7 +100,7 @@ def served_check(spans: Sequence[tuple[float, float, int]] | None, outages: Sequ
                  gap <= lease_s and not late, detail)
 
 
-def demonstrated(state: RunState, spec_json: dict[str, Any]) -> list[tuple[str, bool, str]]:
+def demonstrated(state: RunState, spec_json: dict[str, Any], load: WorkerLoad) -> list[tuple[str, bool, str]]:
     """What the run was meant to show (not invariants: a short run may not reach all of them)."""
     obs = state.observer
     rebalances = [(o, n) for o, n, _ in (obs.flips if obs else []) if o is not None]
@@ -107,7 +108,15 @@ def demonstrated(state: RunState, spec_json: dict[str, Any]) -> list[tuple[str, 
     declined = [r for r in rows if r.get("status") == "held"]
     compared = [r for r in rows if r.get("published") and "old_mismatch" in r]
     worst = max(compared, key=lambda r: r["old_mismatch"], default=None)
+    shown = []
+    if state.crowd is not None:
+        rel = relief_of(state, load)
+        shown.append((f"--surge: the crowd relieved within {RELIEF_TARGET_S:g}s of its first event",
+                      rel is not None and rel.ok,
+                      "the crowd never came" if rel is None else "no relief went live" if rel.seconds is None else
+                      f"v{rel.version} live {rel.seconds:.1f}s after ({'fast' if rel.by_fast_path else 'window'} path)"))
     return [
+        *shown,
         ("at least two rebalances with blue/green flips", len(rebalances) >= 2,
          ", ".join(f"v{o}->v{n}" for o, n in rebalances) or "none"),
         ("the policy declining a redeploy", bool(declined),
@@ -121,5 +130,5 @@ def demonstrated(state: RunState, spec_json: dict[str, Any]) -> list[tuple[str, 
 
 def loops(state: RunState) -> list[Any]:
     """The loop threads the run started (each has a ``name``, ``errors`` and ``fatal``)."""
-    return [x for x in (state.replayer, state.notifier, state.router, state.deployer, state.observer)
-            if x is not None]
+    return [x for x in (state.replayer, state.notifier, state.surge_notifier, state.router, state.deployer,
+                        state.observer) if x is not None]

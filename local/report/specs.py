@@ -14,6 +14,7 @@ from :mod:`partitioner.output.plot`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,11 @@ def write(state: RunState) -> tuple[dict[str, Any], list[str], list[Path]]:
             else:
                 lines += ["", f"Spec v{v} (published, superseded before it was deployed): "
                               + summary_line(m).replace("\n", " | ")]
+        elif isinstance(spec.source.get("relief"), dict | Mapping):
+            relief = spec.source["relief"]
+            lines += ["", f"Spec v{v}: {len(spec.partitions)} partitions on {len(spec.workers)} workers (a relief of "
+                          f"the fast path on v{spec.previous_version}: {', '.join(relief.get('cells', ()))} moved off "
+                          f"{relief.get('worker')}, signalled under v{relief.get('measured_under')})"]
         else:
             lines += ["", f"Spec v{v}: {len(spec.partitions)} partitions on {len(spec.workers)} workers "
                           "(its snapshot was not seen by this run)"]

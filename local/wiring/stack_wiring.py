@@ -112,10 +112,13 @@ class Wiring:
                                 f"the twin expects one")
         return found[0]
 
-    def notification(self, bucket: str) -> Notification:
-        found = [n for n in self.notifications if n.bucket == bucket]
+    def notification(self, bucket: str, component: Component | None = None) -> Notification:
+        """The one notification on ``bucket`` (of ``component``'s function, when given)."""
+        found = [n for n in self.notifications if n.bucket == bucket and component in (None, n.component)]
         if len(found) != 1:
-            raise TemplateError(f"the stack has {len(found)} notifications on bucket {bucket!r}, the twin expects one")
+            whose = f" for the {component} function" if component is not None else ""
+            raise TemplateError(f"the stack has {len(found)} notifications on bucket {bucket!r}{whose}, the twin "
+                                f"expects one")
         return found[0]
 
 

@@ -13,10 +13,13 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from geokernel.errors import PolicyError
+from geokernel.surge.meter import SurgeSettings
 from partitioner.commands.args import positive
 from partitioner.commands.io import STDIO, check_one_stdout, check_output, report_stream, write_text, write_via
 from partitioner.control.controller import ControlSettings
 from partitioner.control.crowds import DeclaredCrowd, parse_crowds
+from partitioner.simulate.fastpath import DEPLOY_S, SIGNAL_S, FastSettings
 from partitioner.simulate.loop import first_measured
 from partitioner.simulate.render import TerminalProgress, summary_line, table
 from partitioner.simulate.scenarios import SCENARIOS, SWAP_SHARE, round_cap, scenario
@@ -24,7 +27,7 @@ from partitioner.simulate.session import EPOCH0, SimSettings, simulate
 from partitioner.simulate.strategies import iso, parse_strategies
 from partitioner.simulate.swaps import parse_modes
 from partitioner.simulate.timings import measured_swap
-from partitioner.simulate.windows import ListSeries, SimulationError, WindowSeries, read_window_dir
+from partitioner.simulate.windows import CellSeries, ListSeries, SimulationError, WindowSeries, read_window_dir
 
 
 @dataclass(frozen=True)
@@ -63,12 +66,16 @@ def resolve(args: argparse.Namespace) -> Inputs:
     note = measured.describe() if measured is not None else "--swap-s" if args.swap_s is not None else ""
     if args.windows in SCENARIOS:
         sc = scenario(args.windows, args.seed)
-        settings = SimSettings(args.max_load or sc.max_load, args.window_s or sc.window_s,
+        window_s = args.window_s or sc.window_s
+        k = ticks_per_window(window_s, args.tick_s)
+        series = replace(sc.series, ticks_per_window=k) if isinstance(sc.series, CellSeries) and k > 1 else sc.series
+        settings = SimSettings(args.max_load or sc.max_load, window_s,
                                sc.latency_s if args.latency_s is None else args.latency_s,
-                               sc.swap_s if swap_s is None else swap_s, modes)
-        return Inputs(f"{sc.name} (seed {args.seed})", sc.description, sc.series, settings, names, control,
+                               sc.swap_s if swap_s is None else swap_s, modes, fast_settings(args, window_s, k))
+        return Inputs(f"{sc.name} (seed {args.seed})", sc.description, series, settings, names, control,
                       note or f"the scenario's {sc.swap_s / sc.window_s:g} of a window")
-    series = read_window_dir(args.windows)
+    k = ticks_per_window(float(args.window_s), args.tick_s) if args.window_s is not None else 1
+    series = read_window_dir(args.windows, k)
     for flag, value in (("--max-load", args.max_load), ("--window-s", args.window_s)):
         if value is None:
             hint = f"; e.g. --max-load {suggested_max_load(series):g} (about five workers at the busiest window)" \
@@ -76,9 +83,37 @@ def resolve(args: argparse.Namespace) -> Inputs:
             raise SimulationError(f"{flag} is required when WINDOWS is a directory ({args.windows!r}){hint}")
     window_s = float(args.window_s)
     settings = SimSettings(float(args.max_load), window_s, window_s if args.latency_s is None else args.latency_s,
-                           SWAP_SHARE * window_s if swap_s is None else swap_s, modes)
+                           SWAP_SHARE * window_s if swap_s is None else swap_s, modes, fast_settings(args, window_s, k))
     return Inputs(str(args.windows), f"{len(series)} windows from {args.windows}", series, settings, names, control,
                   note or f"default {SWAP_SHARE:g} of a window", series.epoch0)
+
+
+def ticks_per_window(window_s: float, tick_s: float | None) -> int:
+    """Ticks per window for ``--tick-s`` (1 without it); a tick that does not divide the window is an error."""
+    if tick_s is None:
+        return 1
+    k = round(window_s / tick_s)
+    if k < 1 or abs(k * tick_s - window_s) > 1e-6 * window_s:
+        raise SimulationError(f"--tick-s {tick_s:g} must divide the window ({window_s:g} s) into whole ticks")
+    return k
+
+
+def fast_settings(args: argparse.Namespace, window_s: float, ticks: int) -> FastSettings | None:
+    """The fast path's settings of ``--fast-path``, ``--surge``, ``--signal-s`` and ``--deploy-s`` (None: off).
+
+    The meter's interval is the tick (``bucket_share`` 1 / ticks per window); its horizon, unless ``--surge`` sets
+    ``horizon_s``, a tick plus the relief's latency (``signal_s + deploy_s``).
+    """
+    if args.fast_path == "off":
+        return None
+    try:
+        surge = SurgeSettings.from_json(args.surge, where="--surge")
+    except PolicyError as exc:
+        raise SimulationError(str(exc)) from None
+    given = set(json.loads(args.surge)) if args.surge and args.surge.strip() else set()
+    horizon = surge.horizon_s if "horizon_s" in given else window_s / ticks + args.signal_s + args.deploy_s
+    surge = replace(surge, bucket_share=1.0 / ticks, horizon_s=horizon)
+    return FastSettings(surge, args.signal_s, args.deploy_s)
 
 
 def read_crowds(path: str) -> tuple[DeclaredCrowd, ...]:
@@ -116,6 +151,11 @@ def run_command(args: argparse.Namespace) -> int:
     print(f"max_load {s.max_load:g}, window {s.window_s:g} s, snapshot-to-live latency {s.latency_s:g} s, swap overlap "
           f"{s.swap_s:g} s ({inputs.swap_note}; {', '.join(s.swap_modes)}); {len(inputs.series)} windows, measured "
           f"from window {first_measured(s.window_s, s.latency_s)}; {sim.wall_s:.1f} s", file=out)
+    f = s.fast
+    print("fast path: off (--fast-path off)" if f is None else
+          f"fast path: the router's surge meter every {f.surge.bucket_s(s.window_s):g} s, projecting "
+          f"{f.surge.horizon_s:g} s ahead; a signal's relief published {f.signal_s:g} s after it and live "
+          f"{f.deploy_s:g} s after that (one deployment at a time, {f.drain_s:g} s drain between)", file=out)
     if inputs.control.crowds:
         epoch0 = EPOCH0 if inputs.epoch0 is None else inputs.epoch0
         clock = "from the windows' file names" if inputs.epoch0 is not None else "the default clock"
@@ -179,6 +219,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="declared crowds (a JSON list of {name, lat, lon, start, end, load_per_s}): the controller "
                         "sizes for each while it overlaps the next spec's interval; times are those of the windows "
                         "(their file names' starts from `counts`, else window 0 at 2026-06-21T00:00:00Z)")
+    p.add_argument("--tick-s", type=positive, metavar="S",
+                   help="the router's interval: a directory holds one file per tick of S seconds (window-s / S to a "
+                        "window), a scenario is drawn in ticks of S; the fast path counts ticks (default: a window)")
+    p.add_argument("--fast-path", choices=("on", "off"), default="on",
+                   help="the router's surge meter and the partitioner's relief between windows (default on, as the "
+                        "Lambdas run)")
+    p.add_argument("--surge", metavar="JSON", help="the surge meter's settings (the router's SURGE_JSON keys)")
+    p.add_argument("--signal-s", type=non_negative, default=SIGNAL_S,
+                   help=f"a signal to its relief published, seconds (default {SIGNAL_S:g})")
+    p.add_argument("--deploy-s", type=non_negative, default=DEPLOY_S,
+                   help=f"a spec published to live, seconds (default {DEPLOY_S:g}; a window's spec at most "
+                        f"--latency-s)")
     p.add_argument("--json", metavar="OUT.json", help='write {"strategies": {NAME: {...}}} here')
     p.add_argument("--plot", metavar="OUT.png", help="live workers vs the floor and utilisation, one panel per strategy")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress line (drawn on stderr only on a terminal)")

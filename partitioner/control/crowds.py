@@ -151,6 +151,12 @@ def parse_crowds(text: str | bytes, where: str) -> tuple[DeclaredCrowd, ...]:
     return tuple(out)
 
 
+def crowds_json(crowds: Sequence[DeclaredCrowd]) -> bytes:
+    """The file :func:`parse_crowds` reads back, times as epoch seconds (the fast path keeps its surges so)."""
+    return json.dumps([{"name": c.name, "lat": c.lat, "lon": c.lon, "start": c.start, "end": c.end,
+                        "load_per_s": c.load_per_s} for c in crowds], indent=1).encode("utf-8")
+
+
 def _venue_loads(crowds: Sequence[DeclaredCrowd], zoom: int, window_s: float) -> dict[tuple[int, int], float]:
     """Each venue's grid cell (x, y at ``zoom``) -> the load of its crowds per window (crowds on one cell add up)."""
     need: dict[tuple[int, int], float] = {}

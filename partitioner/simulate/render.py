@@ -16,9 +16,11 @@ def summary_line(name: str, s: Mapping[str, Any], modes: tuple[str, ...]) -> str
     """One plain line: cost against the floor per swap mode, over-cap, worst, redeploys, speed."""
     cost = ", ".join(f"{s['cost_ratio'][m]:.2f}x ({m})" for m in modes)
     moved = f" (moved median {_pct(s['moved_median'], 1)}, max {_pct(s['moved_max'], 1)})" if s["redeploys"] else ""
+    fast = s.get("fast_path")
+    relief = f", {fast['reliefs']} by the fast path ({fast['signals']} signals)" if fast else ""
     return (f"{name}: cost {cost} vs the floor; {_pct(s['over_cap_share'], 2)} of worker-windows over cap "
-            f"({s['over_cap_windows']:.1f}); worst {_pct(s['worst_utilisation'])}, p99 {_pct(s['p99_utilisation'])}; "
-            f"{s['redeploys']} redeploys{moved}; {s['seconds_per_window']:.3f} s/window")
+            f"({s['over_cap_windows']:.1f}); worst {_pct(s['worst_utilisation'], 1)}, p99 {_pct(s['p99_utilisation'])}; "
+            f"{s['redeploys']} redeploys{relief}{moved}; {s['seconds_per_window']:.3f} s/window")
 
 
 def table(summaries: Mapping[str, Mapping[str, Any]], modes: tuple[str, ...]) -> str:

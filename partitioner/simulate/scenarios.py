@@ -95,8 +95,8 @@ def _global_geography(seed: int, zoom: int, points: int = 3_000_000) -> tuple[tu
     return qks, share, clon
 
 
-def _diurnal(share: FloatArray, lon: FloatArray, scale: float, window_s: float) -> Callable[[int], FloatArray]:
-    def expected(t: int) -> FloatArray:
+def _diurnal(share: FloatArray, lon: FloatArray, scale: float, window_s: float) -> Callable[[float], FloatArray]:
+    def expected(t: float) -> FloatArray:
         utc_hour = (t + 0.5) * window_s / 3600.0
         return scale * share * activity((utc_hour + lon / 15.0) % 24.0)
     return expected
@@ -217,7 +217,7 @@ def metro_day(seed: int = 1, *, windows: int = 288, window_s: float = 300.0, pea
     """
     f = _metro_fields(seed, METRO_ZOOM, METRO_RADIUS_KM)
 
-    def shape(t: int) -> FloatArray:
+    def shape(t: float) -> FloatArray:
         h = ((t + 0.5) * window_s / 3600.0) % 24.0
         home, work, commute = commute_profiles(h)
         return home * f.home + work * f.work + commute * 0.5 * (f.home + f.work)
@@ -225,7 +225,7 @@ def metro_day(seed: int = 1, *, windows: int = 288, window_s: float = 300.0, pea
     scale = peak_events / max(float(shape(t).sum()) for t in range(windows))
     cap = round_cap(peak_events / workers)
 
-    def expected(t: int) -> FloatArray:
+    def expected(t: float) -> FloatArray:
         h = ((t + 0.5) * window_s / 3600.0) % 24.0
         return scale * shape(t) + stadium_share * cap * stadium_level(h) * f.stadium
 

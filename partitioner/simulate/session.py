@@ -9,6 +9,7 @@ from typing import Any
 
 from partitioner.control.controller import ControlSettings
 from partitioner.simulate import strategies as strat
+from partitioner.simulate.fastpath import FastSettings
 from partitioner.simulate.loop import Progress, StrategyRun, run
 from partitioner.simulate.strategies import RunContext
 from partitioner.simulate.summary import summarise
@@ -26,6 +27,7 @@ class SimSettings:
     latency_s: float
     swap_s: float
     swap_modes: tuple[str, ...] = ("whole", "carry")
+    fast: FastSettings | None = None  # the fast path (None: the window path alone)
 
     def __post_init__(self) -> None:
         for name in ("max_load", "window_s"):
@@ -60,7 +62,9 @@ def simulate(series: WindowSeries, settings: SimSettings, names: Sequence[str], 
     """
     if len(series) == 0:
         raise SimulationError("no windows to simulate")
-    ctx = RunContext(settings.max_load, settings.window_s, settings.latency_s, EPOCH0 if epoch0 is None else epoch0)
+    fast = settings.fast
+    ctx = RunContext(settings.max_load, settings.window_s, settings.latency_s, EPOCH0 if epoch0 is None else epoch0,
+                     fast.deploy_s if fast is not None else 0.0, fast)
     began = time.perf_counter()
     floor = run(None, "floor", series, ctx, progress)
     floor_ww = float(sum(r.workers for r in floor.windows))

@@ -19,6 +19,10 @@ Every controller strategy sees what the partitioner Lambda sees: the window's ev
 the cost rates the workers measured in *earlier* windows (:func:`partitioner.load.cost.apply_cost_rates`;
 none when the scenario has no cost), except ``counts``. The controllers run
 :func:`partitioner.control.controller.control_step`: the Lambda's code, not a copy.
+
+A controller is also :class:`Relievable`: with a fast path the loop hands it the reliefs the partitioner would
+publish between windows (:mod:`partitioner.simulate.fastpath`); the next window's decision builds on the relief and
+sizes for its surges as for declared crowds, as the Lambda's window path does.
 """
 
 from __future__ import annotations
@@ -27,14 +31,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from geokernel.partition_spec.model import Spec
 from partitioner.builders import build_spec
 from partitioner.control.controller import ControlSettings, ControlState, control_step
+from partitioner.control.crowds import DeclaredCrowd
 from partitioner.control.policy import Decision
+from partitioner.control.relief import Relief, merge_surges
 from partitioner.load.cost import apply_cost_rates, measured_rates
 from partitioner.load.counts import Counts
+from partitioner.simulate.fastpath import FastSettings
 from partitioner.simulate.windows import SimulationError, Window, WindowSeries
 
 DEFAULT_STRATEGIES = ("floor", "static", "rebuild", "reactive", "default")
@@ -48,6 +55,8 @@ class RunContext:
     window_s: float
     latency_s: float
     epoch0: float  # start of window 0 (epoch s)
+    deploy_s: float = 0.0  # a published spec goes live this long after (at most latency_s for a window's)
+    fast: FastSettings | None = None  # the fast path's settings (None: no fast path)
 
     def window_end(self, t: int) -> float:
         return self.epoch0 + (t + 1) * self.window_s
@@ -65,6 +74,20 @@ class Strategy(Protocol):
 
     def observe(self, t: int, window: Window, ctx: RunContext) -> Spec | None:
         """Window ``t`` has just closed: return a spec to publish, or None."""
+
+
+@runtime_checkable
+class Relievable(Protocol):
+    """A strategy the fast path can relieve: it says what is published and takes a relief as published."""
+
+    def desired(self) -> Spec | None:
+        """The newest spec it published (what a relief builds on)."""
+
+    def fill(self) -> float:
+        """The share of the cap its last decision packed to (what a relief fills targets to)."""
+
+    def relieved(self, relief: Relief, now: float) -> None:
+        """Take ``relief`` as published at ``now``: it is the newest spec, and its surges are reserved from now on."""
 
 
 @dataclass
@@ -111,9 +134,25 @@ class Controlled:
     current: Spec | None = None
     rates: dict[str, float] = field(default_factory=dict)
     decisions: list[tuple[int, Decision]] = field(default_factory=list)
+    surges: tuple[DeclaredCrowd, ...] = ()  # the fast path's, reserved like declared crowds until they end
 
     def start(self, series: WindowSeries, ctx: RunContext) -> Spec | None:
         return None
+
+    def desired(self) -> Spec | None:
+        return self.current
+
+    def fill(self) -> float:
+        for _, decision in reversed(self.decisions):
+            if "fill" in decision.details:
+                return float(decision.details["fill"])
+        p = self.settings.predictive
+        return 1.0 / (1.0 + p.default_headroom)
+
+    def relieved(self, relief: Relief, now: float) -> None:
+        if relief.spec is not None:
+            self.current = relief.spec
+        self.surges = merge_surges(self.surges, relief.surges, now)
 
     def observe(self, t: int, window: Window, ctx: RunContext) -> Spec | None:
         counts = window.events
@@ -126,11 +165,14 @@ class Controlled:
 
         def build(c: Counts, fill: float) -> Spec:
             spec = build_spec(c, ctx.max_load, previous=previous, version=version, created_at=iso(end), fill=fill)
-            return replace(spec, source={**spec.source, "window_end": iso(end)})
+            return replace(spec, source={**spec.source, "window_end": iso(end), "window_s": ctx.window_s})
 
+        self.surges = tuple(c for c in self.surges if c.end > end)
+        settings = replace(self.settings, crowds=(*self.settings.crowds, *self.surges)) if self.surges else \
+            self.settings
         # the deployed controller forecasts for the snapshot-to-live latency the deploy controller measured
         # (lambdas/partitioner/logic.py): here that latency is known, so the policy is given it
-        step = control_step(self.settings, self.state, counts, window_end=end, window_s=ctx.window_s, now=end,
+        step = control_step(settings, self.state, counts, window_end=end, window_s=ctx.window_s, now=end,
                             current=self.current, max_load=ctx.max_load, build=build, events=window.events,
                             latency_s=ctx.latency_s)
         self.state = step.state

@@ -14,6 +14,8 @@ For each strategy, over the measured windows:
 ``spread_p10_p95``      median over windows of the p95 - p10 worker utilisation, in points; ``max_over_median``
                         median over windows of max / median worker utilisation (how evenly the CPU is spread)
 ``series``              per window: live workers, floor, and max / p90 / median worker utilisation
+``fast_path``           with a fast path: ``signals`` (the meter's), ``reliefs`` (specs it published), ``relieved``
+                        (per relief: when, the cells moved, the reasons); None without
 """
 
 from __future__ import annotations
@@ -76,4 +78,16 @@ def summarise(run: StrategyRun, floor_worker_windows: float, modes: tuple[str, .
         "series": {"t": [r.t for r in recs], "workers": [r.workers for r in recs], "floor": [r.floor for r in recs],
                    "max": [s["max"] for s in stats], "p90": [s["p90"] for s in stats],
                    "median": [s["median"] for s in stats]},
+        "fast_path": _fast(run),
     }
+
+
+def _fast(run: StrategyRun) -> dict[str, Any] | None:
+    """The fast path's figures (None when it did not run)."""
+    if run.fast is None:
+        return None
+    published = [(at, r) for at, r in run.fast.reliefs if r.spec is not None]
+    return {"signals": len(run.fast.signals), "reliefs": len(published),
+            "relieved": [{"at": at, "version": r.spec.version if r.spec else None,
+                          "cells": [m.quadkey for m in r.moves], "new_workers": sum(m.new_workers for m in r.moves),
+                          "reasons": list(r.reasons)} for at, r in run.fast.reliefs]}

@@ -237,6 +237,8 @@ def test_the_ts_unit_is_set_in_event_fields_and_reaches_the_router_workers_and_j
     with pytest.raises(ConfigError, match=r"^context 'event_fields': event field mapping: ts_unit 'seconds' is not one "
                                           r"of auto, s, ms, us, iso$"):
         load_config({"event_fields": {"ts_unit": "seconds"}})
+
+
 @pytest.mark.parametrize(("value", "ok"), [("", True), ("default", True), ("fences", True), ("org/fences.v1", True),
                                            ("aws.partner/x", False), ("my bus", False), ("b" * 257, False),
                                            ("arn:aws:events:eu-west-1:123456789012:event-bus/fences", False)])
@@ -259,3 +261,16 @@ def test_a_misspelt_geofence_event_bus_key_is_rejected_by_the_unknown_keys_check
     # THEN synth stops naming it (rather than synthesizing without the bus)
     with pytest.raises(ConfigError, match=r"\['geofence-event-bus'\]"):
         reject_unknown(["geofence-event-bus", "geofence_event_bus"])
+
+
+def test_surge_context_is_the_routers_meter_or_off() -> None:
+    # GIVEN the context key 'surge' as an object, as JSON text (-c), 'off', and a bad key
+    # WHEN parsed
+    # THEN the router's SURGE_JSON spells every setting out (or is 'off'), and a bad key is named
+    from geokernel.surge.meter import SurgeSettings
+
+    assert load_config({"surge": {"horizon_s": 120}}).surge == SurgeSettings(horizon_s=120).to_json()
+    assert load_config({"surge": '{"trigger": 0.95}'}).surge == SurgeSettings(trigger=0.95).to_json()
+    assert load_config({"surge": "OFF"}).surge == "off"
+    with pytest.raises(ConfigError, match="context 'surge': unknown key 'nope'"):
+        load_config({"surge": {"nope": 1}})

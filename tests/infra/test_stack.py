@@ -174,20 +174,23 @@ def _specs_bucket(synth: Any) -> str:
 
 
 @pytest.mark.parametrize(("role", "puts"), [
-    ("PartitionerFunctionServiceRole", {"/specs/*", "/control/controller-state.json"}),
+    ("PartitionerFunctionServiceRole", {"/specs/*", "/control/controller-state.json", "/control/surges.json"}),
     ("DeployerFunctionServiceRole", {"/specs/*", "/streams/*"}),
     ("HooksFunctionServiceRole", set()),
+    ("RouterFunctionServiceRole", {"/control/surge/*"}),
 ])  # fmt: skip
 def test_published_specs_are_never_deleted_and_each_role_puts_only_what_it_writes(emr: Any, role: str, puts: set[str]) -> None:
     # GIVEN a role's statements on the specs bucket
     bucket = _specs_bucket(emr)
     on_specs = [s for s in _role_statements(emr, role) if any(r.startswith(bucket) for r in _resources(s))]
     actions = {a for s in on_specs for a in _actions(s)}
-    # THEN it may read every object and put only the keys its code writes (lambdas/partitioner/logic.py and state.py;
-    # lambdas/deploy/code.py and steps.py), and delete nothing: specs are immutable and the bucket keeps versions
+    # THEN it may read every object and put only the keys its code writes (lambdas/partitioner/logic.py, state.py and
+    # surge.py; lambdas/deploy/code.py and steps.py; the router's surge signals, lambdas/router/surge.py), and delete
+    # nothing: specs are immutable and the bucket keeps versions
     assert {"s3:GetObject*", "s3:List*"} <= actions and ("s3:PutObject" in actions) == bool(puts)
     assert not [a for a in actions if a.startswith("s3:Delete")]
-    put_to = {r.removeprefix(bucket) for s in on_specs if "s3:PutObject" in _actions(s) for r in _resources(s)}
+    put_to = {r.removeprefix(bucket) for s in on_specs if "s3:PutObject" in _actions(s) for r in _resources(s)
+              if r.startswith(bucket)}
     assert put_to == puts
 
 

@@ -12,6 +12,7 @@ from local.faults.snapshots import (
     SnapshotCorrupt,
     SnapshotDup,
     corrupt_snapshots,
+    snapshot_window_ends,
     spec_order_problems,
 )
 from tests.lambdas.conftest import Aws, aws, moto_module, snapshot_rows, t, write_test_snapshot  # noqa: F401
@@ -203,3 +204,16 @@ def test_spec_order_problems_names_a_spec_published_twice_or_backwards() -> None
     assert len(spec_order_problems({3: "2026-01-01T00:00:30Z", 4: "2026-01-01T00:00:20Z"})) == 1
 
 
+
+
+def test_a_fast_path_relief_names_no_window_and_is_not_judged_for_order() -> None:
+    # GIVEN window specs v4 and v7 around two reliefs of the fast path (built from surge signals: no window_end)
+    sources = {4: {"window_end": "2026-01-01T00:00:40Z"}, 5: {"relief": {"signal": "a"}},
+               6: {"relief": {"signal": "b"}, "fill": 0.8}, 7: {"window_end": "2026-01-01T00:00:50Z"}}
+    # WHEN the specs' windows are taken for the order check
+    ends = snapshot_window_ends(sources)
+    # THEN only the window specs are judged, and in order they pass
+    assert ends == {4: "2026-01-01T00:00:40Z", 7: "2026-01-01T00:00:50Z"}
+    assert spec_order_problems(ends) == []
+    # AND a window spec without its window is still named
+    assert len(spec_order_problems(snapshot_window_ends({**sources, 8: {}}))) == 1

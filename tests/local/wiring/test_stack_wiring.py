@@ -21,7 +21,7 @@ from local.iam.policy import evaluate, statements_of
 from local.twin import stack_context
 from local.wiring.stack_wiring import Component, Wiring, read_wiring
 from local.wiring.synth import synthesized_template
-from local.wiring.template import ACCOUNT_ID, Resolver, StackTemplate, twin_names
+from local.wiring.template import ACCOUNT_ID, Resolver, StackTemplate, TemplateError, twin_names
 
 NAMES = Names("georebal-local")
 GEO = f"arn:aws:kinesis:{REGION}:{ACCOUNT_ID}:stream/{geo_stream_prefix(NAMES.prefix)}*"
@@ -60,13 +60,20 @@ def test_the_router_event_source_is_the_stacks_and_holds_records_by_age(template
 
 
 def test_the_notifications_and_encryption_keys_are_the_stacks(template: StackTemplate) -> None:
-    # GIVEN the stack WHEN read THEN manifests invoke the partitioner, specs the deployer, and every stream and bucket
-    # the parts touch has its KMS key (the ingest stream's, the geo streams' from the deployer's GEO_STREAM_KMS_KEY)
+    # GIVEN the stack WHEN read THEN manifests invoke the partitioner, specs the deployer, the routers' surge signals
+    # the partitioner too, and every stream and bucket the parts touch has its KMS key (the ingest stream's, the geo
+    # streams' from the deployer's GEO_STREAM_KMS_KEY)
     wiring = _wiring(template)
-    snapshots, specs = wiring.notification(NAMES.snapshots_bucket), wiring.notification(NAMES.specs_bucket)
+    snapshots = wiring.notification(NAMES.snapshots_bucket)
+    specs = wiring.notification(NAMES.specs_bucket, Component.DEPLOYER)
+    signals = wiring.notification(NAMES.specs_bucket, Component.PARTITIONER)
     assert (snapshots.prefix, snapshots.suffix, snapshots.component) == ("snapshots/", "_manifest.json",
                                                                          Component.PARTITIONER)
     assert (specs.prefix, specs.component) == ("specs/", Component.DEPLOYER)
+    assert (signals.prefix, signals.suffix) == ("control/surge/", ".json")
+    assert signals.matches("control/surge/v00000003/w0001-0231.json") and not signals.matches("control/surges.json")
+    with pytest.raises(TemplateError, match="2 notifications on bucket"):
+        wiring.notification(NAMES.specs_bucket)
     assert snapshots.matches("snapshots/window_end=x/_manifest.json") and not snapshots.matches("snapshots/x/data.csv")
     keys = wiring.encryption_keys
     assert keys[GEO].endswith(":key/" + next(k for k in template.resources if k.startswith("GeoStreamsKey")))
@@ -106,3 +113,20 @@ def test_every_ecs_call_the_deploy_parts_make_is_allowed_by_their_role(template:
             denied.append(action)
     # THEN none is refused
     assert not denied, f"the deployer's role does not allow {denied} on {service}"
+
+
+def test_the_fast_path_puts_only_its_own_objects(template: StackTemplate) -> None:
+    # GIVEN the router's and the partitioner's synthesized statements
+    wiring = _wiring(template)
+    router = statements_of([wiring.roles[Component.ROUTER].document()])
+    partitioner = statements_of([wiring.roles[Component.PARTITIONER].document()])
+    specs = f"arn:aws:s3:::{NAMES.specs_bucket}"
+    # WHEN the fast path's writes are held against them
+    # THEN the router may put surge signals and nothing else of the specs bucket's control objects; the partitioner
+    # may read signals and put the relieved surges
+    assert evaluate(router, "s3:PutObject", f"{specs}/control/surge/v00000003/w0001-0231.json").allowed
+    for key in ("control/surges.json", "control/crowds.json", "specs/v00000004.json"):
+        assert not evaluate(router, "s3:PutObject", f"{specs}/{key}").allowed, key
+    assert evaluate(partitioner, "s3:GetObject", f"{specs}/control/surge/v00000003/w0001-0231.json").allowed
+    assert evaluate(partitioner, "s3:PutObject", f"{specs}/control/surges.json").allowed
+    assert not evaluate(partitioner, "s3:PutObject", f"{specs}/control/surge/v00000003/w0001-0231.json").allowed

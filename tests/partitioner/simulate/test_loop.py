@@ -70,8 +70,11 @@ def test_a_spec_goes_live_latency_after_its_window_and_is_measured_for_the_fract
     assert [r.t for r in out.windows] == [2, 3]
     w3 = out.windows[1]
     assert w3.workers == pytest.approx(0.5 * 2 + 0.5 * 3)
-    # AND v1's w0001 carried 150 (150 %) for half of window 3: half a worker-window over the cap
-    assert w3.over_cap == pytest.approx(0.5) and float(w3.utilisation.max()) == pytest.approx(1.5)
+    # AND w0001 (a slot of both: carried) carried 150 for half of window 3 and 80 for the other half: one
+    # worker-window at 115 %; w0003, live for half of it, carried 70 then (70 %, weight one half)
+    assert w3.over_cap == pytest.approx(1.0) and float(w3.utilisation.max()) == pytest.approx(1.15)
+    pairs = sorted(zip(w3.utilisation.tolist(), w3.weight.tolist(), strict=True))
+    assert [u for u, _ in pairs] == pytest.approx([0.5, 0.7, 1.15]) and [w for _, w in pairs] == [1.0, 0.5, 1.0]
     # AND the strategy saw every window, none of the future
     assert strategy.seen == [0, 1, 2, 3]
 
@@ -105,8 +108,8 @@ def test_the_summary_counts_live_and_swap_worker_windows_against_the_floor():
     assert floor_ww == 3.0 and s["worker_windows"] == pytest.approx(4.5)
     assert s["swap_worker_windows"] == pytest.approx({"whole": 1.5, "carry": 0.85})
     assert s["cost_ratio"] == pytest.approx({"whole": 6.0 / 3, "carry": 5.35 / 3})
-    assert s["over_cap_windows"] == pytest.approx(0.5) and s["over_cap_share"] == pytest.approx(0.5 / 4.5)
-    assert s["worst_utilisation"] == pytest.approx(1.5) and s["redeploys"] == 1
+    assert s["over_cap_windows"] == pytest.approx(1.0) and s["over_cap_share"] == pytest.approx(1.0 / 4.5)
+    assert s["worst_utilisation"] == pytest.approx(1.15) and s["redeploys"] == 1
     assert s["moved_median"] == pytest.approx(0.35) and s["moved_max"] == pytest.approx(0.35)
     assert s["series"]["workers"] == pytest.approx([2.0, 2.5]) and s["series"]["floor"] == [1, 2]
 
