@@ -90,11 +90,11 @@ def setup(endpoint: str, n: int, max_load: float) -> tuple[str, str, str]:
 
 def child(endpoint: str, key: str, max_load: float, mode: str, out: Any) -> None:
     os.environ.update(ENV, AWS_ENDPOINT_URL=endpoint, MAX_LOAD=str(max_load))
-    from lambdas.common.clients import make_clients
-    from lambdas.common.config import LambdaConfig
-    from lambdas.common.records import read_desired
     from lambdas.partitioner.logic import PartitionerDeps, process_snapshot
     from lambdas.partitioner.snapshot import parse_manifest, read_rows, verify_manifest
+    from lambdas.runtime.clients import make_clients
+    from lambdas.runtime.config import LambdaConfig
+    from lambdas.runtime.records import read_desired
     from partitioner.load.read import read_snapshot_rows
 
     cfg = LambdaConfig.from_env()

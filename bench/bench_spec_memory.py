@@ -278,7 +278,7 @@ def reset_control(endpoint: str, old: int, new: int) -> None:
 
     from geokernel.contracts.control import ControlKey, DeployState, DeployStatus
     from geokernel.contracts.spec_pointer import ActivePointer, spec_key
-    from lambdas.common.dynamodb import ControlTable
+    from lambdas.runtime.dynamodb import ControlTable
 
     control = ControlTable(boto3.client("dynamodb", endpoint_url=endpoint), "bench-control")
     control.put(ControlKey.ACTIVE, ActivePointer(old, spec_key(old), f"bench-geo-v{old}", "2026-11-26T00:00:00Z").to_item())

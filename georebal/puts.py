@@ -28,7 +28,7 @@ from georebal.deployment import client_error
 from georebal.errors import InputError, PutError
 from georebal.progress import Progress
 from georebal.smoke.clock import Clock
-from lambdas.common.kinesis import KINESIS_MAX_BYTES, KINESIS_MAX_RECORDS
+from lambdas.runtime.kinesis import KINESIS_MAX_BYTES, KINESIS_MAX_RECORDS
 
 MAX_RECORD_BYTES = 1024 * 1024  # a record's data plus its partition key
 MAX_KEY_CHARS = 256

@@ -79,7 +79,7 @@ class LambdaKit(Construct):
             handler=assets.require(entry).handler,
             layers=[self.layer],
             description=description,
-            # the function's own timeout, which its AWS clients' timeouts and retries fit in (lambdas/common/clients.py)
+            # the function's own timeout, which its AWS clients' timeouts and retries fit in (lambdas/runtime/clients.py)
             environment={**environment, EnvVar.FUNCTION_TIMEOUT_S: str(int(timeout.to_seconds()))},
             timeout=timeout,
             memory_size=memory_mb,

@@ -52,7 +52,7 @@ class GeoStreams(Construct):
 
     def grant_shard_quota(self, grantee: iam.IGrantable) -> None:
         """``kinesis:DescribeLimits``: the account's shard quota and open shards, read before a new geo stream is
-        created (lambdas/common/kinesis.py ``shard_quota``). An account-level action: "Actions defined by Amazon
+        created (lambdas/runtime/kinesis.py ``shard_quota``). An account-level action: "Actions defined by Amazon
         Kinesis Data Streams" lists no resource type for it
         (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonkinesisdatastreams.html),
         so it takes Resource "*"; it reads two numbers and changes nothing."""

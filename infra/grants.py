@@ -83,7 +83,7 @@ class Grants:
 
     def _grant_partitioner(self) -> None:
         storage, partitioner = self.storage, self.partitioner.function
-        # Published specs are immutable (put once, If-None-Match: lambdas/common/s3.py SpecStore.put_new) and the
+        # Published specs are immutable (put once, If-None-Match: lambdas/runtime/s3.py SpecStore.put_new) and the
         # specs bucket is versioned: no role gets a delete (s3:DeleteObject* would erase versions too). The readers
         # get s3:List* with their reads: a missing object (no crowds declared, no controller state yet) is then a
         # 404 instead of a 403.
@@ -180,7 +180,7 @@ class Grants:
         )
 
     def _grant_ecs_deploy(self, grantee: iam.IGrantable) -> None:
-        """What the ECS adapter calls (lambdas/common/ecs.py: describe_services, describe_task_definition,
+        """What the ECS adapter calls (lambdas/runtime/ecs.py: describe_services, describe_task_definition,
         register_task_definition, update_service; tests/infra/test_stack.py derives the set from its source), and
         passing the worker roles to the revisions it registers."""
         principal = grantee.grant_principal

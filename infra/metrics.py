@@ -2,7 +2,7 @@
 deployment's dimension set, and the AWS metrics of the watched resources.
 
 Every custom metric is read in its one dimension set, :func:`~geokernel.contracts.metric_names.metric_dimensions`
-(``service`` and ``deployment=<prefix>``): the Lambdas (``lambdas/common/metrics.py``) and the workers
+(``service`` and ``deployment=<prefix>``): the Lambdas (``lambdas/runtime/metrics.py``) and the workers
 (``geo_service/adapters/metrics.py``) write exactly that set, so the alarms of two deployments in one account and
 region never read each other's metrics (``tests/infra/test_two_deployments.py``).
 

@@ -244,7 +244,7 @@ class GeoRebalancer(Construct):
     def router_environment(self) -> dict[str, str]:
         """``SURGE_JSON`` (the fast path's meter, lambdas.router.surge) and ``ROUTER_PARALLELISM`` when the event source
         mapping runs more than one invocation per ingest shard (the router's share of a geo shard while catching up,
-        lambdas.common.pacing); unset for the default 1."""
+        lambdas.runtime.pacing); unset for the default 1."""
         n = self.config.router_parallelism
         return {EnvVar.SURGE_JSON: self.config.surge, **({EnvVar.ROUTER_PARALLELISM: str(n)} if n > 1 else {})}
 

@@ -3,7 +3,7 @@
 :func:`start_moto` starts a :class:`SerialMotoServer` on a free port and returns an
 :class:`EmbeddedAws` that knows the endpoint and the resource names.
 :meth:`EmbeddedAws.environment` is the environment every component gets (the same
-variable names as in AWS, ``lambdas/common/config.py``; ``AWS_ENDPOINT_URL`` points at
+variable names as in AWS, ``lambdas/runtime/config.py``; ``AWS_ENDPOINT_URL`` points at
 moto, credentials are dummies), and :meth:`EmbeddedAws.create_resources` creates the
 ingest stream, the buckets and the DynamoDB tables with the names of
 ``docs/CONTRACTS.md`` under the prefix (default ``georebal-local``), and for a transform whose transitions the workers

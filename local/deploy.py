@@ -23,7 +23,7 @@ until green is leased and warm, ``POST_PRODUCTION_TRAFFIC_SHIFT`` holds blue unt
 3. *the ECS service scheduler*: :meth:`LocalFleet.poll` records worker exits and replaces a worker that died.
 
 The controller is :class:`lambdas.deploy.controller.DeployController` over the real adapters
-(the adapters in ``lambdas.common``: dynamodb, s3, kinesis) against moto, with :class:`local.fleet.LocalFleet` as its fleet; the swap mode is
+(the adapters in ``lambdas.runtime``: dynamodb, s3, kinesis) against moto, with :class:`local.fleet.LocalFleet` as its fleet; the swap mode is
 ``SWAP_MODE`` of the environment (``carry`` by default). The deployer's steps sign as the deployer's role and each hook
 call as the hooks' role (:func:`local.iam.principals.acting_as`); the specs it reacts to are the keys the stack's
 notification on the specs bucket names (``specs``, from the synthesized template). What the harness asks of the
@@ -40,7 +40,7 @@ from typing import Any
 
 from geokernel.contracts.control import ControlKey, DeployState
 from geokernel.contracts.plan import SwapMode
-from lambdas.common.dynamodb import ControlTable
+from lambdas.runtime.dynamodb import ControlTable
 from local.aws import EmbeddedAws
 from local.events import s3_object_created
 from local.faults.deployer_crash import InjectedCrash
@@ -79,12 +79,12 @@ class DeployDriver(LoopThread):
                  green_timeout_s: float, drain_timeout_s: float, callback_delay_s: int = 1,
                  interval_s: float = 0.5, fleet_start_grace_s: float = 5.0) -> None:
         super().__init__("deployer", interval_s)
-        from lambdas.common.clients import make_clients
-        from lambdas.common.config import LambdaConfig
-        from lambdas.common.dynamodb import LeaseTable
-        from lambdas.common.kinesis import GeoStreams
-        from lambdas.common.s3 import SpecStore
         from lambdas.deploy.controller import DeployController
+        from lambdas.runtime.clients import make_clients
+        from lambdas.runtime.config import LambdaConfig
+        from lambdas.runtime.dynamodb import LeaseTable
+        from lambdas.runtime.kinesis import GeoStreams
+        from lambdas.runtime.s3 import SpecStore
 
         cfg = LambdaConfig.from_env()
         clients = make_clients(cfg)
@@ -210,7 +210,7 @@ class DeployDriver(LoopThread):
     def idle(self) -> bool:
         """True when no deployment is in flight and nothing newer than the deployed version is queued."""
         from geokernel.contracts.control import IN_FLIGHT
-        from lambdas.common.records import read_desired
+        from lambdas.runtime.records import read_desired
 
         st = self.state()
         desired = read_desired(self.view)

@@ -43,7 +43,7 @@ import numpy.typing as npt
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
 from geokernel.contracts.events import ReasonCode
 from geokernel.contracts.stream import ShardRange
-from lambdas.common.kinesis import GeoStreams
+from lambdas.runtime.kinesis import GeoStreams
 from local.dataset import EventFactory, SurgeCrowd, bad_events
 from local.kpl import corrupt_kpl_record, kpl_aggregate
 from local.loops import FatalLoopError, LoopThread

@@ -16,9 +16,9 @@ import numpy as np
 
 from geokernel.aws_budget.calls import CallLog
 from geokernel.contracts.env import EnvVar
-from lambdas.common.clients import Clients
-from lambdas.common.config import LambdaConfig
 from lambdas.partitioner.logic import PartitionerDeps
+from lambdas.runtime.clients import Clients
+from lambdas.runtime.config import LambdaConfig
 from local.aws import EmbeddedAws, start_moto
 from local.calls import CALL_LOG_DIR, count_this_process
 from local.dataset import EventFactory, Places, Scenario, choose_hotspot, load_places, surge_crowd

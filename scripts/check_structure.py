@@ -55,7 +55,7 @@ LAYERS: dict[str, tuple[Layer, ...]] = {
     # metrics, text and maps; the sub-commands (under partitioner/cli.py)
     "partitioner": ("load", "builders", "control", "simulate", "output", "commands"),
     # the adapters every function shares; then one package per Lambda function, none importing another
-    "lambdas": ("common", ("partitioner", "router", "deploy", "jobrun", "teardown")),
+    "lambdas": ("runtime", ("partitioner", "router", "deploy", "jobrun", "teardown")),
     # the worker: the exception base (a module); its ports (AWS, logs, clock and threads); the slot leases; the parts of
     # a record's path (read, decode, transform, cost, buffer); entity state; swaps; the process at run time; serving
     # slots (the entry points __main__, worker and healthcheck, modules, on top)
@@ -82,7 +82,7 @@ PACKAGE_DEPENDS: dict[str, tuple[str, ...]] = {
 # Narrower rules for parts of a package: a module under the part may import only these packages (besides its own).
 # Only the partitioner function's package builds specs: the router's and the deploy functions' code ship the kernel.
 PACKAGE_PART_DEPENDS: dict[str, tuple[str, ...]] = {
-    "lambdas.common": ("geokernel",),
+    "lambdas.runtime": ("geokernel",),
     "lambdas.router": ("geokernel",),
     "lambdas.deploy": ("geokernel",),
     "lambdas.jobrun": ("geokernel",),
@@ -303,6 +303,18 @@ def sizes(modules: dict[str, Path], root: Path) -> list[Breach]:
     return breaches
 
 
+#: Folder names that say nothing of what they hold, or that tools take for build output or tests (issue #59):
+#: code-structure tools skip ``build/``, ``spec/`` and ``test(s)/``, and ``common/`` names no concept.
+VAGUE_FOLDERS = frozenset({"spec", "build", "test", "tests", "common"})
+
+
+def vague_folders(modules: dict[str, Path], root: Path) -> list[Breach]:
+    """A breach per runtime package folder named in :data:`VAGUE_FOLDERS`."""
+    folders = {path.parent for path in modules.values() if path.parent.name in VAGUE_FOLDERS}
+    return [Breach(str(f.relative_to(root)), f"a runtime folder named {f.name!r} (one of {sorted(VAGUE_FOLDERS)}): "
+                   "name it for what it holds") for f in sorted(folders)]
+
+
 def check(
     root: Path = ROOT,
     packages: tuple[str, ...] = PACKAGES,
@@ -323,6 +335,7 @@ def check(
         breaches = part_circles(graph, modules)
     breaches += across_packages(graph, {**PACKAGE_DEPENDS, **PACKAGE_PART_DEPENDS} if depends is None else depends)
     breaches += upward(graph, LAYERS if layers is None else layers) + sizes(modules, root)
+    breaches += vague_folders(modules, root)
     for path in size_only_files(root, size_only):
         breaches += too_long(path, path.read_text(), root)
     return len(modules), breaches

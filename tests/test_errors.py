@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BASES = {"geokernel": "geokernel.errors.PartitionerError", "partitioner": "geokernel.errors.PartitionerError",
-         "lambdas": "lambdas.common.errors.LambdaError",
+         "lambdas": "lambdas.runtime.errors.LambdaError",
          "geo_service": "geo_service.errors.GeoServiceError", "glue_jobs": "glue_jobs.errors.AggregationError",
          "local": "local.errors.LocalRunError", "infra": "infra.errors.InfraError"}
 SKIP = {"glue_jobs.glue_entry", "glue_jobs.emr_entry", "infra.app"}  # need the Glue runtime / run the CDK app

@@ -32,16 +32,16 @@ from geokernel.contracts.control import DeployStatus
 from geokernel.contracts.enriched import decode_lines
 from geokernel.contracts.spec_pointer import spec_key
 from geokernel.geo.tiles import Tile, bounds
-from lambdas.common.clients import make_clients
-from lambdas.common.config import LambdaConfig, SwapMode
-from lambdas.common.dynamodb import ControlTable, LeaseTable
-from lambdas.common.kinesis import GeoStreams
-from lambdas.common.records import read_active
-from lambdas.common.s3 import SpecStore
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.hooks import HookEvent, run_hook
 from lambdas.deploy.plan import DeployPlan
 from lambdas.router import handler as router_handler
+from lambdas.runtime.clients import make_clients
+from lambdas.runtime.config import LambdaConfig, SwapMode
+from lambdas.runtime.dynamodb import ControlTable, LeaseTable
+from lambdas.runtime.kinesis import GeoStreams
+from lambdas.runtime.records import read_active
+from lambdas.runtime.s3 import SpecStore
 from tests.lambdas.conftest import FakeLambdaContext, make_spec
 
 PREFIX = "e2e"

@@ -1,6 +1,6 @@
 """ECS task scale-in protection from inside the task: on while the worker holds a lease, off when it holds none.
 
-In ``carry`` mode the worker service scales by desired count (``lambdas.common.ecs.EcsService.scale``), and
+In ``carry`` mode the worker service scales by desired count (``lambdas.runtime.ecs.EcsService.scale``), and
 ECS picks the tasks a scale-in stops. A task whose protection is on is not stopped by scale-in events of
 the service (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-scale-in-protection.html), so
 every task serving or preparing a slot protects itself, and a task that drained its last slot drops its

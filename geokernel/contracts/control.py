@@ -5,7 +5,7 @@ its head (``plan``, ``swap``) in :mod:`geokernel.contracts.plan`. Here: :class:`
 :class:`DeployStatus` and :class:`DeployState` (``pk="deploy"``), :class:`SnapshotMark` (``pk="snapshot"``), :class:`PolicyMark`
 (``pk="policy"``) and :class:`LatencySample` (``pk="latency"``: written by the deploy controller at each flip, read
 by the partitioner's forecast). Each record's ``to_item`` is the item body (``pk`` excluded) in plain values, as
-``lambdas.common.dynamodb.ControlTable`` stores it; ``from_item`` reads it back.
+``lambdas.runtime.dynamodb.ControlTable`` stores it; ``from_item`` reads it back.
 """
 
 from __future__ import annotations

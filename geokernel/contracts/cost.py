@@ -2,7 +2,7 @@
 
 Writer: the geo worker (``geo_service.pipeline.cost.CostReport.to_record``, put by ``geo_service.serving.batches``) at
 :func:`cost_key`. Readers: the partitioner Lambda (each worker's latest report of the active version, its
-``rates`` only: ``lambdas.common.s3.CostReports``), the Spark job (``rates``, to weight snapshot rows:
+``rates`` only: ``lambdas.runtime.s3.CostReports``), the Spark job (``rates``, to weight snapshot rows:
 ``glue_jobs.batch.read_cost_rates``) and the local loop (utilisation: ``local.worker_load.cost_sample``).
 A rate is CPU seconds per event divided by ``calibration`` (the CPU seconds of a reference workload on that
 machine), so rates compare across hardware (``docs/CONTRACTS.md``, "Cost reports").

@@ -1,6 +1,6 @@
 """DynamoDB's attribute-value form, decoded to plain values: so each item record has one decoder.
 
-The Lambdas read items through ``lambdas.common.dynamodb.ControlTable`` (plain values); the geo worker and the deploy
+The Lambdas read items through ``lambdas.runtime.dynamodb.ControlTable`` (plain values); the geo worker and the deploy
 controller's lease reads get the attribute-value form (``{"N": "3"}``) from botocore. Both go through the same
 ``from_item`` of a record: the attribute-value form is first turned into plain values here, with the same rules as
 the Lambdas' adapter (a whole ``N`` is an ``int``, any other a ``float``; ``NULL`` is None).

@@ -2,7 +2,7 @@
 
 The CDK stack (``infra/stack.py``, ``infra/workers.py``) sets them on the Lambda functions and the worker
 container; the local loop (``local/``) sets them on the processes it starts; the Lambdas
-(``lambdas/common/config.py``) and the geo worker (``geo_service/runtime/config.py``) read them once at start-up. Every
+(``lambdas/runtime/config.py``) and the geo worker (``geo_service/runtime/config.py``) read them once at start-up. Every
 side imports :class:`EnvVar`, so a renamed variable cannot reach one side only.
 
 A member is a ``str`` equal to its value (``EnvVar.GEO_PREFIX == "GEO_PREFIX"``, the same hash), so it is the same
@@ -160,7 +160,7 @@ ENV_VARS: Mapping[EnvVar, EnvVarUse] = MappingProxyType({
     EnvVar.ROUTER_PARALLELISM: _use((_S,), (_R,),
                                     "The router's event source mapping's parallelization factor (default 1): how "
                                     "many invocations per ingest shard share a geo shard's write quota while "
-                                    "catching up (lambdas.common.pacing)."),
+                                    "catching up (lambdas.runtime.pacing)."),
     EnvVar.SURGE_JSON: _use((_S, _L), (_R,),
                             "The router's surge meter as JSON (geokernel.surge.meter.SurgeSettings: interval, horizon, "
                             "trigger); a worker heading past its cap is signalled to the partitioner's fast path "
@@ -176,7 +176,7 @@ ENV_VARS: Mapping[EnvVar, EnvVarUse] = MappingProxyType({
     EnvVar.FUNCTION_TIMEOUT_S: _use((_S,), _LAMBDAS,
                                     "The function's own timeout in seconds: its AWS clients' timeouts and retries are "
                                     "derived from it, so one call's worst case ends in time to report "
-                                    "(lambdas.common.clients.client_limits; default 60)."),
+                                    "(lambdas.runtime.clients.client_limits; default 60)."),
     EnvVar.DEPLOYMENT_ID: _use((_S,), _DEPLOY,
                                "The deployment's id (the stack's): the deploy controller tags every geo stream it "
                                "creates with it and deletes a same-named stream without it, left by an earlier "

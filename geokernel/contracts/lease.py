@@ -2,7 +2,7 @@
 
 Writers: the geo workers (``geo_service.leases.lease``: conditional claims, heartbeats, flags and checkpoints; the
 handover summary: ``geo_service.swap.handover_summary``). Readers: the workers themselves, the deploy controller (green
-ready, blue drained: ``lambdas.common.dynamodb.LeaseTable``) and the local loop's observer (``local.observe``).
+ready, blue drained: ``lambdas.runtime.dynamodb.LeaseTable``) and the local loop's observer (``local.observe``).
 :class:`LeaseRecord` is the one decoder of a lease item (``docs/CONTRACTS.md``, "DynamoDB items").
 """
 

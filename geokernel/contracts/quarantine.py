@@ -1,7 +1,7 @@
 """Quarantine records: what could not be processed, with why, never dropped.
 
 Writers: the Spark job (invalid events, ``glue_jobs.snapshot.write_quarantine`` at :func:`batch_quarantine_key`),
-the router Lambda (``lambdas.common.s3.QuarantineSink`` under ``quarantine/router/``) and the geo workers
+the router Lambda (``lambdas.runtime.s3.QuarantineSink`` under ``quarantine/router/``) and the geo workers
 (``geo_service.serving.batches`` at :func:`geo_quarantine_key`). Reader: operators, and the local loop's report
 (``local.output``: counts per reason code and per writer). ``reason`` is ``"<code>: <detail naming the bad
 value>"`` with a :class:`~geokernel.contracts.events.ReasonCode`, or :data:`TRANSFORM_ERROR` from a worker.

@@ -29,11 +29,11 @@ from georebal.exits import EXIT_OK
 from georebal.locating import Location, check_point, deployed_shard, locate, read_lease
 from georebal.settings import settings_of
 from georebal.smoke.clock import Clock, SystemClock, took
-from lambdas.common.dynamodb import ControlTable
-from lambdas.common.errors import LambdaError
-from lambdas.common.records import read_active
-from lambdas.common.s3 import SpecStore
 from lambdas.router.routing import RoutingTable
+from lambdas.runtime.dynamodb import ControlTable
+from lambdas.runtime.errors import LambdaError
+from lambdas.runtime.records import read_active
+from lambdas.runtime.s3 import SpecStore
 
 NEEDS = ("ControlTable", "SpecsBucket", "LeasesTable")
 
@@ -73,7 +73,7 @@ def live_location(args: argparse.Namespace, aws: Aws) -> Location:
 
 
 def live_table(aws: Aws, names: Deployment) -> tuple[RoutingTable, str]:
-    """The router's routing table of the active spec (:func:`lambdas.common.records.read_active`, the spec behind it)
+    """The router's routing table of the active spec (:func:`lambdas.runtime.records.read_active`, the spec behind it)
     and where it came from."""
     control, bucket = names.name("ControlTable"), names.name("SpecsBucket")
     try:

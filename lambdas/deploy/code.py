@@ -32,10 +32,10 @@ from geokernel.contracts.control import ControlKey, DeployStatus
 from geokernel.contracts.plan import SwapMode
 from geokernel.contracts.spec_pointer import DesiredPointer, spec_key
 from geokernel.contracts.stream import geo_stream_name
-from lambdas.common.records import read_active, read_desired, to_item
-from lambdas.common.s3 import SpecExists
-from lambdas.common.timestamps import now_iso
 from lambdas.deploy.controller import DeployController
+from lambdas.runtime.records import read_active, read_desired, to_item
+from lambdas.runtime.s3 import SpecExists
+from lambdas.runtime.timestamps import now_iso
 
 
 def redeploy_live_spec(ctl: DeployController, template: str, clock: Callable[[], float]) -> int | None:

@@ -66,13 +66,13 @@ from dataclasses import replace
 from geokernel.contracts.control import FINISHED, ControlKey, DeployState, DeployStatus
 from geokernel.contracts.plan import SwapMode
 from geokernel.contracts.stream import geo_stream_name
-from lambdas.common.dynamodb import ControlTable, LeaseTable
-from lambdas.common.kinesis import GeoStreams
-from lambdas.common.records import read_active, read_desired
-from lambdas.common.s3 import SpecStore
 from lambdas.deploy.errors import DeployError
 from lambdas.deploy.fleet import Fleet
 from lambdas.deploy.steps import SwapSteps
+from lambdas.runtime.dynamodb import ControlTable, LeaseTable
+from lambdas.runtime.kinesis import GeoStreams
+from lambdas.runtime.records import read_active, read_desired
+from lambdas.runtime.s3 import SpecStore
 
 FLEET_START_GRACE_S = 30.0  # a waiting_green swap whose fleet has not started this long after the save is resumed
 ADVANCE_EVERY_S = 5.0  # see DeployController(advance_every_s=)
@@ -87,7 +87,7 @@ class DeployController(SwapSteps):
     Parameters
     ----------
     control, leases, specs, streams
-        Adapters (:mod:`lambdas.common.dynamodb`, :mod:`lambdas.common.s3`, :mod:`lambdas.common.kinesis`).
+        Adapters (:mod:`lambdas.runtime.dynamodb`, :mod:`lambdas.runtime.s3`, :mod:`lambdas.runtime.kinesis`).
     fleet : Fleet
     prefix : str
         Resource prefix (geo stream ``<prefix>-geo-v<n>`` when a spec has no ``stream_name``).

@@ -53,12 +53,12 @@ from geokernel.contracts.metric_names import (
 )
 from geokernel.contracts.plan import SwapMode
 from geokernel.contracts.spec_pointer import parse_spec_key
-from lambdas.common.errors import LambdaError
-from lambdas.common.metrics import function_metrics
-from lambdas.common.records import read_desired
 from lambdas.deploy.code import Reconciled, may_start, reconcile_fleet, redeploy_live_spec
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.runtime import config, controller
+from lambdas.runtime.errors import LambdaError
+from lambdas.runtime.metrics import function_metrics
+from lambdas.runtime.records import read_desired
 
 logger = Logger(service=MetricService.DEPLOYER.value)
 metrics = function_metrics(MetricService.DEPLOYER)

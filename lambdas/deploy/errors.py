@@ -1,8 +1,8 @@
-"""The deploy controller's error (a :class:`~lambdas.common.errors.LambdaError`)."""
+"""The deploy controller's error (a :class:`~lambdas.runtime.errors.LambdaError`)."""
 
 from __future__ import annotations
 
-from lambdas.common.errors import LambdaError
+from lambdas.runtime.errors import LambdaError
 
 
 class DeployError(LambdaError, RuntimeError):

@@ -1,6 +1,6 @@
 """Where the deploy controller's workers run: the :class:`Fleet` protocol and its ECS implementation.
 
-:class:`EcsFleet` is the fleet in AWS (over :class:`lambdas.common.ecs.EcsService`); the local loop's worker
+:class:`EcsFleet` is the fleet in AWS (over :class:`lambdas.runtime.ecs.EcsService`); the local loop's worker
 processes (``local/fleet.py``'s ``LocalFleet``) implement the same methods.
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from geokernel.contracts.plan import SwapMode
-from lambdas.common.ecs import EcsService
 from lambdas.deploy.plan import DeployPlan
+from lambdas.runtime.ecs import EcsService
 
 
 class Fleet(Protocol):

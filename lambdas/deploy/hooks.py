@@ -43,11 +43,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from geokernel.contracts.control import IN_FLIGHT, DeployState, DeployStatus
 from geokernel.contracts.metric_names import Metric, MetricService, hook_status_metric
-from lambdas.common.errors import LambdaError
-from lambdas.common.metrics import function_metrics
 from lambdas.deploy.code import ReconcilableFleet
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.runtime import config, controller
+from lambdas.runtime.errors import LambdaError
+from lambdas.runtime.metrics import function_metrics
 
 logger = Logger(service=MetricService.DEPLOY_HOOKS.value)
 metrics = function_metrics(MetricService.DEPLOY_HOOKS)
@@ -180,7 +180,7 @@ def _raw_hold(event: Any) -> str | None:
     return h if h in ("green", "drain") else STAGE_HOLDS.get(stage) if isinstance(stage, str) else None
 
 
-DEFAULT_CALLBACK_DELAY_S = 15  # when even the config cannot be read (lambdas/common/config.py's default)
+DEFAULT_CALLBACK_DELAY_S = 15  # when even the config cannot be read (lambdas/runtime/config.py's default)
 
 
 def answer(event: Any) -> tuple[dict[str, Any], HookEvent | None]:

@@ -31,7 +31,7 @@ from typing import Any
 
 from geokernel.contracts.plan import PlanItem, PlanStatus, SwapMode
 from geokernel.partition_spec.model import HASH_BUCKETS, Partition, Spec
-from lambdas.common.config import parse_swap_mode
+from lambdas.runtime.config import parse_swap_mode
 
 FULL_RANGE = (0, HASH_BUCKETS)
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import functools
 
 from geokernel.contracts.env import EnvVar
-from lambdas.common.clients import make_clients
-from lambdas.common.config import LambdaConfig
-from lambdas.common.dynamodb import ControlTable, LeaseTable
-from lambdas.common.ecs import EcsService
-from lambdas.common.kinesis import GeoStreams
-from lambdas.common.s3 import SpecStore
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.fleet import EcsFleet
+from lambdas.runtime.clients import make_clients
+from lambdas.runtime.config import LambdaConfig
+from lambdas.runtime.dynamodb import ControlTable, LeaseTable
+from lambdas.runtime.ecs import EcsService
+from lambdas.runtime.kinesis import GeoStreams
+from lambdas.runtime.s3 import SpecStore
 
 
 @functools.cache

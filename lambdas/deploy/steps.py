@@ -18,14 +18,14 @@ from geokernel.contracts.plan import PlanStatus, SwapHead, SwapMode
 from geokernel.contracts.spec_pointer import ActivePointer, spec_key
 from geokernel.contracts.stream import StreamManifest, geo_stream_name
 from geokernel.partition_spec.model import Spec
-from lambdas.common.dynamodb import ControlTable, LeaseTable
-from lambdas.common.kinesis import GeoStreams
-from lambdas.common.records import read_active, record_live_latency, to_item
-from lambdas.common.s3 import SpecStore
-from lambdas.common.timestamps import now_iso
 from lambdas.deploy.errors import DeployError
 from lambdas.deploy.fleet import Fleet
 from lambdas.deploy.plan import DeployPlan, plan_from_item, plan_item, plan_swap
+from lambdas.runtime.dynamodb import ControlTable, LeaseTable
+from lambdas.runtime.kinesis import GeoStreams
+from lambdas.runtime.records import read_active, record_live_latency, to_item
+from lambdas.runtime.s3 import SpecStore
+from lambdas.runtime.timestamps import now_iso
 
 FLEET_STARTED = "fleet_started"  # plan item flag: start_fleet completed (a crash before it is resumed)
 
@@ -36,7 +36,7 @@ class SwapSteps:
     Parameters
     ----------
     control, leases, specs, streams
-        Adapters (:mod:`lambdas.common.dynamodb`, :mod:`lambdas.common.s3`, :mod:`lambdas.common.kinesis`).
+        Adapters (:mod:`lambdas.runtime.dynamodb`, :mod:`lambdas.runtime.s3`, :mod:`lambdas.runtime.kinesis`).
     fleet : Fleet
     prefix : str
         Resource prefix (geo stream ``<prefix>-geo-v<n>`` when a spec has no ``stream_name``).

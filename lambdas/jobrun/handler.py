@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from lambdas.common.errors import LambdaError
+from lambdas.runtime.errors import LambdaError
 
 #: Job run states after which a run holds no resource and writes nothing (``JobRunState`` of the EMR Serverless API).
 ENDED = frozenset({"SUCCESS", "FAILED", "CANCELLED"})

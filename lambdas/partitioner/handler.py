@@ -23,12 +23,12 @@ from aws_lambda_powertools.metrics import MetricUnit
 from geokernel.contracts.metric_names import PARTITIONER_OUTCOME_METRICS, Metric, MetricService
 from geokernel.contracts.snapshot import is_manifest_key
 from geokernel.contracts.surge import parse_signal_key
-from lambdas.common.clients import make_clients
-from lambdas.common.config import LambdaConfig
-from lambdas.common.metrics import function_metrics
-from lambdas.common.records import read_active
 from lambdas.partitioner.logic import Outcome, PartitionerDeps, process_snapshot
 from lambdas.partitioner.surge import SurgeOutcome, process_surge
+from lambdas.runtime.clients import make_clients
+from lambdas.runtime.config import LambdaConfig
+from lambdas.runtime.metrics import function_metrics
+from lambdas.runtime.records import read_active
 
 logger = Logger(service=MetricService.PARTITIONER.value)
 metrics = function_metrics(MetricService.PARTITIONER)

@@ -59,13 +59,6 @@ from geokernel.errors import PartitionerError, PolicyError
 from geokernel.partition_spec.model import Spec
 from geokernel.partition_spec.rules import validate
 from geokernel.partition_spec.shards import with_shards
-from lambdas.common.clients import Clients
-from lambdas.common.config import ConfigError, LambdaConfig
-from lambdas.common.dynamodb import ControlTable
-from lambdas.common.errors import AdapterError
-from lambdas.common.records import median_latency_s, read_active, read_desired, read_latency_samples
-from lambdas.common.s3 import CostReports, ObjectStore, SpecStore, SurgeStore
-from lambdas.common.timestamps import now_iso
 from lambdas.partitioner.publish import PublishFailed, publish
 from lambdas.partitioner.snapshot import (
     Manifest,
@@ -76,6 +69,13 @@ from lambdas.partitioner.snapshot import (
     verify_manifest,
 )
 from lambdas.partitioner.state import ControlStateStore
+from lambdas.runtime.clients import Clients
+from lambdas.runtime.config import ConfigError, LambdaConfig
+from lambdas.runtime.dynamodb import ControlTable
+from lambdas.runtime.errors import AdapterError
+from lambdas.runtime.records import median_latency_s, read_active, read_desired, read_latency_samples
+from lambdas.runtime.s3 import CostReports, ObjectStore, SpecStore, SurgeStore
+from lambdas.runtime.timestamps import now_iso
 from partitioner.builders import build_spec
 from partitioner.control.controller import ControlSettings, ControlState, Step, control_step
 from partitioner.control.crowds import DeclaredCrowd, parse_crowds

@@ -8,7 +8,7 @@ publishes it with :func:`publish`:
 1. the spec object ``specs/v<n>.json`` with ``If-None-Match: *`` (never overwritten; an object left by a publish that
    lost its race is skipped by taking the next number, as long as ``desired`` is still the version built on);
 2. control ``pk="desired"`` only if it still holds the version the spec was built on
-   (:meth:`lambdas.common.dynamodb.ControlTable.put_after`).
+   (:meth:`lambdas.runtime.dynamodb.ControlTable.put_after`).
 
 So of two paths that read the same ``desired`` at once, one moves it and the other learns it **raced**: it builds
 again on the new ``desired`` (the window path, whose next build keeps the relief sticky; the fast path, whose
@@ -25,11 +25,11 @@ from geokernel.contracts.control import ControlKey
 from geokernel.contracts.spec_pointer import DesiredPointer, spec_key
 from geokernel.contracts.stream import geo_stream_name
 from geokernel.partition_spec.model import Spec
-from lambdas.common.dynamodb import ControlTable
-from lambdas.common.errors import AdapterError
-from lambdas.common.records import read_desired
-from lambdas.common.s3 import SpecExists, SpecStore
-from lambdas.common.timestamps import now_iso
+from lambdas.runtime.dynamodb import ControlTable
+from lambdas.runtime.errors import AdapterError
+from lambdas.runtime.records import read_desired
+from lambdas.runtime.s3 import SpecExists, SpecStore
+from lambdas.runtime.timestamps import now_iso
 
 MAX_VERSION_RETRIES = 3
 

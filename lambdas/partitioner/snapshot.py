@@ -15,8 +15,8 @@ import numpy as np
 
 from geokernel.contracts.errors import ContractError
 from geokernel.contracts.snapshot import SNAPSHOT_HEADER, SnapshotManifest, iso, manifest_checksum
-from lambdas.common.errors import LambdaError
-from lambdas.common.s3 import ObjectStore
+from lambdas.runtime.errors import LambdaError
+from lambdas.runtime.s3 import ObjectStore
 from partitioner.load import csvscan
 
 HEADER = ",".join(SNAPSHOT_HEADER).encode()

@@ -20,8 +20,8 @@ from botocore.exceptions import ClientError
 
 from geokernel.contracts.crowds import CONTROL_STATE_KEY
 from geokernel.errors import PolicyError
-from lambdas.common.clients import error_code
-from lambdas.common.errors import AdapterError
+from lambdas.runtime.clients import error_code
+from lambdas.runtime.errors import AdapterError
 from partitioner.control.controller import ControlState
 
 

@@ -31,9 +31,9 @@ from geokernel.errors import PolicyError
 from geokernel.partition_spec.model import Spec
 from geokernel.partition_spec.rules import validate
 from geokernel.partition_spec.shards import with_shards
-from lambdas.common.records import median_latency_s, read_desired, read_latency_samples
 from lambdas.partitioner.logic import MAX_RACES, PartitionerDeps
 from lambdas.partitioner.publish import publish
+from lambdas.runtime.records import median_latency_s, read_desired, read_latency_samples
 from partitioner.control.crowds import DeclaredCrowd, crowds_json, parse_crowds
 from partitioner.control.relief import Relief, merge_surges, relieve
 

@@ -19,14 +19,14 @@ fence** (:func:`lambdas.router.routing.fence_flip`) reads ``active`` again after
 reports every record the batch routed as failed (found looking for why a loaded CI run of the whole-mode faults
 lost 286 of its last 1,234 events; that this race was the cause was not shown: three loaded runs did not lose one).
 
-A batch that is behind (its oldest record older than :data:`lambdas.common.pacing.CATCHUP_AGE_S`: a backlog after
+A batch that is behind (its oldest record older than :data:`lambdas.runtime.pacing.CATCHUP_AGE_S`: a backlog after
 the first deploy or an outage) is put paced, so the routers together give no geo shard more than its share of the
-write quota (:mod:`lambdas.common.pacing`); the ingest stream's open shards (``ListShards``, once per environment
+write quota (:mod:`lambdas.runtime.pacing`); the ingest stream's open shards (``ListShards``, once per environment
 and stream) times ``ROUTER_PARALLELISM`` is how many routers share it.
 
 Each execution environment also runs the fast path's surge meter on what it routes (:mod:`lambdas.router.surge`,
 ``SURGE_JSON``; ``off``: none) and puts a signal for each worker it sees heading past its cap to the specs bucket
-(:class:`lambdas.common.s3.SurgeStore`, once per key); a signal that cannot be put is logged, never a batch failure.
+(:class:`lambdas.runtime.s3.SurgeStore`, once per key); a signal that cannot be put is logged, never a batch failure.
 """
 
 from __future__ import annotations
@@ -50,17 +50,17 @@ from geokernel.contracts.kpl import KplError, deaggregate, is_aggregated, sub_re
 from geokernel.contracts.metric_names import Metric, MetricService
 from geokernel.contracts.surge import SurgeSignal
 from geokernel.surge.meter import SurgeSettings
-from lambdas.common.clients import client_limits, make_clients
-from lambdas.common.config import SURGE_OFF, LambdaConfig
-from lambdas.common.dynamodb import ControlTable
-from lambdas.common.errors import AdapterError
-from lambdas.common.kinesis import GeoStreams
-from lambdas.common.metrics import function_metrics
-from lambdas.common.pacing import CATCHUP_AGE_S, PaceBudget, Pacer, oldest_arrival
-from lambdas.common.s3 import QuarantineSink, SpecStore, SurgeStore
 from lambdas.router.ledger import LedgerStore
 from lambdas.router.routing import ActiveSpecCache, InputRecord, PointsSeen, RoutingTable, fence_flip, route_batch
 from lambdas.router.surge import SurgeWatch
+from lambdas.runtime.clients import client_limits, make_clients
+from lambdas.runtime.config import SURGE_OFF, LambdaConfig
+from lambdas.runtime.dynamodb import ControlTable
+from lambdas.runtime.errors import AdapterError
+from lambdas.runtime.kinesis import GeoStreams
+from lambdas.runtime.metrics import function_metrics
+from lambdas.runtime.pacing import CATCHUP_AGE_S, PaceBudget, Pacer, oldest_arrival
+from lambdas.runtime.s3 import QuarantineSink, SpecStore, SurgeStore
 
 logger = Logger(service=MetricService.ROUTER.value)
 metrics = function_metrics(MetricService.ROUTER)
@@ -106,7 +106,7 @@ def runtime() -> Runtime:
 
 
 def pacer_for(event: dict[str, Any], routers: Callable[[str], int], now: float) -> Pacer | None:
-    """A :class:`~lambdas.common.pacing.Pacer` for a batch that is behind (see the module docstring), else None."""
+    """A :class:`~lambdas.runtime.pacing.Pacer` for a batch that is behind (see the module docstring), else None."""
     oldest, source = oldest_arrival(event), ingest_shard_of(event)
     if oldest is None or source is None or now - oldest <= CATCHUP_AGE_S:
         return None

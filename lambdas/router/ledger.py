@@ -42,8 +42,8 @@ from botocore.exceptions import ClientError
 
 from geokernel.contracts.handoff import router_ledger_key
 from geokernel.contracts.stream import ShardRange, partition_hash_key
-from lambdas.common.clients import error_code
-from lambdas.common.errors import AdapterError
+from lambdas.runtime.clients import error_code
+from lambdas.runtime.errors import AdapterError
 
 #: The shards of an ingest stream by id (``ListShards``), asked for only when a shard has no ledger yet.
 ShardLister = Callable[[str], Sequence[ShardRange]]

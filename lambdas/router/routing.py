@@ -38,15 +38,15 @@ from geokernel.events import Rejection, ValidEvent, parse_event, quarantine_reco
 from geokernel.partition_spec.index import SpecIndex
 from geokernel.partition_spec.model import Spec
 from geokernel.partition_spec.shards import entity_shards
-from lambdas.common.dynamodb import ControlTable
-from lambdas.common.errors import AdapterError
-from lambdas.common.kinesis import GeoStreams, PutEntry
-from lambdas.common.records import read_active
-from lambdas.common.s3 import QuarantineSink, SpecStore
-from lambdas.common.timestamps import now_iso
 from lambdas.router.ledger import RouterLedger, Target
 from lambdas.router.stateful import Routed, ingest_order, route_stamped
 from lambdas.router.waves import entity_waves
+from lambdas.runtime.dynamodb import ControlTable
+from lambdas.runtime.errors import AdapterError
+from lambdas.runtime.kinesis import GeoStreams, PutEntry
+from lambdas.runtime.records import read_active
+from lambdas.runtime.s3 import QuarantineSink, SpecStore
+from lambdas.runtime.timestamps import now_iso
 
 Clock = Callable[[], float]
 #: Called with the points of a batch's valid events once a table routes them (lon, lat): the surge meter's feed.

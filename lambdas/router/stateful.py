@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from geokernel.contracts.handoff import Marker, Stamp, encode_marker, encode_stamped
 from geokernel.contracts.kpl import SUB_RECORD_MARK
 from geokernel.events import ValidEvent
-from lambdas.common.kinesis import GeoStreams, PutEntry
 from lambdas.router.ledger import LedgerEntry, RouterLedger, Target
 from lambdas.router.waves import entity_waves
+from lambdas.runtime.kinesis import GeoStreams, PutEntry
 
 
 @dataclass(frozen=True, slots=True)

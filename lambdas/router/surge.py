@@ -4,7 +4,7 @@ Each execution environment keeps one :class:`SurgeWatch` (the handler's runtime)
 it routed by the active spec, grouped into the meter's intervals by the wall clock
 (:class:`geokernel.surge.buckets.Buckets`); at each interval's close the meter
 (:class:`geokernel.surge.meter.SurgeMeter`, the code the simulator runs) judges it under the active spec. A signal is
-put to the specs bucket once per key with ``If-None-Match: *`` (:class:`lambdas.common.s3.SurgeStore`): every
+put to the specs bucket once per key with ``If-None-Match: *`` (:class:`lambdas.runtime.s3.SurgeStore`): every
 environment that sees the same surge tries, the first one's object is the signal, and the partitioner's S3
 notification takes it from there (``lambdas.partitioner.surge``).
 
@@ -16,7 +16,7 @@ meter reads shares, so only its noise grows).
 
 Notes
 -----
-A batch routed as a backlog (paced: :mod:`lambdas.common.pacing`) is not counted: its events were sent long before
+A batch routed as a backlog (paced: :mod:`lambdas.runtime.pacing`) is not counted: its events were sent long before
 and would read as a surge of the interval they are routed in.
 """
 

@@ -5,7 +5,7 @@ not own them, so ``cdk destroy`` alone would leave the live ones running, billed
 deletes this resource after the deployer, the hooks, the router and the worker service (they depend on it), and on
 that ``Delete`` the handler deletes every stream whose name starts with ``StreamPrefix``:
 
-* ``ListStreams``, page by page (:meth:`lambdas.common.kinesis.GeoStreams.named`), then ``DeleteStream`` of each
+* ``ListStreams``, page by page (:meth:`lambdas.runtime.kinesis.GeoStreams.named`), then ``DeleteStream`` of each
   ACTIVE one. "If the stream is in the ACTIVE state, you can delete it"
   (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_DeleteStream.html): a stream still CREATING or
   UPDATING is waited for and deleted on a later pass; one already DELETING, or gone, is done. A second run (a
@@ -29,10 +29,10 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from lambdas.common.clients import make_clients
-from lambdas.common.config import LambdaConfig
-from lambdas.common.errors import AdapterError
-from lambdas.common.kinesis import GeoStreams
+from lambdas.runtime.clients import make_clients
+from lambdas.runtime.config import LambdaConfig
+from lambdas.runtime.errors import AdapterError
+from lambdas.runtime.kinesis import GeoStreams
 
 logger = Logger(service="geo-stream-teardown")
 

@@ -16,7 +16,7 @@ from geokernel.contracts.lease import lease_key
 from geokernel.contracts.snapshot import SNAPSHOTS_PREFIX, is_manifest_key
 from geokernel.contracts.spec_pointer import DesiredPointer
 from geokernel.contracts.stream import geo_stream_name, geo_stream_prefix
-from lambdas.common.dynamodb import ControlTable
+from lambdas.runtime.dynamodb import ControlTable
 from local import procs
 from local.aws import EmbeddedAws
 from local.environment import DRAIN_TIMEOUT_S, GREEN_TIMEOUT_S
@@ -78,7 +78,7 @@ def arm_faults(state: RunState, aws: EmbeddedAws) -> None:
         state.faults.append(SparkKill(lambda: state.spark, restart, status, live_since, delay_s=0.8 * cfg.duration_s,
                                       deadline_s=SPARK_START_TIMEOUT_S + 3 * cfg.window_s))
     if "deployer-crash" in cfg.faults:
-        from lambdas.common.records import read_active
+        from lambdas.runtime.records import read_active
 
         ctl = deployer.ctl
 
@@ -107,8 +107,8 @@ def _still_open(fault: Any) -> bool:
 
 def arm_hook_faults(state: RunState, leases: Callable[[], list[Any]]) -> None:
     """Arm ``hook-fail`` and ``hook-timeout`` (:class:`local.faults.hooks.HookFault`) on the local ECS's hook calls."""
-    from lambdas.common.records import read_active, read_desired
-    from lambdas.common.timestamps import now_iso
+    from lambdas.runtime.records import read_active, read_desired
+    from lambdas.runtime.timestamps import now_iso
 
     cfg, fleet, deployer = state.config, state.fleet, state.deployer
     names = [n for n in cfg.faults if n in WHOLE_ONLY]

@@ -16,7 +16,7 @@ Each runs as a thread on the simulated clock (:mod:`local.scale.simtime`) and ca
   :class:`lambdas.router.routing.ActiveSpecCache` (a control-table read per invocation, as deployed, and an
   S3 GET per new version). One invocation in ``sample`` is routed by :func:`lambdas.router.routing.route_batch`
   and put into moto for real (the workers read and process those events); every other invocation goes through
-  the same routing (:meth:`RoutingTable.hash_keys_for`, :func:`lambdas.common.kinesis.chunk_entries`) and its
+  the same routing (:meth:`RoutingTable.hash_keys_for`, :func:`lambdas.runtime.kinesis.chunk_entries`) and its
   ``PutRecords`` call is counted by the same rules without being sent (moto takes ~0.1 ms per record: 100,000
   events per simulated second could not be sent).
 
@@ -49,12 +49,12 @@ from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS
 from geokernel.contracts.handoff import router_ledger_key
 from geokernel.contracts.spec_pointer import DesiredPointer, spec_key
 from geokernel.partition_spec.model import Spec
-from lambdas.common.dynamodb import ControlTable
-from lambdas.common.kinesis import GeoStreams, PutEntry, chunk_entries
-from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.deploy.controller import DeployController
 from lambdas.router.ledger import LedgerStore
 from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
+from lambdas.runtime.dynamodb import ControlTable
+from lambdas.runtime.kinesis import GeoStreams, PutEntry, chunk_entries
+from lambdas.runtime.s3 import QuarantineSink, SpecStore
 from local.scale.simtime import SimTime
 from local.scale.world import EventSource, HomedSource
 

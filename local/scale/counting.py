@@ -15,7 +15,7 @@ from geokernel.aws_budget.calls import CallLog
 from geokernel.aws_budget.usage import ACCOUNT, Usage
 from geokernel.contracts.enriched import EnrichedKey
 from geokernel.contracts.handoff import router_ledger_key, state_key
-from lambdas.common.kinesis import PutEntry
+from lambdas.runtime.kinesis import PutEntry
 from local.scale.result import ScaleResult, SteadyCalls
 
 #: Call-log rows that are levels, not calls (the router's concurrency, Fargate's launch tokens).

@@ -39,13 +39,13 @@ from geokernel.contracts.control import DeployStatus
 from geokernel.contracts.enriched import ENRICHED_PREFIX, EnrichedKey, EnrichedRecord, decode_lines, parse_enriched_key
 from geokernel.contracts.plan import SwapMode
 from geokernel.partition_spec.shards import with_shards
-from lambdas.common.dynamodb import ControlTable, LeaseTable
-from lambdas.common.ecs import EcsService
-from lambdas.common.kinesis import GeoStreams
-from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.fleet import EcsFleet
 from lambdas.router.ledger import LedgerStore
+from lambdas.runtime.dynamodb import ControlTable, LeaseTable
+from lambdas.runtime.ecs import EcsService
+from lambdas.runtime.kinesis import GeoStreams
+from lambdas.runtime.s3 import QuarantineSink, SpecStore
 from local.aws import Names
 from local.scale.account import REGION, clients, create_resources, moto_on, worker_config
 from local.scale.actors import CountingState, Deployer, EcsScheduler, NullTransform, Router, router_containers

@@ -13,8 +13,8 @@ from geokernel.contracts.enriched import ENRICHED_PREFIX, decode_lines, parse_en
 from geokernel.contracts.plan import SwapHead
 from geokernel.contracts.stream import StreamManifest, stream_manifest_key
 from geokernel.partition_spec.model import Partition, Spec, Worker, shard_hash_key
-from lambdas.common.dynamodb import ControlTable
-from lambdas.common.kinesis import GeoStreams
+from lambdas.runtime.dynamodb import ControlTable
+from lambdas.runtime.kinesis import GeoStreams
 
 
 @dataclass(frozen=True)

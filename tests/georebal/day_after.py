@@ -22,9 +22,9 @@ from georebal.aws import Session
 from georebal.cli import main, make_parser
 from georebal.errors import GeorebalError
 from georebal.exits import EXIT_ERROR
-from lambdas.common.dynamodb import ControlTable
-from lambdas.common.kinesis import GeoStreams
-from lambdas.common.s3 import SpecStore
+from lambdas.runtime.dynamodb import ControlTable
+from lambdas.runtime.kinesis import GeoStreams
+from lambdas.runtime.s3 import SpecStore
 from tests.geokernel.spec_factory import make_spec
 from tests.georebal.smoke_fakes import REGION, moto_aws
 

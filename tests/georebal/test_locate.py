@@ -16,10 +16,10 @@ from geo_service.pipeline.consumer import worker_shards
 from geokernel.contracts.stream import StreamManifest, stream_manifest_key
 from geokernel.partition_spec.model import entity_bucket
 from georebal.cli import main
-from lambdas.common.dynamodb import ControlTable
-from lambdas.common.kinesis import GeoStreams
-from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router.routing import ActiveSpecCache, InputRecord, route_batch
+from lambdas.runtime.dynamodb import ControlTable
+from lambdas.runtime.kinesis import GeoStreams
+from lambdas.runtime.s3 import QuarantineSink, SpecStore
 from tests.georebal.day_after import (
     OUTPUTS,
     PLACES,

@@ -14,10 +14,10 @@ import pytest
 from moto import mock_aws
 
 from geo_service.pipeline.consumer import KinesisRecord
-from lambdas.common.dynamodb import ControlTable
-from lambdas.common.kinesis import GeoStreams
-from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
+from lambdas.runtime.dynamodb import ControlTable
+from lambdas.runtime.kinesis import GeoStreams
+from lambdas.runtime.s3 import QuarantineSink, SpecStore
 from local.event_source import on_failure_record
 from tests.georebal.day_after import (
     STACK,

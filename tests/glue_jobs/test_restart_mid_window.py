@@ -34,9 +34,9 @@ from geokernel.partition_spec.parse import spec_from_json  # noqa: E402
 from glue_jobs.batch import JobConfig, start_streaming  # noqa: E402
 from glue_jobs.quadkey_counts import kinesis_stream  # noqa: E402
 from glue_jobs.transform import RollupSpec, WindowSpec  # noqa: E402
-from lambdas.common.clients import make_clients  # noqa: E402
-from lambdas.common.config import LambdaConfig  # noqa: E402
 from lambdas.partitioner.logic import PartitionerDeps, process_snapshot  # noqa: E402
+from lambdas.runtime.clients import make_clients  # noqa: E402
+from lambdas.runtime.config import LambdaConfig  # noqa: E402
 from local.aws import SerialMotoServer  # noqa: E402
 
 pytestmark = pytest.mark.spark

@@ -6,7 +6,7 @@ from typing import Any
 
 from aws_cdk.assertions import Match
 
-from lambdas.common.clients import REPORT_MARGIN_S, TOTAL_ATTEMPTS, client_limits
+from lambdas.runtime.clients import REPORT_MARGIN_S, TOTAL_ATTEMPTS, client_limits
 
 HANDLERS = {
     "lambdas.partitioner.handler.handler",
@@ -80,7 +80,7 @@ def test_every_functions_aws_calls_end_before_the_function_does(emr: Any) -> Non
     for props in functions:
         timeout = props["Timeout"]
         assert props["Environment"]["Variables"]["FUNCTION_TIMEOUT_S"] == str(timeout), props["Handler"]
-        # WHEN its clients' limits are derived from it (lambdas/common/clients.py; the router's puts: one attempt)
+        # WHEN its clients' limits are derived from it (lambdas/runtime/clients.py; the router's puts: one attempt)
         for attempts in (TOTAL_ATTEMPTS, 1):
             limits = client_limits(float(timeout), attempts)
             # THEN one call's worst case (connect + read timeouts x attempts + the longest backoffs) ends with the

@@ -43,7 +43,7 @@ def test_failure_queue_is_kms_encrypted(emr: Any) -> None:
 def test_the_router_knows_its_parallelization_factor_only_when_it_is_not_one(emr: Any, glue: Any) -> None:
     # GIVEN the default synth (factor 1) and the glue synth with router_parallelism=2
     # THEN the second's router gets ROUTER_PARALLELISM=2 beside its mapping's factor (the routers sharing a geo shard
-    # while catching up, lambdas.common.pacing), and the default's gets nothing
+    # while catching up, lambdas.runtime.pacing), and the default's gets nothing
     glue.template.has_resource_properties("AWS::Lambda::EventSourceMapping", {"ParallelizationFactor": 2})
     glue.template.has_resource_properties("AWS::Lambda::Function", {
         "Handler": "lambdas.router.handler.handler",

@@ -124,7 +124,7 @@ def test_only_the_deployer_may_read_the_accounts_kinesis_shard_quota(emr: Any) -
 
 
 def ecs_actions_the_adapter_calls(*entry_methods: str) -> set[str]:
-    """``ecs:<Operation>`` of every ``self._ecs.<operation>(`` call in lambdas/common/ecs.py (the Lambdas' only ECS
+    """``ecs:<Operation>`` of every ``self._ecs.<operation>(`` call in lambdas/runtime/ecs.py (the Lambdas' only ECS
     client user), in the whole adapter, or in what ``entry_methods`` of :class:`EcsService` reach (their own calls
     and those of the ``self.<method>(`` they call, transitively)."""
     source = (REPO_ROOT / "lambdas" / "common" / "ecs.py").read_text(encoding="utf-8")

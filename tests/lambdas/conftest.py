@@ -16,11 +16,11 @@ from moto.core.models import MockAWS
 
 from geokernel.partition_spec.model import Spec
 from glue_jobs.snapshot import S3Storage, SnapshotMeta, SnapshotRow, write_snapshot
-from lambdas.common.clients import Clients, make_clients
-from lambdas.common.config import LambdaConfig
-from lambdas.common.dynamodb import ControlTable, LeaseTable
-from lambdas.common.kinesis import GeoStreams
-from lambdas.common.s3 import SpecStore
+from lambdas.runtime.clients import Clients, make_clients
+from lambdas.runtime.config import LambdaConfig
+from lambdas.runtime.dynamodb import ControlTable, LeaseTable
+from lambdas.runtime.kinesis import GeoStreams
+from lambdas.runtime.s3 import SpecStore
 from partitioner.builders import build_spec
 from partitioner.load.counts import counts_from_pairs
 

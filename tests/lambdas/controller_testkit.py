@@ -6,9 +6,9 @@ from geokernel.contracts.control import DeployStatus
 from geokernel.contracts.plan import SwapMode
 from geokernel.contracts.spec_pointer import spec_key
 from geokernel.partition_spec.model import Spec
-from lambdas.common.ecs import EcsService
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.fleet import EcsFleet
+from lambdas.runtime.ecs import EcsService
 from tests.lambdas.conftest import Aws, make_spec
 
 T0 = 1_800_000_000.0

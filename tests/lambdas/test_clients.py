@@ -1,4 +1,4 @@
-"""lambdas.common.clients: every AWS call a function makes ends, retries included, before the function does."""
+"""lambdas.runtime.clients: every AWS call a function makes ends, retries included, before the function does."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import pytest
 from infra.deploy import DEPLOYER_TIMEOUT, HOOKS_TIMEOUT
 from infra.partitioner_fn import PARTITIONER_TIMEOUT
 from infra.router import ROUTER_TIMEOUT
-from lambdas.common.clients import (
+from lambdas.router.handler import put_client
+from lambdas.runtime.clients import (
     MAX_READ_TIMEOUT_S,
     REPORT_MARGIN_S,
     TOTAL_ATTEMPTS,
@@ -15,8 +16,7 @@ from lambdas.common.clients import (
     client_limits,
     make_clients,
 )
-from lambdas.common.config import ConfigError, LambdaConfig
-from lambdas.router.handler import put_client
+from lambdas.runtime.config import ConfigError, LambdaConfig
 
 # never called; keeps these clients apart from the moto-backed ones other tests get from make_clients' cache
 ENDPOINT = "http://127.0.0.1:9"

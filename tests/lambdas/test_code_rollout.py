@@ -15,13 +15,13 @@ from geokernel.contracts.control import ControlKey, DeployStatus
 from geokernel.contracts.env import EnvVar
 from geokernel.contracts.spec_pointer import spec_key
 from geokernel.partition_spec.model import Spec
-from lambdas.common.config import SwapMode
-from lambdas.common.ecs import EcsService
-from lambdas.common.records import read_desired
 from lambdas.deploy import deployer, runtime
 from lambdas.deploy.code import redeploy_live_spec
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.fleet import EcsFleet
+from lambdas.runtime.config import SwapMode
+from lambdas.runtime.ecs import EcsService
+from lambdas.runtime.records import read_desired
 from tests.lambdas.conftest import Aws, FakeLambdaContext, make_spec
 
 SERVICE = ("georebal", "georebal-geo-workers")

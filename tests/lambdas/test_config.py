@@ -1,4 +1,4 @@
-"""Lambda config from env vars (lambdas.common.config)."""
+"""Lambda config from env vars (lambdas.runtime.config)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 import pytest
 
 from geokernel.contracts.env import ENV_VARS, Component, EnvVar
-from lambdas.common.config import ConfigError, LambdaConfig
+from lambdas.runtime.config import ConfigError, LambdaConfig
 
 
 def test_defaults_and_values() -> None:

@@ -7,8 +7,8 @@ import pytest
 from geokernel.contracts.control import ControlKey, DeployStatus
 from geokernel.contracts.plan import SwapMode
 from geokernel.errors import SpecError
-from lambdas.common.records import read_active
 from lambdas.deploy.errors import DeployError
+from lambdas.runtime.records import read_active
 from tests.lambdas.conftest import Aws, make_spec
 from tests.lambdas.controller_testkit import Clock, controller, deploy_v1, leases, publish, revisions, service
 

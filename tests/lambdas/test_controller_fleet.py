@@ -7,7 +7,7 @@ import json
 from geokernel.contracts.control import ControlKey, DeployStatus
 from geokernel.contracts.stream import StreamManifest, stream_manifest_key
 from geokernel.partition_spec.shards import with_shards
-from lambdas.common.kinesis import GeoStreams
+from lambdas.runtime.kinesis import GeoStreams
 from tests.lambdas.conftest import Aws, make_spec
 from tests.lambdas.controller_testkit import Clock, controller, deploy_v1, leases, publish, revisions, service, start_v2
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from geokernel.contracts.control import ControlKey, DeployStatus
 from geokernel.contracts.spec_pointer import spec_key
-from lambdas.common.kinesis import GeoStreams, ShardQuota
-from lambdas.common.records import read_active
+from lambdas.runtime.kinesis import GeoStreams, ShardQuota
+from lambdas.runtime.records import read_active
 from tests.lambdas.conftest import Aws, make_spec
 from tests.lambdas.controller_testkit import Clock, controller, deploy_v1, leases, publish, service, start_v2
 

@@ -12,11 +12,11 @@ from geokernel.contracts.control import DeployStatus
 from geokernel.contracts.plan import SwapMode
 from geokernel.contracts.spec_pointer import spec_key
 from geokernel.partition_spec.model import Spec
-from lambdas.common.ecs import EcsService
-from lambdas.common.records import read_active
 from lambdas.deploy import deployer, hooks, runtime
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.fleet import EcsFleet
+from lambdas.runtime.ecs import EcsService
+from lambdas.runtime.records import read_active
 from tests.lambdas.conftest import CTX, Aws, FakeLambdaContext, load_event, make_spec
 
 

@@ -6,12 +6,12 @@ import pytest
 
 from geokernel.contracts.control import DeployStatus
 from geokernel.contracts.spec_pointer import spec_key
-from lambdas.common.config import SwapMode
-from lambdas.common.ecs import EcsService
 from lambdas.deploy import deployer, runtime
 from lambdas.deploy.controller import FLEET_START_GRACE_S, DeployController
 from lambdas.deploy.fleet import EcsFleet
 from lambdas.deploy.plan import DeployPlan
+from lambdas.runtime.config import SwapMode
+from lambdas.runtime.ecs import EcsService
 from tests.lambdas.conftest import Aws, FakeLambdaContext, load_event, make_spec
 
 T0 = 1_800_000_000.0

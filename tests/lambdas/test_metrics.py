@@ -1,4 +1,4 @@
-"""lambdas.common.metrics and the router's throttle count: every function metric carries the deployment dimension."""
+"""lambdas.runtime.metrics and the router's throttle count: every function metric carries the deployment dimension."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
 
 from geokernel.contracts.metric_names import NAMESPACE, Metric, MetricService, metric_dimensions
-from lambdas.common.kinesis import GeoStreams, PutEntry
-from lambdas.common.metrics import deployment_of, function_metrics
 from lambdas.router import handler as router_handler
+from lambdas.runtime.kinesis import GeoStreams, PutEntry
+from lambdas.runtime.metrics import deployment_of, function_metrics
 from tests.lambdas.conftest import CTX, Aws, load_event, make_spec
 from tests.lambdas.test_router import activate
 

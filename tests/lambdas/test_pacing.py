@@ -1,4 +1,4 @@
-"""lambdas.common.pacing: a backlog's puts reach no shard faster than the routers' share of its write quota."""
+"""lambdas.runtime.pacing: a backlog's puts reach no shard faster than the routers' share of its write quota."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lambdas.common.kinesis import PutEntry, chunk_entries
-from lambdas.common.pacing import (
+from lambdas.router.handler import pacer_for
+from lambdas.runtime.kinesis import PutEntry, chunk_entries
+from lambdas.runtime.pacing import (
     BURST_S,
     CATCHUP_AGE_S,
     MAX_WAIT_S,
@@ -19,7 +20,6 @@ from lambdas.common.pacing import (
     Pacer,
     oldest_arrival,
 )
-from lambdas.router.handler import pacer_for
 
 
 class FakeTime:

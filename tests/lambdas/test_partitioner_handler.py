@@ -15,11 +15,11 @@ from geokernel.contracts.crowds import CROWDS_KEY
 from geokernel.contracts.spec_pointer import spec_key
 from geokernel.geo.tiles import Tile, bounds
 from geokernel.partition_spec.model import Partition, Spec, Worker
-from lambdas.common.config import ConfigError, LambdaConfig
-from lambdas.common.records import read_desired
-from lambdas.common.s3 import ObjectStore
 from lambdas.partitioner import handler as partitioner_handler
 from lambdas.partitioner.logic import PartitionerDeps, process_snapshot
+from lambdas.runtime.config import ConfigError, LambdaConfig
+from lambdas.runtime.records import read_desired
+from lambdas.runtime.s3 import ObjectStore
 from tests.lambdas.conftest import CTX, Aws, load_event, snapshot_rows, t, write_test_snapshot
 from tests.lambdas.partitioner_testkit import CELLS, deps, rewrite_manifest
 

@@ -7,12 +7,12 @@ from datetime import UTC, datetime
 import pytest
 
 from geokernel.contracts.spec_pointer import spec_key
-from lambdas.common.config import ConfigError
-from lambdas.common.records import read_desired
-from lambdas.common.s3 import ObjectStore
 from lambdas.partitioner import handler as partitioner_handler
 from lambdas.partitioner.logic import load_policy, process_snapshot
 from lambdas.partitioner.state import CONTROL_STATE_KEY
+from lambdas.runtime.config import ConfigError
+from lambdas.runtime.records import read_desired
+from lambdas.runtime.s3 import ObjectStore
 from partitioner.control.controller import ControlState
 from tests.lambdas.conftest import Aws, snapshot_rows, t, write_test_snapshot
 from tests.lambdas.partitioner_testkit import CELLS, deps, rewrite_manifest

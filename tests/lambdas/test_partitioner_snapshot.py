@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from lambdas.common.s3 import ObjectStore
 from lambdas.partitioner.snapshot import SnapshotRejected, parse_manifest, read_rows
+from lambdas.runtime.s3 import ObjectStore
 from partitioner.load.read import read_snapshot_rows
 from tests.lambdas.conftest import Aws
 

@@ -17,12 +17,12 @@ from geokernel.contracts.surge import SURGES_KEY, SurgeCell, SurgeSignal
 from geokernel.geo.tiles import Tile, quadkey
 from geokernel.partition_spec.index import SpecIndex
 from geokernel.partition_spec.model import Spec
-from lambdas.common.dynamodb import ControlTable
-from lambdas.common.records import read_desired
-from lambdas.common.s3 import SurgeStore
 from lambdas.partitioner import handler as partitioner_handler
 from lambdas.partitioner.logic import PartitionerDeps, load_policy, process_snapshot
 from lambdas.partitioner.surge import process_surge
+from lambdas.runtime.dynamodb import ControlTable
+from lambdas.runtime.records import read_desired
+from lambdas.runtime.s3 import SurgeStore
 from partitioner.control.crowds import parse_crowds
 from tests.lambdas.conftest import CTX, Aws, snapshot_rows, t, write_test_snapshot
 from tests.lambdas.partitioner_testkit import CELLS, deps

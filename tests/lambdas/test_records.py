@@ -8,10 +8,10 @@ import pytest
 
 from geokernel.contracts.control import LATENCY_SAMPLES, ControlKey
 from geokernel.partition_spec.model import Spec
-from lambdas.common.ecs import EcsService
-from lambdas.common.records import median_latency_s, read_latency_samples, record_live_latency
 from lambdas.deploy.controller import DeployController
 from lambdas.deploy.fleet import EcsFleet
+from lambdas.runtime.ecs import EcsService
+from lambdas.runtime.records import median_latency_s, read_latency_samples, record_live_latency
 from tests.lambdas.conftest import Aws, make_spec
 
 ENDED = datetime(2026, 11, 21, 10, 5, tzinfo=UTC)

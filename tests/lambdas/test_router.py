@@ -16,11 +16,11 @@ from geokernel.geo.tiles import Tile, bounds, quadkey
 from geokernel.partition_spec.index import SpecIndex
 from geokernel.partition_spec.model import Spec, entity_bucket
 from geokernel.partition_spec.shards import entity_shard, with_shards
-from lambdas.common.dynamodb import ControlTable
-from lambdas.common.kinesis import GeoStreams
-from lambdas.common.s3 import QuarantineSink, SpecStore
 from lambdas.router import handler as router_handler
 from lambdas.router.routing import ActiveSpecCache, InputRecord, RoutingTable, route_batch
+from lambdas.runtime.dynamodb import ControlTable
+from lambdas.runtime.kinesis import GeoStreams
+from lambdas.runtime.s3 import QuarantineSink, SpecStore
 from partitioner.builders import build_spec
 from partitioner.builders.assemble import with_catch_all_load
 from tests.lambdas.conftest import CTX, Aws, grid_counts, load_event, make_spec

@@ -10,9 +10,9 @@ import pytest
 
 from geokernel.contracts.env import EnvVar
 from geokernel.contracts.handoff import event_bytes, is_marker
-from lambdas.common.kinesis import GeoStreams
 from lambdas.router import handler as router_handler
 from lambdas.router.routing import RouteResult, fence_flip
+from lambdas.runtime.kinesis import GeoStreams
 from tests.lambdas.conftest import CTX, Aws, load_event, make_spec
 from tests.lambdas.test_router import activate
 

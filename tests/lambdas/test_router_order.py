@@ -9,9 +9,9 @@ from typing import Any
 from geokernel.contracts.spec_pointer import spec_key
 from geokernel.geo.tiles import Tile, bounds
 from geokernel.partition_spec.model import Spec
-from lambdas.common.kinesis import GeoStreams
-from lambdas.common.s3 import QuarantineSink
 from lambdas.router.routing import InputRecord, RoutingTable, route_batch
+from lambdas.runtime.kinesis import GeoStreams
+from lambdas.runtime.s3 import QuarantineSink
 from tests.lambdas.conftest import Aws, make_spec
 
 

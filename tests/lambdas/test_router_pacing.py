@@ -1,4 +1,4 @@
-"""The router paces a backlog (lambdas.common.pacing): measured at the geo shard, by when its records arrived."""
+"""The router paces a backlog (lambdas.runtime.pacing): measured at the geo shard, by when its records arrived."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections import Counter
 from typing import Any
 
 from geokernel.geo.tiles import Tile, bounds
-from lambdas.common.pacing import PACED_SHARE, SHARD_RECORDS_PER_S
 from lambdas.router import handler as router_handler
+from lambdas.runtime.pacing import PACED_SHARE, SHARD_RECORDS_PER_S
 from tests.lambdas.conftest import CTX, Aws, make_spec
 from tests.lambdas.test_router import activate
 

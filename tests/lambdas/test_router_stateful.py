@@ -11,10 +11,10 @@ import pytest
 from geokernel.contracts.handoff import Marker, decode_marker, is_marker, split_stamped
 from geokernel.contracts.stream import ShardRange, partition_hash_key
 from geokernel.events import ValidEvent, parse_event
-from lambdas.common.errors import AdapterError
-from lambdas.common.kinesis import GeoStreams, PutEntry
 from lambdas.router.ledger import LedgerEntry, LedgerStore, RouterLedger, Target, inherit
 from lambdas.router.stateful import Routed, ingest_order, route_stamped
+from lambdas.runtime.errors import AdapterError
+from lambdas.runtime.kinesis import GeoStreams, PutEntry
 
 A = Target("geo-v1", "0", "v1#w-a")
 B = Target("geo-v1", "100", "v1#w-b")

@@ -10,11 +10,11 @@ import pytest
 from geokernel.contracts.surge import SIGNAL_PREFIX, SurgeSignal
 from geokernel.geo.tiles import Tile, bounds
 from geokernel.surge.meter import SurgeSettings
-from lambdas.common.config import ConfigError, LambdaConfig
-from lambdas.common.s3 import SurgeStore
 from lambdas.router import handler as router_handler
 from lambdas.router.routing import RoutingTable
 from lambdas.router.surge import SurgeWatch
+from lambdas.runtime.config import ConfigError, LambdaConfig
+from lambdas.runtime.s3 import SurgeStore
 from tests.geokernel.surge.surge_testkit import cell, row_spec
 from tests.lambdas.conftest import Aws
 

@@ -1,8 +1,8 @@
-"""lambdas.common.s3.SpecStore: parsed specs are cached, at most SPEC_CACHE of them (a large spec is ~84 MB parsed)."""
+"""lambdas.runtime.s3.SpecStore: parsed specs are cached, at most SPEC_CACHE of them (a large spec is ~84 MB parsed)."""
 
 from __future__ import annotations
 
-from lambdas.common.s3 import SPEC_CACHE, SpecStore
+from lambdas.runtime.s3 import SPEC_CACHE, SpecStore
 from tests.lambdas.conftest import Aws, make_spec
 
 

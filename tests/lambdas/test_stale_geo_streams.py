@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from geokernel.contracts.control import DeployStatus
-from lambdas.common.kinesis import DEPLOYMENT_TAG, GeoStreams
 from lambdas.deploy.controller import DeployController
+from lambdas.runtime.kinesis import DEPLOYMENT_TAG, GeoStreams
 from tests.lambdas.conftest import Aws, make_spec
 from tests.lambdas.controller_testkit import Clock, controller, publish
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from lambdas.common.kinesis import GeoStreams
+from lambdas.runtime.kinesis import GeoStreams
 from lambdas.teardown.handler import POLL_S, delete_streams, handle
 from tests.lambdas.conftest import Aws
 

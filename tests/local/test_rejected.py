@@ -13,8 +13,8 @@ from geokernel.contracts.control import ControlKey
 from geokernel.errors import BuildError
 from geokernel.partition_spec.parse import load_spec
 from geokernel.partition_spec.rules import validate
-from lambdas.common.records import read_desired
 from lambdas.partitioner.logic import PartitionerDeps, process_snapshot
+from lambdas.runtime.records import read_desired
 from local.rejected import build_rejection, keep_rejected
 from partitioner.builders import build_spec
 from partitioner.cli import main

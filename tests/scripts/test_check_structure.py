@@ -109,15 +109,15 @@ def test_a_package_importing_one_it_may_not_depend_on_is_found(structure: Module
 
 
 def test_sibling_layers_must_not_import_each_other(structure: ModuleType, tmp_path: Path) -> None:
-    # GIVEN common below two independent function packages, one importing the other
+    # GIVEN a runtime layer below two independent function packages, one importing the other
     write(tmp_path, {
         "pkg/__init__.py": "",
-        "pkg/common/__init__.py": "", "pkg/common/aws.py": "",
-        "pkg/router/__init__.py": "", "pkg/router/handler.py": "from pkg.common import aws\n",
+        "pkg/runtime/__init__.py": "", "pkg/runtime/aws.py": "",
+        "pkg/router/__init__.py": "", "pkg/router/handler.py": "from pkg.runtime import aws\n",
         "pkg/deploy/__init__.py": "", "pkg/deploy/handler.py": "from pkg.router import handler\n",
     })
-    # WHEN checked with ("common", ("router", "deploy"))
-    _, breaches = structure.check(tmp_path, ("pkg",), {"pkg": ("common", ("router", "deploy"))})
+    # WHEN checked with ("runtime", ("router", "deploy"))
+    _, breaches = structure.check(tmp_path, ("pkg",), {"pkg": ("runtime", ("router", "deploy"))})
     # THEN only the sibling arrow is named
     assert [str(b) for b in breaches] == [
         "pkg.deploy.handler: imports pkg.router.handler, a sibling layer it must not depend on"
@@ -135,3 +135,15 @@ def test_size_only_folders_are_held_to_the_module_size_but_not_the_function_size
     # THEN only its size is named; the function length and the cache are not checked, nor counted as modules
     assert checked == 1
     assert [str(b) for b in breaches] == ["tests/test_big.py: 401 lines (at most 400)"]
+
+
+@pytest.mark.parametrize("name", ["common", "spec", "build", "tests"])
+def test_a_runtime_folder_with_a_vague_name_is_named(structure: ModuleType, tmp_path: Path, name: str) -> None:
+    # GIVEN a runtime package with a folder named {name} beside a well-named one
+    write(tmp_path, {"pkg/__init__.py": "", f"pkg/{name}/__init__.py": "", f"pkg/{name}/aws.py": "",
+                     "pkg/stores/__init__.py": "", "pkg/stores/s3.py": ""})
+    # WHEN checked
+    _, breaches = structure.check(tmp_path, ("pkg",), {}, {"pkg": ()})
+    # THEN the vague folder alone is named, once
+    assert [str(b) for b in breaches] == [f"pkg/{name}: a runtime folder named {name!r} (one of "
+                                          "['build', 'common', 'spec', 'test', 'tests']): name it for what it holds"]

@@ -15,9 +15,9 @@ from geo_service.pipeline.transform import Applied, JsonValue
 from geo_service.worker import GeoWorker
 from geokernel.contracts.handoff import slot_label
 from geokernel.events import ValidEvent, parse_event
-from lambdas.common.kinesis import GeoStreams
 from lambdas.router.ledger import RouterLedger, Target
 from lambdas.router.stateful import Routed, route_stamped
+from lambdas.runtime.kinesis import GeoStreams
 
 FAST_CAL = Calibration(seconds_per_unit=0.004)
 WEST, EAST = (10.0, -10.0), (10.0, 10.0)  # (lat, lon) in quadkey "0" (w0001) and "1" (w0002)

@@ -61,7 +61,7 @@ def test_carry_mode_needs_no_spec_version_and_whole_mode_does() -> None:
 
 def test_swap_mode_values_match_the_control_plane() -> None:
     # GIVEN the worker's and the Lambdas' swap modes (the image does not ship lambdas/, so each has its own enum)
-    from lambdas.common.config import SwapMode as LambdaSwapMode
+    from lambdas.runtime.config import SwapMode as LambdaSwapMode
 
     # THEN they have the same values
     assert [m.value for m in c.SwapMode] == [m.value for m in LambdaSwapMode]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lambdas.common.records import read_desired
 from lambdas.partitioner.logic import PartitionerDeps, process_snapshot
+from lambdas.runtime.records import read_desired
 from local.faults.snapshots import (
     KINDS,
     SnapshotCorrupt,

@@ -15,10 +15,10 @@ from botocore.exceptions import ClientError
 from geo_service.adapters.aws import make_clients as make_worker_clients
 from geo_service.pipeline.consumer import ShardConsumer, shards_for_hash_key
 from geokernel.contracts.stream import StreamManifest
-from lambdas.common.clients import make_clients
-from lambdas.common.config import LambdaConfig
-from lambdas.common.kinesis import GeoStreams, PutEntry
 from lambdas.router.handler import put_client
+from lambdas.runtime.clients import make_clients
+from lambdas.runtime.config import LambdaConfig
+from lambdas.runtime.kinesis import GeoStreams, PutEntry
 from local.aws import DUMMY_CREDENTIALS, REGION, SerialMotoServer
 from local.faults.stream_throttle import StreamThrottle
 

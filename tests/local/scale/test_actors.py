@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lambdas.common.kinesis import PutEntry
+from lambdas.runtime.kinesis import PutEntry
 from local.scale.actors import put_rounds
 
 

@@ -10,7 +10,7 @@ from moto import mock_aws
 from geokernel.aws_budget.calls import CallLog
 from geokernel.aws_budget.usage import ACCOUNT, Usage
 from geokernel.contracts.enriched import enriched_key, parse_enriched_key
-from lambdas.common.kinesis import PutEntry
+from lambdas.runtime.kinesis import PutEntry
 from local.scale.counting import ShardLookup, is_call, steady_calls, steady_output_puts
 from local.scale.result import Phase, ScaleConfig, ScaleResult
 

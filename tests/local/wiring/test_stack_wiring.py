@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from geokernel.contracts.stream import geo_stream_prefix
-from lambdas.common.ecs import EcsService
+from lambdas.runtime.ecs import EcsService
 from local.aws import REGION, Names
 from local.config import RunConfig
 from local.iam.policy import evaluate, statements_of

@@ -10,7 +10,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from geokernel.contracts.env import EnvVar
-from lambdas.common.errors import AdapterError
+from lambdas.runtime.errors import AdapterError
 
 
 class EcsService:

@@ -20,7 +20,7 @@ from geokernel.contracts.plan import SwapMode
 from geokernel.contracts.stream import geo_stream_name
 from geokernel.errors import PolicyError
 from geokernel.surge.meter import SurgeSettings
-from lambdas.common.errors import LambdaError
+from lambdas.runtime.errors import LambdaError
 
 DEFAULT_PREFIX = "georebal"
 DEFAULT_REGION = "us-east-1"
@@ -61,7 +61,7 @@ class LambdaConfig:
     worker_task_definition: str = ""
     event_fields: EventFields = DEFAULT_EVENT_FIELDS
     state_handoff: bool = False
-    router_parallelism: int = 1  # the event source mapping's parallelization factor (lambdas.common.pacing)
+    router_parallelism: int = 1  # the event source mapping's parallelization factor (lambdas.runtime.pacing)
     function_timeout_s: float = 60.0  # the function's own timeout: what its clients' limits fit in (clients.py)
     deployment_id: str | None = None  # the stack's id: the tag of the geo streams this deployment creates
     surge_json: str = ""  # SURGE_JSON: the router's surge meter (geokernel.surge.meter.SurgeSettings), "off": none

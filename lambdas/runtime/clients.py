@@ -1,7 +1,7 @@
 """The boto3 clients a handler talks through, made once per process, and the error code of a failed call.
 
-The adapters (:mod:`lambdas.common.dynamodb`, :mod:`lambdas.common.s3`, :mod:`lambdas.common.kinesis`,
-:mod:`lambdas.common.ecs`) each wrap one of these clients. :func:`make_clients` points them at moto when
+The adapters (:mod:`lambdas.runtime.dynamodb`, :mod:`lambdas.runtime.s3`, :mod:`lambdas.runtime.kinesis`,
+:mod:`lambdas.runtime.ecs`) each wrap one of these clients. :func:`make_clients` points them at moto when
 ``AWS_ENDPOINT_URL`` is set.
 
 **A call never outlasts the function.** Its worst case is every attempt waiting out its connect and read timeouts,
@@ -25,7 +25,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from lambdas.common.config import ConfigError, LambdaConfig
+from lambdas.runtime.config import ConfigError, LambdaConfig
 
 TOTAL_ATTEMPTS = 3  # the first call and two retries: the standard retry mode's default
 CONNECT_TIMEOUT_S = 2.0  # an AWS endpoint in the region answers a TCP + TLS handshake in milliseconds

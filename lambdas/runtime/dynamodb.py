@@ -17,8 +17,8 @@ from botocore.exceptions import ClientError
 from geokernel.contracts.dynamo import plain_value
 from geokernel.contracts.errors import ContractError
 from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, lease_key
-from lambdas.common.clients import error_code
-from lambdas.common.errors import AdapterError
+from lambdas.runtime.clients import error_code
+from lambdas.runtime.errors import AdapterError
 
 
 def _to_ddb(value: Any) -> dict[str, Any]:

@@ -14,9 +14,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from geokernel.contracts.stream import ShardRange
-from lambdas.common.clients import error_code
-from lambdas.common.errors import AdapterError
-from lambdas.common.pacing import Pacer
+from lambdas.runtime.clients import error_code
+from lambdas.runtime.errors import AdapterError
+from lambdas.runtime.pacing import Pacer
 
 KINESIS_MAX_RECORDS = 500
 KINESIS_MAX_BYTES = 5 * 1024 * 1024
@@ -70,7 +70,7 @@ class GeoStreams:
         self.throttled = 0
 
     def paced(self, pacer: Pacer | None) -> GeoStreams:
-        """The same streams, their puts paced by ``pacer`` (one invocation's, :mod:`lambdas.common.pacing`)."""
+        """The same streams, their puts paced by ``pacer`` (one invocation's, :mod:`lambdas.runtime.pacing`)."""
         return GeoStreams(self._k, self.kms_key, pacer, self.deployment)
 
     def create(self, name: str, shards: int) -> None:

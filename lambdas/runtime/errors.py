@@ -1,7 +1,7 @@
 """The one exception base of Lambdas (partitioner, deploy, router): every error this package raises is a ``LambdaError``.
 
-:class:`AdapterError` is the failure of any AWS adapter (:mod:`lambdas.common.dynamodb`, :mod:`lambdas.common.s3`,
-:mod:`lambdas.common.kinesis`, :mod:`lambdas.common.ecs`), so a caller can handle "the AWS call failed" whichever
+:class:`AdapterError` is the failure of any AWS adapter (:mod:`lambdas.runtime.dynamodb`, :mod:`lambdas.runtime.s3`,
+:mod:`lambdas.runtime.kinesis`, :mod:`lambdas.runtime.ecs`), so a caller can handle "the AWS call failed" whichever
 service it went to.
 """
 

@@ -17,7 +17,7 @@ from aws_lambda_powertools import Metrics
 
 from geokernel.contracts.env import EnvVar
 from geokernel.contracts.metric_names import DEPLOYMENT_DIMENSION, NAMESPACE, MetricService
-from lambdas.common.config import DEFAULT_PREFIX
+from lambdas.runtime.config import DEFAULT_PREFIX
 
 
 def deployment_of(env: Mapping[str, str] | None = None) -> str:

@@ -26,8 +26,8 @@ from geokernel.errors import SpecError
 from geokernel.partition_spec.model import Spec
 from geokernel.partition_spec.parse import spec_from_json
 from geokernel.partition_spec.rules import check
-from lambdas.common.clients import error_code
-from lambdas.common.errors import AdapterError
+from lambdas.runtime.clients import error_code
+from lambdas.runtime.errors import AdapterError
 
 
 class SpecExists(AdapterError):

@@ -3,7 +3,7 @@
 The records and their codecs are defined once in :mod:`geokernel.contracts` (``pk="desired"`` and
 ``pk="active"``: :mod:`~geokernel.contracts.spec_pointer`; ``pk="snapshot"``, ``pk="policy"`` and
 ``pk="latency"``: :mod:`~geokernel.contracts.control`). Here: reading them through a
-:class:`~lambdas.common.dynamodb.ControlTable` (a malformed item raises :class:`RecordError`), and the snapshot-to-live
+:class:`~lambdas.runtime.dynamodb.ControlTable` (a malformed item raises :class:`RecordError`), and the snapshot-to-live
 latency the deploy controller records at each flip for the partitioner's forecast.
 """
 
@@ -18,9 +18,9 @@ from geokernel.contracts.control import ControlKey, LatencySample, latency_item,
 from geokernel.contracts.errors import ContractError
 from geokernel.contracts.spec_pointer import ActivePointer, DesiredPointer
 from geokernel.partition_spec.model import Spec
-from lambdas.common.dynamodb import ControlTable
-from lambdas.common.errors import AdapterError, LambdaError
-from lambdas.common.timestamps import now_iso
+from lambdas.runtime.dynamodb import ControlTable
+from lambdas.runtime.errors import AdapterError, LambdaError
+from lambdas.runtime.timestamps import now_iso
 
 
 class RecordError(LambdaError, ValueError):
