@@ -127,7 +127,7 @@ def ecs_actions_the_adapter_calls(*entry_methods: str) -> set[str]:
     """``ecs:<Operation>`` of every ``self._ecs.<operation>(`` call in lambdas/runtime/ecs.py (the Lambdas' only ECS
     client user), in the whole adapter, or in what ``entry_methods`` of :class:`EcsService` reach (their own calls
     and those of the ``self.<method>(`` they call, transitively)."""
-    source = (REPO_ROOT / "lambdas" / "common" / "ecs.py").read_text(encoding="utf-8")
+    source = (REPO_ROOT / "lambdas" / "runtime" / "ecs.py").read_text(encoding="utf-8")
     methods = {n.name: ast.get_source_segment(source, n) or "" for c in ast.parse(source).body
                if isinstance(c, ast.ClassDef) and c.name == "EcsService" for n in c.body if isinstance(n, ast.FunctionDef)}
     todo, seen = list(entry_methods or methods), set()
