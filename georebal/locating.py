@@ -20,7 +20,8 @@ import numpy as np
 from botocore.exceptions import ClientError
 
 from geokernel.contracts.events import EVENT_LAT_LIMIT, EVENT_LON_LIMIT
-from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, lease_key
+from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord
+from geokernel.contracts.slot import SlotId
 from geokernel.contracts.stream import ShardRange, StreamManifest, stream_manifest_key
 from geokernel.geo.tiles import Tile, quadkey, tiles_xy
 from geokernel.partition_spec.index import LOOKUP_ZOOM
@@ -151,7 +152,7 @@ def deployed_shard(s3: Any, kinesis: Any, bucket: str, location: Location) -> Sh
 
 def read_lease(dynamodb: Any, table: str, version: int, worker: str) -> Lease | None:
     """The lease item of slot ``v<version>#<worker>`` (strongly consistent; None: no item)."""
-    key = lease_key(version, worker)
+    key = str(SlotId(version, worker))
     try:
         item = dynamodb.get_item(TableName=table, Key={LEASE_KEY_ATTR: {"S": key}}, ConsistentRead=True).get("Item")
     except ClientError as exc:

@@ -38,8 +38,9 @@ from typing import Any
 
 from geokernel.contracts.control import ControlKey, DeployState
 from geokernel.contracts.errors import ContractError
-from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, lease_key
+from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord
 from geokernel.contracts.plan import PlanItem
+from geokernel.contracts.slot import SlotId
 from geokernel.contracts.spec_pointer import ActivePointer, parse_spec_key, spec_key
 from local.aws import EmbeddedAws
 from local.loops import LoopThread
@@ -183,7 +184,7 @@ class ControlObserver(LoopThread):
             version = lease.version
             if version is None:
                 continue
-            key = lease_key(version, lease.worker_id)
+            key = str(SlotId(version, lease.worker_id))
             by_version.setdefault(version, []).append(lease)
             owner = lease.owner or None
             sample = LeaseSample(owner, lease.expires_at, lease.released, now)

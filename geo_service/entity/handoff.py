@@ -37,9 +37,15 @@ from geokernel.contracts.handoff import (
     Marker,
     Stamp,
     handoff_key,
-    parse_slot_label,
     state_key,
 )
+from geokernel.contracts.slot import SlotId
+
+
+def _same_version(a: str, b: str) -> bool:
+    """Whether two slot labels name slots of one version (a handoff inside a version: a cell that moved)."""
+    sa, sb = SlotId.match(a), SlotId.match(b)
+    return sa is not None and sb is not None and sa.version == sb.version
 
 
 class _Verdict(Enum):
@@ -171,7 +177,7 @@ class EntityGate:
                 continue
             self.store.adopt(e, n, text)
             self.waits.append(now - w.since)
-            if w.prev is not None and self.label and w.prev.split("#")[0] == self.label.split("#")[0]:
+            if w.prev is not None and self.label and _same_version(w.prev, self.label):
                 self.crossings += 1
             self._drain(e)
 
@@ -332,8 +338,8 @@ class HandoffStore:
         if now - self._final_checked.get(label, -1e9) < 1.0:
             return None
         self._final_checked[label] = now
-        version, worker = parse_slot_label(label)
-        snap = self._read(state_key(version, worker, final=True))
+        slot = SlotId.parse(label, "a stamp's previous slot")
+        snap = self._read(state_key(slot.version, slot.worker_id, final=True))
         if snap is not None:
             self._finals[label] = snap
         return snap

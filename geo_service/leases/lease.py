@@ -30,7 +30,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from geo_service.errors import GeoServiceError
-from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, lease_key
+from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord
+from geokernel.contracts.slot import SlotId
 
 Clock = Callable[[], float]
 
@@ -56,7 +57,7 @@ class Lease:
 
     @property
     def key(self) -> str:
-        return lease_key(self.version, self.worker_id)
+        return str(SlotId(self.version, self.worker_id))
 
 
 def _n(value: float) -> dict[str, str]:
@@ -74,7 +75,7 @@ def read_leases(dynamodb: Any, table: str, version: int, worker_ids: Iterable[st
     Strongly consistent by default (claims decide on it); ``consistent=False`` costs half the read units where a
     value a moment old only delays (the handover gate's caught-up times).
     """
-    keys = [lease_key(version, w) for w in dict.fromkeys(worker_ids)]
+    keys = [str(SlotId(version, w)) for w in dict.fromkeys(worker_ids)]
     out: dict[str, LeaseRecord] = {}
     for i in range(0, len(keys), 100):
         pending: list[dict[str, Any]] = [{LEASE_KEY_ATTR: {"S": k}} for k in keys[i:i + 100]]
@@ -138,7 +139,7 @@ class LeaseManager:
 
     def read(self, worker_id: str) -> LeaseRecord | None:
         """Read one slot's lease item (strongly consistent), None if it was never claimed."""
-        item = self._ddb.get_item(TableName=self.table, Key={LEASE_KEY_ATTR: {"S": lease_key(self.version, worker_id)}},
+        item = self._ddb.get_item(TableName=self.table, Key={LEASE_KEY_ATTR: {"S": str(SlotId(self.version, worker_id))}},
                                   ConsistentRead=True).get("Item")
         return LeaseRecord.from_raw(item) if item else None
 
@@ -154,13 +155,13 @@ class LeaseManager:
         with self._lock:
             if self._lease is not None:
                 raise LeaseError(f"owner {self.owner!r} already holds lease {self._lease.key!r}; "
-                                 f"release it before claiming {lease_key(self.version, worker_id)!r}")
+                                 f"release it before claiming {str(SlotId(self.version, worker_id))!r}")
         now = self.clock()
         expires = now + self.lease_s
         try:
             resp = self._ddb.update_item(
                 TableName=self.table,
-                Key={LEASE_KEY_ATTR: {"S": lease_key(self.version, worker_id)}},
+                Key={LEASE_KEY_ATTR: {"S": str(SlotId(self.version, worker_id))}},
                 UpdateExpression=("SET #o = :me, expires_at = :exp, heartbeat_at = :now, claimed_at = :now, "
                                   "ready = :f, released = :f, #v = :ver, worker_id = :wid, "
                                   "checkpoint = if_not_exists(checkpoint, :empty) ADD claims :one"),

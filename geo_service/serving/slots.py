@@ -50,8 +50,9 @@ from geo_service.swap.control import ControlView
 from geo_service.swap.handover import GateReading, Place, SlotReader
 from geo_service.swap.handover_summary import Aggregator, SummaryStore
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
-from geokernel.contracts.handoff import event_bytes, slot_label
+from geokernel.contracts.handoff import event_bytes
 from geokernel.contracts.plan import SwapMode
+from geokernel.contracts.slot import SlotId
 from geokernel.events import ValidEvent, parse_event
 from geokernel.partition_spec.index import SpecIndex
 from geokernel.partition_spec.model import Spec
@@ -135,8 +136,9 @@ class Slot:
     def share_states(self, store: EntityStates) -> None:
         """Serve ``store`` (a carried slot shares its old slot's), behind a gate of this slot's own."""
         self.states = store
-        store.labels.add(slot_label(self.version, self.worker_id))
-        self.gate = EntityGate(store, label=slot_label(self.version, self.worker_id))
+        label = str(SlotId(self.version, self.worker_id))
+        store.labels.add(label)
+        self.gate = EntityGate(store, label=label)
 
     @property
     def version(self) -> int:

@@ -1,7 +1,7 @@
 """State handoff of a stateful transform: what the router stamps, the markers it sends, the keys of handed-off state.
 
 With ``STATE_HANDOFF=1`` the router keeps, per ingest shard, each entity's last routed event: its number ``n``
-(1, 2, ...) and the slot it went to (:func:`slot_label`). It then puts every event as a **stamped** record
+(1, 2, ...) and the slot it went to (its :class:`~geokernel.contracts.slot.SlotId` as text, the label). It then puts every event as a **stamped** record
 (:func:`encode_stamped`: :data:`STAMP_MAGIC`, a JSON header ``{"n": n, "prev": label-or-null}``, a newline and the
 original event bytes unchanged), and when an entity's slot changes it first puts a **marker**
 (:func:`encode_marker`: :data:`MARKER_MAGIC` and ``{"entity": id, "n": n - 1, "to": label}``) to the slot of
@@ -31,19 +31,6 @@ MARKER_MAGIC = b"\x00grm1\n"
 STATE_ATTR = "state"
 #: Seconds a handoff item lives (DynamoDB TTL attribute ``expires_at``): far longer than any hold.
 HANDOFF_TTL_S = 86_400
-
-
-def slot_label(version: int, worker_id: str) -> str:
-    """The name of one slot of one version, as stamps and markers carry it: ``v<version>#<worker_id>``."""
-    return f"v{version}#{worker_id}"
-
-
-def parse_slot_label(label: str) -> tuple[int, str]:
-    """``(version, worker_id)`` of a :func:`slot_label`; :class:`ContractError` naming ``label``."""
-    head, sep, worker = label.partition("#")
-    if not sep or not head.startswith("v") or not head[1:].isdigit() or not worker:
-        raise ContractError(f"not a slot label (v<version>#<worker_id>): {label!r}")
-    return int(head[1:]), worker
 
 
 def handoff_key(entity_id: str, n: int) -> str:

@@ -8,34 +8,21 @@ ready, blue drained: ``lambdas.runtime.dynamodb.LeaseTable``) and the local loop
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from geokernel.contracts.dynamo import plain_item
+from geokernel.contracts.slot import SlotId
 
 #: The key attribute of the leases table.
 LEASE_KEY_ATTR = "lease_key"
 
-_LEASE_KEY = re.compile(r"^v(?P<version>\d+)#(?P<worker>.+)$")
-
-
-def lease_key(version: int, worker_id: str) -> str:
-    """Return the lease item key of a slot: ``v<version>#<worker_id>``."""
-    return f"v{version}#{worker_id}"
-
-
-def parse_lease_key(key: str) -> tuple[int, str] | None:
-    """Return ``(version, worker_id)`` of a :func:`lease_key`, or None for any other string."""
-    m = _LEASE_KEY.match(key)
-    return (int(m["version"]), m["worker"]) if m else None
-
-
 def handover_key(version: int) -> str:
     """Return the leases-table key of the handover summary of a swap into ``version``: ``handover#v<version>``.
 
-    It never parses as a :func:`lease_key` (those start with ``v``), so lease readers and scans skip it.
+    It never parses as a :class:`~geokernel.contracts.slot.SlotId` (those start with ``v``), so lease readers and
+    scans skip it.
     """
     return f"handover#v{version}"
 
@@ -49,7 +36,8 @@ def _time(item: Mapping[str, Any], name: str) -> float | None:
 class LeaseRecord:
     """A lease item as the workers write it and the control plane and the local observer read it.
 
-    ``version`` is None only for a key that is not a :func:`lease_key` (then ``worker_id`` is the whole key). The
+    ``version`` is None only for a key that is not a slot's (:class:`~geokernel.contracts.slot.SlotId`; then
+    ``worker_id`` is the whole key). The
     ``*_at`` times (epoch s) are None until the worker wrote them; ``caught_up_at`` is 0 until published.
     """
 
@@ -81,11 +69,11 @@ class LeaseRecord:
     def from_item(cls, item: Mapping[str, Any]) -> LeaseRecord:
         """Decode a lease item of plain values (``KeyError`` when it has no :data:`LEASE_KEY_ATTR`)."""
         key = str(item[LEASE_KEY_ATTR])
-        parsed = parse_lease_key(key)
+        parsed = SlotId.match(key)
         checkpoint = item.get("checkpoint")
         owner = item.get("owner")
         return cls(
-            worker_id=parsed[1] if parsed else key,
+            worker_id=parsed.worker_id if parsed else key,
             owner=None if owner is None else str(owner),
             expires_at=float(item.get("expires_at") or 0),
             ready=bool(item.get("ready", False)),
@@ -94,7 +82,7 @@ class LeaseRecord:
             checkpoint={str(k): v for k, v in checkpoint.items() if isinstance(v, str)}
             if isinstance(checkpoint, Mapping) else {},
             caught_up_at=float(item.get("caught_up_at") or 0),
-            version=parsed[0] if parsed else None,
+            version=parsed.version if parsed else None,
             claimed_at=_time(item, "claimed_at"), ready_at=_time(item, "ready_at"),
             serving_at=_time(item, "serving_at"), drained_at=_time(item, "drained_at"),
             released_at=_time(item, "released_at"),

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from geokernel.contracts.event_fields import DEFAULT_EVENT_FIELDS, EventFields
-from geokernel.contracts.handoff import slot_label
+from geokernel.contracts.slot import SlotId
 from geokernel.events import Rejection, ValidEvent, parse_event, quarantine_record
 from geokernel.partition_spec.index import SpecIndex
 from geokernel.partition_spec.model import Spec
@@ -90,7 +90,7 @@ class RoutingTable:
         self.index = SpecIndex(spec)
         worker_keys = {w.id: w.shard_keys for w in spec.workers}
         own = [worker_keys[p.worker] for p in spec.partitions]
-        self.labels: npt.NDArray[np.object_] = np.array([slot_label(spec.version, p.worker) for p in spec.partitions],
+        self.labels: npt.NDArray[np.object_] = np.array([str(SlotId(spec.version, p.worker)) for p in spec.partitions],
                                                         dtype=object)
         self.hash_keys: npt.NDArray[np.object_] = np.array([k[0] for k in own], dtype=object)
         # per partition: its worker's shard count and keys (one row, padded); entity_shards picks the column

@@ -16,7 +16,8 @@ from botocore.exceptions import ClientError
 
 from geokernel.contracts.dynamo import plain_value
 from geokernel.contracts.errors import ContractError
-from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, lease_key
+from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord
+from geokernel.contracts.slot import SlotId
 from lambdas.runtime.clients import error_code
 from lambdas.runtime.errors import AdapterError
 
@@ -112,7 +113,7 @@ class LeaseTable:
     def states(self, version: int, worker_ids: Sequence[str]) -> dict[str, LeaseRecord]:
         """Return the leases that exist among ``worker_ids`` of ``version`` (absent workers are left out)."""
         out: dict[str, LeaseRecord] = {}
-        keys = [lease_key(version, w) for w in worker_ids]
+        keys = [str(SlotId(version, w)) for w in worker_ids]
         for i in range(0, len(keys), 100):
             pending: list[dict[str, Any]] = [{LEASE_KEY_ATTR: {"S": k}} for k in keys[i:i + 100]]
             for _attempt in range(8):

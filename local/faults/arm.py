@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from geokernel.contracts.control import ControlKey, SnapshotMark
-from geokernel.contracts.lease import lease_key
+from geokernel.contracts.slot import SlotId
 from geokernel.contracts.snapshot import SNAPSHOTS_PREFIX, is_manifest_key
 from geokernel.contracts.spec_pointer import DesiredPointer
 from geokernel.contracts.stream import geo_stream_name, geo_stream_prefix
@@ -130,7 +130,7 @@ def arm_hook_faults(state: RunState, leases: Callable[[], list[Any]]) -> None:
         now = time.time()
         held = {le.key: le.since or now for le in leases()
                 if le.owner and le.expires_at > now and not le.drained and le.pid() in alive}
-        keys = [lease_key(version, w.id) for w in spec.workers]
+        keys = [str(SlotId(version, w.id)) for w in spec.workers]
         return max(held[k] for k in keys) if all(k in held for k in keys) else None
 
     faults = [HookFault(n, deployer.state, active, lambda: list(deployer.reconciled), served,

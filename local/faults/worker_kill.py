@@ -32,7 +32,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, parse_lease_key
+from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord
+from geokernel.contracts.slot import SlotId
 from local.faults.record import IN_SWAP, TAKEOVER_LEASES, FaultRecord, LiveSince
 
 CARRIED_LEASES = 1.0  # lease durations more for the leases a killed carrier held beyond its slot's
@@ -155,7 +156,7 @@ def _last_of_a_version(mine: Sequence[Lease], others: Sequence[Lease]) -> bool:
 
 def _versions(leases: Sequence[Lease]) -> set[int]:
     """The versions ``leases`` belong to (by their keys)."""
-    return {parsed[0] for parsed in map(parse_lease_key, (le.key for le in leases)) if parsed}
+    return {slot.version for slot in map(SlotId.match, (le.key for le in leases)) if slot}
 
 
 def leases_from_items(items: Sequence[dict[str, Any]]) -> list[Lease]:
@@ -164,7 +165,7 @@ def leases_from_items(items: Sequence[dict[str, Any]]) -> list[Lease]:
     leases = []
     for item in items:
         key = item.get(LEASE_KEY_ATTR, {}).get("S")
-        if key is None or parse_lease_key(key) is None:
+        if key is None or SlotId.match(key) is None:
             continue
         record = LeaseRecord.from_raw(item)  # the contract's decoder, as the workers read their leases
         leases.append(Lease(key=key, owner=record.owner, expires_at=record.expires_at, drained=record.drained,

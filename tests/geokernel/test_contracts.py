@@ -20,8 +20,9 @@ from geokernel.contracts.enriched import (
 )
 from geokernel.contracts.errors import ContractError
 from geokernel.contracts.events import REASON_CODES
-from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, handover_key, lease_key, parse_lease_key
+from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, handover_key
 from geokernel.contracts.quarantine import batch_quarantine_key, geo_quarantine_key, lambda_quarantine_key
+from geokernel.contracts.slot import SlotId
 from geokernel.contracts.spec_pointer import parse_spec_key, spec_key
 from geokernel.contracts.stream import geo_stream_name, geo_stream_prefix, stream_manifest_key
 
@@ -31,7 +32,7 @@ def test_keys_round_trip() -> None:
     assert parse_spec_key(spec_key(12)) == 12
     assert parse_enriched_key(enriched_key(1_795_364_177_080, 3, "w-0002", 1_795_364_180_000, 2)) == EnrichedKey(
         event_hour(1_795_364_177_080), 3, "w-0002", 1_795_364_180_000, 2)
-    assert parse_lease_key(lease_key(7, "w0010")) == (7, "w0010")
+    assert SlotId.match(str(SlotId(7, "w0010"))) == SlotId(7, "w0010")
     assert parse_cost_key(cost_key(2, "w0001", 1_795_000_000.9)) == (2, "w0001", 1_795_000_000)
 
 
@@ -44,7 +45,7 @@ def test_stored_strings_are_the_ones_already_in_buckets_streams_and_tables() -> 
     assert lambda_quarantine_key("router", "2026-01-02", 17, "ab12") == "quarantine/router/2026-01-02/17-ab12.jsonl"
     assert geo_stream_name("georebal", 4) == "georebal-geo-v4" and geo_stream_prefix("georebal") == "georebal-geo-v"
     assert stream_manifest_key(4) == "streams/v00000004.json"
-    assert handover_key(4) == "handover#v4" and parse_lease_key(handover_key(4)) is None
+    assert handover_key(4) == "handover#v4" and SlotId.match(handover_key(4)) is None
     assert [k.value for k in ControlKey] == ["desired", "active", "deploy", "plan", "policy", "snapshot", "latency",
                                              "swap", "code"]
     assert REASON_CODES == ("unparsable_json", "not_an_object", "missing_field", "bad_type", "nan",
@@ -65,7 +66,7 @@ def test_a_bad_enriched_key_is_named(key: str) -> None:
     # WHEN parsed THEN the error names it
     with pytest.raises(ContractError, match=re.escape(repr(key))):
         parse_enriched_key(key)
-    assert parse_lease_key("active") is None
+    assert SlotId.match("active") is None
     assert parse_cost_key("costs/v1/w1/x.json") is None
 
 
@@ -94,7 +95,7 @@ def test_an_enriched_body_is_gzipd_json_lines_and_anything_else_is_named() -> No
 
 def test_a_lease_item_reads_back_as_the_record_both_sides_use() -> None:
     # GIVEN a lease item as DynamoDB returns it (attribute-value form)
-    item = {LEASE_KEY_ATTR: {"S": lease_key(3, "w0002")}, "owner": {"S": "host:1:ab"}, "expires_at": {"N": "105.5"},
+    item = {LEASE_KEY_ATTR: {"S": str(SlotId(3, "w0002"))}, "owner": {"S": "host:1:ab"}, "expires_at": {"N": "105.5"},
             "ready": {"BOOL": True}, "drained": {"BOOL": False}, "checkpoint": {"M": {"shard-0": {"S": "4961"}}},
             "claimed_at": {"N": "90"}}
     # WHEN parsed

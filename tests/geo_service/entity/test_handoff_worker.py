@@ -13,7 +13,7 @@ from geo_service.adapters.aws import Clients
 from geo_service.pipeline.cost import Calibration
 from geo_service.pipeline.transform import Applied, JsonValue
 from geo_service.worker import GeoWorker
-from geokernel.contracts.handoff import slot_label
+from geokernel.contracts.slot import SlotId
 from geokernel.events import ValidEvent, parse_event
 from lambdas.router.ledger import RouterLedger, Target
 from lambdas.router.stateful import Routed, route_stamped
@@ -56,7 +56,7 @@ def test_an_entity_crossing_a_border_keeps_counting_on_the_next_worker(clients: 
                          transform_factory=Count).start() for _ in range(2)]
     for w in workers:
         w.wait_ready(timeout=60)
-    targets = {w.id: Target(spec.stream_name or "", w.hash_key, slot_label(1, w.id)) for w in spec.workers}
+    targets = {w.id: Target(spec.stream_name or "", w.hash_key, str(SlotId(1, w.id))) for w in spec.workers}
     ledger, streams = RouterLedger(), GeoStreams(clients.kinesis)
     # WHEN the router routes 3 events in the west, then 2 in the east, then 1 back west (two border crossings)
     route = [(WEST, "w0001"), (WEST, "w0001"), (WEST, "w0001"), (EAST, "w0002"), (EAST, "w0002"), (WEST, "w0001")]

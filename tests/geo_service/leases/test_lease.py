@@ -10,7 +10,7 @@ from geo_testkit import Resources
 
 from geo_service.adapters.aws import Clients
 from geo_service.leases.lease import LeaseError, LeaseLost, LeaseManager
-from geokernel.contracts.lease import lease_key
+from geokernel.contracts.slot import SlotId
 
 SLOTS = ["w0001", "w0002", "w0003", "w0004"]
 
@@ -58,7 +58,7 @@ def test_concurrent_claimers_never_share_a_slot(clients: Clients, resources: Res
     for (version, slot), owners in winners.items():
         assert len(owners) == 1, f"slot {slot} of v{version} claimed by {owners}"
         item = clients.dynamodb.get_item(TableName=resources.leases_table,
-                                         Key={"lease_key": {"S": lease_key(version, slot)}}, ConsistentRead=True)
+                                         Key={"lease_key": {"S": str(SlotId(version, slot))}}, ConsistentRead=True)
         assert item["Item"]["owner"]["S"] == owners[0]
 
 
