@@ -34,7 +34,7 @@ from botocore.config import Config
 
 from geokernel.contracts.env import EnvVar
 from geokernel.contracts.lease import LEASE_KEY_ATTR
-from geokernel.contracts.stream import geo_stream_name
+from geokernel.contracts.stream import StreamStatus, geo_stream_name
 from local.kinesis_faults import KinesisThrottle
 
 if TYPE_CHECKING:
@@ -321,7 +321,7 @@ def wait_stream_active(kinesis: Any, stream: str, timeout_s: float = 30.0) -> No
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         status = kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"]
-        if status == "ACTIVE":
+        if status == StreamStatus.ACTIVE:
             return
         time.sleep(0.2)
     raise TimeoutError(f"kinesis stream {stream!r} not ACTIVE after {timeout_s}s")

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
 
+from geokernel.contracts.outcome import OutcomeStatus
+
 #: The CloudWatch namespace of every metric the system emits.
 NAMESPACE = "GeoRebalancer"
 #: The dimension Powertools adds to every metric: the emitting :class:`MetricService`.
@@ -82,12 +84,12 @@ class MetricUse:
 
 
 #: The partitioner's metric for each outcome status of a snapshot (``lambdas/partitioner/logic.py`` ``Outcome``).
-PARTITIONER_OUTCOME_METRICS: Mapping[str, Metric] = MappingProxyType({
-    "published": Metric.SPEC_PUBLISHED,
-    "held": Metric.SPEC_HELD_BY_POLICY,
-    "duplicate": Metric.SNAPSHOT_DUPLICATE,
-    "rejected": Metric.SNAPSHOT_REJECTED,
-    "superseded": Metric.SPEC_SUPERSEDED,
+PARTITIONER_OUTCOME_METRICS: Mapping[OutcomeStatus, Metric] = MappingProxyType({
+    OutcomeStatus.PUBLISHED: Metric.SPEC_PUBLISHED,
+    OutcomeStatus.HELD: Metric.SPEC_HELD_BY_POLICY,
+    OutcomeStatus.DUPLICATE: Metric.SNAPSHOT_DUPLICATE,
+    OutcomeStatus.REJECTED: Metric.SNAPSHOT_REJECTED,
+    OutcomeStatus.SUPERSEDED: Metric.SPEC_SUPERSEDED,
 })  # fmt: skip
 
 _P, _R = MetricService.PARTITIONER, MetricService.ROUTER

@@ -11,9 +11,21 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from geokernel.contracts.errors import ContractError
+
+
+class StreamStatus(StrEnum):
+    """A Kinesis data stream's ``StreamStatus`` as ``DescribeStreamSummary`` and ``ListStreams`` give it
+    (https://docs.aws.amazon.com/kinesis/latest/APIReference/API_StreamDescriptionSummary.html): only an ``ACTIVE``
+    stream takes reads and writes."""
+
+    CREATING = "CREATING"
+    DELETING = "DELETING"
+    ACTIVE = "ACTIVE"
+    UPDATING = "UPDATING"
 
 #: The router's event source mapping on the ingest stream: records per invocation at most, and seconds it waits to fill
 #: a batch (the deployed defaults, ``router_batch_size`` and ``router_batching_window_s``; the local loop's poller).

@@ -49,7 +49,7 @@ Local-loop driving::
     ctl.request(desired_version)          # after the partitioner published
     while True:
         state = ctl.step()                # call every second or so; it never blocks for long
-        if state.status in ("done", "rolled_back") and state.version == desired_version:
+        if state.status in (DeployStatus.DONE, DeployStatus.ROLLED_BACK) and state.version == desired_version:
             break
 
 In AWS the deployer Lambda calls ``request`` + ``step(allow_start=True)`` (and, in ``carry`` mode, where no
@@ -65,7 +65,7 @@ from dataclasses import replace
 
 from geokernel.contracts.control import FINISHED, ControlKey, DeployState, DeployStatus
 from geokernel.contracts.plan import SwapMode
-from geokernel.contracts.stream import geo_stream_name
+from geokernel.contracts.stream import StreamStatus, geo_stream_name
 from lambdas.deploy.errors import DeployError
 from lambdas.deploy.fleet import Fleet
 from lambdas.deploy.steps import SwapSteps
@@ -235,20 +235,20 @@ class DeployController(SwapSteps):
         if status is None:
             self.start(v)
         wait = self.stream_wait_s > 0 and allow_start  # hooks never block
-        if status != "ACTIVE" and wait:
+        if status != StreamStatus.ACTIVE and wait:
             self.streams.wait_active(name, self.stream_wait_s)
             status = self.streams.status(name)
-        if status == "ACTIVE" and not self.streams.owned(name):
+        if status == StreamStatus.ACTIVE and not self.streams.owned(name):
             # left by an earlier deployment with this prefix (a stack destroyed before its streams were): another
             # version's shards and records under this name. Delete it; a later step creates this version's anew
             self.streams.delete(name)
             return self._green_timeout(st, now)
-        if status == "ACTIVE" and self.streams.start_encryption(name):
+        if status == StreamStatus.ACTIVE and self.streams.start_encryption(name):
             # encryption goes on before any worker reads or the router puts; the stream is UPDATING meanwhile
             if wait:
                 self.streams.wait_active(name, self.stream_wait_s)
             status = self.streams.status(name)
-        if status == "ACTIVE" and allow_start:  # the fleet is started by the deployer only, never by a hook
+        if status == StreamStatus.ACTIVE and allow_start:  # the fleet is started by the deployer only, never by a hook
             old = st.old_version
             return (replace(st, status=DeployStatus.WAITING_GREEN, stage_since=now, reason=f"waiting for v{v} workers"),
                     lambda: self.start_fleet(v, old))

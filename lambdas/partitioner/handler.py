@@ -21,6 +21,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit
 
 from geokernel.contracts.metric_names import PARTITIONER_OUTCOME_METRICS, Metric, MetricService
+from geokernel.contracts.outcome import OutcomeStatus
 from geokernel.contracts.snapshot import is_manifest_key
 from geokernel.contracts.surge import parse_signal_key
 from lambdas.partitioner.logic import Outcome, PartitionerDeps, process_snapshot
@@ -67,11 +68,11 @@ def signal_keys(event: dict[str, Any]) -> list[tuple[str, str]]:
 
 def record_surge(outcome: SurgeOutcome) -> None:
     """Emit the relief's metric (when one was published) and log line."""
-    if outcome.status == "published":
+    if outcome.status == OutcomeStatus.PUBLISHED:
         metrics.add_metric(name=Metric.SURGE_RELIEVED, unit=MetricUnit.Count, value=1)
     extra = {"signal": outcome.signal_key, "status": outcome.status, "reason": outcome.reason, "code": outcome.code,
              "version": outcome.version, "moved": list(outcome.moved)}
-    if outcome.status == "rejected":
+    if outcome.status == OutcomeStatus.REJECTED:
         logger.error("surge signal rejected", extra=extra)
     else:
         logger.info("surge signal processed", extra=extra)
@@ -84,7 +85,7 @@ def record_outcome(outcome: Outcome) -> None:
         metrics.add_metric(name=Metric.WORKER_UTILISATION, unit=MetricUnit.NoUnit, value=outcome.max_utilisation)
     extra = {"manifest": outcome.manifest_key, "status": outcome.status, "reason": outcome.reason,
              "code": outcome.code, "version": outcome.version, "workers": outcome.workers}
-    if outcome.status == "rejected":
+    if outcome.status == OutcomeStatus.REJECTED:
         logger.error("snapshot rejected; the live spec stays", extra=extra)
     else:
         logger.info("snapshot processed", extra=extra)

@@ -52,6 +52,7 @@ from dataclasses import dataclass, replace
 from geokernel.contracts.control import ControlKey, PolicyMark, SnapshotMark
 from geokernel.contracts.crowds import CROWDS_KEY
 from geokernel.contracts.env import EnvVar
+from geokernel.contracts.outcome import OutcomeStatus
 from geokernel.contracts.spec_pointer import DesiredPointer
 from geokernel.contracts.stream import geo_stream_name
 from geokernel.contracts.surge import SURGES_KEY
@@ -91,11 +92,11 @@ MAX_RACES = 3  # steps taken again on a desired version that moved meanwhile, be
 class Outcome:
     """What :func:`process_snapshot` did.
 
-    ``status``: ``published`` | ``held`` (policy said no) | ``duplicate`` | ``rejected`` | ``superseded``
-    (a newer version was published concurrently). ``reason`` names the rule or bad value.
+    ``status``: :class:`~geokernel.contracts.outcome.OutcomeStatus` (``held``: the policy said no; ``superseded``: a
+    newer version was published concurrently). ``reason`` names the rule or bad value.
     """
 
-    status: str
+    status: OutcomeStatus
     manifest_key: str
     reason: str = ""
     code: str = ""
@@ -161,7 +162,7 @@ def process_snapshot(deps: PartitionerDeps, manifest_key: str) -> Outcome:
     try:
         return _process(deps, manifest_key)
     except SnapshotRejected as exc:
-        return Outcome("rejected", manifest_key, str(exc), exc.code)
+        return Outcome(OutcomeStatus.REJECTED, manifest_key, str(exc), exc.code)
 
 
 def replay_step(deps: PartitionerDeps, manifest_key: str) -> Step:
@@ -202,14 +203,14 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
     mark_item = deps.control.get(ControlKey.SNAPSHOT)
     mark = SnapshotMark.from_item(mark_item) if mark_item else None
     if mark and mark.manifest_key == manifest_key and mark.checksum == manifest.record.checksum:
-        return Outcome("duplicate", manifest_key, f"already processed at {mark.processed_at} ({mark.outcome})",
+        return Outcome(OutcomeStatus.DUPLICATE, manifest_key, f"already processed at {mark.processed_at} ({mark.outcome})",
                        "duplicate")
     if mark and manifest.record.window_end_iso <= mark.window_end:
         raise SnapshotRejected("stale_snapshot", f"{manifest.key}: window_end {manifest.record.window_end_iso!r} "
                                                  f"is not after the last processed {mark.window_end!r} "
                                                  f"({mark.manifest_key})")
     inputs = _inputs(deps, manifest)
-    outcome = Outcome("superseded", manifest_key)
+    outcome = Outcome(OutcomeStatus.SUPERSEDED, manifest_key)
     for _ in range(MAX_RACES):
         step = _decide(deps, inputs)
         decision, state, previous = step.decision, inputs.state, inputs.previous
@@ -218,7 +219,7 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
             deps.control.put(ControlKey.POLICY, PolicyMark(state.last_published_at, decision.to_dict()).to_item())
             deps.state.save(step.state)
             _mark(deps, manifest_key, manifest.record.checksum, manifest.record.window_end_iso, "held")
-            return Outcome("held", manifest_key, "policy: " + "; ".join(reasons), "held", decision_reasons=reasons,
+            return Outcome(OutcomeStatus.HELD, manifest_key, "policy: " + "; ".join(reasons), "held", decision_reasons=reasons,
                            workers=len(previous.workers) if previous else None,
                            max_utilisation=_live_utilisation(step))
         outcome = _publish(deps, manifest_key, manifest, step.candidate, step, reasons, inputs)
@@ -226,7 +227,7 @@ def _process(deps: PartitionerDeps, manifest_key: str) -> Outcome:
             return outcome
         desired = read_desired(deps.control)  # the fast path published meanwhile: build again on its version
         inputs = replace(inputs, desired=desired, previous=_previous(deps, desired))
-    return replace(outcome, status="superseded", code="superseded")
+    return replace(outcome, status=OutcomeStatus.SUPERSEDED, code="superseded")
 
 
 def _inputs(deps: PartitionerDeps, manifest: Manifest) -> _Inputs:
@@ -357,7 +358,7 @@ def _publish(deps: PartitionerDeps, manifest_key: str, manifest: Manifest, candi
     except PublishFailed as exc:
         raise SnapshotRejected("publish_failed", str(exc)) from None
     if done.spec is None:
-        return Outcome("superseded", manifest_key, f"desired moved to v{done.desired} while v{candidate.version} was "
+        return Outcome(OutcomeStatus.SUPERSEDED, manifest_key, f"desired moved to v{done.desired} while v{candidate.version} was "
                        f"built on v{inputs.desired.version if inputs.desired else '-'}", "raced",
                        version=done.desired)
     spec = done.spec
@@ -365,7 +366,7 @@ def _publish(deps: PartitionerDeps, manifest_key: str, manifest: Manifest, candi
     deps.control.put(ControlKey.POLICY, PolicyMark(now, decision).to_item())
     deps.state.save(step.state.published(now))
     _mark(deps, manifest_key, manifest.record.checksum, manifest.record.window_end_iso, f"published v{spec.version}")
-    return Outcome("published", manifest_key, "; ".join(reasons), "published", version=spec.version, spec_key=done.key,
+    return Outcome(OutcomeStatus.PUBLISHED, manifest_key, "; ".join(reasons), "published", version=spec.version, spec_key=done.key,
                    workers=len(spec.workers), decision_reasons=reasons, max_utilisation=_live_utilisation(step))
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from geokernel.contracts.control import ControlKey, PolicyMark
 from geokernel.contracts.errors import ContractError
+from geokernel.contracts.outcome import OutcomeStatus
 from geokernel.contracts.stream import geo_stream_name
 from geokernel.contracts.surge import SURGES_KEY, SurgeSignal
 from geokernel.errors import PolicyError
@@ -45,7 +46,7 @@ class SurgeOutcome:
     """What :func:`process_surge` did: ``published`` (a relief version), ``held`` (nothing to move), ``superseded``
     (``desired`` kept moving), ``rejected`` (the signal is unreadable). ``reason`` is the relief's line."""
 
-    status: str
+    status: OutcomeStatus
     signal_key: str
     reason: str
     code: str
@@ -56,35 +57,35 @@ class SurgeOutcome:
 def process_surge(deps: PartitionerDeps, key: str) -> SurgeOutcome:
     """Relieve the surge signalled at ``key``; see the module docstring. Raises only for AWS failures (retried)."""
     if deps.surges is None:
-        return SurgeOutcome("rejected", key, "no surge store configured", "no_store")
+        return SurgeOutcome(OutcomeStatus.REJECTED, key, "no surge store configured", "no_store")
     try:
         signal = deps.surges.signal(key)
     except ContractError as exc:
-        return SurgeOutcome("rejected", key, str(exc), "bad_signal")
+        return SurgeOutcome(OutcomeStatus.REJECTED, key, str(exc), "bad_signal")
     if signal is None:
-        return SurgeOutcome("rejected", key, f"s3://{deps.surges.bucket}/{key} does not exist", "missing_signal")
-    outcome = SurgeOutcome("superseded", key, "desired moved at every try", "superseded")
+        return SurgeOutcome(OutcomeStatus.REJECTED, key, f"s3://{deps.surges.bucket}/{key} does not exist", "missing_signal")
+    outcome = SurgeOutcome(OutcomeStatus.SUPERSEDED, key, "desired moved at every try", "superseded")
     for _ in range(MAX_RACES):
         desired = read_desired(deps.control)
         if desired is None:
-            return SurgeOutcome("held", key, "no spec published yet", "held")
+            return SurgeOutcome(OutcomeStatus.HELD, key, "no spec published yet", "held")
         now = deps.clock()
         relief = _relief(deps, deps.specs.get(desired.spec_key), signal, now)
         reason = "; ".join(relief.reasons)
         if relief.spec is None:
-            return SurgeOutcome("held", key, reason, "held")
+            return SurgeOutcome(OutcomeStatus.HELD, key, reason, "held")
         candidate = with_shards(relief.spec, deps.shards_per_worker)
         problems = validate(candidate)
         if problems:
-            return SurgeOutcome("rejected", key, f"relief v{candidate.version} is invalid: {'; '.join(problems[:5])}",
+            return SurgeOutcome(OutcomeStatus.REJECTED, key, f"relief v{candidate.version} is invalid: {'; '.join(problems[:5])}",
                                 "invalid_spec")
         done = publish(deps.specs, deps.control, deps.prefix, candidate, desired.version, now)
         if done.spec is None:
-            outcome = SurgeOutcome("superseded", key, f"desired moved to v{done.desired} while the relief was built "
+            outcome = SurgeOutcome(OutcomeStatus.SUPERSEDED, key, f"desired moved to v{done.desired} while the relief was built "
                                    f"on v{desired.version}", "superseded", done.desired)
             continue
         _remember(deps, relief.surges, now)
-        return SurgeOutcome("published", key, reason, "published", done.spec.version,
+        return SurgeOutcome(OutcomeStatus.PUBLISHED, key, reason, "published", done.spec.version,
                             tuple(m.quadkey for m in relief.moves))
     return outcome
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from geokernel.contracts.stream import ShardRange
+from geokernel.contracts.stream import ShardRange, StreamStatus
 from lambdas.runtime.clients import error_code
 from lambdas.runtime.errors import AdapterError
 from lambdas.runtime.pacing import Pacer
@@ -184,9 +184,9 @@ class GeoStreams:
         deadline = time.monotonic() + timeout_s
         while True:
             status = self.status(name)
-            if status == "ACTIVE":
+            if status == StreamStatus.ACTIVE:
                 return True
-            if status == "DELETING" or time.monotonic() >= deadline:
+            if status == StreamStatus.DELETING or time.monotonic() >= deadline:
                 return False
             time.sleep(poll_s)
 

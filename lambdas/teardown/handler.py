@@ -29,6 +29,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from geokernel.contracts.stream import StreamStatus
 from lambdas.runtime.clients import make_clients
 from lambdas.runtime.config import LambdaConfig
 from lambdas.runtime.errors import AdapterError
@@ -48,9 +49,9 @@ def delete_streams(streams: GeoStreams, prefix: str, seconds_left: Callable[[], 
     while True:
         left: dict[str, str] = {}
         for name, status in streams.named(prefix):
-            if status == "DELETING":
+            if status == StreamStatus.DELETING:
                 continue
-            if status in ("CREATING", "UPDATING"):
+            if status in (StreamStatus.CREATING, StreamStatus.UPDATING):
                 left[name] = f"still {status}"
                 continue
             try:

@@ -40,6 +40,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from geokernel.contracts.outcome import OutcomeStatus
 from geokernel.contracts.snapshot import (
     MANIFEST_NAME,
     SNAPSHOTS_PREFIX,
@@ -51,7 +52,7 @@ from geokernel.contracts.snapshot import (
 from local.faults.record import FaultRecord, LiveDelay, LiveSince
 from local.outcomes import outcome
 
-JUDGED = ("published", "held")  # a snapshot the partitioner used (a spec published, or the policy held it)
+JUDGED = (OutcomeStatus.PUBLISHED, OutcomeStatus.HELD)  # a snapshot the partitioner used (a spec published, or the policy held it)
 KINDS = ("truncated", "not-a-snapshot", "bad-rows")
 WINDOW_KEY = f"{SNAPSHOTS_PREFIX}window_end="
 MANIFEST = MANIFEST_NAME

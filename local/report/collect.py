@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from geokernel.contracts.outcome import OutcomeStatus
 from geokernel.contracts.snapshot import SnapshotManifest
 from local.outcomes import outcome
 from local.output import read_quarantine
@@ -27,7 +28,7 @@ def collect_live(state: RunState) -> None:
     snaps = []
     invocations = state.notifier.invocations if state.notifier else []
     for inv in invocations:
-        if outcome(inv.result)[0] == "rejected":
+        if outcome(inv.result)[0] == OutcomeStatus.REJECTED:
             continue  # fed no spec (e.g. --faults snapshot-corrupt: maybe not even JSON); the timeline names it
         # the partitioner read it with this decoder and did not reject it, so it decodes here too
         manifest = SnapshotManifest.from_json(

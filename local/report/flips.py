@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from geokernel.contracts.outcome import OutcomeStatus
 from local.outcomes import outcome
 from local.report.utilisation import as_percent
 from local.report.worker_load import WorkerLoad, live_spans
@@ -32,7 +33,7 @@ def built_from_windows(state: RunState) -> dict[int, float]:
     for snap in state.live.get("snapshots", []):
         status, _, version = outcome(snap["result"])
         end = _epoch(snap["manifest"].get("window_end"))
-        if status == "published" and version is not None and end is not None:
+        if status == OutcomeStatus.PUBLISHED and version is not None and end is not None:
             out[version] = end
     return out
 
