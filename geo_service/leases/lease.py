@@ -30,7 +30,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from geo_service.errors import GeoServiceError
-from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord
+from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord, read_lease_batches
 from geokernel.contracts.slot import SlotId
 
 Clock = Callable[[], float]
@@ -73,25 +73,13 @@ def read_leases(dynamodb: Any, table: str, version: int, worker_ids: Iterable[st
     """Read the leases of ``worker_ids`` of ``version`` (100 keys per call); absent ones are left out.
 
     Strongly consistent by default (claims decide on it); ``consistent=False`` costs half the read units where a
-    value a moment old only delays (the handover gate's caught-up times).
+    value a moment old only delays (the handover gate's caught-up times). The loop is the kernel's
+    (:func:`geokernel.contracts.lease.read_lease_batches`), the one every lease reader uses.
     """
-    keys = [str(SlotId(version, w)) for w in dict.fromkeys(worker_ids)]
-    out: dict[str, LeaseRecord] = {}
-    for i in range(0, len(keys), 100):
-        pending: list[dict[str, Any]] = [{LEASE_KEY_ATTR: {"S": k}} for k in keys[i:i + 100]]
-        for attempt in range(8):
-            if not pending:
-                break
-            resp = dynamodb.batch_get_item(RequestItems={table: {"Keys": pending, "ConsistentRead": consistent}})
-            for item in resp.get("Responses", {}).get(table, []):
-                state = LeaseRecord.from_raw(item)
-                out[state.worker_id] = state
-            pending = resp.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
-            if pending:
-                time.sleep(0.05 * (attempt + 1))
-        if pending:
-            raise LeaseError(f"leases table {table!r}: {len(pending)} keys of v{version} left unprocessed")
-    return out
+    read = read_lease_batches(dynamodb.batch_get_item, table, version, worker_ids, consistent=consistent)
+    if read.unprocessed:
+        raise LeaseError(f"leases table {table!r}: {read.unprocessed} keys of v{version} left unprocessed")
+    return read.leases
 
 
 class LeaseManager:

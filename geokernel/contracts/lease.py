@@ -8,7 +8,8 @@ ready, blue drained: ``lambdas.runtime.dynamodb.LeaseTable``) and the local loop
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,3 +93,70 @@ class LeaseRecord:
     def from_raw(cls, item: Mapping[str, Mapping[str, Any]]) -> LeaseRecord:
         """Decode a lease item in attribute-value form (as ``GetItem`` / ``BatchGetItem`` return it)."""
         return cls.from_item(plain_item(item))
+
+
+#: Keys in one ``BatchGetItem`` call, its limit (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/
+#: API_BatchGetItem.html: up to 100 items, no duplicate keys in one call).
+BATCH_GET_KEYS = 100
+#: Calls per batch for the keys DynamoDB returned unprocessed (it may, under throttling or past 16 MB), with a growing
+#: pause between them.
+BATCH_GET_TRIES = 8
+
+#: ``BatchGetItem`` of a DynamoDB client (``client.batch_get_item``): takes ``RequestItems=``, returns its response.
+BatchGet = Callable[..., Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseBatchRead:
+    """What :func:`read_lease_batches` found: the leases that exist, by worker id, and the keys still unprocessed."""
+
+    leases: dict[str, LeaseRecord]
+    unprocessed: int
+
+
+def read_lease_batches(batch_get: BatchGet, table: str, version: int, worker_ids: Iterable[str], *,
+                       consistent: bool = True, sleep: Callable[[float], None] = time.sleep) -> LeaseBatchRead:
+    """Read the leases of ``worker_ids`` of ``version``: the one lease batch read of every reader.
+
+    Parameters
+    ----------
+    batch_get : callable
+        The DynamoDB client's ``batch_get_item`` (the caller's client: its retries, its errors).
+    table : str
+        The leases table.
+    version : int
+    worker_ids : iterable of str
+        Read once each, in :data:`BATCH_GET_KEYS` per call.
+    consistent : bool
+        Strongly consistent reads (claims decide on them); False costs half the read units where a value a moment
+        old only delays.
+    sleep : callable
+        The pause between tries of unprocessed keys.
+
+    Returns
+    -------
+    LeaseBatchRead
+        Absent leases are left out; ``unprocessed`` counts the keys still unread after :data:`BATCH_GET_TRIES` calls
+        of a batch (the caller raises its own error).
+
+    Notes
+    -----
+    One call per 100 slots (plus retries of unprocessed keys): linear in the fleet.
+    """
+    keys = [str(SlotId(version, w)) for w in dict.fromkeys(worker_ids)]
+    out: dict[str, LeaseRecord] = {}
+    left = 0
+    for i in range(0, len(keys), BATCH_GET_KEYS):
+        pending: list[dict[str, Any]] = [{LEASE_KEY_ATTR: {"S": k}} for k in keys[i:i + BATCH_GET_KEYS]]
+        for attempt in range(BATCH_GET_TRIES):
+            if not pending:
+                break
+            resp = batch_get(RequestItems={table: {"Keys": pending, "ConsistentRead": consistent}})
+            for item in resp.get("Responses", {}).get(table, []):
+                lease = LeaseRecord.from_raw(item)
+                out[lease.worker_id] = lease
+            pending = resp.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
+            if pending:
+                sleep(0.05 * (attempt + 1))
+        left += len(pending)
+    return LeaseBatchRead(out, left)

@@ -7,7 +7,6 @@ the leases table holds one item per worker slot ``v<version>#<worker_id>``, writ
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -16,8 +15,7 @@ from botocore.exceptions import ClientError
 
 from geokernel.contracts.dynamo import plain_value
 from geokernel.contracts.errors import ContractError
-from geokernel.contracts.lease import LEASE_KEY_ATTR, LeaseRecord
-from geokernel.contracts.slot import SlotId
+from geokernel.contracts.lease import LeaseRecord, read_lease_batches
 from lambdas.runtime.clients import error_code
 from lambdas.runtime.errors import AdapterError
 
@@ -112,24 +110,10 @@ class LeaseTable:
 
     def states(self, version: int, worker_ids: Sequence[str]) -> dict[str, LeaseRecord]:
         """Return the leases that exist among ``worker_ids`` of ``version`` (absent workers are left out)."""
-        out: dict[str, LeaseRecord] = {}
-        keys = [str(SlotId(version, w)) for w in worker_ids]
-        for i in range(0, len(keys), 100):
-            pending: list[dict[str, Any]] = [{LEASE_KEY_ATTR: {"S": k}} for k in keys[i:i + 100]]
-            for _attempt in range(8):
-                if not pending:
-                    break
-                try:
-                    resp = self._ddb.batch_get_item(
-                        RequestItems={self.table: {"Keys": pending, "ConsistentRead": True}})
-                except ClientError as exc:
-                    raise AdapterError(f"leases table {self.table!r}: batch get failed: {exc}") from exc
-                for raw in resp.get("Responses", {}).get(self.table, []):
-                    lease = LeaseRecord.from_raw(raw)
-                    out[lease.worker_id] = lease
-                pending = resp.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
-                if pending:
-                    time.sleep(0.05 * (_attempt + 1))
-            if pending:
-                raise AdapterError(f"leases table {self.table!r}: {len(pending)} keys left unprocessed")
-        return out
+        try:
+            read = read_lease_batches(self._ddb.batch_get_item, self.table, version, worker_ids)
+        except ClientError as exc:
+            raise AdapterError(f"leases table {self.table!r}: batch get failed: {exc}") from exc
+        if read.unprocessed:
+            raise AdapterError(f"leases table {self.table!r}: {read.unprocessed} keys of v{version} left unprocessed")
+        return read.leases
