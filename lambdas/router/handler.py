@@ -209,13 +209,14 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     pacer = pacer_for(event, rt.routers, time.time()) if table is not None else None
     streams = rt.streams.paced(pacer)
     found: list[SurgeSignal] = []
-    before = dict(ledger.entries) if ledger is not None else None
+    if ledger is not None:
+        ledger.begin_batch()
     result = route_batch(records, table, streams, rt.quarantine, rt.fields, ledger,
                          surge_feed(rt, table, found) if pacer is None else None)
     if result.put_ids:  # the flip fence (routing.fence_flip): one more strongly consistent read
         fenced = fence_flip(result, rt.cache.active_version())
-        if fenced is not result and ledger is not None and before is not None:
-            ledger.entries, ledger.dirty = before, True  # re-delivered records are routed afresh, stamps and all
+        if fenced is not result and ledger is not None:
+            ledger.rollback()  # re-delivered records are routed afresh, stamps and all
         result = fenced
     if rt.ledgers is not None and shard is not None and ledger is not None:
         rt.ledgers.save(*shard, ledger)  # before the batch is acknowledged (a failed save fails the invocation)

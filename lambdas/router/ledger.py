@@ -73,8 +73,32 @@ class RouterLedger:
     def __init__(self, entries: dict[str, LedgerEntry] | None = None) -> None:
         self.entries: dict[str, LedgerEntry] = entries or {}
         self.dirty = False
+        #: each entity's entry before the batch under way changed it (None: it had none): :meth:`rollback`
+        self._before: dict[str, LedgerEntry | None] = {}
         #: Geo streams found deleted (not saved): markers to them are skipped without a call.
         self.gone_streams: set[str] = set()
+
+    def begin_batch(self) -> None:
+        """Start a batch: :meth:`rollback` undoes what :meth:`record` changes from here on."""
+        self._before = {}
+
+    def record(self, entity_id: str, entry: LedgerEntry) -> None:
+        """Set ``entity_id``'s entry (keeping the one before it for :meth:`rollback`)."""
+        if entity_id not in self._before:
+            self._before[entity_id] = self.entries.get(entity_id)
+        self.entries[entity_id] = entry
+        self.dirty = True
+
+    def rollback(self) -> None:
+        """Undo every :meth:`record` since :meth:`begin_batch` (the flip fence failed the batch: its records are
+        routed afresh when re-delivered). Costs the entities the batch touched, not the ledger's size."""
+        for entity_id, entry in self._before.items():
+            if entry is None:
+                self.entries.pop(entity_id, None)
+            else:
+                self.entries[entity_id] = entry
+        self.dirty = self.dirty or bool(self._before)
+        self._before = {}
 
     def to_json(self) -> str:
         """``{"targets": [[stream, hash_key, label], ...], "entities": {entity: [n, seq, sub, target index]}}``:

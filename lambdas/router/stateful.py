@@ -88,8 +88,7 @@ def route_stamped(items: Sequence[Routed], streams: GeoStreams, ledger: RouterLe
                 if i in bad:
                     blocked.add(it.event.entity_id)
                     continue
-                ledger.entries[it.event.entity_id] = LedgerEntry(n, it.order, it.target)
-                ledger.dirty = True
+                ledger.record(it.event.entity_id, LedgerEntry(n, it.order, it.target))
                 routed += 1
     for e in blocked:
         done = ledger.entries.get(e)

@@ -232,3 +232,23 @@ def test_a_ledger_written_meanwhile_by_another_invocation_is_not_overwritten(aws
     with pytest.raises(AdapterError, match="written by another invocation"):
         env2.save("ingest", "shard-1", second)
     assert LedgerStore(aws.clients.s3, aws.cfg.specs_bucket).load("ingest", "shard-1").entries["e"].target == A
+
+
+def test_a_rollback_undoes_the_batch_under_way_and_nothing_before_it() -> None:
+    # GIVEN a ledger with e1's entry from an earlier batch, then a batch that moves e1 and adds e2
+    ledger = RouterLedger({"e1": LedgerEntry(4, (1, 0), A)})
+    ledger.begin_batch()
+    ledger.record("e1", LedgerEntry(5, (2, 0), B))
+    ledger.record("e1", LedgerEntry(6, (3, 0), B))
+    ledger.record("e2", LedgerEntry(1, (4, 0), B))
+    assert ledger.entries["e1"].n == 6 and ledger.dirty
+    # WHEN the flip fence fails the batch and the ledger rolls back
+    ledger.rollback()
+    # THEN e1 is as before the batch, e2 is gone, and the ledger is saved again
+    assert ledger.entries == {"e1": LedgerEntry(4, (1, 0), A)} and ledger.dirty
+    # AND a later batch's rollback leaves what an acknowledged batch recorded
+    ledger.begin_batch()
+    ledger.record("e3", LedgerEntry(1, (5, 0), C))
+    ledger.begin_batch()
+    ledger.rollback()
+    assert set(ledger.entries) == {"e1", "e3"}
